@@ -1,0 +1,438 @@
+"""Semirecursive rigid-body dynamics as numba kernels (DESIGN §3.2, seed 000 §2.1).
+
+All vectors are in the inertial frame; 6-vectors are [linear; angular]. For body i hanging
+on joint i (unit axis u_i through point r_i, the body frame's origin):
+
+    Z_i = [ṡ_i; ω_i] = Z_p + b_i ż_i,   b_i = [r_i × u_i; u_i] (revolute), [u_i; 0] (prismatic)
+    Ż_i = Ż_p + b_i z̈_i + d_i,  d_i = [ṡ_p × u_i + ω_p × (r_i × u_i); ω_p × u_i] ż_i (revolute),
+                                 d_i = [ω_p × u_i; 0] ż_i (prismatic)                (seed eq. 9–12)
+
+ṡ_i is the velocity of the body point that coincides with the inertial origin, so every
+body's force and inertia are reduced to the same point and *add* along a path:
+
+    M_ij = b_iᵀ M̄^Σ_k b_j   (k the deeper of i, j on one path; M̄^Σ accumulated leaves → root)
+    τ_i  = b_iᵀ Σ_{k ⪰ i} (M̄_k Ż_k − Q̄_k)                                       (seed eq. 17–21)
+
+M̄_k Ż_k − Q̄_k is written as the Newton–Euler wrench about the origin,
+[f; c × f + J_G ω̇ + ω × J_G ω] with f = m (a_G − gravity) — the same vector, fewer flops.
+Tree coordinates map to the independent ones through the constant R_z of a ``<mimic>`` or a
+harmonic drive (seed 000 eqs. 23–27): z_i = k_i q_{j(i)} + c_i, so M = R_zᵀ M_z R_z,
+τ = R_zᵀ τ_z with no linear solve.
+
+Calling convention: ``kernel(pk, ws, inputs…, out)`` where ``pk`` is ``Mechanism.packed``
+and ``ws`` a workspace from :func:`workspace_size`. Nothing allocates; every function is
+``@njit(cache=True)`` and can be called from other njit code (the laws and the plant).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from exo_rt.model.mechanism import (
+    H_GRAVITY,
+    H_NQ,
+    JOINT_REVOLUTE,
+    P_AXIS,
+    P_C,
+    P_COM,
+    P_INERTIA,
+    P_JTYPE,
+    P_K,
+    P_MASS,
+    P_PARENT,
+    P_QIDX,
+    P_ROT,
+    P_XYZ,
+)
+
+# --- workspace columns, one row per body
+W_A = 0  # world rotation of the body frame, row-major (9)
+W_O = 9  # world origin of the body frame = point r_i on the joint axis (3)
+W_B = 12  # b_i (6)
+W_Z = 18  # Z_i = [ṡ; ω] (6)
+W_ZD = 24  # Ż_i (6)
+W_F = 30  # accumulated wrench about the world origin (6)
+W_C = 36  # world COM (3)
+W_JG = 39  # world inertia about the COM (9)
+W_K = 48  # composite inertia: m, h = m c (3), J_O (9)  → 13
+W_WIDTH = 61
+
+
+def workspace_size(n_bodies: int, nq: int) -> int:
+    """Length of the flat float64 workspace the kernels need."""
+    return n_bodies * W_WIDTH + nq * nq + 3 * nq
+
+
+@njit(cache=True, inline="always")
+def _cross(ax, ay, az, bx, by, bz):
+    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+
+
+@njit(cache=True)
+def _dims(pk):
+    nb = pk.shape[0] - 1
+    return nb, int(pk[nb, H_NQ])
+
+
+@njit(cache=True)
+def _body_ws(ws, nb):
+    return ws[: nb * W_WIDTH].reshape((nb, W_WIDTH))
+
+
+@njit(cache=True)
+def _check(nq, x):
+    if x.shape[0] != nq:
+        raise ValueError("array length differs from the mechanism's number of coordinates")
+
+
+@njit(cache=True)
+def positions(pk, ws, q):
+    """Forward kinematics: world rotation A, origin r, joint column b, COM and J_G per body."""
+    nb, nq = _dims(pk)
+    _check(nq, q)
+    w = _body_ws(ws, nb)
+    # base: identity frame at the world origin
+    for k in range(W_WIDTH):
+        w[0, k] = 0.0
+    w[0, W_A] = 1.0
+    w[0, W_A + 4] = 1.0
+    w[0, W_A + 8] = 1.0
+    _body_inertia(pk, w, 0)
+    for i in range(1, nb):
+        p = int(pk[i, P_PARENT])
+        z = pk[i, P_K] * q[int(pk[i, P_QIDX])] + pk[i, P_C]
+        # M1 = A_p · R0 (joint frame at zero displacement)
+        for r in range(3):
+            a0 = w[p, W_A + 3 * r]
+            a1 = w[p, W_A + 3 * r + 1]
+            a2 = w[p, W_A + 3 * r + 2]
+            for c in range(3):
+                w[i, W_A + 3 * r + c] = (
+                    a0 * pk[i, P_ROT + c] + a1 * pk[i, P_ROT + 3 + c] + a2 * pk[i, P_ROT + 6 + c]
+                )
+        # world axis u = M1 · axis
+        ax, ay, az = pk[i, P_AXIS], pk[i, P_AXIS + 1], pk[i, P_AXIS + 2]
+        ux = w[i, W_A] * ax + w[i, W_A + 1] * ay + w[i, W_A + 2] * az
+        uy = w[i, W_A + 3] * ax + w[i, W_A + 4] * ay + w[i, W_A + 5] * az
+        uz = w[i, W_A + 6] * ax + w[i, W_A + 7] * ay + w[i, W_A + 8] * az
+        # origin r_i = r_p + A_p · xyz
+        x, y, zz = pk[i, P_XYZ], pk[i, P_XYZ + 1], pk[i, P_XYZ + 2]
+        rx = w[p, W_O] + w[p, W_A] * x + w[p, W_A + 1] * y + w[p, W_A + 2] * zz
+        ry = w[p, W_O + 1] + w[p, W_A + 3] * x + w[p, W_A + 4] * y + w[p, W_A + 5] * zz
+        rz = w[p, W_O + 2] + w[p, W_A + 6] * x + w[p, W_A + 7] * y + w[p, W_A + 8] * zz
+        if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
+            # A_i = Rot(u, z) · M1, column by column (Rodrigues)
+            cz, sz = math.cos(z), math.sin(z)
+            for c in range(3):
+                vx, vy, vz = w[i, W_A + c], w[i, W_A + 3 + c], w[i, W_A + 6 + c]
+                d = (ux * vx + uy * vy + uz * vz) * (1.0 - cz)
+                cx, cy, cw = _cross(ux, uy, uz, vx, vy, vz)
+                w[i, W_A + c] = vx * cz + ux * d + sz * cx
+                w[i, W_A + 3 + c] = vy * cz + uy * d + sz * cy
+                w[i, W_A + 6 + c] = vz * cz + uz * d + sz * cw
+            bx, by, bz = _cross(rx, ry, rz, ux, uy, uz)
+            w[i, W_B], w[i, W_B + 1], w[i, W_B + 2] = bx, by, bz
+            w[i, W_B + 3], w[i, W_B + 4], w[i, W_B + 5] = ux, uy, uz
+        else:
+            rx += ux * z
+            ry += uy * z
+            rz += uz * z
+            w[i, W_B], w[i, W_B + 1], w[i, W_B + 2] = ux, uy, uz
+            w[i, W_B + 3], w[i, W_B + 4], w[i, W_B + 5] = 0.0, 0.0, 0.0
+        w[i, W_O], w[i, W_O + 1], w[i, W_O + 2] = rx, ry, rz
+        _body_inertia(pk, w, i)
+
+
+@njit(cache=True)
+def _body_inertia(pk, w, i):
+    """World COM c = r + A·com and J_G = A · I · Aᵀ of body i (after its frame is known)."""
+    for r in range(3):
+        w[i, W_C + r] = (
+            w[i, W_O + r]
+            + w[i, W_A + 3 * r] * pk[i, P_COM]
+            + w[i, W_A + 3 * r + 1] * pk[i, P_COM + 1]
+            + w[i, W_A + 3 * r + 2] * pk[i, P_COM + 2]
+        )
+    # T = A · I (stored temporarily in the composite-inertia slot), J_G = T · Aᵀ
+    for r in range(3):
+        for c in range(3):
+            w[i, W_K + r * 3 + c] = (
+                w[i, W_A + 3 * r] * pk[i, P_INERTIA + c]
+                + w[i, W_A + 3 * r + 1] * pk[i, P_INERTIA + 3 + c]
+                + w[i, W_A + 3 * r + 2] * pk[i, P_INERTIA + 6 + c]
+            )
+    for r in range(3):
+        for c in range(r, 3):
+            v = (
+                w[i, W_K + r * 3] * w[i, W_A + 3 * c]
+                + w[i, W_K + r * 3 + 1] * w[i, W_A + 3 * c + 1]
+                + w[i, W_K + r * 3 + 2] * w[i, W_A + 3 * c + 2]
+            )
+            w[i, W_JG + 3 * r + c] = v
+            w[i, W_JG + 3 * c + r] = v
+
+
+@njit(cache=True)
+def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
+    """τ = R_zᵀ Σ bᵀ(M̄Ż − Q̄) for velocities v·vscale, accelerations a·ascale, gravity·gscale."""
+    nb, nq = _dims(pk)
+    _check(nq, v)
+    _check(nq, a)
+    _check(nq, out)
+    positions(pk, ws, q)
+    w = _body_ws(ws, nb)
+    gx = pk[nb, H_GRAVITY] * gscale
+    gy = pk[nb, H_GRAVITY + 1] * gscale
+    gz = pk[nb, H_GRAVITY + 2] * gscale
+    for k in range(W_Z, W_F + 6):
+        w[0, k] = 0.0
+    for i in range(1, nb):
+        p = int(pk[i, P_PARENT])
+        j = int(pk[i, P_QIDX])
+        kk = pk[i, P_K]
+        zd = kk * v[j] * vscale
+        zdd = kk * a[j] * ascale
+        sx, sy, sz = w[p, W_Z], w[p, W_Z + 1], w[p, W_Z + 2]
+        ox, oy, oz = w[p, W_Z + 3], w[p, W_Z + 4], w[p, W_Z + 5]
+        if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
+            ux, uy, uz = w[i, W_B + 3], w[i, W_B + 4], w[i, W_B + 5]
+            bx, by, bz = w[i, W_B], w[i, W_B + 1], w[i, W_B + 2]
+            t1 = _cross(sx, sy, sz, ux, uy, uz)
+            t2 = _cross(ox, oy, oz, bx, by, bz)
+            t3 = _cross(ox, oy, oz, ux, uy, uz)
+            d0, d1, d2 = (t1[0] + t2[0]) * zd, (t1[1] + t2[1]) * zd, (t1[2] + t2[2]) * zd
+            d3, d4, d5 = t3[0] * zd, t3[1] * zd, t3[2] * zd
+        else:  # prismatic: b = [u; 0]
+            t3 = _cross(ox, oy, oz, w[i, W_B], w[i, W_B + 1], w[i, W_B + 2])
+            d0, d1, d2 = t3[0] * zd, t3[1] * zd, t3[2] * zd
+            d3, d4, d5 = 0.0, 0.0, 0.0
+        for k in range(6):
+            w[i, W_Z + k] = w[p, W_Z + k] + w[i, W_B + k] * zd
+        w[i, W_ZD] = w[p, W_ZD] + w[i, W_B] * zdd + d0
+        w[i, W_ZD + 1] = w[p, W_ZD + 1] + w[i, W_B + 1] * zdd + d1
+        w[i, W_ZD + 2] = w[p, W_ZD + 2] + w[i, W_B + 2] * zdd + d2
+        w[i, W_ZD + 3] = w[p, W_ZD + 3] + w[i, W_B + 3] * zdd + d3
+        w[i, W_ZD + 4] = w[p, W_ZD + 4] + w[i, W_B + 4] * zdd + d4
+        w[i, W_ZD + 5] = w[p, W_ZD + 5] + w[i, W_B + 5] * zdd + d5
+        # Newton–Euler wrench about the world origin
+        m = pk[i, P_MASS]
+        cx, cy, cz = w[i, W_C], w[i, W_C + 1], w[i, W_C + 2]
+        sx, sy, sz = w[i, W_Z], w[i, W_Z + 1], w[i, W_Z + 2]
+        ox, oy, oz = w[i, W_Z + 3], w[i, W_Z + 4], w[i, W_Z + 5]
+        ax_, ay_, az_ = w[i, W_ZD], w[i, W_ZD + 1], w[i, W_ZD + 2]
+        wx, wy, wz = w[i, W_ZD + 3], w[i, W_ZD + 4], w[i, W_ZD + 5]
+        e = _cross(ox, oy, oz, cx, cy, cz)
+        vgx, vgy, vgz = sx + e[0], sy + e[1], sz + e[2]  # COM velocity
+        e1 = _cross(wx, wy, wz, cx, cy, cz)
+        e2 = _cross(ox, oy, oz, vgx, vgy, vgz)
+        fx = m * (ax_ + e1[0] + e2[0] - gx)
+        fy = m * (ay_ + e1[1] + e2[1] - gy)
+        fz = m * (az_ + e1[2] + e2[2] - gz)
+        jg = w[i, W_JG : W_JG + 9]
+        jwx = jg[0] * ox + jg[1] * oy + jg[2] * oz
+        jwy = jg[3] * ox + jg[4] * oy + jg[5] * oz
+        jwz = jg[6] * ox + jg[7] * oy + jg[8] * oz
+        gyro = _cross(ox, oy, oz, jwx, jwy, jwz)
+        mom = _cross(cx, cy, cz, fx, fy, fz)
+        w[i, W_F] = fx
+        w[i, W_F + 1] = fy
+        w[i, W_F + 2] = fz
+        w[i, W_F + 3] = mom[0] + jg[0] * wx + jg[1] * wy + jg[2] * wz + gyro[0]
+        w[i, W_F + 4] = mom[1] + jg[3] * wx + jg[4] * wy + jg[5] * wz + gyro[1]
+        w[i, W_F + 5] = mom[2] + jg[6] * wx + jg[7] * wy + jg[8] * wz + gyro[2]
+    for k in range(nq):
+        out[k] = 0.0
+    for i in range(nb - 1, 0, -1):
+        p = int(pk[i, P_PARENT])
+        tau = 0.0
+        for k in range(6):
+            tau += w[i, W_B + k] * w[i, W_F + k]
+            w[p, W_F + k] += w[i, W_F + k]
+        out[int(pk[i, P_QIDX])] += pk[i, P_K] * tau
+
+
+@njit(cache=True)
+def inverse_dynamics(pk, ws, q, v, a, out):
+    """τ = M(q) a + C(q, v) v + g(q)  (N·m / N, ordered as q)."""
+    _rnea_pass(pk, ws, q, v, a, 1.0, 1.0, 1.0, out)
+
+
+@njit(cache=True)
+def bias_forces(pk, ws, q, v, out):
+    """h(q, v) = C(q, v) v + g(q): the inverse dynamics at zero acceleration."""
+    _rnea_pass(pk, ws, q, v, v, 1.0, 0.0, 1.0, out)
+
+
+@njit(cache=True)
+def gravity_forces(pk, ws, q, out):
+    """g(q): generalized gravity forces (the inverse dynamics at rest)."""
+    _rnea_pass(pk, ws, q, q, q, 0.0, 0.0, 1.0, out)
+
+
+@njit(cache=True)
+def mass_matrix(pk, ws, q, out):
+    """M(q) = R_zᵀ M_z R_z with M_z,ij = b_iᵀ M̄^Σ_j b_j for i an ancestor of j (seed eq. 19)."""
+    nb, nq = _dims(pk)
+    if out.shape[0] != nq or out.shape[1] != nq:
+        raise ValueError("mass-matrix output must be (nq, nq)")
+    positions(pk, ws, q)
+    w = _body_ws(ws, nb)
+    # composite inertia (m, h = m c, J_O = J_G + m(|c|²1 − c cᵀ)), summed leaves → root
+    for i in range(nb):
+        m = pk[i, P_MASS]
+        cx, cy, cz = w[i, W_C], w[i, W_C + 1], w[i, W_C + 2]
+        c2 = cx * cx + cy * cy + cz * cz
+        w[i, W_K] = m
+        w[i, W_K + 1] = m * cx
+        w[i, W_K + 2] = m * cy
+        w[i, W_K + 3] = m * cz
+        w[i, W_K + 4] = w[i, W_JG] + m * (c2 - cx * cx)
+        w[i, W_K + 5] = w[i, W_JG + 1] - m * cx * cy
+        w[i, W_K + 6] = w[i, W_JG + 2] - m * cx * cz
+        w[i, W_K + 7] = w[i, W_JG + 3] - m * cy * cx
+        w[i, W_K + 8] = w[i, W_JG + 4] + m * (c2 - cy * cy)
+        w[i, W_K + 9] = w[i, W_JG + 5] - m * cy * cz
+        w[i, W_K + 10] = w[i, W_JG + 6] - m * cz * cx
+        w[i, W_K + 11] = w[i, W_JG + 7] - m * cz * cy
+        w[i, W_K + 12] = w[i, W_JG + 8] + m * (c2 - cz * cz)
+    for i in range(nb - 1, 0, -1):
+        p = int(pk[i, P_PARENT])
+        for k in range(13):
+            w[p, W_K + k] += w[i, W_K + k]
+    for r in range(nq):
+        for c in range(nq):
+            out[r, c] = 0.0
+    for j in range(1, nb):
+        # f = M̄^Σ_j b_j = [m b_l − h × b_a; h × b_l + J_O b_a]
+        m = w[j, W_K]
+        hx, hy, hz = w[j, W_K + 1], w[j, W_K + 2], w[j, W_K + 3]
+        blx, bly, blz = w[j, W_B], w[j, W_B + 1], w[j, W_B + 2]
+        bax, bay, baz = w[j, W_B + 3], w[j, W_B + 4], w[j, W_B + 5]
+        t = _cross(hx, hy, hz, bax, bay, baz)
+        f0, f1, f2 = m * blx - t[0], m * bly - t[1], m * blz - t[2]
+        t = _cross(hx, hy, hz, blx, bly, blz)
+        f3 = t[0] + w[j, W_K + 4] * bax + w[j, W_K + 5] * bay + w[j, W_K + 6] * baz
+        f4 = t[1] + w[j, W_K + 7] * bax + w[j, W_K + 8] * bay + w[j, W_K + 9] * baz
+        f5 = t[2] + w[j, W_K + 10] * bax + w[j, W_K + 11] * bay + w[j, W_K + 12] * baz
+        qj = int(pk[j, P_QIDX])
+        kj = pk[j, P_K]
+        i = j
+        while i > 0:
+            val = (
+                w[i, W_B] * f0 + w[i, W_B + 1] * f1 + w[i, W_B + 2] * f2
+                + w[i, W_B + 3] * f3 + w[i, W_B + 4] * f4 + w[i, W_B + 5] * f5
+            ) * kj * pk[i, P_K]
+            qi = int(pk[i, P_QIDX])
+            out[qi, qj] += val
+            if i != j:
+                out[qj, qi] += val
+            i = int(pk[i, P_PARENT])
+
+
+@njit(cache=True)
+def cholesky_solve(m, b, x):
+    """Solve m x = b for symmetric positive definite m, in place (m becomes its Cholesky factor).
+
+    Raises ValueError if m is not positive definite (a massless coordinate, for instance).
+    """
+    n = m.shape[0]
+    for j in range(n):
+        s = m[j, j]
+        for k in range(j):
+            s -= m[j, k] * m[j, k]
+        if not s > 0.0:
+            raise ValueError("mass matrix is not positive definite (a coordinate without inertia?)")
+        ljj = math.sqrt(s)
+        m[j, j] = ljj
+        for i in range(j + 1, n):
+            s = m[i, j]
+            for k in range(j):
+                s -= m[i, k] * m[j, k]
+            m[i, j] = s / ljj
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s -= m[i, k] * x[k]
+        x[i] = s / m[i, i]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= m[k, i] * x[k]
+        x[i] = s / m[i, i]
+
+
+@njit(cache=True)
+def _q_ws(ws, nb, nq):
+    base = nb * W_WIDTH
+    mq = ws[base : base + nq * nq].reshape((nq, nq))
+    h = ws[base + nq * nq : base + nq * nq + nq]
+    r = ws[base + nq * nq + nq : base + nq * nq + 2 * nq]
+    return mq, h, r
+
+
+@njit(cache=True)
+def forward_dynamics(pk, ws, q, v, tau, out):
+    """a = M(q)⁻¹ (τ − h(q, v)), by Cholesky on the small (nq × nq) mass matrix."""
+    nb, nq = _dims(pk)
+    _check(nq, tau)
+    mq, h, r = _q_ws(ws, nb, nq)
+    bias_forces(pk, ws, q, v, h)
+    mass_matrix(pk, ws, q, mq)
+    for k in range(nq):
+        r[k] = tau[k] - h[k]
+    cholesky_solve(mq, r, out)
+
+
+@njit(cache=True)
+def energy(pk, ws, q, v, out):
+    """out[0] = kinetic ½ Σ Zᵀ M̄ Z, out[1] = potential −Σ m gravity · c over the moving bodies."""
+    nb, nq = _dims(pk)
+    _, h, _ = _q_ws(ws, nb, nq)
+    _rnea_pass(pk, ws, q, v, v, 1.0, 0.0, 0.0, h)  # fills Z, c, J_G
+    w = _body_ws(ws, nb)
+    gx, gy, gz = pk[nb, H_GRAVITY], pk[nb, H_GRAVITY + 1], pk[nb, H_GRAVITY + 2]
+    ke = 0.0
+    pe = 0.0
+    for i in range(1, nb):
+        m = pk[i, P_MASS]
+        cx, cy, cz = w[i, W_C], w[i, W_C + 1], w[i, W_C + 2]
+        ox, oy, oz = w[i, W_Z + 3], w[i, W_Z + 4], w[i, W_Z + 5]
+        e = _cross(ox, oy, oz, cx, cy, cz)
+        vx, vy, vz = w[i, W_Z] + e[0], w[i, W_Z + 1] + e[1], w[i, W_Z + 2] + e[2]
+        jg = w[i, W_JG : W_JG + 9]
+        rot = (
+            ox * (jg[0] * ox + jg[1] * oy + jg[2] * oz)
+            + oy * (jg[3] * ox + jg[4] * oy + jg[5] * oz)
+            + oz * (jg[6] * ox + jg[7] * oy + jg[8] * oz)
+        )
+        ke += 0.5 * (m * (vx * vx + vy * vy + vz * vz) + rot)
+        pe -= m * (gx * cx + gy * cy + gz * cz)
+    out[0] = ke
+    out[1] = pe
+
+
+@njit(cache=True)
+def frame_positions(pk, ws, q, out):
+    """World origin of every body frame (n_bodies × 3), base first."""
+    nb, _ = _dims(pk)
+    positions(pk, ws, q)
+    w = _body_ws(ws, nb)
+    for i in range(nb):
+        out[i, 0] = w[i, W_O]
+        out[i, 1] = w[i, W_O + 1]
+        out[i, 2] = w[i, W_O + 2]
+
+
+@njit(cache=True)
+def frame_rotations(pk, ws, q, out):
+    """World rotation of every body frame (n_bodies × 3 × 3), base first."""
+    nb, _ = _dims(pk)
+    positions(pk, ws, q)
+    w = _body_ws(ws, nb)
+    for i in range(nb):
+        for r in range(3):
+            for c in range(3):
+                out[i, r, c] = w[i, W_A + 3 * r + c]
+

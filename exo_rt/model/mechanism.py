@@ -1,0 +1,139 @@
+"""The immutable description of a mechanism: topology and inertia as numpy arrays.
+
+Like Pinocchio's ``Model``: built once by a loader, never changed, shared by the controller
+and the simulator. Every kernel takes :attr:`Mechanism.packed` (one float64 array, so a call
+from Python or from another njit function passes few arguments) and writes into a
+preallocated workspace.
+
+Body 0 is the base (fixed to the world; its frame is the world frame). Bodies 1… each hang
+on one movable joint (revolute or prismatic) whose parent body comes earlier. Each body's
+joint drives tree coordinate z_i = k_i · q[q_index_i] + c_i: k = 1, c = 0 for an independent
+joint, the ``<mimic>`` multiplier and offset for a dependent one (a harmonic drive's rotor:
+the constant R_z of seed 000, eqs. 23–27).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# --- columns of the packed model (one row per body; an extra last row is the header)
+P_PARENT = 0  # parent body index (−1 for the base)
+P_JTYPE = 1  # 0 base/fixed, 1 revolute, 2 prismatic
+P_QIDX = 2  # index into q of the coordinate that drives this body's joint
+P_K = 3  # mimic multiplier k (z = k q + c)
+P_C = 4  # mimic offset c
+P_XYZ = 5  # joint origin in the parent body frame (3)
+P_ROT = 8  # joint origin rotation in the parent body frame, row-major (9)
+P_AXIS = 17  # joint axis in the joint frame (3)
+P_MASS = 20  # body mass (kg)
+P_COM = 21  # COM in the body frame (3)
+P_INERTIA = 24  # inertia about the COM in the body frame, row-major (9)
+P_WIDTH = 33
+# header row (the last row): number of coordinates and gravity
+H_NQ = 0
+H_GRAVITY = 1  # (3)
+
+JOINT_BASE = 0
+JOINT_REVOLUTE = 1
+JOINT_PRISMATIC = 2
+
+
+@dataclass(frozen=True, eq=False)
+class Mechanism:
+    """Topology and inertia of a tree of rigid bodies (SI units, world = base frame)."""
+
+    name: str
+    source: str
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]  # order of q (independent coordinates)
+    tree_joint_names: tuple[str, ...]  # per body: the joint it hangs on ("" for the base)
+    joint_types: tuple[str, ...]  # per q: revolute | continuous | prismatic
+    parent: np.ndarray
+    joint_type: np.ndarray
+    q_index: np.ndarray
+    mimic_multiplier: np.ndarray
+    mimic_offset: np.ndarray
+    origin_xyz: np.ndarray
+    origin_rot: np.ndarray
+    axis: np.ndarray
+    mass: np.ndarray
+    com: np.ndarray
+    inertia: np.ndarray
+    gravity: np.ndarray
+    lower: np.ndarray  # per q, rad or m (−inf if none)
+    upper: np.ndarray
+    velocity_limit: np.ndarray  # per q, rad/s or m/s (inf if none)
+    effort_limit: np.ndarray  # per q, N·m or N (inf if none)
+    total_mass: float
+    packed: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        nb = len(self.body_names)
+        p = np.zeros((nb + 1, P_WIDTH))
+        p[:nb, P_PARENT] = self.parent
+        p[:nb, P_JTYPE] = self.joint_type
+        p[:nb, P_QIDX] = self.q_index
+        p[:nb, P_K] = self.mimic_multiplier
+        p[:nb, P_C] = self.mimic_offset
+        p[:nb, P_XYZ : P_XYZ + 3] = self.origin_xyz
+        p[:nb, P_ROT : P_ROT + 9] = self.origin_rot.reshape(nb, 9)
+        p[:nb, P_AXIS : P_AXIS + 3] = self.axis
+        p[:nb, P_MASS] = self.mass
+        p[:nb, P_COM : P_COM + 3] = self.com
+        p[:nb, P_INERTIA : P_INERTIA + 9] = self.inertia.reshape(nb, 9)
+        p[nb, H_NQ] = self.nq
+        p[nb, H_GRAVITY : H_GRAVITY + 3] = self.gravity
+        p.setflags(write=False)
+        object.__setattr__(self, "packed", p)
+        for name in (
+            "parent", "joint_type", "q_index", "mimic_multiplier", "mimic_offset", "origin_xyz",
+            "origin_rot", "axis", "mass", "com", "inertia", "gravity", "lower", "upper",
+            "velocity_limit", "effort_limit",
+        ):
+            getattr(self, name).setflags(write=False)
+
+    @property
+    def nq(self) -> int:
+        """Number of independent coordinates (length of q, v, a, τ)."""
+        return len(self.joint_names)
+
+    @property
+    def n_bodies(self) -> int:
+        """Number of bodies, the base included."""
+        return len(self.body_names)
+
+    def joint_index(self, name: str) -> int:
+        """Position of joint ``name`` in q."""
+        return self.joint_names.index(name)
+
+    def neutral(self) -> np.ndarray:
+        """A zero configuration (float64, length nq)."""
+        return np.zeros(self.nq)
+
+    def describe(self) -> str:
+        """Human-readable summary: bodies, joints (order of q), total mass, limits."""
+        lines = [f"mechanism '{self.name}' from {self.source}"]
+        lines.append(f"  bodies ({self.n_bodies}, base first):")
+        for i, b in enumerate(self.body_names):
+            par = "world" if self.parent[i] < 0 else self.body_names[self.parent[i]]
+            via = self.tree_joint_names[i] or "(base)"
+            extra = ""
+            if i and self.tree_joint_names[i] not in self.joint_names:
+                extra = (f"  mimic {self.joint_names[self.q_index[i]]}"
+                         f" ×{self.mimic_multiplier[i]:g} {self.mimic_offset[i]:+g}")
+            lines.append(
+                f"    {i:2d} {b:<20s} {self.mass[i]:9.4f} kg  on {via} ← {par}{extra}"
+            )
+        lines.append(f"  coordinates q ({self.nq}): {', '.join(self.joint_names)}")
+        for i, n in enumerate(self.joint_names):
+            unit = "m" if self.joint_types[i] == "prismatic" else "deg"
+            f = 1.0 if unit == "m" else 180.0 / np.pi
+            lines.append(
+                f"    q[{i}] {n:<16s} {self.joint_types[i]:<10s} "
+                f"[{self.lower[i] * f:8.3f}, {self.upper[i] * f:8.3f}] {unit}  "
+                f"vel ≤ {self.velocity_limit[i]:g}  effort ≤ {self.effort_limit[i]:g}"
+            )
+        lines.append(f"  total mass {self.total_mass:.4f} kg; gravity {self.gravity.tolist()} m/s²")
+        return "\n".join(lines)

@@ -1,0 +1,460 @@
+"""Loader-neutral description of a kinematic tree and its reduction to a Mechanism.
+
+Both loaders (URDF and robot YAML) produce :class:`LinkSpec` / :class:`JointSpec` lists in
+URDF conventions (joint origin xyz + rpy in the parent frame, axis in the joint frame,
+inertia about the COM in the link frame). :func:`build_mechanism` then checks everything
+that is about physics and topology (one place for both formats), lumps fixed joints into
+their parents, orders bodies parent-before-child and packs the arrays of
+:class:`~exo_rt.model.mechanism.Mechanism`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from exo_rt.errors import ModelError, Where
+
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
+
+
+@dataclass
+class LinkSpec:
+    """One rigid link: mass (kg), COM (m, link frame), inertia about the COM (kg·m², link frame)."""
+
+    name: str
+    mass: float = 0.0
+    com: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))
+    where: Where | None = None
+
+
+@dataclass
+class JointSpec:
+    """One joint between ``parent`` and ``child`` links, in URDF conventions.
+
+    ``origin_xyz`` (m) and ``origin_rpy`` (rad, fixed-axis roll-pitch-yaw) place the joint
+    frame in the parent link frame; ``axis`` is a unit vector in the joint frame. Limits are
+    in SI (rad or m, rad/s or m/s, N·m or N); ``inf`` when absent. ``mimic`` = (master joint
+    name, multiplier, offset) makes this a dependent coordinate q = k·q_master + c.
+    """
+
+    name: str
+    type: str
+    parent: str
+    child: str
+    origin_xyz: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    origin_rpy: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    axis: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0]))
+    lower: float = -math.inf
+    upper: float = math.inf
+    velocity: float = math.inf
+    effort: float = math.inf
+    mimic: tuple[str, float, float] | None = None
+    where: Where | None = None
+
+
+def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
+    """URDF rotation: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
+    r, p, y = (float(v) for v in rpy)
+    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
+
+
+def _where(spec, key: str) -> Where:
+    w = spec.where
+    if w is None:
+        return Where("<memory>", 0, key)
+    return Where(w.file, w.line, f"{w.key}.{key}" if w.key else key)
+
+
+def _check_finite(spec, key: str, value) -> None:
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(
+            f"{key} of '{spec.name}' is not finite ({value!r})",
+            _where(spec, key),
+            "give a finite number",
+        )
+
+
+def check_link(link: LinkSpec) -> None:
+    """Physical validity of a link's inertial data: mass ≥ 0, inertia symmetric PSD, triangle."""
+    _check_finite(link, "mass", link.mass)
+    _check_finite(link, "com", link.com)
+    _check_finite(link, "inertia", link.inertia)
+    if link.mass < 0:
+        raise ModelError(
+            f"mass of link '{link.name}' is negative ({link.mass} kg)",
+            _where(link, "mass"),
+            "masses are ≥ 0 kg",
+        )
+    inertia = np.asarray(link.inertia, dtype=float)
+    scale = max(1e-12, float(np.abs(inertia).max()))
+    if np.abs(inertia - inertia.T).max() > 1e-9 * scale:
+        raise ModelError(
+            f"inertia of link '{link.name}' is not symmetric",
+            _where(link, "inertia"),
+            "give ixx, iyy, izz, ixy, ixz, iyz (the tensor is symmetric)",
+        )
+    eig = np.linalg.eigvalsh(inertia)
+    tol = 1e-9 * scale
+    if eig[0] < -tol:
+        raise ModelError(
+            f"inertia of link '{link.name}' is not positive semidefinite "
+            f"(principal moments {eig[0]:.6g}, {eig[1]:.6g}, {eig[2]:.6g} kg·m²)",
+            _where(link, "inertia"),
+            "check the signs of the products of inertia (URDF gives +ixy, not −ixy)",
+        )
+    if eig[0] + eig[1] < eig[2] - tol:
+        raise ModelError(
+            f"inertia of link '{link.name}' violates the triangle inequality "
+            f"(principal moments {eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g} kg·m²)",
+            _where(link, "inertia"),
+            "each principal moment must be at most the sum of the other two; "
+            "check the units and the values",
+        )
+    if link.mass == 0 and scale > 1e-12 and eig[2] > tol:
+        raise ModelError(
+            f"link '{link.name}' has inertia but zero mass",
+            _where(link, "mass"),
+            "give the link's mass, or remove its inertia",
+        )
+
+
+def check_joint(joint: JointSpec) -> None:
+    """Validity of a joint's own fields: type, finite numbers, unit axis, ordered limits."""
+    if joint.type not in JOINT_TYPES:
+        raise ModelError(
+            f"joint '{joint.name}' has unknown type '{joint.type}'",
+            _where(joint, "type"),
+            f"use one of {', '.join(JOINT_TYPES)}",
+        )
+    for key in ("origin_xyz", "origin_rpy", "axis"):
+        _check_finite(joint, key, getattr(joint, key))
+    for key in ("lower", "upper", "velocity", "effort"):
+        v = getattr(joint, key)
+        if math.isnan(v):
+            raise ModelError(
+                f"{key} of joint '{joint.name}' is NaN", _where(joint, key), "give a number"
+            )
+    if joint.type != "fixed":
+        n = float(np.linalg.norm(joint.axis))
+        if n < 1e-9:
+            raise ModelError(
+                f"axis of joint '{joint.name}' is zero",
+                _where(joint, "axis"),
+                "give a unit vector, e.g. [0, 0, 1]",
+            )
+        if abs(n - 1.0) > 1e-6:
+            raise ModelError(
+                f"axis of joint '{joint.name}' is not a unit vector (norm {n:.6g})",
+                _where(joint, "axis"),
+                f"normalise it: {np.round(np.asarray(joint.axis) / n, 9).tolist()}",
+            )
+    if joint.lower > joint.upper:
+        raise ModelError(
+            f"limits of joint '{joint.name}' are reversed (lower {joint.lower} > upper {joint.upper})",
+            _where(joint, "lower"),
+            "swap lower and upper",
+        )
+    if joint.velocity < 0 or joint.effort < 0:
+        raise ModelError(
+            f"velocity/effort limit of joint '{joint.name}' is negative",
+            _where(joint, "velocity" if joint.velocity < 0 else "effort"),
+            "limits on speed and effort are magnitudes (≥ 0)",
+        )
+
+
+def lump_inertia(
+    m1: float, c1: np.ndarray, i1: np.ndarray, m2: float, c2: np.ndarray, i2: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Sum of two rigid inertias given in one frame: total mass, COM and inertia about it.
+
+    Parallel-axis theorem: I_O = I_G + m (|c|² 1 − c cᵀ).
+    """
+    m = m1 + m2
+    if m <= 0.0:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    c = (m1 * c1 + m2 * c2) / m
+
+    def shift(mass, com, inertia):
+        d = com - c
+        return inertia + mass * (float(d @ d) * np.eye(3) - np.outer(d, d))
+
+    return m, c, shift(m1, c1, i1) + shift(m2, c2, i2)
+
+
+def build_mechanism(
+    name: str,
+    links: list[LinkSpec],
+    joints: list[JointSpec],
+    gravity: np.ndarray,
+    source: str,
+    base: str | None = None,
+    source_where: Where | None = None,
+):
+    """Check a tree, lump fixed joints, order bodies and pack a :class:`Mechanism`.
+
+    ``base`` names the root link (fixed to the world, its frame the world frame); by default
+    the one link that is nobody's child. Movable joints keep the order in which they appear
+    in ``joints``; that is the order of ``q`` (``Mechanism.joint_names``).
+    """
+    from exo_rt.model.mechanism import Mechanism  # local: mechanism imports this module
+
+    here = source_where or Where(source)
+    gravity = np.asarray(gravity, dtype=float)
+    if gravity.shape != (3,) or not np.all(np.isfinite(gravity)):
+        raise ModelError("gravity must be 3 finite numbers (m/s²)", Where(here.file, here.line,
+                         "gravity"), "e.g. gravity: [0, 0, -9.81]")
+
+    link_by_name: dict[str, LinkSpec] = {}
+    for link in links:
+        if link.name in link_by_name:
+            raise ModelError(
+                f"link '{link.name}' is defined twice", _where(link, "name"),
+                "give every link a unique name",
+            )
+        check_link(link)
+        link_by_name[link.name] = link
+    if not link_by_name:
+        raise ModelError("the mechanism has no links", here, "define at least the base link")
+
+    joint_names: set[str] = set()
+    parent_joint: dict[str, JointSpec] = {}
+    for j in joints:
+        if j.name in joint_names:
+            raise ModelError(
+                f"joint '{j.name}' is defined twice", _where(j, "name"),
+                "give every joint a unique name",
+            )
+        joint_names.add(j.name)
+        check_joint(j)
+        for role in ("parent", "child"):
+            ln = getattr(j, role)
+            if ln not in link_by_name:
+                raise ModelError(
+                    f"joint '{j.name}' names unknown {role} link '{ln}'",
+                    _where(j, role),
+                    _did_you_mean(ln, link_by_name) or "define that link, or fix the name",
+                )
+        if j.child in parent_joint:
+            raise ModelError(
+                f"link '{j.child}' is the child of two joints "
+                f"('{parent_joint[j.child].name}' and '{j.name}')",
+                _where(j, "child"),
+                "a tree has one parent joint per link; close loops with `loops:` instead",
+            )
+        if j.parent == j.child:
+            raise ModelError(
+                f"joint '{j.name}' connects link '{j.child}' to itself", _where(j, "child"),
+                "parent and child must differ",
+            )
+        parent_joint[j.child] = j
+
+    roots = [n for n in link_by_name if n not in parent_joint]
+    if base is None:
+        if len(roots) != 1:
+            if not roots:
+                cyc = _find_cycle(parent_joint)
+                raise ModelError(
+                    f"the joints form a cycle ({' → '.join(cyc)})",
+                    _where(parent_joint[cyc[0]], "parent"), "a tree has no cycles; "
+                    "remove one joint or declare the closure under `loops:`",
+                )
+            raise ModelError(
+                f"the mechanism has {len(roots)} root links ({', '.join(roots)})",
+                here, "connect every link to the base by a joint (one tree)",
+            )
+        base = roots[0]
+    elif base not in link_by_name:
+        raise ModelError(f"base link '{base}' is not defined", Where(here.file, here.line, "base"),
+                         _did_you_mean(base, link_by_name) or "name an existing link")
+    elif base in parent_joint:
+        raise ModelError(f"base link '{base}' is the child of joint '{parent_joint[base].name}'",
+                         Where(here.file, here.line, "base"), "the base must be the tree's root")
+    # every link must reach the base without a cycle
+    for ln in link_by_name:
+        seen = [ln]
+        cur = ln
+        while cur != base:
+            if cur not in parent_joint:
+                raise ModelError(
+                    f"link '{ln}' is not connected to the base '{base}'",
+                    _where(link_by_name[ln], "name"), "add a joint to attach it",
+                )
+            cur = parent_joint[cur].parent
+            if cur in seen:
+                cyc = seen[seen.index(cur):] + [cur]
+                raise ModelError(
+                    f"the joints form a cycle ({' → '.join(cyc)})",
+                    _where(parent_joint[cur], "parent"), "a tree has no cycles; "
+                    "declare closures under `loops:`",
+                )
+            seen.append(cur)
+
+    movable = [j for j in joints if j.type != "fixed"]
+    mov_names = {j.name for j in movable}
+    for j in movable:
+        if j.mimic is not None:
+            master, mult, _off = j.mimic
+            if master not in mov_names:
+                raise ModelError(
+                    f"joint '{j.name}' mimics unknown movable joint '{master}'",
+                    _where(j, "mimic"),
+                    _did_you_mean(master, mov_names) or "name a movable joint",
+                )
+            mj = next(x for x in movable if x.name == master)
+            if mj.mimic is not None:
+                raise ModelError(
+                    f"joint '{j.name}' mimics '{master}', which is itself a mimic joint",
+                    _where(j, "mimic"), f"mimic '{mj.mimic[0]}' directly",
+                )
+            if not math.isfinite(mult) or mult == 0.0:
+                raise ModelError(
+                    f"mimic multiplier of joint '{j.name}' is {mult}",
+                    _where(j, "mimic"), "give a finite, non-zero multiplier",
+                )
+    independent = [j.name for j in movable if j.mimic is None]
+    if not independent:
+        raise ModelError("the mechanism has no movable joint", here,
+                         "add a revolute, continuous or prismatic joint")
+
+    # --- lump fixed joints: each link maps to (body link, transform link→body)
+    children: dict[str, list[JointSpec]] = {n: [] for n in link_by_name}
+    for j in joints:
+        children[j.parent].append(j)
+    owner: dict[str, tuple[str, np.ndarray, np.ndarray]] = {base: (base, np.eye(3), np.zeros(3))}
+    inert: dict[str, list] = {}
+    stack = [base]
+    order_visit: list[str] = []
+    while stack:
+        ln = stack.pop()
+        order_visit.append(ln)
+        for j in reversed(children[ln]):
+            if j.type == "fixed":
+                body, r_b, p_b = owner[ln]
+                r_j = rpy_matrix(j.origin_rpy)
+                owner[j.child] = (body, r_b @ r_j, p_b + r_b @ j.origin_xyz)
+            else:
+                owner[j.child] = (j.child, np.eye(3), np.zeros(3))
+            stack.append(j.child)
+    for ln, (body, r_b, p_b) in owner.items():
+        lk = link_by_name[ln]
+        c = p_b + r_b @ np.asarray(lk.com, float)
+        inertia = r_b @ np.asarray(lk.inertia, float) @ r_b.T
+        if body not in inert:
+            inert[body] = [0.0, np.zeros(3), np.zeros((3, 3))]
+        m0, c0, i0 = inert[body]
+        inert[body] = list(lump_inertia(m0, c0, i0, float(lk.mass), c, inertia))
+
+    # --- bodies: base first, then movable joints' children in an order where parents precede
+    joint_of_body = {j.child: j for j in movable}
+    body_order = [base]
+    placed = {base}
+    pending = [j for j in movable]
+    while pending:
+        rest = []
+        for j in pending:
+            pb = owner[j.parent][0]
+            if pb in placed:
+                body_order.append(j.child)
+                placed.add(j.child)
+            else:
+                rest.append(j)
+        pending = rest
+    nb = len(body_order)
+    index = {b: i for i, b in enumerate(body_order)}
+
+    parent = np.full(nb, -1, dtype=np.int64)
+    jtype = np.zeros(nb, dtype=np.int64)
+    qidx = np.full(nb, -1, dtype=np.int64)
+    mimic_k = np.ones(nb)
+    mimic_c = np.zeros(nb)
+    origin_xyz = np.zeros((nb, 3))
+    origin_rot = np.tile(np.eye(3), (nb, 1, 1))
+    axis = np.zeros((nb, 3))
+    mass = np.zeros(nb)
+    com = np.zeros((nb, 3))
+    inertia = np.zeros((nb, 3, 3))
+    tree_joint_names = [""] * nb
+    qpos = {n: i for i, n in enumerate(independent)}
+    for b, i in index.items():
+        mass[i], com[i], inertia[i] = inert.get(b, [0.0, np.zeros(3), np.zeros((3, 3))])
+        if i == 0:
+            continue
+        j = joint_of_body[b]
+        pbody, r_b, p_b = owner[j.parent]
+        parent[i] = index[pbody]
+        jtype[i] = PRISMATIC if j.type == "prismatic" else REVOLUTE
+        origin_rot[i] = r_b @ rpy_matrix(j.origin_rpy)
+        origin_xyz[i] = p_b + r_b @ np.asarray(j.origin_xyz, float)
+        axis[i] = np.asarray(j.axis, float) / np.linalg.norm(j.axis)
+        tree_joint_names[i] = j.name
+        if j.mimic is None:
+            qidx[i] = qpos[j.name]
+        else:
+            qidx[i] = qpos[j.mimic[0]]
+            mimic_k[i] = float(j.mimic[1])
+            mimic_c[i] = float(j.mimic[2])
+
+    by_name = {j.name: j for j in movable}
+    lim = np.array(
+        [[by_name[n].lower, by_name[n].upper, by_name[n].velocity, by_name[n].effort]
+         for n in independent]
+    )
+    return Mechanism(
+        name=name,
+        source=source,
+        body_names=tuple(body_order),
+        joint_names=tuple(independent),
+        tree_joint_names=tuple(tree_joint_names),
+        joint_types=tuple(by_name[n].type for n in independent),
+        parent=parent,
+        joint_type=jtype,
+        q_index=qidx,
+        mimic_multiplier=mimic_k,
+        mimic_offset=mimic_c,
+        origin_xyz=origin_xyz,
+        origin_rot=origin_rot,
+        axis=axis,
+        mass=mass,
+        com=com,
+        inertia=inertia,
+        gravity=gravity.copy(),
+        lower=lim[:, 0].copy(),
+        upper=lim[:, 1].copy(),
+        velocity_limit=lim[:, 2].copy(),
+        effort_limit=lim[:, 3].copy(),
+        total_mass=float(sum(float(lk.mass) for lk in links)),
+    )
+
+
+REVOLUTE = 1
+PRISMATIC = 2
+
+
+def _did_you_mean(name: str, candidates) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def _find_cycle(parent_joint: dict[str, JointSpec]) -> list[str]:
+    start = next(iter(parent_joint))
+    seen = [start]
+    cur = start
+    while True:
+        cur = parent_joint[cur].parent
+        if cur in seen:
+            return seen[seen.index(cur):] + [cur]
+        seen.append(cur)
