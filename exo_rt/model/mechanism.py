@@ -14,6 +14,7 @@ the constant R_z of seed 000, eqs. 23–27).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,6 +94,11 @@ class Mechanism:
             "velocity_limit", "effort_limit",
         ):
             getattr(self, name).setflags(write=False)
+
+    def with_gravity(self, gravity) -> Mechanism:
+        """The same mechanism under another gravity vector (m/s², world frame)."""
+        g = np.array(gravity, dtype=float).reshape(3)
+        return dataclasses.replace(self, gravity=g)
 
     @property
     def nq(self) -> int:
