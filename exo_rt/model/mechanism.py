@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from exo_rt.model.transmission import Transmission
+
 # --- columns of the packed model (one row per body; an extra last row is the header)
 P_PARENT = 0  # parent body index (−1 for the base)
 P_JTYPE = 1  # 0 base/fixed, 1 revolute, 2 prismatic
@@ -68,6 +70,7 @@ class Mechanism:
     velocity_limit: np.ndarray  # per q, rad/s or m/s (inf if none)
     effort_limit: np.ndarray  # per q, N·m or N (inf if none)
     total_mass: float
+    transmissions: tuple[Transmission, ...] = ()
     packed: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,61 @@
+"""Constant couplings between tree coordinates: gears and harmonic drives (DESIGN §3.3).
+
+In the controller's (rigid) model a rotor coordinate is dependent, z_rotor = k·q_joint + c,
+a constant R_z handled inside the kernels. The plant's (compliant) model *releases* every
+rotor into an independent coordinate; the flexspline's compliance then couples it to the joint
+(seed 000 §2.3 and its compliant variant, Taghirad & Bélanger).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from exo_rt.model.mechanism import Mechanism
+
+
+def coupling_matrix(mech: Mechanism) -> np.ndarray:
+    """R_z (n_tree × nq): tree velocities ż = R_z q̇, one row per moving body (body order)."""
+    rz = np.zeros((mech.n_bodies - 1, mech.nq))
+    for i in range(1, mech.n_bodies):
+        rz[i - 1, mech.q_index[i]] = mech.mimic_multiplier[i]
+    return rz
+
+
+def released(mech: Mechanism) -> Mechanism:
+    """The same tree with every transmission's rotor as an independent coordinate.
+
+    The released coordinates follow the joints in q, in the order of ``mech.transmissions``
+    (their names are the rotor joints'); they have no position limits. Other mimic joints
+    (not transmissions) stay dependent.
+    """
+    if not mech.transmissions:
+        return mech
+    q_index = mech.q_index.copy()
+    k = mech.mimic_multiplier.copy()
+    c = mech.mimic_offset.copy()
+    names = list(mech.joint_names)
+    types = list(mech.joint_types)
+    for tr in mech.transmissions:
+        body = mech.tree_joint_names.index(tr.rotor_joint)
+        q_index[body] = len(names)
+        k[body] = 1.0
+        c[body] = 0.0
+        names.append(tr.rotor_joint)
+        types.append("continuous")
+    extra = len(names) - mech.nq
+    inf = np.full(extra, np.inf)
+    return dataclasses.replace(
+        mech,
+        name=f"{mech.name} (released)",
+        joint_names=tuple(names),
+        joint_types=tuple(types),
+        q_index=q_index,
+        mimic_multiplier=k,
+        mimic_offset=c,
+        lower=np.concatenate([mech.lower, -inf]),
+        upper=np.concatenate([mech.upper, inf]),
+        velocity_limit=np.concatenate([mech.velocity_limit, inf]),
+        effort_limit=np.concatenate([mech.effort_limit, inf]),
+    )

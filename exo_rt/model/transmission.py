@@ -1,0 +1,80 @@
+"""Harmonic-drive transmissions and their motors, as model data (DESIGN §3.3, seed 000 §2.3).
+
+The wave generator (WG) with the motor rotor is a body mounted on the circular spline's side
+(the parent link of the output joint), turning about its own axis. The constraint
+θ_WG = (N+1)θ_CS − Nθ_FS becomes, in relative coordinates, z_WG = −N·z_FS: the rotor's
+coordinate is a *dependent* tree coordinate z_rotor = k·q_joint with k = −N (or +N for a
+drive mounted the other way round), i.e. a URDF ``<mimic>`` with multiplier k. The
+controller's model keeps it dependent (constant R_z, seed eq. 27); the plant releases it into
+an independent coordinate coupled through the flexspline's compliance.
+
+All values are SI at the named side: stiffness and hysteresis at the output (N·m/rad, N·m),
+friction at the wave generator / motor shaft (N·m, N·m·s/rad, rad/s).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HarmonicDrive:
+    """Catalogue data of a strain-wave gear (reference notes §5, HD LLC CSF/CSG catalogue).
+
+    Stiffness: piecewise linear torque–twist curve, φ = T/K1 below T1, then slope K2 up to T2,
+    then K3 (catalogue model), or the cubic T = K1·Δ + K3·Δ³ (Taghirad & Bélanger) when
+    ``cubic`` is true (then ``k3`` is the cubic coefficient in N·m/rad³ and T1, T2 unused).
+    """
+
+    ratio: float  # N (reduction, ≥ 1)
+    k1: float = math.inf  # N·m/rad, output side; inf = rigid
+    k2: float = math.inf
+    k3: float = math.inf
+    t1: float = math.inf  # N·m
+    t2: float = math.inf
+    cubic: bool = False
+    hysteresis: float = 0.0  # N·m at the output: half-width of the torque–twist loop
+    coulomb: float = 0.0  # N·m at the WG
+    static: float = 0.0  # N·m at the WG (breakaway, ≥ coulomb)
+    viscous: float = 0.0  # N·m·s/rad at the WG
+    stribeck_velocity: float = 0.1  # rad/s at the WG
+    efficiency: float = 1.0  # forward efficiency used by the controller's torque → current
+    kinematic_error: tuple[tuple[float, float], ...] = ()  # (amplitude rad, phase rad) of 2k·θ_WG
+
+
+@dataclass(frozen=True)
+class Motor:
+    """A brushless DC motor and its drive's current loop (maxon catalogue, reference notes §5)."""
+
+    torque_constant: float  # k_M, N·m/A
+    rated_current: float  # A (continuous)
+    peak_current: float  # A (the drive's limit; the frame encoder clamps to it)
+    resistance: float = 0.0  # Ω, terminal
+    inductance: float = 0.0  # H, terminal
+    voltage: float = math.inf  # V, supply (limits the achievable current at speed)
+    current_bandwidth_hz: float = 1000.0  # drive current loop, first-order lag
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Transmission:
+    """Output ``joint`` driven by the rotor coordinate ``rotor_joint`` = ``multiplier`` · q_joint.
+
+    ``multiplier`` is −N for a harmonic drive with the circular spline on the parent link and
+    the flexspline on the output (seed 000 eq. 23); motor torque k_M·i acts on the rotor
+    coordinate, so the joint feels multiplier·k_M·i (times the efficiency in the real drive).
+    """
+
+    joint: str
+    rotor_joint: str
+    rotor_body: str
+    multiplier: float
+    drive: HarmonicDrive
+    motor: Motor
+    motor_sign: float = 1.0  # +1 if positive current turns the rotor in +z_rotor
+
+    @property
+    def ratio(self) -> float:
+        """|multiplier|, the reduction N."""
+        return abs(self.multiplier)
