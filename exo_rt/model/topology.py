@@ -201,6 +201,8 @@ def build_mechanism(
     source: str,
     base: str | None = None,
     source_where: Where | None = None,
+    transmissions: tuple = (),
+    transmission_where: tuple = (),
 ):
     """Check a tree, lump fixed joints, order bodies and pack a :class:`Mechanism`.
 
@@ -435,7 +437,54 @@ def build_mechanism(
         velocity_limit=lim[:, 2].copy(),
         effort_limit=lim[:, 3].copy(),
         total_mass=float(sum(float(lk.mass) for lk in links)),
+        transmissions=_check_transmissions(
+            tuple(transmissions), tuple(transmission_where), by_name, independent, here
+        ),
     )
+
+
+def _check_transmissions(transmissions, wheres, movable, independent, here):
+    """Each transmission drives an independent joint through a rotor that mimics it."""
+    seen: set[str] = set()
+    for n, tr in enumerate(transmissions):
+        w = wheres[n] if n < len(wheres) else Where(here.file, here.line, f"transmissions[{n}]")
+
+        def at(key, w=w):
+            return Where(w.file, w.line, f"{w.key}.{key}" if w.key else key)
+
+        if tr.joint not in independent:
+            raise ModelError(
+                f"transmission drives unknown joint '{tr.joint}'", at("joint"),
+                _did_you_mean(tr.joint, independent) or f"name one of {', '.join(independent)}",
+            )
+        if tr.joint in seen:
+            raise ModelError(f"joint '{tr.joint}' has two transmissions", at("joint"),
+                             "give each joint at most one transmission")
+        seen.add(tr.joint)
+        if not (tr.drive.ratio >= 1.0) or not math.isfinite(tr.drive.ratio):
+            raise ModelError(
+                f"ratio {tr.drive.ratio} of the transmission on '{tr.joint}' is below 1",
+                at("ratio"), "a harmonic drive reduces speed: ratio N ≥ 1 (e.g. 100)",
+            )
+        rj = movable.get(tr.rotor_joint)
+        if rj is None or rj.mimic is None or rj.mimic[0] != tr.joint:
+            raise ModelError(
+                f"rotor joint '{tr.rotor_joint}' of the transmission on '{tr.joint}' "
+                f"is not a mimic of '{tr.joint}'", at("rotor_joint"),
+                f"add <mimic joint=\"{tr.joint}\" multiplier=\"{tr.multiplier:g}\"/> to it",
+            )
+        if abs(rj.mimic[1] - tr.multiplier) > 1e-12 * abs(tr.multiplier):
+            raise ModelError(
+                f"rotor joint '{tr.rotor_joint}' mimics with multiplier {rj.mimic[1]:g}, "
+                f"the transmission says {tr.multiplier:g}", at("ratio"),
+                "make them equal (multiplier = −ratio for a harmonic drive)",
+            )
+        if tr.motor.torque_constant <= 0 or tr.motor.peak_current <= 0:
+            raise ModelError(
+                f"motor of the transmission on '{tr.joint}' needs a positive torque constant "
+                "and peak current", at("motor"), "give torque_constant (N·m/A) and peak_current (A)",
+            )
+    return transmissions
 
 
 REVOLUTE = 1
