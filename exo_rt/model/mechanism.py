@@ -44,6 +44,25 @@ JOINT_PRISMATIC = 2
 
 
 @dataclass(frozen=True, eq=False)
+class Closure:
+    """Loop closures of a mechanism and their coordinate partition (DESIGN §3.4, seed 000 §2.2).
+
+    ``packed`` holds one row per loop (layout in :mod:`exo_rt.dynamics.loops`); ``index`` is
+    [selected constraint rows…, dependent coordinates…, independent coordinates…] (indices
+    into the raw constraint rows and into ``coordinate_names``); ``reference`` is a closed
+    configuration of all tree coordinates (the Newton warm start).
+    """
+
+    names: tuple[str, ...]
+    packed: np.ndarray
+    index: np.ndarray
+    n_rows: int  # raw constraint rows (3 per point loop, 5 per revolute loop)
+    dependent: np.ndarray
+    independent: np.ndarray
+    reference: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
 class Mechanism:
     """Topology and inertia of a tree of rigid bodies (SI units, world = base frame)."""
 
@@ -52,7 +71,7 @@ class Mechanism:
     body_names: tuple[str, ...]
     joint_names: tuple[str, ...]  # order of q (independent coordinates)
     tree_joint_names: tuple[str, ...]  # per body: the joint it hangs on ("" for the base)
-    joint_types: tuple[str, ...]  # per q: revolute | continuous | prismatic
+    joint_types: tuple[str, ...]  # per coordinate: revolute | continuous | prismatic
     parent: np.ndarray
     joint_type: np.ndarray
     q_index: np.ndarray
@@ -65,15 +84,19 @@ class Mechanism:
     com: np.ndarray
     inertia: np.ndarray
     gravity: np.ndarray
-    lower: np.ndarray  # per q, rad or m (−inf if none)
+    lower: np.ndarray  # per coordinate (coordinate_names), rad or m (−inf if none)
     upper: np.ndarray
-    velocity_limit: np.ndarray  # per q, rad/s or m/s (inf if none)
-    effort_limit: np.ndarray  # per q, N·m or N (inf if none)
+    velocity_limit: np.ndarray  # per coordinate, rad/s or m/s (inf if none)
+    effort_limit: np.ndarray  # per coordinate, N·m or N (inf if none)
     total_mass: float
     transmissions: tuple[Transmission, ...] = ()
+    coordinate_names: tuple[str, ...] = ()  # tree coordinates z (default: joint_names)
+    closure: Closure | None = None  # loop closures (None for a tree)
     packed: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not self.coordinate_names:
+            object.__setattr__(self, "coordinate_names", tuple(self.joint_names))
         nb = len(self.body_names)
         p = np.zeros((nb + 1, P_WIDTH))
         p[:nb, P_PARENT] = self.parent
@@ -87,7 +110,7 @@ class Mechanism:
         p[:nb, P_MASS] = self.mass
         p[:nb, P_COM : P_COM + 3] = self.com
         p[:nb, P_INERTIA : P_INERTIA + 9] = self.inertia.reshape(nb, 9)
-        p[nb, H_NQ] = self.nq
+        p[nb, H_NQ] = self.nz
         p[nb, H_GRAVITY : H_GRAVITY + 3] = self.gravity
         p.setflags(write=False)
         object.__setattr__(self, "packed", p)
@@ -107,6 +130,11 @@ class Mechanism:
     def nq(self) -> int:
         """Number of independent coordinates (length of q, v, a, τ)."""
         return len(self.joint_names)
+
+    @property
+    def nz(self) -> int:
+        """Number of tree coordinates (= nq for a tree; more when loops close it)."""
+        return len(self.coordinate_names)
 
     @property
     def n_bodies(self) -> int:
@@ -129,18 +157,25 @@ class Mechanism:
             par = "world" if self.parent[i] < 0 else self.body_names[self.parent[i]]
             via = self.tree_joint_names[i] or "(base)"
             extra = ""
-            if i and self.tree_joint_names[i] not in self.joint_names:
-                extra = (f"  mimic {self.joint_names[self.q_index[i]]}"
+            if i and self.tree_joint_names[i] not in self.coordinate_names:
+                extra = (f"  mimic {self.coordinate_names[self.q_index[i]]}"
                          f" ×{self.mimic_multiplier[i]:g} {self.mimic_offset[i]:+g}")
             lines.append(
                 f"    {i:2d} {b:<20s} {self.mass[i]:9.4f} kg  on {via} ← {par}{extra}"
             )
         lines.append(f"  coordinates q ({self.nq}): {', '.join(self.joint_names)}")
-        for i, n in enumerate(self.joint_names):
+        if self.closure is not None:
+            dep = [self.coordinate_names[i] for i in self.closure.dependent]
+            lines.append(
+                f"  loops ({len(self.closure.names)}): {', '.join(self.closure.names)}; "
+                f"dependent coordinates: {', '.join(dep)}"
+            )
+        for i, n in enumerate(self.coordinate_names):
             unit = "m" if self.joint_types[i] == "prismatic" else "deg"
             f = 1.0 if unit == "m" else 180.0 / np.pi
+            tag = f"q[{self.joint_names.index(n)}]" if n in self.joint_names else "dep."
             lines.append(
-                f"    q[{i}] {n:<16s} {self.joint_types[i]:<10s} "
+                f"    {tag:>5s} {n:<16s} {self.joint_types[i]:<10s} "
                 f"[{self.lower[i] * f:8.3f}, {self.upper[i] * f:8.3f}] {unit}  "
                 f"vel ≤ {self.velocity_limit[i]:g}  effort ≤ {self.effort_limit[i]:g}"
             )

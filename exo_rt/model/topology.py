@@ -56,6 +56,25 @@ class JointSpec:
     where: Where | None = None
 
 
+@dataclass
+class LoopSpec:
+    """A loop closure between links ``body_a`` and ``body_b`` (DESIGN §3.4).
+
+    ``point_a`` / ``point_b`` (m) are in each link's frame and coincide when the loop is
+    closed. ``kind`` = "point" (spherical pair, 3 rows) or "revolute" (point plus ``axis``,
+    given in a's frame, kept aligned with b — 5 rows).
+    """
+
+    name: str
+    kind: str
+    body_a: str
+    point_a: np.ndarray
+    body_b: str
+    point_b: np.ndarray
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    where: Where | None = None
+
+
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
     """URDF rotation: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
     r, p, y = (float(v) for v in rpy)
@@ -203,12 +222,17 @@ def build_mechanism(
     source_where: Where | None = None,
     transmissions: tuple = (),
     transmission_where: tuple = (),
+    loops: tuple = (),
+    independent_q: tuple = (),
+    initial: dict | None = None,
 ):
     """Check a tree, lump fixed joints, order bodies and pack a :class:`Mechanism`.
 
     ``base`` names the root link (fixed to the world, its frame the world frame); by default
     the one link that is nobody's child. Movable joints keep the order in which they appear
-    in ``joints``; that is the order of ``q`` (``Mechanism.joint_names``).
+    in ``joints``; that is the order of ``q`` (``Mechanism.joint_names``). With ``loops`` the
+    tree is closed (:func:`exo_rt.dynamics.loops.close_loops`): ``independent_q`` optionally
+    names the independent coordinates, ``initial`` the Newton start of the reference closure.
     """
     from exo_rt.model.mechanism import Mechanism  # local: mechanism imports this module
 
@@ -413,7 +437,7 @@ def build_mechanism(
         [[by_name[n].lower, by_name[n].upper, by_name[n].velocity, by_name[n].effort]
          for n in independent]
     )
-    return Mechanism(
+    mech = Mechanism(
         name=name,
         source=source,
         body_names=tuple(body_order),
@@ -441,6 +465,9 @@ def build_mechanism(
             tuple(transmissions), tuple(transmission_where), by_name, independent, here
         ),
     )
+    if not loops:
+        return mech
+    return _close(mech, loops, owner, index, link_by_name, here, tuple(independent_q), initial)
 
 
 def _check_transmissions(transmissions, wheres, movable, independent, here):
@@ -507,3 +534,48 @@ def _find_cycle(parent_joint: dict[str, JointSpec]) -> list[str]:
         if cur in seen:
             return seen[seen.index(cur):] + [cur]
         seen.append(cur)
+
+
+def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial):
+    """Turn loop specs into packed rows on the lumped bodies and close the mechanism."""
+    from exo_rt.dynamics import loops as lmod
+
+    rows = []
+    names = []
+    wheres = []
+    for n, lp in enumerate(loops):
+        w = lp.where or Where(here.file, here.line, f"loops[{n}]")
+        if lp.name in names:
+            raise ModelError(f"loop '{lp.name}' is defined twice", w, "give loops unique names")
+        if lp.kind not in ("point", "revolute"):
+            raise ModelError(f"loop '{lp.name}' has unknown type '{lp.kind}'", w,
+                             "use point or revolute")
+        row = np.zeros(lmod.L_WIDTH)
+        row[lmod.L_KIND] = lmod.KIND_REVOLUTE if lp.kind == "revolute" else lmod.KIND_POINT
+        for key, body, point, col, bcol in (
+            ("body_a", lp.body_a, lp.point_a, lmod.L_PA, lmod.L_A),
+            ("body_b", lp.body_b, lp.point_b, lmod.L_PB, lmod.L_B),
+        ):
+            if body not in link_by_name:
+                raise ModelError(
+                    f"loop '{lp.name}' names unknown body '{body}'",
+                    Where(w.file, w.line, f"{w.key}.{key}" if w.key else key),
+                    _did_you_mean(body, link_by_name) or "name a link of the tree",
+                )
+            _check_finite(lp, key.replace("body", "point"), point)
+            ob, r_b, p_b = owner[body]
+            row[bcol] = index[ob]
+            row[col : col + 3] = p_b + r_b @ np.asarray(point, float)
+            if key == "body_a":
+                ax = np.asarray(lp.axis, float)
+                if not np.all(np.isfinite(ax)) or np.linalg.norm(ax) < 1e-9:
+                    raise ModelError(f"axis of loop '{lp.name}' is zero or not finite",
+                                     Where(w.file, w.line, f"{w.key}.axis"), "give a unit vector")
+                row[lmod.L_NA : lmod.L_NA + 3] = r_b @ (ax / np.linalg.norm(ax))
+        if row[lmod.L_A] == row[lmod.L_B]:
+            raise ModelError(f"loop '{lp.name}' connects body '{lp.body_a}' to itself", w,
+                             "a loop closes between two different rigid bodies")
+        rows.append(row)
+        names.append(lp.name)
+        wheres.append(w)
+    return lmod.close_loops(mech, np.array(rows), names, wheres, independent_q, initial, here)
