@@ -28,14 +28,15 @@ def released(mech: Mechanism) -> Mechanism:
 
     The released coordinates follow the joints in q, in the order of ``mech.transmissions``
     (their names are the rotor joints'); they have no position limits. Other mimic joints
-    (not transmissions) stay dependent.
+    (not transmissions) stay dependent. With loops, the rotors join the independent
+    coordinates and the loops' partition is kept.
     """
     if not mech.transmissions:
         return mech
     q_index = mech.q_index.copy()
     k = mech.mimic_multiplier.copy()
     c = mech.mimic_offset.copy()
-    names = list(mech.joint_names)
+    names = list(mech.coordinate_names)
     types = list(mech.joint_types)
     for tr in mech.transmissions:
         body = mech.tree_joint_names.index(tr.rotor_joint)
@@ -44,12 +45,31 @@ def released(mech: Mechanism) -> Mechanism:
         c[body] = 0.0
         names.append(tr.rotor_joint)
         types.append("continuous")
-    extra = len(names) - mech.nq
+    extra = len(names) - mech.nz
     inf = np.full(extra, np.inf)
+    closure = mech.closure
+    joint_names = tuple(names)
+    if closure is not None:
+        # the rotors join the independent coordinates; the loops' partition is unchanged
+        new = np.arange(mech.nz, len(names), dtype=np.int64)
+        ind = np.concatenate([closure.independent, new])
+        nd = len(closure.dependent)
+        ref = np.concatenate([
+            closure.reference,
+            [tr.multiplier * closure.reference[mech.coordinate_names.index(tr.joint)]
+             for tr in mech.transmissions],
+        ])
+        closure = dataclasses.replace(
+            closure, independent=ind, reference=ref,
+            index=np.concatenate([closure.index[: 2 * nd], ind]).astype(np.int64),
+        )
+        joint_names = tuple(names[i] for i in ind)
     return dataclasses.replace(
         mech,
         name=f"{mech.name} (released)",
-        joint_names=tuple(names),
+        joint_names=joint_names,
+        coordinate_names=tuple(names),
+        closure=closure,
         joint_types=tuple(types),
         q_index=q_index,
         mimic_multiplier=k,
