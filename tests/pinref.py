@@ -11,6 +11,7 @@ import numpy as np
 import pinocchio as pin
 
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.model.topology import matrix_rpy
 
 
 class PinTwin:
@@ -76,18 +77,6 @@ def assert_close(ours, ref, rel: float, what: str) -> None:
     assert err <= rel * scale, f"{what}: error {err:.3e} exceeds {rel:g} × {scale:.3g}"
 
 
-def _rpy(r: np.ndarray) -> tuple[float, float, float]:
-    """Roll-pitch-yaw of a rotation matrix (URDF convention R = Rz·Ry·Rx)."""
-    pitch = float(np.arcsin(-np.clip(r[2, 0], -1.0, 1.0)))
-    if abs(r[2, 0]) < 1.0 - 1e-12:
-        roll = float(np.arctan2(r[2, 1], r[2, 2]))
-        yaw = float(np.arctan2(r[1, 0], r[0, 0]))
-    else:  # gimbal lock: put everything in yaw
-        roll = 0.0
-        yaw = float(np.arctan2(-r[0, 1], r[1, 1]))
-    return roll, pitch, yaw
-
-
 def mechanism_urdf(mech: Mechanism) -> str:
     """URDF text of a (tree) mechanism, body by body, so Pinocchio can read a robot YAML."""
 
@@ -110,7 +99,7 @@ def mechanism_urdf(mech: Mechanism) -> str:
         out.append(
             f'<joint name="{name}" type="{jt}"><parent link="{mech.body_names[mech.parent[i]]}"/>'
             f'<child link="{mech.body_names[i]}"/><origin xyz="{f(mech.origin_xyz[i])}" '
-            f'rpy="{f(_rpy(mech.origin_rot[i]))}"/><axis xyz="{f(mech.axis[i])}"/>'
+            f'rpy="{f(matrix_rpy(mech.origin_rot[i]))}"/><axis xyz="{f(mech.axis[i])}"/>'
             f'<limit lower="-10" upper="10" effort="100" velocity="10"/></joint>'
         )
     out.append("</robot>")

@@ -88,6 +88,25 @@ def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
     )
 
 
+def matrix_rpy(r: np.ndarray) -> np.ndarray:
+    """Roll, pitch, yaw of a rotation matrix (inverse of :func:`rpy_matrix`)."""
+    pitch = math.asin(-max(-1.0, min(1.0, float(r[2, 0]))))
+    if abs(r[2, 0]) < 1.0 - 1e-12:
+        roll = math.atan2(r[2, 1], r[2, 2])
+        yaw = math.atan2(r[1, 0], r[0, 0])
+    else:  # gimbal lock: put the whole rotation about z in yaw
+        roll = 0.0
+        yaw = math.atan2(-r[0, 1], r[1, 1])
+    return np.array([roll, pitch, yaw])
+
+
+def axis_rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rotation by ``angle`` (rad) about the unit ``axis`` (Rodrigues)."""
+    u = np.asarray(axis, float) / np.linalg.norm(axis)
+    k = np.array([[0, -u[2], u[1]], [u[2], 0, -u[0]], [-u[1], u[0], 0]])
+    return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
+
+
 def _where(spec, key: str) -> Where:
     w = spec.where
     if w is None:

@@ -39,6 +39,7 @@ class HarmonicDrive:
     static: float = 0.0  # N·m at the WG (breakaway, ≥ coulomb)
     viscous: float = 0.0  # N·m·s/rad at the WG
     stribeck_velocity: float = 0.1  # rad/s at the WG
+    load_friction: float = 0.0  # μ: extra WG friction μ·|T_FS|/N from the transmitted torque
     efficiency: float = 1.0  # forward efficiency used by the controller's torque → current
     kinematic_error: tuple[tuple[float, float], ...] = ()  # (amplitude rad, phase rad) of 2k·θ_WG
 

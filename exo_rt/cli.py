@@ -1,0 +1,87 @@
+"""The ``exo-rt`` command (DESIGN §8).
+
+Each subcommand is one function ``cmd_<name>(args) -> int`` registered in :data:`COMMANDS`
+with its argument set-up. User errors (:class:`exo_rt.errors.ExoError`) print one line and
+exit 2; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+
+from exo_rt import __version__
+from exo_rt.errors import ExoError
+
+
+def _setup_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a robot .yaml or .urdf file")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate a model file and print the model: bodies, joints (order of q), mass, limits."""
+    from exo_rt.model import load_mechanism
+
+    mech = load_mechanism(args.file)
+    print(mech.describe())
+    for tr in mech.transmissions:
+        d, m = tr.drive, tr.motor
+        print(
+            f"  transmission {tr.joint}: harmonic drive N = {tr.ratio:g} "
+            f"(rotor {tr.rotor_joint}, multiplier {tr.multiplier:g}), motor {m.name or '?'} "
+            f"k_M = {m.torque_constant:g} N·m/A, peak {m.peak_current:g} A "
+            f"→ {tr.ratio * m.torque_constant * m.peak_current * d.efficiency:.1f} N·m at the joint"
+        )
+    return 0
+
+
+def _setup_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (smoke run)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Dynamics benchmarks side by side with Pinocchio (tools/bench_dynamics.py)."""
+    from exo_rt import bench
+
+    argv = (["--quick"] if args.quick else []) + (["--json", args.json] if args.json else [])
+    return bench.main(argv)
+
+
+COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
+    "check": (_setup_check, cmd_check, "validate a model file and print the model"),
+    "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="exo-rt",
+        description="Real-time controller of a powered lower-limb exoskeleton.",
+    )
+    parser.add_argument("--version", action="version", version=f"exo-rt {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (setup, _run, help_text) in COMMANDS.items():
+        setup(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return COMMANDS[args.command][1](args)
+    except ExoError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"exo-rt: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("exo-rt: interrupted", file=sys.stderr)
+        return 130

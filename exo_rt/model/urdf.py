@@ -1,0 +1,187 @@
+"""URDF → Mechanism (DESIGN §3.1), with file:line in every error.
+
+Reads links (``<inertial>``: origin xyz rpy, mass, inertia) and joints (revolute,
+continuous, prismatic, fixed: origin, axis, limit, mimic) with the standard library's expat
+parser, which knows the line of every element. Visual, collision, transmission, gazebo and
+material elements are ignored, as URDF consumers do. Physics and topology checks happen once,
+in :func:`exo_rt.model.topology.build_mechanism`.
+"""
+
+from __future__ import annotations
+
+import xml.parsers.expat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from exo_rt.errors import ModelError, Where
+from exo_rt.model.parsing import inertia_matrix, to_float, to_vector
+from exo_rt.model.topology import JOINT_TYPES, JointSpec, LinkSpec, build_mechanism, rpy_matrix
+
+
+@dataclass
+class Element:
+    """An XML element with the line it starts on."""
+
+    tag: str
+    attrib: dict[str, str]
+    line: int
+    children: list[Element] = field(default_factory=list)
+
+    def find(self, tag: str) -> Element | None:
+        return next((c for c in self.children if c.tag == tag), None)
+
+
+def parse_xml(text: str, source: str) -> Element:
+    """Parse XML text into :class:`Element` nodes; ModelError with file:line on bad XML."""
+    parser = xml.parsers.expat.ParserCreate()
+    stack: list[Element] = []
+    root: list[Element] = []
+
+    def start(tag, attrib):
+        el = Element(tag, dict(attrib), parser.CurrentLineNumber)
+        if stack:
+            stack[-1].children.append(el)
+        else:
+            root.append(el)
+        stack.append(el)
+
+    def end(_tag):
+        stack.pop()
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        parser.Parse(text, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise ModelError(
+            f"malformed XML: {xml.parsers.expat.ErrorString(exc.code)}",
+            Where(source, exc.lineno), "fix the XML syntax (unclosed tag, stray '<' or '&'?)",
+        ) from None
+    return root[0]
+
+
+def _where(source: str, el: Element, key: str) -> Where:
+    return Where(source, el.line, key)
+
+
+def _attr(el: Element, name: str, source: str, key: str, default=None) -> str:
+    if name in el.attrib:
+        return el.attrib[name]
+    if default is not None:
+        return default
+    raise ModelError(f"<{el.tag}> has no '{name}' attribute", _where(source, el, key),
+                     f"add {name}=\"…\"")
+
+
+def _origin(el: Element | None, source: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+    if el is None:
+        return np.zeros(3), np.zeros(3)
+    xyz = to_vector(el.attrib.get("xyz", "0 0 0"), 3, _where(source, el, f"{key}.origin.xyz"))
+    rpy = to_vector(el.attrib.get("rpy", "0 0 0"), 3, _where(source, el, f"{key}.origin.rpy"))
+    return xyz, rpy
+
+
+def _link(el: Element, source: str) -> LinkSpec:
+    name = _attr(el, "name", source, "link")
+    key = f"link[{name}]"
+    spec = LinkSpec(name=name, where=_where(source, el, key))
+    inertial = el.find("inertial")
+    if inertial is None:
+        return spec
+    xyz, rpy = _origin(inertial.find("origin"), source, f"{key}.inertial")
+    mass_el = inertial.find("mass")
+    if mass_el is None:
+        raise ModelError(f"<inertial> of link '{name}' has no <mass>",
+                         _where(source, inertial, f"{key}.inertial"), "add <mass value=\"…\"/>")
+    spec.mass = to_float(_attr(mass_el, "value", source, f"{key}.mass"),
+                         _where(source, mass_el, f"{key}.mass"))
+    spec.where = _where(source, mass_el, key)
+    in_el = inertial.find("inertia")
+    if in_el is not None:
+        comps = [
+            to_float(_attr(in_el, c, source, f"{key}.inertia.{c}", "0"),
+                     _where(source, in_el, f"{key}.inertia.{c}"))
+            for c in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
+        ]
+        rot = rpy_matrix(rpy)
+        spec.inertia = rot @ inertia_matrix(*comps) @ rot.T
+        spec.where = _where(source, in_el, key)
+    spec.com = xyz
+    return spec
+
+
+def _joint(el: Element, source: str) -> JointSpec:
+    name = _attr(el, "name", source, "joint")
+    key = f"joint[{name}]"
+    w = _where(source, el, key)
+    jtype = _attr(el, "type", source, key)
+    if jtype not in JOINT_TYPES:
+        hint = ("floating and planar joints are not supported (the base is fixed to the world)"
+                if jtype in ("floating", "planar") else f"use one of {', '.join(JOINT_TYPES)}")
+        raise ModelError(f"joint '{name}' has unsupported type '{jtype}'",
+                         _where(source, el, f"{key}.type"), hint)
+    links = {}
+    for role in ("parent", "child"):
+        r = el.find(role)
+        if r is None:
+            raise ModelError(f"joint '{name}' has no <{role}>", w, f"add <{role} link=\"…\"/>")
+        links[role] = _attr(r, "link", source, f"{key}.{role}")
+    xyz, rpy = _origin(el.find("origin"), source, key)
+    spec = JointSpec(name=name, type=jtype, parent=links["parent"], child=links["child"],
+                     origin_xyz=xyz, origin_rpy=rpy, where=w)
+    axis = el.find("axis")
+    if axis is not None:
+        spec.axis = to_vector(_attr(axis, "xyz", source, f"{key}.axis"), 3,
+                              _where(source, axis, f"{key}.axis"))
+    limit = el.find("limit")
+    if limit is not None:
+        for attr in ("lower", "upper", "velocity", "effort"):
+            if attr in limit.attrib and not (jtype == "continuous" and attr in ("lower", "upper")):
+                setattr(spec, attr, to_float(limit.attrib[attr],
+                                             _where(source, limit, f"{key}.limit.{attr}")))
+    mimic = el.find("mimic")
+    if mimic is not None:
+        mw = _where(source, mimic, f"{key}.mimic")
+        spec.mimic = (
+            _attr(mimic, "joint", source, f"{key}.mimic"),
+            to_float(mimic.attrib.get("multiplier", "1"), mw),
+            to_float(mimic.attrib.get("offset", "0"), mw),
+        )
+    return spec
+
+
+def read_urdf(text: str, source: str) -> tuple[str, list[LinkSpec], list[JointSpec]]:
+    """Robot name, link specs and joint specs of a URDF document."""
+    root = parse_xml(text, source)
+    if root.tag != "robot":
+        raise ModelError(f"the root element is <{root.tag}>, not <robot>", Where(source, root.line),
+                         "a URDF file starts with <robot name=\"…\">")
+    links = [_link(el, source) for el in root.children if el.tag == "link"]
+    joints = [_joint(el, source) for el in root.children if el.tag == "joint"]
+    return root.attrib.get("name", Path(source).stem), links, joints
+
+
+def load_urdf(path_or_text: str | Path, *, source: str | None = None,
+              gravity=(0.0, 0.0, -9.81)):
+    """A :class:`Mechanism` from a URDF file path or URDF text (gravity along −z by default)."""
+    text, src = _read_text(path_or_text, source)
+    name, links, joints = read_urdf(text, src)
+    return build_mechanism(name, links, joints, np.asarray(gravity, float), src)
+
+
+def _read_text(path_or_text, source: str | None) -> tuple[str, str]:
+    s = str(path_or_text)
+    if isinstance(path_or_text, Path) or (not s.lstrip().startswith("<") and "\n" not in s):
+        path = Path(s)
+        try:
+            return path.read_text(encoding="utf-8"), source or str(path)
+        except FileNotFoundError:
+            raise ModelError("file not found", Where(str(path)),
+                             "check the path (relative paths start at the current directory)"
+                             ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelError(f"cannot read the file ({exc})", Where(str(path)),
+                             "give a readable UTF-8 text file") from None
+    return s, source or "<urdf text>"
