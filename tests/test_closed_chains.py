@@ -11,13 +11,12 @@ and classical accelerations — none of it from exo-rt's kernels:
 from __future__ import annotations
 
 import numpy as np
-import pinocchio as pin
 import pytest
 
 from exo_rt.dynamics import Dynamics, loops
 from exo_rt.errors import ModelError
 from exo_rt.model.topology import JointSpec, LinkSpec, LoopSpec, build_mechanism
-from tests.pinref import mechanism_urdf
+from tests.pinref import LagrangeReference
 
 Z = np.array([0.0, 0.0, 1.0])
 
@@ -63,82 +62,6 @@ def five_bar(kind="point", gravity=(0.0, -9.81, 0.0)):
         independent_q=("left_base", "right_base"),
         initial={"left_base": 2.0, "left_elbow": -1.2, "right_base": 1.1, "right_elbow": 1.2},
     )
-
-
-class LagrangeReference:
-    """Open-tree Pinocchio model + Pinocchio-computed constraint terms of a closed mechanism."""
-
-    def __init__(self, mech):
-        self.mech = mech
-        self.model = pin.buildModelFromXML(mechanism_urdf(mech))
-        self.model.gravity.linear = np.array(mech.gravity)
-        self.data = self.model.createData()
-        self.idx = np.array([self.model.idx_qs[self.model.getJointId(n)]
-                             for n in mech.coordinate_names])
-        self.jid = {i: self.model.getJointId(mech.tree_joint_names[i])
-                    for i in range(1, mech.n_bodies)}
-
-    def _full(self, x):
-        y = np.zeros(self.model.nq)
-        y[self.idx] = x
-        return y
-
-    def constraint_terms(self, z, zd):
-        """Φ, Φ_z and γ from Pinocchio's kinematics (LOCAL_WORLD_ALIGNED)."""
-        m, d = self.model, self.data
-        lwa = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
-        pin.forwardKinematics(m, d, self._full(z), self._full(zd), np.zeros(m.nv))
-        pin.computeJointJacobians(m, d, self._full(z))
-        phi, jac, gamma = [], [], []
-        for row in self.mech.closure.packed:
-            parts = {}
-            for side, body, pcol in (("a", int(row[loops.L_A]), loops.L_PA),
-                                     ("b", int(row[loops.L_B]), loops.L_PB)):
-                jid = self.jid[body]
-                om = d.oMi[jid]
-                p = om.act(row[pcol:pcol + 3])
-                r = p - om.translation
-                jj = pin.getJointJacobian(m, d, jid, lwa)[:, self.idx]
-                jp = jj[:3] - np.cross(r, jj[3:].T).T  # v_p = v_o + ω × r
-                vel = pin.getVelocity(m, d, jid, lwa)
-                acc = pin.getClassicalAcceleration(m, d, jid, lwa)
-                w, alpha = vel.angular, acc.angular
-                ap = acc.linear + np.cross(alpha, r) + np.cross(w, np.cross(w, r))
-                parts[side] = (om.rotation, p, jp, jj[3:], w, alpha, ap)
-            ra, pa, ja, jwa, wa, aa, acca = parts["a"]
-            rb, pb, jb, jwb, wb, ab, accb = parts["b"]
-            phi.extend(pa - pb)
-            jac.extend(ja - jb)
-            gamma.extend(acca - accb)
-            if int(row[loops.L_KIND]) == loops.KIND_REVOLUTE:
-                n = ra @ row[loops.L_NA:loops.L_NA + 3]
-                dn = np.cross(wa, n)
-                ddn = np.cross(aa, n) + np.cross(wa, dn)
-                for col in (loops.L_M1, loops.L_M2):
-                    mm = rb @ row[col:col + 3]
-                    dm = np.cross(wb, mm)
-                    ddm = np.cross(ab, mm) + np.cross(wb, dm)
-                    phi.append(n @ mm)
-                    # d(n·m) = (ω_a × n)·m + n·(ω_b × m) = (n × m)·ω_a − (n × m)·ω_b
-                    nm = np.cross(n, mm)
-                    jac.append(nm @ jwa - nm @ jwb)
-                    gamma.append(ddn @ mm + 2 * dn @ dm + n @ ddm)
-        return np.array(phi), np.array(jac), np.array(gamma)
-
-    def inverse_dynamics(self, z, zd, qdd):
-        """τ on the independent coordinates for independent accelerations qdd."""
-        mech = self.mech
-        ind, dep = mech.closure.independent, mech.closure.dependent
-        phi, jac, gamma = self.constraint_terms(z, zd)
-        zdd = np.zeros(mech.nz)
-        zdd[ind] = qdd
-        zdd[dep] = np.linalg.lstsq(jac[:, dep], -gamma - jac[:, ind] @ qdd, rcond=None)[0]
-        mz = pin.crba(self.model, self.data, self._full(z))
-        mz = (np.triu(mz) + np.triu(mz, 1).T)[np.ix_(self.idx, self.idx)]
-        hz = pin.nonLinearEffects(self.model, self.data, self._full(z), self._full(zd))[self.idx]
-        r = mz @ zdd + hz
-        lam = np.linalg.lstsq(jac[:, dep].T, r[dep], rcond=None)[0]
-        return r[ind] - jac[:, ind].T @ lam, phi, zdd
 
 
 @pytest.mark.parametrize("build", [four_bar, five_bar, lambda: five_bar("revolute")],

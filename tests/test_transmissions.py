@@ -15,7 +15,7 @@ from exo_rt.dynamics import Dynamics
 from exo_rt.dynamics.couplings import coupling_matrix, released
 from exo_rt.model.topology import JointSpec, LinkSpec, build_mechanism
 from exo_rt.model.transmission import HarmonicDrive, Motor, Transmission
-from tests.pinref import assert_close, mechanism_urdf
+from tests.pinref import TreeTwin, assert_close
 
 
 def _box_inertia(rng, mass):
@@ -62,32 +62,6 @@ def random_tree_with_rotors(seed: int):
     mech = build_mechanism(f"rotors{seed}", links, joints, g, "test",
                            transmissions=tuple(transmissions))
     return rng, mech
-
-
-class TreeTwin:
-    """Pinocchio model of the unconstrained tree: every body's joint is a coordinate."""
-
-    def __init__(self, mech):
-        self.model = pin.buildModelFromXML(mechanism_urdf(mech))
-        self.model.gravity.linear = np.array(mech.gravity)
-        self.data = self.model.createData()
-        # R_z built here, from the joint list, independently of exo-rt's coupling code
-        nt = mech.n_bodies - 1
-        self.r = np.zeros((self.model.nq, mech.nq))
-        self.c = np.zeros(self.model.nq)
-        for i in range(1, mech.n_bodies):
-            col = self.model.idx_qs[self.model.getJointId(mech.tree_joint_names[i])]
-            self.r[col, mech.q_index[i]] = mech.mimic_multiplier[i]
-            self.c[col] = mech.mimic_offset[i]
-        assert self.model.nq == nt
-
-    def reduced(self, q, v, a):
-        z, zd, zdd = self.r @ q + self.c, self.r @ v, self.r @ a
-        m = pin.crba(self.model, self.data, z)
-        m = np.triu(m) + np.triu(m, 1).T
-        h = pin.nonLinearEffects(self.model, self.data, z, zd)
-        tau = pin.rnea(self.model, self.data, z, zd, zdd)
-        return self.r.T @ m @ self.r, self.r.T @ h, self.r.T @ tau
 
 
 @pytest.mark.parametrize("seed", range(25))
