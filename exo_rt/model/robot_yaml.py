@@ -81,10 +81,15 @@ def read_yaml(path: Path) -> Node:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 0
-        raise ModelError(f"YAML syntax error: {exc.problem or exc.context}", Where(file, line),
-                         "fix the indentation or quoting on that line") from None
+        # the construct that failed starts at context_mark; the parser noticed at problem_mark
+        start = exc.context_mark or exc.problem_mark
+        line = start.line + 1 if start is not None else 0
+        noticed = ""
+        if exc.problem_mark is not None and exc.problem_mark.line + 1 != line:
+            noticed = f" (noticed at line {exc.problem_mark.line + 1})"
+        what = "; ".join(str(x) for x in (exc.context, exc.problem) if x)
+        raise ModelError(f"YAML syntax error: {what}{noticed}", Where(file, line),
+                         "fix the brackets, indentation or quoting there") from None
     except yaml.YAMLError as exc:
         raise ModelError(f"YAML error: {exc}", Where(file), "fix the YAML syntax") from None
     if root is None:
@@ -137,6 +142,18 @@ def plain(node: Node):
 
 def vector(node: Node, n: int = 3) -> np.ndarray:
     return to_vector(plain(node), n, node.where())
+
+
+def _lines(m: dict[str, Node]) -> dict[str, int]:
+    """key → line of a mapping's entries, with nested origin/limit keys flattened."""
+    lines = {k: v.line for k, v in m.items()}
+    for outer, inner in (("origin", {"xyz": "origin_xyz", "rpy": "origin_rpy"}),
+                         ("limit", {k: k for k in ("lower", "upper", "velocity", "effort")})):
+        if outer in m and isinstance(m[outer].value, dict):
+            for k, v in m[outer].value.items():
+                if k in inner:
+                    lines[inner[k]] = v.line
+    return lines
 
 
 def _opt(m: dict[str, Node], key: str, default, conv):
@@ -198,7 +215,8 @@ def _body(node: Node) -> LinkSpec:
     if "point_masses" in m:
         mass, com, inertia = lump_inertia(mass, com, inertia, *_point_masses(m["point_masses"]))
     key = "mass" if "mass" in m else ("point_masses" if "point_masses" in m else "name")
-    return LinkSpec(name, mass, com, inertia, Where(node.file, m[key].line, node.key))
+    return LinkSpec(name, mass, com, inertia, Where(node.file, m[key].line, node.key),
+                    _lines(m))
 
 
 JOINT_KEYS = {"name": True, "type": True, "parent": True, "child": True, "origin": False,
@@ -209,11 +227,9 @@ def _joint(node: Node) -> JointSpec:
     m = mapping(node, JOINT_KEYS, "a joint")
     xyz, rpy = _origin(m)
     spec = JointSpec(text(m["name"]), text(m["type"]), text(m["parent"]), text(m["child"]),
-                     xyz, rpy, where=Where(node.file, node.line, node.key))
-    spec.where = Where(node.file, m["name"].line, node.key)
+                     xyz, rpy, where=Where(node.file, m["name"].line, node.key), lines=_lines(m))
     if "axis" in m:
         spec.axis = vector(m["axis"])
-        spec.where = Where(node.file, m["axis"].line, node.key)
     if "limit" in m:
         lim = mapping(m["limit"], {"lower": False, "upper": False, "velocity": False,
                                    "effort": False}, "limit")
@@ -365,7 +381,8 @@ def _sec_loops(parts: Parts, node: Node, ctx) -> None:
         parts.loops.append(LoopSpec(
             text(m["name"]), _opt(m, "type", "revolute", text), text(m["body_a"]),
             vector(m["point_a"]), text(m["body_b"]), vector(m["point_b"]),
-            _opt(m, "axis", np.array([0.0, 0.0, 1.0]), vector), item.where()))
+            _opt(m, "axis", np.array([0.0, 0.0, 1.0]), vector),
+            Where(item.file, m["name"].line, item.key), _lines(m)))
 
 
 def _sec_independent(parts: Parts, node: Node, ctx) -> None:

@@ -29,6 +29,7 @@ class LinkSpec:
     com: np.ndarray = field(default_factory=lambda: np.zeros(3))
     inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))
     where: Where | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # key → line, for precise errors
 
 
 @dataclass
@@ -54,6 +55,7 @@ class JointSpec:
     effort: float = math.inf
     mimic: tuple[str, float, float] | None = None
     where: Where | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # key → line, for precise errors
 
 
 @dataclass
@@ -73,6 +75,7 @@ class LoopSpec:
     point_b: np.ndarray
     axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
     where: Where | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # key → line, for precise errors
 
 
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
@@ -108,10 +111,12 @@ def axis_rotation(axis: np.ndarray, angle: float) -> np.ndarray:
 
 
 def _where(spec, key: str) -> Where:
+    """Where ``key`` of a spec was written: its own line if the loader recorded it."""
     w = spec.where
     if w is None:
         return Where("<memory>", 0, key)
-    return Where(w.file, w.line, f"{w.key}.{key}" if w.key else key)
+    line = getattr(spec, "lines", {}).get(key, w.line)
+    return Where(w.file, line, f"{w.key}.{key}" if w.key else key)
 
 
 def _check_finite(spec, key: str, value) -> None:
@@ -577,8 +582,7 @@ def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial
         ):
             if body not in link_by_name:
                 raise ModelError(
-                    f"loop '{lp.name}' names unknown body '{body}'",
-                    Where(w.file, w.line, f"{w.key}.{key}" if w.key else key),
+                    f"loop '{lp.name}' names unknown body '{body}'", _where(lp, key),
                     _did_you_mean(body, link_by_name) or "name a link of the tree",
                 )
             _check_finite(lp, key.replace("body", "point"), point)

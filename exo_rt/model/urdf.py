@@ -131,6 +131,12 @@ def _joint(el: Element, source: str) -> JointSpec:
     xyz, rpy = _origin(el.find("origin"), source, key)
     spec = JointSpec(name=name, type=jtype, parent=links["parent"], child=links["child"],
                      origin_xyz=xyz, origin_rpy=rpy, where=w)
+    for tag, keys in (("parent", ("parent",)), ("child", ("child",)),
+                      ("origin", ("origin_xyz", "origin_rpy")), ("axis", ("axis",)),
+                      ("limit", ("lower", "upper", "velocity", "effort")), ("mimic", ("mimic",))):
+        sub = el.find(tag)
+        if sub is not None:
+            spec.lines.update({k: sub.line for k in keys})
     axis = el.find("axis")
     if axis is not None:
         spec.axis = to_vector(_attr(axis, "xyz", source, f"{key}.axis"), 3,
