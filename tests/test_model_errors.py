@@ -138,7 +138,7 @@ def test_include_cycle(tmp_path):
     with pytest.raises(ModelError) as info:
         load_mechanism(tmp_path / "a.yaml")
     msg = str(info.value)
-    assert "include cycle" in msg and f"b.yaml:5" in msg and "include[0].file" in msg, msg
+    assert "include cycle" in msg and "b.yaml:5" in msg and "include[0].file" in msg, msg
 
 
 URDF_GOOD = """\

@@ -8,7 +8,6 @@ and R_zᵀ h_tree of the *unconstrained* tree (the rotor an ordinary joint) comp
 from __future__ import annotations
 
 import numpy as np
-import pinocchio as pin
 import pytest
 
 from exo_rt.dynamics import Dynamics

@@ -39,7 +39,8 @@ def random_tree_specs(rng: np.random.Generator, n_bodies: int, *, prismatic: boo
             kind = "prismatic"
         elif r < 0.4:
             kind = "continuous"
-        joints.append({"name": f"j{i}", "type": kind, "parent": links[int(rng.integers(0, i))]["name"],
+        parent = links[int(rng.integers(0, i))]["name"]
+        joints.append({"name": f"j{i}", "type": kind, "parent": parent,
                        "child": f"b{i}", "xyz": rng.normal(0, 0.3, 3),
                        "rpy": rng.uniform(-np.pi, np.pi, 3), "axis": _unit(rng)})
     return {"links": links, "joints": joints}

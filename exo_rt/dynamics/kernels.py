@@ -95,77 +95,80 @@ def positions(pk, ws, q):
     w[W_A + 4] = 1.0
     w[W_A + 8] = 1.0
     for i in range(1, nb):
+        oi = i * W_WIDTH
         p = int(pk[i, P_PARENT])
+        op = p * W_WIDTH
         z = pk[i, P_K] * q[int(pk[i, P_QIDX])] + pk[i, P_C]
         # M1 = A_p · R0 (joint frame at zero displacement)
         for r in range(3):
-            a0 = w[p * W_WIDTH + W_A + 3 * r]
-            a1 = w[p * W_WIDTH + W_A + 3 * r + 1]
-            a2 = w[p * W_WIDTH + W_A + 3 * r + 2]
+            a0 = w[op + W_A + 3 * r]
+            a1 = w[op + W_A + 3 * r + 1]
+            a2 = w[op + W_A + 3 * r + 2]
             for c in range(3):
-                w[i * W_WIDTH + W_A + 3 * r + c] = (
+                w[oi + W_A + 3 * r + c] = (
                     a0 * pk[i, P_ROT + c] + a1 * pk[i, P_ROT + 3 + c] + a2 * pk[i, P_ROT + 6 + c]
                 )
         # world axis u = M1 · axis
         ax, ay, az = pk[i, P_AXIS], pk[i, P_AXIS + 1], pk[i, P_AXIS + 2]
-        ux = w[i * W_WIDTH + W_A] * ax + w[i * W_WIDTH + W_A + 1] * ay + w[i * W_WIDTH + W_A + 2] * az
-        uy = w[i * W_WIDTH + W_A + 3] * ax + w[i * W_WIDTH + W_A + 4] * ay + w[i * W_WIDTH + W_A + 5] * az
-        uz = w[i * W_WIDTH + W_A + 6] * ax + w[i * W_WIDTH + W_A + 7] * ay + w[i * W_WIDTH + W_A + 8] * az
+        ux = w[oi + W_A] * ax + w[oi + W_A + 1] * ay + w[oi + W_A + 2] * az
+        uy = w[oi + W_A + 3] * ax + w[oi + W_A + 4] * ay + w[oi + W_A + 5] * az
+        uz = w[oi + W_A + 6] * ax + w[oi + W_A + 7] * ay + w[oi + W_A + 8] * az
         # origin r_i = r_p + A_p · xyz
         x, y, zz = pk[i, P_XYZ], pk[i, P_XYZ + 1], pk[i, P_XYZ + 2]
-        rx = w[p * W_WIDTH + W_O] + w[p * W_WIDTH + W_A] * x + w[p * W_WIDTH + W_A + 1] * y + w[p * W_WIDTH + W_A + 2] * zz
-        ry = w[p * W_WIDTH + W_O + 1] + w[p * W_WIDTH + W_A + 3] * x + w[p * W_WIDTH + W_A + 4] * y + w[p * W_WIDTH + W_A + 5] * zz
-        rz = w[p * W_WIDTH + W_O + 2] + w[p * W_WIDTH + W_A + 6] * x + w[p * W_WIDTH + W_A + 7] * y + w[p * W_WIDTH + W_A + 8] * zz
+        rx = w[op + W_O] + w[op + W_A] * x + w[op + W_A + 1] * y + w[op + W_A + 2] * zz
+        ry = w[op + W_O + 1] + w[op + W_A + 3] * x + w[op + W_A + 4] * y + w[op + W_A + 5] * zz
+        rz = w[op + W_O + 2] + w[op + W_A + 6] * x + w[op + W_A + 7] * y + w[op + W_A + 8] * zz
         if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
             # A_i = Rot(u, z) · M1, column by column (Rodrigues)
             cz, sz = math.cos(z), math.sin(z)
             for c in range(3):
-                vx, vy, vz = w[i * W_WIDTH + W_A + c], w[i * W_WIDTH + W_A + 3 + c], w[i * W_WIDTH + W_A + 6 + c]
+                vx, vy, vz = w[oi + W_A + c], w[oi + W_A + 3 + c], w[oi + W_A + 6 + c]
                 d = (ux * vx + uy * vy + uz * vz) * (1.0 - cz)
                 cx, cy, cw = _cross(ux, uy, uz, vx, vy, vz)
-                w[i * W_WIDTH + W_A + c] = vx * cz + ux * d + sz * cx
-                w[i * W_WIDTH + W_A + 3 + c] = vy * cz + uy * d + sz * cy
-                w[i * W_WIDTH + W_A + 6 + c] = vz * cz + uz * d + sz * cw
+                w[oi + W_A + c] = vx * cz + ux * d + sz * cx
+                w[oi + W_A + 3 + c] = vy * cz + uy * d + sz * cy
+                w[oi + W_A + 6 + c] = vz * cz + uz * d + sz * cw
             bx, by, bz = _cross(rx, ry, rz, ux, uy, uz)
-            w[i * W_WIDTH + W_B], w[i * W_WIDTH + W_B + 1], w[i * W_WIDTH + W_B + 2] = bx, by, bz
-            w[i * W_WIDTH + W_B + 3], w[i * W_WIDTH + W_B + 4], w[i * W_WIDTH + W_B + 5] = ux, uy, uz
+            w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2] = bx, by, bz
+            w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5] = ux, uy, uz
         else:
             rx += ux * z
             ry += uy * z
             rz += uz * z
-            w[i * W_WIDTH + W_B], w[i * W_WIDTH + W_B + 1], w[i * W_WIDTH + W_B + 2] = ux, uy, uz
-            w[i * W_WIDTH + W_B + 3], w[i * W_WIDTH + W_B + 4], w[i * W_WIDTH + W_B + 5] = 0.0, 0.0, 0.0
-        w[i * W_WIDTH + W_O], w[i * W_WIDTH + W_O + 1], w[i * W_WIDTH + W_O + 2] = rx, ry, rz
+            w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2] = ux, uy, uz
+            w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5] = 0.0, 0.0, 0.0
+        w[oi + W_O], w[oi + W_O + 1], w[oi + W_O + 2] = rx, ry, rz
         _body_inertia(pk, w, i)
 
 
 @njit(cache=True)
 def _body_inertia(pk, w, i):
     """World COM c = r + A·com and J_G = A · I · Aᵀ of body i (after its frame is known)."""
+    oi = i * W_WIDTH
     for r in range(3):
-        w[i * W_WIDTH + W_C + r] = (
-            w[i * W_WIDTH + W_O + r]
-            + w[i * W_WIDTH + W_A + 3 * r] * pk[i, P_COM]
-            + w[i * W_WIDTH + W_A + 3 * r + 1] * pk[i, P_COM + 1]
-            + w[i * W_WIDTH + W_A + 3 * r + 2] * pk[i, P_COM + 2]
+        w[oi + W_C + r] = (
+            w[oi + W_O + r]
+            + w[oi + W_A + 3 * r] * pk[i, P_COM]
+            + w[oi + W_A + 3 * r + 1] * pk[i, P_COM + 1]
+            + w[oi + W_A + 3 * r + 2] * pk[i, P_COM + 2]
         )
     # T = A · I (stored temporarily in the composite-inertia slot), J_G = T · Aᵀ
     for r in range(3):
         for c in range(3):
-            w[i * W_WIDTH + W_K + r * 3 + c] = (
-                w[i * W_WIDTH + W_A + 3 * r] * pk[i, P_INERTIA + c]
-                + w[i * W_WIDTH + W_A + 3 * r + 1] * pk[i, P_INERTIA + 3 + c]
-                + w[i * W_WIDTH + W_A + 3 * r + 2] * pk[i, P_INERTIA + 6 + c]
+            w[oi + W_K + r * 3 + c] = (
+                w[oi + W_A + 3 * r] * pk[i, P_INERTIA + c]
+                + w[oi + W_A + 3 * r + 1] * pk[i, P_INERTIA + 3 + c]
+                + w[oi + W_A + 3 * r + 2] * pk[i, P_INERTIA + 6 + c]
             )
     for r in range(3):
         for c in range(r, 3):
             v = (
-                w[i * W_WIDTH + W_K + r * 3] * w[i * W_WIDTH + W_A + 3 * c]
-                + w[i * W_WIDTH + W_K + r * 3 + 1] * w[i * W_WIDTH + W_A + 3 * c + 1]
-                + w[i * W_WIDTH + W_K + r * 3 + 2] * w[i * W_WIDTH + W_A + 3 * c + 2]
+                w[oi + W_K + r * 3] * w[oi + W_A + 3 * c]
+                + w[oi + W_K + r * 3 + 1] * w[oi + W_A + 3 * c + 1]
+                + w[oi + W_K + r * 3 + 2] * w[oi + W_A + 3 * c + 2]
             )
-            w[i * W_WIDTH + W_JG + 3 * r + c] = v
-            w[i * W_WIDTH + W_JG + 3 * c + r] = v
+            w[oi + W_JG + 3 * r + c] = v
+            w[oi + W_JG + 3 * c + r] = v
 
 
 @njit(cache=True)
@@ -181,40 +184,42 @@ def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
     gy = pk[nb, H_GRAVITY + 1] * gscale
     gz = pk[nb, H_GRAVITY + 2] * gscale
     for i in range(1, nb):
+        oi = i * W_WIDTH
         p = int(pk[i, P_PARENT])
+        op = p * W_WIDTH
         j = int(pk[i, P_QIDX])
         kk = pk[i, P_K]
         zd = kk * v[j] * vscale
         zdd = kk * a[j] * ascale
-        sx, sy, sz = w[p * W_WIDTH + W_Z], w[p * W_WIDTH + W_Z + 1], w[p * W_WIDTH + W_Z + 2]
-        ox, oy, oz = w[p * W_WIDTH + W_Z + 3], w[p * W_WIDTH + W_Z + 4], w[p * W_WIDTH + W_Z + 5]
+        sx, sy, sz = w[op + W_Z], w[op + W_Z + 1], w[op + W_Z + 2]
+        ox, oy, oz = w[op + W_Z + 3], w[op + W_Z + 4], w[op + W_Z + 5]
         if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
-            ux, uy, uz = w[i * W_WIDTH + W_B + 3], w[i * W_WIDTH + W_B + 4], w[i * W_WIDTH + W_B + 5]
-            bx, by, bz = w[i * W_WIDTH + W_B], w[i * W_WIDTH + W_B + 1], w[i * W_WIDTH + W_B + 2]
+            ux, uy, uz = w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5]
+            bx, by, bz = w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2]
             t1 = _cross(sx, sy, sz, ux, uy, uz)
             t2 = _cross(ox, oy, oz, bx, by, bz)
             t3 = _cross(ox, oy, oz, ux, uy, uz)
             d0, d1, d2 = (t1[0] + t2[0]) * zd, (t1[1] + t2[1]) * zd, (t1[2] + t2[2]) * zd
             d3, d4, d5 = t3[0] * zd, t3[1] * zd, t3[2] * zd
         else:  # prismatic: b = [u; 0]
-            t3 = _cross(ox, oy, oz, w[i * W_WIDTH + W_B], w[i * W_WIDTH + W_B + 1], w[i * W_WIDTH + W_B + 2])
+            t3 = _cross(ox, oy, oz, w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2])
             d0, d1, d2 = t3[0] * zd, t3[1] * zd, t3[2] * zd
             d3, d4, d5 = 0.0, 0.0, 0.0
         for k in range(6):
-            w[i * W_WIDTH + W_Z + k] = w[p * W_WIDTH + W_Z + k] + w[i * W_WIDTH + W_B + k] * zd
-        w[i * W_WIDTH + W_ZD] = w[p * W_WIDTH + W_ZD] + w[i * W_WIDTH + W_B] * zdd + d0
-        w[i * W_WIDTH + W_ZD + 1] = w[p * W_WIDTH + W_ZD + 1] + w[i * W_WIDTH + W_B + 1] * zdd + d1
-        w[i * W_WIDTH + W_ZD + 2] = w[p * W_WIDTH + W_ZD + 2] + w[i * W_WIDTH + W_B + 2] * zdd + d2
-        w[i * W_WIDTH + W_ZD + 3] = w[p * W_WIDTH + W_ZD + 3] + w[i * W_WIDTH + W_B + 3] * zdd + d3
-        w[i * W_WIDTH + W_ZD + 4] = w[p * W_WIDTH + W_ZD + 4] + w[i * W_WIDTH + W_B + 4] * zdd + d4
-        w[i * W_WIDTH + W_ZD + 5] = w[p * W_WIDTH + W_ZD + 5] + w[i * W_WIDTH + W_B + 5] * zdd + d5
+            w[oi + W_Z + k] = w[op + W_Z + k] + w[oi + W_B + k] * zd
+        w[oi + W_ZD] = w[op + W_ZD] + w[oi + W_B] * zdd + d0
+        w[oi + W_ZD + 1] = w[op + W_ZD + 1] + w[oi + W_B + 1] * zdd + d1
+        w[oi + W_ZD + 2] = w[op + W_ZD + 2] + w[oi + W_B + 2] * zdd + d2
+        w[oi + W_ZD + 3] = w[op + W_ZD + 3] + w[oi + W_B + 3] * zdd + d3
+        w[oi + W_ZD + 4] = w[op + W_ZD + 4] + w[oi + W_B + 4] * zdd + d4
+        w[oi + W_ZD + 5] = w[op + W_ZD + 5] + w[oi + W_B + 5] * zdd + d5
         # Newton–Euler wrench about the world origin
         m = pk[i, P_MASS]
-        cx, cy, cz = w[i * W_WIDTH + W_C], w[i * W_WIDTH + W_C + 1], w[i * W_WIDTH + W_C + 2]
-        sx, sy, sz = w[i * W_WIDTH + W_Z], w[i * W_WIDTH + W_Z + 1], w[i * W_WIDTH + W_Z + 2]
-        ox, oy, oz = w[i * W_WIDTH + W_Z + 3], w[i * W_WIDTH + W_Z + 4], w[i * W_WIDTH + W_Z + 5]
-        ax_, ay_, az_ = w[i * W_WIDTH + W_ZD], w[i * W_WIDTH + W_ZD + 1], w[i * W_WIDTH + W_ZD + 2]
-        wx, wy, wz = w[i * W_WIDTH + W_ZD + 3], w[i * W_WIDTH + W_ZD + 4], w[i * W_WIDTH + W_ZD + 5]
+        cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
+        sx, sy, sz = w[oi + W_Z], w[oi + W_Z + 1], w[oi + W_Z + 2]
+        ox, oy, oz = w[oi + W_Z + 3], w[oi + W_Z + 4], w[oi + W_Z + 5]
+        ax_, ay_, az_ = w[oi + W_ZD], w[oi + W_ZD + 1], w[oi + W_ZD + 2]
+        wx, wy, wz = w[oi + W_ZD + 3], w[oi + W_ZD + 4], w[oi + W_ZD + 5]
         e = _cross(ox, oy, oz, cx, cy, cz)
         vgx, vgy, vgz = sx + e[0], sy + e[1], sz + e[2]  # COM velocity
         e1 = _cross(wx, wy, wz, cx, cy, cz)
@@ -222,26 +227,28 @@ def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
         fx = m * (ax_ + e1[0] + e2[0] - gx)
         fy = m * (ay_ + e1[1] + e2[1] - gy)
         fz = m * (az_ + e1[2] + e2[2] - gz)
-        jg = w[i * W_WIDTH + W_JG : i * W_WIDTH + W_JG + 9]
+        jg = w[oi + W_JG : i * W_WIDTH + W_JG + 9]
         jwx = jg[0] * ox + jg[1] * oy + jg[2] * oz
         jwy = jg[3] * ox + jg[4] * oy + jg[5] * oz
         jwz = jg[6] * ox + jg[7] * oy + jg[8] * oz
         gyro = _cross(ox, oy, oz, jwx, jwy, jwz)
         mom = _cross(cx, cy, cz, fx, fy, fz)
-        w[i * W_WIDTH + W_F] = fx
-        w[i * W_WIDTH + W_F + 1] = fy
-        w[i * W_WIDTH + W_F + 2] = fz
-        w[i * W_WIDTH + W_F + 3] = mom[0] + jg[0] * wx + jg[1] * wy + jg[2] * wz + gyro[0]
-        w[i * W_WIDTH + W_F + 4] = mom[1] + jg[3] * wx + jg[4] * wy + jg[5] * wz + gyro[1]
-        w[i * W_WIDTH + W_F + 5] = mom[2] + jg[6] * wx + jg[7] * wy + jg[8] * wz + gyro[2]
+        w[oi + W_F] = fx
+        w[oi + W_F + 1] = fy
+        w[oi + W_F + 2] = fz
+        w[oi + W_F + 3] = mom[0] + jg[0] * wx + jg[1] * wy + jg[2] * wz + gyro[0]
+        w[oi + W_F + 4] = mom[1] + jg[3] * wx + jg[4] * wy + jg[5] * wz + gyro[1]
+        w[oi + W_F + 5] = mom[2] + jg[6] * wx + jg[7] * wy + jg[8] * wz + gyro[2]
     for k in range(nq):
         out[k] = 0.0
     for i in range(nb - 1, 0, -1):
+        oi = i * W_WIDTH
         p = int(pk[i, P_PARENT])
+        op = p * W_WIDTH
         tau = 0.0
         for k in range(6):
-            tau += w[i * W_WIDTH + W_B + k] * w[i * W_WIDTH + W_F + k]
-            w[p * W_WIDTH + W_F + k] += w[i * W_WIDTH + W_F + k]
+            tau += w[oi + W_B + k] * w[oi + W_F + k]
+            w[op + W_F + k] += w[oi + W_F + k]
         out[int(pk[i, P_QIDX])] += pk[i, P_K] * tau
 
 
@@ -273,50 +280,55 @@ def mass_matrix(pk, ws, q, out):
     w = ws
     # composite inertia (m, h = m c, J_O = J_G + m(|c|²1 − c cᵀ)), summed leaves → root
     for i in range(1, nb):
+        oi = i * W_WIDTH
         m = pk[i, P_MASS]
-        cx, cy, cz = w[i * W_WIDTH + W_C], w[i * W_WIDTH + W_C + 1], w[i * W_WIDTH + W_C + 2]
+        cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
         c2 = cx * cx + cy * cy + cz * cz
-        w[i * W_WIDTH + W_K] = m
-        w[i * W_WIDTH + W_K + 1] = m * cx
-        w[i * W_WIDTH + W_K + 2] = m * cy
-        w[i * W_WIDTH + W_K + 3] = m * cz
-        w[i * W_WIDTH + W_K + 4] = w[i * W_WIDTH + W_JG] + m * (c2 - cx * cx)
-        w[i * W_WIDTH + W_K + 5] = w[i * W_WIDTH + W_JG + 1] - m * cx * cy
-        w[i * W_WIDTH + W_K + 6] = w[i * W_WIDTH + W_JG + 2] - m * cx * cz
-        w[i * W_WIDTH + W_K + 7] = w[i * W_WIDTH + W_JG + 3] - m * cy * cx
-        w[i * W_WIDTH + W_K + 8] = w[i * W_WIDTH + W_JG + 4] + m * (c2 - cy * cy)
-        w[i * W_WIDTH + W_K + 9] = w[i * W_WIDTH + W_JG + 5] - m * cy * cz
-        w[i * W_WIDTH + W_K + 10] = w[i * W_WIDTH + W_JG + 6] - m * cz * cx
-        w[i * W_WIDTH + W_K + 11] = w[i * W_WIDTH + W_JG + 7] - m * cz * cy
-        w[i * W_WIDTH + W_K + 12] = w[i * W_WIDTH + W_JG + 8] + m * (c2 - cz * cz)
+        w[oi + W_K] = m
+        w[oi + W_K + 1] = m * cx
+        w[oi + W_K + 2] = m * cy
+        w[oi + W_K + 3] = m * cz
+        w[oi + W_K + 4] = w[oi + W_JG] + m * (c2 - cx * cx)
+        w[oi + W_K + 5] = w[oi + W_JG + 1] - m * cx * cy
+        w[oi + W_K + 6] = w[oi + W_JG + 2] - m * cx * cz
+        w[oi + W_K + 7] = w[oi + W_JG + 3] - m * cy * cx
+        w[oi + W_K + 8] = w[oi + W_JG + 4] + m * (c2 - cy * cy)
+        w[oi + W_K + 9] = w[oi + W_JG + 5] - m * cy * cz
+        w[oi + W_K + 10] = w[oi + W_JG + 6] - m * cz * cx
+        w[oi + W_K + 11] = w[oi + W_JG + 7] - m * cz * cy
+        w[oi + W_K + 12] = w[oi + W_JG + 8] + m * (c2 - cz * cz)
     for i in range(nb - 1, 0, -1):
+        oi = i * W_WIDTH
         p = int(pk[i, P_PARENT])
+        op = p * W_WIDTH
         if p == 0:
             continue  # the base's composite inertia is never used
         for k in range(13):
-            w[p * W_WIDTH + W_K + k] += w[i * W_WIDTH + W_K + k]
+            w[op + W_K + k] += w[oi + W_K + k]
     for r in range(nq):
         for c in range(nq):
             out[r, c] = 0.0
     for j in range(1, nb):
+        oj = j * W_WIDTH
         # f = M̄^Σ_j b_j = [m b_l − h × b_a; h × b_l + J_O b_a]
-        m = w[j * W_WIDTH + W_K]
-        hx, hy, hz = w[j * W_WIDTH + W_K + 1], w[j * W_WIDTH + W_K + 2], w[j * W_WIDTH + W_K + 3]
-        blx, bly, blz = w[j * W_WIDTH + W_B], w[j * W_WIDTH + W_B + 1], w[j * W_WIDTH + W_B + 2]
-        bax, bay, baz = w[j * W_WIDTH + W_B + 3], w[j * W_WIDTH + W_B + 4], w[j * W_WIDTH + W_B + 5]
+        m = w[oj + W_K]
+        hx, hy, hz = w[oj + W_K + 1], w[oj + W_K + 2], w[oj + W_K + 3]
+        blx, bly, blz = w[oj + W_B], w[oj + W_B + 1], w[oj + W_B + 2]
+        bax, bay, baz = w[oj + W_B + 3], w[oj + W_B + 4], w[oj + W_B + 5]
         t = _cross(hx, hy, hz, bax, bay, baz)
         f0, f1, f2 = m * blx - t[0], m * bly - t[1], m * blz - t[2]
         t = _cross(hx, hy, hz, blx, bly, blz)
-        f3 = t[0] + w[j * W_WIDTH + W_K + 4] * bax + w[j * W_WIDTH + W_K + 5] * bay + w[j * W_WIDTH + W_K + 6] * baz
-        f4 = t[1] + w[j * W_WIDTH + W_K + 7] * bax + w[j * W_WIDTH + W_K + 8] * bay + w[j * W_WIDTH + W_K + 9] * baz
-        f5 = t[2] + w[j * W_WIDTH + W_K + 10] * bax + w[j * W_WIDTH + W_K + 11] * bay + w[j * W_WIDTH + W_K + 12] * baz
+        f3 = t[0] + w[oj + W_K + 4] * bax + w[oj + W_K + 5] * bay + w[oj + W_K + 6] * baz
+        f4 = t[1] + w[oj + W_K + 7] * bax + w[oj + W_K + 8] * bay + w[oj + W_K + 9] * baz
+        f5 = t[2] + w[oj + W_K + 10] * bax + w[oj + W_K + 11] * bay + w[oj + W_K + 12] * baz
         qj = int(pk[j, P_QIDX])
         kj = pk[j, P_K]
         i = j
         while i > 0:
+            oi = i * W_WIDTH
             val = (
-                w[i * W_WIDTH + W_B] * f0 + w[i * W_WIDTH + W_B + 1] * f1 + w[i * W_WIDTH + W_B + 2] * f2
-                + w[i * W_WIDTH + W_B + 3] * f3 + w[i * W_WIDTH + W_B + 4] * f4 + w[i * W_WIDTH + W_B + 5] * f5
+                w[oi + W_B] * f0 + w[oi + W_B + 1] * f1 + w[oi + W_B + 2] * f2
+                + w[oi + W_B + 3] * f3 + w[oi + W_B + 4] * f4 + w[oi + W_B + 5] * f5
             ) * kj * pk[i, P_K]
             qi = int(pk[i, P_QIDX])
             out[qi, qj] += val
@@ -390,12 +402,13 @@ def energy(pk, ws, q, v, out):
     ke = 0.0
     pe = 0.0
     for i in range(1, nb):
+        oi = i * W_WIDTH
         m = pk[i, P_MASS]
-        cx, cy, cz = w[i * W_WIDTH + W_C], w[i * W_WIDTH + W_C + 1], w[i * W_WIDTH + W_C + 2]
-        ox, oy, oz = w[i * W_WIDTH + W_Z + 3], w[i * W_WIDTH + W_Z + 4], w[i * W_WIDTH + W_Z + 5]
+        cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
+        ox, oy, oz = w[oi + W_Z + 3], w[oi + W_Z + 4], w[oi + W_Z + 5]
         e = _cross(ox, oy, oz, cx, cy, cz)
-        vx, vy, vz = w[i * W_WIDTH + W_Z] + e[0], w[i * W_WIDTH + W_Z + 1] + e[1], w[i * W_WIDTH + W_Z + 2] + e[2]
-        jg = w[i * W_WIDTH + W_JG : i * W_WIDTH + W_JG + 9]
+        vx, vy, vz = w[oi + W_Z] + e[0], w[oi + W_Z + 1] + e[1], w[oi + W_Z + 2] + e[2]
+        jg = w[oi + W_JG : i * W_WIDTH + W_JG + 9]
         rot = (
             ox * (jg[0] * ox + jg[1] * oy + jg[2] * oz)
             + oy * (jg[3] * ox + jg[4] * oy + jg[5] * oz)
@@ -414,9 +427,10 @@ def frame_positions(pk, ws, q, out):
     positions(pk, ws, q)
     w = ws
     for i in range(nb):
-        out[i, 0] = w[i * W_WIDTH + W_O]
-        out[i, 1] = w[i * W_WIDTH + W_O + 1]
-        out[i, 2] = w[i * W_WIDTH + W_O + 2]
+        oi = i * W_WIDTH
+        out[i, 0] = w[oi + W_O]
+        out[i, 1] = w[oi + W_O + 1]
+        out[i, 2] = w[oi + W_O + 2]
 
 
 @njit(cache=True)
@@ -426,7 +440,8 @@ def frame_rotations(pk, ws, q, out):
     positions(pk, ws, q)
     w = ws
     for i in range(nb):
+        oi = i * W_WIDTH
         for r in range(3):
             for c in range(3):
-                out[i, r, c] = w[i * W_WIDTH + W_A + 3 * r + c]
+                out[i, r, c] = w[oi + W_A + 3 * r + c]
 

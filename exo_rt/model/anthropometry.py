@@ -52,7 +52,9 @@ class Segment:
     r_longitudinal: float
 
 
-def segment(name: str, mass: float, height: float, sex: str, length: float | None = None) -> Segment:
+def segment(
+    name: str, mass: float, height: float, sex: str, length: float | None = None
+) -> Segment:
     """de Leva's ``name`` segment ('thigh', 'shank', 'foot') of a wearer.
 
     ``length`` (m) overrides the stature-scaled reference length (e.g. the exoskeleton link's).

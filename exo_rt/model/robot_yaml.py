@@ -64,7 +64,11 @@ def _to_node(n: yaml.Node, file: str, key: str) -> Node:
     if isinstance(n, yaml.SequenceNode):
         return Node([_to_node(v, file, f"{key}[{i}]") for i, v in enumerate(n.value)], file,
                     line, key)
-    value = yaml.safe_load(yaml.serialize(n)) if n.tag != "tag:yaml.org,2002:str" else n.value
+    try:
+        value = yaml.constructor.SafeConstructor().construct_object(n, deep=True)
+    except yaml.YAMLError as exc:
+        raise ModelError(f"cannot read the value {n.value!r} ({getattr(exc, 'problem', exc)})",
+                         Where(file, line, key), "write a plain number, name or list") from None
     return Node(value, file, line, key)
 
 

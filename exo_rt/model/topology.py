@@ -81,7 +81,8 @@ class LoopSpec:
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
     """URDF rotation: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
     r, p, y = (float(v) for v in rpy)
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    cr, sr, cp, sp = math.cos(r), math.sin(r), math.cos(p), math.sin(p)
+    cy, sy = math.cos(y), math.sin(y)
     return np.array(
         [
             [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
@@ -205,7 +206,8 @@ def check_joint(joint: JointSpec) -> None:
             )
     if joint.lower > joint.upper:
         raise ModelError(
-            f"limits of joint '{joint.name}' are reversed (lower {joint.lower} > upper {joint.upper})",
+            f"limits of joint '{joint.name}' are reversed "
+            f"(lower {joint.lower} > upper {joint.upper})",
             _where(joint, "lower"),
             "swap lower and upper",
         )
@@ -533,7 +535,8 @@ def _check_transmissions(transmissions, wheres, movable, independent, here):
         if tr.motor.torque_constant <= 0 or tr.motor.peak_current <= 0:
             raise ModelError(
                 f"motor of the transmission on '{tr.joint}' needs a positive torque constant "
-                "and peak current", at("motor"), "give torque_constant (N·m/A) and peak_current (A)",
+                "and peak current", at("motor"),
+                "give torque_constant (N·m/A) and peak_current (A)",
             )
     return transmissions
 
