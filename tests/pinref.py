@@ -12,7 +12,7 @@ import pinocchio as pin
 
 from exo_rt.dynamics import loops
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.model.topology import matrix_rpy
+from exo_rt.model.urdf import write_urdf
 
 
 class PinTwin:
@@ -89,32 +89,8 @@ def assert_close(ours, ref, rel: float, what: str) -> None:
 
 
 def mechanism_urdf(mech: Mechanism) -> str:
-    """URDF text of a (tree) mechanism, body by body, so Pinocchio can read a robot YAML."""
-
-    def f(v) -> str:
-        return " ".join(repr(float(x)) for x in np.ravel(v))
-
-    out = [f'<robot name="{mech.name}">']
-    for i, b in enumerate(mech.body_names):
-        inertia = mech.inertia[i]
-        out.append(
-            f'<link name="{b}"><inertial><origin xyz="{f(mech.com[i])}" rpy="0 0 0"/>'
-            f'<mass value="{float(mech.mass[i])!r}"/><inertia ixx="{float(inertia[0, 0])!r}" '
-            f'ixy="{float(inertia[0, 1])!r}" ixz="{float(inertia[0, 2])!r}" '
-            f'iyy="{float(inertia[1, 1])!r}" iyz="{float(inertia[1, 2])!r}" '
-            f'izz="{float(inertia[2, 2])!r}"/></inertial></link>'
-        )
-    for i in range(1, mech.n_bodies):
-        jt = "prismatic" if mech.joint_type[i] == 2 else "revolute"
-        name = mech.tree_joint_names[i]
-        out.append(
-            f'<joint name="{name}" type="{jt}"><parent link="{mech.body_names[mech.parent[i]]}"/>'
-            f'<child link="{mech.body_names[i]}"/><origin xyz="{f(mech.origin_xyz[i])}" '
-            f'rpy="{f(matrix_rpy(mech.origin_rot[i]))}"/><axis xyz="{f(mech.axis[i])}"/>'
-            f'<limit lower="-10" upper="10" effort="100" velocity="10"/></joint>'
-        )
-    out.append("</robot>")
-    return "\n".join(out)
+    """URDF of the unconstrained tree (rotors as ordinary joints) for Pinocchio."""
+    return write_urdf(mech, mimic=False, limits=False)
 
 
 class TreeTwin:

@@ -104,3 +104,21 @@ def test_shipped_config_matches_pinocchio(path):
         assert_close(dyn.mass_matrix(q), m_ref, REL, f"{path}: mass matrix")
         assert_close(dyn.bias_forces(q, v), h_ref, REL, f"{path}: bias forces")
         assert_close(dyn.inverse_dynamics(q, v, a), tau_ref, REL, f"{path}: ID")
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_long_chains_match_pinocchio(n):
+    """Long chains: rounding must grow linearly along the chain (a regression: composing
+    rotations about the world axis let orthogonality errors grow geometrically — 5e-4 at 128)."""
+    from exo_rt.bench import chain
+    from tests.pinref import TreeTwin
+
+    mech = chain(n)
+    twin, dyn = TreeTwin(mech), Dynamics(mech)
+    rng = np.random.default_rng(n)
+    q, v, a = rng.uniform(-1, 1, n), rng.normal(0, 1, n), rng.normal(0, 1, n)
+    m_ref, h_ref, tau_ref = twin.reduced(q, v, a)
+    assert_close(dyn.inverse_dynamics(q, v, a), tau_ref, REL, "inverse dynamics")
+    assert_close(dyn.mass_matrix(q), m_ref, REL, "mass matrix")
+    rot = dyn.frame_rotations(q)[-1]
+    assert np.max(np.abs(rot @ rot.T - np.eye(3))) < 1e-13

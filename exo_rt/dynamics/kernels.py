@@ -119,15 +119,20 @@ def positions(pk, ws, q):
         ry = w[op + W_O + 1] + w[op + W_A + 3] * x + w[op + W_A + 4] * y + w[op + W_A + 5] * zz
         rz = w[op + W_O + 2] + w[op + W_A + 6] * x + w[op + W_A + 7] * y + w[op + W_A + 8] * zz
         if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
-            # A_i = Rot(u, z) · M1, column by column (Rodrigues)
+            # A_i = M1 · Rot(axis, z), with the local rotation from the constant unit axis
+            # (Rodrigues): rounding errors then grow linearly along a chain, not geometrically
             cz, sz = math.cos(z), math.sin(z)
-            for c in range(3):
-                vx, vy, vz = w[oi + W_A + c], w[oi + W_A + 3 + c], w[oi + W_A + 6 + c]
-                d = (ux * vx + uy * vy + uz * vz) * (1.0 - cz)
-                cx, cy, cw = _cross(ux, uy, uz, vx, vy, vz)
-                w[oi + W_A + c] = vx * cz + ux * d + sz * cx
-                w[oi + W_A + 3 + c] = vy * cz + uy * d + sz * cy
-                w[oi + W_A + 6 + c] = vz * cz + uz * d + sz * cw
+            t = 1.0 - cz
+            r00, r01, r02 = cz + t * ax * ax, t * ax * ay - sz * az, t * ax * az + sz * ay
+            r10, r11, r12 = t * ay * ax + sz * az, cz + t * ay * ay, t * ay * az - sz * ax
+            r20, r21, r22 = t * az * ax - sz * ay, t * az * ay + sz * ax, cz + t * az * az
+            for r in range(3):
+                m0 = w[oi + W_A + 3 * r]
+                m1 = w[oi + W_A + 3 * r + 1]
+                m2 = w[oi + W_A + 3 * r + 2]
+                w[oi + W_A + 3 * r] = m0 * r00 + m1 * r10 + m2 * r20
+                w[oi + W_A + 3 * r + 1] = m0 * r01 + m1 * r11 + m2 * r21
+                w[oi + W_A + 3 * r + 2] = m0 * r02 + m1 * r12 + m2 * r22
             bx, by, bz = _cross(rx, ry, rz, ux, uy, uz)
             w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2] = bx, by, bz
             w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5] = ux, uy, uz

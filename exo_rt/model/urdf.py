@@ -191,3 +191,56 @@ def _read_text(path_or_text, source: str | None) -> tuple[str, str]:
             raise ModelError(f"cannot read the file ({exc})", Where(str(path)),
                              "give a readable UTF-8 text file") from None
     return s, source or "<urdf text>"
+
+
+def write_urdf(mech, *, mimic: bool = True, limits: bool = True) -> str:
+    """URDF text of a mechanism's tree, body by body (fixed joints already lumped).
+
+    ``mimic=False`` writes dependent coordinates (rotors) as ordinary joints: the
+    unconstrained tree, e.g. for an independent dynamics library. Joints without limits get
+    wide ones (±1e9) rather than ``continuous``, so every joint has one configuration
+    variable. Loop closures are not expressible in URDF and are left out.
+    """
+    from exo_rt.model.topology import matrix_rpy
+
+    def f(v) -> str:
+        return " ".join(repr(float(x)) for x in np.ravel(v))
+
+    out = [f'<robot name="{mech.name}">']
+    for i, b in enumerate(mech.body_names):
+        j = [float(x) for x in np.ravel(mech.inertia[i])]
+        out.append(
+            f'  <link name="{b}">\n    <inertial>\n      <origin xyz="{f(mech.com[i])}"/>\n'
+            f'      <mass value="{float(mech.mass[i])!r}"/>\n'
+            f'      <inertia ixx="{j[0]!r}" ixy="{j[1]!r}" ixz="{j[2]!r}" iyy="{j[4]!r}" '
+            f'iyz="{j[5]!r}" izz="{j[8]!r}"/>\n    </inertial>\n  </link>'
+        )
+    by_coord = {n: i for i, n in enumerate(mech.coordinate_names)}
+    wide = '    <limit lower="-1e9" upper="1e9" effort="1e9" velocity="1e9"/>\n'
+    for i in range(1, mech.n_bodies):
+        name = mech.tree_joint_names[i]
+        jt = "prismatic" if mech.joint_type[i] == 2 else "revolute"
+        c = by_coord.get(name)
+        if mimic and c is None:
+            master = mech.coordinate_names[mech.q_index[i]]
+            extra = (f'    <mimic joint="{master}" multiplier="{float(mech.mimic_multiplier[i])!r}"'
+                     f' offset="{float(mech.mimic_offset[i])!r}"/>\n')
+            extra = (wide if jt == "prismatic" else "") + extra
+            jt = "continuous" if jt == "revolute" else jt
+        elif limits and c is not None and np.isfinite(mech.lower[c]) and np.isfinite(mech.upper[c]):
+            extra = (f'    <limit lower="{float(mech.lower[c])!r}" '
+                     f'upper="{float(mech.upper[c])!r}" '
+                     f'effort="{float(min(mech.effort_limit[c], 1e9))!r}" '
+                     f'velocity="{float(min(mech.velocity_limit[c], 1e9))!r}"/>\n')
+        else:
+            extra = wide  # no limits (or unknown): wide ones keep every joint a 1-DOF joint
+        out.append(
+            f'  <joint name="{name}" type="{jt}">\n'
+            f'    <parent link="{mech.body_names[mech.parent[i]]}"/>\n'
+            f'    <child link="{mech.body_names[i]}"/>\n'
+            f'    <origin xyz="{f(mech.origin_xyz[i])}" '
+            f'rpy="{f(matrix_rpy(mech.origin_rot[i]))}"/>\n'
+            f'    <axis xyz="{f(mech.axis[i])}"/>\n{extra}  </joint>'
+        )
+    out.append("</robot>")
+    return "\n".join(out) + "\n"
