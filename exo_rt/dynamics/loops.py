@@ -467,7 +467,8 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
 
     ``lp`` holds the loop rows (kind, bodies, points and a's axis); b's normals are set here
     so that the revolute axes coincide at the reference closure. ``independent`` optionally
-    names the independent (actuated) coordinates; ``initial`` maps coordinate names to the
+    names coordinates that must stay independent (actuated; the dependent ones are chosen
+    among the others); ``initial`` maps coordinate names to the
     Newton start (rad, m). Returns a new Mechanism whose ``joint_names`` are the independent
     coordinates and whose ``closure`` holds the partition.
     """
@@ -546,23 +547,16 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
                 raise ModelError(
                     f"independent coordinate '{n}' is not a joint of the tree",
                     Where(here.file, here.line, "independent"),
-                    f"name {nz - rank} of {', '.join(mech.coordinate_names)}",
+                    f"name joints of the tree: {', '.join(mech.coordinate_names)}",
                 )
-        if len(independent) != nz - rank:
-            raise ModelError(
-                f"the loops leave {nz - rank} independent coordinates, "
-                f"`independent` names {len(independent)}",
-                Where(here.file, here.line, "independent"),
-                f"name exactly {nz - rank} of {', '.join(mech.coordinate_names)}",
-            )
-        ind = np.array(sorted(mech.coordinate_names.index(n) for n in independent))
-        dep_cols = np.array([c for c in range(nz) if c not in set(ind)], dtype=np.int64)
+        listed = {mech.coordinate_names.index(n) for n in independent}
+        dep_cols = np.array([c for c in range(nz) if c not in listed], dtype=np.int64)
         rows_sel, dep_sel = _full_pivot(jac, tol, dep_cols)
         if len(rows_sel) < rank:
             raise ModelError(
-                "the chosen independent coordinates give a singular partition "
-                f"(the dependent ones {', '.join(mech.coordinate_names[c] for c in dep_cols)} "
-                "cannot be solved from them)",
+                "the chosen independent coordinates give a singular partition (the loops' "
+                f"{rank} equations cannot be solved for the other coordinates "
+                f"{', '.join(mech.coordinate_names[c] for c in dep_cols)})",
                 Where(here.file, here.line, "independent"),
                 "choose other independent (actuated) joints, e.g. one per loop at the ground",
             )
