@@ -1,0 +1,1 @@
+"""Actuator models of the plant: compliant harmonic drives and motors with current loops."""
