@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from exo_rt.errors import ModelError, Where
+from exo_rt.errors import ExoError, ModelError, Where
 
 
 def did_you_mean(name: str, candidates) -> str:
@@ -20,31 +20,32 @@ def did_you_mean(name: str, candidates) -> str:
     return f"did you mean '{close[0]}'?" if close else ""
 
 
-def to_float(value, where: Where, *, allow_inf: bool = False) -> float:
+def to_float(value, where: Where, *, allow_inf: bool = False,
+             error: type[ExoError] = ModelError) -> float:
     """A finite float from a YAML scalar or a string; ModelError otherwise."""
     if isinstance(value, bool) or value is None:
-        raise ModelError(f"expected a number, got {value!r}", where, "write a number, e.g. 0.5")
+        raise error(f"expected a number, got {value!r}", where, "write a number, e.g. 0.5")
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ModelError(f"expected a number, got {value!r}", where,
+        raise error(f"expected a number, got {value!r}", where,
                          "write a number, e.g. 0.5") from None
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
-        raise ModelError(f"expected a finite number, got {value!r}", where,
+        raise error(f"expected a finite number, got {value!r}", where,
                          "write a finite number")
     return x
 
 
-def to_vector(value, n: int, where: Where) -> np.ndarray:
+def to_vector(value, n: int, where: Where, error: type[ExoError] = ModelError) -> np.ndarray:
     """A length-``n`` float vector from a YAML list or a whitespace-separated string."""
     items = value.split() if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
-        raise ModelError(f"expected a list of {n} numbers, got {value!r}", where,
+        raise error(f"expected a list of {n} numbers, got {value!r}", where,
                          f"write [{', '.join(['0'] * n)}]")
     if len(items) != n:
-        raise ModelError(f"expected {n} numbers, got {len(items)} ({value!r})", where,
+        raise error(f"expected {n} numbers, got {len(items)} ({value!r})", where,
                          f"write exactly {n} numbers, e.g. [{', '.join(['0'] * n)}]")
-    return np.array([to_float(v, where) for v in items], dtype=float)
+    return np.array([to_float(v, where, error=error) for v in items], dtype=float)
 
 
 def inertia_matrix(ixx: float, iyy: float, izz: float, ixy: float, ixz: float,

@@ -1,0 +1,135 @@
+"""YAML files read into :class:`Node` values that remember file, line and key path.
+
+Every config loader (robot files, controller files, bus files) walks these nodes, so a bad
+value anywhere gets the same one-sentence error: what, where (file:line: key), how to fix.
+The error class is chosen per file (:class:`~exo_rt.errors.ModelError` for robots,
+:class:`~exo_rt.errors.ConfigError` for the rest) and travels with its nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from exo_rt.errors import ExoError, ModelError, Where
+from exo_rt.model.parsing import did_you_mean, to_float, to_vector
+
+
+@dataclass
+class Node:
+    """A YAML value with the file and line it came from and its key path."""
+
+    value: object
+    file: str
+    line: int
+    key: str
+    error: type[ExoError] = field(default=ModelError, repr=False)
+
+    def where(self, sub: str = "") -> Where:
+        key = f"{self.key}.{sub}" if sub and self.key else (sub or self.key)
+        return Where(self.file, self.line, key)
+
+
+def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError]) -> Node:
+    line = n.start_mark.line + 1
+    if isinstance(n, yaml.MappingNode):
+        out: dict[str, Node] = {}
+        for k, v in n.value:
+            name = str(k.value)
+            sub = f"{key}.{name}" if key else name
+            if name in out:
+                raise error(f"key '{name}' appears twice", Where(file, k.start_mark.line + 1,
+                                 sub), "keep one of them")
+            out[name] = _to_node(v, file, sub, error)
+            out[name].line = k.start_mark.line + 1
+        return Node(out, file, line, key, error)
+    if isinstance(n, yaml.SequenceNode):
+        return Node([_to_node(v, file, f"{key}[{i}]", error) for i, v in enumerate(n.value)],
+                    file, line, key, error)
+    try:
+        value = yaml.constructor.SafeConstructor().construct_object(n, deep=True)
+    except yaml.YAMLError as exc:
+        raise error(f"cannot read the value {n.value!r} ({getattr(exc, 'problem', exc)})",
+                         Where(file, line, key), "write a plain number, name or list") from None
+    return Node(value, file, line, key, error)
+
+
+def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
+    """Parse a YAML file into :class:`Node` values; ModelError on a missing or bad file."""
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error("file not found", Where(file), "check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read the file ({exc})", Where(file),
+                         "give a readable UTF-8 text file") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        # the construct that failed starts at context_mark; the parser noticed at problem_mark
+        start = exc.context_mark or exc.problem_mark
+        line = start.line + 1 if start is not None else 0
+        noticed = ""
+        if exc.problem_mark is not None and exc.problem_mark.line + 1 != line:
+            noticed = f" (noticed at line {exc.problem_mark.line + 1})"
+        what = "; ".join(str(x) for x in (exc.context, exc.problem) if x)
+        raise error(f"YAML syntax error: {what}{noticed}", Where(file, line),
+                         "fix the brackets, indentation or quoting there") from None
+    except yaml.YAMLError as exc:
+        raise error(f"YAML error: {exc}", Where(file), "fix the YAML syntax") from None
+    if root is None:
+        raise error("the file is empty", Where(file, 1),
+                    "fill it in; every key is described under docs/")
+    return _to_node(root, file, "", error)
+
+
+def mapping(node: Node, allowed: dict[str, bool], what: str) -> dict[str, Node]:
+    """The node's mapping, checked against ``allowed`` (key → required)."""
+    if not isinstance(node.value, dict):
+        raise node.error(f"{what} must be a mapping (key: value)", node.where(),
+                         "its keys are described under docs/")
+    for key, sub in node.value.items():
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"
+            raise node.error(f"unknown key '{key}' in {what}", sub.where(), hint)
+    for key, required in allowed.items():
+        if required and key not in node.value:
+            raise node.error(f"{what} has no '{key}'", node.where(),
+                             f"add '{key}:' (described under docs/)")
+    return node.value
+
+
+def sequence(node: Node, what: str) -> list[Node]:
+    if not isinstance(node.value, list):
+        raise node.error(f"{what} must be a list ('- …' items)", node.where(),
+                         "write one '- ' item per entry")
+    return node.value
+
+
+def text(node: Node) -> str:
+    if not isinstance(node.value, str) or not node.value:
+        raise node.error(f"expected a name, got {node.value!r}", node.where(), "write a name")
+    return node.value
+
+
+def number(node: Node, *, allow_inf: bool = False) -> float:
+    return to_float(node.value, node.where(), allow_inf=allow_inf, error=node.error)
+
+
+def plain(node: Node):
+    """The node's value with nested nodes unwrapped (lists and mappings of plain values)."""
+    if isinstance(node.value, list):
+        return [plain(v) for v in node.value]
+    if isinstance(node.value, dict):
+        return {k: plain(v) for k, v in node.value.items()}
+    return node.value
+
+
+def vector(node: Node, n: int = 3) -> np.ndarray:
+    return to_vector(plain(node), n, node.where(), error=node.error)
+
+
