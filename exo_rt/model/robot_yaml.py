@@ -466,10 +466,16 @@ def _apply_settings(parts: Parts) -> None:
         j.type = "fixed"
 
 
-def load_robot_yaml(path: str | Path):
-    """A :class:`Mechanism` from a robot YAML file (schema: docs/config-robot.md)."""
+def load_robot_yaml(path: str | Path, *, wearer: bool = True):
+    """A :class:`Mechanism` from a robot YAML file (schema: docs/config-robot.md).
+
+    ``wearer=False`` leaves the wearer's segments out: the exoskeleton alone (what a
+    transparent law compensates).
+    """
     path = Path(path)
     parts = _read_parts(path, [path.resolve()])
+    if not wearer:
+        parts.wearer = None
     shown = str(path)
     if not parts.name:
         raise ModelError("the robot has no name", Where(shown, 1, "name"), "add 'name: …'")

@@ -56,7 +56,8 @@ S_Q, S_V, S_LOCK = 0, 1, 2  # position, velocity, locked by the user (1.0) — o
 # --- per-transmission state rows (state[row, t]) after the coordinate rows
 S_I, S_TH, S_STUCK, S_DIR = 3, 4, 5, 6  # current (A), hysteresis torque, stuck flag, slip dir
 S_ON = 7  # 1.0: the drive's power stage is on; 0.0: off (open circuit: no current, no braking)
-S_ROWS = 8
+S_EXT = 8  # per coordinate: external generalized force (N·m), e.g. the wearer's muscles
+S_ROWS = 9
 
 V_STOP = 1e-12  # rad/s: a rotor this slow at a sub-step's start counts as at rest
 
@@ -93,9 +94,10 @@ def _twist(tp, t, q):
 
 @njit(cache=True)
 def _forces(tp, st, q, v, out, with_friction):
-    """Generalized forces of drives and motors: flexspline, motor torque, WG friction."""
+    """Generalized forces of drives and motors (flexspline, motor torque, WG friction) and the
+    external forces of state row S_EXT."""
     for i in range(out.shape[0]):
-        out[i] = 0.0
+        out[i] = st[S_EXT, i]
     for t in range(tp.shape[0]):
         j = int(tp[t, T_JOINT])
         r = int(tp[t, T_ROTOR])
@@ -322,6 +324,10 @@ class Plant:
         """Kinetic + gravity + flexspline elastic energy (J)."""
         spring = plant_energy(self.pk, self.ws, self.tp, self.state, self._e2)
         return float(self._e2[0] + self._e2[1] + spring)
+
+    def apply(self, joint_torques) -> None:
+        """External torques on the joints (N·m; e.g. the wearer's), held until changed."""
+        self.state[S_EXT, : self.n_joints] = joint_torques
 
     def power(self, on: bool) -> None:
         """Switch the drives' power stages on or off (off: no current, the motors coast)."""

@@ -1,0 +1,188 @@
+"""Control laws as njit functions on preallocated arrays (DESIGN §5).
+
+Every law maps (state, reference, gains, workspace) → joint torque τ (N·m, ordered as
+``mech.joint_names``), then :func:`torque_to_current` — the one place where torque becomes
+motor current — goes through the transmission and the torque constant and clamps the current.
+The dynamics come from the controller's rigid model (exoskeleton + wearer + rotors, seed 000
+eqs. 23–27), called inside njit: no Python between the law and the kernels.
+
+Laws (``LAW_*``):
+- PID: derivative on the measurement (filtered velocity, no derivative kick), integral with
+  clamping anti-windup, output limit.
+- model-based PID: PID + g(q) + wave-generator friction compensation (+ M(q) q̈_d if enabled).
+- computed torque: τ = M(q)(q̈_d + K_d ė + K_p e + K_i ∫e) + h(q, q̇) (+ friction).
+- sliding mode (seed 004): s = ė + Λe, τ = M(q)(q̈_d + Λė) + h(q, q̇) + K_s s + K·sat(s/Φ);
+  the boundary layer Φ removes chattering, K covers the parameter error.
+- transparent / assist: the exoskeleton's own inverse dynamics along the motion (its gravity,
+  link and reflected rotor inertia) + friction compensation + an assistance torque.
+- passive: zero current.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from exo_rt.dynamics import kernels
+
+LAW_PASSIVE = 0
+LAW_PID = 1
+LAW_MODEL_PID = 2
+LAW_COMPUTED_TORQUE = 3
+LAW_SLIDING_MODE = 4
+LAW_TRANSPARENT = 5
+LAWS = {"passive": LAW_PASSIVE, "pid": LAW_PID, "model_pid": LAW_MODEL_PID,
+        "computed_torque": LAW_COMPUTED_TORQUE, "sliding_mode": LAW_SLIDING_MODE,
+        "transparent": LAW_TRANSPARENT}
+
+# --- gains, one row per joint
+G_KP = 0  # N·m/rad (PID) or 1/s² (computed torque)
+G_KI = 1  # N·m/(rad·s) or 1/s³
+G_KD = 2  # N·m·s/rad or 1/s
+G_I_LIMIT = 3  # N·m: bound of the integral term's torque (anti-windup)
+G_TORQUE_LIMIT = 4  # N·m: output limit
+G_LAMBDA = 5  # 1/s: sliding surface s = ė + Λe
+G_K_SWITCH = 6  # N·m: robust gain of the sliding term
+G_BOUNDARY = 7  # rad/s: boundary-layer width Φ
+G_K_S = 8  # N·m·s/rad: linear feedback on s
+G_ASSIST = 9  # fraction of the wearer's own torque along the reference, given as assistance
+G_WIDTH = 10
+
+# --- options (one row)
+O_LAW = 0
+O_INERTIA_FF = 1  # model-based PID: add M(q) q̈_d
+O_FRICTION_COMP = 2  # compensate wave-generator friction in torque → current
+O_WIDTH = 3
+
+# --- transmission data for torque → current, one row per joint (k = 0: no motor)
+C_K = 0  # multiplier: z_rotor = k·q
+C_KT = 1  # N·m/A
+C_SIGN = 2  # motor_sign
+C_COULOMB = 3  # N·m at the wave generator
+C_VISCOUS = 4  # N·m·s/rad at the wave generator
+C_MU = 5  # load-dependent friction coefficient
+C_RATIO = 6
+C_I_LIMIT = 7  # A: the configured current limit (≤ the drive's peak)
+C_SMOOTH = 8  # rad/s at the rotor: width of the smooth sign used by friction compensation
+C_WIDTH = 9
+
+# --- law state, one row per joint
+S_INTEGRAL = 0  # ∫e dt (rad·s)
+S_WIDTH = 1
+
+
+@njit(cache=True)
+def torque_to_current(tau, qd, tc, friction_comp, current):
+    """Motor currents (A) for joint torques τ, through transmission, friction and k_M.
+
+    The rotor must give τ/k (generalized force of the rotor on the joint is k·τ_rotor), plus
+    what its friction takes: sgn(ω)(T_c + μ|τ|/N) + B·ω at ω = k·q̇ (sgn smoothed over C_SMOOTH so
+    the compensation does not chatter at rest). Currents are clamped to ±C_I_LIMIT — and again
+    in the frame encoder, the last line.
+    """
+    for j in range(tau.shape[0]):
+        k = tc[j, C_K]
+        if k == 0.0:
+            current[j] = 0.0
+            continue
+        t_rotor = tau[j] / k
+        if friction_comp:
+            w = k * qd[j]
+            sgn = math.tanh(w / tc[j, C_SMOOTH])
+            t_rotor += sgn * (tc[j, C_COULOMB] + tc[j, C_MU] * abs(tau[j]) / tc[j, C_RATIO])
+            t_rotor += tc[j, C_VISCOUS] * w
+        i = t_rotor / (tc[j, C_SIGN] * tc[j, C_KT])
+        lim = tc[j, C_I_LIMIT]
+        current[j] = min(max(i, -lim), lim)
+
+
+@njit(cache=True)
+def _integrate(gains, ls, q, qr, dt, saturated):
+    """∫e dt with clamping anti-windup: frozen while the output saturates (unless e unwinds
+    it), and bounded so that K_i·∫e stays within G_I_LIMIT."""
+    for j in range(q.shape[0]):
+        e = qr[j] - q[j]
+        if not saturated[j] or ls[j, S_INTEGRAL] * e < 0.0:
+            ls[j, S_INTEGRAL] += e * dt
+        ki = gains[j, G_KI]
+        if ki > 0.0:
+            imax = gains[j, G_I_LIMIT] / ki
+            ls[j, S_INTEGRAL] = min(max(ls[j, S_INTEGRAL], -imax), imax)
+
+
+@njit(cache=True)
+def _pid(gains, ls, q, qd, qr, qdr, dt, tau, saturated):
+    """PID with the derivative on the measurement (filtered velocity: no derivative kick)."""
+    _integrate(gains, ls, q, qr, dt, saturated)
+    for j in range(q.shape[0]):
+        tau[j] = (gains[j, G_KP] * (qr[j] - q[j]) + gains[j, G_KI] * ls[j, S_INTEGRAL]
+                  + gains[j, G_KD] * (qdr[j] - qd[j]))
+
+
+@njit(cache=True)
+def law_torque(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
+               tau, sc):
+    """Joint torques (N·m) of the law in ``opts[O_LAW]``; ``sc`` is (n + 4, n) scratch.
+
+    ``assist`` holds the wearer's own torque along the reference (N·m), scaled by G_ASSIST in
+    transparent mode. ``saturated`` (sc row) remembers last cycle's output clamp for the
+    anti-windup.
+    """
+    n = q.shape[0]
+    law = int(opts[O_LAW])
+    m = sc[:n]
+    h = sc[n]
+    acc = sc[n + 1]
+    saturated = sc[n + 2]
+    sat = saturated > 0.5
+    if law == LAW_PASSIVE:
+        for j in range(n):
+            tau[j] = 0.0
+    elif law == LAW_PID or law == LAW_MODEL_PID:
+        _pid(gains, ls, q, qd, qr, qdr, dt, tau, sat)
+        if law == LAW_MODEL_PID:
+            kernels.gravity_forces(pk, ws, q, h)
+            for j in range(n):
+                tau[j] += h[j]
+            if opts[O_INERTIA_FF] > 0.5:
+                kernels.mass_matrix(pk, ws, q, m)
+                for j in range(n):
+                    for k in range(n):
+                        tau[j] += m[j, k] * qddr[k]
+    elif law == LAW_COMPUTED_TORQUE:
+        _integrate(gains, ls, q, qr, dt, sat)
+        for j in range(n):
+            e = qr[j] - q[j]
+            acc[j] = (qddr[j] + gains[j, G_KD] * (qdr[j] - qd[j]) + gains[j, G_KP] * e
+                      + gains[j, G_KI] * ls[j, S_INTEGRAL])
+        kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+    elif law == LAW_SLIDING_MODE:
+        for j in range(n):
+            acc[j] = qddr[j] + gains[j, G_LAMBDA] * (qdr[j] - qd[j])
+        kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+        for j in range(n):
+            s = (qdr[j] - qd[j]) + gains[j, G_LAMBDA] * (qr[j] - q[j])
+            sat_s = min(max(s / gains[j, G_BOUNDARY], -1.0), 1.0)
+            tau[j] += gains[j, G_K_S] * s + gains[j, G_K_SWITCH] * sat_s
+    elif law == LAW_TRANSPARENT:
+        for j in range(n):
+            acc[j] = qddr[j]
+        kernels.inverse_dynamics(pk_exo, ws_exo, q, qd, acc, tau)
+        for j in range(n):
+            tau[j] += gains[j, G_ASSIST] * assist[j]
+    for j in range(n):
+        lim = gains[j, G_TORQUE_LIMIT]
+        clamped = min(max(tau[j], -lim), lim)
+        saturated[j] = 1.0 if clamped != tau[j] else 0.0
+        tau[j] = clamped
+
+
+def law_scratch(n: int) -> np.ndarray:
+    """Scratch array for :func:`law_torque` (n joints)."""
+    return np.zeros((n + 4, n))
+
+
+def law_state(n: int) -> np.ndarray:
+    return np.zeros((n, S_WIDTH))

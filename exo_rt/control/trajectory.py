@@ -1,0 +1,124 @@
+"""Joint references: normal gait over the gait phase, minimum-jerk moves, hold (DESIGN §5).
+
+Normal gait: hip and knee flexion as Fourier series of the gait phase φ ∈ [0, 1) — a least-
+squares fit to published normal-gait curves (reference notes §6; RMS residual 0.15° hip,
+0.31° knee). A Fourier series is smooth to every derivative and periodic, so the reference is
+continuous in position, velocity and acceleration across cycle boundaries. Cadence scales
+the period, ``amplitude`` scales the excursion about the mean.
+
+Everything the 1 kHz loop calls is njit on preallocated arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# reference notes §6, degrees: θ = a0 + Σ (a_n cos 2πnφ + b_n sin 2πnφ)
+GAIT_FOURIER_DEG = {
+    "hip": (15.40, [(22.21, -0.63), (-2.67, -2.63), (-1.16, 1.50), (0.26, -0.07)]),
+    "knee": (21.04, [(3.49, -22.56), (-18.01, 0.42), (-3.19, 3.84), (-1.02, -0.56),
+                     (-1.12, 0.44)]),
+}
+MAX_HARMONICS = 5
+
+
+def gait_coefficients(joints: list[str], kinds: list[str], amplitude: float = 1.0,
+                      offset_rad: np.ndarray | None = None) -> np.ndarray:
+    """Coefficient rows (rad) for each joint: [a0, a1, b1, …, a5, b5].
+
+    ``kinds[i]`` is 'hip', 'knee' or 'hold' (a joint not in the gait data: held at a0 = its
+    offset). ``amplitude`` scales the excursion about the mean.
+    """
+    rows = np.zeros((len(joints), 1 + 2 * MAX_HARMONICS))
+    for i, kind in enumerate(kinds):
+        if kind in GAIT_FOURIER_DEG:
+            a0, harmonics = GAIT_FOURIER_DEG[kind]
+            rows[i, 0] = math.radians(a0)
+            for n, (a, b) in enumerate(harmonics):
+                rows[i, 1 + 2 * n] = math.radians(a) * amplitude
+                rows[i, 2 + 2 * n] = math.radians(b) * amplitude
+        if offset_rad is not None:
+            rows[i, 0] += offset_rad[i]
+    return rows
+
+
+@njit(cache=True)
+def gait(phase, period, coeffs, q, qd, qdd):
+    """Reference at gait phase φ (cycles) for a stride of ``period`` s: q, q̇, q̈ (rad, /s, /s²)."""
+    w = 2.0 * math.pi / period  # rad of phase per second
+    for j in range(coeffs.shape[0]):
+        p = coeffs[j, 0]
+        v = 0.0
+        a = 0.0
+        for n in range(1, MAX_HARMONICS + 1):
+            an = coeffs[j, 2 * n - 1]
+            bn = coeffs[j, 2 * n]
+            if an == 0.0 and bn == 0.0:
+                continue
+            x = 2.0 * math.pi * n * phase
+            c, s = math.cos(x), math.sin(x)
+            p += an * c + bn * s
+            v += n * w * (-an * s + bn * c)
+            a -= (n * w) ** 2 * (an * c + bn * s)
+        q[j] = p
+        qd[j] = v
+        qdd[j] = a
+
+
+@njit(cache=True)
+def minimum_jerk(t, duration, q0, q1, q, qd, qdd):
+    """Minimum-jerk move q0 → q1 over ``duration`` s (Flash & Hogan): zero velocity and
+    acceleration at both ends; holds q1 after it."""
+    s = min(max(t / duration, 0.0), 1.0)
+    shape = s**3 * (10.0 - 15.0 * s + 6.0 * s * s)
+    dshape = 30.0 * s * s * (1.0 - s) ** 2 / duration
+    ddshape = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / duration**2
+    for j in range(q0.shape[0]):
+        d = q1[j] - q0[j]
+        q[j] = q1[j] if s >= 1.0 else q0[j] + d * shape  # the end posture exactly
+        qd[j] = d * dshape
+        qdd[j] = d * ddshape
+
+
+@njit(cache=True)
+def hold(q_hold, q, qd, qdd):
+    """Hold a posture."""
+    for j in range(q_hold.shape[0]):
+        q[j] = q_hold[j]
+        qd[j] = 0.0
+        qdd[j] = 0.0
+
+
+# --- gait phase from foot-contact events (heel strikes reported by the embedded board)
+PH_LAST = 0  # time of the last heel strike (s)
+PH_PERIOD = 1  # current stride period estimate (s)
+PH_COUNT = 2  # heel strikes seen
+PH_WIDTH = 3
+
+
+@njit(cache=True)
+def phase_from_time(t, period):
+    """Gait phase (cycles, unbounded) from time at a fixed cadence."""
+    return t / period
+
+
+@njit(cache=True)
+def phase_on_heel_strike(state, t, min_period, max_period, smoothing):
+    """Record a heel strike at time t: the stride period estimate follows the measured one
+    (first-order smoothing, plausible strides only)."""
+    if state[PH_COUNT] > 0:
+        measured = t - state[PH_LAST]
+        if min_period <= measured <= max_period:
+            state[PH_PERIOD] += smoothing * (measured - state[PH_PERIOD])
+    state[PH_LAST] = t
+    state[PH_COUNT] += 1
+
+
+@njit(cache=True)
+def phase_from_events(state, t):
+    """Gait phase (cycles since the last heel strike over the estimated period), ≤ 0.999 so a
+    late heel strike holds the end of the stride instead of wrapping."""
+    return min((t - state[PH_LAST]) / state[PH_PERIOD], 0.999)
