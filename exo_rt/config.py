@@ -131,8 +131,8 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     gains = np.zeros((n, laws.G_WIDTH))
     for key, default in GAIN_DEFAULTS.items():
         gains[:, GAIN_KEYS[key]] = default
-    for j, name in enumerate(mech.joint_names):
-        gains[j, laws.G_TORQUE_LIMIT] = min(gains[j, laws.G_TORQUE_LIMIT], mech.effort_limit[j])
+    gains[:, laws.G_TORQUE_LIMIT] = np.minimum(gains[:, laws.G_TORQUE_LIMIT],
+                                               mech.effort_limit[: n])
     if "joints" in top:
         for name, sub in _joint_map(top["joints"], mech, "joints").items():
             j = mech.joint_names.index(name)

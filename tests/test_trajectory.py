@@ -3,8 +3,6 @@ gait phase from heel strikes."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
