@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,24 +55,13 @@ def _mutate(text: str, data) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.parametrize(("suffix", "writer"), [(".yaml", specs_yaml), (".urdf", specs_urdf)])
 @SETTINGS
 @given(seed=st.integers(0, 2**16), data=st.data())
-def test_mutated_yaml_raises_only_model_errors(tmp_path, seed, data):
+def test_mutated_files_raise_only_model_errors(tmp_path, suffix, writer, seed, data):
     specs = random_tree_specs(np.random.default_rng(seed), 4)
-    path = tmp_path / "m.yaml"
-    path.write_text(_mutate(specs_yaml(specs), data))
-    try:
-        load_mechanism(path)
-    except ExoError:
-        pass
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**16), data=st.data())
-def test_mutated_urdf_raises_only_model_errors(tmp_path, seed, data):
-    specs = random_tree_specs(np.random.default_rng(seed), 4)
-    path = tmp_path / "m.urdf"
-    path.write_text(_mutate(specs_urdf(specs), data))
+    path = tmp_path / f"m{suffix}"
+    path.write_text(_mutate(writer(specs), data))
     try:
         load_mechanism(path)
     except ExoError:
