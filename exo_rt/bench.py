@@ -114,6 +114,7 @@ def _per_call(fn, budget_s: float, repeats: int) -> float:
     fn()
     once = max(time.perf_counter() - t0, 1e-7)
     number = max(1, int(budget_s / once))
+    timeit.repeat(fn, number=number, repeat=2)  # warm-up: caches, dispatch, CPU clock
     runs = timeit.repeat(fn, number=number, repeat=repeats)
     return statistics.median(runs) / number * 1e6
 
