@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     budget, repeats, njit_n = (0.02, 3, 20000) if args.quick else (0.1, 7, 200000)
     mechs = [leg2(), load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml"), two_legs()]
     mechs += [chain(n) for n in sizes]
+    bench_mechanism(mechs[0], budget, 2, 1000)  # throw-away run: the process warms up
     rows = []
     for mech in mechs:
         n_calls = max(200, njit_n // max(1, mech.nq))
