@@ -18,6 +18,8 @@ from exo_rt.errors import ExoError
 
 def _setup_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a robot .yaml or .urdf file")
+    p.add_argument("--buses", metavar="FILE", help="a bus file: check it and print the bus load")
+    p.add_argument("--rate", type=float, default=1000.0, help="control rate (Hz) for the load")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -34,6 +36,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"k_M = {m.torque_constant:g} N·m/A, peak {m.peak_current:g} A "
             f"→ {tr.ratio * m.torque_constant * m.peak_current * d.efficiency:.1f} N·m at the joint"
         )
+    if args.buses:
+        from exo_rt.bus.config import load_buses
+
+        for bus in load_buses(args.buses, mech, args.rate):
+            nodes = ", ".join(f"{d.joint}@{d.node}" for d in bus.drives)
+            print(f"  bus {bus.name}: {bus.interface} {bus.bitrate / 1e6:g} Mbit/s, {nodes}; "
+                  f"load {100 * bus.load(args.rate):.0f} % at {args.rate:g} Hz")
     return 0
 
 

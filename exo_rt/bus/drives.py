@@ -1,0 +1,209 @@
+"""The host side of one CAN bus of CiA 402 drives (DESIGN §4.1).
+
+:class:`Drives` brings the drives up (NMT, SDO set-up of the mode and verification of the PDO
+mapping, the power state machine to *operation enabled*) and then, every cycle, sends each
+drive's RPDO and a SYNC and collects the TPDOs into preallocated arrays: joint position (rad),
+motor current (A), statusword, receive time, and per-joint flags. Missing, duplicate or
+malformed frames are counted and flagged — never raised inside the cycle. SDO is used only
+during bring-up, never in the cycle.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import can
+import numpy as np
+
+from exo_rt.bus import cia402 as c
+from exo_rt.bus.config import BusConfig
+from exo_rt.errors import BusError
+from exo_rt.model.mechanism import Mechanism
+
+# per-joint flags (bits)
+F_MISSING = 1  # no TPDO this cycle
+F_MALFORMED = 2  # a TPDO of the wrong length
+F_DUPLICATE = 4  # two TPDOs in one cycle
+F_FAULT = 8  # the drive reports FAULT (statusword) or sent an EMCY
+F_NOT_ENABLED = 16  # not in OPERATION ENABLED
+
+
+class Drives:
+    """One bus: its drives, their scales and the arrays the cycle fills."""
+
+    def __init__(self, bus: can.BusABC, config: BusConfig, mech: Mechanism,
+                 sdo_timeout: float = 0.5) -> None:
+        self.bus = bus
+        self.config = config
+        self.n = len(config.drives)
+        self.nodes = np.array([d.node for d in config.drives])
+        self.joint_index = np.array([mech.joint_names.index(d.joint) for d in config.drives])
+        tr = {t.joint: t for t in mech.transmissions}
+        self.multiplier = np.array([tr[d.joint].multiplier for d in config.drives])
+        self.counts_per_rev = np.array([d.scale.counts_per_rev for d in config.drives], float)
+        self.rated_current = np.array([d.scale.rated_current for d in config.drives])
+        self.rated_torque = np.array([d.scale.rated_torque for d in config.drives])
+        self.torque_constant = np.array([d.scale.torque_constant for d in config.drives])
+        self.peak_current = np.array([d.scale.peak_current for d in config.drives])
+        self.sdo_timeout = sdo_timeout
+        # cycle arrays
+        self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
+        self.current = np.zeros(self.n)  # actual motor current (A)
+        self.statusword = np.zeros(self.n, dtype=np.int64)
+        self.rx_time = np.zeros(self.n)
+        self.flags = np.zeros(self.n, dtype=np.int64)
+        self.seen = np.zeros(self.n, dtype=np.int64)
+        self.missing_count = np.zeros(self.n, dtype=np.int64)
+        self.malformed_count = np.zeros(self.n, dtype=np.int64)
+        self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
+        self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
+        self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
+
+    # ------------------------------------------------------------------ bring-up (not cyclic)
+    def _send(self, frame: tuple[int, bytes]) -> None:
+        self.bus.send(can.Message(arbitration_id=frame[0], data=frame[1], is_extended_id=False))
+
+    def _sdo(self, node: int, request: tuple[int, bytes]) -> tuple[int, int, int, bytes]:
+        self._send(request)
+        deadline = time.monotonic() + self.sdo_timeout
+        while time.monotonic() < deadline:
+            msg = self.bus.recv(0.0)
+            if msg is None:
+                time.sleep(0)
+                continue
+            if msg.arbitration_id == c.SDO_TX + node:
+                reply = c.decode_sdo(bytes(msg.data))
+                if reply is not None:
+                    return reply
+        raise BusError(f"drive {node} on bus '{self.config.name}' does not answer SDO", None,
+                       "check that it is powered, its node id and the bit rate, and the bus's "
+                       "termination")
+
+    def sdo_write(self, node: int, obj: tuple[int, int], value: int, size: int) -> None:
+        cmd, idx, sub, payload = self._sdo(node, c.sdo_download(node, obj[0], obj[1], value, size))
+        if cmd != c.SDO_DOWNLOAD_OK:
+            code = int.from_bytes(payload, "little")
+            raise BusError(f"drive {node} refused writing {obj[0]:04X}h/{obj[1]} "
+                           f"(SDO abort {code:08X}h)", None,
+                           "check the drive's object dictionary (EDS) and its mode")
+
+    def sdo_read(self, node: int, obj: tuple[int, int]) -> int:
+        cmd, idx, sub, payload = self._sdo(node, c.sdo_upload_request(node, obj[0], obj[1]))
+        value = c.sdo_value(cmd, payload)
+        if value is None:
+            raise BusError(f"drive {node} did not give {obj[0]:04X}h/{obj[1]} "
+                           f"(answer {cmd:02X}h)", None, "check the object exists on the drive")
+        return value
+
+    def configure(self) -> None:
+        """CONFIGURE: pre-operational, CST mode, heartbeat period, mapping verified by SDO."""
+        self._send(c.nmt(c.NMT_PRE_OPERATIONAL, 0))
+        for node in self.nodes:
+            node = int(node)
+            self.sdo_write(node, c.OBJ_MODE, c.MODE_CST, 1)
+            self.sdo_write(node, c.OBJ_HEARTBEAT_TIME, self.config.heartbeat_ms, 2)
+            rpdo = tuple(self.sdo_read(node, (0x1600, i)) for i in (1, 2))
+            tpdo = tuple(self.sdo_read(node, (0x1A00, i)) for i in (1, 2, 3))
+            if rpdo != c.RPDO1_MAP or tpdo != c.TPDO1_MAP:
+                raise BusError(
+                    f"drive {node} on bus '{self.config.name}' has another PDO mapping "
+                    f"(RPDO1 {', '.join(f'{x:08X}' for x in rpdo)}; "
+                    f"TPDO1 {', '.join(f'{x:08X}' for x in tpdo)})", None,
+                    "map RPDO1 = 6040h + 6071h and TPDO1 = 6041h + 6064h + 6078h "
+                    "(docs/bus.md), or set the mapping in the drive's configuration")
+            if self.sdo_read(node, c.OBJ_MODE_DISPLAY) != c.MODE_CST:
+                raise BusError(f"drive {node} did not enter cyclic synchronous torque", None,
+                               "check that the drive supports mode 10 (CST)")
+        self._send(c.nmt(c.NMT_START, 0))
+
+    def enable(self, max_cycles: int = 50) -> int:
+        """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles."""
+        zero = np.zeros(self.n)
+        for cycle in range(max_cycles):
+            for k in range(self.n):
+                state = c.state_of(int(self.statusword[k])) if self.seen[k] else None
+                if state in (c.SWITCH_ON_DISABLED, None):
+                    self.controlword[k] = c.CW_SHUTDOWN
+                elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON):
+                    self.controlword[k] = c.CW_ENABLE_OPERATION
+            self.cycle(zero)
+            if all(c.state_of(int(sw)) == c.OPERATION_ENABLED for sw in self.statusword):
+                return cycle + 1
+        raise BusError(f"the drives on bus '{self.config.name}' did not reach operation "
+                       f"enabled (states: {', '.join(c.state_of(int(s)) for s in self.statusword)})",
+                       None, "check the drives' faults and power stage (and the e-stop)")
+
+    def disable(self) -> None:
+        """Zero torque and disable voltage (a latched fault needs an explicit reset)."""
+        self.controlword[:] = c.CW_DISABLE_VOLTAGE
+        self.cycle(np.zeros(self.n))
+
+    def fault_reset(self) -> None:
+        """An explicit operator action: the rising edge of controlword bit 7."""
+        self.controlword[:] = c.CW_FAULT_RESET
+        self.cycle(np.zeros(self.n))
+        self.controlword[:] = c.CW_SHUTDOWN
+
+    # ------------------------------------------------------------------ the cycle
+    def send_commands(self, current_A: np.ndarray) -> None:
+        """RPDOs (controlword + torque ‰, the current clamped to the drive's peak: the last
+        line of the current limit) and the SYNC."""
+        for k in range(self.n):
+            i = min(max(float(current_A[k]), -self.peak_current[k]), self.peak_current[k])
+            if not math.isfinite(i):
+                i = 0.0
+            permille = round(1000.0 * i * self.torque_constant[k] / self.rated_torque[k])
+            self._send(c.rpdo1(int(self.nodes[k]), int(self.controlword[k]), permille))
+        self._send(c.sync())
+
+    def collect(self, deadline: float | None = None) -> None:
+        """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
+        self.seen[:] = 0
+        self.flags[:] = 0
+        while True:
+            msg = self.bus.recv(0.0)
+            if msg is None:
+                if deadline is None or self.seen.all() or time.monotonic() >= deadline:
+                    break
+                continue
+            self._frame(msg)
+        for k in range(self.n):
+            if not self.seen[k]:
+                self.flags[k] |= F_MISSING
+                self.missing_count[k] += 1
+            elif c.state_of(int(self.statusword[k])) == c.FAULT:
+                self.flags[k] |= F_FAULT
+            elif c.state_of(int(self.statusword[k])) != c.OPERATION_ENABLED:
+                self.flags[k] |= F_NOT_ENABLED
+
+    def _frame(self, msg: can.Message) -> None:
+        arb = msg.arbitration_id
+        base, node = arb & 0x780, arb & 0x7F
+        k = self._node_slot.get(node)
+        if k is None:
+            return
+        if base == c.TPDO1:
+            decoded = c.decode_tpdo1(bytes(msg.data))
+            if decoded is None:
+                self.flags[k] |= F_MALFORMED
+                self.malformed_count[k] += 1
+                return
+            if self.seen[k]:
+                self.flags[k] |= F_DUPLICATE
+            sw, counts, permille = decoded
+            self.statusword[k] = sw
+            self.position[k] = counts * 2 * math.pi / self.counts_per_rev[k] / self.multiplier[k]
+            self.current[k] = permille * self.rated_current[k] / 1000.0
+            self.rx_time[k] = msg.timestamp
+            self.seen[k] = 1
+        elif base == c.EMCY and arb != c.SYNC:
+            decoded = c.decode_emcy(bytes(msg.data))
+            if decoded is not None and decoded[0] != c.EMCY_NO_ERROR:
+                self.flags[k] |= F_FAULT
+                self.emcy_codes.append((node, decoded[0]))
+
+    def cycle(self, current_A: np.ndarray, deadline: float | None = None) -> None:
+        """One control cycle: commands and SYNC out, measurements in."""
+        self.send_commands(current_A)
+        self.collect(deadline)

@@ -1,0 +1,168 @@
+"""The simulated CAN bus: a python-can interface (``interface="exo_sim"``) behind which
+emulated drives and the plant answer, frame for frame (DESIGN §4.2).
+
+A :class:`SimWorld` holds the plant and the emulated drives of every bus of a robot. In
+*lockstep* timing the physics advances one control period when every bus of the world has
+seen its SYNC: the drives apply their latched RPDOs, the plant steps, and each drive's TPDO is
+queued on its bus. Timestamps are simulated time, so two identical runs give identical frame
+logs. The controller cannot tell this bus from hardware except by timing.
+
+    world = SimWorld.open("default", robot, buses)           # once
+    bus = can.Bus(interface="exo_sim", channel="leg")         # like any adapter
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+import can
+import numpy as np
+
+from exo_rt.bus import cia402 as c
+from exo_rt.bus.config import BusConfig
+from exo_rt.errors import BusError
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.sim.drive_emulator import EmulatedDrive
+from exo_rt.sim.plant import S_ON, T_JOINT, T_ROTOR, Plant
+
+
+@dataclass
+class _Endpoint:
+    config: BusConfig
+    drives: list[tuple[EmulatedDrive, int]]  # (drive, transmission index)
+    rx: collections.deque = field(default_factory=collections.deque)
+    synced: bool = False
+
+
+class SimWorld:
+    """The plant and every emulated drive of one simulated robot."""
+
+    _worlds: dict[str, SimWorld] = {}
+
+    def __init__(self, robot: Mechanism, buses: tuple[BusConfig, ...], dt: float = 1e-3,
+                 substeps: int = 10) -> None:
+        self.plant = Plant(robot, dt=dt, substeps=substeps)
+        self.dt = dt
+        self.t = 0.0
+        self.cycle = 0
+        self.endpoints: dict[str, _Endpoint] = {}
+        joint_to_tr = {tr.joint: n for n, tr in enumerate(robot.transmissions)}
+        for bus in buses:
+            drives = [(EmulatedDrive(d.node, d.scale), joint_to_tr[d.joint]) for d in bus.drives]
+            self.endpoints[bus.channel] = _Endpoint(bus, drives)
+        self.cmd = np.zeros(len(robot.transmissions))
+        self.faults: list[list] = []  # [kind, channel, node, cycles left]
+
+    def inject(self, kind: str, channel: str, node: int, cycles: int = 1) -> None:
+        """Fault injection on the drive ``node`` of bus ``channel`` for ``cycles`` periods:
+        ``drop`` / ``corrupt`` / ``duplicate`` its TPDOs, or ``fault`` (the drive enters
+        FAULT, its power stage off, and sends an EMCY — latched until a fault reset)."""
+        if kind not in ("drop", "corrupt", "duplicate", "fault"):
+            raise ValueError(f"unknown fault kind {kind!r}")
+        if kind == "fault":
+            ep = self.endpoints[channel]
+            drive = next(d for d, _t in ep.drives if d.node == node)
+            self._queue(ep, *drive.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT))
+            return
+        self.faults.append([kind, channel, node, cycles])
+
+    def _tpdo_fault(self, channel: str, node: int) -> str | None:
+        for f in self.faults:
+            if f[1] == channel and f[2] == node and f[3] > 0:
+                return f[0]
+        return None
+
+    @classmethod
+    def open(cls, name: str, robot: Mechanism, buses: tuple[BusConfig, ...], **kw) -> SimWorld:
+        """Create (replacing any former one) the world ``name``; buses then attach by channel."""
+        world = cls(robot, buses, **kw)
+        cls._worlds[name] = world
+        return world
+
+    @classmethod
+    def get(cls, name: str) -> SimWorld:
+        try:
+            return cls._worlds[name]
+        except KeyError:
+            raise BusError(f"no simulated robot named '{name}' is open", None,
+                           "open it first: SimWorld.open(name, robot, buses)") from None
+
+    def reset(self, q_joints, **kw) -> None:
+        self.plant.reset(q_joints, **kw)
+
+    # ---------------------------------------------------------------- frames
+    def receive(self, channel: str, msg: can.Message) -> None:
+        ep = self.endpoints[channel]
+        if msg.is_error_frame or msg.is_remote_frame:
+            return
+        data = bytes(msg.data)
+        if msg.arbitration_id == c.SYNC:
+            ep.synced = True
+            if all(e.synced for e in self.endpoints.values()):
+                self._step()
+            return
+        for drive, _t in ep.drives:
+            for arb, payload in drive.handle(msg.arbitration_id, data):
+                self._queue(ep, arb, payload)
+
+    def _queue(self, ep: _Endpoint, arb: int, payload: bytes) -> None:
+        ep.rx.append(can.Message(timestamp=self.t, arbitration_id=arb, data=payload,
+                                 is_extended_id=False, channel=ep.config.channel))
+
+    def _step(self) -> None:
+        """The physics of one period, between every bus's SYNC and the drives' TPDOs."""
+        plant = self.plant
+        for ep in self.endpoints.values():
+            for drive, t in ep.drives:
+                self.cmd[t] = drive.on_sync()
+                plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+        plant.step(self.cmd)
+        self.t += self.dt
+        self.cycle += 1
+        for ep in self.endpoints.values():
+            ep.synced = False
+            for drive, t in ep.drives:
+                frame = drive.tpdo(plant.state[0, int(plant.tp[t, T_ROTOR])],
+                                   plant.currents[t])
+                fault = self._tpdo_fault(ep.config.channel, drive.node)
+                if frame is not None and fault != "drop":
+                    if fault == "corrupt":
+                        frame = (frame[0], frame[1][:5])  # a truncated frame
+                    self._queue(ep, *frame)
+                    if fault == "duplicate":
+                        self._queue(ep, *frame)
+                hb = drive.heartbeat_ms
+                if hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0:
+                    self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
+        for f in self.faults:
+            f[3] -= 1
+        self.faults = [f for f in self.faults if f[3] > 0]
+
+    def joint_of(self, t: int) -> int:
+        return int(self.plant.tp[t, T_JOINT])
+
+
+class SimBus(can.BusABC):
+    """python-can bus on a :class:`SimWorld`: ``can.Bus(interface="exo_sim", channel=…)``."""
+
+    def __init__(self, channel: str, world: str = "default", **kwargs) -> None:
+        self._world = SimWorld.get(world)
+        if channel not in self._world.endpoints:
+            raise BusError(f"the simulated robot '{world}' has no bus '{channel}'", None,
+                           f"use one of {', '.join(self._world.endpoints)}")
+        self.channel_info = f"exo_sim {world}:{channel}"
+        self._channel = channel
+        super().__init__(channel=channel, **kwargs)
+
+    def send(self, msg: can.Message, timeout: float | None = None) -> None:
+        self._world.receive(self._channel, msg)
+
+    def _recv_internal(self, timeout: float | None):
+        rx = self._world.endpoints[self._channel].rx
+        if rx:
+            return rx.popleft(), False
+        return None, False
+
+    def shutdown(self) -> None:
+        super().shutdown()

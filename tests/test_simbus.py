@@ -1,0 +1,164 @@
+"""The simulated bus: bring-up frame by frame, lockstep determinism, physics through the bus,
+fault visibility, bus load (DESIGN §4.2)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import can
+import numpy as np
+import pytest
+
+from exo_rt.bus import cia402 as c
+from exo_rt.bus.config import load_buses
+from exo_rt.bus.drives import F_DUPLICATE, F_FAULT, F_MALFORMED, F_MISSING, Drives
+from exo_rt.errors import ConfigError
+from exo_rt.model import load_mechanism
+from exo_rt.sim import Plant
+from exo_rt.sim.simbus import SimWorld
+
+ROOT = Path(__file__).resolve().parents[1]
+KNEE_90 = [0.0, math.pi / 2]
+
+
+def _open(robot_name: str, bus_name: str, world: str):
+    robot = load_mechanism(ROOT / "configs" / "robots" / f"{robot_name}.yaml")
+    buses = load_buses(ROOT / "configs" / "buses" / f"{bus_name}.yaml", robot)
+    sim = SimWorld.open(world, robot, buses)
+    sim.reset(KNEE_90 * (robot.nq // 2))
+    drives = []
+    for b in buses:
+        bus = can.Bus(interface="exo_sim", channel=b.channel, world=world)
+        drives.append(Drives(bus, b, robot))
+    return robot, sim, drives
+
+
+def _cycle_all(drives, currents):
+    for d in drives:
+        d.send_commands(currents[: d.n])
+    for d in drives:
+        d.collect()
+
+
+@pytest.mark.parametrize(("robot", "buses"), [("exo_leg", "exo_leg"), ("exo_2leg", "exo_2leg")])
+def test_bring_up_to_operation_enabled(robot, buses):
+    _robot, sim, drives = _open(robot, buses, f"bringup-{robot}")
+    sent = []
+    for d in drives:
+        original = d.bus.send
+        d.bus.send = lambda msg, timeout=None, o=original: (sent.append(
+            (msg.arbitration_id, bytes(msg.data))), o(msg))[1]
+        d.configure()
+    ids = [a for a, _ in sent]
+    # NMT pre-operational, SDO set-up of mode 10 and the heartbeat, mapping read, NMT start
+    assert sent[0] == c.nmt(c.NMT_PRE_OPERATIONAL, 0)
+    assert c.sdo_download(1, 0x6060, 0, 10, 1) in sent
+    assert c.nmt(c.NMT_START, 0) in sent and ids.count(0x601) >= 6
+    for ep in sim.endpoints.values():
+        for drive, _t in ep.drives:
+            assert drive.nmt_state == c.HB_OPERATIONAL and drive.mode == c.MODE_CST
+    # the power state machine: shutdown (0x06) then enable operation (0x0F), as RPDOs
+    for _ in range(2):
+        for d in drives:
+            for k in range(d.n):
+                st = c.state_of(int(d.statusword[k])) if d.seen[k] else None
+                d.controlword[k] = (c.CW_SHUTDOWN if st in (None, c.SWITCH_ON_DISABLED)
+                                    else c.CW_ENABLE_OPERATION)
+        _cycle_all(drives, np.zeros(2))
+    _cycle_all(drives, np.zeros(2))
+    for d in drives:
+        assert all(c.state_of(int(sw)) == c.OPERATION_ENABLED for sw in d.statusword)
+    cws = [c.decode_rpdo1(p)[0] for a, p in sent if a == 0x201]
+    assert cws[0] == c.CW_SHUTDOWN and c.CW_ENABLE_OPERATION in cws
+
+
+def _run(world: str, cycles: int, current):
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", world)
+    log = []
+    d.configure()
+    d.enable()
+    for k in range(cycles):
+        d.send_commands(current(k))
+        while (msg := d.bus.recv(0)) is not None:
+            log.append((msg.timestamp, msg.arbitration_id, bytes(msg.data)))
+            d._frame(msg)
+    return robot, sim, d, log
+
+
+def test_lockstep_runs_are_bit_identical():
+    def current(k):
+        return np.array([2.0 * math.sin(k / 50), -1.0])
+
+    *_, log_a = _run("det-a", 300, current)
+    *_, log_b = _run("det-b", 300, current)
+    assert len(log_a) > 600 and log_a == log_b
+
+
+def test_passive_current_through_the_bus_equals_the_plant_alone():
+    robot, sim, d, _ = _run("phys", 500, lambda k: np.zeros(2))
+    alone = Plant(robot)
+    alone.reset(KNEE_90)
+    for _ in range(sim.cycle):
+        alone.step([0.0, 0.0])
+    np.testing.assert_allclose(sim.plant.state, alone.state, rtol=0, atol=1e-12)
+
+
+def test_measured_positions_follow_a_current_step():
+    robot, sim, d, _ = _run("step", 300, lambda k: np.array([0.0, -12.0 if k > 50 else 0.0]))
+    quantum = 2 * math.pi / 65536 / 100
+    rotor = sim.plant.motor_positions / np.array([t.multiplier for t in robot.transmissions])
+    assert np.max(np.abs(d.position - rotor)) <= quantum
+    # −12 A: +48 N·m at the knee (k = −100) beats gravity and the drive's load-dependent
+    # friction, and lifts the shank
+    assert d.position[1] > math.pi / 2 + 0.05
+
+
+@pytest.mark.parametrize(("kind", "flag"), [("drop", F_MISSING), ("corrupt", F_MALFORMED),
+                                             ("duplicate", F_DUPLICATE), ("fault", F_FAULT)])
+def test_injected_faults_are_flagged_within_one_cycle(kind, flag):
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", f"fault-{kind}")
+    d.configure()
+    d.enable()
+    d.cycle(np.zeros(2))
+    assert not d.flags.any()
+    sim.inject(kind, "leg", 2, cycles=3)
+    d.cycle(np.zeros(2))
+    assert d.flags[1] & flag and not d.flags[0]
+    if kind == "fault":
+        assert d.emcy_codes == [(2, c.EMCY_OVERCURRENT)]
+        for _ in range(5):
+            d.cycle(np.zeros(2))
+        assert c.state_of(int(d.statusword[1])) == c.FAULT  # latched: no silent re-enable
+        d.fault_reset()
+        d.cycle(np.zeros(2))
+        assert c.state_of(int(d.statusword[1])) in (c.SWITCH_ON_DISABLED, c.READY_TO_SWITCH_ON)
+        d.enable()
+        assert c.state_of(int(d.statusword[1])) == c.OPERATION_ENABLED
+
+
+def test_bus_load_refuses_four_drives_on_one_bus(tmp_path):
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg.yaml")
+    path = tmp_path / "one.yaml"
+    path.write_text("buses:\n  - name: all\n    drives:\n" + "".join(
+        f"      - {{joint: {j}, node: {k + 1}}}\n" for k, j in enumerate(robot.joint_names)))
+    with pytest.raises(ConfigError, match="98 % loaded"):
+        load_buses(path, robot)
+    two = load_buses(ROOT / "configs" / "buses" / "exo_2leg.yaml", robot)
+    assert [round(b.load(1000), 3) for b in two] == [0.515, 0.515]
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "check",
+                          str(ROOT / "configs" / "robots" / "exo_2leg.yaml"), "--buses", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "98 % loaded" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_missing_drive_fails_bring_up_clearly():
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "missing")
+    sim.endpoints["leg"].drives.pop()  # node 2 is not on the bus
+    d.sdo_timeout = 0.05
+    from exo_rt.errors import BusError
+
+    with pytest.raises(BusError, match="drive 2 on bus 'leg' does not answer SDO"):
+        d.configure()
