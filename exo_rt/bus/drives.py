@@ -130,9 +130,10 @@ class Drives:
             self.cycle(zero)
             if all(c.state_of(int(sw)) == c.OPERATION_ENABLED for sw in self.statusword):
                 return cycle + 1
+        states = ", ".join(c.state_of(int(s)) for s in self.statusword)
         raise BusError(f"the drives on bus '{self.config.name}' did not reach operation "
-                       f"enabled (states: {', '.join(c.state_of(int(s)) for s in self.statusword)})",
-                       None, "check the drives' faults and power stage (and the e-stop)")
+                       f"enabled (states: {states})", None,
+                       "check the drives' faults and power stage (and the e-stop)")
 
     def disable(self) -> None:
         """Zero torque and disable voltage (a latched fault needs an explicit reset)."""
