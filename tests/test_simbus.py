@@ -38,7 +38,9 @@ def _open(robot_name: str, bus_name: str, world: str):
 
 def _cycle_all(drives, currents):
     for d in drives:
-        d.send_commands(currents[: d.n])
+        d.send_rpdos(currents[: d.n])
+    for d in drives:
+        d.send_sync()
     for d in drives:
         d.collect()
 

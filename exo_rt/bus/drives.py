@@ -148,15 +148,22 @@ class Drives:
 
     # ------------------------------------------------------------------ the cycle
     def send_commands(self, current_A: np.ndarray) -> None:
-        """RPDOs (controlword + torque ‰, the current clamped to the drive's peak: the last
-        line of the current limit) and the SYNC."""
+        """RPDOs then SYNC (one bus; with several, send every bus's RPDOs before the SYNCs)."""
+        self.send_rpdos(current_A)
+        self.send_sync()
+
+    def send_sync(self) -> None:
+        self._send(c.sync())
+
+    def send_rpdos(self, current_A: np.ndarray) -> None:
+        """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
+        line of the current limit; NaN/Inf → 0)."""
         for k in range(self.n):
             i = min(max(float(current_A[k]), -self.peak_current[k]), self.peak_current[k])
             if not math.isfinite(i):
                 i = 0.0
             permille = round(1000.0 * i * self.torque_constant[k] / self.rated_torque[k])
             self._send(c.rpdo1(int(self.nodes[k]), int(self.controlword[k]), permille))
-        self._send(c.sync())
 
     def collect(self, deadline: float | None = None) -> None:
         """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""

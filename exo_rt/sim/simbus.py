@@ -2,9 +2,10 @@
 emulated drives and the plant answer, frame for frame (DESIGN §4.2).
 
 A :class:`SimWorld` holds the plant and the emulated drives of every bus of a robot. In
-*lockstep* timing the physics advances one control period when every bus of the world has
-seen its SYNC: the drives apply their latched RPDOs, the plant steps, and each drive's TPDO is
-queued on its bus. Timestamps are simulated time, so two identical runs give identical frame
+*lockstep* timing the physics advances one control period at the first SYNC of a period (on
+any bus): the drives apply their latched RPDOs and the plant steps; each bus's drives answer
+their own SYNC with their TPDOs. A host with several buses sends every bus's RPDOs before
+the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then ``send_sync``). Timestamps are simulated time, so two identical runs give identical frame
 logs. The controller cannot tell this bus from hardware except by timing.
 
     world = SimWorld.open("default", robot, buses)           # once
@@ -65,11 +66,11 @@ class SimWorld:
             drive = next(d for d, _t in ep.drives if d.node == node)
             self._queue(ep, *drive.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT))
             return
-        self.faults.append([kind, channel, node, cycles])
+        self.faults.append([kind, channel, node, cycles - 1])
 
     def _tpdo_fault(self, channel: str, node: int) -> str | None:
         for f in self.faults:
-            if f[1] == channel and f[2] == node and f[3] > 0:
+            if f[1] == channel and f[2] == node and f[3] >= 0:
                 return f[0]
         return None
 
@@ -98,9 +99,14 @@ class SimWorld:
             return
         data = bytes(msg.data)
         if msg.arbitration_id == c.SYNC:
-            ep.synced = True
-            if all(e.synced for e in self.endpoints.values()):
+            # the first SYNC of a period (or a bus's second one) advances the physics; every
+            # bus's drives answer their own SYNC from the state of that period
+            if ep.synced or not any(e.synced for e in self.endpoints.values()):
+                for e in self.endpoints.values():
+                    e.synced = False
                 self._step()
+            ep.synced = True
+            self._reply(ep)
             return
         for drive, _t in ep.drives:
             for arb, payload in drive.handle(msg.arbitration_id, data):
@@ -111,7 +117,7 @@ class SimWorld:
                                  is_extended_id=False, channel=ep.config.channel))
 
     def _step(self) -> None:
-        """The physics of one period, between every bus's SYNC and the drives' TPDOs."""
+        """The physics of one period: every drive applies its latched RPDO, the plant steps."""
         plant = self.plant
         for ep in self.endpoints.values():
             for drive, t in ep.drives:
@@ -120,24 +126,25 @@ class SimWorld:
         plant.step(self.cmd)
         self.t += self.dt
         self.cycle += 1
-        for ep in self.endpoints.values():
-            ep.synced = False
-            for drive, t in ep.drives:
-                frame = drive.tpdo(plant.state[0, int(plant.tp[t, T_ROTOR])],
-                                   plant.currents[t])
-                fault = self._tpdo_fault(ep.config.channel, drive.node)
-                if frame is not None and fault != "drop":
-                    if fault == "corrupt":
-                        frame = (frame[0], frame[1][:5])  # a truncated frame
-                    self._queue(ep, *frame)
-                    if fault == "duplicate":
-                        self._queue(ep, *frame)
-                hb = drive.heartbeat_ms
-                if hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0:
-                    self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
         for f in self.faults:
             f[3] -= 1
-        self.faults = [f for f in self.faults if f[3] > 0]
+        self.faults = [f for f in self.faults if f[3] >= 0]
+
+    def _reply(self, ep: _Endpoint) -> None:
+        """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
+        plant = self.plant
+        for drive, t in ep.drives:
+            frame = drive.tpdo(plant.state[0, int(plant.tp[t, T_ROTOR])], plant.currents[t])
+            fault = self._tpdo_fault(ep.config.channel, drive.node)
+            if frame is not None and fault != "drop":
+                if fault == "corrupt":
+                    frame = (frame[0], frame[1][:5])  # a truncated frame
+                self._queue(ep, *frame)
+                if fault == "duplicate":
+                    self._queue(ep, *frame)
+            hb = drive.heartbeat_ms
+            if hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0:
+                self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
 
     def joint_of(self, t: int) -> int:
         return int(self.plant.tp[t, T_JOINT])
