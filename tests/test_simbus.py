@@ -14,7 +14,15 @@ import pytest
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import F_DUPLICATE, F_FAULT, F_MALFORMED, F_MISSING, Drives
+from exo_rt.bus.drives import (
+    F_DUPLICATE,
+    F_FAULT,
+    F_GLITCH,
+    F_HEARTBEAT,
+    F_MALFORMED,
+    F_MISSING,
+    Drives,
+)
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.sim import Plant
@@ -118,8 +126,9 @@ def test_measured_positions_follow_a_current_step():
     assert d.position[1] > math.pi / 2 + 0.05
 
 
-@pytest.mark.parametrize(("kind", "flag"), [("drop", F_MISSING), ("corrupt", F_MALFORMED),
-                                             ("duplicate", F_DUPLICATE), ("fault", F_FAULT)])
+@pytest.mark.parametrize(("kind", "flag"), [
+    ("drop", F_MISSING), ("corrupt", F_MALFORMED), ("duplicate", F_DUPLICATE),
+    ("delay", F_MISSING), ("encoder_glitch", F_GLITCH), ("fault", F_FAULT)])
 def test_injected_faults_are_flagged_within_one_cycle(kind, flag):
     robot, sim, (d,) = _open("exo_leg", "exo_leg", f"fault-{kind}")
     d.configure()
@@ -164,3 +173,23 @@ def test_missing_drive_fails_bring_up_clearly():
 
     with pytest.raises(BusError, match="drive 2 on bus 'leg' does not answer SDO"):
         d.configure()
+
+
+def test_heartbeat_loss_and_bus_off_are_flagged():
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "hb")
+    d.configure()
+    d.enable()
+    for _ in range(150):
+        d.cycle(np.zeros(2))
+    assert not (d.flags & F_HEARTBEAT).any()
+    sim.inject("heartbeat_loss", "leg", 1, cycles=400)
+    flagged = []
+    for k in range(400):
+        d.cycle(np.zeros(2))
+        if d.flags[0] & F_HEARTBEAT:
+            flagged.append(k)
+    # the first missed heartbeat is noticed 3 periods (300 ms) after the last one
+    assert flagged and flagged[0] <= 300 and not (d.flags[1] & F_HEARTBEAT)
+    sim.inject("bus_off", "leg", 0, cycles=5)
+    d.cycle(np.zeros(2))
+    assert (d.flags & F_MISSING).all()

@@ -27,6 +27,8 @@ F_MALFORMED = 2  # a TPDO of the wrong length
 F_DUPLICATE = 4  # two TPDOs in one cycle
 F_FAULT = 8  # the drive reports FAULT (statusword) or sent an EMCY
 F_NOT_ENABLED = 16  # not in OPERATION ENABLED
+F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
+F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
 
 
 class Drives:
@@ -58,6 +60,10 @@ class Drives:
         self.malformed_count = np.zeros(self.n, dtype=np.int64)
         self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
         self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
+        self.heartbeat_time = np.full(self.n, np.nan)  # timestamp of the last heartbeat
+        self.now = 0.0  # the newest frame timestamp seen
+        # the furthest a joint can move in two 1 ms cycles at its speed limit
+        self.max_step = np.array([mech.velocity_limit[j] for j in self.joint_index]) * 2e-3
         self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
 
     # ------------------------------------------------------------------ bring-up (not cyclic)
@@ -176,7 +182,10 @@ class Drives:
                     break
                 continue
             self._frame(msg)
+        hb = 3e-3 * self.config.heartbeat_ms
         for k in range(self.n):
+            if hb > 0 and self.now - np.nan_to_num(self.heartbeat_time[k], nan=0.0) > hb:
+                self.flags[k] |= F_HEARTBEAT
             if not self.seen[k]:
                 self.flags[k] |= F_MISSING
                 self.missing_count[k] += 1
@@ -187,6 +196,7 @@ class Drives:
 
     def _frame(self, msg: can.Message) -> None:
         arb = msg.arbitration_id
+        self.now = max(self.now, msg.timestamp)
         base, node = arb & 0x780, arb & 0x7F
         k = self._node_slot.get(node)
         if k is None:
@@ -201,10 +211,16 @@ class Drives:
                 self.flags[k] |= F_DUPLICATE
             sw, counts, permille = decoded
             self.statusword[k] = sw
-            self.position[k] = counts * 2 * math.pi / self.counts_per_rev[k] / self.multiplier[k]
+            q = counts * 2 * math.pi / self.counts_per_rev[k] / self.multiplier[k]
+            if self.rx_time[k] > 0 and abs(q - self.position[k]) > self.max_step[k]:
+                self.flags[k] |= F_GLITCH
+            self.position[k] = q
             self.current[k] = permille * self.rated_current[k] / 1000.0
             self.rx_time[k] = msg.timestamp
             self.seen[k] = 1
+        elif base == c.HEARTBEAT:
+            if c.decode_heartbeat(bytes(msg.data)) is not None:
+                self.heartbeat_time[k] = msg.timestamp
         elif base == c.EMCY and arb != c.SYNC:
             decoded = c.decode_emcy(bytes(msg.data))
             if decoded is not None and decoded[0] != c.EMCY_NO_ERROR:

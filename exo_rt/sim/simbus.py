@@ -15,6 +15,7 @@ logs. The controller cannot tell this bus from hardware except by timing.
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass, field
 
 import can
@@ -34,6 +35,11 @@ class _Endpoint:
     drives: list[tuple[EmulatedDrive, int]]  # (drive, transmission index)
     rx: collections.deque = field(default_factory=collections.deque)
     synced: bool = False
+    late: list = field(default_factory=list)  # delayed frames, sent after the next SYNC
+
+
+FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
+               "bus_off", "fault")
 
 
 class SimWorld:
@@ -57,10 +63,12 @@ class SimWorld:
 
     def inject(self, kind: str, channel: str, node: int, cycles: int = 1) -> None:
         """Fault injection on the drive ``node`` of bus ``channel`` for ``cycles`` periods:
-        ``drop`` / ``corrupt`` / ``duplicate`` its TPDOs, or ``fault`` (the drive enters
-        FAULT, its power stage off, and sends an EMCY — latched until a fault reset)."""
-        if kind not in ("drop", "corrupt", "duplicate", "fault"):
-            raise ValueError(f"unknown fault kind {kind!r}")
+        ``drop`` / ``corrupt`` / ``duplicate`` / ``delay`` (one period late) its TPDOs,
+        ``encoder_glitch`` (position jumps by half a motor turn), ``heartbeat_loss``,
+        ``bus_off`` (nothing on that bus, either way; ``node`` ignored), or ``fault`` (the
+        drive enters FAULT, its power stage off, and sends an EMCY — latched until a reset)."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(FAULT_KINDS)}")
         if kind == "fault":
             ep = self.endpoints[channel]
             drive = next(d for d, _t in ep.drives if d.node == node)
@@ -68,11 +76,9 @@ class SimWorld:
             return
         self.faults.append([kind, channel, node, cycles - 1])
 
-    def _tpdo_fault(self, channel: str, node: int) -> str | None:
-        for f in self.faults:
-            if f[1] == channel and f[2] == node and f[3] >= 0:
-                return f[0]
-        return None
+    def _active(self, channel: str, node: int | None) -> set[str]:
+        return {f[0] for f in self.faults
+                if f[1] == channel and (node is None or f[2] == node or f[0] == "bus_off")}
 
     @classmethod
     def open(cls, name: str, robot: Mechanism, buses: tuple[BusConfig, ...], **kw) -> SimWorld:
@@ -95,7 +101,7 @@ class SimWorld:
     # ---------------------------------------------------------------- frames
     def receive(self, channel: str, msg: can.Message) -> None:
         ep = self.endpoints[channel]
-        if msg.is_error_frame or msg.is_remote_frame:
+        if msg.is_error_frame or msg.is_remote_frame or "bus_off" in self._active(channel, None):
             return
         data = bytes(msg.data)
         if msg.arbitration_id == c.SYNC:
@@ -133,17 +139,29 @@ class SimWorld:
     def _reply(self, ep: _Endpoint) -> None:
         """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
         plant = self.plant
+        late, ep.late = ep.late, []
+        for frame in late:
+            self._queue(ep, *frame)
         for drive, t in ep.drives:
-            frame = drive.tpdo(plant.state[0, int(plant.tp[t, T_ROTOR])], plant.currents[t])
-            fault = self._tpdo_fault(ep.config.channel, drive.node)
-            if frame is not None and fault != "drop":
-                if fault == "corrupt":
+            faults = self._active(ep.config.channel, drive.node)
+            if "bus_off" in faults:
+                continue
+            rotor = plant.state[0, int(plant.tp[t, T_ROTOR])]
+            if "encoder_glitch" in faults:
+                rotor += math.pi  # half a motor turn: a lost index or a bit error
+            frame = drive.tpdo(rotor, plant.currents[t])
+            if frame is not None and "drop" not in faults:
+                if "corrupt" in faults:
                     frame = (frame[0], frame[1][:5])  # a truncated frame
-                self._queue(ep, *frame)
-                if fault == "duplicate":
+                if "delay" in faults:
+                    ep.late.append(frame)
+                else:
                     self._queue(ep, *frame)
+                    if "duplicate" in faults:
+                        self._queue(ep, *frame)
             hb = drive.heartbeat_ms
-            if hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0:
+            due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
+            if due and "heartbeat_loss" not in faults:
                 self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
 
     def joint_of(self, t: int) -> int:
