@@ -5,8 +5,9 @@ A :class:`SimWorld` holds the plant and the emulated drives of every bus of a ro
 *lockstep* timing the physics advances one control period at the first SYNC of a period (on
 any bus): the drives apply their latched RPDOs and the plant steps; each bus's drives answer
 their own SYNC with their TPDOs. A host with several buses sends every bus's RPDOs before
-the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then ``send_sync``). Timestamps are simulated time, so two identical runs give identical frame
-logs. The controller cannot tell this bus from hardware except by timing.
+the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then ``send_sync``). Timestamps are
+simulated time, so two identical runs give identical frame logs. The controller cannot tell
+this bus from hardware except by timing.
 
     world = SimWorld.open("default", robot, buses)           # once
     bus = can.Bus(interface="exo_sim", channel="leg")         # like any adapter
