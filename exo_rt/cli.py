@@ -59,9 +59,51 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.main(argv)
 
 
+def _setup_drives(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="ROBOT", help="the robot file")
+    p.add_argument("--buses", required=True, metavar="FILE", help="the bus file")
+    p.add_argument("--bus", default="slcan-server", metavar="SPEC",
+                   help="slcan-server (a new pseudo-terminal, its path printed) [default]")
+    p.add_argument("--channel", help="which bus of the bus file to serve (default: the first)")
+    p.add_argument("--pose", type=float, nargs="*", default=None,
+                   help="initial joint angles (rad), default all 0")
+
+
+def cmd_drives(args: argparse.Namespace) -> int:
+    """Serve emulated drives (on the simulated plant) for bench rehearsal over a serial-line
+    CAN endpoint: the controller opens the printed pty with python-can's slcan interface."""
+    import numpy as np
+
+    from exo_rt.bus.config import load_buses
+    from exo_rt.errors import ConfigError
+    from exo_rt.model import load_mechanism
+    from exo_rt.sim.simbus import SimWorld
+    from exo_rt.sim.slcan_server import SlcanServer
+
+    if args.bus != "slcan-server":
+        raise ConfigError(f"unsupported --bus '{args.bus}' for exo-rt drives", None,
+                          "use --bus slcan-server (python-can's slcan interface opens the pty)")
+    mech = load_mechanism(args.config)
+    buses = load_buses(args.buses, mech)
+    channel = args.channel or buses[0].channel
+    if channel not in {b.channel for b in buses}:
+        raise ConfigError(f"no bus '{channel}' in {args.buses}", None,
+                          f"use one of {', '.join(b.channel for b in buses)}")
+    world = SimWorld.open("drives", mech, buses)
+    world.reset(np.array(args.pose if args.pose else np.zeros(mech.nq)))
+    server = SlcanServer(world, channel)
+    print(f"serving bus {channel} on {server.path}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
+    "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
 }
 
 

@@ -193,3 +193,33 @@ def test_heartbeat_loss_and_bus_off_are_flagged():
     sim.inject("bus_off", "leg", 0, cycles=5)
     d.cycle(np.zeros(2))
     assert (d.flags & F_MISSING).all()
+
+
+def test_an_overloaded_simulated_bus_delivers_frames_late():
+    """Four drives on one 500 kbit/s bus need ≈ 975 bits per 1 ms period for 500: the TPDOs
+    that do not fit arrive a period late (the host sees them missing, then stale)."""
+    import dataclasses
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg.yaml")
+    left, right = load_buses(ROOT / "configs" / "buses" / "exo_2leg.yaml", robot)
+    drives = tuple(dataclasses.replace(d, node=k + 1)
+                   for k, d in enumerate(left.drives + right.drives))
+    one = dataclasses.replace(left, name="all", channel="all", drives=drives, bitrate=500_000)
+    assert one.load(1000) > 1.0
+    sim = SimWorld.open("overload", robot, (one,))
+    sim.reset([0.0, 0.5, 0.0, 0.5])
+    host = Drives(can.Bus(interface="exo_sim", channel="all", world="overload"), one, robot)
+    host.configure()
+    late = 0
+    for _ in range(20):
+        host.cycle(np.zeros(4))
+        late += int((host.flags & F_MISSING).sum())
+    assert late >= 20  # at least one drive's TPDO misses every cycle
+    ok = load_buses(ROOT / "configs" / "buses" / "exo_2leg.yaml", robot)
+    sim2 = SimWorld.open("fits", robot, ok)
+    sim2.reset([0.0, 0.5, 0.0, 0.5])
+    h2 = Drives(can.Bus(interface="exo_sim", channel="left", world="fits"), ok[0], robot)
+    h2.configure()
+    for _ in range(20):
+        h2.cycle(np.zeros(2))
+        assert not (h2.flags & F_MISSING).any()

@@ -23,7 +23,7 @@ import can
 import numpy as np
 
 from exo_rt.bus import cia402 as c
-from exo_rt.bus.config import BusConfig
+from exo_rt.bus.config import BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim.drive_emulator import EmulatedDrive
@@ -37,6 +37,7 @@ class _Endpoint:
     rx: collections.deque = field(default_factory=collections.deque)
     synced: bool = False
     late: list = field(default_factory=list)  # delayed frames, sent after the next SYNC
+    bits: int = 0  # bits the host has put on this bus since its last SYNC
 
 
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
@@ -105,6 +106,8 @@ class SimWorld:
         if msg.is_error_frame or msg.is_remote_frame or "bus_off" in self._active(channel, None):
             return
         data = bytes(msg.data)
+        if msg.arbitration_id == c.SYNC or c.RPDO1 <= msg.arbitration_id < c.RPDO1 + 0x80:
+            ep.bits += frame_bits(len(data))  # the cyclic traffic shares the period's bits
         if msg.arbitration_id == c.SYNC:
             # the first SYNC of a period (or a bus's second one) advances the physics; every
             # bus's drives answer their own SYNC from the state of that period
@@ -140,9 +143,12 @@ class SimWorld:
     def _reply(self, ep: _Endpoint) -> None:
         """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
         plant = self.plant
+        budget = ep.config.bitrate * self.dt  # bits the bus carries in one period
         late, ep.late = ep.late, []
-        for frame in late:
-            self._queue(ep, *frame)
+        for frame in late:  # last period's late frames go first, if there is room; else lost
+            ep.bits += frame_bits(len(frame[1]))
+            if ep.bits <= budget:
+                self._queue(ep, *frame)
         for drive, t in ep.drives:
             faults = self._active(ep.config.channel, drive.node)
             if "bus_off" in faults:
@@ -154,7 +160,8 @@ class SimWorld:
             if frame is not None and "drop" not in faults:
                 if "corrupt" in faults:
                     frame = (frame[0], frame[1][:5])  # a truncated frame
-                if "delay" in faults:
+                ep.bits += frame_bits(len(frame[1]))
+                if "delay" in faults or ep.bits > budget:  # late: the bus is full this period
                     ep.late.append(frame)
                 else:
                     self._queue(ep, *frame)
@@ -164,6 +171,7 @@ class SimWorld:
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
             if due and "heartbeat_loss" not in faults:
                 self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
+        ep.bits = 0
 
     def joint_of(self, t: int) -> int:
         return int(self.plant.tp[t, T_JOINT])
