@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import can
@@ -223,3 +224,43 @@ def test_an_overloaded_simulated_bus_delivers_frames_late():
     for _ in range(20):
         h2.cycle(np.zeros(2))
         assert not (h2.flags & F_MISSING).any()
+
+
+def test_faults_from_the_bus_file(tmp_path):
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    path = tmp_path / "faulty.yaml"
+    path.write_text((ROOT / "configs" / "buses" / "exo_leg.yaml").read_text() +
+                    "    faults:\n      - {kind: drop, node: 2, at: 0.050, duration: 0.003}\n")
+    buses = load_buses(path, robot)
+    sim = SimWorld.open("cfg-faults", robot, buses)
+    sim.reset(KNEE_90)
+    d = Drives(can.Bus(interface="exo_sim", channel="leg", world="cfg-faults"), buses[0], robot)
+    d.configure()
+    d.enable()
+    missed = []
+    while sim.cycle < 100:
+        d.cycle(np.zeros(2))
+        if d.flags[1] & F_MISSING:
+            missed.append(sim.cycle)
+    assert missed == [51, 52, 53]
+    path.write_text(path.read_text().replace("kind: drop", "kind: dorp"))
+    with pytest.raises(ConfigError, match="unknown fault kind 'dorp'.*did you mean 'drop'"):
+        load_buses(path, robot)
+
+
+def test_realtime_mode_keeps_wall_clock_time():
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "rt")
+    d.configure()
+    d.enable()
+    start = sim.cycle
+    sim.start_realtime()
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.3:
+            d.cycle(np.zeros(2), deadline=time.monotonic() + 0.002)
+            time.sleep(0.001)
+    finally:
+        sim.stop_realtime()
+    steps = sim.cycle - start
+    assert 0.8 * 300 <= steps + sim.overruns <= 1.2 * 300, (steps, sim.overruns)
+    assert not (d.flags & F_MISSING).any()

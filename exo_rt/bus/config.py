@@ -32,6 +32,7 @@ class BusConfig:
     protocol: str
     drives: tuple[DriveConfig, ...]
     heartbeat_ms: int
+    faults: tuple[tuple[str, int, float, float], ...] = ()  # simulated bus: (kind, node, at s, s)
 
     def load(self, rate_hz: float) -> float:
         """Fraction of the bit rate one control cycle's frames take (worst-case stuffing)."""
@@ -47,7 +48,10 @@ def frame_bits(n_bytes: int) -> int:
 
 
 BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
-            "protocol": False, "drives": True, "heartbeat_ms": False}
+            "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False}
+FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
+FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
+               "bus_off", "fault")
 DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
               "rated_torque": False}
 
@@ -86,6 +90,20 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
             drives.append(DriveConfig(joint, node, DriveScale(
                 cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current)))
+        faults = []
+        for f in sequence(m["faults"], "faults") if "faults" in m else []:
+            fm = mapping(f, FAULT_KEYS, "a fault")
+            kind = text(fm["kind"])
+            if kind not in FAULT_KINDS:
+                raise ConfigError(f"unknown fault kind '{kind}'", fm["kind"].where(),
+                                  did_you_mean(kind, FAULT_KINDS) or
+                                  f"use one of {', '.join(FAULT_KINDS)}")
+            node = int(number(fm["node"])) if "node" in fm else 0
+            if kind != "bus_off" and node not in nodes:
+                raise ConfigError(f"fault on node {node}, which is not on this bus",
+                                  f.where(), f"use one of {sorted(nodes)}")
+            faults.append((kind, node, number(fm["at"]),
+                           number(fm["duration"]) if "duration" in fm else 0.0))
         bus = BusConfig(
             name=text(m["name"]), interface=text(m["interface"]) if "interface" in m else "exo_sim",
             channel=text(m["channel"]) if "channel" in m else text(m["name"]),
@@ -93,6 +111,7 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             protocol=text(m["protocol"]) if "protocol" in m else "cia402",
             drives=tuple(drives),
             heartbeat_ms=int(number(m["heartbeat_ms"])) if "heartbeat_ms" in m else 100,
+            faults=tuple(faults),
         )
         load = bus.load(rate_hz)
         if load > MAX_LOAD:

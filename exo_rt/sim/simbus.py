@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import collections
 import math
+import threading
+import time
 from dataclasses import dataclass, field
 
 import can
 import numpy as np
 
 from exo_rt.bus import cia402 as c
-from exo_rt.bus.config import BusConfig, frame_bits
+from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim.drive_emulator import EmulatedDrive
@@ -38,10 +40,6 @@ class _Endpoint:
     synced: bool = False
     late: list = field(default_factory=list)  # delayed frames, sent after the next SYNC
     bits: int = 0  # bits the host has put on this bus since its last SYNC
-
-
-FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
-               "bus_off", "fault")
 
 
 class SimWorld:
@@ -61,7 +59,57 @@ class SimWorld:
             drives = [(EmulatedDrive(d.node, d.scale), joint_to_tr[d.joint]) for d in bus.drives]
             self.endpoints[bus.channel] = _Endpoint(bus, drives)
         self.cmd = np.zeros(len(robot.transmissions))
-        self.faults: list[list] = []  # [kind, channel, node, cycles left]
+        self.faults: list[list] = []  # [kind, channel, node, last period it affects]
+        self.scheduled: list[tuple[int, str, str, int, int]] = []  # (cycle, kind, bus, node, n)
+        self.realtime = False
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.overruns = 0
+        for bus in buses:  # fault injection by configuration
+            for kind, node, at, duration in bus.faults:
+                self.schedule(int(round(at / dt)), kind, bus.channel, node,
+                              max(1, int(round(duration / dt))))
+
+    # ---------------------------------------------------------------- real-time timing
+    def start_realtime(self) -> None:
+        """Physics in its own thread at wall-clock rate (absolute deadlines); SYNCs then only
+        apply the drives' latched commands and answer with the current state."""
+        if self._thread is not None:
+            return
+        self.realtime = True
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="exo-sim-physics", daemon=True)
+        self._thread.start()
+
+    def stop_realtime(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        self._thread = None
+        self.realtime = False
+
+    def _run(self) -> None:
+        period = self.dt
+        deadline = time.monotonic() + period
+        while not self._stop.is_set():
+            delay = deadline - time.monotonic()
+            if delay > 2e-4:
+                time.sleep(delay - 2e-4)
+            while time.monotonic() < deadline:
+                pass
+            with self._lock:
+                self._physics()
+            deadline += period
+            now = time.monotonic()
+            if now > deadline:  # skip-and-count: never catch up in bursts
+                missed = int((now - deadline) / period) + 1
+                self.overruns += missed
+                deadline += missed * period
+
+    def schedule(self, at_cycle: int, kind: str, channel: str, node: int, cycles: int) -> None:
+        """Inject a fault at a given period (fault injection by configuration)."""
+        self.scheduled.append((at_cycle, kind, channel, node, cycles))
 
     def inject(self, kind: str, channel: str, node: int, cycles: int = 1) -> None:
         """Fault injection on the drive ``node`` of bus ``channel`` for ``cycles`` periods:
@@ -76,11 +124,11 @@ class SimWorld:
             drive = next(d for d, _t in ep.drives if d.node == node)
             self._queue(ep, *drive.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT))
             return
-        self.faults.append([kind, channel, node, cycles - 1])
+        self.faults.append([kind, channel, node, self.cycle + cycles])  # last affected period
 
     def _active(self, channel: str, node: int | None) -> set[str]:
-        return {f[0] for f in self.faults
-                if f[1] == channel and (node is None or f[2] == node or f[0] == "bus_off")}
+        return {f[0] for f in self.faults if f[1] == channel and f[3] >= self.cycle
+                and (node is None or f[2] == node or f[0] == "bus_off")}
 
     @classmethod
     def open(cls, name: str, robot: Mechanism, buses: tuple[BusConfig, ...], **kw) -> SimWorld:
@@ -109,36 +157,46 @@ class SimWorld:
         if msg.arbitration_id == c.SYNC or c.RPDO1 <= msg.arbitration_id < c.RPDO1 + 0x80:
             ep.bits += frame_bits(len(data))  # the cyclic traffic shares the period's bits
         if msg.arbitration_id == c.SYNC:
-            # the first SYNC of a period (or a bus's second one) advances the physics; every
-            # bus's drives answer their own SYNC from the state of that period
-            if ep.synced or not any(e.synced for e in self.endpoints.values()):
-                for e in self.endpoints.values():
-                    e.synced = False
-                self._step()
-            ep.synced = True
-            self._reply(ep)
+            with self._lock:
+                if self.realtime:  # the physics thread keeps time; SYNC applies and answers
+                    for drive, t in ep.drives:
+                        self.cmd[t] = drive.on_sync()
+                        self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+                # lockstep: the first SYNC of a period (or a bus's second one) advances the
+                # physics; every bus's drives answer their own SYNC from that period's state
+                elif ep.synced or not any(e.synced for e in self.endpoints.values()):
+                    for e in self.endpoints.values():
+                        e.synced = False
+                    self._step()
+                ep.synced = True
+                self._reply(ep)
             return
-        for drive, _t in ep.drives:
-            for arb, payload in drive.handle(msg.arbitration_id, data):
-                self._queue(ep, arb, payload)
+        with self._lock:
+            for drive, _t in ep.drives:
+                for arb, payload in drive.handle(msg.arbitration_id, data):
+                    self._queue(ep, arb, payload)
 
     def _queue(self, ep: _Endpoint, arb: int, payload: bytes) -> None:
         ep.rx.append(can.Message(timestamp=self.t, arbitration_id=arb, data=payload,
                                  is_extended_id=False, channel=ep.config.channel))
 
     def _step(self) -> None:
-        """The physics of one period: every drive applies its latched RPDO, the plant steps."""
-        plant = self.plant
+        """Lockstep: every drive applies its latched RPDO, then the physics of one period."""
         for ep in self.endpoints.values():
             for drive, t in ep.drives:
                 self.cmd[t] = drive.on_sync()
-                plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+                self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+        self._physics()
+
+    def _physics(self) -> None:
+        for at, kind, channel, node, n in self.scheduled:
+            if at == self.cycle:
+                self.inject(kind, channel, node, n)
+        plant = self.plant
         plant.step(self.cmd)
         self.t += self.dt
         self.cycle += 1
-        for f in self.faults:
-            f[3] -= 1
-        self.faults = [f for f in self.faults if f[3] >= 0]
+        self.faults = [f for f in self.faults if f[3] >= self.cycle]
 
     def _reply(self, ep: _Endpoint) -> None:
         """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
