@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from exo_rt.bus.mit import MitRanges
 from exo_rt.errors import ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
@@ -33,6 +34,7 @@ class BusConfig:
     drives: tuple[DriveConfig, ...]
     heartbeat_ms: int
     faults: tuple[tuple[str, int, float, float], ...] = ()  # simulated bus: (kind, node, at s, s)
+    mit_ranges: MitRanges | None = None  # protocol: mit
 
     def load(self, rate_hz: float) -> float:
         """Fraction of the bit rate one control cycle's frames take (worst-case stuffing)."""
@@ -48,7 +50,10 @@ def frame_bits(n_bytes: int) -> int:
 
 
 BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
-            "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False}
+            "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False,
+            "mit_ranges": False}
+MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd_max": False}
+PROTOCOLS = ("cia402", "mit")
 FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
                "bus_off", "fault")
@@ -104,14 +109,23 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
                                   f.where(), f"use one of {sorted(nodes)}")
             faults.append((kind, node, number(fm["at"]),
                            number(fm["duration"]) if "duration" in fm else 0.0))
+        protocol = text(m["protocol"]) if "protocol" in m else "cia402"
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"unknown protocol '{protocol}'", m["protocol"].where(),
+                              did_you_mean(protocol, PROTOCOLS) or "use cia402 or mit")
+        ranges = None
+        if protocol == "mit":
+            r = mapping(m["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in m else {}
+            ranges = MitRanges(**{k: number(v) for k, v in r.items()})
         bus = BusConfig(
             name=text(m["name"]), interface=text(m["interface"]) if "interface" in m else "exo_sim",
             channel=text(m["channel"]) if "channel" in m else text(m["name"]),
             bitrate=int(number(m["bitrate"])) if "bitrate" in m else 1_000_000,
-            protocol=text(m["protocol"]) if "protocol" in m else "cia402",
+            protocol=protocol,
             drives=tuple(drives),
             heartbeat_ms=int(number(m["heartbeat_ms"])) if "heartbeat_ms" in m else 100,
             faults=tuple(faults),
+            mit_ranges=ranges,
         )
         load = bus.load(rate_hz)
         if load > MAX_LOAD:

@@ -171,3 +171,57 @@ class EmulatedDrive:
         self.state = c.FAULT
         self.objects[c.OBJ_ERROR_REGISTER][0] = register
         return c.emcy(self.node, code, register)
+
+
+@dataclass
+class EmulatedMitMotor:
+    """An MIT-mode actuator (mini-cheetah / CubeMars AK firmware), frame for frame.
+
+    ``FF…FC`` enters motor mode, ``FF…FD`` exits, ``FF…FE`` zeroes the position. A command
+    latches (p_des, v_des, kp, kd, t_ff); the firmware's law τ = kp(p_des − p) + kd(v_des − v)
+    + t_ff is evaluated at each physics period (the real firmware runs it at tens of kHz) and
+    turned into a current for the plant. Every command is answered at once with the state
+    [id, p, v, τ] (8 bytes, AK style, error byte 0).
+    """
+
+    node: int
+    scale: DriveScale
+    ranges: object  # exo_rt.bus.mit.MitRanges
+    enabled: bool = False
+    zero: float = 0.0
+    command: tuple = (0.0, 0.0, 0.0, 0.0, 0.0)
+    heartbeat_ms: int = 0
+    nmt_state: int = 0
+    state: str = "MIT"
+
+    def handle(self, arb_id: int, data: bytes, rotor: float = 0.0, omega: float = 0.0,
+               current: float = 0.0) -> list[tuple[int, bytes]]:
+        from exo_rt.bus import mit
+
+        if arb_id != self.node:
+            return []
+        if data == mit.ENTER:
+            self.enabled = True
+        elif data == mit.EXIT:
+            self.enabled = False
+            self.command = (0.0, 0.0, 0.0, 0.0, 0.0)
+        elif data == mit.ZERO:
+            self.zero = rotor
+        else:
+            cmd = mit.unpack_command(data, self.ranges)
+            if cmd is None:
+                return []
+            self.command = cmd
+        torque = current * self.scale.torque_constant
+        span = 2.0 * self.ranges.p_max  # the firmware's position wraps at ±p_max
+        p = (rotor - self.zero + self.ranges.p_max) % span - self.ranges.p_max
+        return [(0x000, mit.pack_reply(self.node, p, omega, torque, self.ranges))]
+
+    def current_for(self, rotor: float, omega: float) -> float:
+        """The firmware's law at the plant's state → current command (A)."""
+        if not self.enabled:
+            return 0.0
+        p_des, v_des, kp, kd, t_ff = self.command
+        tau = kp * (p_des - (rotor - self.zero)) + kd * (v_des - omega) + t_ff
+        i = tau / self.scale.torque_constant
+        return max(-self.scale.peak_current, min(self.scale.peak_current, i))

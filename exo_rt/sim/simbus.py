@@ -28,7 +28,7 @@ from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.drive_emulator import EmulatedDrive
+from exo_rt.sim.drive_emulator import EmulatedDrive, EmulatedMitMotor
 from exo_rt.sim.plant import S_ON, T_JOINT, T_ROTOR, Plant
 
 
@@ -56,7 +56,12 @@ class SimWorld:
         self.endpoints: dict[str, _Endpoint] = {}
         joint_to_tr = {tr.joint: n for n, tr in enumerate(robot.transmissions)}
         for bus in buses:
-            drives = [(EmulatedDrive(d.node, d.scale), joint_to_tr[d.joint]) for d in bus.drives]
+            if bus.protocol == "mit":
+                drives = [(EmulatedMitMotor(d.node, d.scale, bus.mit_ranges), joint_to_tr[d.joint])
+                          for d in bus.drives]
+            else:
+                drives = [(EmulatedDrive(d.node, d.scale), joint_to_tr[d.joint])
+                          for d in bus.drives]
             self.endpoints[bus.channel] = _Endpoint(bus, drives)
         self.cmd = np.zeros(len(robot.transmissions))
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
@@ -159,9 +164,7 @@ class SimWorld:
         if msg.arbitration_id == c.SYNC:
             with self._lock:
                 if self.realtime:  # the physics thread keeps time; SYNC applies and answers
-                    for drive, t in ep.drives:
-                        self.cmd[t] = drive.on_sync()
-                        self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+                    self._apply(ep)
                 # lockstep: the first SYNC of a period (or a bus's second one) advances the
                 # physics; every bus's drives answer their own SYNC from that period's state
                 elif ep.synced or not any(e.synced for e in self.endpoints.values()):
@@ -172,8 +175,12 @@ class SimWorld:
                 self._reply(ep)
             return
         with self._lock:
-            for drive, _t in ep.drives:
-                for arb, payload in drive.handle(msg.arbitration_id, data):
+            for drive, t in ep.drives:
+                if isinstance(drive, EmulatedMitMotor):
+                    replies = drive.handle(msg.arbitration_id, data, *self._rotor(t))
+                else:
+                    replies = drive.handle(msg.arbitration_id, data)
+                for arb, payload in replies:
                     self._queue(ep, arb, payload)
 
     def _queue(self, ep: _Endpoint, arb: int, payload: bytes) -> None:
@@ -181,12 +188,24 @@ class SimWorld:
                                  is_extended_id=False, channel=ep.config.channel))
 
     def _step(self) -> None:
-        """Lockstep: every drive applies its latched RPDO, then the physics of one period."""
+        """Lockstep: every drive applies its latched command, then the physics of one period."""
         for ep in self.endpoints.values():
-            for drive, t in ep.drives:
-                self.cmd[t] = drive.on_sync()
-                self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+            self._apply(ep)
         self._physics()
+
+    def _rotor(self, t: int) -> tuple[float, float, float]:
+        """(angle, speed, actual current) of transmission t's rotor."""
+        r = int(self.plant.tp[t, T_ROTOR])
+        return self.plant.state[0, r], self.plant.state[1, r], self.plant.currents[t]
+
+    def _apply(self, ep: _Endpoint) -> None:
+        """The drives' latched commands become the plant's current commands."""
+        for drive, t in ep.drives:
+            if isinstance(drive, EmulatedMitMotor):
+                self.cmd[t] = drive.current_for(*self._rotor(t)[:2])
+            else:
+                self.cmd[t] = drive.on_sync()
+            self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
 
     def _physics(self) -> None:
         for at, kind, channel, node, n in self.scheduled:
@@ -209,8 +228,8 @@ class SimWorld:
                 self._queue(ep, *frame)
         for drive, t in ep.drives:
             faults = self._active(ep.config.channel, drive.node)
-            if "bus_off" in faults:
-                continue
+            if "bus_off" in faults or isinstance(drive, EmulatedMitMotor):
+                continue  # MIT motors answer each command, not the SYNC
             rotor = plant.state[0, int(plant.tp[t, T_ROTOR])]
             if "encoder_glitch" in faults:
                 rotor += math.pi  # half a motor turn: a lost index or a bit error
