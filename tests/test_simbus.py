@@ -22,6 +22,7 @@ from exo_rt.bus.drives import (
     F_HEARTBEAT,
     F_MALFORMED,
     F_MISSING,
+    F_SATURATED,
     Drives,
 )
 from exo_rt.errors import ConfigError
@@ -129,7 +130,8 @@ def test_measured_positions_follow_a_current_step():
 
 @pytest.mark.parametrize(("kind", "flag"), [
     ("drop", F_MISSING), ("corrupt", F_MALFORMED), ("duplicate", F_DUPLICATE),
-    ("delay", F_MISSING), ("encoder_glitch", F_GLITCH), ("fault", F_FAULT)])
+    ("delay", F_MISSING), ("encoder_glitch", F_GLITCH), ("fault", F_FAULT),
+    ("current_saturation", F_SATURATED)])
 def test_injected_faults_are_flagged_within_one_cycle(kind, flag):
     robot, sim, (d,) = _open("exo_leg", "exo_leg", f"fault-{kind}")
     d.configure()
@@ -137,7 +139,7 @@ def test_injected_faults_are_flagged_within_one_cycle(kind, flag):
     d.cycle(np.zeros(2))
     assert not d.flags.any()
     sim.inject(kind, "leg", 2, cycles=3)
-    d.cycle(np.zeros(2))
+    d.cycle(np.array([0.0, -12.0]) if kind == "current_saturation" else np.zeros(2))
     assert d.flags[1] & flag and not d.flags[0]
     if kind == "fault":
         assert d.emcy_codes == [(2, c.EMCY_OVERCURRENT)]
@@ -290,3 +292,23 @@ def test_mit_mode_actuators_through_the_simulated_bus():
     d.exit()
     d.cycle(np.array([0.0, -12.0]))  # out of motor mode the command is ignored
     assert not sim.endpoints["leg"].drives[1][0].enabled and sim.cmd[1] == 0.0
+
+
+def test_encoder_noise_is_seeded_and_of_the_configured_size():
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    buses = load_buses(ROOT / "configs" / "buses" / "exo_leg.yaml", robot)
+    readings = []
+    for name in ("noise-a", "noise-b"):
+        sim = SimWorld.open(name, robot, buses, encoder_noise=2.0, seed=4)
+        sim.reset(KNEE_90)
+        d = Drives(can.Bus(interface="exo_sim", channel="leg", world=name), buses[0], robot)
+        d.configure()
+        d.enable()
+        pos = []
+        for _ in range(400):
+            d.cycle(np.zeros(2))
+            pos.append(d.position.copy())
+        readings.append(np.array(pos))
+    np.testing.assert_array_equal(readings[0], readings[1])
+    counts = readings[0][:, 1] * -100 / (2 * math.pi) * 65536  # joint → rotor counts
+    assert 1.5 < np.std(counts - np.median(counts)) < 2.6

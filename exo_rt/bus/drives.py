@@ -29,6 +29,7 @@ F_FAULT = 8  # the drive reports FAULT (statusword) or sent an EMCY
 F_NOT_ENABLED = 16  # not in OPERATION ENABLED
 F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
 F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
+F_SATURATED = 128  # the actual current fell short of last cycle's command by > 20 % of peak
 
 
 class Drives:
@@ -62,6 +63,7 @@ class Drives:
         self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
         self.heartbeat_time = np.full(self.n, np.nan)  # timestamp of the last heartbeat
         self.now = 0.0  # the newest frame timestamp seen
+        self.commanded = np.zeros(self.n)  # last cycle's current commands (A), after clamping
         # the furthest a joint can move in two 1 ms cycles at its speed limit
         self.max_step = np.array([mech.velocity_limit[j] for j in self.joint_index]) * 2e-3
         self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
@@ -168,6 +170,7 @@ class Drives:
             i = min(max(float(current_A[k]), -self.peak_current[k]), self.peak_current[k])
             if not math.isfinite(i):
                 i = 0.0
+            self.commanded[k] = i
             permille = round(1000.0 * i * self.torque_constant[k] / self.rated_torque[k])
             self._send(c.rpdo1(int(self.nodes[k]), int(self.controlword[k]), permille))
 
@@ -216,6 +219,9 @@ class Drives:
                 self.flags[k] |= F_GLITCH
             self.position[k] = q
             self.current[k] = permille * self.rated_current[k] / 1000.0
+            if (c.state_of(sw) == c.OPERATION_ENABLED
+                    and abs(self.commanded[k] - self.current[k]) > 0.2 * self.peak_current[k]):
+                self.flags[k] |= F_SATURATED
             self.rx_time[k] = msg.timestamp
             self.seen[k] = 1
         elif base == c.HEARTBEAT:

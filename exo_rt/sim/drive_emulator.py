@@ -42,7 +42,7 @@ class EmulatedDrive:
     mode: int = 0
     mapping_ok: bool = True
     objects: dict = field(default_factory=dict)
-    emcy_pending: list = field(default_factory=list)
+    saturation: tuple = (0, 0.0)  # (until period, current limit A): injected saturation
 
     def __post_init__(self) -> None:
         s = self.scale

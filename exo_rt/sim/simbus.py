@@ -48,8 +48,10 @@ class SimWorld:
     _worlds: dict[str, SimWorld] = {}
 
     def __init__(self, robot: Mechanism, buses: tuple[BusConfig, ...], dt: float = 1e-3,
-                 substeps: int = 10) -> None:
+                 substeps: int = 10, encoder_noise: float = 0.0, seed: int = 0) -> None:
         self.plant = Plant(robot, dt=dt, substeps=substeps)
+        self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
+        self._rng = np.random.default_rng(seed)
         self.dt = dt
         self.t = 0.0
         self.cycle = 0
@@ -120,10 +122,17 @@ class SimWorld:
         """Fault injection on the drive ``node`` of bus ``channel`` for ``cycles`` periods:
         ``drop`` / ``corrupt`` / ``duplicate`` / ``delay`` (one period late) its TPDOs,
         ``encoder_glitch`` (position jumps by half a motor turn), ``heartbeat_loss``,
-        ``bus_off`` (nothing on that bus, either way; ``node`` ignored), or ``fault`` (the
-        drive enters FAULT, its power stage off, and sends an EMCY — latched until a reset)."""
+        ``bus_off`` (nothing on that bus, either way; ``node`` ignored),
+        ``current_saturation`` (the drive delivers at most 20 % of its peak current), or
+        ``fault`` (the drive enters FAULT, its power stage off, and sends an EMCY — latched
+        until a reset)."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(FAULT_KINDS)}")
+        if kind == "current_saturation":  # the drive's current limit drops to 20 %
+            ep = self.endpoints[channel]
+            drive = next(d for d, _t in ep.drives if d.node == node)
+            drive.saturation = (self.cycle + cycles, 0.2 * drive.scale.peak_current)
+            return
         if kind == "fault":
             ep = self.endpoints[channel]
             drive = next(d for d, _t in ep.drives if d.node == node)
@@ -205,6 +214,9 @@ class SimWorld:
                 self.cmd[t] = drive.current_for(*self._rotor(t)[:2])
             else:
                 self.cmd[t] = drive.on_sync()
+                until, limit = drive.saturation
+                if self.cycle < until:
+                    self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
             self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
 
     def _physics(self) -> None:
@@ -231,6 +243,9 @@ class SimWorld:
             if "bus_off" in faults or isinstance(drive, EmulatedMitMotor):
                 continue  # MIT motors answer each command, not the SYNC
             rotor = plant.state[0, int(plant.tp[t, T_ROTOR])]
+            if self.encoder_noise > 0.0:  # counts, Gaussian, seeded: runs stay reproducible
+                rotor += self._rng.normal(0.0, self.encoder_noise) * 2 * math.pi / (
+                    drive.scale.counts_per_rev)
             if "encoder_glitch" in faults:
                 rotor += math.pi  # half a motor turn: a lost index or a bit error
             frame = drive.tpdo(rotor, plant.currents[t])
