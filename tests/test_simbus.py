@@ -231,7 +231,9 @@ def test_an_overloaded_simulated_bus_delivers_frames_late():
 def test_faults_from_the_bus_file(tmp_path):
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
     path = tmp_path / "faulty.yaml"
-    path.write_text((ROOT / "configs" / "buses" / "exo_leg.yaml").read_text() +
+    eds = str(ROOT / "configs" / "buses" / "eds" / "exo_drive.eds")
+    path.write_text((ROOT / "configs" / "buses" / "exo_leg.yaml").read_text()
+                    .replace("eds/exo_drive.eds", eds) +
                     "    faults:\n      - {kind: drop, node: 2, at: 0.050, duration: 0.003}\n")
     buses = load_buses(path, robot)
     sim = SimWorld.open("cfg-faults", robot, buses)
@@ -312,3 +314,25 @@ def test_encoder_noise_is_seeded_and_of_the_configured_size():
     np.testing.assert_array_equal(readings[0], readings[1])
     counts = readings[0][:, 1] * -100 / (2 * math.pi) * 65536  # joint → rotor counts
     assert 1.5 < np.std(counts - np.median(counts)) < 2.6
+
+
+def test_eds_objects_are_checked_and_served(tmp_path):
+    from exo_rt.bus.eds import read_eds
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    eds = ROOT / "configs" / "buses" / "eds" / "exo_drive.eds"
+    objects = read_eds(eds)
+    assert objects[(0x6071, 0)].size == 2 and objects[(0x1A00, 2)].default == 0x60640020
+    buses = load_buses(ROOT / "configs" / "buses" / "exo_leg.yaml", robot)
+    sim = SimWorld.open("eds", robot, buses)
+    d = Drives(can.Bus(interface="exo_sim", channel="leg", world="eds"), buses[0], robot)
+    assert d.sdo_read(1, (0x1000, 0)) == 0x00020192  # the device type, from the EDS
+    # an EDS without the target torque object is refused before bring-up
+    bad = tmp_path / "bad.eds"
+    bad.write_text(eds.read_text().replace("[6071]", "[6072]"))
+    path = tmp_path / "bus.yaml"
+    path.write_text("buses:\n  - name: leg\n    drives:\n"
+                    f"      - {{joint: hip, node: 1, eds: {bad}}}\n")
+    with pytest.raises(ConfigError, match="EDS has no 6071h/0"):
+        load_buses(path, robot)
+    assert sim.cycle == 0

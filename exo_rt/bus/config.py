@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from exo_rt.bus.eds import check_required, read_eds
 from exo_rt.bus.mit import MitRanges
 from exo_rt.errors import ConfigError
 from exo_rt.model.mechanism import Mechanism
@@ -22,6 +23,7 @@ class DriveConfig:
     joint: str
     node: int
     scale: DriveScale
+    eds: dict | None = None  # (index, sub) → exo_rt.bus.eds.Entry, from the drive's EDS
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
                "bus_off", "current_saturation", "fault")
 DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
-              "rated_torque": False}
+              "rated_torque": False, "eds": False}
 
 
 def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tuple[BusConfig, ...]:
@@ -93,8 +95,13 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             rated_t = (number(dm["rated_torque"]) if "rated_torque" in dm
                        else motor.torque_constant * motor.rated_current)
             cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
+            objects = None
+            if "eds" in dm:
+                eds_path = Path(dm["eds"].file).parent / text(dm["eds"])
+                objects = read_eds(eds_path)
+                check_required(objects, eds_path)
             drives.append(DriveConfig(joint, node, DriveScale(
-                cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current)))
+                cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current), objects))
         faults = []
         for f in sequence(m["faults"], "faults") if "faults" in m else []:
             fm = mapping(f, FAULT_KEYS, "a fault")

@@ -43,6 +43,7 @@ class EmulatedDrive:
     mapping_ok: bool = True
     objects: dict = field(default_factory=dict)
     saturation: tuple = (0, 0.0)  # (until period, current limit A): injected saturation
+    eds: dict | None = None  # extra objects from the drive's EDS, served by SDO
 
     def __post_init__(self) -> None:
         s = self.scale
@@ -59,6 +60,9 @@ class EmulatedDrive:
             (0x1A00, 2): [c.TPDO1_MAP[1], 4, True], (0x1A00, 3): [c.TPDO1_MAP[2], 4, True],
             (0x1400, 2): [1, 1, True], (0x1800, 2): [1, 1, True],  # transmission type: each SYNC
         }
+        for key, entry in (self.eds or {}).items():
+            self.objects.setdefault(key, [entry.default, entry.size,
+                                          entry.access not in ("ro", "const")])
 
     # ------------------------------------------------------------------ frames from the host
     def handle(self, arb_id: int, data: bytes) -> list[tuple[int, bytes]]:

@@ -62,7 +62,7 @@ class SimWorld:
                 drives = [(EmulatedMitMotor(d.node, d.scale, bus.mit_ranges), joint_to_tr[d.joint])
                           for d in bus.drives]
             else:
-                drives = [(EmulatedDrive(d.node, d.scale), joint_to_tr[d.joint])
+                drives = [(EmulatedDrive(d.node, d.scale, eds=d.eds), joint_to_tr[d.joint])
                           for d in bus.drives]
             self.endpoints[bus.channel] = _Endpoint(bus, drives)
         self.cmd = np.zeros(len(robot.transmissions))
