@@ -78,3 +78,25 @@ def test_decoders_never_raise(data):
        cur=st.integers(-32768, 32767))
 def test_tpdo_round_trip(sw, pos, cur):
     assert c.decode_tpdo1(c.tpdo1(1, sw, pos, cur)[1]) == (sw, pos, cur)
+
+
+@settings(max_examples=300, deadline=None)
+@given(line=st.text(max_size=30))
+def test_slcan_command_decoder_never_raises(line):
+    from exo_rt.sim.slcan_server import decode_command
+
+    decode_command(line)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=400))
+def test_eds_reader_raises_only_config_errors(tmp_path_factory, text):
+    from exo_rt.bus.eds import read_eds
+    from exo_rt.errors import ConfigError
+
+    path = tmp_path_factory.mktemp("eds") / "x.eds"
+    path.write_text("[6071]\nDataType=0x0003\n" + text, encoding="utf-8", errors="replace")
+    try:
+        read_eds(path)
+    except ConfigError:
+        pass
