@@ -187,7 +187,8 @@ class Drives:
             self._frame(msg)
         hb = 3e-3 * self.config.heartbeat_ms
         for k in range(self.n):
-            if hb > 0 and self.now - np.nan_to_num(self.heartbeat_time[k], nan=0.0) > hb:
+            last = float(self.heartbeat_time[k])
+            if hb > 0 and self.now - (0.0 if last != last else last) > hb:  # NaN: none yet
                 self.flags[k] |= F_HEARTBEAT
             if not self.seen[k]:
                 self.flags[k] |= F_MISSING
