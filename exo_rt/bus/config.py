@@ -58,7 +58,7 @@ MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd
 PROTOCOLS = ("cia402", "mit")
 FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
-               "bus_off", "current_saturation", "fault")
+               "bus_off", "current_saturation", "overcurrent", "fault")
 DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
               "rated_torque": False, "eds": False}
 

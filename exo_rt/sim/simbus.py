@@ -123,7 +123,8 @@ class SimWorld:
         ``drop`` / ``corrupt`` / ``duplicate`` / ``delay`` (one period late) its TPDOs,
         ``encoder_glitch`` (position jumps by half a motor turn), ``heartbeat_loss``,
         ``bus_off`` (nothing on that bus, either way; ``node`` ignored),
-        ``current_saturation`` (the drive delivers at most 20 % of its peak current), or
+        ``current_saturation`` (the drive delivers at most 20 % of its peak current),
+        ``overcurrent`` (the drive measures 1.6 × its peak current), or
         ``fault`` (the drive enters FAULT, its power stage off, and sends an EMCY — latched
         until a reset)."""
         if kind not in FAULT_KINDS:
@@ -248,7 +249,10 @@ class SimWorld:
                     drive.scale.counts_per_rev)
             if "encoder_glitch" in faults:
                 rotor += math.pi  # half a motor turn: a lost index or a bit error
-            frame = drive.tpdo(rotor, plant.currents[t])
+            current = plant.currents[t]
+            if "overcurrent" in faults:  # a shorted phase: the drive measures 1.6 × its peak
+                current = 1.6 * drive.scale.peak_current
+            frame = drive.tpdo(rotor, current)
             if frame is not None and "drop" not in faults:
                 if "corrupt" in faults:
                     frame = (frame[0], frame[1][:5])  # a truncated frame

@@ -1,0 +1,1 @@
+"""The real-time runtime: scheduler, safety supervisor, controller state machine."""

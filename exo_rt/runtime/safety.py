@@ -1,0 +1,129 @@
+"""The safety supervisor: always on, also in simulation and replay (DESIGN §6).
+
+Every cycle :func:`check` looks at the measurements, the flags of the drives, the law's
+torque and the commanded currents, and returns the first cause found (or ``OK``) and its
+joint. A cause latches the controller into SAFE; :func:`safe_action` then gives the configured
+reaction — zero current (the harmonic drive holds by friction), damping, or hold position —
+ramped down over ``ramp`` cycles, after which the drives are disabled. The current is clamped
+again in the frame encoder, the last line.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+OK = 0
+POSITION_LIMIT = 1
+VELOCITY_LIMIT = 2
+CURRENT_LIMIT = 3
+TRACKING_ERROR = 4
+STALE_FEEDBACK = 5
+DRIVE_FAULT = 6
+HEARTBEAT_LOSS = 7
+OVERRUN = 8
+NOT_FINITE = 9
+ENCODER_GLITCH = 10
+OPERATOR_STOP = 11
+CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
+          "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
+          "encoder_glitch", "operator_stop")
+
+ACTION_ZERO_CURRENT = 0
+ACTION_DAMPING = 1
+ACTION_HOLD = 2
+ACTIONS = {"zero_current": ACTION_ZERO_CURRENT, "damping": ACTION_DAMPING,
+           "hold": ACTION_HOLD}
+
+# limits, one row per joint
+L_LOWER = 0  # rad: soft limits (inside the joint's limits by a margin)
+L_UPPER = 1
+L_VELOCITY = 2  # rad/s
+L_CURRENT = 3  # A: measured current beyond this (10 % over the command limit) is a fault
+L_TRACKING = 4  # rad
+L_WIDTH = 5
+# options (one row)
+O_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a soft limit
+O_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
+O_OVERRUN_STREAK = 2
+O_WIDTH = 3
+
+# drive flag bits (exo_rt.bus.drives)
+F_MISSING, F_MALFORMED, F_DUPLICATE, F_FAULT, F_NOT_ENABLED = 1, 2, 4, 8, 16
+F_HEARTBEAT, F_GLITCH, F_SATURATED = 32, 64, 128
+
+
+@njit(cache=True)
+def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_streak,
+          overrun_streak, tracking_on, q_ref, out):
+    """First safety cause (out[0]) and its joint (out[1]); out[0] = OK if all is well.
+
+    ``missing_streak`` (per joint) is updated here from the F_MISSING/F_MALFORMED flags.
+    """
+    n = q.shape[0]
+    out[0] = OK
+    out[1] = -1
+    for j in range(n):
+        if flags[j] & (F_MISSING | F_MALFORMED):
+            missing_streak[j] += 1
+        else:
+            missing_streak[j] = 0
+    for j in range(n):
+        if not (math.isfinite(q[j]) and math.isfinite(qd[j]) and math.isfinite(tau[j])
+                and math.isfinite(current_cmd[j]) and math.isfinite(current_meas[j])):
+            out[0] = NOT_FINITE
+            out[1] = j
+            return
+    for j in range(n):
+        if flags[j] & F_FAULT:
+            out[0] = DRIVE_FAULT
+        elif missing_streak[j] >= opts[O_STALE_CYCLES]:
+            out[0] = STALE_FEEDBACK
+        elif flags[j] & F_HEARTBEAT:
+            out[0] = HEARTBEAT_LOSS
+        elif flags[j] & F_GLITCH:
+            out[0] = ENCODER_GLITCH
+        elif abs(current_meas[j]) > limits[j, L_CURRENT]:
+            out[0] = CURRENT_LIMIT
+        elif abs(qd[j]) > limits[j, L_VELOCITY]:
+            out[0] = VELOCITY_LIMIT
+        else:
+            margin = abs(qd[j]) * opts[O_STOP_TIME]
+            if (q[j] < limits[j, L_LOWER] + (margin if qd[j] < 0 else 0.0)
+                    or q[j] > limits[j, L_UPPER] - (margin if qd[j] > 0 else 0.0)):
+                out[0] = POSITION_LIMIT
+            elif tracking_on and abs(q_ref[j] - q[j]) > limits[j, L_TRACKING]:
+                out[0] = TRACKING_ERROR
+        if out[0] != OK:
+            out[1] = j
+            return
+    if overrun_streak >= opts[O_OVERRUN_STREAK]:
+        out[0] = OVERRUN
+
+
+@njit(cache=True)
+def safe_action(action, q, qd, q_hold, damping, stiffness, fraction, tau):
+    """The reaction's joint torque, scaled by ``fraction`` (1 → 0 over the ramp)."""
+    for j in range(q.shape[0]):
+        if action == ACTION_DAMPING:
+            tau[j] = -damping * qd[j] * fraction
+        elif action == ACTION_HOLD:
+            tau[j] = (stiffness * (q_hold[j] - q[j]) - damping * qd[j]) * fraction
+        else:
+            tau[j] = 0.0
+
+
+def limits_array(mech, joint_margin: float, tracking_limit: float,
+                 current_limit: np.ndarray) -> np.ndarray:
+    """Per-joint safety limits: soft limits ``joint_margin`` inside the robot's limits."""
+    lim = np.zeros((mech.nq, L_WIDTH))
+    for j, name in enumerate(mech.joint_names):
+        c = mech.coordinate_names.index(name)
+        lim[j, L_LOWER] = mech.lower[c] + joint_margin
+        lim[j, L_UPPER] = mech.upper[c] - joint_margin
+        lim[j, L_VELOCITY] = mech.velocity_limit[c]
+        lim[j, L_CURRENT] = 1.1 * current_limit[j] if current_limit[j] > 0 else np.inf
+        lim[j, L_TRACKING] = tracking_limit
+    return lim
