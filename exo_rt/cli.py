@@ -135,8 +135,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = result.summary
     for line in result.setup:
         print(f"real-time set-up: {line}")
+    up = s["startup_s"]
     print(f"final state {s['final_state']}, {s['cycles']} cycles, READY after "
-          f"{s['startup_s']['process_to_ready']} s (RUN after {s['startup_s']['process_to_run']} s), "
+          f"{up['process_to_ready']} s (RUN after {up['process_to_run']} s), "
           f"compute p50 {s['timing']['compute_us']['p50']:.1f} µs, "
           f"p99 {s['timing']['compute_us']['p99']:.1f} µs, overruns {s['timing']['overruns']}")
     for name, j in s["joints"].items():
