@@ -30,13 +30,14 @@ F_NOT_ENABLED = 16  # not in OPERATION ENABLED
 F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
 F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
 F_SATURATED = 128  # the actual current fell short of last cycle's command by > 20 % of peak
+F_LATE = 256  # a TPDO stamped more than half a period before this cycle's: stale data
 
 
 class Drives:
     """One bus: its drives, their scales and the arrays the cycle fills."""
 
     def __init__(self, bus: can.BusABC, config: BusConfig, mech: Mechanism,
-                 sdo_timeout: float = 0.5) -> None:
+                 sdo_timeout: float = 0.5, period: float = 1e-3) -> None:
         self.bus = bus
         self.config = config
         self.n = len(config.drives)
@@ -50,6 +51,8 @@ class Drives:
         self.torque_constant = np.array([d.scale.torque_constant for d in config.drives])
         self.peak_current = np.array([d.scale.peak_current for d in config.drives])
         self.sdo_timeout = sdo_timeout
+        self.period = period
+        self._expect = math.nan  # when this cycle's TPDOs are stamped, from the last cycle
         # cycle arrays
         self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
         self.current = np.zeros(self.n)  # actual motor current (A)
@@ -185,6 +188,8 @@ class Drives:
                     break
                 continue
             self._frame(msg)
+        if self.seen.any():
+            self._expect = float(self.rx_time[self.seen.astype(bool)].max()) + self.period
         hb = 3e-3 * self.config.heartbeat_ms
         for k in range(self.n):
             last = float(self.heartbeat_time[k])
@@ -210,6 +215,9 @@ class Drives:
             if decoded is None:
                 self.flags[k] |= F_MALFORMED
                 self.malformed_count[k] += 1
+                return
+            if msg.timestamp < self._expect - 0.5 * self.period:  # from an earlier cycle
+                self.flags[k] |= F_LATE
                 return
             if self.seen[k]:
                 self.flags[k] |= F_DUPLICATE

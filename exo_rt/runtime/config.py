@@ -29,7 +29,7 @@ class SafetyConfig:
     stop_time: float = 0.05  # s: velocity-dependent margin |v|·t before a soft limit
     tracking_error: float = 0.15  # rad, while tracking
     stale_cycles: int = 2
-    overrun_streak: int = 3
+    overrun_streak: int = 2
     action: str = "zero_current"
     ramp_cycles: int = 20
     damping: float = 20.0  # N·m·s/rad

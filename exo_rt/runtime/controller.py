@@ -363,7 +363,9 @@ class Controller:
     def _enter_safe(self, k: int, cause: int, joint: int) -> None:
         onset = k
         for ik, kind, jname in self._injected:  # an injected cause: count from its onset
-            if ik <= k and (jname is None or joint < 0 or self.robot.joint_names[joint] == jname):
+            anywhere = jname is None or joint < 0 or kind in ("bus_off", "overrun")
+            if ik <= k and (anywhere or self.robot.joint_names[joint] == jname):
+                # a heartbeat loss is only detectable once the consumer timeout has passed
                 onset = ik if kind != "heartbeat_loss" else k
         self.faults.append(Fault(
             t=onset * self.dt, cause=safety.CAUSES[cause],

@@ -52,7 +52,7 @@ O_WIDTH = 3
 
 # drive flag bits (exo_rt.bus.drives)
 F_MISSING, F_MALFORMED, F_DUPLICATE, F_FAULT, F_NOT_ENABLED = 1, 2, 4, 8, 16
-F_HEARTBEAT, F_GLITCH, F_SATURATED = 32, 64, 128
+F_HEARTBEAT, F_GLITCH, F_SATURATED, F_LATE = 32, 64, 128, 256
 
 
 @njit(cache=True)
@@ -66,7 +66,7 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_st
     out[0] = OK
     out[1] = -1
     for j in range(n):
-        if flags[j] & (F_MISSING | F_MALFORMED):
+        if flags[j] & (F_MISSING | F_MALFORMED):  # a late frame leaves the cycle missing too
             missing_streak[j] += 1
         else:
             missing_streak[j] = 0

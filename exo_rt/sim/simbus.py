@@ -235,10 +235,10 @@ class SimWorld:
         plant = self.plant
         budget = ep.config.bitrate * self.dt  # bits the bus carries in one period
         late, ep.late = ep.late, []
-        for frame in late:  # last period's late frames go first, if there is room; else lost
-            ep.bits += frame_bits(len(frame[1]))
+        for msg in late:  # last period's late frames go first, if there is room; else lost
+            ep.bits += frame_bits(len(msg.data))
             if ep.bits <= budget:
-                self._queue(ep, *frame)
+                ep.rx.append(msg)  # stamped when it was due: a late frame is an old one
         for drive, t in ep.drives:
             faults = self._active(ep.config.channel, drive.node)
             if "bus_off" in faults or isinstance(drive, EmulatedMitMotor):
@@ -258,7 +258,9 @@ class SimWorld:
                     frame = (frame[0], frame[1][:5])  # a truncated frame
                 ep.bits += frame_bits(len(frame[1]))
                 if "delay" in faults or ep.bits > budget:  # late: the bus is full this period
-                    ep.late.append(frame)
+                    ep.late.append(can.Message(timestamp=self.t, arbitration_id=frame[0],
+                                               data=frame[1], is_extended_id=False,
+                                               channel=ep.config.channel))
                 else:
                     self._queue(ep, *frame)
                     if "duplicate" in faults:
