@@ -24,7 +24,7 @@ def robot():
 def test_shipped_controllers_load(robot, path):
     cfg = load_controller(path, robot)
     assert cfg.gains.shape[0] == robot.nq
-    assert (cfg.current_limit <= 15.0).all()
+    assert (cfg.current_limit <= 20.0).all()  # the drives' peak current
 
 
 CASES = [
