@@ -78,16 +78,23 @@ def _positive(node: Node, what: str, allow_zero: bool = True) -> float:
 
 
 def _joint_map(node: Node, mech: Mechanism, what: str) -> dict[str, Node]:
+    """{joint: node}: a key names a joint, or every joint ending in '_<key>' (``hip`` gives
+    ``left_hip`` and ``right_hip``), so one controller file serves one leg or two."""
     m = node.value
     if not isinstance(m, dict):
         raise ConfigError(f"{what} must map joint names to values", node.where(),
                           f"e.g. {mech.joint_names[0]}: …")
+    out: dict[str, Node] = {}
     for name, sub in m.items():
-        if name not in mech.joint_names:
+        joints = [name] if name in mech.joint_names else [
+            j for j in mech.joint_names if j.endswith("_" + name)]
+        if not joints:
             raise ConfigError(f"unknown joint '{name}'", sub.where(),
                               did_you_mean(name, mech.joint_names)
                               or f"the robot's joints are {', '.join(mech.joint_names)}")
-    return m
+        for j in joints:
+            out[j] = sub
+    return out
 
 
 def _reference(node: Node | None, mech: Mechanism) -> Reference:

@@ -94,7 +94,7 @@ class Controller:
 
     def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
-                 status=None) -> None:
+                 status=None, rt_setup: bool = True) -> None:
         self.top = top
         self.robot = top.robot
         self.cfg = top.controller
@@ -105,6 +105,7 @@ class Controller:
         self.realtime = realtime or bus_spec == "sim-realtime" or not self.simulated
         self.injections = injections
         self.status = status
+        self.rt_setup = rt_setup
         if injections and not self.simulated:
             raise ConfigError("--inject works on the simulated bus only", None,
                               "drop --inject, or run with --bus sim")
@@ -206,7 +207,7 @@ class Controller:
         self.log = np.zeros((cap, 2 + 5 * self.n))  # t, state, q, q_ref, cur, tau, flags
         self.k0 = {READY: 0}
         self.sched = Scheduler(self.dt, lockstep=not self.realtime)
-        setup = realtime_setup() if self.realtime else None
+        setup = realtime_setup() if self.realtime and self.rt_setup else None
         self._prev_compute = 0.0
         self._overrun_streak = 0
         self._schedule_injections()
