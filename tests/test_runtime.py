@@ -128,8 +128,11 @@ def test_default_run_through_the_command(tmp_path):
     assert set(s["joints"]) == {"hip", "knee"}
     for j in s["joints"].values():
         assert j["rms_error_deg"] <= 0.5
-    cycles = np.load(out / "cycles.npy")
-    assert len(cycles) == s["cycles"]
+    from exo_rt.record.recorder import read_cycle_log
+
+    cycles, meta = read_cycle_log(out / "cycles.exolog")
+    assert len(cycles) == s["cycles"] and meta["joint_names"] == ["hip", "knee"]
+    assert (out / "can.blf").stat().st_size > 0 and (out / "events.jsonl").exists()
 
 
 @pytest.mark.slow

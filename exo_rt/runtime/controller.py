@@ -111,6 +111,10 @@ class Controller:
                               "drop --inject, or run with --bus sim")
         self.world = None
         self.state = BOOT
+        self.can_format = ".blf"
+        self.start_pose = None if start_pose is None else [float(x) for x in start_pose]
+        self.cycle_log = self.can_log = None
+        self.events: list[dict] = []
         self.faults: list[Fault] = []
         self._open(start_pose, seed)
         self._allocate()
@@ -190,6 +194,7 @@ class Controller:
         """BOOT … SHUTDOWN (or SAFE): returns the summary, the run folder and the exit code."""
         t_boot = time.monotonic()
         self._warm_up()
+        self._attach_can_log(out_dir)
         self.state = CONFIGURE
         for d in self.drives:
             d.configure()
@@ -205,6 +210,7 @@ class Controller:
         self.duration = duration
         cap = self._log_capacity(duration)
         self.log = np.zeros((cap, 2 + 5 * self.n))  # t, state, q, q_ref, cur, tau, flags
+        self._open_recording(out_dir, duration)
         self.k0 = {READY: 0}
         self.sched = Scheduler(self.dt, lockstep=not self.realtime)
         setup = realtime_setup() if self.realtime and self.rt_setup else None
@@ -217,16 +223,59 @@ class Controller:
             self.sched.run(self._cycle, max_cycles=cap)
         except KeyboardInterrupt:
             self._interrupted = True
+            self.events.append({"cycle": getattr(self, "cycles", 0), "event": "operator",
+                                "action": "ctrl-C: safe stop"})
             self._stop_now()
         finally:
             if setup is not None:
                 realtime_teardown()
             for d in self.drives:
                 d.bus.shutdown()
+            self._close_recording()
         summary = self._summary()
         run_dir = self._write(summary, out_dir)
         code = 0 if summary["final_state"] == "SHUTDOWN" and not self.faults else 1
         return RunResult(summary, run_dir, code, setup.lines() if setup else [])
+
+    def _attach_can_log(self, out_dir: Path | None) -> None:
+        self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
+        self.can_log = self.cycle_log = None
+        if out_dir is None:
+            return
+        from exo_rt.record.recorder import CanRecorder
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.can_log = CanRecorder(out_dir / f"can{self.can_format}")
+        for d in self.drives:
+            self.can_log.attach(d.bus)
+
+    def _open_recording(self, out_dir: Path | None, duration: float) -> None:
+        if out_dir is None:
+            return
+        from exo_rt.record.recorder import CycleLog
+
+        meta = {"joint_names": list(self.robot.joint_names), "rate_hz": self.top.rate_hz,
+                "config": str(self.top.path), "config_sha256": self.top.sha256,
+                "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
+                "duration_s": duration, "start_pose": self.start_pose,
+                "q_initial": self.q.tolist(),
+                "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
+                "states": list(STATES)}
+        self.cycle_log = log = CycleLog(out_dir / "cycles.exolog", self.n, meta)
+        # the cycle's working arrays live in the record: recording them costs one row copy
+        for name, attr in (("q", "q"), ("qd", "qd"), ("q_ref", "qr"), ("current", "i_meas"),
+                           ("command", "cur"), ("torque", "tau")):
+            view = log.view(name)
+            view[:] = getattr(self, attr)
+            setattr(self, attr, view)
+        self._cols = (*log.columns["flags"], log.columns["overrun_streak"][0])
+
+    def _close_recording(self) -> None:
+        if self.cycle_log is not None:
+            self.cycle_log.close()
+            self.events.extend(self.cycle_log.events)
+        if self.can_log is not None:
+            self.can_log.close()
 
     def _warm_up(self) -> None:
         """Compile and run every njit function of the cycle once, before READY."""
@@ -348,6 +397,8 @@ class Controller:
     def _go(self, state: int, k: int) -> None:
         self.state = state
         self.k0[state] = k
+        self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "state",
+                            "state": STATES[state]})
         if state == RUN:
             self.to_run_s = time.monotonic() - STARTED
 
@@ -375,6 +426,9 @@ class Controller:
         self.q_hold[:] = np.where(np.isfinite(self.q), self.q, self.q_hold)
         self._safe_k0 = k
         self._safe_done = False
+        f = self.faults[-1]
+        self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "fault",
+                            "cause": f.cause, "joint": f.joint, "action": f.action})
         self._go(SAFE, k)
 
     def _safe_command(self, k: int) -> None:
@@ -406,6 +460,19 @@ class Controller:
             d.send_sync()
 
     def _record(self, k: int, t: float) -> None:
+        if self.cycle_log is not None:  # q, qd, q_ref, current, command, torque are views
+            r, c_ = self.cycle_log.record, self._cols
+            r[0] = t
+            r[1] = k
+            r[2] = self.state
+            r[3] = self.check_out[0] if self.state == SAFE else 0
+            r[c_[0] : c_[1]] = self.flags
+            r[c_[2]] = self._overrun_streak
+            st = self.sched.stats
+            if st.n:
+                r[c_[2] + 1] = st.wake_us[st.n - 1]
+                r[c_[2] + 2] = st.compute_us[st.n - 1]
+            self.cycle_log.commit()
         if k < len(self.log):
             row = self.log[k]
             n = self.n
@@ -426,7 +493,8 @@ class Controller:
             while time.perf_counter() < end:
                 pass
         last = self.sched.stats.compute_us[self.sched.stats.n - 1] if self.sched.stats.n else 0
-        over = busy or last > self.dt * 1e6
+        # a slow cycle is a hazard only in real time; in lockstep the simulated bus waits
+        over = busy or (self.realtime and last > self.dt * 1e6)
         self._overrun_streak = self._overrun_streak + 1 if over else 0
 
     def _status(self, k: int) -> None:
@@ -488,7 +556,9 @@ class Controller:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out_dir / "config.yaml").write_text(self.top.path.read_text())
-        np.save(out_dir / "cycles.npy", self.log[: summary["cycles"]])
+        with open(out_dir / "events.jsonl", "w") as f:
+            for e in self.events:
+                f.write(json.dumps(e) + "\n")
         return out_dir
 
 
