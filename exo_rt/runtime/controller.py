@@ -201,7 +201,8 @@ class Controller:
         self.state = READY
         for d in self.drives:
             d.enable()
-        self._read()
+        for d in self.drives:  # the last enabling cycle's measurements
+            self.q[d.joint_index] = d.position
         self.q_prev[:] = self.q
         self.q_align0[:] = self.q
         self.startup_s = time.monotonic() - t_boot
@@ -219,6 +220,7 @@ class Controller:
         self._schedule_injections()
         self._wall0 = time.monotonic()
         self._next_status = self._wall0 + 1.0
+        self._write_commands()  # a first SYNC at zero current: cycle 0 reads fresh frames
         try:
             self.sched.run(self._cycle, max_cycles=cap)
         except KeyboardInterrupt:

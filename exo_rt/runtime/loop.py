@@ -132,8 +132,16 @@ class RealtimeSetup:
 
 def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool = True,
                    freeze_gc: bool = True) -> RealtimeSetup:
-    """Try SCHED_FIFO, CPU affinity, mlockall and a frozen, disabled gc; report each."""
+    """Try SCHED_FIFO, CPU affinity, mlockall and a frozen, disabled gc; report each.
+
+    :func:`realtime_teardown` restores the scheduling policy and affinity it found.
+    """
     out = RealtimeSetup()
+    try:
+        _SAVED["policy"] = (os.sched_getscheduler(0), os.sched_getparam(0))
+        _SAVED["affinity"] = os.sched_getaffinity(0)
+    except (OSError, AttributeError):
+        pass
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         out.items["SCHED_FIFO"] = f"in effect (priority {priority})"
@@ -165,7 +173,18 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
     return out
 
 
+_SAVED: dict = {}
+
+
 def realtime_teardown() -> None:
-    """Re-enable the garbage collector after a run."""
+    """Re-enable the garbage collector; restore the scheduling policy and CPU affinity."""
     gc.enable()
     gc.unfreeze()
+    try:
+        if "policy" in _SAVED:
+            policy, param = _SAVED.pop("policy")
+            os.sched_setscheduler(0, policy, param)
+        if "affinity" in _SAVED:
+            os.sched_setaffinity(0, _SAVED.pop("affinity"))
+    except (OSError, AttributeError):
+        pass
