@@ -113,6 +113,8 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="fault injection on the simulated bus (repeatable)")
     p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
                    help="initial joint angles of the simulated leg (default 0)")
+    p.add_argument("--can-log", default=".blf", choices=(".blf", ".asc", ".log"),
+                   help="format of the run's CAN traffic log (python-can writers)")
     p.add_argument("--no-rt-setup", action="store_true",
                    help="skip SCHED_FIFO, affinity, mlockall and the gc freeze (to compare)")
 
@@ -131,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
     ctl = Controller(top, bus, injections=injections, start_pose=args.start_pose,
                      status=status_printer, rt_setup=not args.no_rt_setup)
+    ctl.can_format = args.can_log
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / stamp
     result = ctl.run(args.duration, out)
@@ -161,9 +164,87 @@ def _default_config():
     return Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml"
 
 
+def _setup_replay(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="run folders, or bare CAN logs (.blf/.asc/.log) with --config")
+    p.add_argument("--config", metavar="FILE",
+                   help="top config naming the bus mapping, to replay a bare CAN log")
+    p.add_argument("--mode", required=True, choices=("plant", "controller", "closed-loop"))
+    p.add_argument("--controller", metavar="NAME|FILE",
+                   help="controller to compare with (controller and closed-loop modes)")
+    p.add_argument("--jobs", type=int, default=1, help="replay several runs in parallel")
+
+
+def _replay_one(job):
+    from pathlib import Path
+
+    from exo_rt.errors import ConfigError
+    from exo_rt.record.replay import replay, replay_can_log
+
+    run_dir, mode, controller, config = job
+    if Path(run_dir).suffix in (".blf", ".asc", ".log"):
+        if mode != "plant" or not config:
+            raise ConfigError(f"a bare CAN log ({run_dir}) replays in plant mode with --config",
+                              None, "add --mode plant --config configs/exo_leg.yaml")
+        return run_dir, replay_can_log(run_dir, config)
+    return run_dir, replay(run_dir, mode, controller)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay recorded runs against the simulated bus; writes replay-<mode>.json in each."""
+    jobs = [(d, args.mode, args.controller, args.config) for d in args.run_dirs]
+    if args.jobs > 1 and len(jobs) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            results = pool.map(_replay_one, jobs)
+    else:
+        results = [_replay_one(j) for j in jobs]
+    for run_dir, r in results:
+        head = f"{run_dir}: {r['mode']} replay of {r['cycles']} cycles"
+        if "joints" in r:
+            head += "; " + ", ".join(f"{n} RMS {j['rms_error_deg']:.4f}° max "
+                                     f"{j['max_error_deg']:.4f}°" for n, j in r["joints"].items())
+        if "max_abs_command_diff_A" in r:
+            head += f"; largest command difference {r['max_abs_command_diff_A']:.6g} A"
+        if r.get("first_diff_cycle") is not None:
+            head += f" (first at cycle {r['first_diff_cycle']})"
+        print(head)
+    return 0
+
+
+def _setup_run_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+
+
+def _setup_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--csv", action="store_true", required=True, help="write cycles.csv")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """PNG plots and a text summary of a run (needs the plot extra)."""
+    from exo_rt.record.report import report
+
+    for f in report(args.run_dir):
+        print(f)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The cycle log as CSV."""
+    from exo_rt.record.report import export_csv
+
+    print(export_csv(args.run_dir))
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
+    "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
+    "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
+    "export": (_setup_export, cmd_export, "export a run's cycle log (CSV)"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
 }

@@ -262,7 +262,7 @@ class Controller:
                 "duration_s": duration, "start_pose": self.start_pose,
                 "q_initial": self.q.tolist(),
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
-                "states": list(STATES)}
+                "states": list(STATES), "wall_start": time.time()}
         self.cycle_log = log = CycleLog(out_dir / "cycles.exolog", self.n, meta)
         # the cycle's working arrays live in the record: recording them costs one row copy
         for name, attr in (("q", "q"), ("qd", "qd"), ("q_ref", "qr"), ("current", "i_meas"),

@@ -1,0 +1,257 @@
+"""Replay a recorded run against the simulated bus (DESIGN §7).
+
+- *plant*: the recorded motor-current commands drive the plant (emulated drives, compliant
+  harmonic drives, motors): how well does the model predict the recorded measurements?
+- *controller*: the recorded measurements feed the current controller: did its commands
+  change? (Bit-identical for an unchanged controller; first difference and size otherwise.)
+- *closed-loop*: the session's scenario (config, start pose, duration, injections) runs again on
+  the simulated exoskeleton and is compared with the recording.
+
+Each writes ``replay-<mode>.json`` in the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from exo_rt.control import estimate
+from exo_rt.errors import LogError, Where
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.record.recorder import read_cycle_log
+from exo_rt.runtime.config import load_top
+from exo_rt.runtime.controller import Controller, Injection
+from exo_rt.runtime.loop import Scheduler
+from exo_rt.sim.plant import S_ON, Plant
+
+MODES = ("plant", "controller", "closed-loop")
+F_NOT_ENABLED = 16
+
+
+def load_run(run_dir: Path):
+    """(records, meta, top config) of a run folder."""
+    run_dir = Path(run_dir)
+    path = run_dir / "cycles.exolog"
+    if not path.exists():
+        raise LogError("no cycle log in this folder", Where(str(run_dir)),
+                       "give a run folder written by `exo-rt run` (it holds cycles.exolog)")
+    records, meta = read_cycle_log(path)
+    if len(records) < 2:
+        raise LogError("the cycle log holds fewer than 2 cycles", Where(str(path)),
+                       "record a longer run")
+    config = Path(meta.get("config", ""))
+    if not config.exists():
+        raise LogError(f"the run's config {config} is gone", Where(str(path)),
+                       "replay where the run was recorded, or restore the config files")
+    return records, meta, config
+
+
+def _errors(sim: np.ndarray, rec: np.ndarray, names) -> tuple[dict, int | None]:
+    err = np.degrees(sim - rec)
+    ok = np.isfinite(err)
+    err = np.where(ok, err, 0.0)
+    joints = {n: {"rms_error_deg": float(np.sqrt(np.mean(err[:, j] ** 2))),
+                  "max_error_deg": float(np.max(np.abs(err[:, j])))}
+              for j, n in enumerate(names)}
+    over = np.flatnonzero(np.any(np.abs(err) > 0.1, axis=1))  # where they diverge (> 0.1°)
+    return joints, (int(over[0]) if len(over) else None)
+
+
+def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
+    """The recorded commands into the plant; the predicted motor-encoder joint angles against
+    the recorded ones (cycle k's command shows in cycle k+1's measurement)."""
+    records, meta, config = load_run(run_dir)
+    top = load_top(config)
+    robot = robot or top.robot
+    plant = Plant(robot, dt=1.0 / top.rate_hz)
+    start = meta.get("start_pose") or meta["q_initial"]
+    plant.reset(np.asarray(start, float))
+    n = robot.nq
+    k_mult = plant.tp[:, 2]
+    joint_of = plant.tp[:, 0].astype(int)
+    cpr = np.array([next(d.scale.counts_per_rev for b in top.buses for d in b.drives
+                         if d.joint == robot.joint_names[j]) for j in joint_of], float)
+    # the drives receive torque in per mille of their rated torque: the same rounding here
+    scale = np.array([next(d.scale.rated_torque / d.scale.torque_constant / 1000.0
+                           for b in top.buses for d in b.drives
+                           if d.joint == robot.joint_names[j]) for j in joint_of])
+    sim = np.zeros((len(records) - 1, n))
+    cmd = np.zeros(len(k_mult))
+    for k in range(len(records) - 1):
+        cmd[:] = np.round(np.nan_to_num(records["command"][k][joint_of]) / scale) * scale
+        enabled = ~(records["flags"][k][joint_of].astype(np.int64) & F_NOT_ENABLED).astype(bool)
+        plant.state[S_ON, : len(cmd)] = enabled  # the drives' power stages
+        plant.step(cmd)
+        for t in range(len(k_mult)):
+            rotor = estimate.quantize(plant.motor_positions[t], cpr[t])
+            sim[k, joint_of[t]] = rotor / k_mult[t]
+    joints, first = _errors(sim, records["q"][1:], robot.joint_names)
+    return {"mode": "plant", "cycles": int(len(records) - 1), "joints": joints,
+            "first_diff_cycle": first}
+
+
+class _ReplayController(Controller):
+    """The controller fed from a recording instead of buses; its commands are captured."""
+
+    def _open(self, start_pose, seed: int) -> None:
+        self.drives = []
+
+    def start(self, records, meta) -> np.ndarray:
+        self.records = records
+        self.commands = np.zeros((len(records), self.n))
+        self._warm_up()
+        self.events = []
+        self.cycle_log = self.can_log = None
+        self.q[:] = meta["q_initial"]
+        self.q_prev[:] = self.q
+        self.q_align0[:] = self.q
+        self.duration = float(meta["duration_s"])
+        self.log = np.zeros((len(records), 2 + 5 * self.n))
+        self.k0 = {0: 0}
+        self.sched = Scheduler(self.dt, lockstep=True, capacity=16)
+        self._overrun_streak = 0
+        self._nan_window, self._overrun_window, self._injected = [], [], []
+        self.state = 2  # READY
+        self.k0[2] = 0
+        for k in range(len(records)):
+            self._k = k
+            self._cycle(k)
+        return self.commands
+
+    def _read(self) -> None:
+        r = self.records[self._k]
+        self.q[:] = r["q"]
+        self.i_meas[:] = r["current"]
+        self.flags[:] = r["flags"].astype(np.int64)
+        self._overrun_streak = int(r["overrun_streak"])
+
+    def _write_commands(self) -> None:
+        pass
+
+    def _record(self, k: int, t: float) -> None:
+        self.commands[k] = self.cur  # what the recording holds for this cycle
+        super()._record(k, t)
+
+    def _inject_overrun(self, k: int) -> None:
+        pass
+
+    def _status(self, k: int) -> None:
+        pass
+
+
+def replay_controller(run_dir: Path, controller: str | Path | None = None) -> dict:
+    """The recorded measurements into the (current, or ``controller``) controller."""
+    records, meta, config = load_run(run_dir)
+    top = load_top(config, controller=controller)
+    ctl = _ReplayController(top, "replay")
+    commands = ctl.start(records, meta)
+    diff = np.abs(commands - records["command"])
+    diff = np.where(np.isfinite(diff), diff, 0.0)
+    changed = np.flatnonzero(np.any(diff > 0.0, axis=1))
+    return {"mode": "controller", "cycles": int(len(records)),
+            "max_abs_command_diff_A": float(diff.max()),
+            "first_diff_cycle": int(changed[0]) if len(changed) else None,
+            "cycles_with_differences": int(len(changed))}
+
+
+def replay_closed_loop(run_dir: Path, controller: str | Path | None = None) -> dict:
+    """The session's scenario again on the simulated exoskeleton, compared with the record."""
+    records, meta, config = load_run(run_dir)
+    top = load_top(config, controller=controller)
+    inj = tuple(Injection(k, j, t, d) for k, j, t, d in meta.get("injections", []))
+    ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"))
+    result = ctl.run(float(meta["duration_s"]), None)
+    m = min(len(records), result.summary["cycles"])
+    joints, first = _errors(ctl.log[:m, 2 : 2 + ctl.n], records["q"][:m], top.robot.joint_names)
+    cmd = ctl.log[:m, 2 + 2 * ctl.n : 2 + 3 * ctl.n]
+    diff = np.abs(np.where(np.isfinite(cmd), cmd, 0) - np.nan_to_num(records["command"][:m]))
+    return {"mode": "closed-loop", "cycles": int(m), "joints": joints,
+            "max_abs_command_diff_A": float(diff.max()), "first_diff_cycle": first,
+            "final_state": result.summary["final_state"],
+            "recorded_final_state": _recorded_final_state(Path(run_dir))}
+
+
+def _recorded_final_state(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())["final_state"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None) -> dict:
+    """Run one replay mode and write ``replay-<mode>.json`` into the run folder."""
+    run_dir = Path(run_dir)
+    if mode == "plant":
+        out = replay_plant(run_dir)
+    elif mode == "controller":
+        out = replay_controller(run_dir, controller)
+    elif mode == "closed-loop":
+        out = replay_closed_loop(run_dir, controller)
+    else:
+        raise LogError(f"unknown replay mode '{mode}'", None, f"use one of {', '.join(MODES)}")
+    (run_dir / f"replay-{mode}.json").write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
+    """Plant-mode replay of a bare CAN log (``.blf``/``.asc``/``.log``, from any tool) with a top
+    config naming the bus mapping: per SYNC, the RPDO torques are the commands and the next
+    TPDOs the measurements."""
+    import can
+
+    from exo_rt.bus import cia402 as c
+
+    top = load_top(config)
+    robot = top.robot
+    nodes = {}  # (channel, node) → (joint index, scale); channel None matches any
+    for b in top.buses:
+        for d in b.drives:
+            nodes[d.node] = (robot.joint_names.index(d.joint), d.scale)
+    tr = {t.joint: t for t in robot.transmissions}
+    n = robot.nq
+    cmd_now = np.zeros(n)
+    commands, measured = [], []
+    meas = np.full(n, np.nan)
+    try:
+        reader = can.LogReader(str(log_path))
+        frames = list(reader)
+    except (OSError, ValueError, can.CanError) as exc:
+        raise LogError(f"cannot read the CAN log ({exc})", Where(str(log_path)),
+                       "give a .blf, .asc or .log file") from None
+    for msg in frames:
+        arb, data = msg.arbitration_id, bytes(msg.data)
+        node = arb & 0x7F
+        if arb == c.SYNC:
+            if np.isfinite(meas).all():
+                measured.append(meas.copy())
+                commands.append(cmd_now.copy())
+            meas[:] = np.nan
+        elif node in nodes and arb & 0x780 == c.RPDO1:
+            d = c.decode_rpdo1(data)
+            j, sc = nodes[node]
+            if d is not None:
+                cmd_now[j] = d[1] / 1000.0 * sc.rated_torque / sc.torque_constant
+        elif node in nodes and arb & 0x780 == c.TPDO1:
+            d = c.decode_tpdo1(data)
+            j, sc = nodes[node]
+            if d is not None:
+                k = tr[robot.joint_names[j]].multiplier
+                meas[j] = d[1] * 2 * np.pi / sc.counts_per_rev / k
+    if len(measured) < 2:
+        raise LogError("the CAN log holds fewer than 2 control cycles of this robot's drives",
+                       Where(str(log_path)), "check the bus file's node ids against the log")
+    measured, commands = np.array(measured), np.array(commands)
+    plant = Plant(robot, dt=1.0 / top.rate_hz)
+    plant.reset(measured[0])
+    joint_of = plant.tp[:, 0].astype(int)
+    k_mult = plant.tp[:, 2]
+    sim = np.zeros((len(measured) - 1, n))
+    for k in range(len(measured) - 1):
+        plant.step(commands[k][joint_of])  # cycle k's command shows at cycle k + 1
+        for t in range(len(k_mult)):
+            sim[k, joint_of[t]] = plant.motor_positions[t] / k_mult[t]
+    joints, first = _errors(sim, measured[1:], robot.joint_names)
+    return {"mode": "plant", "source": str(log_path), "cycles": int(len(sim)),
+            "joints": joints, "first_diff_cycle": first}
