@@ -143,7 +143,7 @@ class CanRecorder:
             send(msg, timeout)
             if msg.timestamp == 0.0:
                 msg.timestamp = time.time()
-            msg.channel = msg.channel or bus.channel_info
+            msg.channel = msg.channel or bus.channel_info.replace(" ", "_")
             q.append(msg)
 
         def recv_recorded(timeout=None):

@@ -1,0 +1,165 @@
+"""Recording, replay, reports (DESIGN §7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import can
+import numpy as np
+import pytest
+
+from exo_rt.bus import cia402 as c
+from exo_rt.errors import LogError
+from exo_rt.record.recorder import read_cycle_log
+from exo_rt.record.replay import replay, replay_can_log, replay_plant
+from exo_rt.runtime.config import load_top
+from exo_rt.runtime.controller import Controller
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "exo_leg.yaml"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A 3 s recorded run of the default controller."""
+    out = tmp_path_factory.mktemp("runs") / "run"
+    result = Controller(load_top(CONFIG), "sim").run(3.0, out)
+    assert result.summary["final_state"] == "SHUTDOWN"
+    return out
+
+
+def test_controller_replay_gives_identical_commands(recorded):
+    r = replay(recorded, "controller")
+    assert r["max_abs_command_diff_A"] == 0.0 and r["first_diff_cycle"] is None
+    assert json.loads((recorded / "replay-controller.json").read_text()) == r
+
+
+def test_controller_replay_reports_a_changed_gain(recorded, tmp_path):
+    changed = tmp_path / "ct.yaml"
+    changed.write_text((ROOT / "configs" / "controllers" / "computed_torque.yaml").read_text()
+                       .replace("hip: {kp: 1600", "hip: {kp: 1700"))
+    r = replay(recorded, "controller", controller=changed)
+    records, _ = read_cycle_log(recorded / "cycles.exolog")
+    align = int(np.flatnonzero(records["state"] == 3)[0])  # ALIGN: the first cycle the law runs
+    # the law first acts in ALIGN (at its very first cycle the error is still zero)
+    assert align <= r["first_diff_cycle"] <= align + 5
+    assert 0.0 < r["max_abs_command_diff_A"] <= 20.0 and r["cycles_with_differences"] > 1000
+
+
+def test_plant_replay_predicts_the_measurements(recorded):
+    r = replay(recorded, "plant")
+    for j in r["joints"].values():
+        assert j["rms_error_deg"] <= 0.01
+    # a deliberately wrong friction: the prediction error grows and the divergence is reported
+    top = load_top(CONFIG)
+    wrong = dataclasses.replace(top.robot, transmissions=tuple(
+        dataclasses.replace(t, drive=dataclasses.replace(t.drive, load_friction=0.0,
+                                                         static=0.0, coulomb=0.0))
+        for t in top.robot.transmissions))
+    bad = replay_plant(recorded, robot=wrong)
+    assert max(j["rms_error_deg"] for j in bad["joints"].values()) > 10 * max(
+        j["rms_error_deg"] for j in r["joints"].values())
+    assert bad["first_diff_cycle"] is not None
+
+
+def test_closed_loop_replay_reruns_the_scenario(recorded):
+    r = replay(recorded, "closed-loop")
+    assert r["final_state"] == r["recorded_final_state"] == "SHUTDOWN"
+    for j in r["joints"].values():
+        assert j["max_error_deg"] <= 1e-9  # the lockstep simulation is deterministic
+
+
+def test_can_log_reads_back_frame_for_frame(recorded):
+    frames = list(can.LogReader(str(recorded / "can.blf")))
+    records, _ = read_cycle_log(recorded / "cycles.exolog")
+    syncs = [m for m in frames if m.arbitration_id == c.SYNC]
+    tpdos = [m for m in frames if m.arbitration_id in (0x181, 0x182)]
+    # one SYNC per cycle (+ the enabling cycles and the first SYNC before the loop)
+    assert len(syncs) >= len(records) and len(tpdos) >= 2 * len(records)
+    # the knee TPDOs after the loop's start decode to the cycle log's knee positions
+    knee = [c.decode_tpdo1(bytes(m.data))[1] * 2 * np.pi / 65536 / -100 for m in tpdos
+            if m.arbitration_id == 0x182]
+    tail = np.array(knee[-len(records) + 1 :])
+    np.testing.assert_allclose(tail, records["q"][1:, 1], atol=1e-12)
+
+
+def test_a_bare_can_log_replays(recorded):
+    r = replay_can_log(recorded / "can.blf", CONFIG)
+    assert r["cycles"] > 2500
+    for j in r["joints"].values():
+        assert j["rms_error_deg"] <= 0.01
+
+
+@pytest.mark.parametrize("fmt", [".asc", ".log"])
+def test_other_can_log_formats(tmp_path, fmt):
+    ctl = Controller(load_top(CONFIG), "sim")
+    ctl.can_format = fmt
+    ctl.run(0.2, tmp_path / "r")
+    assert sum(1 for _ in can.LogReader(str(tmp_path / "r" / f"can{fmt}"))) > 1000
+
+
+def test_kill_minus_nine_loses_at_most_100_ms(tmp_path):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--realtime",
+                             "--no-rt-setup", "--duration", "30", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    log = out / "cycles.exolog"
+    deadline = time.time() + 60
+    while time.time() < deadline and (not log.exists() or log.stat().st_size < 200_000):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    killed_at = time.time()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    records, meta = read_cycle_log(log)
+    expected = (killed_at - meta["wall_start"]) * 1000.0  # cycles at 1 kHz
+    lost_ms = expected - (records["cycle"][-1] + 1)
+    assert len(records) > 1000 and lost_ms <= 100 + 20  # 100 ms (+ the kill's own latency)
+
+
+def test_corrupt_and_truncated_logs(recorded, tmp_path):
+    raw = (recorded / "cycles.exolog").read_bytes()
+    cut = tmp_path / "cut.exolog"
+    cut.write_bytes(raw[: len(raw) - 100])  # a record cut in half: dropped, the rest readable
+    records, meta = read_cycle_log(cut)
+    assert meta["truncated_bytes"] > 0 and len(records) > 1000
+    bad = tmp_path / "bad.exolog"
+    bad.write_bytes(b"NOTALOG!" + raw[8:])
+    with pytest.raises(LogError, match="byte offset 0"):
+        read_cycle_log(bad)
+    (hlen,) = struct.unpack("<Q", raw[8:16])
+    broken = tmp_path / "broken.exolog"
+    broken.write_bytes(raw[:20] + b"#" * 10 + raw[30:])
+    with pytest.raises(LogError, match="byte offset 16"):
+        read_cycle_log(broken)
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "replay", str(tmp_path),
+                          "--mode", "plant"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "no cycle log" in res.stderr and "Traceback" not in res.stderr
+    del hlen
+
+
+@pytest.mark.slow
+def test_report_and_export(tmp_path):
+    out = tmp_path / "run"
+    Controller(load_top(CONFIG), "sim").run(10.0, out)
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "report", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    for name in ("tracking.png", "tracking_error.png", "currents.png", "timing.png"):
+        png = (out / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", png[16:24])
+        assert 400 <= width <= 2000 and 200 <= height <= 2000 and len(png) > 10_000
+    assert "final state SHUTDOWN" in (out / "report.txt").read_text()
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "export", str(out), "--csv"],
+                         capture_output=True, text=True, timeout=120)
+    lines = (out / "cycles.csv").read_text().splitlines()
+    assert res.returncode == 0 and lines[0].startswith("t,cycle,state") and len(lines) > 10000
