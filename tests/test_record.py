@@ -163,3 +163,15 @@ def test_report_and_export(tmp_path):
                          capture_output=True, text=True, timeout=120)
     lines = (out / "cycles.csv").read_text().splitlines()
     assert res.returncode == 0 and lines[0].startswith("t,cycle,state") and len(lines) > 10000
+
+
+def test_a_full_disk_is_an_event_not_a_crash():
+    from exo_rt.record.recorder import CycleLog
+
+    log = CycleLog(Path("/dev/full"), 2, {"joint_names": ["hip", "knee"]})
+    for k in range(500):
+        log.record[1] = k
+        log.commit()
+    log.close()
+    assert any(e["event"] == "recording_error" and "space" in e["error"].lower()
+               for e in log.events)

@@ -72,8 +72,11 @@ class CycleLog:
         self.events: list[dict] = []
         header = json.dumps({"columns": self.columns, "meta": meta}).encode()
         self._file = open(self.path, "wb")  # noqa: SIM115 (kept open by the writer thread)
-        self._file.write(MAGIC + struct.pack("<Q", len(header)) + header)
-        self._file.flush()
+        try:
+            self._file.write(MAGIC + struct.pack("<Q", len(header)) + header)
+            self._file.flush()
+        except OSError as exc:  # a full disk already: the run goes on, unrecorded
+            self.events.append({"event": "recording_error", "error": str(exc)})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="exo-cycle-log", daemon=True)
         self._thread.start()
