@@ -35,7 +35,7 @@ STATES = ("BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHU
 READY_CYCLES = 20  # zero current after enabling, before moving
 
 INJECT_KINDS = ("drop", "delay", "corrupt", "heartbeat_loss", "emcy", "bus_off",
-                "encoder_glitch", "overcurrent", "overrun", "nan")
+                "encoder_glitch", "overcurrent", "overrun", "nan", "estop", "board_link_loss")
 SIM_KIND = {"drop": "drop", "delay": "delay", "corrupt": "corrupt",
             "heartbeat_loss": "heartbeat_loss", "emcy": "fault", "bus_off": "bus_off",
             "encoder_glitch": "encoder_glitch", "overcurrent": "overcurrent"}
@@ -94,7 +94,7 @@ class Controller:
 
     def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
-                 status=None, rt_setup: bool = True) -> None:
+                 status=None, rt_setup: bool = True, board: str | None = "emulator") -> None:
         self.top = top
         self.robot = top.robot
         self.cfg = top.controller
@@ -117,6 +117,7 @@ class Controller:
         self.events: list[dict] = []
         self.faults: list[Fault] = []
         self._open(start_pose, seed)
+        self._open_board(board)
         self._allocate()
 
     # ------------------------------------------------------------------ set-up
@@ -132,6 +133,34 @@ class Controller:
         else:
             opened = [self._open_real(b) for b in buses]
         self.drives = [Drives(bus, b, self.robot) for bus, b in zip(opened, buses, strict=True)]
+
+    def _open_board(self, url: str | None) -> None:
+        """The embedded board's link: ``emulator`` (on a pty, lockstepped with the sim),
+        a pyserial URL, or None (no board — bench use only)."""
+        self.board = self.board_emulator = None
+        if url is None or url == "none":
+            return
+        from firmware_bridge.link import BoardLink
+
+        if url == "emulator":
+            from firmware_bridge.emulator import BoardEmulator
+
+            clock = self._sim_clock if not self.realtime else time.monotonic
+            self.board_emulator = BoardEmulator(
+                clock=clock, transport="pty" if self.realtime else "socket")
+            if self.realtime:
+                self.board_emulator.start()
+            url = self.board_emulator.path
+            self.board = BoardLink(url, clock=clock, link_timeout=0.02, heartbeat_hz=250.0)
+        else:
+            self.board = BoardLink(url, link_timeout=0.02, heartbeat_hz=250.0)
+
+    def _sim_clock(self) -> float:
+        return self.world.t if self.world is not None else 0.0
+
+    def _board_tick(self) -> None:
+        if self.board_emulator is not None and not self.realtime:
+            self.board_emulator.tick(self._sim_clock())
 
     def _open_real(self, bus_cfg):
         spec = self.bus_spec
@@ -198,6 +227,11 @@ class Controller:
         self.state = CONFIGURE
         for d in self.drives:
             d.configure()
+        if self.board is not None:
+            if not self.board.wait_for_power(2.0, tick=self._board_tick):
+                raise BusError("the embedded board did not switch motor power on"
+                               + (" (e-stop pressed)" if self.board.estop else ""), None,
+                               "release the e-stop, check the board link and its supply")
         self.state = READY
         for d in self.drives:
             d.enable()
@@ -233,6 +267,11 @@ class Controller:
                 realtime_teardown()
             for d in self.drives:
                 d.bus.shutdown()
+            if self.board is not None:
+                self.board.set_power(False)
+                self.board.close()
+            if self.board_emulator is not None:
+                self.board_emulator.close()
             self._close_recording()
         summary = self._summary()
         run_dir = self._write(summary, out_dir)
@@ -298,6 +337,7 @@ class Controller:
     def _schedule_injections(self) -> None:
         self._nan_window = []
         self._overrun_window = []
+        self._board_events = []
         self._injected = []  # (cycle, kind, joint)
         for inj in self.injections:
             k = int(round(inj.t / self.dt))
@@ -307,6 +347,11 @@ class Controller:
                 self._nan_window.append((k, k + cycles, inj.joint))
             elif inj.kind == "overrun":
                 self._overrun_window.append((k, k + max(cycles, self.top.safety.overrun_streak)))
+            elif inj.kind in ("estop", "board_link_loss"):
+                if self.board_emulator is None:
+                    raise ConfigError(f"--inject {inj.kind} needs the board emulator", None,
+                                      "run with --board emulator (the default)")
+                self._board_events.append((k, inj.kind, cycles))
             else:
                 for d in self.drives:
                     for cfg in d.config.drives:
@@ -318,6 +363,8 @@ class Controller:
 
     # ------------------------------------------------------------------ one cycle
     def _read(self) -> None:
+        if self.board is not None:
+            self.board.poll()
         deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
         for d in self.drives:
             d.collect(deadline)
@@ -351,13 +398,22 @@ class Controller:
             safety.check(self.limits, self.sopts, self.q, self.qd, self.i_meas, self.cur,
                          self.tau, self.flags, self.missing_streak, self._overrun_streak,
                          tracking, self.qr, self.check_out)
+            if self.check_out[0] == safety.OK and self.board is not None:
+                if self.board.estop:
+                    self.check_out[0], self.check_out[1] = safety.ESTOP, -1
+                elif self.board.link_lost:
+                    self.check_out[0], self.check_out[1] = safety.BOARD_LINK_LOSS, -1
             if self.check_out[0] != safety.OK:
                 self._enter_safe(k, int(self.check_out[0]), int(self.check_out[1]))
         if self.state == SAFE:
             self._safe_command(k)
         self._write_commands()
+        if self.board is not None:
+            self.board.send_heartbeat(self.state)
+            self._board_tick()
         self._record(k, t)
         self._advance(k)
+        self._board_faults(k)
         self._inject_overrun(k)
         self._status(k)
         return self.state != SHUTDOWN and not (self.state == SAFE and self._safe_done)
@@ -486,6 +542,13 @@ class Controller:
             row[2 + 3 * n : 2 + 4 * n] = self.tau
             row[2 + 4 * n : 2 + 5 * n] = self.flags
             self.cycles = k + 1
+
+    def _board_faults(self, k: int) -> None:
+        for k0, kind, cycles in self._board_events:
+            if k == k0 and kind == "estop":
+                self.board_emulator.press_estop(True)
+            elif k == k0:
+                self.board_emulator.stall(cycles * self.dt)
 
     def _inject_overrun(self, k: int) -> None:
         """An injected overrun: this cycle computes for 1.5 periods."""

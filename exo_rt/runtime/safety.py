@@ -27,9 +27,11 @@ OVERRUN = 8
 NOT_FINITE = 9
 ENCODER_GLITCH = 10
 OPERATOR_STOP = 11
+ESTOP = 12
+BOARD_LINK_LOSS = 13
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
-          "encoder_glitch", "operator_stop")
+          "encoder_glitch", "operator_stop", "estop", "board_link_loss")
 
 ACTION_ZERO_CURRENT = 0
 ACTION_DAMPING = 1

@@ -1,0 +1,165 @@
+"""The embedded board, emulated on a pseudo-terminal or an in-process socket pair (DESIGN §4.3).
+
+It answers the controller like the real safety/sensor MCU: status (e-stop, motor power,
+supply voltage, watchdog) and foot-sole pressures every ``status_period``, its firmware version
+at start; a watchdog that cuts motor power when heartbeats stop for ``watchdog_s`` and latches
+until re-armed by a POWER enable; an e-stop that cuts motor power; foot-sole pressure following
+a simulated gait of ``stride_s``. Faults: garbage bytes, dropped frames, stalls.
+
+:meth:`tick` advances it to time ``now`` (the simulated clock in lockstep runs, called each
+cycle); :meth:`start` runs it in its own thread on the wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+import tty
+
+from firmware_bridge import protocol as p
+
+
+class BoardEmulator:
+    def __init__(self, *, watchdog_s: float = 0.05, status_period: float = 1e-3,
+                 stride_s: float = 2.0, supply_mV: int = 24000, clock=time.monotonic,
+                 transport: str = "pty") -> None:
+        if transport == "pty":  # like a USB-serial port: pyserial opens self.path
+            self.master, self._slave = os.openpty()
+            tty.setraw(self._slave)
+            self.path = os.ttyname(self._slave)
+        else:  # an in-process socket pair (cheaper per cycle): BoardLink opens "fd:N"
+            a, b = socket.socketpair()
+            self.master, self._slave = a.detach(), b.detach()
+            self.path = f"fd:{self._slave}"
+        os.set_blocking(self.master, False)
+        self._out = bytearray()  # frames of one tick, written with one system call
+        self.clock = clock
+        self.watchdog_s = watchdog_s
+        self.status_period = status_period
+        self.stride_s = stride_s
+        self.supply_mV = supply_mV
+        self.decoder = p.FrameDecoder()
+        self.seq = 0
+        self.motor_power = False
+        self.estop = False
+        self.watchdog_tripped = False
+        self.last_heartbeat = clock()
+        self.last_state = 0
+        self._next_status = clock()
+        self._next_version = clock()
+        self._t0 = clock()
+        self.stall_until = -1.0
+        self.drop_next = 0
+        self.power_off_at: float | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ faults and buttons
+    def press_estop(self, pressed: bool = True) -> None:
+        with self._lock:
+            self.estop = pressed
+            if pressed:
+                self._cut_power()
+
+    def stall(self, seconds: float) -> None:
+        """Send nothing for ``seconds`` (a loose cable, a hung MCU)."""
+        self.stall_until = self.clock() + seconds
+
+    def garbage(self, data: bytes) -> None:
+        with self._lock:
+            self._out += data
+
+    def drop(self, frames: int) -> None:
+        self.drop_next = frames
+
+    # ------------------------------------------------------------------ behaviour
+    def _cut_power(self) -> None:
+        if self.motor_power:
+            self.power_off_at = self.clock()
+        self.motor_power = False
+
+    def _send(self, body) -> None:
+        if self.drop_next > 0:
+            self.drop_next -= 1
+            return
+        self._out += p.encode(body, self.seq)
+        self.seq = (self.seq + 1) & 0xFF
+
+    def _flush(self) -> None:
+        if self._out:
+            try:
+                os.write(self.master, self._out)
+            except OSError:
+                pass  # nobody listening (or the buffer is full): the frames are lost
+            self._out.clear()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            for msg in self.decoder.feed(data):
+                body = msg.body
+                if isinstance(body, p.Heartbeat):
+                    self.last_heartbeat = self.clock()
+                    self.last_state = body.state
+                elif isinstance(body, p.Power):
+                    if body.enable and not self.estop:
+                        self.motor_power = True
+                        self.watchdog_tripped = False  # re-armed
+                        self.last_heartbeat = self.clock()
+                    elif not body.enable:
+                        self._cut_power()
+
+    def heel_pressure(self, now: float) -> int:
+        """Heel pressure (N) of a simulated gait: stance over the first 60 % of each stride."""
+        phase = ((now - self._t0) / self.stride_s) % 1.0
+        return int(700 * math.sin(math.pi * phase / 0.6)) if phase < 0.6 else 0
+
+    def tick(self, now: float | None = None) -> None:
+        """Process heartbeats, run the watchdog, send status when due."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            self._receive()
+            if self.motor_power and now - self.last_heartbeat > self.watchdog_s:
+                self.watchdog_tripped = True
+                self._cut_power()
+            if now >= self._next_status:
+                self._next_status = now + self.status_period
+                if now >= self.stall_until:
+                    self._send(p.Status(self.estop, self.motor_power, self.watchdog_tripped,
+                                        self.supply_mV))
+                    self._send(p.Pressure((self.heel_pressure(now), 0)))
+                    if now >= self._next_version:  # once a second, for late listeners
+                        self._next_version = now + 1.0
+                        self._send(p.FirmwareVersion(1, 0, 0))
+            self._flush()
+
+    # ------------------------------------------------------------------ own thread
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="board-emulator", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            time.sleep(0.0002)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        for fd in (self.master, self._slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # already closed (the link closes its end of a socket pair)
