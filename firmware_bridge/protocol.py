@@ -14,7 +14,8 @@ Messages (payload layouts):
 | 0x01 HEARTBEAT | PC → board | controller state u8 |
 | 0x02 POWER | PC → board | enable u8 (1 on, 0 off; re-arms a tripped watchdog) |
 | 0x03 INDICATOR | PC → board | pattern u8, red u8, green u8, blue u8 |
-| 0x81 STATUS | board → PC | flags u8 (bit0 e-stop pressed, bit1 motor power on, bit2 watchdog tripped), supply mV u16 |
+| 0x81 STATUS | board → PC | flags u8 (bit0 e-stop, bit1 motor power, bit2 watchdog |
+|  |  | tripped), supply mV u16 |
 | 0x82 PRESSURE | board → PC | n u8, then n × u16 foot-sole pressure (N) |
 | 0x83 VERSION | board → PC | major u8, minor u8, patch u8 |
 | 0x84 ERROR | board → PC | code u16 |
