@@ -119,9 +119,12 @@ class BoardEmulator:
                         self._cut_power()
 
     def heel_pressure(self, now: float) -> int:
-        """Heel pressure (N) of a simulated gait: stance over the first 60 % of each stride."""
+        """Heel pressure (N) of a simulated gait: loaded within 1 % of the stride at heel
+        strike (phase 0), unloaded linearly until heel-off at 40 %."""
         phase = ((now - self._t0) / self.stride_s) % 1.0
-        return int(700 * math.sin(math.pi * phase / 0.6)) if phase < 0.6 else 0
+        if phase < 0.01:
+            return int(700 * phase / 0.01)
+        return int(700 * (0.4 - phase) / 0.39) if phase < 0.4 else 0
 
     def tick(self, now: float | None = None) -> None:
         """Process heartbeats, run the watchdog, send status when due."""
