@@ -12,7 +12,6 @@ cycle); :meth:`start` runs it in its own thread on the wall clock.
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import threading
