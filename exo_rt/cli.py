@@ -113,6 +113,9 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="fault injection on the simulated bus (repeatable)")
     p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
                    help="initial joint angles of the simulated leg (default 0)")
+    p.add_argument("--board", default="emulator", metavar="URL",
+                   help="the embedded board's serial link: emulator (default), a pyserial URL "
+                        "(/dev/ttyACM0) or none")
     p.add_argument("--can-log", default=".blf", choices=(".blf", ".asc", ".log"),
                    help="format of the run's CAN traffic log (python-can writers)")
     p.add_argument("--no-rt-setup", action="store_true",
@@ -132,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
     ctl = Controller(top, bus, injections=injections, start_pose=args.start_pose,
-                     status=status_printer, rt_setup=not args.no_rt_setup)
+                     status=status_printer, rt_setup=not args.no_rt_setup, board=args.board)
     ctl.can_format = args.can_log
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / stamp

@@ -37,6 +37,7 @@ class Reference:
     gait_joints: dict = field(default_factory=dict)  # joint → 'hip' | 'knee' (gait data)
     posture: dict = field(default_factory=dict)  # joint → rad (hold, min_jerk target)
     duration: float = 2.0  # s (min_jerk)
+    phase: str = "time"  # gait phase from 'time' or from heel strikes ('events', the board)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ TOP_KEYS = {"law": True, "joints": False, "current_limit": False, "inertia_feedf
             "friction_compensation": False, "velocity_filter_hz": False, "encoder": False,
             "reference": False, "description": False}
 REF_KEYS = {"type": True, "period": False, "amplitude": False, "joints": False,
-            "posture": False, "duration": False}
+            "posture": False, "duration": False, "phase": False}
 
 
 def _positive(node: Node, what: str, allow_zero: bool = True) -> float:
@@ -123,7 +124,16 @@ def _reference(node: Node | None, mech: Mechanism) -> Reference:
         amplitude=_positive(m["amplitude"], "amplitude") if "amplitude" in m else 1.0,
         gait_joints=gait_joints, posture=posture,
         duration=_positive(m["duration"], "duration", False) if "duration" in m else 2.0,
+        phase=_phase(m["phase"]) if "phase" in m else "time",
     )
+
+
+def _phase(node: Node) -> str:
+    value = text(node)
+    if value not in ("time", "events"):
+        raise ConfigError(f"unknown phase source '{value}'", node.where(),
+                          "use time (fixed cadence) or events (heel strikes from the board)")
+    return value
 
 
 def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:

@@ -24,7 +24,7 @@ from firmware_bridge import protocol as p
 class BoardEmulator:
     def __init__(self, *, watchdog_s: float = 0.05, status_period: float = 1e-3,
                  stride_s: float = 2.0, supply_mV: int = 24000, clock=time.monotonic,
-                 transport: str = "pty") -> None:
+                 transport: str = "pty", answer_heartbeats: bool = False) -> None:
         if transport == "pty":  # like a USB-serial port: pyserial opens self.path
             self.master, self._slave = os.openpty()
             tty.setraw(self._slave)
@@ -36,6 +36,7 @@ class BoardEmulator:
         os.set_blocking(self.master, False)
         self._out = bytearray()  # frames of one tick, written with one system call
         self.clock = clock
+        self.answer_heartbeats = answer_heartbeats  # a status right after each heartbeat
         self.watchdog_s = watchdog_s
         self.status_period = status_period
         self.stride_s = stride_s
@@ -109,6 +110,9 @@ class BoardEmulator:
                 if isinstance(body, p.Heartbeat):
                     self.last_heartbeat = self.clock()
                     self.last_state = body.state
+                    if self.answer_heartbeats:
+                        self._send(p.Status(self.estop, self.motor_power,
+                                            self.watchdog_tripped, self.supply_mV))
                 elif isinstance(body, p.Power):
                     if body.enable and not self.estop:
                         self.motor_power = True

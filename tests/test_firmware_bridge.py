@@ -185,3 +185,18 @@ def test_runtime_reacts_to_the_board(spec, cause, limit):
     (fault,) = s["faults"]
     assert s["final_state"] == "SAFE" and fault["cause"] == cause
     assert fault["reaction_cycles"] <= limit  # e-stop: 3 cycles; link loss: its 20 ms timeout
+
+
+@pytest.mark.slow
+def test_event_driven_gait_follows_the_heel_strikes():
+    from exo_rt.runtime.config import load_top
+    from exo_rt.runtime.controller import Controller
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml", controller="computed_torque_events")
+    c = Controller(top, "sim")
+    s = c.run(8.0, None).summary
+    assert s["final_state"] == "SHUTDOWN" and not s["faults"]
+    assert c.phase_state[trajectory.PH_COUNT] >= 3  # heel strikes reached the reference
+    assert abs(c.phase_state[trajectory.PH_PERIOD] - 2.0) < 0.02
+    for j in s["joints"].values():
+        assert j["rms_error_deg"] <= 0.5

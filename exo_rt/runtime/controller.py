@@ -200,6 +200,8 @@ class Controller:
         self.cur = np.zeros(n)
         self.assist = np.zeros(n)
         self.q_hold = np.zeros(n)
+        self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
+        self._t_run = 0.0
         self.check_out = np.zeros(2, dtype=np.int64)
         self.missing_streak = np.zeros(n, dtype=np.int64)
         self.alpha = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
@@ -429,8 +431,16 @@ class Controller:
         elif self.state == RUN:
             ref = self.cfg.reference
             t = (k - self.k0[RUN]) * self.dt
-            trajectory.gait(t / ref.period, ref.period, self.coeffs, self.qr, self.qdr,
-                            self.qddr)
+            phase = t / ref.period
+            if ref.phase == "events" and self.board is not None:
+                while self.board.heel_strikes:  # the wearer's heel strikes set the phase
+                    trajectory.phase_on_heel_strike(self.phase_state,
+                                                    self.board.heel_strikes.popleft() - self._t_run,
+                                                    0.5 * ref.period, 2.0 * ref.period, 0.5)
+                if self.phase_state[trajectory.PH_COUNT] > 0:
+                    phase = trajectory.phase_from_events(self.phase_state, t)
+            trajectory.gait(phase, self.phase_state[trajectory.PH_PERIOD], self.coeffs, self.qr,
+                            self.qdr, self.qddr)
         elif self.state == STOPPING:
             self.qdr[:] = 0.0
             self.qddr[:] = 0.0
@@ -442,6 +452,9 @@ class Controller:
         elif self.state == ALIGN and (k + 1 - self.k0[ALIGN]) * self.dt >= self.top.align_s:
             self.ls[:] = 0.0
             self._go(RUN, k + 1)
+            self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
+            if self.board_emulator is not None:  # the emulated wearer starts walking now
+                self.board_emulator._t0 = self._t_run
         elif self.state == RUN and (k + 1 - self.k0[RUN]) * self.dt >= self.duration:
             self.qr[:] = self.qr
             self._go(STOPPING, k + 1)
