@@ -113,6 +113,7 @@ class _ReplayController(Controller):
         self.sched = Scheduler(self.dt, lockstep=True, capacity=16)
         self._overrun_streak = 0
         self._nan_window, self._overrun_window, self._injected = [], [], []
+        self._board_events = []
         self.state = 2  # READY
         self.k0[2] = 0
         for k in range(len(records)):
@@ -145,7 +146,7 @@ def replay_controller(run_dir: Path, controller: str | Path | None = None) -> di
     """The recorded measurements into the (current, or ``controller``) controller."""
     records, meta, config = load_run(run_dir)
     top = load_top(config, controller=controller)
-    ctl = _ReplayController(top, "replay")
+    ctl = _ReplayController(top, "replay", board=None)
     commands = ctl.start(records, meta)
     diff = np.abs(commands - records["command"])
     diff = np.where(np.isfinite(diff), diff, 0.0)
