@@ -92,11 +92,33 @@ def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
             "first_diff_cycle": first}
 
 
+class _RecordedBoard:
+    """The board as the recording saw it (e-stop, link loss), for controller replay."""
+
+    def __init__(self) -> None:
+        self.estop = False
+        self.link_lost = False
+        self.heel_strikes: list = []
+
+    def poll(self) -> None:
+        pass
+
+    def send_heartbeat(self, state: int) -> None:
+        pass
+
+    def clock(self) -> float:
+        return 0.0
+
+
 class _ReplayController(Controller):
     """The controller fed from a recording instead of buses; its commands are captured."""
 
     def _open(self, start_pose, seed: int) -> None:
         self.drives = []
+
+    def _open_board(self, url) -> None:
+        self.board = _RecordedBoard()
+        self.board_emulator = None
 
     def start(self, records, meta) -> np.ndarray:
         self.records = records
@@ -123,6 +145,9 @@ class _ReplayController(Controller):
 
     def _read(self) -> None:
         r = self.records[self._k]
+        if self.board is not None:
+            self.board.estop = bool(int(r["board"]) & 1)
+            self.board.link_lost = bool(int(r["board"]) & 2)
         self.q[:] = r["q"]
         self.i_meas[:] = r["current"]
         self.flags[:] = r["flags"].astype(np.int64)
@@ -146,7 +171,7 @@ def replay_controller(run_dir: Path, controller: str | Path | None = None) -> di
     """The recorded measurements into the (current, or ``controller``) controller."""
     records, meta, config = load_run(run_dir)
     top = load_top(config, controller=controller)
-    ctl = _ReplayController(top, "replay", board=None)
+    ctl = _ReplayController(top, "replay")
     commands = ctl.start(records, meta)
     diff = np.abs(commands - records["command"])
     diff = np.where(np.isfinite(diff), diff, 0.0)

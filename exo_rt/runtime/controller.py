@@ -539,10 +539,12 @@ class Controller:
             r[3] = self.check_out[0] if self.state == SAFE else 0
             r[c_[0] : c_[1]] = self.flags
             r[c_[2]] = self._overrun_streak
+            b = self.board
+            r[c_[2] + 1] = 0 if b is None else (1 if b.estop else 0) | (2 if b.link_lost else 0)
             st = self.sched.stats
             if st.n:
-                r[c_[2] + 1] = st.wake_us[st.n - 1]
-                r[c_[2] + 2] = st.compute_us[st.n - 1]
+                r[c_[2] + 2] = st.wake_us[st.n - 1]
+                r[c_[2] + 3] = st.compute_us[st.n - 1]
             self.cycle_log.commit()
         if k < len(self.log):
             row = self.log[k]
