@@ -33,6 +33,18 @@ F_SATURATED = 128  # the actual current fell short of last cycle's command by > 
 F_LATE = 256  # a TPDO stamped more than half a period before this cycle's: stale data
 
 
+def arrivals(bus: can.BusABC, seen: np.ndarray, deadline: float | None):
+    """The frames that have arrived; polling on until every drive is ``seen`` or ``deadline``
+    (monotonic s) passes — or, without a deadline (lockstep), until the queue is empty."""
+    while True:
+        msg = bus.recv(0.0)
+        if msg is None:
+            if deadline is None or seen.all() or time.monotonic() >= deadline:
+                return
+            continue
+        yield msg
+
+
 class Drives:
     """One bus: its drives, their scales and the arrays the cycle fills."""
 
@@ -181,12 +193,7 @@ class Drives:
         """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
         self.seen[:] = 0
         self.flags[:] = 0
-        while True:
-            msg = self.bus.recv(0.0)
-            if msg is None:
-                if deadline is None or self.seen.all() or time.monotonic() >= deadline:
-                    break
-                continue
+        for msg in arrivals(self.bus, self.seen, deadline):
             self._frame(msg)
         if self.seen.any():
             self._expect = float(self.rx_time[self.seen.astype(bool)].max()) + self.period
@@ -310,12 +317,7 @@ class MitDrives:
     def collect(self, deadline: float | None = None) -> None:
         self.seen[:] = 0
         self.flags[:] = 0
-        while True:
-            msg = self.bus.recv(0.0)
-            if msg is None:
-                if deadline is None or self.seen.all() or time.monotonic() >= deadline:
-                    break
-                continue
+        for msg in arrivals(self.bus, self.seen, deadline):
             reply = self._mit.unpack_reply(bytes(msg.data), self.ranges)
             if reply is None or int(reply[0]) not in self._slot:
                 continue

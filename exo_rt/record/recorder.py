@@ -52,7 +52,25 @@ def columns_dtype(cols: dict[str, tuple[int, int]]) -> np.dtype:
                      "offsets": [8 * a for a, _ in cols.values()], "itemsize": 8 * width})
 
 
-class CycleLog:
+class _Background:
+    """A writer thread that calls ``_drain`` every FLUSH_S and once more when stopped."""
+
+    def _start(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(FLUSH_S):
+            self._drain()
+        self._drain()
+
+    def _finish(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+class CycleLog(_Background):
     """Ring buffer of cycle records + a writer thread appending them to ``path``.
 
     The control thread fills one float64 record (:attr:`record`, whose slices it may use as its
@@ -77,9 +95,7 @@ class CycleLog:
             self._file.flush()
         except OSError as exc:  # a full disk already: the run goes on, unrecorded
             self.events.append({"event": "recording_error", "error": str(exc)})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="exo-cycle-log", daemon=True)
-        self._thread.start()
+        self._start("exo-cycle-log")
 
     def view(self, name: str) -> np.ndarray:
         a, b = self.columns[name]
@@ -112,20 +128,14 @@ class CycleLog:
         except OSError as exc:
             self.events.append({"event": "recording_error", "error": str(exc)})
 
-    def _run(self) -> None:
-        while not self._stop.wait(FLUSH_S):
-            self._drain()
-        self._drain()
-
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
+        self._finish()
         try:
             self._file.close()
         except OSError:
             pass
 
-class CanRecorder:
+class CanRecorder(_Background):
     """Every frame sent and received on a set of buses, written by a background thread."""
 
     def __init__(self, path: Path) -> None:
@@ -133,10 +143,8 @@ class CanRecorder:
         self.queue: collections.deque = collections.deque()
         self.count = 0
         self.error: str | None = None
-        self._stop = threading.Event()
         self._writer = can.Logger(str(self.path))
-        self._thread = threading.Thread(target=self._run, name="exo-can-log", daemon=True)
-        self._thread.start()
+        self._start("exo-can-log")
 
     def attach(self, bus: can.BusABC) -> None:
         """Record what ``bus`` sends and receives (wraps its send and recv)."""
@@ -169,14 +177,8 @@ class CanRecorder:
             except (OSError, ValueError) as exc:
                 self.error = str(exc)
 
-    def _run(self) -> None:
-        while not self._stop.wait(FLUSH_S):
-            self._drain()
-        self._drain()
-
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
+        self._finish()
         self._writer.stop()
 
 
