@@ -158,7 +158,7 @@ class BoardEmulator:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.tick()
-            time.sleep(0.0002)
+            time.sleep(self.status_period / 2)
 
     def close(self) -> None:
         self._stop.set()
@@ -169,3 +169,51 @@ class BoardEmulator:
                 os.close(fd)
             except OSError:
                 pass  # already closed (the link closes its end of a socket pair)
+
+
+def _serve(conn, kwargs) -> None:
+    """Child process: an emulator on a pty; its path goes back, then commands come in."""
+    emu = BoardEmulator(**kwargs)
+    conn.send(emu.path)
+    emu.start()
+    while True:
+        try:
+            cmd, arg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if cmd == "estop":
+            emu.press_estop(arg)
+        elif cmd == "stall":
+            emu.stall(arg)
+        elif cmd == "stop":
+            break
+    emu.close()
+
+
+class BoardEmulatorProcess:
+    """The emulated board in its own process (as the real board is its own device): no GIL
+    shared with the controller. Same ``path``, ``press_estop``, ``stall`` and ``close``."""
+
+    def __init__(self, **kwargs) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, kwargs), daemon=True)
+        self._proc.start()
+        self.path = self._conn.recv()
+
+    def press_estop(self, pressed: bool = True) -> None:
+        self._conn.send(("estop", pressed))
+
+    def stall(self, seconds: float) -> None:
+        self._conn.send(("stall", seconds))
+
+    def close(self) -> None:
+        try:
+            self._conn.send(("stop", None))
+        except (OSError, BrokenPipeError):
+            pass
+        self._proc.join(timeout=2.0)
+        if self._proc.is_alive():
+            self._proc.terminate()

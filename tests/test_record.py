@@ -135,7 +135,6 @@ def test_corrupt_and_truncated_logs(recorded, tmp_path):
     bad.write_bytes(b"NOTALOG!" + raw[8:])
     with pytest.raises(LogError, match="byte offset 0"):
         read_cycle_log(bad)
-    (hlen,) = struct.unpack("<Q", raw[8:16])
     broken = tmp_path / "broken.exolog"
     broken.write_bytes(raw[:20] + b"#" * 10 + raw[30:])
     with pytest.raises(LogError, match="byte offset 16"):
@@ -143,7 +142,6 @@ def test_corrupt_and_truncated_logs(recorded, tmp_path):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "replay", str(tmp_path),
                           "--mode", "plant"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "no cycle log" in res.stderr and "Traceback" not in res.stderr
-    del hlen
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ def report(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     records, meta = read_cycle_log(run_dir / "cycles.exolog")
     summary = json.loads((run_dir / "summary.json").read_text())
-    names, states = meta["joint_names"], meta.get("states", [])
+    names = meta["joint_names"]
     t = records["t"]
     faults = summary.get("faults", [])
     files = []
@@ -110,7 +110,6 @@ def report(run_dir: str | Path) -> list[Path]:
     for f in faults:
         lines.append(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s, reacted in "
                      f"{f['reaction_cycles']} cycles ({f['action']})")
-    del states
     (run_dir / "report.txt").write_text("\n".join(lines) + "\n")
     files.append(run_dir / "report.txt")
     return files

@@ -143,15 +143,16 @@ class Controller:
         from firmware_bridge.link import BoardLink
 
         if url == "emulator":
-            from firmware_bridge.emulator import BoardEmulator
+            from firmware_bridge.emulator import BoardEmulator, BoardEmulatorProcess
 
-            clock = self._sim_clock if not self.realtime else time.monotonic
-            self.board_emulator = BoardEmulator(
-                clock=clock, transport="pty" if self.realtime else "socket")
-            if self.realtime:
-                self.board_emulator.start()
-            url = self.board_emulator.path
-            self.board = BoardLink(url, clock=clock, link_timeout=0.02, heartbeat_hz=250.0)
+            if self.realtime:  # on the wall clock, in its own process like the real board
+                self.board_emulator = BoardEmulatorProcess()
+                clock = time.monotonic
+            else:  # lockstep: ticked by the cycle on the simulated clock
+                clock = self._sim_clock
+                self.board_emulator = BoardEmulator(clock=clock, transport="socket")
+            self.board = BoardLink(self.board_emulator.path, clock=clock, link_timeout=0.02,
+                                   heartbeat_hz=250.0)
         else:
             self.board = BoardLink(url, link_timeout=0.02, heartbeat_hz=250.0)
 
@@ -382,8 +383,6 @@ class Controller:
                 j = self.robot.joint_names.index(joint) if joint else 0
                 self.q[j] = math.nan
         estimate.velocity_update(self.q, self.q_prev, self.qd, self.dt, self.alpha)
-        if not np.isfinite(self.qd).all():
-            self.qd[:] = np.where(np.isfinite(self.qd), self.qd, math.nan)
         self._reference(k)
         tracking = self.state in (ALIGN, RUN)
         if self.state in (ALIGN, RUN, STOPPING):
@@ -453,11 +452,10 @@ class Controller:
             self.ls[:] = 0.0
             self._go(RUN, k + 1)
             self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
-            if self.board_emulator is not None:  # the emulated wearer starts walking now
-                self.board_emulator._t0 = self._t_run
+            if isinstance(getattr(self.board_emulator, "_t0", None), float):
+                self.board_emulator._t0 = self._t_run  # the emulated wearer starts walking
         elif self.state == RUN and (k + 1 - self.k0[RUN]) * self.dt >= self.duration:
-            self.qr[:] = self.qr
-            self._go(STOPPING, k + 1)
+            self._go(STOPPING, k + 1)  # holds the last reference
         elif self.state == STOPPING and (k + 1 - self.k0[STOPPING]) * self.dt >= self.top.stop_s:
             for d in self.drives:
                 d.controlword[:] = c.CW_DISABLE_VOLTAGE
@@ -598,7 +596,7 @@ class Controller:
         run = log[log[:, 1] == RUN]
         joints = {}
         for j, name in enumerate(self.robot.joint_names):
-            q, qr = log[:, 2 + j], log[:, 2 + n + j]
+            q = log[:, 2 + j]
             err = np.degrees(run[:, 2 + j] - run[:, 2 + n + j]) if len(run) else np.zeros(1)
             finite = q[np.isfinite(q)]
             joints[name] = {
@@ -609,7 +607,6 @@ class Controller:
                 "min_position_deg": float(np.degrees(finite.min())) if len(finite) else 0.0,
                 "max_position_deg": float(np.degrees(finite.max())) if len(finite) else 0.0,
             }
-            del qr
         return {
             "exo_rt_version": __version__,
             "config": str(self.top.path),
