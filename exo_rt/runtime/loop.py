@@ -174,7 +174,7 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
     # helper threads (log writers) hand the GIL back after 100 µs, not Python's 5 ms
     _SAVED["switch"] = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)
-    out.items["GIL switch interval"] = "100 µs while running"
+    out.items["GIL switch interval"] = "in effect (100 µs while running)"
     return out
 
 
