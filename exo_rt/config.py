@@ -17,7 +17,7 @@ from exo_rt.control import laws
 from exo_rt.errors import ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
-from exo_rt.yamlio import Node, mapping, number, read_yaml, text
+from exo_rt.yamlio import Node, choice, mapping, number, read_yaml, text
 
 GAIN_KEYS = {"kp": laws.G_KP, "ki": laws.G_KI, "kd": laws.G_KD, "i_limit": laws.G_I_LIMIT,
              "torque_limit": laws.G_TORQUE_LIMIT, "lambda": laws.G_LAMBDA,
@@ -102,11 +102,7 @@ def _reference(node: Node | None, mech: Mechanism) -> Reference:
     if node is None:
         return Reference()
     m = mapping(node, REF_KEYS, "reference")
-    kind = text(m["type"])
-    if kind not in REFERENCE_TYPES:
-        raise ConfigError(f"unknown reference type '{kind}'", m["type"].where(),
-                          did_you_mean(kind, REFERENCE_TYPES) or
-                          f"use one of {', '.join(REFERENCE_TYPES)}")
+    kind = choice(m["type"], REFERENCE_TYPES, "reference type")
     gait_joints = {}
     if "joints" in m:
         for name, sub in _joint_map(m["joints"], mech, "reference.joints").items():
@@ -129,21 +125,14 @@ def _reference(node: Node | None, mech: Mechanism) -> Reference:
 
 
 def _phase(node: Node) -> str:
-    value = text(node)
-    if value not in ("time", "events"):
-        raise ConfigError(f"unknown phase source '{value}'", node.where(),
-                          "use time (fixed cadence) or events (heel strikes from the board)")
-    return value
+    return choice(node, ("time", "events"), "phase source")
 
 
 def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     """Read and validate a controller file for the robot ``mech``."""
     root = read_yaml(Path(path), ConfigError)
     top = mapping(root, TOP_KEYS, "the controller file")
-    law = text(top["law"])
-    if law not in laws.LAWS:
-        raise ConfigError(f"unknown law '{law}'", top["law"].where(),
-                          did_you_mean(law, laws.LAWS) or f"use one of {', '.join(laws.LAWS)}")
+    law = choice(top["law"], tuple(laws.LAWS), "law")
     n = mech.nq
     gains = np.zeros((n, laws.G_WIDTH))
     for key, default in GAIN_DEFAULTS.items():
@@ -174,10 +163,7 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     if "encoder" in top:
         e = mapping(top["encoder"], {"source": False, "counts_per_rev": False}, "encoder")
         if "source" in e:
-            encoder = text(e["source"])
-            if encoder not in ("output", "motor"):
-                raise ConfigError(f"unknown encoder source '{encoder}'", e["source"].where(),
-                                  "use output (joint-side encoder) or motor (through the drive)")
+            encoder = choice(e["source"], ("motor", "output"), "encoder source")
         if "counts_per_rev" in e:
             cpr = _positive(e["counts_per_rev"], "counts_per_rev", False)
     return ControllerConfig(

@@ -133,3 +133,12 @@ def vector(node: Node, n: int = 3) -> np.ndarray:
     return to_vector(plain(node), n, node.where(), error=node.error)
 
 
+
+
+def choice(node: Node, options, what: str) -> str:
+    """A name that must be one of ``options``; the error offers the nearest one."""
+    value = text(node)
+    if value not in options:
+        raise node.error(f"unknown {what} '{value}'", node.where(),
+                         did_you_mean(value, options) or f"use one of {', '.join(options)}")
+    return value

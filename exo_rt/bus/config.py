@@ -12,7 +12,7 @@ from exo_rt.errors import ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.sim.drive_emulator import DriveScale
-from exo_rt.yamlio import mapping, number, read_yaml, sequence, text
+from exo_rt.yamlio import choice, mapping, number, read_yaml, sequence, text
 
 MAX_LOAD = 0.8
 RPDO_BYTES, TPDO_BYTES, SYNC_BYTES = 4, 8, 0
@@ -105,21 +105,14 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
         faults = []
         for f in sequence(m["faults"], "faults") if "faults" in m else []:
             fm = mapping(f, FAULT_KEYS, "a fault")
-            kind = text(fm["kind"])
-            if kind not in FAULT_KINDS:
-                raise ConfigError(f"unknown fault kind '{kind}'", fm["kind"].where(),
-                                  did_you_mean(kind, FAULT_KINDS) or
-                                  f"use one of {', '.join(FAULT_KINDS)}")
+            kind = choice(fm["kind"], FAULT_KINDS, "fault kind")
             node = int(number(fm["node"])) if "node" in fm else 0
             if kind != "bus_off" and node not in nodes:
                 raise ConfigError(f"fault on node {node}, which is not on this bus",
                                   f.where(), f"use one of {sorted(nodes)}")
             faults.append((kind, node, number(fm["at"]),
                            number(fm["duration"]) if "duration" in fm else 0.0))
-        protocol = text(m["protocol"]) if "protocol" in m else "cia402"
-        if protocol not in PROTOCOLS:
-            raise ConfigError(f"unknown protocol '{protocol}'", m["protocol"].where(),
-                              did_you_mean(protocol, PROTOCOLS) or "use cia402 or mit")
+        protocol = choice(m["protocol"], PROTOCOLS, "protocol") if "protocol" in m else "cia402"
         ranges = None
         if protocol == "mit":
             r = mapping(m["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in m else {}

@@ -14,7 +14,7 @@ from exo_rt.model import load_mechanism
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.runtime import safety
-from exo_rt.yamlio import Node, mapping, number, read_yaml, text
+from exo_rt.yamlio import Node, choice, mapping, number, read_yaml, text
 
 TOP_KEYS = {"robot": True, "buses": True, "controller": True, "rate_hz": False, "align": False,
             "stop": False, "safety": False, "logging": False, "description": False}
@@ -99,12 +99,7 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
         vals = {}
         for k, v in m.items():
             if k == "action":
-                a = text(v)
-                if a not in safety.ACTIONS:
-                    raise ConfigError(f"unknown safe action '{a}'", v.where(),
-                                      did_you_mean(a, safety.ACTIONS) or
-                                      f"use one of {', '.join(safety.ACTIONS)}")
-                vals[k] = a
+                vals[k] = choice(v, tuple(safety.ACTIONS), "safe action")
             elif k in ("stale_cycles", "overrun_streak", "ramp_cycles"):
                 vals[k] = int(_positive(v, k))
             else:
