@@ -137,6 +137,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctl = Controller(top, bus, injections=injections, start_pose=args.start_pose,
                      status=status_printer, rt_setup=not args.no_rt_setup, board=args.board)
     ctl.can_format = args.can_log
+    import signal
+
+    def stop(signum, _frame):  # ctrl-C or SIGTERM: the safe stop, not an exception mid-cycle
+        ctl.request_stop(f"signal {signal.Signals(signum).name}: safe stop")
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / stamp
     result = ctl.run(args.duration, out)

@@ -193,3 +193,26 @@ def test_bad_top_config_key(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "unknown key 'rate'" in res.stderr
     assert f"{bad}:" in res.stderr and "did you mean 'rate_hz'" in res.stderr
+
+
+@pytest.mark.slow
+def test_sigint_stops_safely(tmp_path):
+    import signal
+    import time as _time
+
+    out = tmp_path / "int"
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--realtime",
+                             "--no-rt-setup", "--duration", "30", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=ROOT)
+    log = out / "cycles.exolog"
+    deadline = _time.time() + 60
+    while _time.time() < deadline and (not log.exists() or log.stat().st_size < 100_000):
+        _time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=30)
+    s = json.loads((out / "summary.json").read_text())
+    assert proc.returncode == 0 and s["final_state"] == "SHUTDOWN" and s["faults"] == []
+    assert s["duration_s"] < 20  # stopped long before its 30 s
+    events = (out / "events.jsonl").read_text()
+    assert "SIGINT: safe stop" in events and '"state": "STOPPING"' in events

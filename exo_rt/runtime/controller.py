@@ -115,6 +115,7 @@ class Controller:
         self.start_pose = None if start_pose is None else [float(x) for x in start_pose]
         self.cycle_log = self.can_log = None
         self.events: list[dict] = []
+        self._stop_requested = False
         self.faults: list[Fault] = []
         self._open(start_pose, seed)
         self._open_board(board)
@@ -414,6 +415,8 @@ class Controller:
             self._board_tick()
         self._record(k, t)
         self._advance(k)
+        if self._stop_requested and self.state in (READY, ALIGN, RUN):
+            self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
         self._board_faults(k)
         self._inject_overrun(k)
         self._status(k)
@@ -470,6 +473,13 @@ class Controller:
                             "state": STATES[state]})
         if state == RUN:
             self.to_run_s = time.monotonic() - STARTED
+
+    def request_stop(self, why: str = "operator stop") -> None:
+        """A safe stop from outside the loop (ctrl-C, SIGTERM): the next cycle goes STOPPING."""
+        if not self._stop_requested:
+            self._stop_requested = True
+            self.events.append({"cycle": getattr(self, "cycles", 0), "event": "operator",
+                                "action": why})
 
     def _stop_now(self) -> None:
         """ctrl-C: the safe stop (zero current, the drives hold by friction, then disabled)."""
