@@ -8,6 +8,7 @@ exit 2; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -249,6 +250,42 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_bench_test(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", choices=("bringup", "latency"))
+    p.add_argument("--config", default=None, metavar="FILE", help="top config")
+    p.add_argument("--bus", default="sim", metavar="SPEC",
+                   help="sim (default) or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5)")
+    p.add_argument("--joint", help="only this joint (latency)")
+    p.add_argument("--out", metavar="DIR", help="run folder (default runs/bench-<date-time>)")
+    p.add_argument("--yes", action="store_true", help="skip the pre-flight confirmation")
+
+
+def cmd_bench_test(args: argparse.Namespace) -> int:
+    """A hardware-in-the-loop bench procedure (docs/bench.md)."""
+    import datetime
+    from pathlib import Path
+
+    from exo_rt.hil.procedures import Bench, checklist, run_procedure
+    from exo_rt.runtime.config import load_top
+    from exo_rt.runtime.controller import Controller
+
+    config = Path(args.config) if args.config else _default_config()
+    top = load_top(config)
+    for line in checklist(args.name, top, args.joint):
+        print(line)
+    if not args.yes and args.bus != "sim" and sys.stdin.isatty():
+        if input("Proceed? [y/N] ").strip().lower() != "y":
+            print("aborted before starting")
+            return 1
+    ctl = Controller(top, args.bus, board=None)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / f"bench-{stamp}"
+    report = run_procedure(args.name, Bench(top, ctl.drives, ctl.world, ctl.dt), out, args.joint)
+    print(json.dumps({k: v for k, v in report.items() if k != "procedure"}, indent=1))
+    print(f"report: {out / f'bench-{args.name}.json'}")
+    return 0 if not report.get("aborted") else 1
+
+
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
@@ -257,6 +294,7 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "export": (_setup_export, cmd_export, "export a run's cycle log (CSV)"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
+    "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),
 }
 
 
