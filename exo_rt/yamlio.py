@@ -33,27 +33,49 @@ class Node:
         return Where(self.file, self.line, key)
 
 
-def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError]) -> Node:
+MAX_NODES = 200_000  # more nodes than any robot or config file needs: an alias bomb
+
+
+def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError],
+             budget: list[int] | None = None, path: frozenset[int] = frozenset()) -> Node:
+    """Wrap composed YAML ``n`` (and its children) in :class:`Node` values.
+
+    Aliases are expanded; one that contains itself, or an expansion beyond
+    :data:`MAX_NODES`, is a user error rather than a hang or a RecursionError.
+    """
+    budget = [MAX_NODES] if budget is None else budget
     line = n.start_mark.line + 1
+    budget[0] -= 1
+    if budget[0] < 0 or id(n) in path:
+        why = "an alias refers to itself" if id(n) in path else "aliases expand too far"
+        raise error(f"cannot expand the YAML ({why})", Where(file, line, key),
+                    "write the values out instead of using '&anchor' / '*alias'")
     if isinstance(n, yaml.MappingNode):
+        inner = path | {id(n)}
         out: dict[str, Node] = {}
         for k, v in n.value:
+            kline = k.start_mark.line + 1
+            if not isinstance(k, yaml.ScalarNode):
+                raise error("a key is a list or a mapping", Where(file, kline, key),
+                            "keys are plain names (no '?', brackets or braces)")
             name = str(k.value)
             sub = f"{key}.{name}" if key else name
             if name in out:
-                raise error(f"key '{name}' appears twice", Where(file, k.start_mark.line + 1,
-                                 sub), "keep one of them")
-            out[name] = _to_node(v, file, sub, error)
-            out[name].line = k.start_mark.line + 1
+                raise error(f"key '{name}' appears twice", Where(file, kline, sub),
+                            "keep one of them")
+            out[name] = _to_node(v, file, sub, error, budget, inner)
+            out[name].line = kline
         return Node(out, file, line, key, error)
     if isinstance(n, yaml.SequenceNode):
-        return Node([_to_node(v, file, f"{key}[{i}]", error) for i, v in enumerate(n.value)],
-                    file, line, key, error)
+        inner = path | {id(n)}
+        return Node([_to_node(v, file, f"{key}[{i}]", error, budget, inner)
+                     for i, v in enumerate(n.value)], file, line, key, error)
     try:
         value = yaml.constructor.SafeConstructor().construct_object(n, deep=True)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        # e.g. '2020-13-01' (a timestamp with month 13) or '!!int abc'
         raise error(f"cannot read the value {n.value!r} ({getattr(exc, 'problem', exc)})",
-                         Where(file, line, key), "write a plain number, name or list") from None
+                    Where(file, line, key), "write a plain number, name or list") from None
     return Node(value, file, line, key, error)
 
 
@@ -69,6 +91,8 @@ def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
                          "give a readable UTF-8 text file") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise error("the YAML nests too deeply", Where(file), "flatten the brackets") from None
     except yaml.MarkedYAMLError as exc:
         # the construct that failed starts at context_mark; the parser noticed at problem_mark
         start = exc.context_mark or exc.problem_mark
@@ -81,10 +105,13 @@ def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
                          "fix the brackets, indentation or quoting there") from None
     except yaml.YAMLError as exc:
         raise error(f"YAML error: {exc}", Where(file), "fix the YAML syntax") from None
-    if root is None:
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise error("the file is empty", Where(file, 1),
                     "fill it in; every key is described under docs/")
-    return _to_node(root, file, "", error)
+    try:
+        return _to_node(root, file, "", error)
+    except RecursionError:
+        raise error("the YAML nests too deeply", Where(file), "flatten the brackets") from None
 
 
 def mapping(node: Node, allowed: dict[str, bool], what: str) -> dict[str, Node]:
@@ -111,8 +138,9 @@ def sequence(node: Node, what: str) -> list[Node]:
 
 
 def text(node: Node) -> str:
+    """A non-empty string (a name)."""
     if not isinstance(node.value, str) or not node.value:
-        raise node.error(f"expected a name, got {node.value!r}", node.where(), "write a name")
+        raise node.error(f"expected a name, got {plain(node)!r}", node.where(), "write a name")
     return node.value
 
 
@@ -131,8 +159,6 @@ def plain(node: Node):
 
 def vector(node: Node, n: int = 3) -> np.ndarray:
     return to_vector(plain(node), n, node.where(), error=node.error)
-
-
 
 
 def choice(node: Node, options, what: str) -> str:

@@ -1,11 +1,15 @@
 """Seed 003's closed-form 2-DOF planar arm: H, Coriolis h_ijk and gravity G_i to 1e-12.
 
-Seed 003 ("Example: 2 dof planar arm"):
+Seed 003 (/work/shared/seeds/003_e3c5e581625419f0.txt, "Example: 2 dof planar arm", eqs. 2-7
+and 2-11; θ1 from the horizontal x0 axis, θ2 relative to link 1, y0 up):
   H11 = m1 lc1² + I1 + m2 (l1² + lc2² + 2 l1 lc2 cos θ2) + I2
   H12 = H21 = m2 (lc2² + l1 lc2 cos θ2) + I2,   H22 = m2 lc2² + I2
   h = m2 l1 lc2 sin θ2: h112 = h121 = −h, h122 = −h, h211 = h, others 0
   G1 = (m1 lc1 + m2 l1) g cos θ1 + m2 lc2 g cos(θ1 + θ2),   G2 = m2 lc2 g cos(θ1 + θ2)
-Parameters come from the loaded config (masses, centroids, inertias, the elbow's offset).
+  τ_i = Σ_j H_ij θ̈_j + Σ_jk h_ijk θ̇_j θ̇_k + G_i                        (eq. 2-11)
+Parameters come from the loaded config (masses, centroids, inertias about z, the elbow's
+offset l1, gravity), not from copies of its numbers. Measured worst errors over 60 states:
+H 4e-16, Coriolis 3e-13, G 4e-16, τ 6e-16 (relative to each quantity's largest entry).
 """
 
 from __future__ import annotations
@@ -24,9 +28,16 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "robots" / "arm2_plan
 @pytest.fixture(scope="module")
 def arm():
     mech = load_mechanism(CONFIG)
+    assert mech.joint_names == ("shoulder", "elbow")
+    b1, b2 = mech.body_names.index("link1"), mech.body_names.index("link2")
+    # the seed's setting: both axes along z, centroids on the link (x) axes, gravity along −y0
+    np.testing.assert_array_equal(mech.axis[[b1, b2]], [[0, 0, 1], [0, 0, 1]])
+    assert mech.com[[b1, b2], 1:].tolist() == [[0, 0], [0, 0]]
+    assert mech.origin_xyz[b2, 1:].tolist() == [0, 0]
+    assert mech.gravity[0] == mech.gravity[2] == 0 and mech.gravity[1] < 0
     p = {
-        "m1": mech.mass[1], "m2": mech.mass[2], "lc1": mech.com[1, 0], "lc2": mech.com[2, 0],
-        "I1": mech.inertia[1, 2, 2], "I2": mech.inertia[2, 2, 2], "l1": mech.origin_xyz[2, 0],
+        "m1": mech.mass[b1], "m2": mech.mass[b2], "lc1": mech.com[b1, 0], "lc2": mech.com[b2, 0],
+        "I1": mech.inertia[b1, 2, 2], "I2": mech.inertia[b2, 2, 2], "l1": mech.origin_xyz[b2, 0],
         "g": -mech.gravity[1],
     }
     return Dynamics(mech), p

@@ -109,6 +109,44 @@ YAML_CASES = [
           sex: male
           segments: []
         """), "wearer.height", ["outside", "metres"]),
+    ("infinite", GOOD.replace("    mass: 1.0\n", "    mass: .inf  #<\n", 1),
+     "bodies[1].mass", ["finite"]),
+    ("urdf_and_bodies", GOOD.replace("name: two_link\n", "name: two_link\nurdf: a.urdf  #<\n"),
+     "urdf", ["both 'urdf' and inline"]),
+    ("urdf_not_found", "name: r\nurdf: missing.urdf  #<\n", "urdf", ["'missing.urdf' not found"]),
+    ("missing_name", GOOD.replace("name: two_link\nbodies:\n", "bodies:  #<\n"),
+     "", ["has no 'name'"]),
+    ("inertia_not_a_mapping", GOOD.replace("inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01}",
+                                           "inertia: [0.01, 0.01, 0.01]  #<", 1),
+     "bodies[1].inertia", ["must be a mapping"]),
+    ("name_not_text", GOOD.replace("    parent: upper\n", "    parent: [upper]  #<\n"),
+     "joints[1].parent", ["expected a name"]),
+    ("bodies_not_a_list", GOOD[:GOOD.index("bodies:")] + "bodies: {name: base}  #<\n"
+     + GOOD[GOOD.index("joints:"):], "bodies", ["must be a list"]),
+    ("nested_unknown_key", GOOD.replace("    origin: {xyz: [0, 0, -0.4]}\n",
+                                        "    origin: {xyz: [0, 0, -0.4]}\n"
+                                        "    limit: {lowr: -1, upper: 1}  #<\n"),
+     "joints[1].limit.lowr", ["unknown key 'lowr'", "did you mean 'lower'"]),
+    ("duplicate_key", GOOD.replace("    mass: 1.0\n", "    mass: 1.0\n    mass: 2.0  #<\n", 1),
+     "bodies[1].mass", ["appears twice"]),
+    ("point_mass_length", GOOD.replace("    mass: 1.0\n", "    point_masses: [[1.0, 0, 0]]  #<\n",
+                                       1), "bodies[1].point_masses[0]", ["expected 4 numbers"]),
+    ("mimic_unknown_joint", GOOD.replace("    child: lower\n",
+                                         "    child: lower\n    mimic: {joint: hp}  #<\n"),
+     "joints[1].mimic", ["mimics unknown movable joint 'hp'", "did you mean 'hip'"]),
+    ("reversed_limits", GOOD.replace("    child: lower\n",
+                                     "    child: lower\n    limit: {lower: 1, upper: -1}  #<\n"),
+     "joints[1].lower", ["reversed"]),
+    ("continuous_position_limit", GOOD.replace(
+        "    type: revolute\n    parent: upper\n",
+        "    type: continuous\n    parent: upper\n    limit:\n      upper: 1  #<\n"),
+     "joints[1].limit.upper", ["continuous joint has no upper"]),
+    ("bad_timestamp", GOOD.replace("    mass: 1.0\n", "    mass: 2020-13-01  #<\n", 1),
+     "bodies[1].mass", ["cannot read the value"]),
+    ("recursive_alias", GOOD.replace("    com: [0.1, 0, 0]\n", "    com: &c [*c, 0, 0]  #<\n", 1),
+     "bodies[1].com", ["alias refers to itself"]),
+    ("complex_key", GOOD.replace("    mass: 1.0\n", "    ? [mass]  #<\n    : 1.0\n", 1),
+     "bodies[1]", ["key is a list"]),
 ]
 
 
@@ -129,6 +167,39 @@ def test_bad_robot_yaml(tmp_path, case, text, key, words):
     for w in words:
         assert w in msg, msg
     assert " — " in msg, f"no fix hint in: {msg}"
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_empty_robot_yaml(tmp_path, text):
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(ModelError, match="the file is empty") as info:
+        load_mechanism(path)
+    assert f"{path}:1" in str(info.value)
+
+
+def test_missing_files_are_named(tmp_path):
+    for name in ("nope.yaml", "nope.urdf"):
+        with pytest.raises(ModelError, match="file not found") as info:
+            load_mechanism(tmp_path / name)
+        assert str(tmp_path / name) in str(info.value)
+
+
+def test_deep_nesting_is_a_model_error(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: x\nbodies: " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(ModelError, match="nests too deeply") as info:
+        load_mechanism(path)
+    assert str(path) in str(info.value)
+
+
+def test_alias_bomb_is_a_model_error(tmp_path):
+    lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ModelError, match="aliases expand too far"):
+        load_mechanism(path)
 
 
 def test_include_cycle(tmp_path):
@@ -157,28 +228,75 @@ URDF_GOOD = """\
 
 URDF_CASES = [
     ("bad_xml", URDF_GOOD.replace('<child link="arm"/>', '<child link=arm/>  <!--#<-->'),
-     ["malformed XML"]),
+     "", ["malformed XML"]),
+    ("unclosed", URDF_GOOD.replace("</joint>\n</robot>\n", "</joint>\n<!--#<-->"),
+     "", ["malformed XML"]),
+    ("not_robot", URDF_GOOD.replace('<robot name="r">', '<robt name="r"> <!--#<-->')
+     .replace("</robot>", "</robt>"), "", ["not <robot>"]),
     ("unknown_child", URDF_GOOD.replace('<child link="arm"/>', '<child link="hand"/> <!--#<-->'),
-     ["unknown child link 'hand'"]),
+     "joint[j].child", ["unknown child link 'hand'"]),
+    ("unknown_parent", URDF_GOOD.replace('<parent link="base"/>', '<parent link="bse"/> <!--#<-->'),
+     "joint[j].parent", ["unknown parent link 'bse'", "did you mean 'base'"]),
+    ("cycle", URDF_GOOD.replace('<parent link="base"/>', '<parent link="base"/> <!--#<-->')
+     .replace("</robot>", '  <link name="c"/>\n'
+              '  <joint name="k" type="fixed"><parent link="arm"/><child link="c"/></joint>\n'
+              '  <joint name="m" type="fixed"><parent link="c"/><child link="base"/></joint>\n'
+              "</robot>"), "joint[j].parent", ["cycle (arm → base → c → arm)"]),
+    ("duplicate_link", URDF_GOOD.replace('<link name="base"/>',
+                                         '<link name="base"/>\n  <link name="arm"/>'),
+     "link[arm].name", ["defined twice"]),
     ("short_axis", URDF_GOOD.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1"/> <!--#<-->'),
-     ["expected 3 numbers"]),
+     "joint[j].axis", ["expected 3 numbers"]),
+    ("non_unit_axis", URDF_GOOD.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 0 2"/> <!--#<-->'),
+     "joint[j].axis", ["not a unit vector"]),
+    ("zero_axis", URDF_GOOD.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 0 0"/> <!--#<-->'),
+     "joint[j].axis", ["zero"]),
+    ("nan_origin", URDF_GOOD.replace('<axis xyz="0 0 1"/>',
+                                     '<axis xyz="0 0 1"/><origin xyz="0 nan 0"/> <!--#<-->'),
+     "joint[j].origin.xyz", ["finite"]),
     ("floating", URDF_GOOD.replace('type="revolute">', 'type="floating"> <!--#<-->'),
-     ["not supported"]),
-    ("mass_text", URDF_GOOD.replace('<mass value="1"/>', '<mass value="one"/>')
-     .replace("<inertial>", "<inertial> <!--#<-->"), ["expected a number"]),
+     "joint[j].type", ["not supported"]),
+    ("unknown_type", URDF_GOOD.replace('type="revolute">', 'type="hinge"> <!--#<-->'),
+     "joint[j].type", ["unsupported type 'hinge'"]),
+    ("no_type", URDF_GOOD.replace(' type="revolute">', '> <!--#<-->'),
+     "joint[j]", ["no 'type' attribute"]),
+    ("no_parent", URDF_GOOD.replace('    <parent link="base"/>\n', "")
+     .replace('type="revolute">', 'type="revolute"> <!--#<-->'), "joint[j]", ["no <parent>"]),
+    ("no_link_name", URDF_GOOD.replace('<link name="base"/>', '<link/> <!--#<-->'),
+     "link", ["no 'name' attribute"]),
+    ("mass_text", URDF_GOOD.replace('<mass value="1"/>', '\n<mass value="one"/> <!--#<-->'),
+     "link[arm].mass", ["expected a number"]),
+    ("negative_mass", URDF_GOOD.replace('<mass value="1"/>', '\n<mass value="-1"/> <!--#<-->'),
+     "link[arm].mass", ["negative"]),
+    ("not_psd", URDF_GOOD.replace('izz="0.01"/>', 'izz="0.01" ixy="0.5"/> <!--#<-->'),
+     "link[arm].inertia", ["not positive semidefinite"]),
+    ("triangle", URDF_GOOD.replace('izz="0.01"/>', 'izz="0.05"/> <!--#<-->'),
+     "link[arm].inertia", ["triangle inequality"]),
+    ("mimic_unknown", URDF_GOOD.replace('<axis xyz="0 0 1"/>',
+                                        '<axis xyz="0 0 1"/>\n    <mimic joint="k"/> <!--#<-->'),
+     "joint[j].mimic", ["mimics unknown movable joint 'k'"]),
 ]
 
 
-@pytest.mark.parametrize(("case", "text", "words"), URDF_CASES, ids=[c[0] for c in URDF_CASES])
-def test_bad_urdf(tmp_path, case, text, words):
+def _urdf_marker_line(text: str) -> int:
+    if "#<" in text:
+        return _line_of_marker(text)
+    # duplicate_link: the second definition of the name
+    return [i for i, ln in enumerate(text.splitlines(), 1) if 'name="arm"' in ln][1]
+
+
+@pytest.mark.parametrize(("case", "text", "key", "words"), URDF_CASES,
+                         ids=[c[0] for c in URDF_CASES])
+def test_bad_urdf(tmp_path, case, text, key, words):
     path = tmp_path / f"{case}.urdf"
     path.write_text(text)
     with pytest.raises(ModelError) as info:
         load_mechanism(path)
     msg = str(info.value)
-    assert f"{path}:{_line_of_marker(text)}" in msg, msg
+    assert f"{path}:{_urdf_marker_line(text)}: {key}" in msg, msg
     for w in words:
         assert w in msg, msg
+    assert " — " in msg, f"no fix hint in: {msg}"
 
 
 def _cli(*args):
@@ -210,3 +328,12 @@ def test_check_prints_the_model(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "coordinates q (2): hip, knee" in res.stdout
     assert "total mass 2.0000 kg" in res.stdout
+
+
+def test_check_debug_shows_the_traceback_and_help_lists_check(tmp_path):
+    path = tmp_path / "bad.urdf"
+    path.write_text(URDF_CASES[0][1])
+    res = _cli("--debug", "check", str(path))
+    assert res.returncode == 2 and "Traceback" in res.stderr and "malformed XML" in res.stderr
+    res = _cli("--help")
+    assert res.returncode == 0 and "check" in res.stdout

@@ -1,10 +1,20 @@
 """DC motor with its drive's current loop (reference notes §5, maxon catalogue).
 
-The drive's current PI (tens of kHz) is modelled as a first-order lag at the configured
-bandwidth ω_c, discretised exactly: i ← i + (i* − i)(1 − e^(−ω_c·dt)). The command i* is
-clamped to ±peak_current and to what the supply can drive at the motor's speed:
-|R·i + k_M·ω_m| ≤ V (back-EMF constant = torque constant in SI). Torque on the rotor:
-motor_sign·k_M·i.
+Electrical model L·di/dt = V_a − R·i − k_M·ω_m, motor torque k_M·i (k_M the torque constant,
+equal to the back-EMF constant in SI). The drive's current PI (tuned by pole–zero
+cancellation at ω_c = 2π·f_c, tens of kHz switching) makes the closed current loop a
+first-order lag at ω_c; it is discretised exactly:
+
+    i ← i + (i* − i)·(1 − exp(−ω_c·dt))
+
+The command i* is first clamped to the drive's ±peak current, then to what the supply can
+drive at the motor speed ω_m: |R·i + k_M·ω_m| ≤ V, i.e. i ∈ [(−V − k_M ω_m)/R, (V − k_M ω_m)/R]
+(the inductive drop is left out: L/R ≈ 0.5 ms is inside the loop's lag). When the two ranges
+do not meet (beyond no-load speed plus R·I_peak/k_M) the bridge applies full reverse voltage:
+the current is the voltage bound nearest zero.
+
+The motor's own angle is motor_sign · q_r (q_r the rotor coordinate), so the torque on the
+rotor coordinate is motor_sign·k_M·i and ω_m = motor_sign·q̇_r.
 """
 
 from __future__ import annotations
@@ -16,12 +26,12 @@ from numba import njit
 
 from exo_rt.model.transmission import Motor
 
-M_KT = 0
-M_PEAK = 1
-M_R = 2
-M_V = 3
+M_KT = 0  # N·m/A
+M_PEAK = 1  # A
+M_R = 2  # Ω
+M_V = 3  # V (inf: no voltage limit)
 M_BANDWIDTH = 4  # rad/s
-M_SIGN = 5
+M_SIGN = 5  # ±1
 M_WIDTH = 6
 
 
@@ -36,27 +46,23 @@ def motor_row(motor: Motor, sign: float = 1.0) -> np.ndarray:
 
 
 @njit(cache=True)
-def current_limits(omega_m, p):
-    """(i_min, i_max) (A): the peak current and the supply voltage at motor speed ω_m (rad/s)."""
-    lo, hi = -p[M_PEAK], p[M_PEAK]
+def current_target(i_cmd, omega_r, p):
+    """The current (A) the loop settles to for command i_cmd at rotor speed ω_r (rad/s)."""
+    target = min(max(i_cmd, -p[M_PEAK]), p[M_PEAK])
     if p[M_R] > 0.0 and math.isfinite(p[M_V]):
-        emf = p[M_KT] * p[M_SIGN] * omega_m
-        hi = min(hi, (p[M_V] - emf) / p[M_R])
-        lo = max(lo, (-p[M_V] - emf) / p[M_R])
-        if lo > hi:  # beyond the no-load speed: the drive can only brake
-            lo = hi = -emf / p[M_R]
-    return lo, hi
+        emf = p[M_KT] * p[M_SIGN] * omega_r
+        target = min(max(target, (-p[M_V] - emf) / p[M_R]), (p[M_V] - emf) / p[M_R])
+    return target
 
 
 @njit(cache=True)
-def current_step(i, i_cmd, omega_m, dt, p):
-    """The actual current after dt (s) for the command i_cmd (A) at motor speed ω_m."""
-    lo, hi = current_limits(omega_m, p)
-    target = min(max(i_cmd, lo), hi)
+def current_step(i, i_cmd, omega_r, dt, p):
+    """The actual current (A) after dt (s) from i, for command i_cmd at rotor speed ω_r."""
+    target = current_target(i_cmd, omega_r, p)
     return i + (target - i) * (1.0 - math.exp(-p[M_BANDWIDTH] * dt))
 
 
 @njit(cache=True)
 def motor_torque(i, p):
-    """Torque (N·m) on the rotor coordinate for the actual current i (A)."""
+    """Torque (N·m) on the rotor coordinate for the actual current i (A): motor_sign·k_M·i."""
     return p[M_SIGN] * p[M_KT] * i

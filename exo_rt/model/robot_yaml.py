@@ -123,6 +123,9 @@ def _joint(node: Node) -> JointSpec:
         lim = mapping(m["limit"], {"lower": False, "upper": False, "velocity": False,
                                    "effort": False}, "limit")
         for k, sub in lim.items():
+            if spec.type == "continuous" and k in ("lower", "upper"):
+                raise ModelError(f"a continuous joint has no {k} position limit", sub.where(),
+                                 "remove it, or make the joint revolute")
             setattr(spec, k, number(sub, allow_inf=True))
     if "mimic" in m:
         mm = mapping(m["mimic"], {"joint": True, "multiplier": False, "offset": False}, "mimic")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.errors import ModelError, Where
+from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import inertia_matrix, to_float, to_vector
 from exo_rt.model.topology import JOINT_TYPES, JointSpec, LinkSpec, build_mechanism, rpy_matrix
 
@@ -86,18 +87,21 @@ def _origin(el: Element | None, source: str, key: str) -> tuple[np.ndarray, np.n
 def _link(el: Element, source: str) -> LinkSpec:
     name = _attr(el, "name", source, "link")
     key = f"link[{name}]"
-    spec = LinkSpec(name=name, where=_where(source, el, key))
+    spec = LinkSpec(name=name, where=_where(source, el, key), lines={"name": el.line})
     inertial = el.find("inertial")
     if inertial is None:
         return spec
-    xyz, rpy = _origin(inertial.find("origin"), source, f"{key}.inertial")
+    origin = inertial.find("origin")
+    xyz, rpy = _origin(origin, source, f"{key}.inertial")
     mass_el = inertial.find("mass")
     if mass_el is None:
         raise ModelError(f"<inertial> of link '{name}' has no <mass>",
                          _where(source, inertial, f"{key}.inertial"), "add <mass value=\"…\"/>")
     spec.mass = to_float(_attr(mass_el, "value", source, f"{key}.mass"),
                          _where(source, mass_el, f"{key}.mass"))
-    spec.where = _where(source, mass_el, key)
+    spec.com = xyz
+    frame_line = (origin if origin is not None else inertial).line
+    spec.lines.update(mass=mass_el.line, com=frame_line, inertia=frame_line)
     in_el = inertial.find("inertia")
     if in_el is not None:
         comps = [
@@ -105,10 +109,9 @@ def _link(el: Element, source: str) -> LinkSpec:
                      _where(source, in_el, f"{key}.inertia.{c}"))
             for c in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
         ]
-        rot = rpy_matrix(rpy)
+        rot = rpy_matrix(rpy)  # the inertial frame's rpy turns the tensor into the link frame
         spec.inertia = rot @ inertia_matrix(*comps) @ rot.T
-        spec.where = _where(source, in_el, key)
-    spec.com = xyz
+        spec.lines["inertia"] = in_el.line
     return spec
 
 
@@ -160,21 +163,33 @@ def _joint(el: Element, source: str) -> JointSpec:
 
 def read_urdf(text: str, source: str) -> tuple[str, list[LinkSpec], list[JointSpec]]:
     """Robot name, link specs and joint specs of a URDF document."""
+    _line, name, links, joints = _read_robot(text, source)
+    return name, links, joints
+
+
+def _read_robot(text: str, source: str) -> tuple[int, str, list[LinkSpec], list[JointSpec]]:
+    """Line of ``<robot>``, robot name, link specs and joint specs of a URDF document."""
     root = parse_xml(text, source)
     if root.tag != "robot":
         raise ModelError(f"the root element is <{root.tag}>, not <robot>", Where(source, root.line),
                          "a URDF file starts with <robot name=\"…\">")
     links = [_link(el, source) for el in root.children if el.tag == "link"]
     joints = [_joint(el, source) for el in root.children if el.tag == "joint"]
-    return root.attrib.get("name", Path(source).stem), links, joints
+    return root.line, root.attrib.get("name", Path(source).stem), links, joints
 
 
 def load_urdf(path_or_text: str | Path, *, source: str | None = None,
-              gravity=(0.0, 0.0, -9.81)):
-    """A :class:`Mechanism` from a URDF file path or URDF text (gravity along −z by default)."""
+              gravity=(0.0, 0.0, -9.81)) -> Mechanism:
+    """A :class:`Mechanism` from a URDF file path or URDF text (gravity along −z by default).
+
+    ``path_or_text`` is read as a path if it is a :class:`~pathlib.Path` or a one-line string
+    not starting with ``<``; otherwise it is the URDF text itself, and ``source`` (default
+    ``<urdf text>``) is the name errors give for it.
+    """
     text, src = _read_text(path_or_text, source)
-    name, links, joints = read_urdf(text, src)
-    return build_mechanism(name, links, joints, np.asarray(gravity, float), src)
+    line, name, links, joints = _read_robot(text, src)
+    return build_mechanism(name, links, joints, np.asarray(gravity, float), src,
+                           source_where=Where(src, line))
 
 
 def _read_text(path_or_text, source: str | None) -> tuple[str, str]:
