@@ -53,7 +53,8 @@ def _setup_bench(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Dynamics benchmarks side by side with Pinocchio (tools/bench_dynamics.py)."""
+    """Dynamics benchmark side by side with Pinocchio (packaged quick version; the full
+    interleaved benchmark with raw-kernel and njit columns is tools/bench_dynamics.py)."""
     from exo_rt import bench
 
     argv = (["--quick"] if args.quick else []) + (["--json", args.json] if args.json else [])
