@@ -92,7 +92,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
         raise ConfigError(f"no bus '{channel}' in {args.buses}", None,
                           f"use one of {', '.join(b.channel for b in buses)}")
     world = SimWorld.open("drives", mech, buses)
-    world.reset(np.array(args.pose if args.pose else np.zeros(mech.nq)))
+    world.warm_up(np.array(args.pose if args.pose else np.zeros(mech.nq)))
     server = SlcanServer(world, channel)
     print(f"serving bus {channel} on {server.path}", flush=True)
     try:

@@ -337,3 +337,23 @@ def test_eds_objects_are_checked_and_served(tmp_path):
     with pytest.raises(ConfigError, match="EDS has no 6071h/0"):
         load_buses(path, robot)
     assert sim.cycle == 0
+
+
+@pytest.mark.parametrize(("hip_lost", "knee_lost"), [((0, 2), (2, 2)), ((0, 3), (2, 4)),
+                                                    ((1, 2), (3, 2)), ((0, 1), (4, 2))])
+def test_enable_survives_lost_statuswords(hip_lost, knee_lost):
+    """A TPDO lost during bring-up must not make the master act on a stale statusword: with
+    the old logic the drive whose TPDO was missing got SHUTDOWN (0x06) and fell back from
+    OPERATION ENABLED to READY TO SWITCH ON right after ``enable()`` returned (seen in a
+    cross-process slcan run on a cold numba cache). (start, periods) of the lost TPDOs."""
+    _robot, sim, (d,) = _open("exo_leg", "exo_leg", f"enable-lost-{hip_lost}-{knee_lost}")
+    d.configure()
+    for drive, (start, periods) in zip(d.config.drives, (hip_lost, knee_lost), strict=True):
+        sim.schedule(sim.cycle + start, "drop", d.config.channel, drive.node, periods)
+    d.enable(max_cycles=50)
+    for _ in range(10):
+        d.cycle(np.zeros(2))
+    states = [c.state_of(int(sw)) for sw in d.statusword]
+    assert states == [c.OPERATION_ENABLED, c.OPERATION_ENABLED]
+    assert (d.controlword == c.CW_ENABLE_OPERATION).all()
+    d.bus.shutdown()

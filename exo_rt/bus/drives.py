@@ -143,15 +143,22 @@ class Drives:
     def enable(self, max_cycles: int = 50) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles."""
         zero = np.zeros(self.n)
+        self.controlword[:] = c.CW_SHUTDOWN
         for cycle in range(max_cycles):
+            # A drive whose TPDO missed this cycle keeps its last controlword: acting on its
+            # stale statusword could send SHUTDOWN to a drive that is already enabled.
             for k in range(self.n):
-                state = c.state_of(int(self.statusword[k])) if self.seen[k] else None
-                if state in (c.SWITCH_ON_DISABLED, None):
+                if not self.seen[k]:
+                    continue
+                state = c.state_of(int(self.statusword[k]))
+                if state == c.SWITCH_ON_DISABLED:
                     self.controlword[k] = c.CW_SHUTDOWN
-                elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON):
+                elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON, c.OPERATION_ENABLED):
                     self.controlword[k] = c.CW_ENABLE_OPERATION
             self.cycle(zero)
-            if all(c.state_of(int(sw)) == c.OPERATION_ENABLED for sw in self.statusword):
+            if self.seen.all() and all(c.state_of(int(sw)) == c.OPERATION_ENABLED
+                                       for sw in self.statusword):
+                self.controlword[:] = c.CW_ENABLE_OPERATION
                 return cycle + 1
         states = ", ".join(c.state_of(int(s)) for s in self.statusword)
         raise BusError(f"the drives on bus '{self.config.name}' did not reach operation "

@@ -163,6 +163,14 @@ class SimWorld:
     def reset(self, q_joints, **kw) -> None:
         self.plant.reset(q_joints, **kw)
 
+    def warm_up(self, q_joints, **kw) -> None:
+        """Compile the plant step (numba, seconds on a cold cache) before serving frames: one
+        throw-away step at zero current, then the reset to ``q_joints`` again. A server that
+        compiled on its first frame would stall the controller's bring-up meanwhile."""
+        self.plant.reset(q_joints, **kw)
+        self.plant.step(np.zeros_like(self.cmd))
+        self.plant.reset(q_joints, **kw)
+
     # ---------------------------------------------------------------- frames
     def receive(self, channel: str, msg: can.Message) -> None:
         ep = self.endpoints[channel]
