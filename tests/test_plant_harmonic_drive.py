@@ -19,7 +19,7 @@ from exo_rt.dynamics import Dynamics
 from exo_rt.dynamics.integrate import rk4_scratch, rk4_step
 from exo_rt.model import load_mechanism
 from exo_rt.sim import Plant
-from exo_rt.sim.plant import plant_step
+from exo_rt.sim.plant import plant_run, plant_step
 from tests.exo_fixtures import exo_leg_with_drives
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,16 +233,6 @@ def test_stiffness_energy_and_inverse_are_consistent():
 
 
 # ---------------------------------------------------------------- sub-steps
-@njit
-def _run(pk, ws, tp, st, cmd, dt, substeps, sc, currents, log):
-    for k in range(currents.shape[0]):
-        for t in range(cmd.shape[0]):
-            cmd[t] = currents[k, t]
-        plant_step(pk, ws, tp, st, cmd, dt, substeps, sc)
-        for j in range(log.shape[1]):
-            log[k, j] = st[0, j]
-
-
 def _driven(mech, substeps: int) -> np.ndarray:
     """Joint angles (rad) over 1 s of hard driving: currents up to 11 A (the 24 V supply
     limits them at speed), reversals, the drives sticking and slipping."""
@@ -252,7 +242,7 @@ def _driven(mech, substeps: int) -> np.ndarray:
     plant = Plant(mech, substeps=substeps)
     plant.reset(KNEE_HORIZONTAL)
     log = np.zeros((len(t), 2))
-    _run(*plant.args, currents, log)
+    plant_run(*plant.args, currents, log)
     return log
 
 

@@ -271,14 +271,18 @@ def verify(case: Case, dyn: Dynamics, twin: Twin, q, v, a) -> dict:
 # with numba 0.68) — the bench would then time a stale kernel. Compiling these few loops
 # costs about a second per run.
 @njit(cache=False)
+def _jiggle(q, j, d):
+    """Nudge q[j] by d (so no call sees the same state twice); returns the next (j, d)."""
+    q[j] += d
+    j += 1
+    return (0, -d) if j == q.shape[0] else (j, d)
+
+
+@njit(cache=False)
 def _njit_id(pk, ws, q, v, a, out, n):
-    nq = q.shape[0]
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
-        q[j] += d
-        j += 1
-        if j == nq:
-            j, d = 0, -d
+        j, d = _jiggle(q, j, d)
         kernels.inverse_dynamics(pk, ws, q, v, a, out)
         s += out[0]
     return s
@@ -286,13 +290,9 @@ def _njit_id(pk, ws, q, v, a, out, n):
 
 @njit(cache=False)
 def _njit_mass(pk, ws, q, m, n):
-    nq = q.shape[0]
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
-        q[j] += d
-        j += 1
-        if j == nq:
-            j, d = 0, -d
+        j, d = _jiggle(q, j, d)
         kernels.mass_matrix(pk, ws, q, m)
         s += m[0, 0]
     return s
@@ -300,13 +300,9 @@ def _njit_mass(pk, ws, q, m, n):
 
 @njit(cache=False)
 def _njit_fd(pk, ws, q, v, tau, out, n):
-    nq = q.shape[0]
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
-        q[j] += d
-        j += 1
-        if j == nq:
-            j, d = 0, -d
+        j, d = _jiggle(q, j, d)
         kernels.forward_dynamics(pk, ws, q, v, tau, out)
         s += out[0]
     return s

@@ -19,24 +19,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 
 from exo_rt.model import load_mechanism
-from exo_rt.sim.plant import SUBSTEPS, Plant, plant_step
+from exo_rt.sim.plant import SUBSTEPS, Plant, plant_run
 
 ROOT = Path(__file__).resolve().parents[1]
 KNEE_HORIZONTAL = (0.0, math.pi / 2)
-
-
-@njit(cache=True)
-def _run(pk, ws, tp, st, cmd, dt, substeps, sc, currents, log):
-    """Step through ``currents`` (one row of commands per period), logging the joints."""
-    for k in range(currents.shape[0]):
-        for t in range(cmd.shape[0]):
-            cmd[t] = currents[k, t]
-        plant_step(pk, ws, tp, st, cmd, dt, substeps, sc)
-        for j in range(log.shape[1]):
-            log[k, j] = st[0, j]
 
 
 def driving(steps: int, dt: float = 1e-3) -> np.ndarray:
@@ -48,7 +36,7 @@ def driving(steps: int, dt: float = 1e-3) -> np.ndarray:
 
 def run(plant: Plant, currents: np.ndarray) -> np.ndarray:
     log = np.zeros((len(currents), plant.n_joints))
-    _run(*plant.args, currents, log)
+    plant_run(*plant.args, currents, log)
     return log
 
 

@@ -423,6 +423,19 @@ def plant_step(pk, ws, tp, st, cmd, dt, substeps, sc):
 
 # ------------------------------------------------------------------ read-outs
 @njit(cache=True)
+def plant_run(pk, ws, tp, st, cmd, dt, substeps, sc, currents, log):
+    """Step through ``currents`` (A; one row of motor commands per period) and log the first
+    ``log.shape[1]`` coordinates (rad) after each period into ``log`` — a whole open-loop
+    experiment inside njit, for benchmarks and sub-step studies (no allocation)."""
+    for k in range(currents.shape[0]):
+        for t in range(cmd.shape[0]):
+            cmd[t] = currents[k, t]
+        plant_step(pk, ws, tp, st, cmd, dt, substeps, sc)
+        for j in range(log.shape[1]):
+            log[k, j] = st[0, j]
+
+
+@njit(cache=True)
 def transmitted_torques(tp, st, out):
     """out[t] = T_s(Δ) + T_h (N·m at the output) of every flexspline."""
     for t in range(tp.shape[0]):
