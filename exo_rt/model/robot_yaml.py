@@ -10,6 +10,7 @@ registered in :data:`SECTIONS`; the reference of every key is ``docs/config-robo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -391,10 +392,26 @@ def _read_parts(path: Path, ctx: list[Path]) -> Parts:
 # ----------------------------------------------------------------------------- wearer
 WEARER_KEYS = {"mass": True, "height": True, "sex": True, "segments": True}
 SEGMENT_KEYS = {"segment": True, "body": True, "proximal": False, "distal": True,
-                "lateral": False}
+                "lateral": False, "mass": False, "com_fraction": False}
 
 
-def _apply_wearer(parts: Parts) -> None:
+def _identified(seg: anthropometry.Segment, s: dict[str, Node], override: dict) -> anthropometry.Segment:
+    """The segment with a bench-identified ``mass`` (kg) and ``com_fraction`` (of the
+    proximal → distal length) instead of de Leva's (``exo-rt bench-test inertia``); the radii
+    of gyration stay de Leva's, so the inertia scales with the mass."""
+    changes = {}
+    for key in ("mass", "com_fraction"):
+        if key in override:
+            changes[key] = float(override[key])
+        elif key in s:
+            changes[key] = number(s[key])
+            if not (changes[key] > 0.0 if key == "mass" else 0.0 <= changes[key] <= 1.0):
+                raise ModelError(f"wearer segment {key} {changes[key]} is out of range",
+                                 s[key].where(), "give a mass > 0 kg and a com_fraction in 0…1")
+    return dataclasses.replace(seg, **changes) if changes else seg
+
+
+def _apply_wearer(parts: Parts, overrides: dict | None = None) -> None:
     node = parts.wearer
     if node is None:
         return
@@ -439,7 +456,8 @@ def _apply_wearer(parts: Parts) -> None:
         if length <= 0:
             raise ModelError("the segment's proximal and distal points coincide", item.where(),
                              "give two different points")
-        seg = anthropometry.segment(seg_name, mass, height, sex, length)
+        seg = _identified(anthropometry.segment(seg_name, mass, height, sex, length), s,
+                          (overrides or {}).get(seg_name, {}))
         link = anthropometry.segment_link(seg, body, prox, dist,
                                           _opt(s, "lateral", np.array([0.0, 1.0, 0.0]), vector),
                                           item.where())
@@ -469,11 +487,12 @@ def _apply_settings(parts: Parts) -> None:
         j.type = "fixed"
 
 
-def load_robot_yaml(path: str | Path, *, wearer: bool = True):
+def load_robot_yaml(path: str | Path, *, wearer: bool = True, segments: dict | None = None):
     """A :class:`Mechanism` from a robot YAML file (schema: docs/config-robot.md).
 
     ``wearer=False`` leaves the wearer's segments out: the exoskeleton alone (what a
-    transparent law compensates).
+    transparent law compensates). ``segments`` ({segment: {"mass": kg, "com_fraction": f}})
+    overrides wearer segments' values (the inertia identification's candidates).
     """
     path = Path(path)
     parts = _read_parts(path, [path.resolve()])
@@ -483,7 +502,7 @@ def load_robot_yaml(path: str | Path, *, wearer: bool = True):
     if not parts.name:
         raise ModelError("the robot has no name", Where(shown, 1, "name"), "add 'name: …'")
     _apply_settings(parts)
-    _apply_wearer(parts)
+    _apply_wearer(parts, segments)
     transmissions, t_where = _resolve_transmissions(parts)
     return build_mechanism(
         parts.name, parts.links, parts.joints, parts.gravity, shown, base=parts.base,

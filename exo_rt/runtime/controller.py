@@ -26,6 +26,7 @@ from exo_rt.config import transmission_rows
 from exo_rt.control import estimate, laws, trajectory
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError, ConfigError
+from exo_rt.model.mechanism import Mechanism
 from exo_rt.runtime import safety
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.loop import Scheduler, realtime_setup, realtime_teardown
@@ -94,7 +95,8 @@ class Controller:
 
     def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
-                 status=None, rt_setup: bool = True, board: str | None = "emulator") -> None:
+                 status=None, rt_setup: bool = True, board: str | None = "emulator",
+                 plant: Mechanism | None = None) -> None:
         self.top = top
         self.robot = top.robot
         self.cfg = top.controller
@@ -117,18 +119,20 @@ class Controller:
         self.events: list[dict] = []
         self._stop_requested = False
         self.faults: list[Fault] = []
-        self._open(start_pose, seed)
+        self._open(start_pose, seed, plant)
         self._open_board(board)
         self._allocate()
 
     # ------------------------------------------------------------------ set-up
-    def _open(self, start_pose, seed: int) -> None:
+    def _open(self, start_pose, seed: int, plant: Mechanism | None) -> None:
+        """Open the buses; simulated, the plant is ``plant`` (default: the robot's own model —
+        a different one stands for a leg the model does not match, e.g. on the bench)."""
         buses = self.top.buses
         if self.simulated:
             from exo_rt.sim.simbus import SimWorld
 
             name = f"run-{id(self)}"
-            self.world = SimWorld.open(name, self.robot, buses, dt=self.dt, seed=seed)
+            self.world = SimWorld.open(name, plant or self.robot, buses, dt=self.dt, seed=seed)
             self.world.reset(np.zeros(self.n) if start_pose is None else np.asarray(start_pose))
             opened = [can.Bus(interface="exo_sim", channel=b.channel, world=name) for b in buses]
         else:

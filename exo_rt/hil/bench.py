@@ -1,0 +1,299 @@
+"""The bench: a robot's drives on their buses, driven one control period at a time with the
+safety layer on (DESIGN §7), and the joint position loop every motion procedure uses.
+
+A :class:`Bench` works on any python-can bus (real drives on a rig, the emulated drives over
+SLCAN, the in-process simulated bus): it sends the currents, reads the encoders and currents,
+and runs :func:`exo_rt.runtime.safety.check` — the controller's own check — every cycle: a
+drive fault, stale feedback, a lost heartbeat, an encoder glitch, a current, speed or soft
+joint limit, a tracking error, or the operator's abort key raises :class:`BenchAbort`, and the
+caller (:func:`exo_rt.hil.procedures.run_procedure`) disables the drives.
+
+What a procedure cannot do itself — lock a joint's output in a fixture — goes through a
+:class:`Fixture`: the operator on a real rig (:class:`OperatorFixture`), the plant's lock in
+simulation (:class:`exo_rt.sim.fixture.SimFixture`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import can
+import numpy as np
+
+from exo_rt.bus.drives import F_NOT_ENABLED, Drives
+from exo_rt.config import transmission_rows
+from exo_rt.control import laws
+from exo_rt.control.estimate import filter_gain, velocity_update
+from exo_rt.dynamics import Dynamics
+from exo_rt.errors import BusError
+from exo_rt.runtime import safety
+from exo_rt.runtime.config import TopConfig
+
+
+class BenchAbort(Exception):
+    """A procedure stopped: the safety check's cause, or the operator's abort."""
+
+
+class Fixture:
+    """Locks and releases joint outputs for procedures that need them held."""
+
+    def lock(self, joint: str) -> None:
+        raise NotImplementedError
+
+    def release(self, joint: str) -> None:
+        raise NotImplementedError
+
+
+class OperatorFixture(Fixture):
+    """A real rig: the operator clamps the output and confirms (Enter), or aborts."""
+
+    def __init__(self, ask=input) -> None:
+        self.ask = ask
+
+    def lock(self, joint: str) -> None:
+        answer = self.ask(f"Clamp the {joint} output in the fixture, then press Enter "
+                          "(a to abort): ")
+        if answer.strip().lower().startswith("a"):
+            raise BenchAbort("operator abort (fixture)")
+
+    def release(self, joint: str) -> None:
+        self.ask(f"Release the {joint} output from the fixture, then press Enter: ")
+
+
+class AbortKey:
+    """The abort key: 'q' + Enter (or end of input) on the operator's terminal, read by a
+    daemon thread; ctrl-C works everywhere. ``pressed`` is checked every cycle."""
+
+    def __init__(self, stream=None) -> None:
+        self.pressed = threading.Event()
+        if stream is not None:
+            threading.Thread(target=self._watch, args=(stream,), daemon=True).start()
+
+    def _watch(self, stream) -> None:
+        for line in stream:
+            if line.strip().lower() in ("q", "a", "abort", "stop"):
+                break
+        else:
+            return  # end of input without a key: not an abort (e.g. stdin closed)
+        self.pressed.set()
+
+
+@dataclass
+class Log:
+    """One motion's samples, preallocated: time (s), joint angles (rad), filtered velocities
+    (rad/s), reference (rad), commanded and measured currents (A), commanded torque (N·m)."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    q_ref: np.ndarray
+    i_cmd: np.ndarray
+    i_meas: np.ndarray
+    tau: np.ndarray
+    n: int = 0
+
+    @classmethod
+    def empty(cls, samples: int, joints: int) -> Log:
+        z = np.zeros
+        return cls(z(samples), z((samples, joints)), z((samples, joints)), z((samples, joints)),
+                   z((samples, joints)), z((samples, joints)), z((samples, joints)))
+
+    def trimmed(self) -> Log:
+        k = self.n
+        return Log(self.t[:k], self.q[:k], self.qd[:k], self.q_ref[:k], self.i_cmd[:k],
+                   self.i_meas[:k], self.tau[:k], k)
+
+
+class Bench:
+    """The robot's drives on their buses (opened by the caller), with the safety check on.
+
+    ``reply_timeout`` (s): how long a cycle waits for every drive's reply (None: lockstep, the
+    simulated bus has them queued); ``pace``: hold the period on the wall clock (real drives).
+    """
+
+    def __init__(self, top: TopConfig, drives: list[Drives], *, fixture: Fixture | None = None,
+                 dt: float | None = None, reply_timeout: float | None = None,
+                 pace: bool = False, abort: AbortKey | None = None, world=None) -> None:
+        self.top = top
+        self.robot = top.robot
+        self.drives = drives
+        self.fixture = fixture or OperatorFixture()
+        self.dt = dt if dt is not None else 1.0 / top.rate_hz
+        self.reply_timeout = reply_timeout
+        self.pace = pace
+        self.abort = abort or AbortKey()
+        self.world = world  # the SimWorld in simulation (tests look at the plant through it)
+        n = self.robot.nq
+        self.n = n
+        cfg = top.controller
+        self.tc = transmission_rows(self.robot, cfg)
+        self.limits = safety.limits_array(self.robot, top.safety.joint_margin,
+                                          top.safety.tracking_error, cfg.current_limit)
+        self.sopts = np.array([top.safety.stop_time, top.safety.stale_cycles, 1e9])
+        self.alpha = filter_gain(cfg.velocity_cutoff_hz, self.dt)
+        self.dyn = Dynamics(self.robot)
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self._q_prev = np.zeros(n)
+        self.i_meas = np.zeros(n)
+        self.i_cmd = np.zeros(n)
+        self.flags = np.zeros(n, dtype=np.int64)
+        self._streak = np.zeros(n, dtype=np.int64)
+        self._out = np.zeros(2, dtype=np.int64)
+        self._tau = np.zeros(n)
+        self._g = np.zeros(n)
+        self._e = np.zeros(n)
+        self._ref = np.zeros(n)
+        self.tracking = False
+        self.cycles = 0
+        self._deadline = 0.0
+
+    # ------------------------------------------------------------------ the cycle
+    def start(self) -> None:
+        """Configure and enable every drive, read the first measurement."""
+        for d in self.drives:
+            d.configure()
+            d.enable()
+        self.cycle(np.zeros(self.n), check=False)
+        self._q_prev[:] = self.q
+        self.qd[:] = 0.0
+
+    def cycle(self, currents: np.ndarray, *, check: bool = True) -> None:
+        """One period on every bus (RPDOs, SYNCs, replies), then the safety check."""
+        self.i_cmd[:] = currents
+        for d in self.drives:
+            d.send_rpdos(currents[d.joint_index])
+        for d in self.drives:
+            d.send_sync()
+        deadline = None if self.reply_timeout is None else time.monotonic() + self.reply_timeout
+        for d in self.drives:
+            d.collect(deadline)
+            self.q[d.joint_index] = d.position
+            self.i_meas[d.joint_index] = d.current
+            self.flags[d.joint_index] = d.flags
+        velocity_update(self.q, self._q_prev, self.qd, self.dt, self.alpha)
+        self.cycles += 1
+        if self.pace:
+            self._deadline = max(self._deadline + self.dt, time.monotonic() - self.dt)
+            delay = self._deadline - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        """The controller's safety check on this cycle's measurements; BenchAbort on a cause."""
+        if self.abort.pressed.is_set():
+            raise BenchAbort("operator abort")
+        flags = self.flags & ~F_NOT_ENABLED
+        safety.check(self.limits, self.sopts, self.q, self.qd, self.i_meas, self.i_cmd,
+                     self._tau, flags, self._streak, 0, self.tracking, self._ref, self._out)
+        cause, j = int(self._out[0]), int(self._out[1])
+        if cause != safety.OK:
+            raise BenchAbort(f"{safety.CAUSES[cause]} on {self.robot.joint_names[j]} "
+                             f"(q = {self.q[j]:.4f} rad, current {self.i_meas[j]:.2f} A)")
+
+    def disable_all(self) -> None:
+        """Disable every drive (zero current, then disable voltage), whatever happens."""
+        for d in self.drives:
+            try:
+                d.disable()
+            except (BusError, can.CanError, OSError):
+                pass
+
+    # ------------------------------------------------------------------ torque ↔ current
+    def joint_torque(self, currents: np.ndarray) -> np.ndarray:
+        """Joint torques (N·m) the motor currents (A) give through rigid, frictionless gears:
+        τ = k·s·k_M·i (k the multiplier, s the motor sign)."""
+        return self.tc[:, laws.C_K] * self.tc[:, laws.C_SIGN] * self.tc[:, laws.C_KT] * currents
+
+    def currents_for(self, tau: np.ndarray, out: np.ndarray, friction: bool = True) -> None:
+        """Motor currents (A) for joint torques τ: the controller's own conversion (with the
+        configured wave-generator friction compensated), clamped to the current limits."""
+        laws.torque_to_current(tau, self.qd, self.tc, friction, out)
+
+    def gravity(self) -> np.ndarray:
+        """The model's gravity torques (N·m) at the measured angles (a view, reused)."""
+        self.dyn.gravity(self.q, out=self._g)
+        return self._g
+
+    def inertia(self, q: np.ndarray) -> np.ndarray:
+        """Each joint's own inertia M_jj (kg·m², rotors included) at q."""
+        return np.diag(self.dyn.mass_matrix(np.asarray(q, float))).copy()
+
+
+@dataclass
+class Gains:
+    """Per-joint gains of the bench's position loop, on acceleration: k_p (1/s²), k_d (1/s),
+    k_i (1/s³) — the model's M(q) turns them into torques, so every joint behaves alike."""
+
+    kp: np.ndarray
+    kd: np.ndarray
+    ki: np.ndarray
+
+    @classmethod
+    def for_bandwidth(cls, n: int, hz: float, zeta: float = 0.7, integral: float = 0.0
+                      ) -> Gains:
+        """Each joint a second-order system ω_n = 2π·hz with damping ζ: k_p = ω_n²,
+        k_d = 2ζω_n (k_i = integral·ω_n³/10; 0: no integral)."""
+        w = 2 * math.pi * hz
+        ones = np.ones(n)
+        return cls(ones * w * w, ones * 2 * zeta * w, ones * integral * w**3 / 10.0)
+
+
+def second_order_bandwidth(wn: float, zeta: float) -> float:
+    """The −3 dB frequency (rad/s) of ω_n²/(s² + 2ζω_n s + ω_n²)."""
+    z2 = zeta * zeta
+    return wn * math.sqrt(1 - 2 * z2 + math.sqrt(4 * z2 * z2 - 4 * z2 + 2))
+
+
+def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray | None = None,
+          friction: bool = True, log: Log | None = None) -> Log:
+    """Follow ``q_ref`` (samples × joints, rad) one sample per period and log every cycle.
+
+    The bench's loop is computed torque on the model: a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e,
+    τ = M(q)·a + h(q, q̇) (inverse dynamics, gravity included), then the controller's torque →
+    current conversion with the configured friction compensated. On a plant the model matches,
+    each joint is then the decoupled ω_n²/(s² + 2ζω_n s + ω_n²) (with ``qd_ref`` = 0). The
+    safety check watches the tracking error throughout.
+    """
+    k_n, n = q_ref.shape
+    log = log or Log.empty(k_n, n)
+    if qd_ref is None:
+        qd_ref = np.gradient(q_ref, bench.dt, axis=0) if k_n > 1 else np.zeros_like(q_ref)
+    integral = np.zeros(n)
+    acc = np.zeros(n)
+    tau = np.zeros(n)
+    cur = np.zeros(n)
+    bench.tracking = True
+    try:
+        for k in range(k_n):
+            e = q_ref[k] - bench.q
+            integral += e * bench.dt
+            acc[:] = gains.kp * e + gains.kd * (qd_ref[k] - bench.qd) + gains.ki * integral
+            bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=tau)
+            bench._ref[:] = q_ref[k]
+            bench.currents_for(tau, cur, friction)
+            bench.cycle(cur)
+            i = log.n
+            log.t[i] = bench.cycles * bench.dt
+            log.q[i], log.qd[i], log.q_ref[i] = bench.q, bench.qd, q_ref[k]
+            log.i_cmd[i], log.i_meas[i], log.tau[i] = cur, bench.i_meas, tau
+            log.n += 1
+    finally:
+        bench.tracking = False
+    return log
+
+
+def move_to(bench: Bench, target: np.ndarray, gains: Gains, seconds: float = 1.5) -> Log:
+    """A minimum-jerk move from where the joints are to ``target`` (rad), then 0.3 s hold."""
+    q0 = bench.q.copy()
+    k = int(seconds / bench.dt)
+    s = np.linspace(0.0, 1.0, k)[:, None]
+    blend = 10 * s**3 - 15 * s**4 + 6 * s**5
+    path = q0 + (np.asarray(target, float) - q0) * blend
+    hold = np.repeat(path[-1:], int(0.3 / bench.dt), axis=0)
+    return track(bench, np.vstack([path, hold]), gains)

@@ -1,0 +1,133 @@
+"""Step and chirp responses of a joint's position loop → step metrics, a Bode plot and the
+closed-loop bandwidth (DESIGN §7; issue 9).
+
+The bench closes a PD loop on the joint, k_p = J ω_n², k_d = 2ζ J ω_n with J the model's
+inertia at the pose (rotors included), model gravity and the configured friction compensated,
+the derivative on the measurement only. On a rigid, well-modelled joint the loop is then the
+second-order system ω_n²/(s² + 2ζω_n s + ω_n²): its −3 dB bandwidth
+ω_b = ω_n·√(1 − 2ζ² + √(4ζ⁴ − 4ζ² + 2)) is what the joint *should* show; the measured one
+differs by what the model misses (inertia, friction, compliance, the bus's one-cycle delay).
+
+- step: a reference step of ``amplitude`` rad → rise time (10–90 %), overshoot, 2 % settling
+  time, steady-state error, and the second-order fit ζ = −ln(OS)/√(π² + ln²OS),
+  ω_n = π/(t_peak·√(1 − ζ²)) → its bandwidth;
+- chirp: a logarithmic sine sweep f0 → f1 → the frequency response H(f) = Σ Y X* / Σ |X|²
+  (X, Y the DFTs of reference and response, summed over log-spaced frequency bands), its −3 dB
+  frequency, and a Bode plot (PNG) against the second-order model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from exo_rt.hil.bench import Bench, Gains, move_to, second_order_bandwidth, track
+
+
+def _setup(bench: Bench, joint: str, pose, hz: float, zeta: float):
+    j = bench.robot.joint_names.index(joint)
+    bench.start()
+    q0 = bench.q.copy() if pose is None else np.asarray(pose, float)
+    gains = Gains.for_bandwidth(bench.n, hz, zeta)
+    move_to(bench, q0, Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0))
+    return j, q0, gains
+
+
+def _expected(bench: Bench, j: int, q0, hz: float, zeta: float) -> dict:
+    return {"natural_hz": hz, "damping": zeta, "inertia_kgm2": float(bench.inertia(q0)[j]),
+            "bandwidth_hz": second_order_bandwidth(2 * math.pi * hz, zeta) / (2 * math.pi)}
+
+
+def step_metrics(t: np.ndarray, y: np.ndarray, amplitude: float) -> dict:
+    """Metrics of a step response y(t) (y = 0 before, ``amplitude`` the commanded step)."""
+    s = y / amplitude
+    final = float(np.mean(s[-max(1, len(s) // 10):]))
+    rise = t[np.argmax(s >= 0.9 * final)] - t[np.argmax(s >= 0.1 * final)]
+    k_peak = int(np.argmax(s))
+    overshoot = max(float(s[k_peak]) / final - 1.0, 0.0)
+    outside = np.nonzero(np.abs(s - final) > 0.02 * abs(final))[0]
+    settling = float(t[outside[-1] + 1] if len(outside) and outside[-1] + 1 < len(t) else t[-1])
+    out = {"rise_time_s": float(rise), "overshoot": overshoot, "peak_time_s": float(t[k_peak]),
+           "settling_time_s": settling, "steady_state_error": 1.0 - final}
+    if overshoot > 1e-3:
+        ln = math.log(overshoot)
+        zeta = -ln / math.sqrt(math.pi**2 + ln * ln)
+        wn = math.pi / (t[k_peak] * math.sqrt(1 - zeta * zeta))
+        out.update(fit_damping=zeta, fit_natural_hz=wn / (2 * math.pi),
+                   bandwidth_hz=second_order_bandwidth(wn, zeta) / (2 * math.pi))
+    return out
+
+
+def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: float = 3.0,
+         zeta: float = 0.7, seconds: float = 1.5) -> dict:
+    """A position step on ``joint`` (the others held): step metrics and fitted bandwidth."""
+    j, q0, gains = _setup(bench, joint, pose, hz, zeta)
+    pre = int(0.2 / bench.dt)
+    k = pre + int(seconds / bench.dt)
+    ref = np.repeat(q0[None, :], k, axis=0)
+    ref[pre:, j] += amplitude
+    log = track(bench, ref, gains, qd_ref=np.zeros_like(ref)).trimmed()
+    t = log.t[pre:] - log.t[pre - 1]
+    y = log.q[pre:, j] - log.q[pre - 1, j]
+    return {"joint": joint, "amplitude_rad": amplitude, "pose_rad": q0.tolist(),
+            "gains_per_s2_per_s": [float(gains.kp[j]), float(gains.kd[j])],
+            "expected": _expected(bench, j, q0, hz, zeta), "step": step_metrics(t, y, amplitude),
+            "_trace": {"t": t, "y": y}}
+
+
+def chirp_reference(dt: float, seconds: float, f0: float, f1: float) -> np.ndarray:
+    """A logarithmic sine sweep f0 → f1 (Hz) over ``seconds``, unit amplitude, faded in and
+    out over 0.2 s (its phase φ(t) = 2π f0 T (r^(t/T) − 1)/ln r, r = f1/f0)."""
+    t = np.arange(int(seconds / dt)) * dt
+    r = f1 / f0
+    x = np.sin(2 * math.pi * f0 * seconds * (r ** (t / seconds) - 1) / math.log(r))
+    fade = np.clip(np.minimum(t, seconds - t) / 0.2, 0.0, 1.0)
+    return x * fade
+
+
+def frequency_response(x: np.ndarray, y: np.ndarray, dt: float, f0: float, f1: float,
+                       bands: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """(f, H): H = Σ Y X* / Σ |X|² over ``bands`` log-spaced bands between f0 and f1 (Hz)."""
+    freqs = np.fft.rfftfreq(len(x), dt)
+    xf, yf = np.fft.rfft(x), np.fft.rfft(y)
+    edges = np.geomspace(f0, f1, bands + 1)
+    f, h = [], []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        sel = (freqs >= lo) & (freqs < hi)
+        if sel.sum() == 0:
+            continue
+        f.append(math.sqrt(lo * hi))
+        h.append(np.sum(yf[sel] * np.conj(xf[sel])) / np.sum(np.abs(xf[sel]) ** 2))
+    return np.array(f), np.array(h)
+
+
+def bandwidth_3db(f: np.ndarray, h: np.ndarray) -> float | None:
+    """The first frequency (Hz) where |H| falls below 1/√2 (log-interpolated), None if never."""
+    mag = np.abs(h)
+    below = np.nonzero(mag < 1 / math.sqrt(2))[0]
+    if not len(below) or below[0] == 0:
+        return None
+    k = below[0]
+    a, b = math.log(mag[k - 1]), math.log(mag[k])
+    s = (math.log(1 / math.sqrt(2)) - a) / (b - a)
+    return float(math.exp(math.log(f[k - 1]) + s * (math.log(f[k]) - math.log(f[k - 1]))))
+
+
+def chirp(bench: Bench, joint: str, *, amplitude: float = 0.03, pose=None, hz: float = 3.0,
+          zeta: float = 0.7, f0: float = 0.3, f1: float = 15.0, seconds: float = 20.0) -> dict:
+    """A chirp on ``joint``'s position reference: frequency response and −3 dB bandwidth."""
+    j, q0, gains = _setup(bench, joint, pose, hz, zeta)
+    x = amplitude * chirp_reference(bench.dt, seconds, f0, f1)
+    ref = np.repeat(q0[None, :], len(x), axis=0)
+    ref[:, j] += x
+    log = track(bench, ref, gains, qd_ref=np.zeros_like(ref)).trimmed()
+    y = log.q[:, j] - q0[j]
+    f, h = frequency_response(x, y - y.mean(), bench.dt, f0, f1)
+    return {"joint": joint, "amplitude_rad": amplitude, "pose_rad": q0.tolist(),
+            "gains_per_s2_per_s": [float(gains.kp[j]), float(gains.kd[j])],
+            "expected": _expected(bench, j, q0, hz, zeta),
+            "chirp": {"f0_hz": f0, "f1_hz": f1, "seconds": seconds,
+                      "bandwidth_hz": bandwidth_3db(f, h)},
+            "bode": {"f_hz": f.tolist(), "magnitude_db": (20 * np.log10(np.abs(h))).tolist(),
+                     "phase_deg": np.degrees(np.unwrap(np.angle(h))).tolist()}}
