@@ -1,0 +1,109 @@
+"""Fits of the identification procedures (pure numpy, no bus): wave-generator friction,
+harmonic-drive stiffness and hysteresis, the leg's wearer segments — and the YAML snippets
+that carry the results back into the robot file.
+
+Conventions. Joint torques τ (N·m) are what the motor current gives through the rigid gear,
+τ_m = k·s·k_M·i (:meth:`exo_rt.hil.bench.Bench.joint_torque`). The drive's friction acts at the
+wave generator (rotor speed ω = k·q̇, N = |k|), so at the joint (Taghirad & Bélanger 1998; the
+plant's :func:`exo_rt.actuators.harmonic_drive.sliding_friction`):
+
+    τ_f(q̇, T) = sgn(q̇)·[N·T_c + N·(T_s − T_c)·exp(−(N q̇/ω_s)²) + μ·|T|] + N²·B·q̇
+
+with T the transmitted (load) torque.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# ----------------------------------------------------------------------------- friction
+
+
+def sweep_halves(q: np.ndarray, tau: np.ndarray, forward: np.ndarray, bins: int = 12):
+    """Torques of the forward and backward passes over the same positions: (centres, τ+, τ−)
+    per position bin that both passes cover (bins without both, and the two end bins where a
+    pass has just reached its speed, are dropped)."""
+    lo, hi = float(q.min()), float(q.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    centres, up, down = [], [], []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        inside = (q >= a) & (q <= b)
+        f, r = inside & forward, inside & ~forward
+        if f.sum() >= 3 and r.sum() >= 3:
+            centres.append(0.5 * (a + b))
+            up.append(float(np.mean(tau[f])))
+            down.append(float(np.mean(tau[r])))
+    return np.array(centres[1:-1]), np.array(up[1:-1]), np.array(down[1:-1])
+
+
+def friction_fit(speed: np.ndarray, half: np.ndarray, load: np.ndarray, ratio: float) -> dict:
+    """Wave-generator friction from constant-speed sweeps and breakaway tests.
+
+    Each sample: ``speed`` (rad/s at the joint; 0 for a breakaway), ``half`` = (τ+ − τ−)/2 at
+    the same position (N·m: the friction there, gravity cancelled; for a breakaway the torques
+    at which the joint starts to move up and down), ``load`` the transmitted torque (N·m, the
+    mean of the two). The model, linear in (T_c, T_s, μ, B) for a given ω_s:
+
+        half = N·T_c·(1 − E) + N·T_s·E + μ·|load| + N²·B·v,   E = exp(−(N v/ω_s)²)
+
+    is solved by least squares for each ω_s on a log grid and refined by golden section on
+    log ω_s. ω_s is observable only if some steady sweep ran inside the Stribeck band (E > 0.1
+    at the slowest moving speed): otherwise it is None (T_s then rests on the breakaways).
+    """
+    n = float(ratio)
+    speed, half, load = (np.asarray(x, float) for x in (speed, half, load))
+
+    def solve(ws: float | None):
+        e = (speed == 0).astype(float) if ws is None else np.exp(-(n * speed / ws) ** 2)
+        a = np.column_stack([n * (1 - e), n * e, np.abs(load), n * n * speed])
+        x, *_ = np.linalg.lstsq(a, half, rcond=None)
+        return x, float(np.sqrt(np.mean((a @ x - half) ** 2)))
+
+    grid = np.geomspace(0.01, 100.0, 81)
+    costs = [solve(w)[1] for w in grid]
+    k = int(np.argmin(costs))
+    lo, hi = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, len(grid) - 1)])
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(40):
+        c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+        if solve(math.exp(c))[1] < solve(math.exp(d))[1]:
+            hi = d
+        else:
+            lo = c
+    ws: float | None = math.exp(0.5 * (lo + hi))
+    moving = speed[speed > 0]
+    if not len(moving) or math.exp(-(n * float(moving.min()) / ws) ** 2) < 0.1:
+        ws = None  # no steady sweep inside the Stribeck band: ω_s is not observable here
+    x, rms = solve(ws)
+    return {"coulomb": float(x[0]), "static": float(x[1]), "viscous": float(x[3]),
+            "stribeck_velocity": ws, "load_friction": float(x[2]), "rms_Nm": rms}
+
+
+def friction_model(speed, load, p: dict, ratio: float) -> np.ndarray:
+    """τ_f at the joint (N·m) of fitted parameters ``p`` for speed > 0 (rad/s) and load (N·m)."""
+    n = float(ratio)
+    ws = p["stribeck_velocity"]
+    e = 0.0 if ws is None else np.exp(-(n * np.asarray(speed) / ws) ** 2)
+    return (n * p["coulomb"] + n * (p["static"] - p["coulomb"]) * e
+            + p["load_friction"] * np.abs(load) + n * n * p["viscous"] * np.asarray(speed))
+
+
+# ----------------------------------------------------------------------------- snippets
+
+
+def _number(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def drive_snippet(values: dict[str, dict[str, float]], source: str) -> str:
+    """The identified drive values as robot-file YAML: per joint, the keys to put into that
+    joint's transmission ``drive:`` mapping."""
+    lines = [f"# {source}", "# Put these keys into each joint's transmission `drive:` mapping",
+             "# (docs/config-robot.md); the other drive keys stay as they are.", "transmissions:"]
+    for joint, keys in values.items():
+        body = ", ".join(f"{k}: {_number(v)}" for k, v in keys.items())
+        lines.append(f"  - joint: {joint}")
+        lines.append(f"    drive: {{{body}}}")
+    return "\n".join(lines) + "\n"

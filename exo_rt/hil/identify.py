@@ -1,0 +1,145 @@
+"""Identification procedures on the bench (DESIGN §7; issue 9): wave-generator friction from
+constant-speed sweeps, harmonic-drive stiffness with the output locked, the leg's (and
+wearer's) masses and COMs. Each returns a report with the fitted values, the data behind the
+fit (for the plot) and a YAML snippet for the robot file; the fits are in :mod:`exo_rt.hil.fit`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exo_rt.hil import fit
+from exo_rt.hil.bench import Bench, BenchAbort, Gains, move_to, track
+
+SWEEP_GAINS = (4.0, 1.0, 1.0)  # Hz, ζ, integral: stiff enough to slide steadily, under the hip's resonance
+SPEEDS = (0.004, 0.008, 0.016, 0.03, 0.06, 0.12, 0.25, 0.5, 1.0)  # rad/s at the joint
+
+
+def _transmission(bench: Bench, joint: str):
+    for tr in bench.robot.transmissions:
+        if tr.joint == joint:
+            return tr
+    raise ValueError(f"joint '{joint}' has no transmission")
+
+
+def sweep_profile(c: float, span: float, speed: float, dt: float):
+    """Reference (q, q̇) for a pass c − span/2 → c + span/2 → back at ``speed`` (rad/s, joint),
+    trapezoidal speed with ramps of max(0.05 s, speed/4 s), 0.2 s holds at the ends; and the mask
+    of samples at constant speed (0.2 s after a ramp), +1 forward / −1 backward / 0 neither."""
+    ramp = max(0.05, speed / 4.0)
+    t_const = max(span / speed - ramp, 0.0)
+    k_r, k_c, k_h = int(ramp / dt), int(t_const / dt), int(0.2 / dt)
+    prof = np.r_[np.linspace(0, 1, k_r, endpoint=False), np.ones(k_c), np.linspace(1, 0, k_r),
+                 np.zeros(k_h)]
+    settle = int(0.2 / dt)
+    steady = np.zeros_like(prof)
+    steady[k_r + settle: k_r + k_c] = 1.0
+    v = np.r_[speed * prof, -speed * prof]
+    direction = np.r_[steady, -steady]
+    q = c - span / 2 + np.cumsum(v) * dt
+    return q, v, direction
+
+
+def settle(bench: Bench, pose: np.ndarray, gains: Gains, still: float = 2e-6,
+           seconds: float = 2.0) -> None:
+    """Hold ``pose`` until no joint has moved more than ``still`` rad over 0.1 s."""
+    ref = np.repeat(np.asarray(pose, float)[None, :], int(0.1 / bench.dt), axis=0)
+    for _ in range(int(seconds / 0.1)):
+        log = track(bench, ref, gains).trimmed()
+        if np.ptp(log.q, axis=0).max() <= still:
+            return
+
+
+def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
+              moved: float = 5e-5) -> tuple[float, float]:
+    """Torques (N·m, from the measured current) at which ``joint`` starts to move upwards and
+    downwards from rest at ``pose``: the position loop holds until everything is still, then
+    this joint's torque ramps at ``rate`` N·m/s (the others stay in the loop) until its encoder
+    moves by ``moved`` rad; the loop takes over again at once."""
+    j = bench.robot.joint_names.index(joint)
+    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
+    out = []
+    for sign in (1.0, -1.0):
+        move_to(bench, pose, hold, seconds=max(0.3, 3 * float(np.max(np.abs(bench.q - pose)))))
+        settle(bench, pose, hold)
+        q_start = bench.q[j]
+        tau = np.zeros(bench.n)
+        cur = np.zeros(bench.n)
+        t0 = bench.joint_torque(bench.i_meas)[j]
+        at = None
+        for k in range(int(2 * 100.0 / rate / bench.dt)):  # at most ±100 N·m
+            bench.dyn.inverse_dynamics(bench.q, bench.qd, gains.kp * (pose - bench.q)
+                                       - gains.kd * bench.qd, out=tau)
+            tau[j] = t0 + sign * rate * k * bench.dt
+            bench.currents_for(tau, cur, friction=False)
+            bench.cycle(cur)
+            if abs(bench.q[j] - q_start) > moved:
+                at = float(bench.joint_torque(bench.i_meas)[j])
+                break
+        if at is None:
+            raise BenchAbort(f"{joint} did not move under ±100 N·m: is the output locked?")
+        out.append(at)
+    move_to(bench, pose, hold, seconds=0.3)
+    return out[0], out[1]
+
+
+def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float = 0.6,
+             slow_seconds: float = 2.5) -> dict:
+    """Breakaway tests and constant-speed sweeps of ``joint`` in both directions (the others
+    held) → the wave generator's Coulomb, static (breakaway) and viscous friction, the
+    load-dependent μ and — if a steady sweep reaches into it — the Stribeck velocity.
+
+    Breakaways at three positions give the friction at rest. At each speed the pass over
+    [c − L/2, c + L/2] (L = min(span, speed·slow_seconds), at least 10 mrad) runs forwards and
+    backwards; at the same position the torques' half-difference is the friction at that speed
+    (gravity cancels) and their mean the load it carries. A pass that does not hold its speed
+    (stick–slip: the measured speed outside ½…1½ of the reference for over 10 % of the pass)
+    is left out of the fit and listed.
+    """
+    j = bench.robot.joint_names.index(joint)
+    tr = _transmission(bench, joint)
+    bench.start()
+    q0 = bench.q.copy() if pose is None else np.asarray(pose, float)
+    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
+    sp, half, load, where, unsteady = [], [], [], [], []
+    for dq in (-span / 3, 0.0, span / 3):
+        at = q0.copy()
+        at[j] += dq
+        up, down = breakaway(bench, joint, at)
+        sp.append(0.0)
+        half.append((up - down) / 2)
+        load.append((up + down) / 2)
+        where.append(float(at[j]))
+    for v in speeds:
+        length = float(np.clip(v * slow_seconds, 0.01, span))
+        qj, vj, direction = sweep_profile(q0[j], length, v, bench.dt)
+        start = q0.copy()
+        start[j] = qj[0]
+        move_to(bench, start, hold, seconds=max(0.3, 3 * abs(bench.q[j] - qj[0])))
+        ref = np.repeat(start[None, :], len(qj), axis=0)
+        ref[:, j] = qj
+        vel = np.zeros_like(ref)
+        vel[:, j] = vj
+        log = track(bench, ref, gains, qd_ref=vel).trimmed()
+        steady = direction != 0
+        ratio = log.qd[steady, j] / vj[steady]
+        if steady.sum() < 20 or np.mean((ratio < 0.5) | (ratio > 1.5)) > 0.1:
+            unsteady.append(v)
+            continue
+        tau = bench.joint_torque(log.i_meas)[:, j]
+        c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
+        sp += [v] * len(c)
+        half += list((up - down) / 2)
+        load += list((up + down) / 2)
+        where += list(c)
+    p = fit.friction_fit(np.array(sp), np.array(half), np.array(load), tr.drive.ratio)
+    configured = {k: getattr(tr.drive, k) for k in
+                  ("coulomb", "static", "viscous", "stribeck_velocity", "load_friction")}
+    values = {k: p[k] for k in configured if p[k] is not None}
+    return {"joint": joint, "pose_rad": q0.tolist(), "fit": p, "configured": configured,
+            "unsteady_speeds": unsteady,
+            "data": {"speed": sp, "friction_Nm": half, "load_Nm": load, "position": where},
+            "snippet": fit.drive_snippet({joint: values},
+                                         f"exo-rt bench-test friction, joint {joint}")}
