@@ -38,7 +38,9 @@ class BenchAbort(Exception):
 
 
 class Fixture:
-    """Locks and releases joint outputs for procedures that need them held."""
+    """Locks and releases joint outputs for procedures that need them held, and reads the
+    reaction torque of a locked output (N·m, positive where the motor pushes the joint's q up)
+    where the fixture has a torque sensor."""
 
     def lock(self, joint: str) -> None:
         raise NotImplementedError
@@ -46,12 +48,21 @@ class Fixture:
     def release(self, joint: str) -> None:
         raise NotImplementedError
 
+    def torque(self, joint: str) -> float | None:
+        """The locked output's reaction torque (N·m), None without a sensor."""
+        return None
+
 
 class OperatorFixture(Fixture):
-    """A real rig: the operator clamps the output and confirms (Enter), or aborts."""
+    """A real rig: the operator clamps the output and confirms (Enter), or aborts.
+    ``torque_sensor(joint) -> N·m`` reads the fixture's load cell where the rig has one."""
 
-    def __init__(self, ask=input) -> None:
+    def __init__(self, ask=input, torque_sensor=None) -> None:
         self.ask = ask
+        self.torque_sensor = torque_sensor
+
+    def torque(self, joint: str) -> float | None:
+        return None if self.torque_sensor is None else float(self.torque_sensor(joint))
 
     def lock(self, joint: str) -> None:
         answer = self.ask(f"Clamp the {joint} output in the fixture, then press Enter "

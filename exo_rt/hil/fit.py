@@ -90,6 +90,62 @@ def friction_model(speed, load, p: dict, ratio: float) -> np.ndarray:
             + p["load_friction"] * np.abs(load) + n * n * p["viscous"] * np.asarray(speed))
 
 
+# ----------------------------------------------------------------------------- stiffness
+
+
+def twist_regressors(torque: np.ndarray, t1: float, t2: float) -> np.ndarray:
+    """Columns of Δ(T) = sgn(T)·[min(|T|, T1)/K1 + clip(|T| − T1, 0, T2 − T1)/K2
+    + max(|T| − T2, 0)/K3] (the catalogue curve, inverted), linear in (1/K1, 1/K2, 1/K3)."""
+    a = np.abs(torque)
+    s = np.sign(torque)
+    return np.column_stack([s * np.minimum(a, t1), s * np.clip(a - t1, 0.0, t2 - t1),
+                            s * np.maximum(a - t2, 0.0)])
+
+
+def stiffness_fit(q: np.ndarray, torque: np.ndarray, t1: float, t2: float) -> dict:
+    """Flexspline stiffness and hysteresis from the torque–twist loop of a locked output.
+
+    ``q`` the joint angle from the motor encoder (rad), ``torque`` the fixture's reaction
+    torque (N·m). The encoder reads q = c + Δ, c the locked angle and Δ the flexspline's twist;
+    the flexspline carries T = T_s(Δ) + s·H (s the sign of the last twist change: the
+    hysteresis branch). For a given H, q = c + Δ_cat(T − s·H) is linear in (c, 1/K1, 1/K2,
+    1/K3) with the catalogue's T1, T2 (:func:`twist_regressors`); H is found by golden-section
+    search on the residual. A segment the torques never reach (under 5 % of the samples) is
+    reported None. Near a reversal the branch changes over a twist of a few H/K1 (Dahl), which
+    the fit treats as noise.
+    """
+    dq = np.diff(q, prepend=q[0])
+    s = np.zeros_like(q)
+    last = 1.0
+    for k, step in enumerate(dq):
+        if step != 0.0:
+            last = 1.0 if step > 0 else -1.0
+        s[k] = last
+
+    def solve(h: float):
+        reg = twist_regressors(torque - s * h, t1, t2)
+        use = [k for k in range(3) if k == 0 or np.mean(np.abs(reg[:, k]) > 0) >= 0.05]
+        a = np.column_stack([np.ones_like(q), reg[:, use]])
+        x, *_ = np.linalg.lstsq(a, q, rcond=None)
+        return x, use, float(np.sqrt(np.mean((a @ x - q) ** 2)))
+
+    lo, hi = -0.1 * t1, 0.5 * t1
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+        if solve(c)[2] < solve(d)[2]:
+            hi = d
+        else:
+            lo = c
+    h = 0.5 * (lo + hi)
+    x, use, rms = solve(h)
+    ks = [None, None, None]
+    for col, k in enumerate(use):
+        ks[k] = float(1.0 / x[col + 1])
+    return {"k1": ks[0], "k2": ks[1], "k3": ks[2], "hysteresis": h, "locked_at": float(x[0]),
+            "rms_twist_rad": rms, "torque_range_Nm": [float(torque.min()), float(torque.max())]}
+
+
 # ----------------------------------------------------------------------------- snippets
 
 

@@ -143,3 +143,59 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             "data": {"speed": sp, "friction_Nm": half, "load_Nm": load, "position": where},
             "snippet": fit.drive_snippet({joint: values},
                                          f"exo-rt bench-test friction, joint {joint}")}
+
+
+def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate: float = 150.0,
+              cycles: int = 3) -> dict:
+    """Harmonic-drive stiffness with ``joint``'s output locked in the fixture → K1, K2, K3 and
+    the hysteresis H (:func:`exo_rt.hil.fit.stiffness_fit`).
+
+    Triangular motor-torque cycles 0 → +A → −A → … → 0 at ``rate`` N·m/s on the joint (the
+    others held by the loop); the fixture's torque sensor gives the flexspline's torque and
+    the motor encoder the twist. The motor current cannot stand in for the sensor: the wave
+    generator's friction (N·T_c + μ|T|, tens of N·m on a non-back-drivable drive) dwarfs H and
+    makes the rotor stick–slip along the loop. A defaults to 75 % of the joint's current limit
+    in torque; the first quarter cycle (the virgin curve from rest) is left out of the fit.
+    """
+    j = bench.robot.joint_names.index(joint)
+    tr = _transmission(bench, joint)
+    d = tr.drive
+    limit = abs(bench.joint_torque(bench.tc[:, 7])[j])  # C_I_LIMIT in torque
+    amp = 0.75 * limit if amplitude is None else float(amplitude)
+    bench.start()
+    pose = bench.q.copy()
+    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    settle(bench, pose, hold)
+    quarter = int(amp / rate / bench.dt)
+    wave = np.r_[np.linspace(0, 1, quarter, endpoint=False),
+                 np.tile(np.r_[np.linspace(1, -1, 2 * quarter, endpoint=False),
+                               np.linspace(-1, 1, 2 * quarter, endpoint=False)], cycles),
+                 np.linspace(1, 0, quarter)] * amp
+    k_n = len(wave)
+    q = np.zeros(k_n)
+    torque = np.zeros(k_n)
+    tau = np.zeros(bench.n)
+    cur = np.zeros(bench.n)
+    bench.fixture.lock(joint)
+    try:
+        if bench.fixture.torque(joint) is None:
+            raise BenchAbort("the stiffness identification needs the fixture's torque sensor "
+                             "(docs/bench.md: OperatorFixture(torque_sensor=…))")
+        t0 = bench.joint_torque(bench.i_meas)[j]
+        for k in range(k_n):
+            bench.dyn.inverse_dynamics(bench.q, bench.qd, hold.kp * (pose - bench.q)
+                                       - hold.kd * bench.qd, out=tau)
+            tau[j] = t0 * (1 - k / k_n) + wave[k]
+            bench.currents_for(tau, cur, friction=False)
+            bench.cycle(cur)
+            q[k], torque[k] = bench.q[j], bench.fixture.torque(joint)
+    finally:
+        bench.fixture.release(joint)
+    keep = slice(quarter, k_n - quarter)
+    p = fit.stiffness_fit(q[keep], torque[keep], d.t1, d.t2)
+    configured = {"k1": d.k1, "k2": d.k2, "k3": d.k3, "hysteresis": d.hysteresis}
+    values = {k: p[k] for k in configured if p[k] is not None}
+    return {"joint": joint, "amplitude_Nm": amp, "fit": p, "configured": configured,
+            "data": {"q": q.tolist(), "torque_Nm": torque.tolist()},
+            "snippet": fit.drive_snippet({joint: values},
+                                         f"exo-rt bench-test stiffness, joint {joint}")}
