@@ -146,6 +146,119 @@ def stiffness_fit(q: np.ndarray, torque: np.ndarray, t1: float, t2: float) -> di
             "rms_twist_rad": rms, "torque_range_Nm": [float(torque.min()), float(torque.max())]}
 
 
+# ----------------------------------------------------------------------------- inertia
+
+
+def savgol(q: np.ndarray, dt: float, half: int = 25, order: int = 3):
+    """(q, q̇, q̈) smoothed by a Savitzky–Golay fit (local polynomial of ``order`` over 2·half+1
+    samples, zero phase: offline only); the first and last ``half`` samples are dropped."""
+    t = np.arange(-half, half + 1) * dt
+    coef = np.linalg.pinv(np.vander(t, order + 1, increasing=True))  # rows: c0, c1, c2 …
+    out = []
+    for row, scale in ((coef[0], 1.0), (coef[1], 1.0), (coef[2], 2.0)):
+        kernel = row[::-1] * scale
+        out.append(np.column_stack([np.convolve(q[:, j], kernel, mode="valid")
+                                    for j in range(q.shape[1])]))
+    return out[0], out[1], out[2]
+
+
+def steady_sliding(qd: np.ndarray, v_min: float, window: int) -> np.ndarray:
+    """Mask of samples (per joint) moving faster than ``v_min`` with the same direction for
+    ``window`` samples either side: away from reversals, where the wave generator sticks and
+    the friction is not the sliding law's."""
+    s = np.sign(qd) * (np.abs(qd) > v_min)
+    ok = np.abs(s) > 0
+    for shift in range(1, window + 1):
+        ok[shift:] &= s[shift:] == s[:-shift]
+        ok[:-shift] &= s[:-shift] == s[shift:]
+        ok[:shift] = False
+        ok[-shift:] = False
+    return ok
+
+
+def inertial_fit(build, p0: np.ndarray, gravity, motion, friction, v_min: float = 0.1,
+                 window: int = 10, iterations: int = 15, prior_sigma=None) -> dict:
+    """Levenberg–Marquardt on the wearer's parameters p (e.g. segment masses and COM
+    fractions) so the model's torques match the measured ones.
+
+    ``build(p)`` → a :class:`~exo_rt.dynamics.Dynamics` of the robot with those parameters;
+    ``gravity`` = (Q, J, G): poses, the joint measured there, its gravity torque (N·m, from
+    forward/backward sweeps: friction cancelled); ``motion`` = (Q, QD, QDD, TAU): states and
+    motor torques (N·m) of fast motions; ``friction`` = per joint (N, T_c, μ, B, J_rotor) with
+    J_rotor = k²·I_rotor (kg·m²): the motor torque is predicted as τ + sgn(q̇)·(N·T_c + μ|T|)
+    + N²·B·q̇, T = τ − J_rotor·q̈ the flexspline's share (only samples sliding steadily,
+    :func:`steady_sliding`, count). The two sets weigh alike (gravity rows scaled by
+    √(motion rows / gravity rows)). Jacobian by finite differences.
+
+    ``prior_sigma`` (per parameter, inf for none) keeps a parameter near p0 where the data
+    hardly tell it apart from the others: a row (p − p0)/σ weighted like 1 % of the data
+    (the joint torques fix each segment's first moment and inertia about the joint well, but
+    the split between its mass and its COM poorly).
+    """
+    gq, gj, gv = gravity
+    mq, mqd, mqdd, mtau = motion
+    fr = np.asarray(friction, float)
+    use = steady_sliding(mqd, v_min, window)
+    weight = math.sqrt(max(int(use.sum()), 1) / max(len(gv), 1))
+    tau = np.zeros(mq.shape[1])
+    sig = np.full(len(p0), np.inf) if prior_sigma is None else np.asarray(prior_sigma, float)
+    p_prior = np.asarray(p0, float)
+    w_prior = math.sqrt(0.01 * (use.sum() + len(gv)))
+
+    def residual(p):
+        dyn = build(p)
+        rg = weight * (np.array([dyn.gravity(q)[j] for q, j in zip(gq, gj, strict=True)]) - gv)
+        pred = np.zeros_like(mtau)
+        for k in range(len(mq)):
+            dyn.inverse_dynamics(mq[k], mqd[k], mqdd[k], out=tau)
+            link = tau - fr[:, 4] * mqdd[k]
+            pred[k] = (tau + np.sign(mqd[k]) * (fr[:, 0] * fr[:, 1] + fr[:, 2] * np.abs(link))
+                       + fr[:, 0] ** 2 * fr[:, 3] * mqd[k])
+        return np.r_[rg, (pred - mtau)[use], w_prior * (p - p_prior) / sig]
+
+    p = np.asarray(p0, float).copy()
+    r = residual(p)
+    lam = 1e-3
+    for _ in range(iterations):
+        jac = np.zeros((len(r), len(p)))
+        for i in range(len(p)):
+            step = 1e-4 * max(abs(p[i]), 1e-2)
+            dp = p.copy()
+            dp[i] += step
+            jac[:, i] = (residual(dp) - r) / step
+        jtj, jtr = jac.T @ jac, jac.T @ r
+        while True:
+            delta = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj)), -jtr)
+            trial = p + delta
+            rt = residual(trial)
+            if rt @ rt < r @ r:
+                p, r, lam = trial, rt, lam / 3
+                break
+            lam *= 10
+            if lam > 1e8:
+                break
+        if lam > 1e8 or np.max(np.abs(delta) / np.maximum(np.abs(p), 1e-2)) < 1e-6:
+            break
+    r0 = residual(np.asarray(p0, float))
+    ng, nm = len(gv), len(gv) + int(use.sum())
+    return {"p": p.tolist(), "gravity_rms_Nm": float(np.sqrt(np.mean(r[:ng] ** 2))) / weight,
+            "gravity_rms_before_Nm": float(np.sqrt(np.mean(r0[:ng] ** 2))) / weight,
+            "motion_rms_Nm": float(np.sqrt(np.mean(r[ng:nm] ** 2))),
+            "motion_rms_before_Nm": float(np.sqrt(np.mean(r0[ng:nm] ** 2))),
+            "gravity_samples": int(len(gv)), "motion_samples": int(use.sum())}
+
+
+def wearer_snippet(values: dict[str, dict[str, float]], source: str) -> str:
+    """Identified wearer segments as robot-file YAML (keys to add to each segment's entry)."""
+    lines = [f"# {source}", "# Add these keys to the matching entries of the robot file's",
+             "# wearer.segments (docs/config-robot.md); body, proximal and distal stay.",
+             "wearer:", "  segments:"]
+    for seg, keys in values.items():
+        body = ", ".join(f"{k}: {_number(v)}" for k, v in keys.items())
+        lines.append(f"    - {{segment: {seg}, {body}}}")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- snippets
 
 

@@ -15,6 +15,20 @@ SWEEP_GAINS = (4.0, 1.0, 1.0)  # Hz, ζ, integral: stiff enough to slide steadil
 SPEEDS = (0.004, 0.008, 0.016, 0.03, 0.06, 0.12, 0.25, 0.5, 1.0)  # rad/s at the joint
 
 
+def _rotor_inertias(robot) -> np.ndarray:
+    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.dynamics.couplings import released
+
+    plant = released(robot)
+    m = Dynamics(plant).mass_matrix(np.zeros(plant.nq))
+    out = np.zeros(robot.nq)
+    for tr in robot.transmissions:
+        r = plant.joint_names.index(tr.rotor_joint)
+        out[robot.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]
+    return out
+
+
 def _transmission(bench: Bench, joint: str):
     for tr in bench.robot.transmissions:
         if tr.joint == joint:
@@ -199,3 +213,117 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
             "data": {"q": q.tolist(), "torque_Nm": torque.tolist()},
             "snippet": fit.drive_snippet({joint: values},
                                          f"exo-rt bench-test stiffness, joint {joint}")}
+
+
+def multisine(dt: float, seconds: float, amplitudes, freqs, fade: float = 1.0) -> np.ndarray:
+    """Σ a_i·sin(2π f_i t) (rad), faded in and out over ``fade`` s (a smooth start and end)."""
+    t = np.arange(int(seconds / dt)) * dt
+    x = sum(a * np.sin(2 * np.pi * f * t) for a, f in zip(amplitudes, freqs, strict=True))
+    return x * np.clip(np.minimum(t, seconds - t) / fade, 0.0, 1.0)
+
+
+COM_SIGMA = 0.03  # spread of a segment's COM fraction between people (de Leva's tables ± ~0.03)
+MULTISINE = ((0.2, 0.08, 0.03), (0.3, 0.8, 1.6))  # rad, Hz: the fast motions' base spectrum
+
+
+def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
+    """Forward/backward sweeps of each joint over [10 %, 50 %] of its range, the others held at
+    20 % and 45 % of theirs → (poses, joint, gravity torque) from the passes' mean torque."""
+    robot = bench.robot
+    lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
+    hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
+    span = hi - lo
+    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
+    poses, joints, torques = [], [], []
+    for j in range(bench.n):
+        for frac in (0.2, 0.45):
+            base = lo + frac * span
+            length = 0.4 * span[j]
+            qj, vj, direction = sweep_profile(lo[j] + 0.3 * span[j], length, speed, bench.dt)
+            start = base.copy()
+            start[j] = qj[0]
+            move_to(bench, start, hold,
+                    seconds=max(0.5, 2 * float(np.max(np.abs(bench.q - start)))))
+            ref = np.repeat(start[None, :], len(qj), axis=0)
+            ref[:, j] = qj
+            vel = np.zeros_like(ref)
+            vel[:, j] = vj
+            log = track(bench, ref, gains, qd_ref=vel).trimmed()
+            steady = direction != 0
+            tau = bench.joint_torque(log.i_meas)[:, j]
+            c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
+            for cj, g in zip(c, (up + down) / 2, strict=True):
+                pose = np.mean(log.q[steady], axis=0)
+                pose[j] = cj
+                poses.append(pose)
+                joints.append(j)
+                torques.append(float(g))
+    return poses, joints, torques
+
+
+def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float = 20.0) -> dict:
+    """The wearer's segment masses and COMs from slow and fast motions of the leg → corrected
+    ``mass`` and ``com_fraction`` per segment (:func:`exo_rt.hil.fit.inertial_fit`).
+
+    Slow: forward/backward sweeps of each joint (gravity, friction cancelled). Fast: a
+    multi-sine on every joint at once (``seconds`` long, amplitudes scaled so the inertial
+    torque stays under 30 % of the current limit), with the drive's friction — identified
+    first — predicted. The segments fitted default to those strapped to a body a joint moves
+    (segments on bodies lumped into them, like the foot, keep their values: a body's mass and
+    its lumped parts' cannot be told apart from joint torques). The radii of gyration stay
+    de Leva's, so each segment's inertia follows its mass and COM.
+    """
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.model.robot_yaml import load_robot_yaml, wearer_segments
+
+    robot = bench.robot
+    path = bench.top.robot_path
+    segs = [(name, seg) for name, body, seg in wearer_segments(path)
+            if (segments is None and body in robot.body_names)
+            or (segments is not None and name in segments)]
+    if not segs:
+        raise BenchAbort("the robot file has no wearer segment to identify")
+    p0 = np.array([v for _, seg in segs for v in (seg.mass, seg.com_fraction)])
+
+    def build(p):
+        over = {name: {"mass": p[2 * i], "com_fraction": p[2 * i + 1]}
+                for i, (name, _) in enumerate(segs)}
+        return Dynamics(load_robot_yaml(path, segments=over))
+
+    bench.start()
+    gravity = _gravity_sweeps(bench, speed)
+    lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
+    hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
+    centre = lo + 0.3 * (hi - lo)
+    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    move_to(bench, centre, hold)
+    amps, freqs = (np.array(x) for x in MULTISINE)
+    limit = np.abs(bench.joint_torque(bench.tc[:, 7]))
+    m_jj = bench.inertia(centre)
+    ref = np.repeat(centre[None, :], int(seconds / bench.dt), axis=0)
+    for j in range(bench.n):
+        f = freqs * (1 + 0.17 * j)
+        scale = min(1.0, 0.3 * limit[j] / (m_jj[j] * float(amps @ (2 * np.pi * f) ** 2)))
+        ref[:, j] += multisine(bench.dt, seconds, scale * amps, f)
+    log = track(bench, ref, Gains.for_bandwidth(bench.n, 4.0, 1.0, integral=1.0)).trimmed()
+    q, qd, qdd = fit.savgol(log.q, bench.dt)
+    tau_m = fit.savgol(bench.joint_torque(log.i_meas), bench.dt)[0]  # the same low-pass
+    every = slice(None, None, 2)
+    rotor = _rotor_inertias(robot)
+    friction = []
+    for j, name in enumerate(robot.joint_names):
+        d = _transmission(bench, name).drive
+        friction.append((d.ratio, d.coulomb, d.load_friction, d.viscous, rotor[j]))
+    res = fit.inertial_fit(build, p0, (np.array(gravity[0]), np.array(gravity[1]),
+                                       np.array(gravity[2])),
+                           (q[every], qd[every], qdd[every], tau_m[every]), friction,
+                           prior_sigma=[np.inf, COM_SIGMA] * len(segs))
+    p = res["p"]
+    values = {name: {"mass": p[2 * i], "com_fraction": p[2 * i + 1]}
+              for i, (name, _) in enumerate(segs)}
+    prior = {name: {"mass": seg.mass, "com_fraction": seg.com_fraction} for name, seg in segs}
+    return {"segments": values, "prior": prior, "fit": res,
+            "data": {"gravity_pose": [list(map(float, x)) for x in gravity[0]],
+                     "gravity_joint": gravity[1], "gravity_Nm": gravity[2]},
+            "snippet": fit.wearer_snippet(values, "exo-rt bench-test inertia")}

@@ -411,10 +411,12 @@ def _identified(seg: anthropometry.Segment, s: dict[str, Node], override: dict) 
     return dataclasses.replace(seg, **changes) if changes else seg
 
 
-def _apply_wearer(parts: Parts, overrides: dict | None = None) -> None:
+def _apply_wearer(parts: Parts, overrides: dict | None = None) -> list:
+    """Add the wearer's segments as links strapped to their bodies; returns
+    [(segment name, body, :class:`~exo_rt.model.anthropometry.Segment`)]."""
     node = parts.wearer
     if node is None:
-        return
+        return []
     m = mapping(node, WEARER_KEYS, "wearer")
     mass, height = number(m["mass"]), number(m["height"])
     lo, hi = anthropometry.HEIGHT_RANGE
@@ -431,6 +433,7 @@ def _apply_wearer(parts: Parts, overrides: dict | None = None) -> None:
                          "use male or female")
     links = {lk.name: lk for lk in parts.links}
     joints = {j.name: j for j in parts.joints}
+    added = []
     for item in sequence(m["segments"], "segments"):
         s = mapping(item, SEGMENT_KEYS, "a wearer segment")
         seg_name = text(s["segment"])
@@ -465,6 +468,8 @@ def _apply_wearer(parts: Parts, overrides: dict | None = None) -> None:
         parts.links.append(link)
         parts.joints.append(JointSpec(f"{link.name}_strap", "fixed", body, link.name,
                                       where=item.where()))
+        added.append((seg_name, body, seg))
+    return added
 
 
 def _apply_settings(parts: Parts) -> None:
@@ -485,6 +490,15 @@ def _apply_settings(parts: Parts) -> None:
         else:
             j.origin_rpy = matrix_rpy(rot @ axis_rotation(axis, value))
         j.type = "fixed"
+
+
+def wearer_segments(path: str | Path) -> list:
+    """The wearer's segments of a robot file: [(segment, body, Segment)] with their masses (kg)
+    and COM fractions as the file gives them (de Leva's, or identified values)."""
+    path = Path(path)
+    parts = _read_parts(path, [path.resolve()])
+    _apply_settings(parts)
+    return _apply_wearer(parts)
 
 
 def load_robot_yaml(path: str | Path, *, wearer: bool = True, segments: dict | None = None):
