@@ -8,7 +8,6 @@ exit 2; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -252,11 +251,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _setup_bench_test(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", choices=("bringup", "latency"))
+    from exo_rt.hil.procedures import PROCEDURES
+
+    p.add_argument("name", choices=tuple(PROCEDURES), help="the procedure (docs/bench.md)")
     p.add_argument("--config", default=None, metavar="FILE", help="top config")
     p.add_argument("--bus", default="sim", metavar="SPEC",
                    help="sim (default) or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5)")
-    p.add_argument("--joint", help="only this joint (latency)")
+    p.add_argument("--joint", help="only this joint (per-joint procedures)")
+    p.add_argument("--pose", type=float, nargs="*", default=None,
+                   help="simulated bus: the leg's initial joint angles (rad)")
+    p.add_argument("--reply-timeout", type=float, default=None, metavar="MS",
+                   help="how long a cycle waits for the drives' replies on a real bus "
+                        "(default 0.7 of the period; 50 for the emulated drives over SLCAN)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/bench-<date-time>)")
     p.add_argument("--yes", action="store_true", help="skip the pre-flight confirmation")
 
@@ -266,7 +272,8 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     import datetime
     from pathlib import Path
 
-    from exo_rt.hil.procedures import Bench, checklist, run_procedure
+    from exo_rt.hil.bench import AbortKey, Bench, OperatorFixture
+    from exo_rt.hil.procedures import checklist, run_procedure
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
 
@@ -274,17 +281,37 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     top = load_top(config)
     for line in checklist(args.name, top, args.joint):
         print(line)
-    if not args.yes and args.bus != "sim" and sys.stdin.isatty():
+    simulated = args.bus.startswith("sim")
+    interactive = sys.stdin.isatty()
+    if not args.yes and not simulated and interactive:
         if input("Proceed? [y/N] ").strip().lower() != "y":
             print("aborted before starting")
             return 1
-    ctl = Controller(top, args.bus, board=None)
+    ctl = Controller(top, args.bus, board=None, start_pose=args.pose)
+    if simulated:
+        from exo_rt.sim.fixture import SimFixture
+
+        fixture, timeout = SimFixture(ctl.world), None
+    else:
+        fixture = OperatorFixture()
+        timeout = 0.7 * ctl.dt if args.reply_timeout is None else args.reply_timeout * 1e-3
+    bench = Bench(top, ctl.drives, fixture=fixture, reply_timeout=timeout, pace=not simulated,
+                  abort=AbortKey(sys.stdin if interactive else None), world=ctl.world)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / f"bench-{stamp}"
-    report = run_procedure(args.name, Bench(top, ctl.drives, ctl.world, ctl.dt), out, args.joint)
-    print(json.dumps({k: v for k, v in report.items() if k != "procedure"}, indent=1))
+    print("running (ctrl-C or q + Enter aborts) …", flush=True)
+    try:
+        report = run_procedure(args.name, bench, out, args.joint)
+    finally:
+        bench.close()
+    for key in ("reason", "snippet_file", "plot"):
+        if key in report:
+            print(f"{key.replace('_', ' ')}: {report[key]}")
     print(f"report: {out / f'bench-{args.name}.json'}")
-    return 0 if not report.get("aborted") else 1
+    if report.get("aborted"):
+        print(f"ABORTED: {report['reason']} — drives disabled", file=sys.stderr)
+        return 1
+    return 0
 
 
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {

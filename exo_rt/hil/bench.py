@@ -215,6 +215,11 @@ class Bench:
             except (BusError, can.CanError, OSError):
                 pass
 
+    def close(self) -> None:
+        """Shut the buses down (after :meth:`disable_all`)."""
+        for d in self.drives:
+            d.bus.shutdown()
+
     # ------------------------------------------------------------------ torque ↔ current
     def joint_torque(self, currents: np.ndarray) -> np.ndarray:
         """Joint torques (N·m) the motor currents (A) give through rigid, frictionless gears:
@@ -225,6 +230,19 @@ class Bench:
         """Motor currents (A) for joint torques τ: the controller's own conversion (with the
         configured wave-generator friction compensated), clamped to the current limits."""
         laws.torque_to_current(tau, self.qd, self.tc, friction, out)
+
+    def home(self) -> np.ndarray:
+        """The procedures' default pose: every joint at 30 % of its soft range (for the leg:
+        hip and knee flexed, the drives loaded by the leg's weight)."""
+        lo, hi = self.limits[:, safety.L_LOWER], self.limits[:, safety.L_UPPER]
+        return lo + 0.3 * (hi - lo)
+
+    def centred(self, q, half_range) -> np.ndarray:
+        """q (rad) moved just far enough inside the soft limits that every joint can swing
+        ±``half_range`` (rad, per joint or one for all) about it with 0.05 rad to spare."""
+        lo = self.limits[:, safety.L_LOWER] + half_range + 0.05
+        hi = self.limits[:, safety.L_UPPER] - half_range - 0.05
+        return np.clip(np.asarray(q, float), lo, np.maximum(lo, hi))
 
     def gravity(self) -> np.ndarray:
         """The model's gravity torques (N·m) at the measured angles (a view, reused)."""
@@ -299,12 +317,19 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
     return log
 
 
-def move_to(bench: Bench, target: np.ndarray, gains: Gains, seconds: float = 1.5) -> Log:
-    """A minimum-jerk move from where the joints are to ``target`` (rad), then 0.3 s hold."""
+HOLD = (3.0, 1.0, 1.0)  # Hz, ζ, integral: the loop that moves between and holds poses
+
+
+def move_to(bench: Bench, target: np.ndarray, seconds: float | None = None) -> Log:
+    """A minimum-jerk move from where the joints are to ``target`` (rad) — over ``seconds``,
+    default 4 s per rad of the largest move (at least 0.5 s) — then a 0.3 s hold."""
+    target = np.asarray(target, float)
     q0 = bench.q.copy()
+    if seconds is None:
+        seconds = max(0.5, 4.0 * float(np.max(np.abs(target - q0))))
     k = int(seconds / bench.dt)
     s = np.linspace(0.0, 1.0, k)[:, None]
     blend = 10 * s**3 - 15 * s**4 + 6 * s**5
-    path = q0 + (np.asarray(target, float) - q0) * blend
+    path = q0 + (target - q0) * blend
     hold = np.repeat(path[-1:], int(0.3 / bench.dt), axis=0)
-    return track(bench, np.vstack([path, hold]), gains)
+    return track(bench, np.vstack([path, hold]), Gains.for_bandwidth(bench.n, *HOLD))

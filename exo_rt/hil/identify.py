@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from exo_rt.hil import fit
-from exo_rt.hil.bench import Bench, BenchAbort, Gains, move_to, track
+from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
 
-SWEEP_GAINS = (4.0, 1.0, 1.0)  # Hz, ζ, integral: stiff enough to slide steadily, under the hip's resonance
-SPEEDS = (0.004, 0.008, 0.016, 0.03, 0.06, 0.12, 0.25, 0.5, 1.0)  # rad/s at the joint
+# Hz, ζ, integral of the sweeps' loop: stiff enough to slide steadily, under the hip's resonance
+SWEEP_GAINS = (4.0, 1.0, 1.0)
+SPEEDS = (0.016, 0.03, 0.06, 0.12, 0.25, 0.5)  # rad/s at the joint
 
 
 def _rotor_inertias(robot) -> np.ndarray:
@@ -38,14 +39,15 @@ def _transmission(bench: Bench, joint: str):
 
 def sweep_profile(c: float, span: float, speed: float, dt: float):
     """Reference (q, q̇) for a pass c − span/2 → c + span/2 → back at ``speed`` (rad/s, joint),
-    trapezoidal speed with ramps of max(0.05 s, speed/4 s), 0.2 s holds at the ends; and the mask
-    of samples at constant speed (0.2 s after a ramp), +1 forward / −1 backward / 0 neither."""
+    trapezoidal speed with ramps of max(0.05 s, speed/4 s), 0.2 s holds at the ends; and the
+    mask of samples at constant speed (0.1…0.2 s after a ramp, at most 0.1 rad on): +1 forward,
+    −1 backward, 0 neither."""
     ramp = max(0.05, speed / 4.0)
     t_const = max(span / speed - ramp, 0.0)
     k_r, k_c, k_h = int(ramp / dt), int(t_const / dt), int(0.2 / dt)
     prof = np.r_[np.linspace(0, 1, k_r, endpoint=False), np.ones(k_c), np.linspace(1, 0, k_r),
                  np.zeros(k_h)]
-    settle = int(0.2 / dt)
+    settle = int(min(0.2, max(0.1, 0.1 / speed)) / dt)  # the loop settles in ~40 ms
     steady = np.zeros_like(prof)
     steady[k_r + settle: k_r + k_c] = 1.0
     v = np.r_[speed * prof, -speed * prof]
@@ -71,11 +73,11 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
     this joint's torque ramps at ``rate`` N·m/s (the others stay in the loop) until its encoder
     moves by ``moved`` rad; the loop takes over again at once."""
     j = bench.robot.joint_names.index(joint)
-    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    hold = Gains.for_bandwidth(bench.n, *HOLD)
     gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     out = []
     for sign in (1.0, -1.0):
-        move_to(bench, pose, hold, seconds=max(0.3, 3 * float(np.max(np.abs(bench.q - pose)))))
+        move_to(bench, pose)
         settle(bench, pose, hold)
         q_start = bench.q[j]
         tau = np.zeros(bench.n)
@@ -94,7 +96,7 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
         if at is None:
             raise BenchAbort(f"{joint} did not move under ±100 N·m: is the output locked?")
         out.append(at)
-    move_to(bench, pose, hold, seconds=0.3)
+    move_to(bench, pose, seconds=0.3)
     return out[0], out[1]
 
 
@@ -104,56 +106,61 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
     held) → the wave generator's Coulomb, static (breakaway) and viscous friction, the
     load-dependent μ and — if a steady sweep reaches into it — the Stribeck velocity.
 
-    Breakaways at three positions give the friction at rest. At each speed the pass over
+    Everything runs twice, the other joints at the default pose and at 45 % of their range,
+    so the load on the drive (and its μ|T| share) varies. Breakaways at three positions give
+    the friction at rest. At each speed the pass over
     [c − L/2, c + L/2] (L = min(span, speed·slow_seconds), at least 10 mrad) runs forwards and
     backwards; at the same position the torques' half-difference is the friction at that speed
     (gravity cancels) and their mean the load it carries. A pass that does not hold its speed
-    (stick–slip: the measured speed outside ½…1½ of the reference for over 10 % of the pass)
-    is left out of the fit and listed.
+    (stick–slip: the measured speed outside ½…1½ of the reference for over 30 % of the pass)
+    is left out of the fit and listed; single samples off their speed are dropped.
     """
     j = bench.robot.joint_names.index(joint)
     tr = _transmission(bench, joint)
     bench.start()
-    q0 = bench.q.copy() if pose is None else np.asarray(pose, float)
-    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    home = bench.home() if pose is None else np.asarray(pose, float)
+    lo, hi = bench.limits[:, 0], bench.limits[:, 1]
     gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     sp, half, load, where, unsteady = [], [], [], [], []
-    for dq in (-span / 3, 0.0, span / 3):
-        at = q0.copy()
-        at[j] += dq
-        up, down = breakaway(bench, joint, at)
-        sp.append(0.0)
-        half.append((up - down) / 2)
-        load.append((up + down) / 2)
-        where.append(float(at[j]))
-    for v in speeds:
-        length = float(np.clip(v * slow_seconds, 0.01, span))
-        qj, vj, direction = sweep_profile(q0[j], length, v, bench.dt)
-        start = q0.copy()
-        start[j] = qj[0]
-        move_to(bench, start, hold, seconds=max(0.3, 3 * abs(bench.q[j] - qj[0])))
-        ref = np.repeat(start[None, :], len(qj), axis=0)
-        ref[:, j] = qj
-        vel = np.zeros_like(ref)
-        vel[:, j] = vj
-        log = track(bench, ref, gains, qd_ref=vel).trimmed()
-        steady = direction != 0
-        ratio = log.qd[steady, j] / vj[steady]
-        if steady.sum() < 20 or np.mean((ratio < 0.5) | (ratio > 1.5)) > 0.1:
-            unsteady.append(v)
-            continue
-        tau = bench.joint_torque(log.i_meas)[:, j]
-        c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
-        sp += [v] * len(c)
-        half += list((up - down) / 2)
-        load += list((up + down) / 2)
-        where += list(c)
+    others = [home, np.where(np.arange(bench.n) == j, home, lo + 0.45 * (hi - lo))]
+    for q0 in (bench.centred(x, span / 2) for x in others[: 1 if bench.n == 1 else 2]):
+        for dq in (-span / 3, 0.0, span / 3):
+            at = q0.copy()
+            at[j] += dq
+            up, down = breakaway(bench, joint, at)
+            sp.append(0.0)
+            half.append((up - down) / 2)
+            load.append((up + down) / 2)
+            where.append(float(at[j]))
+        for v in speeds:
+            length = float(np.clip(v * slow_seconds, 0.01, span))
+            qj, vj, direction = sweep_profile(q0[j], length, v, bench.dt)
+            start = q0.copy()
+            start[j] = qj[0]
+            move_to(bench, start)
+            ref = np.repeat(start[None, :], len(qj), axis=0)
+            ref[:, j] = qj
+            vel = np.zeros_like(ref)
+            vel[:, j] = vj
+            log = track(bench, ref, gains, qd_ref=vel).trimmed()
+            ratio = np.where(direction != 0, log.qd[:, j] / np.where(vj == 0, 1.0, vj), 0.0)
+            steady = (direction != 0) & (ratio > 0.5) & (ratio < 1.5)
+            if steady.sum() < 20 or steady.sum() < 0.7 * np.sum(direction != 0):
+                unsteady.append(v)
+                continue
+            tau = bench.joint_torque(log.i_meas)[:, j]
+            c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady],
+                                           direction[steady] > 0)
+            sp += [v] * len(c)
+            half += list((up - down) / 2)
+            load += list((up + down) / 2)
+            where += list(c)
     p = fit.friction_fit(np.array(sp), np.array(half), np.array(load), tr.drive.ratio)
     configured = {k: getattr(tr.drive, k) for k in
                   ("coulomb", "static", "viscous", "stribeck_velocity", "load_friction")}
     values = {k: p[k] for k in configured if p[k] is not None}
-    return {"joint": joint, "pose_rad": q0.tolist(), "fit": p, "configured": configured,
-            "unsteady_speeds": unsteady,
+    return {"joint": joint, "pose_rad": home.tolist(), "fit": p, "configured": configured,
+            "unsteady_speeds": sorted(set(unsteady)),
             "data": {"speed": sp, "friction_Nm": half, "load_Nm": load, "position": where},
             "snippet": fit.drive_snippet({joint: values},
                                          f"exo-rt bench-test friction, joint {joint}")}
@@ -178,7 +185,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
     amp = 0.75 * limit if amplitude is None else float(amplitude)
     bench.start()
     pose = bench.q.copy()
-    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
+    hold = Gains.for_bandwidth(bench.n, *HOLD)
     settle(bench, pose, hold)
     quarter = int(amp / rate / bench.dt)
     wave = np.r_[np.linspace(0, 1, quarter, endpoint=False),
@@ -233,7 +240,6 @@ def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
     lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
     hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
     span = hi - lo
-    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
     gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     poses, joints, torques = [], [], []
     for j in range(bench.n):
@@ -243,8 +249,7 @@ def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
             qj, vj, direction = sweep_profile(lo[j] + 0.3 * span[j], length, speed, bench.dt)
             start = base.copy()
             start[j] = qj[0]
-            move_to(bench, start, hold,
-                    seconds=max(0.5, 2 * float(np.max(np.abs(bench.q - start)))))
+            move_to(bench, start)
             ref = np.repeat(start[None, :], len(qj), axis=0)
             ref[:, j] = qj
             vel = np.zeros_like(ref)
@@ -296,8 +301,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
     lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
     hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
     centre = lo + 0.3 * (hi - lo)
-    hold = Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0)
-    move_to(bench, centre, hold)
+    move_to(bench, centre)
     amps, freqs = (np.array(x) for x in MULTISINE)
     limit = np.abs(bench.joint_torque(bench.tc[:, 7]))
     m_jj = bench.inertia(centre)

@@ -1,65 +1,21 @@
-"""The bench procedures. Each takes a :class:`Bench` (the buses and drives of a robot) and
-returns a report dict; :func:`run_procedure` wraps one with the checklist, the abort path and
-the run folder."""
+"""The bench procedures and how they run: the registry (name → procedure, what moves),
+the pre-flight checklist, the abort path and the run folder (``bench-<name>.json``, the YAML
+snippet ``bench-<name>.yaml`` of an identification, the plot ``bench-<name>.png``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import can
 import numpy as np
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import frame_bits
-from exo_rt.bus.drives import Drives
-from exo_rt.errors import BusError, ConfigError
+from exo_rt.errors import ConfigError
+from exo_rt.hil import identify, response
+from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.runtime.config import TopConfig
-
-PROCEDURES = ("bringup", "latency")
-
-
-@dataclass
-class Bench:
-    """The robot's drives on their buses (opened by the caller: real, SLCAN or simulated)."""
-
-    top: TopConfig
-    drives: list[Drives]
-    world: object = None  # the SimWorld when simulated (for the bench fixture: locked outputs)
-    dt: float = 1e-3
-
-    def cycle(self, currents: np.ndarray) -> None:
-        """One 1 ms cycle on every bus: RPDOs, SYNCs, then the replies."""
-        for d in self.drives:
-            d.send_rpdos(currents[d.joint_index])
-        for d in self.drives:
-            d.send_sync()
-        deadline = None if self.world is not None else time.monotonic() + 0.7 * self.dt
-        for d in self.drives:
-            d.collect(deadline)
-        if self.world is None:
-            time.sleep(self.dt)
-
-    def position(self) -> np.ndarray:
-        q = np.zeros(self.top.robot.nq)
-        for d in self.drives:
-            q[d.joint_index] = d.position
-        return q
-
-    def current(self) -> np.ndarray:
-        i = np.zeros(self.top.robot.nq)
-        for d in self.drives:
-            i[d.joint_index] = d.current
-        return i
-
-    def disable_all(self) -> None:
-        for d in self.drives:
-            try:
-                d.disable()
-            except (BusError, can.CanError, OSError):
-                pass
 
 
 def bringup(bench: Bench, seconds: float = 0.5) -> dict:
@@ -85,7 +41,8 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
         d._frame = count
         t0 = None
         for _ in range(n):
-            d.cycle(np.zeros(d.n))
+            d.cycle(np.zeros(d.n), None if bench.reply_timeout is None
+                    else time.monotonic() + bench.reply_timeout)
             bits += frame_bits(0) + d.n * frame_bits(4)  # SYNC and RPDOs sent
             t0 = t0 if t0 is not None else d.now
         d._frame = original
@@ -106,68 +63,128 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
     return report
 
 
-def latency(bench: Bench, joint: str | None = None, step_A: float = 6.0) -> dict:
-    """Cycles from a current command to the drive reporting it (and to the joint moving)."""
-    robot = bench.top.robot
-    out = {}
-    for d in bench.drives:
-        d.configure()
-        d.enable()
-    try:
-        for j, name in enumerate(robot.joint_names):
-            if joint not in (None, name):
-                continue
-            cmd = np.zeros(robot.nq)
-            for _ in range(20):
-                bench.cycle(cmd)
-            q0 = bench.position()[j]
-            cmd[j] = step_A
-            seen_current = seen_motion = None
-            for k in range(1, 60):
-                bench.cycle(cmd)
-                if seen_current is None and abs(bench.current()[j]) >= 0.5 * step_A:
-                    seen_current = k
-                if seen_motion is None and abs(bench.position()[j] - q0) > 1e-5:
-                    seen_motion = k
-            cmd[j] = 0.0
-            for _ in range(20):
-                bench.cycle(cmd)
-            out[name] = {"current_cycles": seen_current, "motion_cycles": seen_motion,
-                         "current_ms": None if seen_current is None else seen_current * 1e3 *
-                         bench.dt}
-    finally:
-        bench.disable_all()
-    return {"joints": out, "step_A": step_A}
+def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
+    """Cycles from a current step on ``joint`` to its drive reporting the current, and to the
+    joint moving (the other joints at zero current)."""
+    j = bench.robot.joint_names.index(joint)
+    bench.start()
+    cmd = np.zeros(bench.n)
+    for _ in range(20):
+        bench.cycle(cmd)
+    q0 = bench.q[j]
+    cmd[j] = step_A
+    seen_current = seen_motion = None
+    for k in range(1, 60):
+        bench.cycle(cmd)
+        if seen_current is None and abs(bench.i_meas[j]) >= 0.5 * step_A:
+            seen_current = k
+        if seen_motion is None and abs(bench.q[j] - q0) > 1e-5:
+            seen_motion = k
+    cmd[j] = 0.0
+    for _ in range(20):
+        bench.cycle(cmd)
+    return {"joint": joint, "step_A": step_A, "current_cycles": seen_current,
+            "motion_cycles": seen_motion,
+            "current_ms": None if seen_current is None else seen_current * 1e3 * bench.dt}
+
+
+# name → (function, per joint?, what moves — for the pre-flight checklist)
+PROCEDURES = {
+    "bringup": (bringup, False, "no joint moves (zero current)"),
+    "latency": (latency, True, "a 6 A current step for 60 ms (the joint moves a few degrees)"),
+    "step": (response.step, True, "a 0.05 rad position step from where the joint is, 1.5 s"),
+    "chirp": (response.chirp, True, "a ±0.03 rad sine sweep 0.3 → 15 Hz about where the joint "
+              "is, 20 s"),
+    "friction": (identify.friction, True, "breakaway torque ramps, then back-and-forth sweeps "
+                 "over up to ±0.3 rad at 0.004 … 0.5 rad/s (about 50 s)"),
+    "stiffness": (identify.stiffness, True, "OUTPUT LOCKED in the fixture (with its torque "
+                  "sensor): motor torque cycles up to ±75 % of the current limit, 3 cycles"),
+    "inertia": (identify.inertia, False, "every joint swept over 10–50 % of its range at "
+                "0.25 rad/s, then 20 s of multi-sine motion about 30 % of its range"),
+}
+SNIPPETS = {"friction", "stiffness", "inertia"}
 
 
 def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
+    """The pre-flight checklist: which joints move, how, at what current."""
     robot = top.robot
-    joints = [joint] if joint else list(robot.joint_names)
-    moves = {"bringup": "no joint moves (zero current)",
-             "latency": "each joint gets a 6 A step for 60 ms (it moves a few degrees)"}[name]
-    lines = [f"bench-test {name} on {', '.join(joints)}: {moves}."]
+    per_joint = PROCEDURES[name][1]
+    joints = [joint] if joint and per_joint else list(robot.joint_names)
+    lines = [f"bench-test {name} on {', '.join(joints)}: {PROCEDURES[name][2]}."]
+    limits = top.controller.current_limit
     for tr in robot.transmissions:
         if tr.joint in joints:
-            lines.append(f"  {tr.joint}: current limit {tr.motor.peak_current:g} A "
-                         f"(≈ {tr.ratio * tr.motor.torque_constant * tr.motor.peak_current:.0f} "
-                         "N·m); drives disabled at the end, on ctrl-C and on any error.")
+            j = robot.joint_names.index(tr.joint)
+            lines.append(f"  {tr.joint}: current limit {limits[j]:g} A (≈ "
+                         f"{abs(tr.multiplier) * tr.motor.torque_constant * limits[j]:.0f} N·m); "
+                         f"soft limits {robot.lower[j] + top.safety.joint_margin:.2f} … "
+                         f"{robot.upper[j] - top.safety.joint_margin:.2f} rad.")
+    lines.append("  Safety check on every cycle; drives disabled at the end, on any fault, on "
+                 "ctrl-C and on the abort key (q + Enter).")
     lines.append("  Check: e-stop within reach, bus terminated, nobody in the exoskeleton.")
     return lines
 
 
-def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = None) -> dict:
-    """Run one procedure with the abort path and write its report (and YAML snippet)."""
+def _merge_snippets(name: str, reports: dict) -> str:
+    """One YAML snippet for all joints of a per-joint identification."""
+    from exo_rt.hil import fit
+
+    values = {j: {k: v for k, v in r["fit"].items()
+                  if k in r["configured"] and v is not None} for j, r in reports.items()}
+    return fit.drive_snippet(values, f"exo-rt bench-test {name}")
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items() if not str(k).startswith("_")}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = None,
+                  **options) -> dict:
+    """Run one procedure (on ``joint``, or on each joint in turn) with the abort path, and
+    write its report, YAML snippet and plot into ``out_dir``."""
     if name not in PROCEDURES:
         raise ConfigError(f"unknown bench procedure '{name}'", None,
                           f"use one of {', '.join(PROCEDURES)}")
+    func, per_joint, _ = PROCEDURES[name]
+    if joint is not None and joint not in bench.robot.joint_names:
+        raise ConfigError(f"no joint '{joint}' in the robot", None,
+                          f"use one of {', '.join(bench.robot.joint_names)}")
+    joints = [joint] if joint else list(bench.robot.joint_names)
+    report: dict = {"procedure": name}
     try:
-        report = bringup(bench) if name == "bringup" else latency(bench, joint)
+        if per_joint:
+            report["joints"] = {}
+            for j in joints:
+                report["joints"][j] = func(bench, j, **options)
+        else:
+            report.update(func(bench, **options))
     except KeyboardInterrupt:
-        report = {"aborted": True}
+        report.update(aborted=True, reason="operator abort (ctrl-C)")
+    except BenchAbort as exc:
+        report.update(aborted=True, reason=str(exc))
     finally:
         bench.disable_all()
-    report["procedure"] = name
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"bench-{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    return report
+    if name in SNIPPETS and not report.get("aborted"):
+        snippet = (report["snippet"] if not per_joint
+                   else _merge_snippets(name, report["joints"]))
+        report["snippet_file"] = str(out_dir / f"bench-{name}.yaml")
+        Path(report["snippet_file"]).write_text(snippet)
+    if not report.get("aborted"):
+        if name == "inertia":
+            report["robot_path"] = str(bench.top.robot_path)
+        from exo_rt.hil.plots import plot
 
+        png = plot(name, report, bench.robot, out_dir)
+        if png is not None:
+            report["plot"] = str(png)
+    (out_dir / f"bench-{name}.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n")
+    return report

@@ -25,12 +25,12 @@ import numpy as np
 from exo_rt.hil.bench import Bench, Gains, move_to, second_order_bandwidth, track
 
 
-def _setup(bench: Bench, joint: str, pose, hz: float, zeta: float):
+def _setup(bench: Bench, joint: str, pose, hz: float, zeta: float, swing: float):
     j = bench.robot.joint_names.index(joint)
     bench.start()
-    q0 = bench.q.copy() if pose is None else np.asarray(pose, float)
+    q0 = bench.centred(bench.home() if pose is None else pose, swing)
     gains = Gains.for_bandwidth(bench.n, hz, zeta)
-    move_to(bench, q0, Gains.for_bandwidth(bench.n, 2.0, 1.0, integral=1.0))
+    move_to(bench, q0)
     return j, q0, gains
 
 
@@ -62,7 +62,7 @@ def step_metrics(t: np.ndarray, y: np.ndarray, amplitude: float) -> dict:
 def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: float = 3.0,
          zeta: float = 0.7, seconds: float = 1.5) -> dict:
     """A position step on ``joint`` (the others held): step metrics and fitted bandwidth."""
-    j, q0, gains = _setup(bench, joint, pose, hz, zeta)
+    j, q0, gains = _setup(bench, joint, pose, hz, zeta, 2 * abs(amplitude))
     pre = int(0.2 / bench.dt)
     k = pre + int(seconds / bench.dt)
     ref = np.repeat(q0[None, :], k, axis=0)
@@ -117,7 +117,7 @@ def bandwidth_3db(f: np.ndarray, h: np.ndarray) -> float | None:
 def chirp(bench: Bench, joint: str, *, amplitude: float = 0.03, pose=None, hz: float = 3.0,
           zeta: float = 0.7, f0: float = 0.3, f1: float = 15.0, seconds: float = 20.0) -> dict:
     """A chirp on ``joint``'s position reference: frequency response and −3 dB bandwidth."""
-    j, q0, gains = _setup(bench, joint, pose, hz, zeta)
+    j, q0, gains = _setup(bench, joint, pose, hz, zeta, 2 * abs(amplitude))
     x = amplitude * chirp_reference(bench.dt, seconds, f0, f1)
     ref = np.repeat(q0[None, :], len(x), axis=0)
     ref[:, j] += x

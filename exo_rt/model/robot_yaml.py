@@ -395,7 +395,8 @@ SEGMENT_KEYS = {"segment": True, "body": True, "proximal": False, "distal": True
                 "lateral": False, "mass": False, "com_fraction": False}
 
 
-def _identified(seg: anthropometry.Segment, s: dict[str, Node], override: dict) -> anthropometry.Segment:
+def _identified(seg: anthropometry.Segment, s: dict[str, Node],
+                override: dict) -> anthropometry.Segment:
     """The segment with a bench-identified ``mass`` (kg) and ``com_fraction`` (of the
     proximal → distal length) instead of de Leva's (``exo-rt bench-test inertia``); the radii
     of gyration stay de Leva's, so the inertia scales with the mass."""

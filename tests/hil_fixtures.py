@@ -1,0 +1,40 @@
+"""Benches on the simulated bus for the procedure tests, and robot-file variants with known
+plant parameters (drive keys replaced in a copy of the shipped exo_leg files)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from exo_rt.hil.bench import Bench
+from exo_rt.runtime.config import load_top
+from exo_rt.runtime.controller import Controller
+from exo_rt.sim.fixture import SimFixture
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+FRICTION_KEYS = ("coulomb", "static", "viscous", "load_friction")
+
+
+def variant_top(tmp: Path, drive: dict[str, float]) -> Path:
+    """A top config whose robot's drives have ``drive`` keys replaced (both joints)."""
+    (tmp / "modules").mkdir(parents=True, exist_ok=True)
+    module = (CONFIGS / "robots" / "modules" / "exo_leg_module.yaml").read_text()
+    for key, value in drive.items():
+        module, n = re.subn(rf"\b{key}: [0-9.e+-]+", f"{key}: {value}", module)
+        assert n == 2, key
+    (tmp / "modules" / "exo_leg_module.yaml").write_text(module)
+    (tmp / "exo_leg.yaml").write_text((CONFIGS / "robots" / "exo_leg.yaml").read_text())
+    top = (CONFIGS / "exo_leg.yaml").read_text()
+    top = top.replace("robot: robots/exo_leg.yaml", f"robot: {tmp / 'exo_leg.yaml'}")
+    top = top.replace("buses: buses/", f"buses: {CONFIGS / 'buses'}/")
+    top = top.replace("controller: controllers/", f"controller: {CONFIGS / 'controllers'}/")
+    (tmp / "top.yaml").write_text(top)
+    return tmp / "top.yaml"
+
+
+def sim_bench(top_path: Path | None = None, plant=None, pose=(0.3, 0.6)) -> Bench:
+    """A bench on the in-process simulated bus (``plant``: a different leg than the model)."""
+    top = load_top(top_path or CONFIGS / "exo_leg.yaml")
+    ctl = Controller(top, "sim", board=None, start_pose=list(pose), plant=plant)
+    return Bench(top, ctl.drives, fixture=SimFixture(ctl.world), world=ctl.world)
