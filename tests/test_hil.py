@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
+from hil_fixtures import FRICTION_KEYS, ROOT, sim_bench, variant_top
 
 from exo_rt.bus import cia402 as c
 from exo_rt.dynamics import Dynamics
@@ -23,7 +24,6 @@ from exo_rt.hil.procedures import bringup, latency, run_procedure
 from exo_rt.model import load_mechanism
 from exo_rt.model.robot_yaml import SEGMENT_KEYS, load_robot_yaml
 from exo_rt.sim.plant import S_LOCK
-from hil_fixtures import FRICTION_KEYS, ROOT, sim_bench, variant_top
 
 JOINTS = ("hip", "knee")
 

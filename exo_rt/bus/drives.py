@@ -99,6 +99,8 @@ class Drives:
                 reply = c.decode_sdo(bytes(msg.data))
                 if reply is not None:
                     return reply
+            else:  # heartbeats and emergencies go on counting during bring-up
+                self._frame(msg)
         raise BusError(f"drive {node} on bus '{self.config.name}' does not answer SDO", None,
                        "check that it is powered, its node id and the bit rate, and the bus's "
                        "termination")

@@ -101,14 +101,13 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
 
 
 def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float = 0.6,
-             slow_seconds: float = 2.5) -> dict:
+             slow_seconds: float = 2.5, breakaways: int = 3) -> dict:
     """Breakaway tests and constant-speed sweeps of ``joint`` in both directions (the others
     held) → the wave generator's Coulomb, static (breakaway) and viscous friction, the
     load-dependent μ and — if a steady sweep reaches into it — the Stribeck velocity.
 
     Everything runs twice, the other joints at the default pose and at 45 % of their range,
-    so the load on the drive (and its μ|T| share) varies. Breakaways at three positions give
-    the friction at rest. At each speed the pass over
+    so the load on the drive (and its μ|T| share) varies. At each speed the pass over
     [c − L/2, c + L/2] (L = min(span, speed·slow_seconds), at least 10 mrad) runs forwards and
     backwards; at the same position the torques' half-difference is the friction at that speed
     (gravity cancels) and their mean the load it carries. A pass that does not hold its speed
@@ -124,7 +123,7 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
     sp, half, load, where, unsteady = [], [], [], [], []
     others = [home, np.where(np.arange(bench.n) == j, home, lo + 0.45 * (hi - lo))]
     for q0 in (bench.centred(x, span / 2) for x in others[: 1 if bench.n == 1 else 2]):
-        for dq in (-span / 3, 0.0, span / 3):
+        for dq in np.linspace(-span / 3, span / 3, breakaways) if breakaways > 1 else [0.0]:
             at = q0.copy()
             at[j] += dq
             up, down = breakaway(bench, joint, at)

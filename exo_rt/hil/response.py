@@ -103,12 +103,15 @@ def frequency_response(x: np.ndarray, y: np.ndarray, dt: float, f0: float, f1: f
 
 
 def bandwidth_3db(f: np.ndarray, h: np.ndarray) -> float | None:
-    """The first frequency (Hz) where |H| falls below 1/√2 (log-interpolated), None if never."""
+    """The frequency (Hz) where |H| last falls through 1/√2 (log-interpolated), None if it
+    never does: the last crossing, so a dip at low frequency — where a slow sweep of a
+    joint with stiction is noisy — is not taken for the bandwidth."""
     mag = np.abs(h)
-    below = np.nonzero(mag < 1 / math.sqrt(2))[0]
-    if not len(below) or below[0] == 0:
+    level = 1 / math.sqrt(2)
+    down = np.nonzero((mag[:-1] >= level) & (mag[1:] < level))[0]
+    if not len(down):
         return None
-    k = below[0]
+    k = down[-1] + 1
     a, b = math.log(mag[k - 1]), math.log(mag[k])
     s = (math.log(1 / math.sqrt(2)) - a) / (b - a)
     return float(math.exp(math.log(f[k - 1]) + s * (math.log(f[k]) - math.log(f[k - 1]))))

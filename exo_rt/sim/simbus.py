@@ -73,6 +73,9 @@ class SimWorld:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.overruns = 0
+        # heartbeats on the simulated clock (every n-th period) — or, for drives served to
+        # another process in lockstep, on the wall clock like real drives (SlcanServer)
+        self.wall_heartbeats = False
         for bus in buses:  # fault injection by configuration
             for kind, node, at, duration in bus.faults:
                 self.schedule(int(round(at / dt)), kind, bus.channel, node,
@@ -275,9 +278,22 @@ class SimWorld:
                         self._queue(ep, *frame)
             hb = drive.heartbeat_ms
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
-            if due and "heartbeat_loss" not in faults:
+            if due and not self.wall_heartbeats and "heartbeat_loss" not in faults:
                 self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
         ep.bits = 0
+
+    def heartbeats(self, channel: str, period_ms: float) -> list[can.Message]:
+        """The heartbeats of ``channel``'s drives whose period is ``period_ms`` (wall clock)."""
+        with self._lock:
+            ep = self.endpoints[channel]
+            out = []
+            for drive, _ in ep.drives:
+                faults = self._active(channel, drive.node)
+                if drive.heartbeat_ms == period_ms and "heartbeat_loss" not in faults:
+                    arb, data = c.heartbeat(drive.node, drive.nmt_state)
+                    out.append(can.Message(timestamp=self.t, arbitration_id=arb, data=data,
+                                           is_extended_id=False, channel=channel))
+            return out
 
     def joint_of(self, t: int) -> int:
         return int(self.plant.tp[t, T_JOINT])

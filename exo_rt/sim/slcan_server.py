@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import select
+import time
 import tty
 
 import can
@@ -66,6 +67,8 @@ class SlcanServer:
         self._buffer = b""
         self.frames_in = 0
         self.frames_out = 0
+        world.wall_heartbeats = True  # a real drive's heartbeat runs on its own clock
+        self._next_heartbeat: dict[float, float] = {}
 
     def _answer(self, line: str) -> bytes:
         cmd = decode_command(line)
@@ -86,9 +89,29 @@ class SlcanServer:
             return b"NEXO1\r"
         return b"\r"
 
+    def _heartbeats(self) -> bytes:
+        """Heartbeats due on the wall clock (the host may pause between SYNCs)."""
+        now = time.monotonic()
+        out = []
+        periods = {d.heartbeat_ms for d, _ in self.world.endpoints[self.channel].drives}
+        for period in periods:
+            if not period:
+                continue
+            due = self._next_heartbeat.setdefault(period, now)
+            if now >= due:
+                out += [encode_frame(m) for m in self.world.heartbeats(self.channel, period)]
+                self._next_heartbeat[period] = max(due + period * 1e-3, now)
+        return b"".join(out)
+
     def serve_once(self, timeout: float = 0.1) -> bool:
         """Handle what has arrived within ``timeout``; False once the other side is gone."""
-        ready, _, _ = select.select([self.master], [], [], timeout)
+        ready, _, _ = select.select([self.master], [], [], min(timeout, 0.01))
+        beats = self._heartbeats()
+        if beats:
+            try:
+                os.write(self.master, beats)
+            except OSError:
+                return False
         if not ready:
             return True
         try:
