@@ -109,6 +109,17 @@ YAML_CASES = [
           sex: male
           segments: []
         """), "wearer.height", ["outside", "metres"]),
+    ("wearer_identified_com", GOOD + textwrap.dedent("""\
+        wearer:
+          mass: 75
+          height: 1.75
+          sex: male
+          segments:
+            - segment: thigh
+              body: upper
+              distal: knee
+              com_fraction: 1.4  #<
+        """), "com_fraction", ["out of range", "0…1"]),
     ("infinite", GOOD.replace("    mass: 1.0\n", "    mass: .inf  #<\n", 1),
      "bodies[1].mass", ["finite"]),
     ("urdf_and_bodies", GOOD.replace("name: two_link\n", "name: two_link\nurdf: a.urdf  #<\n"),

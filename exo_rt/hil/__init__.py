@@ -1,12 +1,11 @@
-"""Hardware-in-the-loop bench procedures (DESIGN §4.2, §7): ``exo-rt bench-test NAME``.
+"""Hardware-in-the-loop bench procedures (DESIGN §4.2, §7; docs/bench.md):
+``exo-rt bench-test NAME``.
 
-Each procedure runs on any python-can bus — real drives on a rig, the emulated drives over
-SLCAN (``exo-rt drives``), or the in-process simulated bus — prints its pre-flight checklist
-(which joints move, how far, at what current), keeps the safety limits on (current clamped,
-joint range watched), disables the drives whatever happens (also on ctrl-C), and writes a run
-folder with ``bench-<name>.json``.
-
-Procedures so far: ``bringup`` (nodes, mapping, state machine, heartbeat periods, bus load),
-``latency`` (command → measurement delay per joint). The identifications (friction, stiffness,
-inertia) and step/chirp responses are still to come (issue 9).
+- :mod:`exo_rt.hil.bench` — the :class:`~exo_rt.hil.bench.Bench` (drives on any python-can bus,
+  the controller's safety check every cycle, the abort key, fixtures) and its position loop;
+- :mod:`exo_rt.hil.procedures` — the registry, the pre-flight checklist, the run folder;
+- :mod:`exo_rt.hil.response` — step and chirp responses, bandwidth, Bode data;
+- :mod:`exo_rt.hil.identify` — friction, stiffness and inertia identification procedures;
+- :mod:`exo_rt.hil.fit` — their fits (numpy only) and YAML snippets;
+- :mod:`exo_rt.hil.plots` — their PNGs.
 """

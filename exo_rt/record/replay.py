@@ -113,7 +113,7 @@ class _RecordedBoard:
 class _ReplayController(Controller):
     """The controller fed from a recording instead of buses; its commands are captured."""
 
-    def _open(self, start_pose, seed: int) -> None:
+    def _open(self, start_pose, seed: int, plant=None) -> None:
         self.drives = []
 
     def _open_board(self, url) -> None:
