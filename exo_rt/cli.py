@@ -263,8 +263,28 @@ def _setup_bench_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reply-timeout", type=float, default=None, metavar="MS",
                    help="how long a cycle waits for the drives' replies on a real bus "
                         "(default 0.7 of the period; 50 for the emulated drives over SLCAN)")
+    p.add_argument("--fixture", metavar="KIND", default=None,
+                   help="can[:NODE] (the rig's fixture node on the bus; default on the "
+                        "simulated bus and for the emulated drives) | operator (a person clamps; "
+                        "default on a real bus)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/bench-<date-time>)")
     p.add_argument("--yes", action="store_true", help="skip the pre-flight confirmation")
+
+
+def _fixture(spec: str, drives):
+    from exo_rt.errors import ConfigError
+    from exo_rt.hil.fixture import CanFixture, OperatorFixture
+
+    kind, _, node = spec.partition(":")
+    if kind == "operator" and not node:
+        return OperatorFixture()
+    if kind == "can":
+        try:
+            return CanFixture(drives, int(node, 0)) if node else CanFixture(drives)
+        except ValueError:
+            pass
+    raise ConfigError(f"cannot read --fixture '{spec}'", None,
+                      "write can, can:NODE (e.g. can:0x70) or operator")
 
 
 def cmd_bench_test(args: argparse.Namespace) -> int:
@@ -272,7 +292,7 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     import datetime
     from pathlib import Path
 
-    from exo_rt.hil.bench import AbortKey, Bench, OperatorFixture
+    from exo_rt.hil.bench import AbortKey, Bench
     from exo_rt.hil.procedures import checklist, run_procedure
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
@@ -288,13 +308,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
             print("aborted before starting")
             return 1
     ctl = Controller(top, args.bus, board=None, start_pose=args.pose)
-    if simulated:
-        from exo_rt.sim.fixture import SimFixture
-
-        fixture, timeout = SimFixture(ctl.world), None
-    else:
-        fixture = OperatorFixture()
-        timeout = 0.7 * ctl.dt if args.reply_timeout is None else args.reply_timeout * 1e-3
+    fixture = _fixture(args.fixture or ("can" if simulated else "operator"), ctl.drives)
+    timeout = None if simulated else (0.7 * ctl.dt if args.reply_timeout is None
+                                      else args.reply_timeout * 1e-3)
     bench = Bench(top, ctl.drives, fixture=fixture, reply_timeout=timeout, pace=not simulated,
                   abort=AbortKey(sys.stdin if interactive else None), world=ctl.world)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

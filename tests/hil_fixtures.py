@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 from exo_rt.hil.bench import Bench
+from exo_rt.hil.fixture import CanFixture
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
-from exo_rt.sim.fixture import SimFixture
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -37,4 +37,4 @@ def sim_bench(top_path: Path | None = None, plant=None, pose=(0.3, 0.6)) -> Benc
     """A bench on the in-process simulated bus (``plant``: a different leg than the model)."""
     top = load_top(top_path or CONFIGS / "exo_leg.yaml")
     ctl = Controller(top, "sim", board=None, start_pose=list(pose), plant=plant)
-    return Bench(top, ctl.drives, fixture=SimFixture(ctl.world), world=ctl.world)
+    return Bench(top, ctl.drives, fixture=CanFixture(ctl.drives), world=ctl.world)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,3 +101,25 @@ def test_eds_reader_raises_only_config_errors(tmp_path_factory, text):
         read_eds(path)
     except ConfigError:
         pass
+
+
+# ----------------------------------------------------------------------------- rig fixture
+def test_fixture_frames_round_trip():
+    from exo_rt.bus import fixture as fx
+
+    arb, data = fx.command(fx.FIXTURE_NODE, 0b10)
+    assert arb == 0x270 and data == b"\x02" and fx.decode_command(data) == 2
+    arb, data = fx.measurement(fx.FIXTURE_NODE, [12.346, -0.02, 400.0])
+    assert arb == 0x1F0 and len(data) == 6
+    assert fx.decode_measurement(data, 3) == pytest.approx([12.35, -0.02, 327.67])
+    assert fx.decode_measurement(data, 2) is None and fx.decode_command(b"") is None
+
+
+@given(st.binary(max_size=8), st.integers(0, 5))
+def test_fixture_decoders_never_raise(data, n):
+    from exo_rt.bus import fixture as fx
+
+    out = fx.decode_measurement(data, n)
+    assert out is None or (len(out) == n and all(abs(x) <= 327.68 for x in out))
+    cmd = fx.decode_command(data)
+    assert cmd is None or 0 <= cmd <= 255

@@ -70,7 +70,8 @@ def test_controller_and_drives_in_two_processes():
 def test_bench_procedures_over_slcan(tmp_path):
     """The bench procedures on the emulated drives in another process (``exo-rt drives``),
     through python-can's slcan interface: the same code and figures as in process."""
-    from exo_rt.hil.bench import Bench, OperatorFixture
+    from exo_rt.hil.bench import Bench
+    from exo_rt.hil.fixture import CanFixture
     from exo_rt.hil.procedures import run_procedure
     from exo_rt.runtime.config import load_top
 
@@ -83,8 +84,7 @@ def test_bench_procedures_over_slcan(tmp_path):
         pty = server.stdout.readline().rsplit(" ", 1)[1].strip()
         bus = can.Bus(interface="slcan", channel=pty, sleep_after_open=0, bitrate=1_000_000)
         drives = Drives(bus, top.buses[0], top.robot, sdo_timeout=2.0)
-        bench = Bench(top, [drives], fixture=OperatorFixture(ask=lambda prompt: "a"),
-                      reply_timeout=0.05)
+        bench = Bench(top, [drives], fixture=CanFixture([drives]), reply_timeout=0.05)
         r = run_procedure("bringup", bench, tmp_path)
         assert r["buses"]["leg"]["states_enabled"] == [c.OPERATION_ENABLED] * 2
         r = run_procedure("latency", bench, tmp_path, "hip")
@@ -92,15 +92,19 @@ def test_bench_procedures_over_slcan(tmp_path):
         assert r["joints"]["hip"]["current_cycles"] == 1
         r = run_procedure("chirp", bench, tmp_path, "hip")
         assert r["joints"]["hip"]["chirp"]["bandwidth_hz"] == pytest.approx(3.03, rel=0.10)
-        r = run_procedure("friction", bench, tmp_path, "knee", speeds=(0.12, 0.25, 0.5), span=0.3,
+        r = run_procedure("friction", bench, tmp_path, "knee", speeds=(0.12, 0.25, 0.5),
+                          span=0.4,
                           breakaways=1)
         fr = r["joints"]["knee"]["fit"]
         for key, value in (("coulomb", 0.03), ("static", 0.08), ("load_friction", 0.6)):
             assert fr[key] == pytest.approx(value, rel=0.10), key
-        # the fixture is a person at the rig: over the link the operator declines (a → abort)
+        # the rig's fixture node (clamp and load cell), emulated with the served drives
         r = run_procedure("stiffness", bench, tmp_path, "knee")
-        assert r["aborted"] and "operator abort" in r["reason"]
-        assert not r.get("joints", {}).get("knee")
+        st = r["joints"]["knee"]["fit"]
+        for key, value in (("k1", 1.6e4), ("k2", 2.5e4), ("k3", 2.9e4), ("hysteresis", 0.4)):
+            assert st[key] == pytest.approx(value, rel=0.10), key
+        r = run_procedure("step", bench, tmp_path, "knee")
+        assert not r.get("aborted") and r["joints"]["knee"]["step"]["rise_time_s"] < 0.2
         drives.cycle(np.zeros(2), deadline=time.monotonic() + 0.05)
         assert all(c.state_of(int(sw)) == c.SWITCH_ON_DISABLED for sw in drives.statusword)
         bus.shutdown()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import can
 import numpy as np
@@ -82,6 +83,8 @@ class Drives:
         # the furthest a joint can move in two 1 ms cycles at its speed limit
         self.max_step = np.array([mech.velocity_limit[j] for j in self.joint_index]) * 2e-3
         self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
+        # frames of other devices on the bus (e.g. the rig's fixture): arbitration id → callback
+        self.listeners: dict[int, Callable[[can.Message], None]] = {}
 
     # ------------------------------------------------------------------ bring-up (not cyclic)
     def _send(self, frame: tuple[int, bytes]) -> None:
@@ -225,6 +228,9 @@ class Drives:
         base, node = arb & 0x780, arb & 0x7F
         k = self._node_slot.get(node)
         if k is None:
+            listener = self.listeners.get(arb)
+            if listener is not None:
+                listener(msg)
             return
         if base == c.TPDO1:
             decoded = c.decode_tpdo1(bytes(msg.data))

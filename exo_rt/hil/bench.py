@@ -8,9 +8,9 @@ drive fault, stale feedback, a lost heartbeat, an encoder glitch, a current, spe
 joint limit, a tracking error, or the operator's abort key raises :class:`BenchAbort`, and the
 caller (:func:`exo_rt.hil.procedures.run_procedure`) disables the drives.
 
-What a procedure cannot do itself — lock a joint's output in a fixture — goes through a
-:class:`Fixture`: the operator on a real rig (:class:`OperatorFixture`), the plant's lock in
-simulation (:class:`exo_rt.sim.fixture.SimFixture`).
+What a procedure cannot do itself — clamp a joint's output and measure its reaction torque —
+goes through a :class:`~exo_rt.hil.fixture.Fixture`: the rig's fixture node on the CAN bus
+(emulated with the simulated drives), or the operator.
 """
 
 from __future__ import annotations
@@ -29,49 +29,9 @@ from exo_rt.control import laws
 from exo_rt.control.estimate import filter_gain, velocity_update
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError
+from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
 from exo_rt.runtime import safety
 from exo_rt.runtime.config import TopConfig
-
-
-class BenchAbort(Exception):
-    """A procedure stopped: the safety check's cause, or the operator's abort."""
-
-
-class Fixture:
-    """Locks and releases joint outputs for procedures that need them held, and reads the
-    reaction torque of a locked output (N·m, positive where the motor pushes the joint's q up)
-    where the fixture has a torque sensor."""
-
-    def lock(self, joint: str) -> None:
-        raise NotImplementedError
-
-    def release(self, joint: str) -> None:
-        raise NotImplementedError
-
-    def torque(self, joint: str) -> float | None:
-        """The locked output's reaction torque (N·m), None without a sensor."""
-        return None
-
-
-class OperatorFixture(Fixture):
-    """A real rig: the operator clamps the output and confirms (Enter), or aborts.
-    ``torque_sensor(joint) -> N·m`` reads the fixture's load cell where the rig has one."""
-
-    def __init__(self, ask=input, torque_sensor=None) -> None:
-        self.ask = ask
-        self.torque_sensor = torque_sensor
-
-    def torque(self, joint: str) -> float | None:
-        return None if self.torque_sensor is None else float(self.torque_sensor(joint))
-
-    def lock(self, joint: str) -> None:
-        answer = self.ask(f"Clamp the {joint} output in the fixture, then press Enter "
-                          "(a to abort): ")
-        if answer.strip().lower().startswith("a"):
-            raise BenchAbort("operator abort (fixture)")
-
-    def release(self, joint: str) -> None:
-        self.ask(f"Release the {joint} output from the fixture, then press Enter: ")
 
 
 class AbortKey:

@@ -49,8 +49,9 @@ def friction_fit(speed: np.ndarray, half: np.ndarray, load: np.ndarray, ratio: f
         half = N·T_c·(1 − E) + N·T_s·E + μ·|load| + N²·B·v,   E = exp(−(N v/ω_s)²)
 
     is solved by least squares for each ω_s on a log grid and refined by golden section on
-    log ω_s. ω_s is observable only if some steady sweep ran inside the Stribeck band (E > 0.1
-    at the slowest moving speed): otherwise it is None (T_s then rests on the breakaways).
+    log ω_s. ω_s is observable only if the band lies inside the steady sweeps (three speeds at
+    least, E > 0.1 at the slowest, < 0.1 at the fastest): otherwise it is None and T_s rests on
+    the breakaways.
     """
     n = float(ratio)
     speed, half, load = (np.asarray(x, float) for x in (speed, half, load))
@@ -74,8 +75,10 @@ def friction_fit(speed: np.ndarray, half: np.ndarray, load: np.ndarray, ratio: f
             lo = c
     ws: float | None = math.exp(0.5 * (lo + hi))
     moving = speed[speed > 0]
-    if not len(moving) or math.exp(-(n * float(moving.min()) / ws) ** 2) < 0.1:
-        ws = None  # no steady sweep inside the Stribeck band: ω_s is not observable here
+    levels = np.unique(moving)
+    if (len(levels) < 3 or math.exp(-(n * float(levels[0]) / ws) ** 2) < 0.1
+            or math.exp(-(n * float(levels[-1]) / ws) ** 2) > 0.1):
+        ws = None  # the Stribeck band is not inside the swept speeds: not observable here
     x, rms = solve(ws)
     return {"coulomb": float(x[0]), "static": float(x[1]), "viscous": float(x[3]),
             "stribeck_velocity": ws, "load_friction": float(x[2]), "rms_Nm": rms}

@@ -198,9 +198,11 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
     cur = np.zeros(bench.n)
     bench.fixture.lock(joint)
     try:
+        track(bench, np.repeat(pose[None, :], 20, axis=0), hold)  # the first readings
         if bench.fixture.torque(joint) is None:
             raise BenchAbort("the stiffness identification needs the fixture's torque sensor "
-                             "(docs/bench.md: OperatorFixture(torque_sensor=…))")
+                             "(docs/bench.md: a fixture node on the bus, or "
+                             "OperatorFixture(torque_sensor=…))")
         t0 = bench.joint_torque(bench.i_meas)[j]
         for k in range(k_n):
             bench.dyn.inverse_dynamics(bench.q, bench.qd, hold.kp * (pose - bench.q)

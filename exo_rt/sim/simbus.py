@@ -25,6 +25,7 @@ import can
 import numpy as np
 
 from exo_rt.bus import cia402 as c
+from exo_rt.bus import fixture as fx
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
@@ -36,6 +37,7 @@ from exo_rt.sim.plant import S_ON, T_JOINT, T_ROTOR, Plant
 class _Endpoint:
     config: BusConfig
     drives: list[tuple[EmulatedDrive, int]]  # (drive, transmission index)
+    fixture: int = 0  # the clamp mask of the rig's fixture node (bit k: k-th drive's output)
     rx: collections.deque = field(default_factory=collections.deque)
     synced: bool = False
     late: list = field(default_factory=list)  # delayed frames, sent after the next SYNC
@@ -48,9 +50,13 @@ class SimWorld:
     _worlds: dict[str, SimWorld] = {}
 
     def __init__(self, robot: Mechanism, buses: tuple[BusConfig, ...], dt: float = 1e-3,
-                 substeps: int = 10, encoder_noise: float = 0.0, seed: int = 0) -> None:
+                 substeps: int = 10, encoder_noise: float = 0.0, seed: int = 0,
+                 fixture_node: int = fx.FIXTURE_NODE) -> None:
         self.plant = Plant(robot, dt=dt, substeps=substeps)
         self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
+        # the test rig's fixture (exo_rt.bus.fixture); 0: none, or when a drive has its node id
+        taken = {d.node for bus in buses for d in bus.drives}
+        self.fixture_node = 0 if fixture_node in taken else fixture_node
         self._rng = np.random.default_rng(seed)
         self.dt = dt
         self.t = 0.0
@@ -195,6 +201,9 @@ class SimWorld:
                 ep.synced = True
                 self._reply(ep)
             return
+        if self.fixture_node and msg.arbitration_id == fx.COMMAND + self.fixture_node:
+            self._clamp(ep, fx.decode_command(data))
+            return
         with self._lock:
             for drive, t in ep.drives:
                 if isinstance(drive, EmulatedMitMotor):
@@ -203,6 +212,15 @@ class SimWorld:
                     replies = drive.handle(msg.arbitration_id, data)
                 for arb, payload in replies:
                     self._queue(ep, arb, payload)
+
+    def _clamp(self, ep: _Endpoint, mask: int | None) -> None:
+        """The fixture clamps (bit set) or releases the outputs of the bus's drives' joints."""
+        if mask is None:
+            return
+        with self._lock:
+            ep.fixture = mask
+            for k, (_, t) in enumerate(ep.drives):
+                self.plant.lock(self.plant.robot.transmissions[t].joint, bool(mask >> k & 1))
 
     def _queue(self, ep: _Endpoint, arb: int, payload: bytes) -> None:
         ep.rx.append(can.Message(timestamp=self.t, arbitration_id=arb, data=payload,
@@ -280,6 +298,11 @@ class SimWorld:
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
             if due and not self.wall_heartbeats and "heartbeat_loss" not in faults:
                 self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
+        if ep.fixture:  # the load cells: −T of each clamped output's flexspline
+            torques = plant.flexspline_torques
+            self._queue(ep, *fx.measurement(self.fixture_node, [
+                -float(torques[t]) if ep.fixture >> k & 1 else 0.0
+                for k, (_, t) in enumerate(ep.drives)]))
         ep.bits = 0
 
     def heartbeats(self, channel: str, period_ms: float) -> list[can.Message]:
