@@ -266,7 +266,10 @@ def wearer_snippet(values: dict[str, dict[str, float]], source: str) -> str:
 
 
 def _number(x: float) -> str:
-    return f"{x:.4g}"
+    """4 significant digits as a YAML float (``1e+04`` is a string to YAML 1.1: ``1.0e+04``)."""
+    text = f"{x:.4g}"
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
 
 
 def drive_snippet(values: dict[str, dict[str, float]], source: str) -> str:
