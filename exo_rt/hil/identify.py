@@ -56,6 +56,29 @@ def sweep_profile(c: float, span: float, speed: float, dt: float):
     return q, v, direction
 
 
+def sweep(bench: Bench, pose: np.ndarray, j: int, centre: float, length: float, speed: float):
+    """One back-and-forth pass of joint j over ``centre`` ± ``length``/2 at ``speed`` (the
+    others held at ``pose``) → (bin centres, τ forward, τ backward, mean pose), or None if the
+    pass could not hold its speed (stick–slip: the measured speed outside ½…1½ of the
+    reference for over 30 % of it). Samples off their speed are dropped."""
+    qj, vj, direction = sweep_profile(centre, length, speed, bench.dt)
+    start = np.asarray(pose, float).copy()
+    start[j] = qj[0]
+    move_to(bench, start)
+    ref = np.repeat(start[None, :], len(qj), axis=0)
+    ref[:, j] = qj
+    vel = np.zeros_like(ref)
+    vel[:, j] = vj
+    log = track(bench, ref, Gains.for_bandwidth(bench.n, *SWEEP_GAINS), qd_ref=vel).trimmed()
+    ratio = np.where(direction != 0, log.qd[:, j] / np.where(vj == 0, 1.0, vj), 0.0)
+    steady = (direction != 0) & (ratio > 0.5) & (ratio < 1.5)
+    if steady.sum() < 20 or steady.sum() < 0.7 * np.sum(direction != 0):
+        return None
+    tau = bench.joint_torque(log.i_meas)[:, j]
+    c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
+    return c, up, down, np.mean(log.q[steady], axis=0)
+
+
 def settle(bench: Bench, pose: np.ndarray, gains: Gains, still: float = 2e-6,
            seconds: float = 2.0) -> None:
     """Hold ``pose`` until no joint has moved more than ``still`` rad over 0.1 s."""
@@ -119,7 +142,6 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
     bench.start()
     home = bench.home() if pose is None else np.asarray(pose, float)
     lo, hi = bench.limits[:, 0], bench.limits[:, 1]
-    gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     sp, half, load, where, unsteady = [], [], [], [], []
     others = [home, np.where(np.arange(bench.n) == j, home, lo + 0.45 * (hi - lo))]
     for q0 in (bench.centred(x, span / 2) for x in others[: 1 if bench.n == 1 else 2]):
@@ -133,23 +155,11 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             where.append(float(at[j]))
         for v in speeds:
             length = float(np.clip(v * slow_seconds, 0.01, span))
-            qj, vj, direction = sweep_profile(q0[j], length, v, bench.dt)
-            start = q0.copy()
-            start[j] = qj[0]
-            move_to(bench, start)
-            ref = np.repeat(start[None, :], len(qj), axis=0)
-            ref[:, j] = qj
-            vel = np.zeros_like(ref)
-            vel[:, j] = vj
-            log = track(bench, ref, gains, qd_ref=vel).trimmed()
-            ratio = np.where(direction != 0, log.qd[:, j] / np.where(vj == 0, 1.0, vj), 0.0)
-            steady = (direction != 0) & (ratio > 0.5) & (ratio < 1.5)
-            if steady.sum() < 20 or steady.sum() < 0.7 * np.sum(direction != 0):
+            passes = sweep(bench, q0, j, q0[j], length, v)
+            if passes is None:
                 unsteady.append(v)
                 continue
-            tau = bench.joint_torque(log.i_meas)[:, j]
-            c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady],
-                                           direction[steady] > 0)
+            c, up, down, _ = passes
             sp += [v] * len(c)
             half += list((up - down) / 2)
             load += list((up + down) / 2)
@@ -241,26 +251,16 @@ def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
     lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
     hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
     span = hi - lo
-    gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     poses, joints, torques = [], [], []
     for j in range(bench.n):
         for frac in (0.2, 0.45):
             base = lo + frac * span
-            length = 0.4 * span[j]
-            qj, vj, direction = sweep_profile(lo[j] + 0.3 * span[j], length, speed, bench.dt)
-            start = base.copy()
-            start[j] = qj[0]
-            move_to(bench, start)
-            ref = np.repeat(start[None, :], len(qj), axis=0)
-            ref[:, j] = qj
-            vel = np.zeros_like(ref)
-            vel[:, j] = vj
-            log = track(bench, ref, gains, qd_ref=vel).trimmed()
-            steady = direction != 0
-            tau = bench.joint_torque(log.i_meas)[:, j]
-            c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
+            passes = sweep(bench, base, j, lo[j] + 0.3 * span[j], 0.4 * span[j], speed)
+            if passes is None:
+                continue
+            c, up, down, mean_pose = passes
             for cj, g in zip(c, (up + down) / 2, strict=True):
-                pose = np.mean(log.q[steady], axis=0)
+                pose = mean_pose.copy()
                 pose[j] = cj
                 poses.append(pose)
                 joints.append(j)
