@@ -88,3 +88,28 @@ def test_stature_scaled_length():
     assert seg.length == pytest.approx(0.4222)
     assert anthropometry.segment("foot", 60.0, 1.735 * 1.1, "female").length == pytest.approx(
         0.2283 * 1.1)
+
+
+def test_numba_cache_is_keyed_to_the_sources(tmp_path):
+    """Editing any module (not only a kernel's own file) moves numba's cache: a kernel that
+    inlines another module's function never runs stale code."""
+    import os
+    import subprocess
+    import sys
+
+    from exo_rt import source_key
+
+    (tmp_path / "pkg").mkdir()
+    kernel, law = tmp_path / "pkg" / "plant.py", tmp_path / "pkg" / "law.py"
+    kernel.write_text("x = 1\n")
+    law.write_text("y = 2\n")
+    before = source_key(tmp_path)
+    assert source_key(tmp_path) == before
+    law.write_text("y = 3  # edited\n")
+    assert source_key(tmp_path) != before
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", "import os, exo_rt, numba.core.config as c; "
+                          "print(os.environ['NUMBA_CACHE_DIR'], c.CACHE_DIR)"], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1] and out[0].startswith(str(tmp_path / "cache" / "exo-rt" / "numba-"))
