@@ -139,7 +139,7 @@ class Bench:
             d.send_rpdos(currents[d.joint_index])
         for d in self.drives:
             d.send_sync()
-        deadline = None if self.reply_timeout is None else time.monotonic() + self.reply_timeout
+        deadline = self.reply_deadline()
         for d in self.drives:
             d.collect(deadline)
             self.q[d.joint_index] = d.position
@@ -147,13 +147,22 @@ class Bench:
             self.flags[d.joint_index] = d.flags
         velocity_update(self.q, self._q_prev, self.qd, self.dt, self.alpha)
         self.cycles += 1
+        self.wait_period()
+        if check:
+            self.check()
+
+    def reply_deadline(self) -> float | None:
+        """Until when a cycle waits for the drives' replies (None: lockstep, no wait)."""
+        return None if self.reply_timeout is None else time.monotonic() + self.reply_timeout
+
+    def wait_period(self) -> None:
+        """Hold the period on the wall clock (absolute deadlines; a late cycle does not make
+        the next one early) when pacing real drives."""
         if self.pace:
             self._deadline = max(self._deadline + self.dt, time.monotonic() - self.dt)
             delay = self._deadline - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        if check:
-            self.check()
 
     def check(self) -> None:
         """The controller's safety check on this cycle's measurements; BenchAbort on a cause."""

@@ -10,6 +10,8 @@ and measures its reaction torque.
 
 from __future__ import annotations
 
+import abc
+
 import can
 
 from exo_rt.bus import fixture as fx
@@ -19,15 +21,17 @@ class BenchAbort(Exception):
     """A procedure stopped: the safety check's cause, or the operator's abort."""
 
 
-class Fixture:
+class Fixture(abc.ABC):
     """Clamps and releases joint outputs, and reads a clamped output's reaction torque (N·m,
     positive where the motor pushes the joint's angle up) where the fixture measures it."""
 
+    @abc.abstractmethod
     def lock(self, joint: str) -> None:
-        raise NotImplementedError
+        """Clamp ``joint``'s output where it is."""
 
+    @abc.abstractmethod
     def release(self, joint: str) -> None:
-        raise NotImplementedError
+        """Let ``joint``'s output go."""
 
     def torque(self, joint: str) -> float | None:
         """The clamped output's reaction torque (N·m); None without a sensor or reading."""

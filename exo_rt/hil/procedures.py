@@ -5,7 +5,6 @@ snippet ``bench-<name>.yaml`` of an identification, the plot ``bench-<name>.png`
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +40,8 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
         d._frame = count
         t0 = None
         for _ in range(n):
-            d.cycle(np.zeros(d.n), None if bench.reply_timeout is None
-                    else time.monotonic() + bench.reply_timeout)
+            d.cycle(np.zeros(d.n), bench.reply_deadline())
+            bench.wait_period()
             bits += frame_bits(0) + d.n * frame_bits(4)  # SYNC and RPDOs sent
             t0 = t0 if t0 is not None else d.now
         d._frame = original
