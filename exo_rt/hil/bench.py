@@ -195,6 +195,10 @@ class Bench:
         τ = k·s·k_M·i (k the multiplier, s the motor sign)."""
         return self.tc[:, laws.C_K] * self.tc[:, laws.C_SIGN] * self.tc[:, laws.C_KT] * currents
 
+    def torque_limit(self) -> np.ndarray:
+        """Each joint's torque (N·m) at its configured current limit, through the gear."""
+        return np.abs(self.joint_torque(self.tc[:, laws.C_I_LIMIT]))
+
     def currents_for(self, tau: np.ndarray, out: np.ndarray, friction: bool = True) -> None:
         """Motor currents (A) for joint torques τ: the controller's own conversion (with the
         configured wave-generator friction compensated), clamped to the current limits."""
