@@ -406,7 +406,8 @@ def build_mechanism(
         if body not in inert:
             inert[body] = [0.0, np.zeros(3), np.zeros((3, 3))]
         m0, c0, i0 = inert[body]
-        inert[body] = list(lump_inertia(m0, c0, i0, float(lk.mass), c, inertia))
+        with np.errstate(over="ignore", invalid="ignore"):  # absurd values: caught as non-finite
+            inert[body] = list(lump_inertia(m0, c0, i0, float(lk.mass), c, inertia))
 
     # --- bodies: base first, then movable joints' children in an order where parents precede
     joint_of_body = {j.child: j for j in movable}
