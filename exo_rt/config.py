@@ -180,13 +180,31 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     )
 
 
+def rotor_inertias(mech: Mechanism) -> np.ndarray:
+    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.dynamics.couplings import released
+
+    out = np.zeros(mech.nq)
+    if not mech.transmissions or mech.closure is not None:
+        return out
+    plant = released(mech)
+    m = Dynamics(plant).mass_matrix(np.zeros(plant.nq))
+    for tr in mech.transmissions:
+        r = plant.joint_names.index(tr.rotor_joint)
+        out[mech.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]
+    return out
+
+
 def transmission_rows(mech: Mechanism, cfg: ControllerConfig) -> np.ndarray:
     """Per-joint transmission data for :func:`exo_rt.control.laws.torque_to_current`."""
     tc = np.zeros((mech.nq, laws.C_WIDTH))
+    rotor = rotor_inertias(mech)
     for tr in mech.transmissions:
         j = mech.joint_names.index(tr.joint)
         d = tr.drive
         tc[j] = [tr.multiplier, tr.motor.torque_constant, tr.motor_sign, d.coulomb, d.viscous,
-                 d.load_friction, d.ratio, cfg.current_limit[j], max(d.stribeck_velocity, 1e-3)]
+                 d.load_friction, d.ratio, cfg.current_limit[j], max(d.stribeck_velocity, 1e-3),
+                 rotor[j]]
     return tc
 

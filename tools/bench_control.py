@@ -26,7 +26,7 @@ def _steps(opts, pk, ws, gains, ls, tc, q, qd, qr, qdr, qddr, assist, tau, cur, 
         q[0] += 1e-9
         laws.law_torque(opts, pk, ws, pk, ws, gains, ls, q, qd, qr, qdr, qddr, assist, 1e-3,
                         tau, sc)
-        laws.torque_to_current(tau, qd, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
+        laws.torque_to_current(tau, qd, qddr, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
 
 
 def main() -> int:

@@ -66,7 +66,8 @@ C_MU = 5  # load-dependent friction coefficient
 C_RATIO = 6
 C_I_LIMIT = 7  # A: the configured current limit (≤ the drive's peak)
 C_SMOOTH = 8  # rad/s at the rotor: width of the smooth sign used by friction compensation
-C_WIDTH = 9
+C_ROTOR = 9  # kg·m²: the rotor's inertia at the joint, k²·I_rotor (its torque never loads the gear)
+C_WIDTH = 10
 
 # --- law state, one row per joint
 S_INTEGRAL = 0  # ∫e dt (rad·s)
@@ -74,13 +75,15 @@ S_WIDTH = 1
 
 
 @njit(cache=True)
-def torque_to_current(tau, qd, tc, friction_comp, current):
+def torque_to_current(tau, qd, qdd, tc, friction_comp, current):
     """Motor currents (A) for joint torques τ, through transmission, friction and k_M.
 
     The rotor must give τ/k (generalized force of the rotor on the joint is k·τ_rotor), plus
-    what its friction takes: sgn(ω)(T_c + μ|τ|/N) + B·ω at ω = k·q̇ (sgn smoothed over C_SMOOTH so
-    the compensation does not chatter at rest). Currents are clamped to ±C_I_LIMIT — and again
-    in the frame encoder, the last line.
+    what its friction takes: sgn(ω)(T_c + μ|T|/N) + B·ω at ω = k·q̇ (sgn smoothed over C_SMOOTH so
+    the compensation does not chatter at rest). The mesh friction grows with the torque T the
+    flexspline carries — τ less the rotor's own inertial share k²·I_rotor·q̈ (``qdd``: the
+    acceleration τ is meant to give, e.g. the reference's), which never passes the gear.
+    Currents are clamped to ±C_I_LIMIT — and again in the frame encoder, the last line.
     """
     for j in range(tau.shape[0]):
         k = tc[j, C_K]
@@ -91,7 +94,8 @@ def torque_to_current(tau, qd, tc, friction_comp, current):
         if friction_comp:
             w = k * qd[j]
             sgn = math.tanh(w / tc[j, C_SMOOTH])
-            t_rotor += sgn * (tc[j, C_COULOMB] + tc[j, C_MU] * abs(tau[j]) / tc[j, C_RATIO])
+            load = tau[j] - tc[j, C_ROTOR] * qdd[j]
+            t_rotor += sgn * (tc[j, C_COULOMB] + tc[j, C_MU] * abs(load) / tc[j, C_RATIO])
             t_rotor += tc[j, C_VISCOUS] * w
         i = t_rotor / (tc[j, C_SIGN] * tc[j, C_KT])
         lim = tc[j, C_I_LIMIT]

@@ -199,10 +199,12 @@ class Bench:
         """Each joint's torque (N·m) at its configured current limit, through the gear."""
         return np.abs(self.joint_torque(self.tc[:, laws.C_I_LIMIT]))
 
-    def currents_for(self, tau: np.ndarray, out: np.ndarray, friction: bool = True) -> None:
-        """Motor currents (A) for joint torques τ: the controller's own conversion (with the
-        configured wave-generator friction compensated), clamped to the current limits."""
-        laws.torque_to_current(tau, self.qd, self.tc, friction, out)
+    def currents_for(self, tau: np.ndarray, acc: np.ndarray, out: np.ndarray,
+                     friction: bool = True) -> None:
+        """Motor currents (A) for joint torques τ meant to give accelerations ``acc`` (rad/s²):
+        the controller's own conversion (with the configured wave-generator friction
+        compensated), clamped to the current limits."""
+        laws.torque_to_current(tau, self.qd, acc, self.tc, friction, out)
 
     def home(self) -> np.ndarray:
         """The procedures' default pose: every joint at 30 % of its soft range (for the leg:
@@ -278,7 +280,7 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
             acc[:] = gains.kp * e + gains.kd * (qd_ref[k] - bench.qd) + gains.ki * integral
             bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=tau)
             bench._ref[:] = q_ref[k]
-            bench.currents_for(tau, cur, friction)
+            bench.currents_for(tau, acc, cur, friction)
             bench.cycle(cur)
             i = log.n
             log.t[i] = bench.cycles * bench.dt

@@ -8,26 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from exo_rt.config import rotor_inertias
 from exo_rt.hil import fit
 from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
 
 # Hz, ζ, integral of the sweeps' loop: stiff enough to slide steadily, under the hip's resonance
 SWEEP_GAINS = (4.0, 1.0, 1.0)
 SPEEDS = (0.016, 0.03, 0.06, 0.12, 0.25, 0.5)  # rad/s at the joint
-
-
-def _rotor_inertias(robot) -> np.ndarray:
-    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
-    from exo_rt.dynamics import Dynamics
-    from exo_rt.dynamics.couplings import released
-
-    plant = released(robot)
-    m = Dynamics(plant).mass_matrix(np.zeros(plant.nq))
-    out = np.zeros(robot.nq)
-    for tr in robot.transmissions:
-        r = plant.joint_names.index(tr.rotor_joint)
-        out[robot.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]
-    return out
 
 
 def _transmission(bench: Bench, joint: str):
@@ -99,6 +86,7 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
     hold = Gains.for_bandwidth(bench.n, *HOLD)
     gains = Gains.for_bandwidth(bench.n, *SWEEP_GAINS)
     out = []
+    zero = np.zeros(bench.n)
     for sign in (1.0, -1.0):
         move_to(bench, pose)
         settle(bench, pose, hold)
@@ -111,7 +99,7 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
             bench.dyn.inverse_dynamics(bench.q, bench.qd, gains.kp * (pose - bench.q)
                                        - gains.kd * bench.qd, out=tau)
             tau[j] = t0 + sign * rate * k * bench.dt
-            bench.currents_for(tau, cur, friction=False)
+            bench.currents_for(tau, zero, cur, friction=False)
             bench.cycle(cur)
             if abs(bench.q[j] - q_start) > moved:
                 at = float(bench.joint_torque(bench.i_meas)[j])
@@ -206,6 +194,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
     torque = np.zeros(k_n)
     tau = np.zeros(bench.n)
     cur = np.zeros(bench.n)
+    zero = np.zeros(bench.n)
     bench.fixture.lock(joint)
     try:
         track(bench, np.repeat(pose[None, :], 20, axis=0), hold)  # the first readings
@@ -218,7 +207,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
             bench.dyn.inverse_dynamics(bench.q, bench.qd, hold.kp * (pose - bench.q)
                                        - hold.kd * bench.qd, out=tau)
             tau[j] = t0 * (1 - k / k_n) + wave[k]
-            bench.currents_for(tau, cur, friction=False)
+            bench.currents_for(tau, zero, cur, friction=False)
             bench.cycle(cur)
             q[k], torque[k] = bench.q[j], bench.fixture.torque(joint)
     finally:
@@ -315,7 +304,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
     q, qd, qdd = fit.savgol(log.q, bench.dt)
     tau_m = fit.savgol(bench.joint_torque(log.i_meas), bench.dt)[0]  # the same low-pass
     every = slice(None, None, 2)
-    rotor = _rotor_inertias(robot)
+    rotor = rotor_inertias(robot)
     friction = []
     for j, name in enumerate(robot.joint_names):
         d = _transmission(bench, name).drive

@@ -332,7 +332,7 @@ class Controller:
         laws.law_torque(self.opts, self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed,
                         self.dyn_exo.workspace, self.gains, laws.law_state(self.n), q, q * 0,
                         q, q * 0, q * 0, q * 0, self.dt, self.tau, laws.law_scratch(self.n))
-        laws.torque_to_current(self.tau, q * 0, self.tc, True, self.cur)
+        laws.torque_to_current(self.tau, q * 0, q * 0, self.tc, True, self.cur)
         safety.check(self.limits, self.sopts, q, q * 0, q * 0, q * 0, q * 0,
                      np.zeros(self.n, dtype=np.int64), np.zeros(self.n, dtype=np.int64), 0,
                      False, q, self.check_out)
@@ -395,7 +395,7 @@ class Controller:
                             self.dyn_exo.workspace, self.gains, self.ls, self.q, self.qd,
                             self.qr, self.qdr, self.qddr, self.assist, self.dt, self.tau,
                             self.sc)
-            laws.torque_to_current(self.tau, self.qd, self.tc,
+            laws.torque_to_current(self.tau, self.qd, self.qddr, self.tc,
                                    self.opts[laws.O_FRICTION_COMP] > 0.5, self.cur)
         elif self.state != SAFE:
             self.tau[:] = 0.0
@@ -522,7 +522,7 @@ class Controller:
         qd = np.where(np.isfinite(self.qd), self.qd, 0.0)
         safety.safe_action(self.action, q, qd, self.q_hold, s.damping, s.stiffness, fraction,
                            self.tau)
-        laws.torque_to_current(self.tau, qd, self.tc, False, self.cur)
+        laws.torque_to_current(self.tau, qd, self.qddr, self.tc, False, self.cur)
         if fraction <= 0.0:
             for d in self.drives:
                 d.controlword[:] = c.CW_DISABLE_VOLTAGE
