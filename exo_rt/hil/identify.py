@@ -152,6 +152,7 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             half += list((up - down) / 2)
             load += list((up + down) / 2)
             where += list(c)
+    bench.disable_all()  # no cycles while fitting: the drives must not sit enabled and unsynced
     p = fit.friction_fit(np.array(sp), np.array(half), np.array(load), tr.drive.ratio)
     configured = {k: getattr(tr.drive, k) for k in
                   ("coulomb", "static", "viscous", "stribeck_velocity", "load_friction")}
@@ -212,6 +213,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
             q[k], torque[k] = bench.q[j], bench.fixture.torque(joint)
     finally:
         bench.fixture.release(joint)
+    bench.disable_all()
     keep = slice(quarter, k_n - quarter)
     p = fit.stiffness_fit(q[keep], torque[keep], d.t1, d.t2)
     configured = {"k1": d.k1, "k2": d.k2, "k3": d.k3, "hysteresis": d.hysteresis}
@@ -301,6 +303,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
         scale = min(1.0, 0.3 * limit[j] / (m_jj[j] * float(amps @ (2 * np.pi * f) ** 2)))
         ref[:, j] += multisine(bench.dt, seconds, scale * amps, f)
     log = track(bench, ref, Gains.for_bandwidth(bench.n, 4.0, 1.0, integral=1.0)).trimmed()
+    bench.disable_all()  # the fit takes seconds: no enabled drive waits for cycles meanwhile
     q, qd, qdd = fit.savgol(log.q, bench.dt)
     tau_m = fit.savgol(bench.joint_torque(log.i_meas), bench.dt)[0]  # the same low-pass
     every = slice(None, None, 2)

@@ -68,6 +68,7 @@ def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: fl
     ref = np.repeat(q0[None, :], k, axis=0)
     ref[pre:, j] += amplitude
     log = track(bench, ref, gains, qd_ref=np.zeros_like(ref)).trimmed()
+    bench.disable_all()
     t = log.t[pre:] - log.t[pre - 1]
     y = log.q[pre:, j] - log.q[pre - 1, j]
     return {"joint": joint, "amplitude_rad": amplitude, "pose_rad": q0.tolist(),
@@ -125,6 +126,7 @@ def chirp(bench: Bench, joint: str, *, amplitude: float = 0.03, pose=None, hz: f
     ref = np.repeat(q0[None, :], len(x), axis=0)
     ref[:, j] += x
     log = track(bench, ref, gains, qd_ref=np.zeros_like(ref)).trimmed()
+    bench.disable_all()
     y = log.q[:, j] - q0[j]
     f, h = frequency_response(x, y - y.mean(), bench.dt, f0, f1)
     return {"joint": joint, "amplitude_rad": amplitude, "pose_rad": q0.tolist(),
