@@ -191,7 +191,7 @@ def check_joint(joint: JointSpec) -> None:
                 f"{key} of joint '{joint.name}' is NaN", _where(joint, key), "give a number"
             )
     if joint.type != "fixed":
-        n = float(np.linalg.norm(joint.axis))
+        n = math.hypot(*(float(x) for x in joint.axis))  # no overflow warning on absurd values
         if n < 1e-9:
             raise ModelError(
                 f"axis of joint '{joint.name}' is zero",
