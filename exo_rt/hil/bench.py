@@ -103,7 +103,8 @@ class Bench:
         self.tc = transmission_rows(self.robot, cfg)
         self.limits = safety.limits_array(self.robot, top.safety.joint_margin,
                                           top.safety.tracking_error, cfg.current_limit)
-        self.sopts = np.array([top.safety.stop_time, top.safety.stale_cycles, 1e9])
+        s = top.safety  # as the controller's; the bench counts no overruns (streak 0)
+        self.sopts = np.array([s.stop_time, s.stale_cycles, s.overrun_streak], dtype=float)
         self.alpha = filter_gain(cfg.velocity_cutoff_hz, self.dt)
         self.dyn = Dynamics(self.robot)
         self.q = np.zeros(n)
@@ -115,8 +116,7 @@ class Bench:
         self._streak = np.zeros(n, dtype=np.int64)
         self._out = np.zeros(2, dtype=np.int64)
         self._tau = np.zeros(n)
-        self._g = np.zeros(n)
-        self._e = np.zeros(n)
+        self._cur = np.zeros(n)
         self._ref = np.zeros(n)
         self.tracking = False
         self.cycles = 0
@@ -128,8 +128,7 @@ class Bench:
         cache compiles here (seconds), never between two cycles of an enabled drive."""
         z = np.zeros(self.n)
         self.dyn.inverse_dynamics(z, z, z, out=self._tau)
-        self.dyn.gravity(z, out=self._g)
-        laws.torque_to_current(self._tau, z, z, self.tc, True, self._e)
+        laws.torque_to_current(self._tau, z, z, self.tc, True, self._cur)
         velocity_update(z.copy(), z.copy(), z.copy(), self.dt, self.alpha)
         safety.check(self.limits, self.sopts, z, z, z, z, z, np.zeros(self.n, dtype=np.int64),
                      np.zeros(self.n, dtype=np.int64), 0, False, z, self._out)
@@ -219,23 +218,26 @@ class Bench:
         compensated), clamped to the current limits."""
         laws.torque_to_current(tau, self.qd, acc, self.tc, friction, out)
 
+    def soft_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) soft joint limits (rad): the robot's, ``joint_margin`` inside."""
+        return self.limits[:, safety.L_LOWER], self.limits[:, safety.L_UPPER]
+
+    def at_fraction(self, fraction: float) -> np.ndarray:
+        """Every joint at ``fraction`` (0…1) of its soft range (rad)."""
+        lo, hi = self.soft_range()
+        return lo + fraction * (hi - lo)
+
     def home(self) -> np.ndarray:
         """The procedures' default pose: every joint at 30 % of its soft range (for the leg:
         hip and knee flexed, the drives loaded by the leg's weight)."""
-        lo, hi = self.limits[:, safety.L_LOWER], self.limits[:, safety.L_UPPER]
-        return lo + 0.3 * (hi - lo)
+        return self.at_fraction(0.3)
 
     def centred(self, q, half_range) -> np.ndarray:
         """q (rad) moved just far enough inside the soft limits that every joint can swing
         ±``half_range`` (rad, per joint or one for all) about it with 0.05 rad to spare."""
-        lo = self.limits[:, safety.L_LOWER] + half_range + 0.05
-        hi = self.limits[:, safety.L_UPPER] - half_range - 0.05
+        lo, hi = self.soft_range()
+        lo, hi = lo + half_range + 0.05, hi - half_range - 0.05
         return np.clip(np.asarray(q, float), lo, np.maximum(lo, hi))
-
-    def gravity(self) -> np.ndarray:
-        """The model's gravity torques (N·m) at the measured angles (a view, reused)."""
-        self.dyn.gravity(self.q, out=self._g)
-        return self._g
 
     def inertia(self, q: np.ndarray) -> np.ndarray:
         """Each joint's own inertia M_jj (kg·m², rotors included) at q."""
@@ -268,7 +270,7 @@ def second_order_bandwidth(wn: float, zeta: float) -> float:
 
 
 def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray | None = None,
-          friction: bool = True, log: Log | None = None) -> Log:
+          friction: bool = True) -> Log:
     """Follow ``q_ref`` (samples × joints, rad) one sample per period and log every cycle.
 
     The bench's loop is computed torque on the model: a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e,
@@ -278,7 +280,7 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
     safety check watches the tracking error throughout.
     """
     k_n, n = q_ref.shape
-    log = log or Log.empty(k_n, n)
+    log = Log.empty(k_n, n)
     if qd_ref is None:
         qd_ref = np.gradient(q_ref, bench.dt, axis=0) if k_n > 1 else np.zeros_like(q_ref)
     integral = np.zeros(n)

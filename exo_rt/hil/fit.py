@@ -288,6 +288,12 @@ def _number(x: float) -> str:
     return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
 
 
+def identified(fitted: dict, configured: dict) -> dict[str, float]:
+    """The fitted values of the robot file's keys (``configured``), unobservable ones (None)
+    left out — the robot file keeps its value there."""
+    return {k: fitted[k] for k in configured if fitted.get(k) is not None}
+
+
 def drive_snippet(values: dict[str, dict[str, float]], source: str) -> str:
     """The identified drive values as robot-file YAML: per joint, the keys to put into that
     joint's transmission ``drive:`` mapping."""

@@ -129,9 +129,8 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
     tr = _transmission(bench, joint)
     bench.start()
     home = bench.home() if pose is None else np.asarray(pose, float)
-    lo, hi = bench.limits[:, 0], bench.limits[:, 1]
     sp, half, load, where, unsteady = [], [], [], [], []
-    others = [home, np.where(np.arange(bench.n) == j, home, lo + 0.45 * (hi - lo))]
+    others = [home, np.where(np.arange(bench.n) == j, home, bench.at_fraction(0.45))]
     for q0 in (bench.centred(x, span / 2) for x in others[: 1 if bench.n == 1 else 2]):
         for dq in np.linspace(-span / 3, span / 3, breakaways) if breakaways > 1 else [0.0]:
             at = q0.copy()
@@ -156,7 +155,7 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
     p = fit.friction_fit(np.array(sp), np.array(half), np.array(load), tr.drive.ratio)
     configured = {k: getattr(tr.drive, k) for k in
                   ("coulomb", "static", "viscous", "stribeck_velocity", "load_friction")}
-    values = {k: p[k] for k in configured if p[k] is not None}
+    values = fit.identified(p, configured)
     return {"joint": joint, "pose_rad": home.tolist(), "fit": p, "configured": configured,
             "unsteady_speeds": sorted(set(unsteady)),
             "data": {"speed": sp, "friction_Nm": half, "load_Nm": load, "position": where},
@@ -217,7 +216,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
     keep = slice(quarter, k_n - quarter)
     p = fit.stiffness_fit(q[keep], torque[keep], d.t1, d.t2)
     configured = {"k1": d.k1, "k2": d.k2, "k3": d.k3, "hysteresis": d.hysteresis}
-    values = {k: p[k] for k in configured if p[k] is not None}
+    values = fit.identified(p, configured)
     return {"joint": joint, "amplitude_Nm": amp, "fit": p, "configured": configured,
             "data": {"q": q.tolist(), "torque_Nm": torque.tolist()},
             "snippet": fit.drive_snippet({joint: values},
@@ -236,11 +235,9 @@ MULTISINE = ((0.2, 0.08, 0.03), (0.3, 0.8, 1.6))  # rad, Hz: the fast motions' b
 
 
 def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
-    """Forward/backward sweeps of each joint over [10 %, 50 %] of its range, the others held at
-    20 % and 45 % of theirs → (poses, joint, gravity torque) from the passes' mean torque."""
-    robot = bench.robot
-    lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
-    hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
+    """Forward/backward sweeps of each joint over [10 %, 50 %] of its soft range, the others
+    held at 20 % and 45 % of theirs → (poses, joint, gravity torque), the passes' mean torque."""
+    lo, hi = bench.soft_range()
     span = hi - lo
     poses, joints, torques = [], [], []
     for j in range(bench.n):
@@ -290,9 +287,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
 
     bench.start()
     gravity = _gravity_sweeps(bench, speed)
-    lo = np.array([robot.lower[robot.coordinate_names.index(n)] for n in robot.joint_names])
-    hi = np.array([robot.upper[robot.coordinate_names.index(n)] for n in robot.joint_names])
-    centre = lo + 0.3 * (hi - lo)
+    centre = bench.home()
     move_to(bench, centre)
     amps, freqs = (np.array(x) for x in MULTISINE)
     limit = bench.torque_limit()

@@ -12,8 +12,9 @@ import numpy as np
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import frame_bits
 from exo_rt.errors import ConfigError
-from exo_rt.hil import identify, response
+from exo_rt.hil import fit, identify, response
 from exo_rt.hil.bench import Bench, BenchAbort
+from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
 
 
@@ -126,10 +127,7 @@ def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
 
 def _merge_snippets(name: str, reports: dict) -> str:
     """One YAML snippet for all joints of a per-joint identification."""
-    from exo_rt.hil import fit
-
-    values = {j: {k: v for k, v in r["fit"].items()
-                  if k in r["configured"] and v is not None} for j, r in reports.items()}
+    values = {j: fit.identified(r["fit"], r["configured"]) for j, r in reports.items()}
     return fit.drive_snippet(values, f"exo-rt bench-test {name}")
 
 
@@ -180,8 +178,6 @@ def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = No
     if not report.get("aborted"):
         if name == "inertia":
             report["robot_path"] = str(bench.top.robot_path)
-        from exo_rt.hil.plots import plot
-
         png = plot(name, report, bench.robot, out_dir)
         if png is not None:
             report["plot"] = str(png)
