@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import can
 import numpy as np
+from numba import njit
 
 from exo_rt.bus.drives import F_NOT_ENABLED, Drives
 from exo_rt.config import transmission_rows
@@ -130,6 +131,7 @@ class Bench:
         self.dyn.inverse_dynamics(z, z, z, out=self._tau)
         laws.torque_to_current(self._tau, z, z, self.tc, True, self._cur)
         velocity_update(z.copy(), z.copy(), z.copy(), self.dt, self.alpha)
+        loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, self._tau)
         safety.check(self.limits, self.sopts, z, z, z, z, z, np.zeros(self.n, dtype=np.int64),
                      np.zeros(self.n, dtype=np.int64), 0, False, z, self._out)
         self._tau[:] = 0.0
@@ -269,6 +271,16 @@ def second_order_bandwidth(wn: float, zeta: float) -> float:
     return wn * math.sqrt(1 - 2 * z2 + math.sqrt(4 * z2 * z2 - 4 * z2 + 2))
 
 
+@njit(cache=True)
+def loop_acceleration(kp, kd, ki, qr, q, qdr, qd, integral, dt, acc):
+    """The bench loop's commanded acceleration (rad/s², in place, no allocation):
+    a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e, e = q_ref − q (∫e advanced by dt)."""
+    for j in range(q.shape[0]):
+        e = qr[j] - q[j]
+        integral[j] += e * dt
+        acc[j] = kp[j] * e + kd[j] * (qdr[j] - qd[j]) + ki[j] * integral[j]
+
+
 def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray | None = None,
           friction: bool = True) -> Log:
     """Follow ``q_ref`` (samples × joints, rad) one sample per period and log every cycle.
@@ -290,9 +302,8 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
     bench.tracking = True
     try:
         for k in range(k_n):
-            e = q_ref[k] - bench.q
-            integral += e * bench.dt
-            acc[:] = gains.kp * e + gains.kd * (qd_ref[k] - bench.qd) + gains.ki * integral
+            loop_acceleration(gains.kp, gains.kd, gains.ki, q_ref[k], bench.q, qd_ref[k],
+                              bench.qd, integral, bench.dt, acc)
             bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=tau)
             bench._ref[:] = q_ref[k]
             bench.currents_for(tau, acc, cur, friction)
