@@ -19,6 +19,7 @@ import numpy as np
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import BusConfig
+from exo_rt.bus.port import FramePort, open_port
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
 
@@ -34,11 +35,12 @@ F_SATURATED = 128  # the actual current fell short of last cycle's command by > 
 F_LATE = 256  # a TPDO stamped more than half a period before this cycle's: stale data
 
 
-def arrivals(bus: can.BusABC, seen: np.ndarray, deadline: float | None):
-    """The frames that have arrived; polling on until every drive is ``seen`` or ``deadline``
-    (monotonic s) passes — or, without a deadline (lockstep), until the queue is empty."""
+def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
+    """The frames that have arrived (one reused frame object: decode it before the next);
+    polling on until every drive is ``seen`` or ``deadline`` (monotonic s) passes — or, without
+    a deadline (lockstep), until the queue is empty."""
     while True:
-        msg = bus.recv(0.0)
+        msg = port.recv()
         if msg is None:
             if deadline is None or seen.all() or time.monotonic() >= deadline:
                 return
@@ -52,6 +54,7 @@ class Drives:
     def __init__(self, bus: can.BusABC, config: BusConfig, mech: Mechanism,
                  sdo_timeout: float = 0.5, period: float = 1e-3) -> None:
         self.bus = bus
+        self.port = open_port(bus)  # the cycle's frame I/O (fast path where the interface has one)
         self.config = config
         self.n = len(config.drives)
         self.nodes = np.array([d.node for d in config.drives])
@@ -88,13 +91,13 @@ class Drives:
 
     # ------------------------------------------------------------------ bring-up (not cyclic)
     def _send(self, frame: tuple[int, bytes]) -> None:
-        self.bus.send(can.Message(arbitration_id=frame[0], data=frame[1], is_extended_id=False))
+        self.port.send(frame[0], frame[1])
 
     def _sdo(self, node: int, request: tuple[int, bytes]) -> tuple[int, int, int, bytes]:
         self._send(request)
         deadline = time.monotonic() + self.sdo_timeout
         while time.monotonic() < deadline:
-            msg = self.bus.recv(0.0)
+            msg = self.port.recv()
             if msg is None:
                 time.sleep(0)
                 continue
@@ -205,7 +208,7 @@ class Drives:
         """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
         self.seen[:] = 0
         self.flags[:] = 0
-        for msg in arrivals(self.bus, self.seen, deadline):
+        for msg in arrivals(self.port, self.seen, deadline):
             self._frame(msg)
         if self.seen.any():
             self._expect = float(self.rx_time[self.seen.astype(bool)].max()) + self.period
@@ -284,6 +287,7 @@ class MitDrives:
 
         self._mit = mit
         self.bus = bus
+        self.port = open_port(bus)
         self.config = config
         self.ranges = config.mit_ranges or mit.MitRanges()
         self.n = len(config.drives)
@@ -302,7 +306,7 @@ class MitDrives:
         self._slot = {int(node): k for k, node in enumerate(self.nodes)}
 
     def _send(self, arb: int, data: bytes) -> None:
-        self.bus.send(can.Message(arbitration_id=arb, data=data, is_extended_id=False))
+        self.port.send(arb, data)
 
     def enter(self) -> None:
         for node in self.nodes:
@@ -332,7 +336,7 @@ class MitDrives:
     def collect(self, deadline: float | None = None) -> None:
         self.seen[:] = 0
         self.flags[:] = 0
-        for msg in arrivals(self.bus, self.seen, deadline):
+        for msg in arrivals(self.port, self.seen, deadline):
             reply = self._mit.unpack_reply(bytes(msg.data), self.ranges)
             if reply is None or int(reply[0]) not in self._slot:
                 continue

@@ -1,0 +1,235 @@
+"""Frame I/O on a python-can bus without a Python object per frame where the interface allows.
+
+The cycle sends a handful of frames and reads a handful more every millisecond. Through
+python-can's generic API each frame is a :class:`can.Message` built and checked on both sides
+(and, on ``udp_multicast``, a msgpack dictionary packed and unpacked on top): several µs a
+frame, the bulk of a lean cycle. A :class:`FramePort` sits on the bus python-can opened and
+does the same I/O on its socket directly where the wire format is known:
+
+- ``socketcan``: the kernel's ``struct can_frame`` (id, length, 8 data bytes) on the raw
+  socket python-can opened (:class:`SocketcanPort`);
+- ``udp_multicast``: python-can's own datagram (a msgpack map with the message's fields), one
+  per frame, on its socket (:class:`UdpMulticastPort`) — wire-compatible both ways with
+  python-can's interface, so a plain ``can.Bus(interface="udp_multicast")`` in another process
+  (a candump-like logger, a canopen master) sees the same traffic;
+- anything else: python-can's ``send``/``recv`` (:class:`GenericPort`).
+
+Received frames are handed out in ONE reusable :class:`Frame` (duck-typed like a
+``can.Message``: ``arbitration_id``, ``data``, ``timestamp``, ``is_error_frame`` …): a caller
+decodes it before asking for the next. Every frame sent or received can also be copied, as
+fixed-size bytes, into a recording ring (:attr:`FramePort.tap`, see
+:mod:`exo_rt.record.rings`) — the recording process writes the CAN log.
+"""
+
+from __future__ import annotations
+
+import abc
+import socket
+import struct
+import time
+from collections import deque
+
+import can
+
+try:
+    import msgpack
+except ImportError:  # pragma: no cover - msgpack is a dependency
+    msgpack = None
+
+CAN_EFF_FLAG = 0x80000000
+CAN_RTR_FLAG = 0x40000000
+CAN_ERR_FLAG = 0x20000000
+CAN_EFF_MASK = 0x1FFFFFFF
+CAN_FRAME = struct.Struct("=IB3x8s")  # struct can_frame (classic CAN, 16 bytes)
+
+
+class Frame:
+    """A received frame, reused for every frame a port hands out (copy what you keep)."""
+
+    __slots__ = ("arbitration_id", "data", "timestamp", "is_extended_id", "is_error_frame",
+                 "is_remote_frame", "is_rx", "channel", "dlc")
+
+    def __init__(self) -> None:
+        self.set(0, b"", 0.0)
+
+    def set(self, arbitration_id: int, data: bytes, timestamp: float, extended: bool = False,
+            error: bool = False, remote: bool = False) -> Frame:
+        self.arbitration_id = arbitration_id
+        self.data = data
+        self.dlc = len(data)
+        self.timestamp = timestamp
+        self.is_extended_id = extended
+        self.is_error_frame = error
+        self.is_remote_frame = remote
+        self.is_rx = True
+        self.channel = None
+        return self
+
+
+class FramePort(abc.ABC):
+    """Send ``(arbitration id, data)`` and receive :class:`Frame` s on one bus, non-blocking."""
+
+    kind = "generic"
+
+    def __init__(self, bus: can.BusABC) -> None:
+        self.bus = bus
+        self.tap = None  # a recording ring (FrameRing) or None
+        self.channel_index = 0  # the bus's index in the recording
+        self.frame = Frame()
+
+    @abc.abstractmethod
+    def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
+        """Put one frame on the bus (never waits on a full queue: the OS drops, CAN counts)."""
+
+    @abc.abstractmethod
+    def recv(self) -> Frame | None:
+        """The next frame that has arrived, or None (never waits)."""
+
+    def _record(self, arbitration_id: int, data: bytes, timestamp: float, rx: bool,
+                extended: bool = False, error: bool = False) -> None:
+        tap = self.tap
+        if tap is not None:
+            tap.put(timestamp, arbitration_id, data, rx, extended, error, self.channel_index)
+
+    def drain(self) -> int:
+        """Throw away what has arrived (before a fresh start); returns the count."""
+        n = 0
+        while self.recv() is not None:
+            n += 1
+        return n
+
+
+class GenericPort(FramePort):
+    """Any python-can bus through its own ``send`` and ``recv``."""
+
+    def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
+        msg = can.Message(arbitration_id=arbitration_id, data=data, is_extended_id=extended,
+                          check=False)
+        self.bus.send(msg)
+        self._record(arbitration_id, data, msg.timestamp or time.time(), False, extended)
+
+    def recv(self) -> Frame | None:
+        msg = self.bus.recv(0.0)
+        if msg is None:
+            return None
+        data = bytes(msg.data)
+        self._record(msg.arbitration_id, data, msg.timestamp, True, msg.is_extended_id,
+                     msg.is_error_frame)
+        return self.frame.set(msg.arbitration_id, data, msg.timestamp, msg.is_extended_id,
+                              msg.is_error_frame, msg.is_remote_frame)
+
+
+class SocketcanPort(FramePort):
+    """``struct can_frame`` on the raw CAN socket of a python-can ``socketcan`` bus."""
+
+    kind = "socketcan"
+
+    def __init__(self, bus: can.BusABC, sock: socket.socket | None = None) -> None:
+        super().__init__(bus)
+        self.sock = sock if sock is not None else bus.socket
+        self.sock.setblocking(False)
+
+    def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
+        can_id = arbitration_id | CAN_EFF_FLAG if extended else arbitration_id
+        self.sock.send(CAN_FRAME.pack(can_id, len(data), data))
+        self._record(arbitration_id, data, time.time(), False, extended)
+
+    def recv(self) -> Frame | None:
+        try:
+            raw = self.sock.recv(16)
+        except (BlockingIOError, InterruptedError):
+            return None
+        return self.decode(raw, time.time())
+
+    def decode(self, raw: bytes, timestamp: float) -> Frame | None:
+        """A ``struct can_frame`` into the reusable frame; None for a short datagram."""
+        if len(raw) < 16:
+            return None
+        can_id, dlc, payload = CAN_FRAME.unpack_from(raw)
+        data = payload[: min(dlc, 8)]
+        extended = bool(can_id & CAN_EFF_FLAG)
+        error = bool(can_id & CAN_ERR_FLAG)
+        arb = can_id & (CAN_EFF_MASK if extended or error else 0x7FF)
+        self._record(arb, data, timestamp, True, extended, error)
+        return self.frame.set(arb, data, timestamp, extended, error, bool(can_id & CAN_RTR_FLAG))
+
+
+class UdpMulticastPort(FramePort):
+    """python-can's ``udp_multicast`` datagrams, packed and read on its socket directly.
+
+    Every member of the group receives every datagram, its own included: the port remembers
+    the bytes of its last few datagrams (each carries its send time, so they are unique) and
+    skips them when they come back.
+    """
+
+    kind = "udp_multicast"
+
+    def __init__(self, bus: can.BusABC) -> None:
+        super().__init__(bus)
+        mc = bus._multicast  # python-can's GeneralPurposeUdpMulticastBus
+        self.sock = mc._socket
+        self.sock.setblocking(False)
+        self.destination = mc._send_destination
+        self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+        self._unpackb = msgpack.unpackb
+        self._sent: deque = deque(maxlen=64)
+        self._fields = {"timestamp": 0.0, "arbitration_id": 0, "is_extended_id": False,
+                        "is_remote_frame": False, "is_error_frame": False, "channel": None,
+                        "dlc": 0, "data": b"", "is_fd": False, "bitrate_switch": False,
+                        "error_state_indicator": False}
+
+    def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
+        f = self._fields
+        now = time.time()
+        f["timestamp"] = now
+        f["arbitration_id"] = arbitration_id
+        f["is_extended_id"] = extended
+        f["dlc"] = len(data)
+        f["data"] = data
+        raw = self._packer.pack(f)
+        self._sent.append(raw)
+        self.sock.sendto(raw, self.destination)
+        self._record(arbitration_id, data, now, False, extended)
+
+    def recv(self) -> Frame | None:
+        sock, sent = self.sock, self._sent
+        while True:
+            try:
+                raw = sock.recv(512)
+            except (BlockingIOError, InterruptedError):
+                return None
+            if raw in sent:
+                continue  # our own datagram, looped back by the group
+            frame = self.decode(raw, time.time())
+            if frame is not None:
+                return frame
+
+    def decode(self, raw: bytes, timestamp: float) -> Frame | None:
+        """One datagram into the reusable frame; None for anything that is not a CAN frame."""
+        try:
+            d = self._unpackb(raw, raw=False)
+            arb = int(d["arbitration_id"])
+            data = bytes(d.get("data") or b"")
+            extended = bool(d.get("is_extended_id", False))
+            error = bool(d.get("is_error_frame", False))
+            remote = bool(d.get("is_remote_frame", False))
+        except (ValueError, TypeError, KeyError, AttributeError, msgpack.ExtraData,
+                msgpack.FormatError, msgpack.StackError):
+            return None
+        if not 0 <= arb <= (CAN_EFF_MASK if extended else 0x7FF) or len(data) > 64:
+            return None
+        self._record(arb, data, timestamp, True, extended, error)
+        return self.frame.set(arb, data, timestamp, extended, error, remote)
+
+
+def open_port(bus: can.BusABC) -> FramePort:
+    """The fastest port the bus's interface allows (its own API otherwise)."""
+    name = type(bus).__name__
+    try:
+        if name == "UdpMulticastBus" and msgpack is not None:
+            return UdpMulticastPort(bus)
+        if name == "SocketcanBus":
+            return SocketcanPort(bus)
+    except (AttributeError, OSError):
+        pass  # another python-can version's internals: the generic path still works
+    return GenericPort(bus)
