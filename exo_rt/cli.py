@@ -64,40 +64,85 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="ROBOT", help="the robot file")
     p.add_argument("--buses", required=True, metavar="FILE", help="the bus file")
     p.add_argument("--bus", default="slcan-server", metavar="SPEC",
-                   help="slcan-server (a new pseudo-terminal, its path printed) [default]")
-    p.add_argument("--channel", help="which bus of the bus file to serve (default: the first)")
+                   help="slcan-server: one bus on a new pseudo-terminal, in lockstep with the "
+                        "host's SYNCs [default]; udp_multicast[:GROUP]: every bus (or "
+                        "--channel) on python-can's udp_multicast interface, physics in real "
+                        "time (bus i on GROUP with its 2nd byte + i; default from the pid)")
+    p.add_argument("--channel", help="which bus of the bus file to serve (default: the first "
+                                     "with slcan-server, all with udp_multicast)")
     p.add_argument("--pose", type=float, nargs="*", default=None,
                    help="initial joint angles (rad), default all 0")
+    p.add_argument("--parent", type=int, default=None, metavar="PID",
+                   help="end --linger s after this process is gone (set by exo-rt run)")
+    p.add_argument("--linger", type=float, default=5.0, metavar="S",
+                   help="seconds the drives and the leg go on after --parent is gone")
 
 
 def cmd_drives(args: argparse.Namespace) -> int:
-    """Serve emulated drives (on the simulated plant) for bench rehearsal over a serial-line
-    CAN endpoint: the controller opens the printed pty with python-can's slcan interface."""
+    """Serve emulated drives on the simulated plant to a controller in another process: over a
+    serial-line CAN endpoint (python-can's slcan interface opens the printed pty), or in real
+    time over python-can's udp_multicast interface (what `exo-rt run --realtime` starts)."""
+    import gc
+    import signal
+
     import numpy as np
 
     from exo_rt.bus.config import load_buses
     from exo_rt.errors import ConfigError
     from exo_rt.model import load_mechanism
     from exo_rt.sim.simbus import SimWorld
-    from exo_rt.sim.slcan_server import SlcanServer
 
-    if args.bus != "slcan-server":
+    kind, _, group = args.bus.partition(":")
+    if kind not in ("slcan-server", "udp_multicast"):
         raise ConfigError(f"unsupported --bus '{args.bus}' for exo-rt drives", None,
-                          "use --bus slcan-server (python-can's slcan interface opens the pty)")
+                          "use --bus slcan-server or --bus udp_multicast[:GROUP]")
     mech = load_mechanism(args.config)
     buses = load_buses(args.buses, mech)
-    channel = args.channel or buses[0].channel
-    if channel not in {b.channel for b in buses}:
-        raise ConfigError(f"no bus '{channel}' in {args.buses}", None,
-                          f"use one of {', '.join(b.channel for b in buses)}")
+    channels = [b.channel for b in buses]
+    if args.channel and args.channel not in channels:
+        raise ConfigError(f"no bus '{args.channel}' in {args.buses}", None,
+                          f"use one of {', '.join(channels)}")
     world = SimWorld.open("drives", mech, buses)
     world.warm_up(np.array(args.pose if args.pose else np.zeros(mech.nq)))
-    server = SlcanServer(world, channel)
-    print(f"serving bus {channel} on {server.path}", flush=True)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if args.parent else signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if kind == "slcan-server":
+        from exo_rt.sim.slcan_server import SlcanServer
+
+        server = SlcanServer(world, args.channel or channels[0])
+        print(f"serving bus {server.channel} on {server.path}", flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.close()
+        return 0
+    import can
+
+    from exo_rt.bus.port import open_port
+    from exo_rt.sim.launch import group_for
+    from exo_rt.sim.server import RealtimeServer
+
+    ports, served = {}, []
+    for i, channel in enumerate(channels):
+        if args.channel and channel != args.channel:
+            continue
+        if group:
+            a, b_, c_, d_ = (int(x) for x in group.split("."))
+            address = f"{a}.{b_ + i}.{c_}.{d_}"
+        else:
+            address = group_for(i)
+        bus = can.Bus(interface="udp_multicast", channel=address)
+        ports[channel] = open_port(bus)
+        served.append(f"{channel}=udp_multicast:{address}")
+    server = RealtimeServer(world, ports)
+    gc.collect()
+    gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
+    print("serving " + " ".join(served), flush=True)
     try:
-        server.serve_forever()
+        server.serve(parent=args.parent, linger=args.linger)
     finally:
-        server.close()
+        for port in ports.values():
+            port.bus.shutdown()
     return 0
 
 
@@ -105,11 +150,15 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="FILE",
                    help="top config (default configs/exo_leg.yaml)")
     p.add_argument("--bus", default="sim", metavar="SPEC",
-                   help="sim (lockstep, default) | sim-realtime | INTERFACE:CHANNEL[@BITRATE]")
+                   help="sim (lockstep, default) | sim-realtime (the simulation in its own "
+                        "process, same as sim with --realtime) | INTERFACE:CHANNEL[@BITRATE] "
+                        "(socketcan:can0, udp_multicast:239.74.0.1 …)")
     p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="RUN time (s)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>)")
-    p.add_argument("--realtime", action="store_true", help="wall-clock rate on the sim bus")
+    p.add_argument("--realtime", action="store_true",
+                   help="wall-clock rate on the sim bus: the simulation runs in its own process, "
+                        "the control thread SCHED_FIFO on its own CPU (always so on real buses)")
     p.add_argument("--inject", action="append", default=[], metavar="KIND[:JOINT]@T[+D]",
                    help="fault injection on the simulated bus (repeatable)")
     p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
@@ -135,7 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     top = load_top(config, controller=args.controller)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
-    ctl = Controller(top, bus, injections=injections, start_pose=args.start_pose,
+    ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
+                     start_pose=args.start_pose,
                      status=status_printer, rt_setup=not args.no_rt_setup, board=args.board)
     ctl.can_format = args.can_log
     import signal
@@ -150,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = ctl.run(args.duration, out)
     s = result.summary
     for line in result.setup:
-        print(f"real-time set-up: {line}")
+        print(f"set-up: {line}")
     up = s["startup_s"]
     print(f"final state {s['final_state']}, {s['cycles']} cycles, READY after "
           f"{up['process_to_ready']} s (RUN after {up['process_to_run']} s), "

@@ -163,7 +163,7 @@ class Drives:
                     self.controlword[k] = c.CW_SHUTDOWN
                 elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON, c.OPERATION_ENABLED):
                     self.controlword[k] = c.CW_ENABLE_OPERATION
-            self.cycle(zero)
+            self.paced_cycle(zero)
             if self.seen.all() and all(c.state_of(int(sw)) == c.OPERATION_ENABLED
                                        for sw in self.statusword):
                 self.controlword[:] = c.CW_ENABLE_OPERATION
@@ -176,12 +176,12 @@ class Drives:
     def disable(self) -> None:
         """Zero torque and disable voltage (a latched fault needs an explicit reset)."""
         self.controlword[:] = c.CW_DISABLE_VOLTAGE
-        self.cycle(np.zeros(self.n))
+        self.paced_cycle(np.zeros(self.n))
 
     def fault_reset(self) -> None:
         """An explicit operator action: the rising edge of controlword bit 7."""
         self.controlword[:] = c.CW_FAULT_RESET
-        self.cycle(np.zeros(self.n))
+        self.paced_cycle(np.zeros(self.n))
         self.controlword[:] = c.CW_SHUTDOWN
 
     # ------------------------------------------------------------------ the cycle
@@ -271,6 +271,16 @@ class Drives:
         """One control cycle: commands and SYNC out, measurements in."""
         self.send_commands(current_A)
         self.collect(deadline)
+
+    def paced_cycle(self, current_A: np.ndarray) -> None:
+        """A bring-up cycle at the control period: the answers are waited for (a drive in
+        another process or on a real bus answers within the period), then the rest of the
+        period passes — real drives see SYNCs at the rate they are configured for."""
+        start = time.monotonic()
+        self.cycle(current_A, deadline=start + 0.7 * self.period)
+        rest = start + self.period - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
 
 
 class MitDrives:

@@ -1,33 +1,22 @@
-"""Recording a run: every CAN frame and one fixed-size record per cycle, written off the
-control thread (DESIGN §7).
-
-- CAN traffic: each frame the host sends or receives is appended (a deque append, ~0.1 µs) to
-  a queue; a background thread writes them with python-can's writers (``.blf`` default,
-  ``.asc``/``.log`` selectable), readable by python-can's ``LogReader``, candump tools, CANalyzer.
-- Cycle log (``cycles.exolog``): a self-describing header (magic, header length, JSON with the
-  numpy dtype and the run's metadata) then fixed-size records. The control thread copies its
-  arrays into a preallocated ring buffer; the writer thread appends whole records and flushes
-  every 50 ms, so a kill -9 loses at most ~100 ms and leaves a readable file. Readable with
-  numpy alone (:func:`read_cycle_log`).
-- A full disk (or any write error) becomes an event; the controller goes on.
+"""The cycle log's file format (``cycles.exolog``): a self-describing header (magic, header
+length, JSON with the record's columns and the run's metadata) then fixed-size float64
+records, one per cycle. Readable with numpy alone (:func:`read_cycle_log`); a truncated last
+record (a killed writer) is dropped. The records reach the file through the recording process
+(:mod:`exo_rt.record.recording`, :mod:`exo_rt.record.writer`); the CAN traffic goes to a
+python-can log (``.blf`` default, ``.asc``/``.log``) beside it.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import struct
-import threading
-import time
 from pathlib import Path
 
-import can
 import numpy as np
 
 from exo_rt.errors import LogError, Where
 
 MAGIC = b"EXOLOG01"
-FLUSH_S = 0.05
 
 
 def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
@@ -37,7 +26,7 @@ def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
     for name, width in (("t", 1), ("cycle", 1), ("state", 1), ("cause", 1), ("q", n),
                         ("qd", n), ("q_ref", n), ("current", n), ("command", n),
                         ("torque", n), ("flags", n), ("overrun_streak", 1), ("board", 1),
-                        ("wake_us", 1), ("compute_us", 1)):
+                        ("wake_us", 1), ("compute_us", 1), ("overruns", 1)):
         cols[name] = (o, o + width)
         o += width
     return cols
@@ -52,134 +41,43 @@ def columns_dtype(cols: dict[str, tuple[int, int]]) -> np.dtype:
                      "offsets": [8 * a for a, _ in cols.values()], "itemsize": 8 * width})
 
 
-class _Background:
-    """A writer thread that calls ``_drain`` every FLUSH_S and once more when stopped."""
-
-    def _start(self, name: str) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(FLUSH_S):
-            self._drain()
-        self._drain()
-
-    def _finish(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
+HEADER_RESERVE = 8192  # bytes of JSON, padded with spaces: the metadata can grow in place
 
 
-class CycleLog(_Background):
-    """Ring buffer of cycle records + a writer thread appending them to ``path``.
+def _header(columns: dict[str, tuple[int, int]], meta: dict) -> bytes:
+    header = json.dumps({"columns": columns, "meta": meta}).encode()
+    return header + b" " * max(0, HEADER_RESERVE - len(header))
 
-    The control thread fills one float64 record (:attr:`record`, whose slices it may use as its
-    own working arrays) and calls :meth:`commit`: one row copy into the ring.
-    """
 
-    def __init__(self, path: Path, n_joints: int, meta: dict, capacity: int = 4096) -> None:
-        self.path = Path(path)
-        self.columns = cycle_columns(n_joints)
-        self.width = max(b for _, b in self.columns.values())
-        self.record = np.zeros(self.width)
-        self.ring = np.zeros((capacity, self.width))
-        self.capacity = capacity
-        self.head = 0  # records produced (control thread)
-        self.tail = 0  # records written (writer thread)
-        self.lost = 0
-        self.events: list[dict] = []
-        header = json.dumps({"columns": self.columns, "meta": meta}).encode()
-        self._file = open(self.path, "wb")  # noqa: SIM115 (kept open by the writer thread)
-        try:
-            self._file.write(MAGIC + struct.pack("<Q", len(header)) + header)
-            self._file.flush()
-        except OSError as exc:  # a full disk already: the run goes on, unrecorded
-            self.events.append({"event": "recording_error", "error": str(exc)})
-        self._start("exo-cycle-log")
+def write_header(path: Path, columns: dict[str, tuple[int, int]], meta: dict) -> None:
+    """Create the cycle log with its header (magic, header length, JSON columns + metadata,
+    padded to a fixed size); the recording process appends the records. OSError (e.g. a full
+    disk) goes to the caller."""
+    header = _header(columns, meta)
+    with open(path, "wb") as f:
+        f.write(MAGIC + struct.pack("<Q", len(header)) + header)
 
-    def view(self, name: str) -> np.ndarray:
-        a, b = self.columns[name]
-        return self.record[a:b]
 
-    def commit(self) -> None:
-        """Copy the record into the ring (the writer thread takes it from there)."""
-        if self.head - self.tail >= self.capacity:  # the writer fell a whole ring behind
-            self.lost += 1
-            self.tail += 1
-        self.ring[self.head % self.capacity] = self.record
-        self.head += 1
+def update_header(path: Path, columns: dict[str, tuple[int, int]], meta: dict) -> bool:
+    """Rewrite the header's metadata in place (same length; records may already follow).
+    False if it no longer fits the reserved size."""
+    header = _header(columns, meta)
+    with open(path, "r+b") as f:
+        f.seek(8)
+        (hlen,) = struct.unpack("<Q", f.read(8))
+        if len(header) != hlen:
+            return False
+        f.write(header)
+    return True
 
-    def _drain(self) -> None:
-        head = self.head
-        while self.tail < head:
-            start = self.tail % self.capacity
-            count = min(head - self.tail, self.capacity - start)
-            chunk = self.ring[start : start + count].tobytes()
-            try:
-                self._file.write(chunk)
-            except OSError as exc:  # full disk & co: an event, not a crash
-                self.events.append({"event": "recording_error", "error": str(exc),
-                                    "records_lost": head - self.tail})
-                self.tail = head
-                return
-            self.tail += count
-        try:
-            self._file.flush()
-        except OSError as exc:
-            self.events.append({"event": "recording_error", "error": str(exc)})
 
-    def close(self) -> None:
-        self._finish()
-        try:
-            self._file.close()
-        except OSError:
-            pass
-
-class CanRecorder(_Background):
-    """Every frame sent and received on a set of buses, written by a background thread."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.queue: collections.deque = collections.deque()
-        self.count = 0
-        self.error: str | None = None
-        self._writer = can.Logger(str(self.path))
-        self._start("exo-can-log")
-
-    def attach(self, bus: can.BusABC) -> None:
-        """Record what ``bus`` sends and receives (wraps its send and recv)."""
-        send, recv, q = bus.send, bus.recv, self.queue
-
-        def send_recorded(msg, timeout=None):
-            send(msg, timeout)
-            if msg.timestamp == 0.0:
-                msg.timestamp = time.time()
-            msg.channel = msg.channel or bus.channel_info.replace(" ", "_")
-            q.append(msg)
-
-        def recv_recorded(timeout=None):
-            msg = recv(timeout)
-            if msg is not None:
-                msg.is_rx = True
-                q.append(msg)
-            return msg
-
-        bus.send = send_recorded
-        bus.recv = recv_recorded
-
-    def _drain(self) -> None:
-        q = self.queue
-        while q:
-            msg = q.popleft()
-            try:
-                self._writer.on_message_received(msg)
-                self.count += 1
-            except (OSError, ValueError) as exc:
-                self.error = str(exc)
-
-    def close(self) -> None:
-        self._finish()
-        self._writer.stop()
+def read_header(path: str | Path) -> tuple[dict[str, tuple[int, int]], dict]:
+    """(columns, metadata) of a cycle log's header."""
+    with open(path, "rb") as f:
+        raw = f.read(16)
+        (hlen,) = struct.unpack("<Q", raw[8:16])
+        header = json.loads(f.read(hlen))
+    return {k: (int(v[0]), int(v[1])) for k, v in header["columns"].items()}, header["meta"]
 
 
 def read_cycle_log(path: str | Path) -> tuple[np.ndarray, dict]:

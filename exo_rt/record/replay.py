@@ -21,9 +21,12 @@ from exo_rt.control import estimate
 from exo_rt.errors import LogError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import read_cycle_log
+from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
+from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
+from exo_rt.runtime.states import READY
 from exo_rt.sim.plant import S_ON, Plant
 
 MODES = ("plant", "controller", "closed-loop")
@@ -110,10 +113,22 @@ class _RecordedBoard:
         return 0.0
 
 
+class _NoBuses:
+    lockstep = True
+    world = None
+    process = None
+    buses: list = []
+
+    def close(self) -> None:
+        pass
+
+
 class _ReplayController(Controller):
     """The controller fed from a recording instead of buses; its commands are captured."""
 
-    def _open(self, start_pose, seed: int, plant=None) -> None:
+    def _open(self, start_pose, seed: int, plant=None, realtime=False) -> None:
+        self.bus_set = _NoBuses()
+        self.world = None
         self.drives = []
 
     def _open_board(self, url) -> None:
@@ -125,45 +140,33 @@ class _ReplayController(Controller):
         self.commands = np.zeros((len(records), self.n))
         self._warm_up()
         self.events = []
-        self.cycle_log = self.can_log = None
         self.q[:] = meta["q_initial"]
         self.q_prev[:] = self.q
         self.q_align0[:] = self.q
         self.duration = float(meta["duration_s"])
-        self.log = np.zeros((len(records), 2 + 5 * self.n))
-        self.k0 = {0: 0}
+        self.k0 = {}
+        self.plan = InjectionPlan((), self.dt, self.top.safety.overrun_streak,
+                                  self.robot.joint_names)
         self.sched = Scheduler(self.dt, lockstep=True, capacity=16)
-        self._overrun_streak = 0
-        self._nan_window, self._overrun_window, self._injected = [], [], []
-        self._board_events = []
-        self.state = 2  # READY
-        self.k0[2] = 0
+        self._next_check = 0
+        self._go(READY, 0)
         for k in range(len(records)):
-            self._k = k
             self._cycle(k)
+            self.commands[k] = self.cur  # what the recording holds for this cycle
         return self.commands
 
-    def _read(self) -> None:
-        r = self.records[self._k]
-        if self.board is not None:
-            self.board.estop = bool(int(r["board"]) & 1)
-            self.board.link_lost = bool(int(r["board"]) & 2)
+    def _read(self, k: int) -> None:
+        r = self.records[k]
+        s = self.a.s
+        s[cy.S_BOARD] = int(r["board"])
+        self.board.estop = bool(int(r["board"]) & 1)
+        self.board.link_lost = bool(int(r["board"]) & 2)
         self.q[:] = r["q"]
         self.i_meas[:] = r["current"]
         self.flags[:] = r["flags"].astype(np.int64)
-        self._overrun_streak = int(r["overrun_streak"])
+        s[cy.S_OVERRUN_STREAK] = r["overrun_streak"]
 
-    def _write_commands(self) -> None:
-        pass
-
-    def _record(self, k: int, t: float) -> None:
-        self.commands[k] = self.cur  # what the recording holds for this cycle
-        super()._record(k, t)
-
-    def _inject_overrun(self, k: int) -> None:
-        pass
-
-    def _status(self, k: int) -> None:
+    def _write(self) -> None:
         pass
 
 
@@ -190,8 +193,9 @@ def replay_closed_loop(run_dir: Path, controller: str | Path | None = None) -> d
     ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"))
     result = ctl.run(float(meta["duration_s"]), None)
     m = min(len(records), result.summary["cycles"])
-    joints, first = _errors(ctl.log[:m, 2 : 2 + ctl.n], records["q"][:m], top.robot.joint_names)
-    cmd = ctl.log[:m, 2 + 2 * ctl.n : 2 + 3 * ctl.n]
+    log = ctl.log
+    joints, first = _errors(log["q"][:m], records["q"][:m], top.robot.joint_names)
+    cmd = log["command"][:m]
     diff = np.abs(np.where(np.isfinite(cmd), cmd, 0) - np.nan_to_num(records["command"][:m]))
     return {"mode": "closed-loop", "cycles": int(m), "joints": joints,
             "max_abs_command_diff_A": float(diff.max()), "first_diff_cycle": first,

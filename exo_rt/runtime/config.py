@@ -17,7 +17,8 @@ from exo_rt.runtime import safety
 from exo_rt.yamlio import Node, choice, mapping, number, read_yaml, text
 
 TOP_KEYS = {"robot": True, "buses": True, "controller": True, "rate_hz": False, "align": False,
-            "stop": False, "safety": False, "logging": False, "description": False}
+            "stop": False, "safety": False, "logging": False, "description": False,
+            "realtime": False}
 SAFETY_KEYS = {"joint_margin": False, "stop_time": False, "tracking_error": False,
                "stale_cycles": False, "overrun_streak": False, "action": False,
                "ramp_cycles": False, "damping": False, "stiffness": False}
@@ -37,10 +38,19 @@ class SafetyConfig:
 
 
 @dataclass(frozen=True)
+class RealtimeConfig:
+    """Where the control thread runs with ``--realtime`` (docs/config.md)."""
+
+    cpu: int | None = None  # None: the last CPU this process may use
+    priority: int = 80  # SCHED_FIFO priority, 1 … 99
+
+
+@dataclass(frozen=True)
 class TopConfig:
     path: Path
     sha256: str
     robot_path: Path
+    buses_path: Path
     robot: Mechanism
     exo: Mechanism  # the exoskeleton without its wearer (transparent law)
     buses: tuple[BusConfig, ...]
@@ -50,6 +60,7 @@ class TopConfig:
     stop_s: float
     safety: SafetyConfig
     runs_dir: Path
+    realtime: RealtimeConfig = RealtimeConfig()
 
 
 def _file(node: Node, base: Path, kind: str) -> Path:
@@ -80,7 +91,8 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
     robot = load_mechanism(robot_path)
     exo = load_mechanism(robot_path, wearer=False) if robot_path.suffix != ".urdf" else robot
     rate = _positive(top["rate_hz"], "rate_hz") if "rate_hz" in top else 1000.0
-    buses = load_buses(_file(top["buses"], base, "bus"), robot, rate)
+    buses_path = _file(top["buses"], base, "bus")
+    buses = load_buses(buses_path, robot, rate)
     if controller is not None:
         cpath = Path(controller)
         if not cpath.suffix:
@@ -113,11 +125,25 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
     align = mapping(top["align"], {"duration": False}, "align") if "align" in top else {}
     stop = mapping(top["stop"], {"duration": False}, "stop") if "stop" in top else {}
     logging = mapping(top["logging"], {"runs": False}, "logging") if "logging" in top else {}
+    rt = RealtimeConfig()
+    if "realtime" in top:
+        m = mapping(top["realtime"], {"cpu": False, "priority": False}, "realtime")
+        cpu = int(number(m["cpu"])) if "cpu" in m else None
+        if cpu is not None and cpu < 0:
+            raise ConfigError(f"realtime.cpu must be ≥ 0, got {cpu}", m["cpu"].where(),
+                              "give a CPU number (0 is the first; see nproc)")
+        priority = int(number(m["priority"])) if "priority" in m else 80
+        if not 1 <= priority <= 99:
+            raise ConfigError(f"realtime.priority must be 1 … 99, got {priority}",
+                              m["priority"].where(), "SCHED_FIFO priorities are 1 … 99")
+        rt = RealtimeConfig(cpu, priority)
     return TopConfig(
         path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), robot_path=robot_path,
+        buses_path=buses_path,
         robot=robot, exo=exo, buses=buses, controller=ctrl, rate_hz=rate,
         align_s=_positive(align["duration"], "align.duration") if "duration" in align else 2.0,
         stop_s=_positive(stop["duration"], "stop.duration") if "duration" in stop else 0.5,
         safety=sc,
         runs_dir=Path(text(logging["runs"])) if "runs" in logging else Path("runs"),
+        realtime=rt,
     )

@@ -1,22 +1,25 @@
-"""The controller: the cycle and its state machine (DESIGN §6).
+"""The controller: one run, from bring-up to SHUTDOWN (or SAFE), in the control process.
 
-Each cycle: drives read → estimate → reference → law → safety → drives write → record, on
-preallocated arrays (the numeric work in njit). States: BOOT → CONFIGURE (NMT, SDO, mapping
-check) → READY (drives enabled at zero current) → ALIGN (minimum jerk to the start posture) →
-RUN → STOPPING → SHUTDOWN, or SAFE on any fault: the configured reaction, ramped, then the
-drives disabled; SAFE latches — nothing re-enables the drives but an explicit reset.
+Each cycle: the drives' frames in → :func:`exo_rt.runtime.cycle.control_step` (estimate,
+reference, law, torque → current, safety, record — one njit call) → the drives' frames out →
+state changes. The numbers live in preallocated arrays (:class:`~exo_rt.runtime.cycle.
+CycleArrays`); Python here does bus I/O, state changes and events only.
+
+Around it, every other job runs in its own process: the recording (:mod:`exo_rt.record.
+recording`), the simulated exoskeleton in real time (:mod:`exo_rt.sim.launch`), the board
+emulator. With ``--realtime`` the control thread runs SCHED_FIFO on its own CPU
+(``realtime: {cpu, priority}`` in the top config, default the last CPU) and every helper
+process SCHED_OTHER on the others — each placement reported.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import can
 import numpy as np
 
 from exo_rt import STARTED, __version__
@@ -27,49 +30,28 @@ from exo_rt.control import estimate, laws, trajectory
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.record.recorder import columns_dtype, cycle_columns
+from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.loop import Scheduler, realtime_setup, realtime_teardown
+from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
+from exo_rt.runtime.loop import Scheduler, last_cpu, realtime_setup, realtime_teardown
+from exo_rt.runtime.processes import other_cpus, place
+from exo_rt.runtime.states import (
+    ALIGN,
+    BOOT,
+    CONFIGURE,
+    READY,
+    READY_CYCLES,
+    RUN,
+    SAFE,
+    SHUTDOWN,
+    STATES,
+    STOPPING,
+)
 
-BOOT, CONFIGURE, READY, ALIGN, RUN, STOPPING, SAFE, SHUTDOWN = range(8)
-STATES = ("BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN")
-READY_CYCLES = 20  # zero current after enabling, before moving
-
-INJECT_KINDS = ("drop", "delay", "corrupt", "heartbeat_loss", "emcy", "bus_off",
-                "encoder_glitch", "overcurrent", "overrun", "nan", "estop", "board_link_loss")
-SIM_KIND = {"drop": "drop", "delay": "delay", "corrupt": "corrupt",
-            "heartbeat_loss": "heartbeat_loss", "emcy": "fault", "bus_off": "bus_off",
-            "encoder_glitch": "encoder_glitch", "overcurrent": "overcurrent"}
-
-
-@dataclass(frozen=True)
-class Injection:
-    """``--inject KIND[:JOINT]@T[+DURATION]`` (simulated bus only)."""
-
-    kind: str
-    joint: str | None
-    t: float
-    duration: float
-
-    @staticmethod
-    def parse(spec: str, joints: tuple[str, ...]) -> Injection:
-        how = "write KIND[:JOINT]@T[+DURATION], e.g. drop:knee@2.0+0.05"
-        try:
-            head, _, when = spec.partition("@")
-            kind, _, joint = head.partition(":")
-            t, _, dur = when.partition("+")
-            t_s, dur_s = float(t), float(dur) if dur else 0.0
-        except ValueError:
-            raise ConfigError(f"cannot read --inject '{spec}'", None, how) from None
-        if kind not in INJECT_KINDS:
-            raise ConfigError(f"unknown fault kind '{kind}' in --inject", None,
-                              f"use one of {', '.join(INJECT_KINDS)}")
-        if not when or t_s < 0 or dur_s < 0:
-            raise ConfigError(f"--inject '{spec}' has no time", None, how)
-        if joint and joint not in joints:
-            raise ConfigError(f"--inject names unknown joint '{joint}'", None,
-                              f"use one of {', '.join(joints)}")
-        return Injection(kind, joint or None, t_s, dur_s)
+__all__ = ["Controller", "Injection", "RunResult", "Fault", "INJECT_KINDS", "SIM_KIND", "STATES",
+           "BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN"]
 
 
 @dataclass
@@ -90,58 +72,110 @@ class RunResult:
     setup: list[str] = field(default_factory=list)
 
 
+def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: int,
+               plant: Mechanism | None, cpus: set[int]):
+    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface."""
+    from exo_rt.sim.launch import SIM_SPECS, SimulatedBuses
+
+    if spec in SIM_SPECS:
+        return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
+                              plant=plant, cpus=cpus)
+    return HardwareBuses(top, spec)
+
+
+class HardwareBuses:
+    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]``."""
+
+    lockstep = False
+    world = None
+    process = None
+
+    def __init__(self, top: TopConfig, spec: str) -> None:
+        import can
+
+        interface, _, rest = spec.partition(":")
+        channel, _, bitrate = rest.partition("@")
+        if not interface or not channel:
+            raise ConfigError(f"cannot read the bus spec '{spec}'", None,
+                              "write INTERFACE:CHANNEL[@BITRATE], e.g. socketcan:can0")
+        self.buses, self.specs = [], []
+        for _ in top.buses:
+            try:
+                kw = {"bitrate": int(bitrate)} if bitrate else {}
+                if interface == "slcan":
+                    kw["sleep_after_open"] = 0
+                self.buses.append(can.Bus(interface=interface, channel=channel, **kw))
+                self.specs.append(spec)
+            except (can.CanError, OSError, ValueError, ImportError) as exc:
+                self.close()
+                raise BusError(f"cannot open bus '{spec}' ({exc})", None,
+                               "check the interface name, the channel and that the adapter is "
+                               "connected (see docs/deploy.md)") from None
+
+    def close(self) -> None:
+        for bus in self.buses:
+            bus.shutdown()
+
+
 class Controller:
     """One run of the exoskeleton controller on a robot's buses (real or simulated)."""
 
     def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
                  status=None, rt_setup: bool = True, board: str | None = "emulator",
-                 plant: Mechanism | None = None) -> None:
+                 plant: Mechanism | None = None, history: bool | None = None) -> None:
         self.top = top
         self.robot = top.robot
         self.cfg = top.controller
         self.dt = 1.0 / top.rate_hz
         self.n = self.robot.nq
         self.bus_spec = bus_spec
-        self.simulated = bus_spec.startswith("sim")
-        self.realtime = realtime or bus_spec == "sim-realtime" or not self.simulated
         self.injections = injections
-        self.status = status
+        self.status = bool(status)
         self.rt_setup = rt_setup
-        if injections and not self.simulated:
-            raise ConfigError("--inject works on the simulated bus only", None,
-                              "drop --inject, or run with --bus sim")
-        self.world = None
-        self.state = BOOT
         self.can_format = ".blf"
         self.start_pose = None if start_pose is None else [float(x) for x in start_pose]
-        self.cycle_log = self.can_log = None
+        self.state = BOOT
         self.events: list[dict] = []
-        self._stop_requested = False
         self.faults: list[Fault] = []
-        self._open(start_pose, seed, plant)
+        self.setup_lines: list[str] = []
+        self.recording = None
+        self._stop_requested = False
+        self.cycles = 0
+        wall = realtime or bus_spec not in ("sim", "replay")
+        self.rt_cpu = (top.realtime.cpu if top.realtime.cpu is not None else last_cpu()) \
+            if wall and rt_setup else None
+        self.helper_cpus = other_cpus(self.rt_cpu)
+        self._open(start_pose, seed, plant, realtime)
+        self.realtime = not self.bus_set.lockstep
+        if injections and self.bus_set.world is None and any(
+                i.kind in SIM_KIND for i in injections):
+            self.close_buses()
+            raise ConfigError("--inject of bus faults works on the lockstep simulated bus only",
+                              None, "drop --inject, or run with --bus sim (no --realtime)")
         self._open_board(board)
-        self._allocate()
+        self._allocate(history if history is not None else not self.realtime)
 
     # ------------------------------------------------------------------ set-up
-    def _open(self, start_pose, seed: int, plant: Mechanism | None) -> None:
+    def _open(self, start_pose, seed: int, plant: Mechanism | None, realtime: bool) -> None:
         """Open the buses; simulated, the plant is ``plant`` (default: the robot's own model —
         a different one stands for a leg the model does not match, e.g. on the bench)."""
-        buses = self.top.buses
-        if self.simulated:
-            from exo_rt.sim.simbus import SimWorld
+        self.bus_set = open_buses(self.top, self.bus_spec, realtime=realtime,
+                                  start_pose=start_pose, seed=seed, plant=plant,
+                                  cpus=self.helper_cpus)
+        self.world = self.bus_set.world
+        if self.bus_set.process is not None:
+            self.setup_lines.append(f"simulation process {self.bus_set.process.pid}: "
+                                    f"{self.bus_set.process.placement}")
+        self.drives = [Drives(bus, b, self.robot)
+                       for bus, b in zip(self.bus_set.buses, self.top.buses, strict=True)]
 
-            name = f"run-{id(self)}"
-            self.world = SimWorld.open(name, plant or self.robot, buses, dt=self.dt, seed=seed)
-            self.world.reset(np.zeros(self.n) if start_pose is None else np.asarray(start_pose))
-            opened = [can.Bus(interface="exo_sim", channel=b.channel, world=name) for b in buses]
-        else:
-            opened = [self._open_real(b) for b in buses]
-        self.drives = [Drives(bus, b, self.robot) for bus, b in zip(opened, buses, strict=True)]
+    def close_buses(self) -> None:
+        self.bus_set.close()
 
     def _open_board(self, url: str | None) -> None:
-        """The embedded board's link: ``emulator`` (on a pty, lockstepped with the sim),
-        a pyserial URL, or None (no board — bench use only)."""
+        """The embedded board's link: ``emulator`` (lockstepped with the simulated bus, or in
+        its own process in real time), a pyserial URL, or None (no board — bench use only)."""
         self.board = self.board_emulator = None
         if url is None or url == "none":
             return
@@ -152,6 +186,9 @@ class Controller:
 
             if self.realtime:  # on the wall clock, in its own process like the real board
                 self.board_emulator = BoardEmulatorProcess()
+                placement = place(self.board_emulator._proc.pid, self.helper_cpus)
+                self.setup_lines.append(f"board emulator process {self.board_emulator._proc.pid}"
+                                        f": {placement}")
                 clock = time.monotonic
             else:  # lockstep: ticked by the cycle on the simulated clock
                 clock = self._sim_clock
@@ -168,24 +205,7 @@ class Controller:
         if self.board_emulator is not None and not self.realtime:
             self.board_emulator.tick(self._sim_clock())
 
-    def _open_real(self, bus_cfg):
-        spec = self.bus_spec
-        interface, _, rest = spec.partition(":")
-        channel, _, bitrate = rest.partition("@")
-        if not interface or not channel:
-            raise ConfigError(f"cannot read the bus spec '{spec}'", None,
-                              "write INTERFACE:CHANNEL[@BITRATE], e.g. socketcan:can0")
-        try:
-            kw = {"bitrate": int(bitrate)} if bitrate else {}
-            if interface == "slcan":
-                kw["sleep_after_open"] = 0
-            return can.Bus(interface=interface, channel=channel, **kw)
-        except (can.CanError, OSError, ValueError, ImportError) as exc:
-            raise BusError(f"cannot open bus '{spec}' ({exc})", None,
-                           "check the interface name, the channel and that the adapter is "
-                           "connected (see docs/deploy.md)") from None
-
-    def _allocate(self) -> None:
+    def _allocate(self, history: bool) -> None:
         n = self.n
         self.dyn = Dynamics(self.robot)
         self.dyn_exo = Dynamics(self.top.exo)
@@ -194,34 +214,74 @@ class Controller:
         self.tc = transmission_rows(self.robot, self.cfg)
         self.ls = laws.law_state(n)
         self.sc = laws.law_scratch(n)
-        self.q = np.zeros(n)
-        self.q_prev = np.zeros(n)
-        self.qd = np.zeros(n)
-        self.i_meas = np.zeros(n)
-        self.flags = np.zeros(n, dtype=np.int64)
-        self.qr, self.qdr, self.qddr = np.zeros(n), np.zeros(n), np.zeros(n)
-        self.q_align0 = np.zeros(n)
-        self.q_start = np.zeros(n)
-        self.tau = np.zeros(n)
-        self.cur = np.zeros(n)
-        self.assist = np.zeros(n)
-        self.q_hold = np.zeros(n)
+        self.columns = cycle_columns(n)
+        self.width = max(b for _, b in self.columns.values())
+        self._history = history
+        self.a = a = cy.CycleArrays(n, self.width, 0)
+        v, s = a.v, a.s
+        # the cycle's vectors by name (views into a.v)
+        self.q, self.q_prev, self.qd, self.i_meas = v[cy.V_Q], v[cy.V_Q_PREV], v[cy.V_QD], \
+            v[cy.V_I_MEAS]
+        self.qr, self.qdr, self.qddr = v[cy.V_QR], v[cy.V_QDR], v[cy.V_QDDR]
+        self.q_align0, self.q_start = v[cy.V_Q_ALIGN0], v[cy.V_Q_START]
+        self.tau, self.cur, self.assist = v[cy.V_TAU], v[cy.V_CUR], v[cy.V_ASSIST]
+        self.flags = a.flags
         self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
         self._t_run = 0.0
-        self.check_out = np.zeros(2, dtype=np.int64)
-        self.missing_streak = np.zeros(n, dtype=np.int64)
-        self.alpha = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
         ref = self.cfg.reference
         kinds = [ref.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
                  for nm in self.robot.joint_names]
         self.coeffs = trajectory.gait_coefficients(list(self.robot.joint_names), kinds,
                                                    ref.amplitude)
         trajectory.gait(0.0, ref.period, self.coeffs, self.q_start, self.qdr, self.qddr)
-        s = self.top.safety
-        self.limits = safety.limits_array(self.robot, s.joint_margin, s.tracking_error,
+        sc = self.top.safety
+        self.limits = safety.limits_array(self.robot, sc.joint_margin, sc.tracking_error,
                                           self.cfg.current_limit)
-        self.sopts = np.array([s.stop_time, s.stale_cycles, s.overrun_streak], dtype=float)
-        self.action = safety.ACTIONS[s.action]
+        self.sopts = np.array([sc.stop_time, sc.stale_cycles, sc.overrun_streak], dtype=float)
+        s[cy.S_DT] = self.dt
+        s[cy.S_ALPHA] = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
+        s[cy.S_PERIOD] = ref.period
+        s[cy.S_ALIGN_DURATION] = self.top.align_s
+        s[cy.S_FRICTION_COMP] = self.opts[laws.O_FRICTION_COMP]
+        s[cy.S_ACTION] = safety.ACTIONS[sc.action]
+        s[cy.S_DAMPING] = sc.damping
+        s[cy.S_STIFFNESS] = sc.stiffness
+        s[cy.S_RAMP] = sc.ramp_cycles
+        s[cy.S_STATE] = BOOT
+        # each bus's drives fill the cycle's arrays in place where their joints are contiguous
+        self._gathers, self._commands = [], []
+        for d in self.drives:
+            idx = d.joint_index
+            if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+                lo, hi = int(idx[0]), int(idx[0]) + len(idx)
+                d.position, d.current, d.flags = self.q[lo:hi], self.i_meas[lo:hi], \
+                    self.flags[lo:hi]
+                self._commands.append((d, self.cur[lo:hi]))
+            else:
+                self._gathers.append(d)
+                self._commands.append((d, None))
+
+    def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, ls=None) -> tuple:
+        return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.opts, self.gains,
+                self.tc, self.coeffs, self.ls if ls is None else ls, self.sc, a.check_out,
+                self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed, self.dyn_exo.workspace,
+                rows, a.hist)
+
+    def _warm_up(self) -> None:
+        """Compile and run the cycle once in every state on throw-away arrays (before READY:
+        a cold numba cache never stalls a cycle, and the first real cycles are warm)."""
+        a = cy.CycleArrays(self.n, self.width, 1)
+        a.v[cy.V_Q] = self.q_start
+        a.s[:] = self.a.s
+        rows = np.zeros((1, self.width))
+        ls = laws.law_state(self.n)
+        for state in (READY, ALIGN, RUN, STOPPING, SAFE):
+            a.s[cy.S_STATE] = state
+            a.s[cy.S_SLOT] = 0.0
+            a.s[cy.S_HIST] = 0.0
+            cy.control_step(*self._step_args(a, rows, ls))
+        trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
+        trajectory.phase_from_events(self.phase_state.copy(), 0.0)
 
     def _log_capacity(self, duration: float) -> int:
         return int((duration + self.top.align_s + self.top.stop_s + 2.0) * self.top.rate_hz)
@@ -230,226 +290,191 @@ class Controller:
     def run(self, duration: float, out_dir: Path | None = None) -> RunResult:
         """BOOT … SHUTDOWN (or SAFE): returns the summary, the run folder and the exit code."""
         t_boot = time.monotonic()
-        self._warm_up()
-        self._attach_can_log(out_dir)
-        self.state = CONFIGURE
-        for d in self.drives:
-            d.configure()
-        if self.board is not None:
-            if not self.board.wait_for_power(2.0, tick=self._board_tick):
-                raise BusError("the embedded board did not switch motor power on"
-                               + (" (e-stop pressed)" if self.board.estop else ""), None,
-                               "release the e-stop, check the board link and its supply")
-        self.state = READY
-        for d in self.drives:
-            d.enable()
-        for d in self.drives:  # the last enabling cycle's measurements
-            self.q[d.joint_index] = d.position
-        self.q_prev[:] = self.q
-        self.q_align0[:] = self.q
-        self.startup_s = time.monotonic() - t_boot
-        self.to_ready_s = time.monotonic() - STARTED
-        self.to_run_s = float("nan")
         self.duration = duration
         cap = self._log_capacity(duration)
-        self.log = np.zeros((cap, 2 + 5 * self.n))  # t, state, q, q_ref, cur, tau, flags
-        self._open_recording(out_dir, duration)
-        self.k0 = {READY: 0}
-        self.sched = Scheduler(self.dt, lockstep=not self.realtime)
-        setup = realtime_setup() if self.realtime and self.rt_setup else None
-        self._prev_compute = 0.0
-        self._overrun_streak = 0
-        self._schedule_injections()
-        self._wall0 = time.monotonic()
-        self._next_status = self._wall0 + 1.0
-        self._write_commands()  # a first SYNC at zero current: cycle 0 reads fresh frames
+        if self._history:
+            self.a.hist = np.zeros((cap, self.width))
+        self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
+        setup = None
         try:
+            self._warm_up()
+            self._start_recording(out_dir)
+            self._go(CONFIGURE, 0)
+            for d in self.drives:
+                d.configure()
+            if self.board is not None:
+                if not self.board.wait_for_power(2.0, tick=self._board_tick):
+                    raise BusError("the embedded board did not switch motor power on"
+                                   + (" (e-stop pressed)" if self.board.estop else ""), None,
+                                   "release the e-stop, check the board link and its supply")
+            self._go(READY, 0)
+            for d in self.drives:
+                d.enable()
+            self._gather()
+            self.q_prev[:] = self.q
+            self.q_align0[:] = self.q
+            if self.recording is not None:
+                self.recording.update_meta(q_initial=self.q.tolist())
+            self.startup_s = time.monotonic() - t_boot
+            self.to_ready_s = time.monotonic() - STARTED
+            self.to_run_s = float("nan")
+            self.k0 = {READY: 0}
+            self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
+                                      self.robot.joint_names)
+            self._schedule_sim_injections()
+            self.sched = Scheduler(self.dt, lockstep=not self.realtime)
+            if self.realtime and self.rt_setup:
+                setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
+                self.setup_lines[:0] = setup.lines()
+            self._next_check = 0
+            self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
             self.sched.run(self._cycle, max_cycles=cap)
         except KeyboardInterrupt:
-            self._interrupted = True
-            self.events.append({"cycle": getattr(self, "cycles", 0), "event": "operator",
+            self.events.append({"cycle": self.cycles, "event": "operator",
                                 "action": "ctrl-C: safe stop"})
             self._stop_now()
         finally:
             if setup is not None:
                 realtime_teardown()
-            for d in self.drives:
-                d.bus.shutdown()
-            if self.board is not None:
-                self.board.set_power(False)
-                self.board.close()
-            if self.board_emulator is not None:
-                self.board_emulator.close()
-            self._close_recording()
+            self._close()
         summary = self._summary()
-        run_dir = self._write(summary, out_dir)
+        run_dir = self._write_run(summary, out_dir)
         code = 0 if summary["final_state"] == "SHUTDOWN" and not self.faults else 1
-        return RunResult(summary, run_dir, code, setup.lines() if setup else [])
+        return RunResult(summary, run_dir, code, list(self.setup_lines))
 
-    def _attach_can_log(self, out_dir: Path | None) -> None:
-        self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
-        self.can_log = self.cycle_log = None
+    def _start_recording(self, out_dir: Path | None) -> None:
         if out_dir is None:
             return
-        from exo_rt.record.recorder import CanRecorder
+        from exo_rt.record.recording import Recording
 
         out_dir.mkdir(parents=True, exist_ok=True)
-        self.can_log = CanRecorder(out_dir / f"can{self.can_format}")
-        for d in self.drives:
-            self.can_log.attach(d.bus)
-
-    def _open_recording(self, out_dir: Path | None, duration: float) -> None:
-        if out_dir is None:
-            return
-        from exo_rt.record.recorder import CycleLog
-
         meta = {"joint_names": list(self.robot.joint_names), "rate_hz": self.top.rate_hz,
                 "config": str(self.top.path), "config_sha256": self.top.sha256,
                 "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
-                "duration_s": duration, "start_pose": self.start_pose,
-                "q_initial": self.q.tolist(),
+                "duration_s": self.duration, "start_pose": self.start_pose,
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
                 "states": list(STATES), "wall_start": time.time()}
-        self.cycle_log = log = CycleLog(out_dir / "cycles.exolog", self.n, meta)
-        # the cycle's working arrays live in the record: recording them costs one row copy
-        for name, attr in (("q", "q"), ("qd", "qd"), ("q_ref", "qr"), ("current", "i_meas"),
-                           ("command", "cur"), ("torque", "tau")):
-            view = log.view(name)
-            view[:] = getattr(self, attr)
-            setattr(self, attr, view)
-        self._cols = (*log.columns["flags"], log.columns["overrun_streak"][0])
+        try:
+            self.recording = rec = Recording(
+                out_dir, self.n, meta, can_format=self.can_format,
+                channels=[b.channel for b in self.top.buses], lockstep=not self.realtime,
+                status=self.status, cpus=self.helper_cpus)
+        except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
+            self.events.append({"event": "recording_error", "error": str(exc)})
+            return
+        self.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
+        for i, d in enumerate(self.drives):
+            rec.tap(d.bus, i)
+            d.port.tap = rec.frames
+            d.port.channel_index = i
 
-    def _close_recording(self) -> None:
-        if self.cycle_log is not None:
-            self.cycle_log.close()
-            self.events.extend(self.cycle_log.events)
-        if self.can_log is not None:
-            self.can_log.close()
-
-    def _warm_up(self) -> None:
-        """Compile and run every njit function of the cycle once, before READY."""
-        q = self.q_start.copy()
-        laws.law_torque(self.opts, self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed,
-                        self.dyn_exo.workspace, self.gains, laws.law_state(self.n), q, q * 0,
-                        q, q * 0, q * 0, q * 0, self.dt, self.tau, laws.law_scratch(self.n))
-        laws.torque_to_current(self.tau, q * 0, q * 0, self.tc, True, self.cur)
-        safety.check(self.limits, self.sopts, q, q * 0, q * 0, q * 0, q * 0,
-                     np.zeros(self.n, dtype=np.int64), np.zeros(self.n, dtype=np.int64), 0,
-                     False, q, self.check_out)
-        safety.safe_action(0, q, q, q, 1.0, 1.0, 1.0, self.tau)
-        estimate.velocity_update(q, q.copy(), q * 0, self.dt, self.alpha)
-        trajectory.minimum_jerk(0.0, 1.0, q, q, self.qr, self.qdr, self.qddr)
-        self.tau[:] = 0.0
-        self.cur[:] = 0.0
-
-    def _schedule_injections(self) -> None:
-        self._nan_window = []
-        self._overrun_window = []
-        self._board_events = []
-        self._injected = []  # (cycle, kind, joint)
-        for inj in self.injections:
-            k = int(round(inj.t / self.dt))
-            cycles = max(1, int(round(inj.duration / self.dt)))
-            self._injected.append((k, inj.kind, inj.joint))
-            if inj.kind == "nan":
-                self._nan_window.append((k, k + cycles, inj.joint))
-            elif inj.kind == "overrun":
-                self._overrun_window.append((k, k + max(cycles, self.top.safety.overrun_streak)))
-            elif inj.kind in ("estop", "board_link_loss"):
-                if self.board_emulator is None:
-                    raise ConfigError(f"--inject {inj.kind} needs the board emulator", None,
-                                      "run with --board emulator (the default)")
-                self._board_events.append((k, inj.kind, cycles))
-            else:
-                for d in self.drives:
-                    for cfg in d.config.drives:
-                        if inj.joint in (None, cfg.joint):
-                            self.world.schedule(self.world.cycle + k, SIM_KIND[inj.kind],
-                                                d.config.channel, cfg.node, cycles)
-                            if inj.joint is None:
-                                break
+    def _close(self) -> None:
+        for d in self.drives:
+            d.port.tap = None
+        self.close_buses()
+        if self.board is not None:
+            self.board.set_power(False)
+            self.board.close()
+        if self.board_emulator is not None:
+            self.board_emulator.close()
+        if self.recording is not None:
+            self.recording.close()
+            self.events.extend(self.recording.events)
 
     # ------------------------------------------------------------------ one cycle
-    def _read(self) -> None:
-        if self.board is not None:
-            self.board.poll()
-        deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
-        for d in self.drives:
-            d.collect(deadline)
+    def _gather(self) -> None:
+        """Measurements of drives whose joints are not contiguous (the others fill in place)."""
+        for d in self._gathers:
             self.q[d.joint_index] = d.position
             self.i_meas[d.joint_index] = d.current
             self.flags[d.joint_index] = d.flags
 
+    def _read(self, k: int) -> None:
+        """The cycle's inputs: the board's state, the drives' frames, the loop's own timing."""
+        s, b = self.a.s, self.board
+        if b is not None:
+            b.poll()
+            s[cy.S_BOARD] = (1 if b.estop else 0) | (2 if b.link_lost else 0)
+        deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
+        for d in self.drives:
+            d.collect(deadline)
+        if self._gathers:
+            self._gather()
+        sched, plan = self.sched, self.plan
+        if sched.late or (plan.any_overrun and plan.overrunning(k - 1)):
+            s[cy.S_OVERRUN_STREAK] += 1.0
+        else:
+            s[cy.S_OVERRUN_STREAK] = 0.0
+        st = sched.stats
+        s[cy.S_WAKE_US] = sched.wake_us
+        s[cy.S_COMPUTE_US] = st.compute_us[st.n - 1] if st.n else 0.0
+        s[cy.S_OVERRUNS] = st.overruns
+
     def _cycle(self, k: int) -> bool:
-        t = k * self.dt
-        self._read()
-        for k0, k1, joint in self._nan_window:
-            if k0 <= k < k1:
-                j = self.robot.joint_names.index(joint) if joint else 0
-                self.q[j] = math.nan
-        estimate.velocity_update(self.q, self.q_prev, self.qd, self.dt, self.alpha)
-        self._reference(k)
-        tracking = self.state in (ALIGN, RUN)
-        if self.state in (ALIGN, RUN, STOPPING):
-            laws.law_torque(self.opts, self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed,
-                            self.dyn_exo.workspace, self.gains, self.ls, self.q, self.qd,
-                            self.qr, self.qdr, self.qddr, self.assist, self.dt, self.tau,
-                            self.sc)
-            laws.torque_to_current(self.tau, self.qd, self.qddr, self.tc,
-                                   self.opts[laws.O_FRICTION_COMP] > 0.5, self.cur)
-        elif self.state != SAFE:
-            self.tau[:] = 0.0
-            self.cur[:] = 0.0
-        if self.state != SAFE:
-            safety.check(self.limits, self.sopts, self.q, self.qd, self.i_meas, self.cur,
-                         self.tau, self.flags, self.missing_streak, self._overrun_streak,
-                         tracking, self.qr, self.check_out)
-            if self.check_out[0] == safety.OK and self.board is not None:
-                if self.board.estop:
-                    self.check_out[0], self.check_out[1] = safety.ESTOP, -1
-                elif self.board.link_lost:
-                    self.check_out[0], self.check_out[1] = safety.BOARD_LINK_LOSS, -1
-            if self.check_out[0] != safety.OK:
-                self._enter_safe(k, int(self.check_out[0]), int(self.check_out[1]))
-        if self.state == SAFE:
-            self._safe_command(k)
-        self._write_commands()
-        if self.board is not None:
-            self.board.send_heartbeat(self.state)
+        s = self.a.s
+        self._read(k)
+        plan = self.plan
+        if plan.any_nan:
+            for k0, k1, j in plan.nan:
+                if k0 <= k < k1:
+                    self.q[j] = float("nan")
+        state = self.state
+        s[cy.S_K] = k
+        s[cy.S_T] = k * self.dt
+        s[cy.S_STATE] = state
+        if state == ALIGN:
+            s[cy.S_ALIGN_T] = (k - self.k0[ALIGN]) * self.dt
+        elif state == RUN:
+            self._phase(k)
+        rec = self.recording
+        rows = self.a.no_rows
+        if rec is not None:
+            s[cy.S_SLOT] = rec.records.slot_index()
+            rows = rec.records.rows
+        s[cy.S_HIST] = k if k < len(self.a.hist) else -1
+        cy.control_step(*self._step_args(self.a, rows))
+        if rec is not None:
+            rec.records.commit()
+        self.cycles = k + 1
+        if s[cy.S_NEW_FAULT]:
+            self._fault(k, int(s[cy.S_CAUSE]), int(s[cy.S_JOINT]))
+        if self.state == SAFE and s[cy.S_DISABLE]:
+            for d in self.drives:
+                d.controlword[:] = c.CW_DISABLE_VOLTAGE
+        self._write()
+        b = self.board
+        if b is not None:
+            b.send_heartbeat(self.state)
             self._board_tick()
-        self._record(k, t)
         self._advance(k)
         if self._stop_requested and self.state in (READY, ALIGN, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
-        self._board_faults(k)
-        self._inject_overrun(k)
-        self._status(k)
-        return self.state != SHUTDOWN and not (self.state == SAFE and self._safe_done)
+        if plan.board:
+            self._board_faults(k)
+        if plan.any_overrun and plan.overrunning(k):
+            end = time.perf_counter() + 1.5 * self.dt  # an injected overrun: 1.5 periods
+            while time.perf_counter() < end:
+                pass
+        if k >= self._next_check:
+            self._next_check = k + int(self.top.rate_hz)
+            if rec is not None:
+                rec.check(k * self.dt)
+        return self.state != SHUTDOWN and not (self.state == SAFE and s[cy.S_SAFE_DONE])
 
-    def _reference(self, k: int) -> None:
-        if self.state == READY:
-            self.qr[:] = self.q
-            self.qdr[:] = 0.0
-            self.qddr[:] = 0.0
-        elif self.state == ALIGN:
-            trajectory.minimum_jerk((k - self.k0[ALIGN]) * self.dt, self.top.align_s,
-                                    self.q_align0, self.q_start, self.qr, self.qdr, self.qddr)
-        elif self.state == RUN:
-            ref = self.cfg.reference
-            t = (k - self.k0[RUN]) * self.dt
-            phase = t / ref.period
-            if ref.phase == "events" and self.board is not None:
-                while self.board.heel_strikes:  # the wearer's heel strikes set the phase
-                    trajectory.phase_on_heel_strike(self.phase_state,
-                                                    self.board.heel_strikes.popleft() - self._t_run,
-                                                    0.5 * ref.period, 2.0 * ref.period, 0.5)
-                if self.phase_state[trajectory.PH_COUNT] > 0:
-                    phase = trajectory.phase_from_events(self.phase_state, t)
-            trajectory.gait(phase, self.phase_state[trajectory.PH_PERIOD], self.coeffs, self.qr,
-                            self.qdr, self.qddr)
-        elif self.state == STOPPING:
-            self.qdr[:] = 0.0
-            self.qddr[:] = 0.0
+    def _phase(self, k: int) -> None:
+        """The gait phase (RUN): from time, or from the wearer's heel strikes."""
+        ref = self.cfg.reference
+        t = (k - self.k0[RUN]) * self.dt
+        phase = t / ref.period
+        if ref.phase == "events" and self.board is not None:
+            while self.board.heel_strikes:  # the wearer's heel strikes set the phase
+                trajectory.phase_on_heel_strike(self.phase_state,
+                                                self.board.heel_strikes.popleft() - self._t_run,
+                                                0.5 * ref.period, 2.0 * ref.period, 0.5)
+            if self.phase_state[trajectory.PH_COUNT] > 0:
+                phase = trajectory.phase_from_events(self.phase_state, t)
+        self.a.s[cy.S_PHASE] = phase
+        self.a.s[cy.S_PERIOD] = self.phase_state[trajectory.PH_PERIOD]
 
     def _advance(self, k: int) -> None:
         if self.state == READY and k >= READY_CYCLES:
@@ -467,12 +492,14 @@ class Controller:
             for d in self.drives:
                 d.controlword[:] = c.CW_DISABLE_VOLTAGE
             self.cur[:] = 0.0
-            self._write_commands()
+            self._write()
             self._go(SHUTDOWN, k + 1)
 
     def _go(self, state: int, k: int) -> None:
         self.state = state
-        self.k0[state] = k
+        self.a.s[cy.S_STATE] = state
+        if hasattr(self, "k0"):
+            self.k0[state] = k
         self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "state",
                             "state": STATES[state]})
         if state == RUN:
@@ -482,8 +509,7 @@ class Controller:
         """A safe stop from outside the loop (ctrl-C, SIGTERM): the next cycle goes STOPPING."""
         if not self._stop_requested:
             self._stop_requested = True
-            self.events.append({"cycle": getattr(self, "cycles", 0), "event": "operator",
-                                "action": why})
+            self.events.append({"cycle": self.cycles, "event": "operator", "action": why})
 
     def _stop_now(self) -> None:
         """ctrl-C: the safe stop (zero current, the drives hold by friction, then disabled)."""
@@ -494,154 +520,103 @@ class Controller:
                 d.send_sync()
             self.state = SHUTDOWN
 
-    # ------------------------------------------------------------------ safety
-    def _enter_safe(self, k: int, cause: int, joint: int) -> None:
-        onset = k
-        for ik, kind, jname in self._injected:  # an injected cause: count from its onset
-            anywhere = jname is None or joint < 0 or kind in ("bus_off", "overrun")
-            if ik <= k and (anywhere or self.robot.joint_names[joint] == jname):
-                # a heartbeat loss is only detectable once the consumer timeout has passed
-                onset = ik if kind != "heartbeat_loss" else k
-        self.faults.append(Fault(
-            t=onset * self.dt, cause=safety.CAUSES[cause],
-            joint=self.robot.joint_names[joint] if joint >= 0 else None,
-            reaction_cycles=k - onset + 1, action=self.top.safety.action, cycle=k))
-        self.q_hold[:] = np.where(np.isfinite(self.q), self.q, self.q_hold)
-        self._safe_k0 = k
-        self._safe_done = False
-        f = self.faults[-1]
-        self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "fault",
-                            "cause": f.cause, "joint": f.joint, "action": f.action})
-        self._go(SAFE, k)
-
-    def _safe_command(self, k: int) -> None:
-        s = self.top.safety
-        ramp = max(1, s.ramp_cycles)
-        fraction = max(0.0, 1.0 - (k - self._safe_k0) / ramp)
-        q = np.where(np.isfinite(self.q), self.q, self.q_hold)
-        qd = np.where(np.isfinite(self.qd), self.qd, 0.0)
-        safety.safe_action(self.action, q, qd, self.q_hold, s.damping, s.stiffness, fraction,
-                           self.tau)
-        laws.torque_to_current(self.tau, qd, self.qddr, self.tc, False, self.cur)
-        if fraction <= 0.0:
+    # ------------------------------------------------------------------ faults
+    def _schedule_sim_injections(self) -> None:
+        for k, kind, joint, cycles in self.plan.sim:
             for d in self.drives:
-                d.controlword[:] = c.CW_DISABLE_VOLTAGE
-            self.cur[:] = 0.0
-            self._safe_done = k - self._safe_k0 > ramp + 2
-
-    def reset(self) -> None:
-        """The explicit operator action that leaves SAFE (drives fault-reset, then READY)."""
-        for d in self.drives:
-            d.fault_reset()
-        self.state = READY
-
-    # ------------------------------------------------------------------ write, record
-    def _write_commands(self) -> None:
-        for d in self.drives:
-            d.send_rpdos(self.cur[d.joint_index])
-        for d in self.drives:
-            d.send_sync()
-
-    def _record(self, k: int, t: float) -> None:
-        if self.cycle_log is not None:  # q, qd, q_ref, current, command, torque are views
-            r, c_ = self.cycle_log.record, self._cols
-            r[0] = t
-            r[1] = k
-            r[2] = self.state
-            r[3] = self.check_out[0] if self.state == SAFE else 0
-            r[c_[0] : c_[1]] = self.flags
-            r[c_[2]] = self._overrun_streak
-            b = self.board
-            r[c_[2] + 1] = 0 if b is None else (1 if b.estop else 0) | (2 if b.link_lost else 0)
-            st = self.sched.stats
-            if st.n:
-                r[c_[2] + 2] = st.wake_us[st.n - 1]
-                r[c_[2] + 3] = st.compute_us[st.n - 1]
-            self.cycle_log.commit()
-        if k < len(self.log):
-            row = self.log[k]
-            n = self.n
-            row[0] = t
-            row[1] = self.state
-            row[2 : 2 + n] = self.q
-            row[2 + n : 2 + 2 * n] = self.qr
-            row[2 + 2 * n : 2 + 3 * n] = self.cur
-            row[2 + 3 * n : 2 + 4 * n] = self.tau
-            row[2 + 4 * n : 2 + 5 * n] = self.flags
-            self.cycles = k + 1
+                for cfg in d.config.drives:
+                    if joint in (None, cfg.joint):
+                        self.world.schedule(self.world.cycle + k, kind, d.config.channel,
+                                            cfg.node, cycles)
+                        if joint is None:
+                            break
+        for _k, kind, _n in self.plan.board:
+            if self.board_emulator is None:
+                raise ConfigError(f"--inject {kind} needs the board emulator", None,
+                                  "run with --board emulator (the default)")
 
     def _board_faults(self, k: int) -> None:
-        for k0, kind, cycles in self._board_events:
+        for k0, kind, cycles in self.plan.board:
             if k == k0 and kind == "estop":
                 self.board_emulator.press_estop(True)
             elif k == k0:
                 self.board_emulator.stall(cycles * self.dt)
 
-    def _inject_overrun(self, k: int) -> None:
-        """An injected overrun: this cycle computes for 1.5 periods."""
-        busy = any(k0 <= k < k1 for k0, k1 in self._overrun_window)
-        if busy:
-            end = time.perf_counter() + 1.5 * self.dt
-            while time.perf_counter() < end:
-                pass
-        last = self.sched.stats.compute_us[self.sched.stats.n - 1] if self.sched.stats.n else 0
-        # a slow cycle is a hazard only in real time; in lockstep the simulated bus waits
-        over = busy or (self.realtime and last > self.dt * 1e6)
-        self._overrun_streak = self._overrun_streak + 1 if over else 0
+    def _fault(self, k: int, cause: int, joint: int) -> None:
+        """The cycle kernel went SAFE in cycle k: note the fault, its cause and reaction."""
+        name = self.robot.joint_names[joint] if joint >= 0 else None
+        onset = self.plan.onset(k, name)
+        self.faults.append(Fault(t=onset * self.dt, cause=safety.CAUSES[cause], joint=name,
+                                 reaction_cycles=k - onset + 1, action=self.top.safety.action,
+                                 cycle=k))
+        f = self.faults[-1]
+        self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "fault",
+                            "cause": f.cause, "joint": f.joint, "action": f.action})
+        self._go(SAFE, k)
 
-    def _status(self, k: int) -> None:
-        if self.status is None or not self.realtime and k % 250:
-            return
-        now = time.monotonic()
-        if now < self._next_status:
-            return
-        self._next_status = now + 1.0
-        err = np.degrees(np.abs(self.qr - self.q)) if self.state == RUN else np.zeros(self.n)
-        st = self.sched.stats
-        p99 = np.percentile(st.compute_us[: st.n], 99) if st.n else 0.0
-        self.status(f"{STATES[self.state]:<9} cycle {k:7d}  t {k * self.dt:7.2f} s  "
-                    f"compute p99 {p99:6.1f} µs  overruns {st.overruns}  worst error "
-                    f"{err.max():5.2f}°  faults {len(self.faults)}")
+    def reset(self) -> None:
+        """The explicit operator action that leaves SAFE (drives fault-reset, then READY)."""
+        for d in self.drives:
+            d.fault_reset()
+        self._go(READY, self.cycles)
+
+    # ------------------------------------------------------------------ write
+    def _write(self) -> None:
+        """Every bus's commands (current clamped in the encoder), then every bus's SYNC."""
+        for d, view in self._commands:
+            d.send_rpdos(self.cur[d.joint_index] if view is None else view)
+        for d in self.drives:
+            d.send_sync()
 
     # ------------------------------------------------------------------ summary
+    @property
+    def log(self) -> np.ndarray:
+        """The run's records in memory (a structured view: ``log["q"]``, ``log["state"]`` …)."""
+        hist = self.a.hist[: self.cycles]
+        return hist.view(columns_dtype(self.columns))[:, 0]
+
     def _summary(self) -> dict:
-        n = self.n
-        log = self.log[: getattr(self, "cycles", 0)]
-        run = log[log[:, 1] == RUN]
+        s, v = self.a.s, self.a.v
         joints = {}
+        runs = max(s[cy.S_RUN_CYCLES], 1.0)
         for j, name in enumerate(self.robot.joint_names):
-            q = log[:, 2 + j]
-            err = np.degrees(run[:, 2 + j] - run[:, 2 + n + j]) if len(run) else np.zeros(1)
-            finite = q[np.isfinite(q)]
+            lo, hi = v[cy.V_Q_MIN, j], v[cy.V_Q_MAX, j]
             joints[name] = {
-                "rms_error_deg": float(np.sqrt(np.mean(err**2))),
-                "max_error_deg": float(np.max(np.abs(err))),
-                "max_abs_current_A": float(np.max(np.abs(log[:, 2 + 2 * n + j])))
-                if len(log) else 0.0,
-                "min_position_deg": float(np.degrees(finite.min())) if len(finite) else 0.0,
-                "max_position_deg": float(np.degrees(finite.max())) if len(finite) else 0.0,
+                "rms_error_deg": float(np.sqrt(v[cy.V_SSE, j] / runs)),
+                "max_error_deg": float(v[cy.V_MAX_ERROR, j]),
+                "max_abs_current_A": float(v[cy.V_MAX_CURRENT, j]),
+                "min_position_deg": float(np.degrees(lo)) if np.isfinite(lo) else 0.0,
+                "max_position_deg": float(np.degrees(hi)) if np.isfinite(hi) else 0.0,
             }
-        return {
+        summary = {
             "exo_rt_version": __version__,
             "config": str(self.top.path),
             "config_sha256": self.top.sha256,
             "controller": self.cfg.law,
             "bus": self.bus_spec,
             "rate_hz": self.top.rate_hz,
-            "duration_s": float(len(log) * self.dt),
-            "cycles": int(len(log)),
-            "startup_s": {"boot_to_ready": round(self.startup_s, 3),
-                          "process_to_ready": round(self.to_ready_s, 3),
-                          "process_to_run": round(self.to_run_s, 3)},
-            "timing": self.sched.stats.summary(),
+            "duration_s": float(self.cycles * self.dt),
+            "cycles": int(self.cycles),
+            "startup_s": {"boot_to_ready": round(getattr(self, "startup_s", float("nan")), 3),
+                          "process_to_ready": round(getattr(self, "to_ready_s", float("nan")), 3),
+                          "process_to_run": round(getattr(self, "to_run_s", float("nan")), 3)},
+            "timing": self.sched.stats.summary() if hasattr(self, "sched") else {},
             "joints": joints,
             "faults": [{"t": round(f.t, 6), "cause": f.cause, "joint": f.joint,
                         "reaction_cycles": f.reaction_cycles, "action": f.action}
                        for f in self.faults],
             "final_state": STATES[self.state],
+            "setup": list(self.setup_lines),
         }
+        if self.recording is not None:
+            rec = self.recording
+            summary["recording"] = {
+                "records": rec.report.get("records", 0), "frames": rec.report.get("frames", 0),
+                "records_lost": rec.report.get("records_lost", 0),
+                "stopped_at_s": rec.stopped_at}
+        return summary
 
-    def _write(self, summary: dict, out_dir: Path | None) -> Path | None:
+    def _write_run(self, summary: dict, out_dir: Path | None) -> Path | None:
         if out_dir is None:
             return None
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -654,7 +629,7 @@ class Controller:
 
 
 def status_printer(line: str) -> None:
-    """The live status line (stderr; rewritten in place on a terminal)."""
+    """A status line (stderr; rewritten in place on a terminal)."""
     if sys.stderr.isatty():
         sys.stderr.write("\r" + line)
     else:

@@ -84,6 +84,8 @@ class Scheduler:
         self.spin_s = spin_s
         self.stats = TimingStats(capacity)
         self.deadlines_missed: list[int] = []  # cycle indices after which deadlines were skipped
+        self.wake_us = 0.0  # this cycle's wake latency, readable by the cycle
+        self.late = False  # the previous cycle ended past the next deadline (an overrun)
 
     def run(self, cycle: Callable[[int], bool], max_cycles: int | None = None) -> int:
         """Run until ``cycle`` returns False or ``max_cycles``; returns the cycles run."""
@@ -100,24 +102,28 @@ class Scheduler:
                 while clock() < deadline:
                     pass
             wake = clock()
+            latency = (wake - deadline) * 1e6 if not self.lockstep else 0.0
+            self.wake_us = latency
             go = cycle(k)
             done = clock()
-            latency = (wake - deadline) * 1e6 if not self.lockstep else 0.0
             self.stats.add(latency, (done - wake) * 1e6, (wake - last_wake) * 1e6)
             last_wake = wake
             k += 1
             if not go:
                 break
             deadline += period
+            self.late = False
             if self.lockstep:
                 if done - wake > period:  # the cycle alone took longer than a period
                     self.stats.overruns += 1
                     self.deadlines_missed.append(k)
+                    self.late = True
             elif done > deadline:
                 missed = int((done - deadline) // period) + 1  # skip, never burst to catch up
                 self.stats.overruns += missed
                 self.deadlines_missed.append(k)
                 deadline += missed * period
+                self.late = True
         return k
 
 
@@ -131,11 +137,20 @@ class RealtimeSetup:
         return [f"{k}: {v}" for k, v in self.items.items()]
 
 
+def last_cpu() -> int | None:
+    """The highest-numbered CPU this process may run on (the control thread's default)."""
+    try:
+        return max(os.sched_getaffinity(0))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool = True,
                    freeze_gc: bool = True) -> RealtimeSetup:
-    """Try SCHED_FIFO, CPU affinity, mlockall and a frozen, disabled gc; report each.
-
-    :func:`realtime_teardown` restores the scheduling policy and affinity it found.
+    """Make the CALLING thread the control thread: SCHED_FIFO (with SCHED_RESET_ON_FORK, so a
+    thread or process started from it later runs SCHED_OTHER, never inheriting the real-time
+    policy), pinned to ``cpu``; mlockall; a frozen, disabled gc. Each reported as in effect or
+    why not. :func:`realtime_teardown` restores the policy and affinity it found.
     """
     out = RealtimeSetup()
     try:
@@ -144,8 +159,9 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
     except (OSError, AttributeError):
         pass
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        out.items["SCHED_FIFO"] = f"in effect (priority {priority})"
+        policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+        os.sched_setscheduler(0, policy, os.sched_param(priority))
+        out.items["SCHED_FIFO"] = f"in effect (priority {priority}, reset on fork)"
     except (PermissionError, OSError, AttributeError) as exc:
         out.items["SCHED_FIFO"] = f"not available ({exc.__class__.__name__}: raise LimitRTPRIO " \
                                   "or run with CAP_SYS_NICE; see docs/deploy.md)"

@@ -68,17 +68,14 @@ class SimWorld:
                 drives = [(EmulatedMitMotor(d.node, d.scale, bus.mit_ranges), joint_to_tr[d.joint])
                           for d in bus.drives]
             else:
-                drives = [(EmulatedDrive(d.node, d.scale, eds=d.eds), joint_to_tr[d.joint])
-                          for d in bus.drives]
+                drives = [(EmulatedDrive(d.node, d.scale, profile=d.profile, sync_period=dt),
+                           joint_to_tr[d.joint]) for d in bus.drives]
             self.endpoints[bus.channel] = _Endpoint(bus, drives)
         self.cmd = np.zeros(len(robot.transmissions))
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
         self.scheduled: list[tuple[int, str, str, int, int]] = []  # (cycle, kind, bus, node, n)
-        self.realtime = False
+        self.realtime = False  # True: the physics advances on the wall clock (advance())
         self._lock = threading.RLock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self.overruns = 0
         # heartbeats on the simulated clock (every n-th period) — or, for drives served to
         # another process in lockstep, on the wall clock like real drives (SlcanServer)
         self.wall_heartbeats = False
@@ -88,40 +85,12 @@ class SimWorld:
                               max(1, int(round(duration / dt))))
 
     # ---------------------------------------------------------------- real-time timing
-    def start_realtime(self) -> None:
-        """Physics in its own thread at wall-clock rate (absolute deadlines); SYNCs then only
-        apply the drives' latched commands and answer with the current state."""
-        if self._thread is not None:
-            return
-        self.realtime = True
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="exo-sim-physics", daemon=True)
-        self._thread.start()
-
-    def stop_realtime(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._thread = None
-        self.realtime = False
-
-    def _run(self) -> None:
-        period = self.dt
-        deadline = time.monotonic() + period
-        while not self._stop.is_set():
-            delay = deadline - time.monotonic()
-            if delay > 2e-4:
-                time.sleep(delay - 2e-4)
-            while time.monotonic() < deadline:
-                pass
-            with self._lock:
-                self._physics()
-            deadline += period
-            now = time.monotonic()
-            if now > deadline:  # skip-and-count: never catch up in bursts
-                missed = int((now - deadline) / period) + 1
-                self.overruns += missed
-                deadline += missed * period
+    def advance(self) -> None:
+        """Real time: the physics of one period. The serving loop of the simulation's own
+        process (:class:`exo_rt.sim.server.RealtimeServer`) calls it at each deadline; SYNCs
+        then only apply the drives' latched commands and answer with the current state."""
+        with self._lock:
+            self._physics()
 
     def schedule(self, at_cycle: int, kind: str, channel: str, node: int, cycles: int) -> None:
         """Inject a fault at a given period (fault injection by configuration)."""
@@ -148,6 +117,10 @@ class SimWorld:
             drive = next(d for d, _t in ep.drives if d.node == node)
             self._queue(ep, *drive.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT))
             return
+        if kind == "bus_off":  # what socketcan hands the host: an error frame, bus-off class
+            self.endpoints[channel].rx.append(can.Message(
+                timestamp=self.t, arbitration_id=0x040, data=bytes(8), is_extended_id=False,
+                is_error_frame=True, channel=channel))
         self.faults.append([kind, channel, node, self.cycle + cycles])  # last affected period
 
     def _active(self, channel: str, node: int | None) -> set[str]:
@@ -341,6 +314,8 @@ class SimBus(can.BusABC):
         rx = self._world.endpoints[self._channel].rx
         if rx:
             return rx.popleft(), False
+        if timeout:  # a blocking reader (a canopen Notifier at bring-up): wait, GIL released
+            time.sleep(min(timeout, 1e-4))
         return None, False
 
     def shutdown(self) -> None:

@@ -1,0 +1,106 @@
+"""The control process's side of recording a run: two shared-memory rings and the recording
+process that drains them (:mod:`exo_rt.record.writer`).
+
+Per cycle the control thread does one record copy (the cycle kernel writes its record straight
+into the ring's next row) and, per CAN frame, one 24-byte copy (the bus ports' tap). No Python
+object per frame, no lock, no file: a slow or full disk, or a dead recording process, never
+reaches the loop. The recording process is checked once a second (a ``waitpid``): when it has
+died, :attr:`stopped_at` is the last record time it had written and the run goes on unrecorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import can
+
+from exo_rt.record.recorder import cycle_columns, update_header, write_header
+from exo_rt.record.rings import FrameRing, RecordRing
+from exo_rt.runtime.processes import Helper
+
+RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
+FRAME_RING = 1 << 17  # CAN frames
+
+
+class Recording:
+    """Rings + recording process for the run folder ``out``."""
+
+    def __init__(self, out: Path, n_joints: int, meta: dict, *, can_format: str = ".blf",
+                 channels: list[str], lockstep: bool, status: bool, cpus: set[int]) -> None:
+        self.out = Path(out)
+        self.columns = cycle_columns(n_joints)
+        self.width = max(b for _, b in self.columns.values())
+        self.events: list[dict] = []
+        self.stopped_at: float | None = None
+        self.report: dict = {}
+        self.meta = dict(meta)
+        write_header(self.out / "cycles.exolog", self.columns, self.meta)
+        self.records = RecordRing(RECORD_RING, self.width, block_when_full=lockstep)
+        self.frames = FrameRing(FRAME_RING, block_when_full=lockstep)
+        args = ["--records", self.records.name, "--frames", self.frames.name,
+                "--out", str(self.out), "--can-format", can_format,
+                "--channels", ",".join(channels), "--parent", str(os.getpid())]
+        self.process = Helper("recording", "exo_rt.record.writer",
+                              args + (["--status"] if status else []), cpus=cpus)
+
+    def update_meta(self, **items) -> None:
+        """Add to the cycle log's metadata (before the loop: e.g. the posture after enabling)."""
+        self.meta.update(items)
+        try:
+            if not update_header(self.out / "cycles.exolog", self.columns, self.meta):
+                self.events.append({"event": "recording_error",
+                                    "error": "metadata too long for the header"})
+        except OSError as exc:
+            self.events.append({"event": "recording_error", "error": str(exc)})
+
+    def check(self, t: float) -> bool:
+        """(Once a second) is the recording process alive? Notes when it stopped."""
+        if self.stopped_at is None and not self.process.alive():
+            self.stopped_at = t
+            self.events.append({"t": round(t, 6), "event": "recording_stopped",
+                                "exit_code": self.process.proc.returncode})
+        return self.stopped_at is None
+
+    def tap(self, bus: can.BusABC, index: int) -> None:
+        """Record what ``bus`` sends and receives through python-can's own API (bring-up)."""
+        send, recv, ring = bus.send, bus.recv, self.frames
+
+        def send_recorded(msg, timeout=None):
+            send(msg, timeout)
+            ring.put(msg.timestamp or _now(), msg.arbitration_id, bytes(msg.data), False,
+                     msg.is_extended_id, msg.is_error_frame, index)
+
+        def recv_recorded(timeout=None):
+            msg = recv(timeout)
+            if msg is not None:
+                ring.put(msg.timestamp, msg.arbitration_id, bytes(msg.data), True,
+                         msg.is_extended_id, msg.is_error_frame, index)
+            return msg
+
+        bus.send = send_recorded
+        bus.recv = recv_recorded
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Close the rings; the recording process drains them, writes its report and ends."""
+        self.records.close()
+        self.frames.close()
+        if self.process.alive():
+            self.process.wait(timeout)
+        else:
+            self.process.stop()
+        try:
+            self.report = json.loads((self.out / "recording.json").read_text())
+        except (OSError, ValueError):
+            self.report = {"ended": "recording process died", "errors": []}
+        for err in self.report.get("errors", []):
+            self.events.append({"event": "recording_error", "error": err})
+        self.records.release()
+        self.frames.release()
+
+
+def _now() -> float:
+    import time
+
+    return time.time()

@@ -1,0 +1,184 @@
+"""Shared-memory rings that carry a run's records from the control process to the recording
+process (:mod:`exo_rt.record.writer`).
+
+The control thread must never wait on a disk, hold a lock across a write, or build a Python
+object per frame. It copies each cycle's record (one row of float64) and each CAN frame
+(24 bytes) into a ring in ``multiprocessing.shared_memory`` and advances the ring's head; the
+recording process, another process with its own interpreter and GIL, drains from its own tail.
+
+Layout of a ring block: 8 int64 header words, then ``capacity`` fixed-size slots.
+
+    header[0] head      slots produced (written by the producer after the slot)
+    header[1] tail      slots consumed (written by the consumer)
+    header[2] closed    1 once the producer has finished (the consumer drains and exits)
+    header[3] lost      slots the producer dropped because the ring was full
+    header[4] capacity
+    header[5] slot size (bytes)
+
+One producer, one consumer: each header word has one writer. The head is stored after the slot
+(an aligned 8-byte store, in program order on x86 and — through the interpreter's own
+barriers between the two statements — in practice on ARM); a consumer reads slots below the
+head only.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+
+HEAD, TAIL, CLOSED, LOST, CAPACITY, SLOT = range(6)
+HEADER_BYTES = 64
+
+# one CAN frame: timestamp (s), arbitration id, flags (1 rx, 2 extended, 4 error frame),
+# data length, bus index, data (8 bytes)
+FRAME = struct.Struct("<dIBBBx8s")
+RX, EXTENDED, ERROR = 1, 2, 4
+
+
+def _untrack(shm: shared_memory.SharedMemory) -> None:
+    """Python < 3.13 registers an attached block with this process's resource tracker, which
+    would unlink it when this process ends; only the creating process may do that."""
+    try:
+        resource_tracker.unregister(shm._name, "shared_memory")
+    except (AttributeError, KeyError, ValueError):
+        pass
+
+
+class _Ring:
+    """A block of shared memory: header words and ``capacity`` slots of ``slot`` bytes."""
+
+    def __init__(self, capacity: int | None = None, slot: int | None = None,
+                 name: str | None = None, extra: int = 0) -> None:
+        if name is None:
+            self.shm = shared_memory.SharedMemory(create=True,
+                                                  size=HEADER_BYTES + capacity * slot + extra)
+            self.header = np.ndarray((8,), np.int64, self.shm.buf)
+            self.header[:] = 0
+            self.header[CAPACITY] = capacity
+            self.header[SLOT] = slot
+            self.owner = True
+        else:
+            self.shm = shared_memory.SharedMemory(name=name)
+            _untrack(self.shm)  # the creator owns (and unlinks) the block, not this process
+            self.header = np.ndarray((8,), np.int64, self.shm.buf)
+            self.owner = False
+        self.name = self.shm.name
+        self.capacity = int(self.header[CAPACITY])
+        self.slot = int(self.header[SLOT])
+        self.head = int(self.header[HEAD])  # the producer's own count (no read-back per put)
+
+    def free(self) -> int:
+        return self.capacity - (self.head - int(self.header[TAIL]))
+
+    def close(self) -> None:
+        """Mark the ring finished (producer): the consumer drains what is left and stops."""
+        self.header[CLOSED] = 1
+
+    def release(self) -> None:
+        """Drop this process's mapping (and, for the creator, the block itself)."""
+        self.header = None
+        for attr in ("rows", "raw"):
+            if hasattr(self, attr):
+                setattr(self, attr, None)
+        try:
+            self.shm.close()
+            if self.owner:
+                self.shm.unlink()
+        except (FileNotFoundError, BufferError):
+            pass
+
+
+class RecordRing(_Ring):
+    """Fixed-width float64 cycle records. The producer fills the row :meth:`slot_index` names
+    in place (the cycle kernel writes its record straight into shared memory) and calls
+    :meth:`commit`. A full ring (the consumer a whole ring behind) hands out a spare row that
+    is never published, and counts the record lost — or, with ``block_when_full`` (lockstep
+    runs, which are not real time), waits for the consumer."""
+
+    def __init__(self, capacity: int | None = None, width: int | None = None,
+                 name: str | None = None, block_when_full: bool = False) -> None:
+        # one spare row past the ring: where a record goes when the ring is full
+        super().__init__(None if capacity is None else capacity,
+                         None if width is None else 8 * width, name,
+                         extra=0 if width is None else 8 * width)
+        self.width = self.slot // 8
+        self.rows = np.ndarray((self.capacity + 1, self.width), np.float64, self.shm.buf,
+                               offset=HEADER_BYTES)
+        self.block_when_full = block_when_full
+        self._spare = False
+
+    def slot_index(self) -> int:
+        """The row the next record goes to."""
+        if self.head - int(self.header[TAIL]) >= self.capacity:
+            if self.block_when_full:
+                while (self.head - int(self.header[TAIL]) >= self.capacity
+                       and not self.header[CLOSED]):
+                    time.sleep(1e-4)
+            if self.head - int(self.header[TAIL]) >= self.capacity:
+                self._spare = True
+                return self.capacity
+        self._spare = False
+        return self.head % self.capacity
+
+    def commit(self) -> None:
+        """The row from :meth:`slot_index` is written: publish it (or count it lost)."""
+        if self._spare:
+            self.header[LOST] += 1
+            return
+        self.head += 1
+        self.header[HEAD] = self.head
+
+    def put(self, row: np.ndarray) -> None:
+        """Copy one record in and publish it."""
+        self.rows[self.slot_index()] = row
+        self.commit()
+
+    def take(self, limit: int | None = None) -> np.ndarray:
+        """(Consumer) a copy of the records produced since the last take, oldest first."""
+        head, tail = int(self.header[HEAD]), int(self.header[TAIL])
+        if limit is not None:
+            head = min(head, tail + limit)
+        if head <= tail:
+            return self.rows[:0].copy()
+        idx = np.arange(tail, head) % self.capacity
+        out = self.rows[idx]  # fancy indexing copies
+        self.header[TAIL] = head
+        return out
+
+
+class FrameRing(_Ring):
+    """CAN frames as 24-byte slots (:data:`FRAME`)."""
+
+    def __init__(self, capacity: int | None = None, name: str | None = None,
+                 block_when_full: bool = False) -> None:
+        super().__init__(capacity, FRAME.size, name)
+        self.raw = self.shm.buf
+        self.block_when_full = block_when_full
+        self._pack = FRAME.pack_into
+
+    def put(self, timestamp: float, arbitration_id: int, data: bytes, rx: bool,
+            extended: bool = False, error: bool = False, bus: int = 0) -> None:
+        """Copy one frame in (no allocation beyond the arguments) and publish it."""
+        if self.head - int(self.header[TAIL]) >= self.capacity:
+            if not self.block_when_full:
+                self.header[LOST] += 1
+                return
+            while self.head - int(self.header[TAIL]) >= self.capacity and not self.header[
+                    CLOSED]:
+                time.sleep(1e-4)
+        flags = (RX if rx else 0) | (EXTENDED if extended else 0) | (ERROR if error else 0)
+        self._pack(self.raw, HEADER_BYTES + (self.head % self.capacity) * FRAME.size,
+                   timestamp, arbitration_id, flags, len(data), bus, data)
+        self.head += 1
+        self.header[HEAD] = self.head
+
+    def take(self) -> list[tuple]:
+        """(Consumer) the frames produced since the last take: (t, id, flags, dlc, bus, data)."""
+        head, tail = int(self.header[HEAD]), int(self.header[TAIL])
+        out = [FRAME.unpack_from(self.raw, HEADER_BYTES + (i % self.capacity) * FRAME.size)
+               for i in range(tail, head)]
+        self.header[TAIL] = head
+        return out

@@ -1,0 +1,173 @@
+"""The recording process: drains the control process's rings to disk and shows live status.
+
+Started by :class:`exo_rt.record.recording.Recording` (``python -m exo_rt.record.writer``) in its
+own process, with its own interpreter and GIL, so that nothing in the control process packs a
+log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings hold:
+
+- cycle records → appended to ``cycles.exolog`` (whose header the control process wrote);
+- CAN frames → python-can's writer for the run's format (``.blf`` default, ``.asc``, ``.log``);
+- once a second, a status line (state, time, compute and wake p99 over the last second,
+  overruns, worst tracking error) on stderr — rewritten in place on a terminal.
+
+It stops when the control process closes the rings (after draining them), or when the control
+process has died (its parent pid changes): then it drains what was handed over — at most the
+cycle in flight is lost — and closes a readable file. At the end it writes ``recording.json``
+(records and frames written, records lost, errors). A write error (full disk) is noted there
+and recording goes on where it can; the control loop never sees it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import can
+import numpy as np
+
+from exo_rt.record.rings import CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
+
+FLUSH_S = 0.02
+
+
+class Writer:
+    def __init__(self, records: str, frames: str, out: Path, can_format: str,
+                 channels: list[str], parent: int, status: bool) -> None:
+        self.rows = RecordRing(name=records)
+        self.frames = FrameRing(name=frames)
+        self.out = out
+        self.parent = parent
+        self.status = status
+        self.channels = channels
+        self.errors: list[str] = []
+        self.rows_written = 0
+        self.frames_written = 0
+        self.last_t = 0.0
+        from exo_rt.record.recorder import read_header
+
+        self.columns, self.meta = read_header(out / "cycles.exolog")
+        self.log = open(out / "cycles.exolog", "ab")  # noqa: SIM115 (closed in finish)
+        self.can = can.Logger(str(out / f"can{can_format}"))
+        self._window: list[np.ndarray] = []
+        self._next_status = time.monotonic() + 1.0
+
+    def parent_alive(self) -> bool:
+        return os.getppid() == self.parent
+
+    def drain(self) -> None:
+        rows = self.rows.take()
+        if len(rows):
+            try:
+                self.log.write(rows.tobytes())
+                self.log.flush()
+            except OSError as exc:
+                self.errors.append(f"cycle log: {exc}")
+            self.rows_written += len(rows)
+            self.last_t = float(rows[-1, 0])
+            if self.status:
+                self._window.append(rows)
+        for t, arb, flags, dlc, bus, data in self.frames.take():
+            msg = can.Message(timestamp=t, arbitration_id=arb, data=data[:dlc],
+                              is_extended_id=bool(flags & EXTENDED),
+                              is_error_frame=bool(flags & ERROR), is_rx=bool(flags & RX),
+                              channel=self.channels[bus] if bus < len(self.channels) else bus,
+                              check=False)
+            try:
+                self.can.on_message_received(msg)
+                self.frames_written += 1
+            except (OSError, ValueError) as exc:
+                if len(self.errors) < 10:
+                    self.errors.append(f"CAN log: {exc}")
+
+    def show_status(self) -> None:
+        now = time.monotonic()
+        if not self.status or now < self._next_status or not self._window:
+            return
+        self._next_status = now + 1.0
+        rows = np.concatenate(self._window)
+        self._window.clear()
+        c = self.columns
+        last = rows[-1]
+        states = self.meta.get("states", [])
+        state = int(last[c["state"][0]])
+        q = rows[:, c["q"][0]: c["q"][1]]
+        qr = rows[:, c["q_ref"][0]: c["q_ref"][1]]
+        running = rows[:, c["state"][0]] == states.index("RUN") if "RUN" in states else None
+        err = 0.0
+        if running is not None and running.any():
+            err = float(np.degrees(np.nanmax(np.abs(qr[running] - q[running]))))
+        comp = np.percentile(rows[:, c["compute_us"][0]], 99)
+        wake = np.percentile(rows[:, c["wake_us"][0]], 99)
+        line = (f"{states[state] if state < len(states) else state:<9} cycle "
+                f"{int(last[c['cycle'][0]]):7d}  t {last[0]:7.2f} s  compute p99 {comp:6.1f} µs"
+                f"  wake p99 {wake:6.1f} µs  overruns {int(last[c['overruns'][0]])}  worst error "
+                f"{err:5.2f}°")
+        if sys.stderr.isatty():
+            sys.stderr.write("\r" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def finished(self) -> bool:
+        return bool(self.rows.header[CLOSED]) and bool(self.frames.header[CLOSED])
+
+    def finish(self, reason: str) -> None:
+        self.drain()
+        try:
+            self.log.close()
+        except OSError as exc:
+            self.errors.append(f"cycle log: {exc}")
+        try:
+            self.can.stop()
+        except (OSError, ValueError) as exc:
+            self.errors.append(f"CAN log: {exc}")
+        report = {"records": self.rows_written, "frames": self.frames_written,
+                  "records_lost": int(self.rows.header[LOST]),
+                  "frames_lost": int(self.frames.header[LOST]),
+                  "last_t": self.last_t, "ended": reason, "errors": self.errors}
+        (self.out / "recording.json").write_text(json.dumps(report, indent=2) + "\n")
+        if self.status and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        self.rows.release()
+        self.frames.release()
+
+    def run(self) -> str:
+        while True:
+            done = self.finished()
+            self.drain()
+            self.show_status()
+            if done:
+                return "closed"
+            if not self.parent_alive():
+                return "control process gone"
+            time.sleep(FLUSH_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", required=True)
+    ap.add_argument("--frames", required=True)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--can-format", default=".blf")
+    ap.add_argument("--channels", default="")
+    ap.add_argument("--parent", type=int, required=True)
+    ap.add_argument("--status", action="store_true")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is the controller's safe stop
+    writer = Writer(args.records, args.frames, args.out, args.can_format,
+                    args.channels.split(",") if args.channels else [], args.parent, args.status)
+    print("ready", flush=True)
+    reason = "closed"
+    try:
+        reason = writer.run()
+    finally:
+        writer.finish(reason)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Helper processes of a run (recording, real-time simulation, board emulator) and where they
+are scheduled.
+
+The control thread runs SCHED_FIFO on one CPU (:func:`exo_rt.runtime.loop.realtime_setup`);
+every helper process runs SCHED_OTHER on the other CPUs. A process inherits its parent's
+policy and affinity, so each helper is placed explicitly right after it starts — never left to
+inheritance — and the placement is reported ("SCHED_OTHER on CPUs 0-14" or why not).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from exo_rt.errors import BusError
+
+
+def cpu_list(cpus: set[int]) -> str:
+    """``{0, 1, 2, 5}`` → ``"0-2,5"``."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+        else:
+            if run:
+                out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def other_cpus(rt_cpu: int | None) -> set[int]:
+    """The CPUs this process may use, less the control thread's (all of them if it is the only
+    one)."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return set()
+    rest = cpus - {rt_cpu} if rt_cpu is not None else set(cpus)
+    return rest or set(cpus)
+
+
+def place(pid: int, cpus: set[int]) -> str:
+    """Make ``pid`` (a process or a thread id) SCHED_OTHER on ``cpus``; say what took effect."""
+    what = []
+    try:
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        policy = os.sched_getscheduler(pid)
+        what.append("SCHED_OTHER" if policy == os.SCHED_OTHER else f"policy {policy}")
+    except (OSError, AttributeError) as exc:
+        what.append(f"policy not set ({exc.__class__.__name__})")
+    if cpus:
+        try:
+            os.sched_setaffinity(pid, cpus)
+            what.append(f"on CPUs {cpu_list(os.sched_getaffinity(pid))}")
+        except (OSError, AttributeError) as exc:
+            what.append(f"affinity not set ({exc.__class__.__name__})")
+    return " ".join(what)
+
+
+def policy_of(pid: int) -> str:
+    """``SCHED_OTHER`` / ``SCHED_FIFO`` / … of a process or thread id."""
+    names = {getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_FIFO", "SCHED_RR", "SCHED_BATCH",
+                                         "SCHED_IDLE") if hasattr(os, n)}
+    try:
+        return names.get(os.sched_getscheduler(pid) & 0xFF, "unknown")
+    except OSError:
+        return "gone"
+
+
+class Helper:
+    """A helper process: ``python -m MODULE ARGS``, started, waited for until it prints its
+    ready line (``ready`` or any line starting with ``serving``), placed, and stopped."""
+
+    def __init__(self, name: str, module: str, args: list[str], *, ready_timeout: float = 60.0,
+                 cpus: set[int] | None = None) -> None:
+        self.name = name
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", module, *args],
+                                         stdout=subprocess.PIPE, text=True, env=env,
+                                         start_new_session=True)  # ctrl-C goes to the controller
+        except OSError as exc:
+            raise BusError(f"cannot start the {name} process ({exc})", None,
+                           "check the Python installation") from None
+        self.pid = self.proc.pid
+        self.placement = place(self.pid, cpus if cpus is not None else set())
+        self.ready_line = self._wait_ready(ready_timeout)
+
+    def _wait_ready(self, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            line = line.strip()
+            if line == "ready" or line.startswith("serving"):
+                return line
+        code = self.proc.poll()
+        self.stop()
+        raise BusError(f"the {self.name} process did not start (exit code {code})", None,
+                       "run it by hand to see why (exo-rt drives --help)")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Ask it to end (SIGTERM) and wait; kill it after ``timeout``."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5.0)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        """Wait for it to end by itself; kill it after ``timeout``."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.stop(0.5)

@@ -1,0 +1,11 @@
+"""The controller's states (docs/safety.md has the diagram).
+
+BOOT → CONFIGURE (NMT, SDO set-up) → READY (drives enabled at zero current) → ALIGN
+(minimum jerk to the start posture) → RUN → STOPPING → SHUTDOWN, or SAFE on any fault: the
+configured reaction, ramped, then the drives disabled. SAFE latches: nothing re-enables the
+drives but an explicit reset.
+"""
+
+BOOT, CONFIGURE, READY, ALIGN, RUN, STOPPING, SAFE, SHUTDOWN = range(8)
+STATES = ("BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN")
+READY_CYCLES = 20  # zero current after enabling, before moving

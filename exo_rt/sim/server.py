@@ -1,0 +1,103 @@
+"""Emulated drives and the plant served in real time to a controller in another process.
+
+The simulation's process stands where the drives and the leg stand on the exoskeleton: the
+controller reaches it through a standard python-can interface, exactly like real drives, so
+the controller process under test is the one that runs on the exoskeleton.
+
+One thread does everything, so nothing here shares a GIL with anything: it waits on the buses'
+sockets until a frame arrives or the next physics deadline comes; frames go to the emulated
+drives at once (a SYNC applies their latched commands and answers with TPDOs from the
+current plant state, as a drive samples its encoder on SYNC); at each deadline the plant
+advances one period (absolute deadlines, skip-and-count, never bursts); heartbeats go out on
+the wall clock. When the controller that started it is gone, it goes on for ``linger`` seconds
+(the drives' own reaction to a silent master stays observable) and then ends.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+from exo_rt.bus.port import FramePort
+from exo_rt.sim.simbus import SimWorld
+
+
+class RealtimeServer:
+    """Serve ``world``'s buses (channel → port) at wall-clock rate."""
+
+    def __init__(self, world: SimWorld, ports: dict[str, FramePort]) -> None:
+        self.world = world
+        self.ports = ports
+        self.period = world.dt
+        world.realtime = True  # a SYNC applies and answers; the physics keeps its own time
+        world.wall_heartbeats = True
+        self.overruns = 0
+        self.frames_in = 0
+        self.frames_out = 0
+        self._fds = []
+        for port in ports.values():
+            sock = getattr(port, "sock", None)
+            self._fds.append(sock.fileno() if sock is not None else None)
+        self._next_beat: dict[tuple[str, float], float] = {}
+
+    def _answer(self) -> None:
+        world = self.world
+        for channel, port in self.ports.items():
+            while True:
+                frame = port.recv()
+                if frame is None:
+                    break
+                self.frames_in += 1
+                world.receive(channel, frame)
+            rx = world.endpoints[channel].rx
+            while rx:
+                msg = rx.popleft()
+                port.send(msg.arbitration_id, bytes(msg.data))
+                self.frames_out += 1
+
+    def _heartbeats(self, now: float) -> None:
+        for channel, port in self.ports.items():
+            periods = {d.heartbeat_ms for d, _ in self.world.endpoints[channel].drives}
+            for period in periods:
+                if not period:
+                    continue
+                due = self._next_beat.setdefault((channel, period), now)
+                if now >= due:
+                    for msg in self.world.heartbeats(channel, period):
+                        port.send(msg.arbitration_id, bytes(msg.data))
+                    self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
+
+    def serve(self, parent: int | None = None, linger: float = 5.0,
+              stop=lambda: False) -> None:
+        """Until ``stop()``; or ``linger`` s after the process ``parent`` is gone."""
+        period = self.period
+        fds = [fd for fd in self._fds if fd is not None]
+        poll_only = len(fds) < len(self._fds)  # a port without a socket: poll every 0.1 ms
+        deadline = time.monotonic() + period
+        orphan_since = None
+        checks = 0
+        while not stop():
+            now = time.monotonic()
+            wait = deadline - now
+            if wait > 0:
+                if poll_only:
+                    time.sleep(min(wait, 1e-4))
+                else:
+                    select.select(fds, [], [], wait)
+            self._answer()
+            now = time.monotonic()
+            if now >= deadline:
+                self.world.advance()
+                self._heartbeats(now)
+                deadline += period
+                if now > deadline:  # skip-and-count
+                    missed = int((now - deadline) / period) + 1
+                    self.overruns += missed
+                    deadline += missed * period
+                checks += 1
+                if parent is not None and checks % 100 == 0:
+                    if orphan_since is None and os.getppid() != parent:
+                        orphan_since = now
+                    if orphan_since is not None and now - orphan_since > linger:
+                        return
