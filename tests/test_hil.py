@@ -47,9 +47,10 @@ def test_bringup_fails_clearly():
     b.drives[0].sdo_timeout = 0.05
     with pytest.raises(BusError, match="drive 2 on bus 'leg' does not answer SDO"):
         bringup(b)
-    b = sim_bench()  # a wrong mapping
-    b.world.endpoints["leg"].drives[0][0].objects[(0x1A00, 3)][0] = 0x30D10120
-    with pytest.raises(BusError, match="drive 1 on bus 'leg' has another PDO mapping"):
+    b = sim_bench()  # another product on node 1 (bring-up writes the mapping; it checks 1018h)
+    b.world.endpoints["leg"].drives[0][0].local.data_store[0x1018][2] = bytes(4)
+    with pytest.raises(BusError, match="drive 1 on bus 'leg' reports product code 0x00000000 "
+                                       r"\(1018h/2.*expects 0x00000402"):
         bringup(b)
     b = sim_bench()  # a faulted drive
     b.world.inject("fault", "leg", 2)

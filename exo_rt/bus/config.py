@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from exo_rt.bus.eds import check_required, read_eds
+from exo_rt.bus import pdo
+from exo_rt.bus.eds import DEFAULT_EDS, check_required, load_od, read_eds, variable
 from exo_rt.bus.mit import MitRanges
-from exo_rt.errors import ConfigError
+from exo_rt.errors import ConfigError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.sim.drive_emulator import DriveScale
-from exo_rt.yamlio import choice, mapping, number, read_yaml, sequence, text
+from exo_rt.yamlio import Node, choice, mapping, number, read_yaml, sequence, text
 
 MAX_LOAD = 0.8
 RPDO_BYTES, TPDO_BYTES, SYNC_BYTES = 4, 8, 0
@@ -24,6 +25,7 @@ class DriveConfig:
     node: int
     scale: DriveScale
     eds: dict | None = None  # (index, sub) → exo_rt.bus.eds.Entry, from the drive's EDS
+    profile: pdo.DriveProfile | None = None  # what bring-up writes (mapping, identity, units)
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,9 @@ class BusConfig:
 
     def load(self, rate_hz: float) -> float:
         """Fraction of the bit rate one control cycle's frames take (worst-case stuffing)."""
-        bits = frame_bits(SYNC_BYTES) + sum(frame_bits(RPDO_BYTES) + frame_bits(TPDO_BYTES)
-                                            for _ in self.drives)
+        bits = frame_bits(SYNC_BYTES) + sum(
+            frame_bits(d.profile.rpdo_bytes if d.profile else RPDO_BYTES)
+            + frame_bits(d.profile.tpdo_bytes if d.profile else TPDO_BYTES) for d in self.drives)
         return bits * rate_hz / self.bitrate
 
 
@@ -51,16 +54,155 @@ def frame_bits(n_bytes: int) -> int:
     return 47 + 8 * n_bytes + (34 + 8 * n_bytes - 1) // 4
 
 
+# what bring-up configures on a CiA 402 drive: per bus, or per drive (which wins)
+PROFILE_KEYS = {"eds": False, "vendor_id": False, "product_code": False, "rpdo": False,
+                "tpdo": False, "transmission_type": False, "rated_current_object": False,
+                "rated_torque_object": False}
 BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
             "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False,
-            "mit_ranges": False}
+            "mit_ranges": False, **PROFILE_KEYS}
 MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd_max": False}
 PROTOCOLS = ("cia402", "mit")
 FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
                "bus_off", "current_saturation", "overcurrent", "fault")
 DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
-              "rated_torque": False, "eds": False}
+              "rated_torque": False, **PROFILE_KEYS}
+ENTRY_KEYS = {"index": True, "sub": False, "as": True}
+OBJECT_KEYS = {"index": True, "sub": False}
+TORQUE_OBJECT_KEYS = {"index": True, "sub": False, "unit": False}
+TORQUE_UNITS = {"mNm": 1e-3, "uNm": 1e-6}
+
+
+def _object(node: Node, keys: dict) -> dict:
+    m = mapping(node, keys, node.key or "an object")
+    index = int(number(m["index"]))
+    sub = int(number(m["sub"])) if "sub" in m else 0
+    if not (0 < index <= 0xFFFF and 0 <= sub <= 0xFF):
+        raise ConfigError(f"object {index:#x}/{sub} is out of 1…FFFFh / 0…255", node.where(),
+                          "write the index like 0x3001 and the sub-index like 1")
+    return {"index": index, "sub": sub, **{k: v for k, v in m.items() if k not in OBJECT_KEYS}}
+
+
+def _entries(node: Node | None, defaults: tuple[str, ...], kinds: tuple[str, ...], od,
+             eds_path: str, what: str) -> tuple[pdo.MapEntry, ...]:
+    """A PDO's mapping from the bus file (names or {index, sub, as}), typed by the EDS."""
+    items = sequence(node, what) if node is not None else []
+    specs = []
+    for item in items:
+        if isinstance(item.value, str):
+            name = choice(item, [k for k in kinds if k in pdo.STANDARD], f"{what} entry")
+            specs.append((*pdo.STANDARD[name], name, item))
+        else:
+            o = _object(item, ENTRY_KEYS)
+            specs.append((o["index"], o["sub"], choice(o["as"], kinds, "quantity"), item))
+    if node is None:
+        specs = [(*pdo.STANDARD[k], k, None) for k in defaults]
+    out = []
+    where = (node or Node(None, eds_path, 0, what)).where()
+    for index, sub, kind, item in specs:
+        at = item.where() if item is not None else where
+        var = variable(od, index, sub)
+        if var is None:
+            raise ConfigError(f"the drive's EDS has no {index:04X}h/{sub} for the {what} "
+                              f"entry {kind} ({eds_path})", at,
+                              "map another object (docs/bus.md) or give the drive's own EDS")
+        from canopen.objectdictionary.datatypes import SIGNED_TYPES
+
+        bits = len(var)
+        signed = var.data_type in SIGNED_TYPES
+        if pdo.struct_code(bits, signed) is None or var.data_type in (0x1, 0x8, 0x11):
+            raise ConfigError(f"{index:04X}h/{sub} ({var.name}) is not an integer a PDO can "
+                              f"carry (data type {var.data_type:#x})", at,
+                              "map an 8-, 16- or 32-bit integer object")
+        if not var.pdo_mappable:
+            raise ConfigError(f"the drive's EDS does not allow mapping {index:04X}h/{sub} "
+                              f"({var.name}) into a PDO (PDOMapping=0)", at,
+                              "map another object (docs/bus.md)")
+        if what == "rpdo" and not var.writable or what == "tpdo" and not var.readable:
+            raise ConfigError(f"{index:04X}h/{sub} ({var.name}) is '{var.access_type}' in the "
+                              f"drive's EDS: it cannot go into the {what.upper()}", at,
+                              "map another object (docs/bus.md)")
+        out.append(pdo.MapEntry(index, sub, bits, signed, kind))
+    got = [e.kind for e in out]
+    need = (pdo.RPDO_KINDS if what == "rpdo" else (pdo.STATUSWORD, pdo.POSITION))
+    currents = [k for k in got if k in pdo.CURRENT_KINDS]
+    if (any(got.count(k) != 1 for k in need) or len(set(got)) != len(got)
+            or what == "tpdo" and len(currents) != 1):
+        extra = " and one of current_actual, current_actual_mA, torque_actual" * (what == "tpdo")
+        raise ConfigError(f"the {what} mapping {', '.join(got)} does not carry "
+                          f"{', '.join(need)}{extra}, each once", where,
+                          f"the default is {', '.join(defaults)} (docs/bus.md)")
+    if sum(e.bits for e in out) > pdo.MAX_BITS:
+        raise ConfigError(f"the {what} mapping takes {sum(e.bits for e in out) // 8} bytes; a "
+                          "CAN frame carries 8", where, "map fewer or smaller objects")
+    return tuple(out)
+
+
+def _profile(bus: dict[str, Node], drive: dict[str, Node], node: int) -> pdo.DriveProfile:
+    """What bring-up writes on one drive: the per-drive keys, else the bus's, else defaults."""
+
+    def pick(key: str) -> Node | None:
+        return drive.get(key) or bus.get(key)
+
+    eds_node = pick("eds")
+    eds_path = str(Path(eds_node.file).parent / text(eds_node)) if eds_node else str(DEFAULT_EDS)
+    objects = read_eds(eds_path)
+    od = load_od(eds_path, node)
+    rpdo = _entries(pick("rpdo"), pdo.DEFAULT_RPDO, pdo.RPDO_KINDS, od, eds_path, "rpdo")
+    tpdo = _entries(pick("tpdo"), pdo.DEFAULT_TPDO, pdo.TPDO_KINDS, od, eds_path, "tpdo")
+    ident = {}
+    for key in ("vendor_id", "product_code"):
+        n = pick(key)
+        if n is not None:
+            value = number(n)
+            if not (0 <= value <= 0xFFFFFFFF and value == int(value)):
+                raise ConfigError(f"{key} {n.value!r} is not a 32-bit number", n.where(),
+                                  "write it as in the drive's EDS, e.g. 0x000000FB")
+            ident[key] = int(value)
+    tt = pick("transmission_type")
+    trans = int(number(tt)) if tt is not None else 1
+    if tt is not None and not 1 <= trans <= 240:
+        raise ConfigError(f"transmission type {tt.value!r} is not synchronous (1…240)",
+                          tt.where(), "1: the drive answers every SYNC (one per cycle)")
+    rc = pick("rated_current_object")
+    cur = _object(rc, OBJECT_KEYS) if rc is not None else {"index": 0x6075, "sub": 0}
+    rt = pick("rated_torque_object")
+    tor = _object(rt, TORQUE_OBJECT_KEYS) if rt is not None else {"index": 0x6076, "sub": 0}
+    unit = choice(tor["unit"], tuple(TORQUE_UNITS), "torque unit") if "unit" in tor else "mNm"
+    profile = pdo.DriveProfile(eds_path, rpdo, tpdo, trans, ident.get("vendor_id"),
+                               ident.get("product_code"), (cur["index"], cur["sub"]),
+                               (tor["index"], tor["sub"]), TORQUE_UNITS[unit])
+    check_required(objects, eds_path, required_objects(profile))
+    for index, sub in written_objects(profile):
+        var = variable(od, index, sub)
+        if var is not None and not var.writable:
+            raise ConfigError(f"the drive's EDS says {index:04X}h/{sub} ({var.name}) is "
+                              f"'{var.access_type}', but bring-up writes it", Where(eds_path),
+                              "check the EDS (is it the drive's own?)")
+    return profile
+
+
+def required_objects(p: pdo.DriveProfile) -> list[tuple[int, int]]:
+    """The objects bring-up reads or writes on a drive with profile ``p``."""
+    out = [(0x1000, 0), (0x1017, 0), (0x6040, 0), (0x6041, 0), (0x6060, 0), (0x6061, 0),
+           p.rated_torque_object]
+    if any(e.kind == pdo.CURRENT for e in p.tpdo):
+        out.append(p.rated_current_object)
+    if p.vendor_id is not None or p.product_code is not None:
+        out += [(0x1018, 1), (0x1018, 2)]
+    for com, mp, entries in ((0x1400, 0x1600, p.rpdo), (0x1800, 0x1A00, p.tpdo)):
+        out += [(com, 1), (com, 2), (mp, 0)] + [(mp, i + 1) for i in range(len(entries))]
+        out += [(e.index, e.sub) for e in entries]
+    return out
+
+
+def written_objects(p: pdo.DriveProfile) -> list[tuple[int, int]]:
+    """The objects bring-up writes (each must be writable in the drive's EDS)."""
+    out = [(0x1017, 0), (0x6060, 0)]
+    for com, mp, entries in ((0x1400, 0x1600, p.rpdo), (0x1800, 0x1A00, p.tpdo)):
+        out += [(com, 1), (com, 2), (mp, 0)] + [(mp, i + 1) for i in range(len(entries))]
+    return out
 
 
 def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tuple[BusConfig, ...]:
@@ -95,13 +237,14 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             rated_t = (number(dm["rated_torque"]) if "rated_torque" in dm
                        else motor.torque_constant * motor.rated_current)
             cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
-            objects = None
-            if "eds" in dm:
-                eds_path = Path(dm["eds"].file).parent / text(dm["eds"])
-                objects = read_eds(eds_path)
-                check_required(objects, eds_path)
+            objects = profile = None
+            if m.get("protocol") is None or m["protocol"].value != "mit":
+                profile = _profile(m, dm, node)
+                if "eds" in dm or "eds" in m:
+                    objects = read_eds(profile.eds)
             drives.append(DriveConfig(joint, node, DriveScale(
-                cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current), objects))
+                cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current), objects,
+                profile))
         faults = []
         for f in sequence(m["faults"], "faults") if "faults" in m else []:
             fm = mapping(f, FAULT_KEYS, "a fault")

@@ -1,24 +1,29 @@
 """The host side of one CAN bus of CiA 402 drives (DESIGN §4.1).
 
-:class:`Drives` brings the drives up (NMT, SDO set-up of the mode and verification of the PDO
-mapping, the power state machine to *operation enabled*) and then, every cycle, sends each
-drive's RPDO and a SYNC and collects the TPDOs into preallocated arrays: joint position (rad),
-motor current (A), statusword, receive time, and per-joint flags. Missing, duplicate or
-malformed frames are counted and flagged — never raised inside the cycle. SDO is used only
-during bring-up, never in the cycle.
+:class:`Drives` brings the drives up (:mod:`exo_rt.bus.bringup`, through the canopen
+library: identity checked, the PDO mapping, heartbeat and mode written, NMT start; then the
+power state machine to *operation enabled*) and then, every cycle, sends each drive's RPDO and
+a SYNC and collects the TPDOs into preallocated arrays: joint position (rad), motor current
+(A), statusword, receive time, and per-joint flags. The PDO codec is built from each drive's
+mapping in the bus file (:class:`exo_rt.bus.pdo.Layout`). Missing, duplicate or malformed
+frames, and CAN error frames (bus-off …), are counted and flagged — never raised inside the
+cycle. SDO is used only during bring-up, never in the cycle.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 
 import can
 import numpy as np
 
 from exo_rt.bus import cia402 as c
+from exo_rt.bus import pdo
 from exo_rt.bus.config import BusConfig
+from exo_rt.bus.errframe import decode_error_frame
 from exo_rt.bus.port import FramePort, open_port
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
@@ -33,6 +38,7 @@ F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
 F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
 F_SATURATED = 128  # the actual current fell short of last cycle's command by > 20 % of peak
 F_LATE = 256  # a TPDO stamped more than half a period before this cycle's: stale data
+F_BUS_ERROR = 512  # the CAN controller reported an error frame (cause in Drives.bus_errors)
 
 
 def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
@@ -88,6 +94,16 @@ class Drives:
         self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
         # frames of other devices on the bus (e.g. the rig's fixture): arbitration id → callback
         self.listeners: dict[int, Callable[[can.Message], None]] = {}
+        # optional mapped quantities, kept raw (the drive's units)
+        self.velocity_raw = np.zeros(self.n, dtype=np.int64)
+        self.digital_inputs = np.zeros(self.n, dtype=np.int64)
+        self.error_code = np.zeros(self.n, dtype=np.int64)
+        self.bus_errors: deque[tuple[float, bool, str]] = deque(maxlen=64)  # (t, bus-off, cause)
+        self.identity: list[dict] = [{} for _ in range(self.n)]  # what bring-up read
+        self.bringup_log: list[tuple] = []  # every SDO of bring-up: (node, op, index, sub, data)
+        self.torque_limits = [next((e.low, e.high) for e in (d.profile or pdo.DEFAULT_PROFILE).rpdo
+                                   if e.kind == pdo.TARGET_TORQUE) for d in config.drives]
+        self._codec()
 
     # ------------------------------------------------------------------ bring-up (not cyclic)
     def _send(self, frame: tuple[int, bytes]) -> None:
@@ -128,25 +144,28 @@ class Drives:
         return value
 
     def configure(self) -> None:
-        """CONFIGURE: pre-operational, CST mode, heartbeat period, mapping verified by SDO."""
-        self._send(c.nmt(c.NMT_PRE_OPERATIONAL, 0))
-        for node in self.nodes:
-            node = int(node)
-            self.sdo_write(node, c.OBJ_MODE, c.MODE_CST, 1)
-            self.sdo_write(node, c.OBJ_HEARTBEAT_TIME, self.config.heartbeat_ms, 2)
-            rpdo = tuple(self.sdo_read(node, (0x1600, i)) for i in (1, 2))
-            tpdo = tuple(self.sdo_read(node, (0x1A00, i)) for i in (1, 2, 3))
-            if rpdo != c.RPDO1_MAP or tpdo != c.TPDO1_MAP:
-                raise BusError(
-                    f"drive {node} on bus '{self.config.name}' has another PDO mapping "
-                    f"(RPDO1 {', '.join(f'{x:08X}' for x in rpdo)}; "
-                    f"TPDO1 {', '.join(f'{x:08X}' for x in tpdo)})", None,
-                    "map RPDO1 = 6040h + 6071h and TPDO1 = 6041h + 6064h + 6078h "
-                    "(docs/bus.md), or set the mapping in the drive's configuration")
-            if self.sdo_read(node, c.OBJ_MODE_DISPLAY) != c.MODE_CST:
-                raise BusError(f"drive {node} did not enter cyclic synchronous torque", None,
-                               "check that the drive supports mode 10 (CST)")
-        self._send(c.nmt(c.NMT_START, 0))
+        """CONFIGURE through the canopen library (:func:`exo_rt.bus.bringup.bring_up`):
+        pre-operational, identity checked, units read, the bus file's PDO mapping, heartbeat
+        and mode 10 written, NMT start; the cycle's codec rebuilt from the drives' units."""
+        from exo_rt.bus.bringup import bring_up
+
+        bring_up(self)
+
+    def _codec(self) -> None:
+        """The in-loop PDO codec of each drive, precomputed from its mapping and units."""
+        profiles = [d.profile or pdo.DEFAULT_PROFILE for d in self.config.drives]
+        self._tx = [pdo.Layout(p.tpdo) for p in profiles]
+        self._rx = [pdo.Layout(p.rpdo) for p in profiles]
+        self._rx_cob = [c.RPDO1 + int(node) for node in self.nodes]
+        self._rx_cw_first = [rx.i_controlword < rx.i_target for rx in self._rx]
+        # the mapped current-like quantity × this / 1000 = A
+        self._cur_num = np.array([
+            {pdo.CURRENT: self.rated_current[k], pdo.CURRENT_MA: 1.0,
+             pdo.TORQUE: self.rated_torque[k] / self.torque_constant[k]}[tx.current_kind]
+            for k, tx in enumerate(self._tx)])
+        arrays = {pdo.VELOCITY: self.velocity_raw, pdo.DIGITAL_INPUTS: self.digital_inputs,
+                  pdo.ERROR_CODE: self.error_code}
+        self._extras = [tuple((arrays[kind], i) for kind, i in tx.extras) for tx in self._tx]
 
     def enable(self, max_cycles: int = 50) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles."""
@@ -202,7 +221,11 @@ class Drives:
                 i = 0.0
             self.commanded[k] = i
             permille = round(1000.0 * i * self.torque_constant[k] / self.rated_torque[k])
-            self._send(c.rpdo1(int(self.nodes[k]), int(self.controlword[k]), permille))
+            lo, hi = self.torque_limits[k]
+            t = lo if permille < lo else hi if permille > hi else permille
+            cw = int(self.controlword[k]) & 0xFFFF
+            pack = self._rx[k].struct.pack
+            self._send((self._rx_cob[k], pack(cw, t) if self._rx_cw_first[k] else pack(t, cw)))
 
     def collect(self, deadline: float | None = None) -> None:
         """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
@@ -226,6 +249,9 @@ class Drives:
                 self.flags[k] |= F_NOT_ENABLED
 
     def _frame(self, msg: can.Message) -> None:
+        if msg.is_error_frame:
+            self._bus_error(msg)
+            return
         arb = msg.arbitration_id
         self.now = max(self.now, msg.timestamp)
         base, node = arb & 0x780, arb & 0x7F
@@ -236,7 +262,8 @@ class Drives:
                 listener(msg)
             return
         if base == c.TPDO1:
-            decoded = c.decode_tpdo1(bytes(msg.data))
+            tx = self._tx[k]
+            decoded = tx.decode(msg.data)
             if decoded is None:
                 self.flags[k] |= F_MALFORMED
                 self.malformed_count[k] += 1
@@ -246,13 +273,16 @@ class Drives:
                 return
             if self.seen[k]:
                 self.flags[k] |= F_DUPLICATE
-            sw, counts, permille = decoded
+            sw = decoded[tx.i_statusword]
+            counts = decoded[tx.i_position]
             self.statusword[k] = sw
             q = counts * 2 * math.pi / self.counts_per_rev[k] / self.multiplier[k]
             if self.rx_time[k] > 0 and abs(q - self.position[k]) > self.max_step[k]:
                 self.flags[k] |= F_GLITCH
             self.position[k] = q
-            self.current[k] = permille * self.rated_current[k] / 1000.0
+            self.current[k] = decoded[tx.i_current] * self._cur_num[k] / 1000.0
+            for array, i in self._extras[k]:
+                array[k] = decoded[i]
             if (c.state_of(sw) == c.OPERATION_ENABLED
                     and abs(self.commanded[k] - self.current[k]) > 0.2 * self.peak_current[k]):
                 self.flags[k] |= F_SATURATED
@@ -266,6 +296,12 @@ class Drives:
             if decoded is not None and decoded[0] != c.EMCY_NO_ERROR:
                 self.flags[k] |= F_FAULT
                 self.emcy_codes.append((node, decoded[0]))
+
+    def _bus_error(self, msg) -> None:
+        """A CAN error frame (socketcan): every drive of the bus flagged, the cause kept."""
+        bus_off, cause = decode_error_frame(msg.arbitration_id, msg.data)
+        self.bus_errors.append((msg.timestamp, bus_off, cause))
+        self.flags |= F_BUS_ERROR
 
     def cycle(self, current_A: np.ndarray, deadline: float | None = None) -> None:
         """One control cycle: commands and SYNC out, measurements in."""
