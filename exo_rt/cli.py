@@ -141,6 +141,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
     try:
         server.serve(parent=args.parent, linger=args.linger)
     finally:
+        print(server.report(), file=sys.stderr, flush=True)
         for port in ports.values():
             port.bus.shutdown()
     return 0
@@ -380,6 +381,39 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_warmup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--group", action="append", default=[], metavar="G",
+                   help="controller, plant, bench, sim or dynamics (repeatable; default all)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="top config whose robot and controller the kernels are compiled for "
+                        "(default configs/exo_leg.yaml)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="compiling processes (default: the CPUs this process may use)")
+    p.add_argument("--force", action="store_true",
+                   help="run every entry even if the cache is marked warm")
+    p.add_argument("--list", action="store_true", help="list the registry's entries and exit")
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    """Compile every njit kernel the run, the simulator and the bench use into numba's on-disk
+    cache, in parallel processes (exo_rt/warmup.py): the next start loads instead of compiling.
+    Exit 1 when an entry failed (its kernel's arguments changed: fix its registry line)."""
+    from exo_rt import warmup
+    from exo_rt.errors import ConfigError
+
+    unknown = sorted(set(args.group) - set(warmup.GROUPS))
+    if unknown:
+        raise ConfigError(f"unknown warm-up group {', '.join(unknown)}", None,
+                          f"use one of {', '.join(warmup.GROUPS)}")
+    if args.list:
+        for e in warmup.ENTRIES.values():
+            print(f"{e.group:<10} {e.name:<26} after {', '.join(e.after) or '-'}")
+        return 0
+    config = args.config or _default_config()
+    return warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
+                       force=args.force)
+
+
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
@@ -389,6 +423,7 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
     "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),
+    "warmup": (_setup_warmup, cmd_warmup, "compile the numba kernels into the cache, in parallel"),
 }
 
 

@@ -163,13 +163,31 @@ def test_report_and_export(tmp_path):
     assert res.returncode == 0 and lines[0].startswith("t,cycle,state") and len(lines) > 10000
 
 
-def test_a_full_disk_is_an_event_not_a_crash():
-    from exo_rt.record.recorder import CycleLog
+def test_a_full_disk_is_an_event_not_a_crash(tmp_path):
+    """The recording process meets a full disk: it notes the error and goes on; the rings and
+    the control side never see it."""
+    from exo_rt.record.recorder import cycle_columns, write_header
+    from exo_rt.record.rings import FrameRing, RecordRing
+    from exo_rt.record.writer import Writer
 
-    log = CycleLog(Path("/dev/full"), 2, {"joint_names": ["hip", "knee"]})
-    for k in range(500):
-        log.record[1] = k
-        log.commit()
-    log.close()
-    assert any(e["event"] == "recording_error" and "space" in e["error"].lower()
-               for e in log.events)
+    cols = cycle_columns(2)
+    width = max(b for _, b in cols.values())
+    write_header(tmp_path / "cycles.exolog", cols, {"joint_names": ["hip", "knee"]})
+    rows, frames = RecordRing(64, width), FrameRing(64)
+    writer = Writer(rows.name, frames.name, tmp_path, ".blf", ["leg"], os.getppid(), False)
+    writer.log.close()
+    writer.log = open("/dev/full", "ab")  # noqa: SIM115 - every write fails with ENOSPC
+    for k in range(500):  # far more than the ring holds: the producer never waits
+        row = np.zeros(width)
+        row[1] = k
+        rows.put(row)
+        if k % 50 == 0:
+            writer.drain()
+    rows.close()
+    frames.close()
+    writer.finish("closed")
+    report = json.loads((tmp_path / "recording.json").read_text())
+    assert report["errors"] and all("space" in e.lower() for e in report["errors"])
+    assert report["records"] + report["records_lost"] == 500
+    rows.release()
+    frames.release()

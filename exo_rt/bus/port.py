@@ -100,21 +100,18 @@ class FramePort(abc.ABC):
 
 
 class GenericPort(FramePort):
-    """Any python-can bus through its own ``send`` and ``recv``."""
+    """Any python-can bus through its own ``send`` and ``recv`` (which a recording taps:
+    :meth:`exo_rt.record.recording.Recording.tap` — so this port records nothing itself)."""
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
-        msg = can.Message(arbitration_id=arbitration_id, data=data, is_extended_id=extended,
-                          check=False)
-        self.bus.send(msg)
-        self._record(arbitration_id, data, msg.timestamp or time.time(), False, extended)
+        self.bus.send(can.Message(arbitration_id=arbitration_id, data=data,
+                                  is_extended_id=extended, check=False))
 
     def recv(self) -> Frame | None:
         msg = self.bus.recv(0.0)
         if msg is None:
             return None
         data = bytes(msg.data)
-        self._record(msg.arbitration_id, data, msg.timestamp, True, msg.is_extended_id,
-                     msg.is_error_frame)
         return self.frame.set(msg.arbitration_id, data, msg.timestamp, msg.is_extended_id,
                               msg.is_error_frame, msg.is_remote_frame)
 

@@ -137,7 +137,7 @@ class _ReplayController(Controller):
 
     def start(self, records, meta) -> np.ndarray:
         self.records = records
-        self.commands = np.zeros((len(records), self.n))
+        self.a.hist = np.zeros((len(records), self.width))  # the kernel's records
         self._warm_up()
         self.events = []
         self.q[:] = meta["q_initial"]
@@ -152,8 +152,7 @@ class _ReplayController(Controller):
         self._go(READY, 0)
         for k in range(len(records)):
             self._cycle(k)
-            self.commands[k] = self.cur  # what the recording holds for this cycle
-        return self.commands
+        return self.log["command"]  # what the recording holds for each cycle
 
     def _read(self, k: int) -> None:
         r = self.records[k]

@@ -313,8 +313,6 @@ class Controller:
             self._gather()
             self.q_prev[:] = self.q
             self.q_align0[:] = self.q
-            if self.recording is not None:
-                self.recording.update_meta(q_initial=self.q.tolist())
             self.startup_s = time.monotonic() - t_boot
             self.to_ready_s = time.monotonic() - STARTED
             self.to_run_s = float("nan")
@@ -327,6 +325,8 @@ class Controller:
                 setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
                 self.setup_lines[:0] = setup.lines()
             self._next_check = 0
+            if self.recording is not None:  # where the loop starts from, and when
+                self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
             self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
             self.sched.run(self._cycle, max_cycles=cap)
         except KeyboardInterrupt:
@@ -353,7 +353,7 @@ class Controller:
                 "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
                 "duration_s": self.duration, "start_pose": self.start_pose,
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
-                "states": list(STATES), "wall_start": time.time()}
+                "states": list(STATES), "wall_boot": time.time()}
         try:
             self.recording = rec = Recording(
                 out_dir, self.n, meta, can_format=self.can_format,

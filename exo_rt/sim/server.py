@@ -19,6 +19,8 @@ import os
 import select
 import time
 
+import numpy as np
+
 from exo_rt.bus.port import FramePort
 from exo_rt.sim.simbus import SimWorld
 
@@ -35,26 +37,34 @@ class RealtimeServer:
         self.overruns = 0
         self.frames_in = 0
         self.frames_out = 0
+        self.answer_us = np.zeros(1 << 16)  # time to answer what a wake-up brought (ring)
+        self.physics_us = np.zeros(1 << 16)  # time of a physics period (ring)
+        self.n_answer = 0
+        self.n_physics = 0
         self._fds = []
         for port in ports.values():
             sock = getattr(port, "sock", None)
             self._fds.append(sock.fileno() if sock is not None else None)
         self._next_beat: dict[tuple[str, float], float] = {}
 
-    def _answer(self) -> None:
+    def _answer(self) -> int:
+        """Hand what has arrived to the drives and send their answers; the frames handled."""
         world = self.world
+        handled = 0
         for channel, port in self.ports.items():
             while True:
                 frame = port.recv()
                 if frame is None:
                     break
                 self.frames_in += 1
+                handled += 1
                 world.receive(channel, frame)
             rx = world.endpoints[channel].rx
             while rx:
                 msg = rx.popleft()
                 port.send(msg.arbitration_id, bytes(msg.data))
                 self.frames_out += 1
+        return handled
 
     def _heartbeats(self, now: float) -> None:
         for channel, port in self.ports.items():
@@ -85,10 +95,17 @@ class RealtimeServer:
                     time.sleep(min(wait, 1e-4))
                 else:
                     select.select(fds, [], [], wait)
-            self._answer()
-            now = time.monotonic()
+            t0 = time.monotonic()
+            if self._answer():
+                now = time.monotonic()
+                self.answer_us[self.n_answer & 0xFFFF] = (now - t0) * 1e6
+                self.n_answer += 1
+            else:
+                now = t0
             if now >= deadline:
                 self.world.advance()
+                self.physics_us[self.n_physics & 0xFFFF] = (time.monotonic() - now) * 1e6
+                self.n_physics += 1
                 self._heartbeats(now)
                 deadline += period
                 if now > deadline:  # skip-and-count
@@ -101,3 +118,14 @@ class RealtimeServer:
                         orphan_since = now
                     if orphan_since is not None and now - orphan_since > linger:
                         return
+
+    def report(self) -> str:
+        """One line: frames, physics periods and overruns, answer and physics times."""
+        def p(x, n):
+            x = x[: min(n, len(x))]
+            if not len(x):
+                return "-"
+            return f"p50 {np.percentile(x, 50):.0f} p99 {np.percentile(x, 99):.0f} µs"
+        return (f"simulation: {self.frames_in} frames in, {self.frames_out} out, "
+                f"{self.n_physics} physics periods, {self.overruns} overruns; answer "
+                f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}")
