@@ -76,6 +76,10 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
                    help="end --linger s after this process is gone (set by exo-rt run)")
     p.add_argument("--linger", type=float, default=5.0, metavar="S",
                    help="seconds the drives and the leg go on after --parent is gone")
+    p.add_argument("--board", action="store_true",
+                   help="with udp_multicast: also the embedded board, emulated on a new "
+                        "pseudo-terminal (printed as board=PATH); its power relay feeds the "
+                        "simulated drives")
 
 
 def cmd_drives(args: argparse.Namespace) -> int:
@@ -134,7 +138,14 @@ def cmd_drives(args: argparse.Namespace) -> int:
         bus = can.Bus(interface="udp_multicast", channel=address)
         ports[channel] = open_port(bus)
         served.append(f"{channel}=udp_multicast:{address}")
-    server = RealtimeServer(world, ports)
+    board = None
+    if args.board:
+        from firmware_bridge.emulator import BoardEmulator
+
+        board = BoardEmulator()
+        served.append(f"board={board.path}")
+    # command lines on standard input: fault injection, the board's buttons (docs/cli.md)
+    server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno())
     gc.collect()
     gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
     print("serving " + " ".join(served), flush=True)

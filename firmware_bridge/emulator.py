@@ -171,49 +171,68 @@ class BoardEmulator:
                 pass  # already closed (the link closes its end of a socket pair)
 
 
-def _serve(conn, kwargs) -> None:
-    """Child process: an emulator on a pty; its path goes back, then commands come in."""
-    emu = BoardEmulator(**kwargs)
-    conn.send(emu.path)
-    emu.start()
-    while True:
-        try:
-            cmd, arg = conn.recv()
-        except (EOFError, OSError):
-            break
+def apply_command(emu: BoardEmulator, line: str) -> bool:
+    """One command line from the process that started an emulated board: ``estop 1`` /
+    ``estop 0``, ``stall SECONDS``, ``walk [T]`` (the wearer's gait starts at T, or now); False for
+    ``stop``. Unknown or malformed lines are ignored."""
+    cmd, _, arg = line.strip().partition(" ")
+    try:
         if cmd == "estop":
-            emu.press_estop(arg)
+            emu.press_estop(arg.strip() != "0")
         elif cmd == "stall":
-            emu.stall(arg)
+            emu.stall(float(arg))
+        elif cmd == "walk":  # the wearer's gait starts at time T (the emulator's clock) or now
+            emu._t0 = float(arg) if arg.strip() else emu.clock()
         elif cmd == "stop":
-            break
-    emu.close()
+            return False
+    except ValueError:
+        pass
+    return True
 
 
-class BoardEmulatorProcess:
-    """The emulated board in its own process (as the real board is its own device): no GIL
-    shared with the controller. Same ``path``, ``press_estop``, ``stall`` and ``close``."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m firmware_bridge.emulator``: an emulated board on a new pseudo-terminal, on
+    the wall clock, in its own process (as the real board is its own device). Prints
+    ``serving board=PATH``; reads commands (:func:`apply_command`) on standard input."""
+    import argparse
+    import select
+    import signal
+    import sys
 
-    def __init__(self, **kwargs) -> None:
-        import multiprocessing
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--watchdog", type=float, default=0.05, help="heartbeat timeout (s)")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is the controller's
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    emu = BoardEmulator(watchdog_s=args.watchdog)
+    print(f"serving board={emu.path}", flush=True)
+    ap_linger = 5.0  # s the board goes on (its watchdog acting) once its controller is gone
+    stdin = sys.stdin.fileno()
+    os.set_blocking(stdin, False)
+    pending = b""
+    watched = [stdin, emu.master]
+    gone = None
+    try:
+        while gone is None or time.monotonic() - gone < ap_linger:
+            ready, _, _ = select.select(watched, [], [], emu.status_period / 2)
+            emu.tick()
+            if stdin in ready:
+                try:
+                    chunk = os.read(stdin, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:  # the controller is gone: the board's watchdog takes over
+                    gone = time.monotonic()
+                    watched = [emu.master]
+                    continue
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                if not all(apply_command(emu, x.decode(errors="replace")) for x in lines):
+                    break
+    finally:
+        emu.close()
+    return 0
 
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, kwargs), daemon=True)
-        self._proc.start()
-        self.path = self._conn.recv()
 
-    def press_estop(self, pressed: bool = True) -> None:
-        self._conn.send(("estop", pressed))
-
-    def stall(self, seconds: float) -> None:
-        self._conn.send(("stall", seconds))
-
-    def close(self) -> None:
-        try:
-            self._conn.send(("stop", None))
-        except (OSError, BrokenPipeError):
-            pass
-        self._proc.join(timeout=2.0)
-        if self._proc.is_alive():
-            self._proc.terminate()
+if __name__ == "__main__":
+    raise SystemExit(main())

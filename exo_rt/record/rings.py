@@ -38,9 +38,14 @@ FRAME = struct.Struct("<dIBBBx8s")
 RX, EXTENDED, ERROR = 1, 2, 4
 
 
+_CREATED: set[str] = set()  # blocks this process created (and so owns)
+
+
 def _untrack(shm: shared_memory.SharedMemory) -> None:
     """Python < 3.13 registers an attached block with this process's resource tracker, which
     would unlink it when this process ends; only the creating process may do that."""
+    if shm._name in _CREATED:
+        return
     try:
         resource_tracker.unregister(shm._name, "shared_memory")
     except (AttributeError, KeyError, ValueError):
@@ -55,6 +60,7 @@ class _Ring:
         if name is None:
             self.shm = shared_memory.SharedMemory(create=True,
                                                   size=HEADER_BYTES + capacity * slot + extra)
+            _CREATED.add(self.shm._name)
             self.header = np.ndarray((8,), np.int64, self.shm.buf)
             self.header[:] = 0
             self.header[CAPACITY] = capacity

@@ -36,7 +36,7 @@ from exo_rt.runtime import safety
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, last_cpu, realtime_setup, realtime_teardown
-from exo_rt.runtime.processes import other_cpus, place
+from exo_rt.runtime.processes import other_cpus
 from exo_rt.runtime.states import (
     ALIGN,
     BOOT,
@@ -49,6 +49,7 @@ from exo_rt.runtime.states import (
     STATES,
     STOPPING,
 )
+from exo_rt.sim.launch import HARDWARE_NICE
 
 __all__ = ["Controller", "Injection", "RunResult", "Fault", "INJECT_KINDS", "SIM_KIND", "STATES",
            "BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN"]
@@ -80,19 +81,24 @@ def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: i
     if spec in SIM_SPECS:
         return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
                               plant=plant, cpus=cpus)
-    return HardwareBuses(top, spec)
+    return HardwareBuses(top, spec, cpus)
 
 
 class HardwareBuses:
-    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]``."""
+    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]``; an
+    emulated board, if asked for, in its own process (``python -m firmware_bridge.emulator``)."""
 
     lockstep = False
     world = None
     process = None
+    clock = staticmethod(time.monotonic)
+    pending: list = []
 
-    def __init__(self, top: TopConfig, spec: str) -> None:
+    def __init__(self, top: TopConfig, spec: str, cpus: set[int] | None = None) -> None:
         import can
 
+        self.board_process = None
+        self._cpus = cpus
         interface, _, rest = spec.partition(":")
         channel, _, bitrate = rest.partition("@")
         if not interface or not channel:
@@ -112,9 +118,25 @@ class HardwareBuses:
                                "check the interface name, the channel and that the adapter is "
                                "connected (see docs/deploy.md)") from None
 
+    def board_path(self) -> str:
+        from exo_rt.runtime.processes import Helper
+
+        self.board_process = Helper("board emulator", "firmware_bridge.emulator", [],
+                                    cpus=self._cpus, nice=HARDWARE_NICE)
+        return self.board_process.ready_line.split("=", 1)[1]
+
+    def board_command(self, line: str) -> None:
+        if self.board_process is not None:
+            self.board_process.send(line)
+
+    def tick(self) -> None:
+        """Nothing to advance: hardware keeps its own time."""
+
     def close(self) -> None:
         for bus in self.buses:
             bus.shutdown()
+        if self.board_process is not None:
+            self.board_process.stop()
 
 
 class Controller:
@@ -146,13 +168,14 @@ class Controller:
         self.rt_cpu = (top.realtime.cpu if top.realtime.cpu is not None else last_cpu()) \
             if wall and rt_setup else None
         self.helper_cpus = other_cpus(self.rt_cpu)
+        from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
+        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in bus_spec else ("controller",))
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
-        if injections and self.bus_set.world is None and any(
-                i.kind in SIM_KIND for i in injections):
+        if injections and not hasattr(self.bus_set, "inject"):
             self.close_buses()
-            raise ConfigError("--inject of bus faults works on the lockstep simulated bus only",
-                              None, "drop --inject, or run with --bus sim (no --realtime)")
+            raise ConfigError("--inject works on the simulated bus only", None,
+                              "drop --inject, or run with --bus sim")
         self._open_board(board)
         self._allocate(history if history is not None else not self.realtime)
 
@@ -174,36 +197,23 @@ class Controller:
         self.bus_set.close()
 
     def _open_board(self, url: str | None) -> None:
-        """The embedded board's link: ``emulator`` (lockstepped with the simulated bus, or in
-        its own process in real time), a pyserial URL, or None (no board — bench use only)."""
-        self.board = self.board_emulator = None
+        """The embedded board's link: ``emulator`` (with the simulated exoskeleton, or in its
+        own process beside real buses), a pyserial URL, or None (no board — bench use only)."""
+        self.board = None
+        self.board_emulated = url == "emulator"
         if url is None or url == "none":
             return
         from firmware_bridge.link import BoardLink
 
-        if url == "emulator":
-            from firmware_bridge.emulator import BoardEmulator, BoardEmulatorProcess
-
-            if self.realtime:  # on the wall clock, in its own process like the real board
-                self.board_emulator = BoardEmulatorProcess()
-                placement = place(self.board_emulator._proc.pid, self.helper_cpus)
-                self.setup_lines.append(f"board emulator process {self.board_emulator._proc.pid}"
-                                        f": {placement}")
-                clock = time.monotonic
-            else:  # lockstep: ticked by the cycle on the simulated clock
-                clock = self._sim_clock
-                self.board_emulator = BoardEmulator(clock=clock, transport="socket")
-            self.board = BoardLink(self.board_emulator.path, clock=clock, link_timeout=0.02,
-                                   heartbeat_hz=250.0)
+        bs = self.bus_set
+        if self.board_emulated:
+            path = bs.board_path()
+            proc = getattr(bs, "board_process", None)
+            if proc is not None:
+                self.setup_lines.append(f"board emulator process {proc.pid}: {proc.placement}")
+            self.board = BoardLink(path, clock=bs.clock, link_timeout=0.02, heartbeat_hz=250.0)
         else:
             self.board = BoardLink(url, link_timeout=0.02, heartbeat_hz=250.0)
-
-    def _sim_clock(self) -> float:
-        return self.world.t if self.world is not None else 0.0
-
-    def _board_tick(self) -> None:
-        if self.board_emulator is not None and not self.realtime:
-            self.board_emulator.tick(self._sim_clock())
 
     def _allocate(self, history: bool) -> None:
         n = self.n
@@ -303,7 +313,7 @@ class Controller:
             for d in self.drives:
                 d.configure()
             if self.board is not None:
-                if not self.board.wait_for_power(2.0, tick=self._board_tick):
+                if not self.board.wait_for_power(2.0, tick=self.bus_set.tick):
                     raise BusError("the embedded board did not switch motor power on"
                                    + (" (e-stop pressed)" if self.board.estop else ""), None,
                                    "release the e-stop, check the board link and its supply")
@@ -371,12 +381,11 @@ class Controller:
     def _close(self) -> None:
         for d in self.drives:
             d.port.tap = None
-        self.close_buses()
         if self.board is not None:
             self.board.set_power(False)
+            self.bus_set.tick()
             self.board.close()
-        if self.board_emulator is not None:
-            self.board_emulator.close()
+        self.close_buses()
         if self.recording is not None:
             self.recording.close()
             self.events.extend(self.recording.events)
@@ -401,7 +410,8 @@ class Controller:
         if self._gathers:
             self._gather()
         sched, plan = self.sched, self.plan
-        if sched.late or (plan.any_overrun and plan.overrunning(k - 1)):
+        # a late cycle is a hazard only in real time (in lockstep the simulated bus waits)
+        if (sched.late and self.realtime) or (plan.any_overrun and plan.overrunning(k - 1)):
             s[cy.S_OVERRUN_STREAK] += 1.0
         else:
             s[cy.S_OVERRUN_STREAK] = 0.0
@@ -445,12 +455,14 @@ class Controller:
         b = self.board
         if b is not None:
             b.send_heartbeat(self.state)
-            self._board_tick()
+            self.bus_set.tick()
         self._advance(k)
         if self._stop_requested and self.state in (READY, ALIGN, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
         if plan.board:
             self._board_faults(k)
+        if self.bus_set.pending:
+            self.bus_set.due(k)
         if plan.any_overrun and plan.overrunning(k):
             end = time.perf_counter() + 1.5 * self.dt  # an injected overrun: 1.5 periods
             while time.perf_counter() < end:
@@ -484,8 +496,8 @@ class Controller:
             self.ls[:] = 0.0
             self._go(RUN, k + 1)
             self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
-            if isinstance(getattr(self.board_emulator, "_t0", None), float):
-                self.board_emulator._t0 = self._t_run  # the emulated wearer starts walking
+            if self.board_emulated:  # the emulated wearer starts walking
+                self.bus_set.board_command(f"walk {self._t_run!r}")
         elif self.state == RUN and (k + 1 - self.k0[RUN]) * self.dt >= self.duration:
             self._go(STOPPING, k + 1)  # holds the last reference
         elif self.state == STOPPING and (k + 1 - self.k0[STOPPING]) * self.dt >= self.top.stop_s:
@@ -526,21 +538,20 @@ class Controller:
             for d in self.drives:
                 for cfg in d.config.drives:
                     if joint in (None, cfg.joint):
-                        self.world.schedule(self.world.cycle + k, kind, d.config.channel,
-                                            cfg.node, cycles)
+                        self.bus_set.inject(k, kind, d.config.channel, cfg.node, cycles)
                         if joint is None:
                             break
         for _k, kind, _n in self.plan.board:
-            if self.board_emulator is None:
+            if not self.board_emulated:
                 raise ConfigError(f"--inject {kind} needs the board emulator", None,
                                   "run with --board emulator (the default)")
 
     def _board_faults(self, k: int) -> None:
         for k0, kind, cycles in self.plan.board:
             if k == k0 and kind == "estop":
-                self.board_emulator.press_estop(True)
+                self.bus_set.board_command("estop 1")
             elif k == k0:
-                self.board_emulator.stall(cycles * self.dt)
+                self.bus_set.board_command(f"stall {cycles * self.dt!r}")
 
     def _fault(self, k: int, cause: int, joint: int) -> None:
         """The cycle kernel went SAFE in cycle k: note the fault, its cause and reaction."""

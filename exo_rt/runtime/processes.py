@@ -43,8 +43,11 @@ def other_cpus(rt_cpu: int | None) -> set[int]:
     return rest or set(cpus)
 
 
-def place(pid: int, cpus: set[int]) -> str:
-    """Make ``pid`` (a process or a thread id) SCHED_OTHER on ``cpus``; say what took effect."""
+def place(pid: int, cpus: set[int], nice: int = 0) -> str:
+    """Make ``pid`` (a process or a thread id) SCHED_OTHER on ``cpus`` with ``nice``; say what
+    took effect. A process that stands in for hardware (the simulated drives and leg, the board
+    emulator) gets a negative nice: among SCHED_OTHER tasks it wins the CPU it shares with
+    other work, as the real drives would not share one at all."""
     what = []
     try:
         os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
@@ -52,6 +55,12 @@ def place(pid: int, cpus: set[int]) -> str:
         what.append("SCHED_OTHER" if policy == os.SCHED_OTHER else f"policy {policy}")
     except (OSError, AttributeError) as exc:
         what.append(f"policy not set ({exc.__class__.__name__})")
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+            what.append(f"nice {os.getpriority(os.PRIO_PROCESS, pid)}")
+        except (OSError, AttributeError) as exc:
+            what.append(f"nice not set ({exc.__class__.__name__})")
     if cpus:
         try:
             os.sched_setaffinity(pid, cpus)
@@ -76,19 +85,20 @@ class Helper:
     ready line (``ready`` or any line starting with ``serving``), placed, and stopped."""
 
     def __init__(self, name: str, module: str, args: list[str], *, ready_timeout: float = 60.0,
-                 cpus: set[int] | None = None) -> None:
+                 cpus: set[int] | None = None, nice: int = 0) -> None:
         self.name = name
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", module, *args],
-                                         stdout=subprocess.PIPE, text=True, env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         text=True, env=env,
                                          start_new_session=True)  # ctrl-C goes to the controller
         except OSError as exc:
             raise BusError(f"cannot start the {name} process ({exc})", None,
                            "check the Python installation") from None
         self.pid = self.proc.pid
-        self.placement = place(self.pid, cpus if cpus is not None else set())
+        self.placement = place(self.pid, cpus if cpus is not None else set(), nice)
         self.ready_line = self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float) -> str:
@@ -108,6 +118,15 @@ class Helper:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def send(self, line: str) -> None:
+        """One command line on its standard input (lost if it has ended)."""
+        if self.proc.stdin is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(line + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """Ask it to end (SIGTERM) and wait; kill it after ``timeout``."""
         if self.proc.poll() is None:
@@ -117,8 +136,12 @@ class Helper:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5.0)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
         return self.proc.returncode
 
     def wait(self, timeout: float) -> int | None:

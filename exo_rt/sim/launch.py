@@ -1,17 +1,21 @@
-"""Opening a robot's buses on the simulated exoskeleton.
+"""Opening a robot's buses — and its embedded board — on the simulated exoskeleton.
 
-- ``sim`` (lockstep): the plant and the emulated drives in this process, behind python-can's
-  ``exo_sim`` interface; the physics advances one period per SYNC — deterministic and faster
-  than real time (tests, replay, CI).
-- ``sim-realtime``: the plant and the emulated drives in their own process (``exo-rt drives
-  --bus udp_multicast``) at wall-clock rate, reached through python-can's ``udp_multicast``
-  interface — the controller's process is then exactly the one that runs on the exoskeleton,
-  with nothing of the simulation inside it.
+- ``sim`` (lockstep): the plant, the emulated drives and the emulated board in this process,
+  the drives behind python-can's ``exo_sim`` interface; the physics advances one period per
+  SYNC — deterministic and faster than real time (tests, replay, CI).
+- ``sim-realtime``: the plant, the emulated drives and the emulated board in their own process
+  (``exo-rt drives --bus udp_multicast --board``) at wall-clock rate, reached through
+  python-can's ``udp_multicast`` interface and a pseudo-terminal — the controller's process is
+  then exactly the one that runs on the exoskeleton, with nothing of the simulation inside.
+
+Either way the board's motor-power relay feeds the simulated drives, and faults are injected
+the same way (:meth:`SimulatedBuses.inject`, :meth:`SimulatedBuses.board_command`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import can
 import numpy as np
@@ -21,6 +25,7 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.runtime.processes import Helper
 
 SIM_SPECS = ("sim", "sim-realtime")
+HARDWARE_NICE = -10  # the simulated drives and leg stand in for hardware: they win their CPU
 
 
 def group_for(index: int, seed: int | None = None) -> str:
@@ -35,9 +40,13 @@ class SimulatedBuses:
 
     def __init__(self, top, spec: str, *, realtime: bool, start_pose=None, seed: int = 0,
                  plant: Mechanism | None = None, cpus: set[int] | None = None) -> None:
-        self.world = None  # lockstep: the in-process SimWorld (injections, board clock)
+        self.world = None  # lockstep: the in-process SimWorld
         self.process: Helper | None = None
+        self.board = None  # lockstep: the in-process BoardEmulator
+        self._board_path: str | None = None
+        self.pending: list[tuple[int, str]] = []  # real time: (control cycle, command line)
         self.lockstep = not realtime and spec == "sim"
+        self.clock = self._world_clock if self.lockstep else time.monotonic
         pose = np.zeros(top.robot.nq) if start_pose is None else np.asarray(start_pose, float)
         if self.lockstep:
             from exo_rt.sim.simbus import SimWorld
@@ -53,12 +62,12 @@ class SimulatedBuses:
         if plant is not None:
             raise BusError("a plant other than the robot's model runs on the lockstep "
                            "simulated bus only", None, "run without --realtime")
-        base = group_for(0)
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
-                "--bus", f"udp_multicast:{base}", "--parent", str(os.getpid()),
-                "--pose", *[repr(float(x)) for x in pose]]
-        self.process = Helper("simulation", "exo_rt", args, cpus=cpus)
+                "--bus", f"udp_multicast:{group_for(0)}", "--board",
+                "--parent", str(os.getpid()), "--pose", *[repr(float(x)) for x in pose]]
+        self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE)
         served = dict(item.split("=", 1) for item in self.process.ready_line.split()[1:])
+        self._board_path = served.get("board")
         self.buses, self.specs = [], []
         try:
             for b in top.buses:
@@ -71,8 +80,58 @@ class SimulatedBuses:
                            "check that multicast on the loopback works (msgpack installed)"
                            ) from None
 
+    def _world_clock(self) -> float:
+        return self.world.t
+
+    # ---------------------------------------------------------------- the board
+    def board_path(self) -> str:
+        """The emulated board's link (BoardLink opens it)."""
+        if self._board_path is None:  # lockstep: in this process, ticked by the cycle
+            from firmware_bridge.emulator import BoardEmulator
+
+            self.board = BoardEmulator(clock=self.clock, transport="socket")
+            self._board_path = self.board.path
+        return self._board_path
+
+    def tick(self) -> None:
+        """Lockstep: the board to the simulated time; its relay to the drives."""
+        if self.board is not None:
+            self.board.tick(self.world.t)
+            self.world.motor_power = self.board.motor_power
+
+    def board_command(self, line: str) -> None:
+        """``estop 1``, ``stall S``, ``walk`` (firmware_bridge.emulator.apply_command)."""
+        if self.board is not None:
+            from firmware_bridge.emulator import apply_command
+
+            apply_command(self.board, line)
+        else:
+            self._send(line)
+
+    # ---------------------------------------------------------------- faults
+    def inject(self, at_cycle: int, kind: str, channel: str, node: int, cycles: int) -> None:
+        """A drive fault (the lockstep bus's kinds) from control cycle ``at_cycle`` on:
+        scheduled in the world in lockstep; in real time sent to the simulation's process
+        when the controller's cycle ``at_cycle`` comes (:meth:`due`)."""
+        if self.world is not None:
+            self.world.schedule(self.world.cycle + at_cycle, kind, channel, node, cycles)
+        else:
+            self.pending.append((at_cycle, f"fault {kind} {channel} {node} {cycles}"))
+            self.pending.sort()
+
+    def due(self, k: int) -> None:
+        """Real time: send the injections due at control cycle ``k``."""
+        while self.pending and self.pending[0][0] <= k:
+            self._send(self.pending.pop(0)[1])
+
+    def _send(self, line: str) -> None:
+        if self.process is not None:
+            self.process.send(line)
+
     def close(self) -> None:
         for bus in getattr(self, "buses", []):
             bus.shutdown()
+        if self.board is not None:
+            self.board.close()
         if self.process is not None:
             self.process.stop()

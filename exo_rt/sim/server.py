@@ -9,8 +9,13 @@ sockets until a frame arrives or the next physics deadline comes; frames go to t
 drives at once (a SYNC applies their latched commands and answers with TPDOs from the
 current plant state, as a drive samples its encoder on SYNC); at each deadline the plant
 advances one period (absolute deadlines, skip-and-count, never bursts); heartbeats go out on
-the wall clock. When the controller that started it is gone, it goes on for ``linger`` seconds
-(the drives' own reaction to a silent master stays observable) and then ends.
+the wall clock. The exoskeleton's embedded board, emulated, runs in the same loop: its motor
+power relay feeds the simulated drives (power off: no current, whatever a drive was told).
+Command lines on an optional descriptor (the starting process's pipe) inject faults as the
+lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``, and the board's ``estop 1``,
+``stall SECONDS``, ``walk`` (:func:`firmware_bridge.emulator.apply_command`). When the
+controller that started it is gone, it goes on for ``linger`` seconds (the drives' and the
+board's own reactions to a silent master stay observable) and then ends.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ from exo_rt.sim.simbus import SimWorld
 class RealtimeServer:
     """Serve ``world``'s buses (channel → port) at wall-clock rate."""
 
-    def __init__(self, world: SimWorld, ports: dict[str, FramePort]) -> None:
+    def __init__(self, world: SimWorld, ports: dict[str, FramePort], board=None,
+                 commands: int | None = None) -> None:
         self.world = world
         self.ports = ports
+        self.board = board  # a firmware_bridge.emulator.BoardEmulator, or None
+        self.commands = commands  # a readable descriptor of command lines, or None
+        self._pending = b""
         self.period = world.dt
         world.realtime = True  # a SYNC applies and answers; the physics keeps its own time
         world.wall_heartbeats = True
@@ -66,6 +75,34 @@ class RealtimeServer:
                 self.frames_out += 1
         return handled
 
+    def _read_commands(self) -> bool | None:
+        try:
+            chunk = os.read(self.commands, 4096)
+        except BlockingIOError:
+            return None
+        if not chunk:
+            return False
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        for raw in lines:
+            self.command(raw.decode(errors="replace"))
+        return True
+
+    def command(self, line: str) -> None:
+        """Apply one command line (see the module's docstring); malformed ones are ignored."""
+        words = line.split()
+        if not words:
+            return
+        if words[0] == "fault" and len(words) == 5:
+            try:
+                self.world.inject(words[1], words[2], int(words[3]), int(words[4]))
+            except (ValueError, KeyError, StopIteration):
+                pass
+        elif self.board is not None:
+            from firmware_bridge.emulator import apply_command
+
+            apply_command(self.board, line)
+
     def _heartbeats(self, now: float) -> None:
         for channel, port in self.ports.items():
             periods = {d.heartbeat_ms for d, _ in self.world.endpoints[channel].drives}
@@ -84,6 +121,11 @@ class RealtimeServer:
         period = self.period
         fds = [fd for fd in self._fds if fd is not None]
         poll_only = len(fds) < len(self._fds)  # a port without a socket: poll every 0.1 ms
+        if self.board is not None:
+            fds.append(self.board.master)
+        if self.commands is not None:
+            os.set_blocking(self.commands, False)
+            fds.append(self.commands)
         deadline = time.monotonic() + period
         orphan_since = None
         checks = 0
@@ -96,6 +138,12 @@ class RealtimeServer:
                 else:
                     select.select(fds, [], [], wait)
             t0 = time.monotonic()
+            if self.board is not None:
+                self.board.tick(t0)
+                self.world.motor_power = self.board.motor_power
+            if self.commands is not None and self._read_commands() is False:
+                fds.remove(self.commands)  # the starting process is gone
+                self.commands = None
             if self._answer():
                 now = time.monotonic()
                 self.answer_us[self.n_answer & 0xFFFF] = (now - t0) * 1e6

@@ -75,6 +75,7 @@ class SimWorld:
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
         self.scheduled: list[tuple[int, str, str, int, int]] = []  # (cycle, kind, bus, node, n)
         self.realtime = False  # True: the physics advances on the wall clock (advance())
+        self.motor_power = True  # the board's relay: off, no drive gets current
         self._lock = threading.RLock()
         # heartbeats on the simulated clock (every n-th period) — or, for drives served to
         # another process in lockstep, on the wall clock like real drives (SlcanServer)
@@ -227,6 +228,9 @@ class SimWorld:
             if at == self.cycle:
                 self.inject(kind, channel, node, n)
         plant = self.plant
+        if not self.motor_power:  # the relay is open: no current, whatever the drives say
+            self.cmd[:] = 0.0
+            plant.state[S_ON, : len(self.cmd)] = 0.0
         plant.step(self.cmd)
         self.t += self.dt
         self.cycle += 1

@@ -1,0 +1,209 @@
+"""Real time across processes: the frame ports, the recording rings and process, the
+scheduling of helpers, and `exo-rt run --realtime` with the simulation in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import can
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exo_rt.bus.port import CAN_ERR_FLAG, SocketcanPort, UdpMulticastPort, open_port
+from exo_rt.record.rings import LOST, FrameRing, RecordRing
+
+ROOT = Path(__file__).resolve().parents[1]
+
+try:
+    import msgpack  # noqa: F401 - python-can's udp_multicast needs it
+
+    _bus = can.Bus(interface="udp_multicast", channel="239.74.250.1")
+    _bus.shutdown()
+    UDP = True
+except (ImportError, OSError, can.CanError):
+    UDP = False
+needs_udp = pytest.mark.skipif(not UDP, reason="no multicast on the loopback here")
+
+
+def _fifo_allowed() -> bool:
+    try:
+        before = os.sched_getscheduler(0), os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, before[0], before[1])
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+needs_fifo = pytest.mark.skipif(not _fifo_allowed(),
+                                reason="SCHED_FIFO not permitted here (no CAP_SYS_NICE)")
+
+
+# ---------------------------------------------------------------- frame ports
+@needs_udp
+def test_udp_port_speaks_python_cans_udp_multicast_both_ways():
+    group = "239.74.250.2"
+    ours = open_port(can.Bus(interface="udp_multicast", channel=group))
+    theirs = can.Bus(interface="udp_multicast", channel=group)
+    try:
+        assert isinstance(ours, UdpMulticastPort)
+        ours.send(0x201, b"\x0f\x00\x10\x27")
+        msg = theirs.recv(1.0)
+        assert msg.arbitration_id == 0x201 and bytes(msg.data) == b"\x0f\x00\x10\x27"
+        theirs.send(can.Message(arbitration_id=0x181, data=bytes(range(8)), is_extended_id=False))
+        theirs.send(can.Message(arbitration_id=0x1ABCDE, data=b"\x01", is_extended_id=True))
+        got = []
+        end = time.monotonic() + 1.0
+        while len(got) < 2 and time.monotonic() < end:
+            f = ours.recv()
+            if f is not None:
+                got.append((f.arbitration_id, f.data, f.is_extended_id))
+        # our own 0x201 came back through the group and was skipped
+        assert got == [(0x181, bytes(range(8)), False), (0x1ABCDE, b"\x01", True)]
+    finally:
+        ours.bus.shutdown()
+        theirs.shutdown()
+
+
+@needs_udp
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_udp_port_decoder_never_raises(raw):
+    port = _UDP_PORT
+    frame = port.decode(raw, 0.0)
+    assert frame is None or 0 <= frame.arbitration_id < 1 << 29
+
+
+_UDP_PORT = open_port(can.Bus(interface="udp_multicast", channel="239.74.250.3")) if UDP else None
+
+
+def test_socketcan_port_writes_and_reads_the_kernels_can_frame():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # stands in for AF_CAN
+    port = SocketcanPort(None, sock=a)
+    port.send(0x201, b"\x0f\x00\x10\x27")
+    can_id, dlc, data = struct.unpack("=IB3x8s", b.recv(16))
+    assert (can_id, dlc, data[:dlc]) == (0x201, 4, b"\x0f\x00\x10\x27")
+    b.send(struct.pack("=IB3x8s", 0x182, 8, bytes(range(8))))
+    f = port.recv()
+    assert (f.arbitration_id, f.data, f.is_error_frame) == (0x182, bytes(range(8)), False)
+    b.send(struct.pack("=IB3x8s", CAN_ERR_FLAG | 0x40, 8, bytes(8)))  # bus-off error frame
+    f = port.recv()
+    assert f.is_error_frame and f.arbitration_id == 0x40
+    assert port.recv() is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40))
+def test_socketcan_port_decoder_never_raises(raw):
+    a, _b = _PAIR
+    frame = SocketcanPort(None, sock=a).decode(raw, 0.0)
+    assert frame is None or len(frame.data) <= 8
+
+
+_PAIR = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+# ---------------------------------------------------------------- recording rings
+def test_record_ring_hands_rows_across_and_never_waits_when_full():
+    ring = RecordRing(8, 3)
+    other = RecordRing(name=ring.name)  # the consumer's view, as in the recording process
+    try:
+        for k in range(5):
+            ring.put(np.array([k, 2.0 * k, -k]))
+        rows = other.take()
+        assert rows[:, 0].tolist() == [0, 1, 2, 3, 4]
+        for k in range(5, 20):  # 15 more into 8 slots: 8 published, 7 counted lost
+            ring.put(np.array([k, 0.0, 0.0]))
+        assert other.take()[:, 0].tolist() == list(range(5, 13))
+        assert int(ring.header[LOST]) == 7
+    finally:
+        other.release()
+        ring.release()
+
+
+def test_frame_ring_carries_frames_with_direction_and_flags():
+    ring = FrameRing(16)
+    other = FrameRing(name=ring.name)
+    try:
+        ring.put(1.5, 0x201, b"\x01\x02", False)
+        ring.put(1.6, 0x1ABCDE, b"", True, extended=True)
+        (t0, a0, f0, n0, b0, d0), (t1, a1, f1, n1, b1, d1) = other.take()
+        assert (t0, a0, f0, n0, d0[:n0]) == (1.5, 0x201, 0, 2, b"\x01\x02")
+        assert (t1, a1, f1 & 3, n1) == (1.6, 0x1ABCDE, 3, 0)
+    finally:
+        other.release()
+        ring.release()
+
+
+# ---------------------------------------------------------------- scheduling
+@needs_fifo
+def test_a_thread_started_after_the_realtime_setup_is_not_fifo():
+    code = textwrap.dedent("""
+        import os, threading, subprocess, sys, json
+        from exo_rt.runtime.loop import realtime_setup, realtime_teardown, last_cpu
+        setup = realtime_setup(10, last_cpu(), lock_memory=False)
+        out = {"main": os.sched_getscheduler(0)}
+        def probe():
+            out["thread"] = os.sched_getscheduler(0)
+        t = threading.Thread(target=probe); t.start(); t.join()
+        child = subprocess.run([sys.executable, "-c",
+                                "import os; print(os.sched_getscheduler(0))"],
+                               capture_output=True, text=True)
+        out["process"] = int(child.stdout)
+        realtime_teardown()
+        print(json.dumps(out))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["main"] == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+    assert out["thread"] == os.SCHED_OTHER and out["process"] == os.SCHED_OTHER
+
+
+# ---------------------------------------------------------------- whole runs
+def _hog(cpu: int) -> subprocess.Popen:
+    """A CPU hog pinned to ``cpu``."""
+    return subprocess.Popen([sys.executable, "-c",
+                             f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+
+
+@needs_udp
+@pytest.mark.slow
+def test_realtime_run_with_the_simulation_in_its_own_process_and_a_cpu_hog(tmp_path):
+    """10 s real time: simulation and recording each in their own process, a CPU hog on a
+    helper CPU. The run ends SHUTDOWN with no fault, every helper process is reported
+    SCHED_OTHER, and the first 100 cycles after READY are each within the period."""
+    cpus = sorted(os.sched_getaffinity(0))
+    hog = _hog(cpus[0]) if len(cpus) > 1 else None
+    out = tmp_path / "rt"
+    try:
+        res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--duration",
+                              "10", "--out", str(out)], capture_output=True, text=True,
+                             timeout=300, cwd=ROOT)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    s = json.loads((out / "summary.json").read_text())
+    assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and s["faults"] == [], \
+        res.stdout + res.stderr
+    helpers = [line for line in s["setup"] if "process" in line]
+    assert len(helpers) == 3 and all("SCHED_OTHER" in line for line in helpers), helpers
+    from exo_rt.record.recorder import read_cycle_log
+
+    records, meta = read_cycle_log(out / "cycles.exolog")
+    assert len(records) == s["cycles"]
+    # a record holds its cycle's wake latency and the previous cycle's compute time
+    wake, compute = records["wake_us"][:100], records["compute_us"][1:101]
+    assert np.all(wake + compute < 1e6 / meta["rate_hz"]), (wake, compute)
+    assert s["timing"]["overruns"] <= 0.001 * s["cycles"] + 1
