@@ -19,11 +19,11 @@ from exo_rt.runtime.config import TopConfig
 
 
 def bringup(bench: Bench, seconds: float = 0.5) -> dict:
-    """Every node answers, mapping verified, state machine to operation enabled and back,
+    """Every node answers, mapping written, state machine to operation enabled and back,
     heartbeat periods and bus load measured."""
     report: dict = {"buses": {}}
     for d in bench.drives:
-        d.configure()  # SDO: mode, heartbeat, mapping read back (BusError if wrong)
+        d.configure()  # SDO: identity checked, mapping, heartbeat, mode written (BusError)
         cycles = d.enable()
         hb: dict[int, list[float]] = {int(n): [] for n in d.nodes}
         bits = 0

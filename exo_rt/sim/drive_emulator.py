@@ -308,6 +308,14 @@ class EmulatedDrive:
         """The RPDO1/TPDO1 layouts from 0x1400/0x1600 and 0x1800/0x1A00 (after each write)."""
         self._rx_cob, self._rx, self._rx_fields = self._layout(0x1400, True)
         self._tx_cob, self._tx, self._tx_fields = self._layout(0x1800, False)
+        # the per-SYNC fast paths: controlword and target torque found once; the default TPDO
+        rx_kinds = [f[0] for f in self._rx_fields]
+        self._rx_cw = rx_kinds.index(pdo.CONTROLWORD) if pdo.CONTROLWORD in rx_kinds else -1
+        self._rx_t = rx_kinds.index(pdo.TARGET_TORQUE) if pdo.TARGET_TORQUE in rx_kinds else -1
+        self._rx_t_limits = self._rx_fields[self._rx_t][1:3] if self._rx_t >= 0 else (0, 0)
+        self._rx_other = tuple((i, f[3], f[4]) for i, f in enumerate(self._rx_fields)
+                               if f[0] not in (pdo.CONTROLWORD, pdo.TARGET_TORQUE))
+        self._tx_default = self._tx is not None and self._tx.words() == c.TPDO1_MAP
         self._tx_type = self._int(0x1800, 2)
         self._tx_type = 255 if self._tx_type is None else self._tx_type
         self._syncs = 0
@@ -354,14 +362,15 @@ class EmulatedDrive:
         if len(data) < layout.size:
             return [c.emcy(self.node, EMCY_PDO_LENGTH, c.ERRREG_COMMUNICATION)]
         values = layout.struct.unpack_from(data)
-        for (kind, lo, hi, index, sub), v in zip(self._rx_fields, values, strict=True):
-            if kind == pdo.CONTROLWORD:
-                self._controlword(v)
-            elif kind == pdo.TARGET_TORQUE:
-                self.target_permille = lo if v < lo else hi if v > hi else v
-            else:  # any other mapped object: written into the dictionary
-                self.local.data_store.setdefault(index, {})[sub] = \
-                    _var(self.od, index, sub).encode_raw(v)
+        if self._rx_cw >= 0:
+            self._controlword(values[self._rx_cw])
+        if self._rx_t >= 0:
+            v = values[self._rx_t]
+            lo, hi = self._rx_t_limits
+            self.target_permille = lo if v < lo else hi if v > hi else v
+        for i, index, sub in self._rx_other:  # any other mapped object: into the dictionary
+            self.local.data_store.setdefault(index, {})[sub] = \
+                _var(self.od, index, sub).encode_raw(values[i])
         if len(data) > layout.size:
             return [c.emcy(self.node, EMCY_PDO_TOO_LONG, c.ERRREG_COMMUNICATION)]
         return []
@@ -446,20 +455,25 @@ class EmulatedDrive:
         elif tt > 240:  # 252/253: on request only; 254/255 event-driven: when data change
             if tt < 254:
                 return None
-        values = []
-        for kind, lo, hi, index, sub in self._tx_fields:
-            if kind == pdo.STATUSWORD:
-                v = c.STATUSWORD[self.state]
-            elif kind == pdo.POSITION:
-                v = ((counts - lo) % (hi - lo + 1)) + lo  # wraps like the encoder counter
-            elif kind == pdo.CURRENT:
-                v = int(round(current / self.rated_current_A * 1000.0))
-            elif kind:
-                v = self._live(kind)
-            else:
-                v = self._int(index, sub) or 0
-            values.append(lo if v < lo else hi if v > hi else v)
-        data = self._tx.struct.pack(*values)
+        if self._tx_default:  # statusword, position, current ‰ (the common case, kept cheap)
+            permille = int(round(current / self.rated_current_A * 1000.0))
+            data = self._tx.struct.pack(c.STATUSWORD[self.state], counts, -32768 if permille
+                                        < -32768 else 32767 if permille > 32767 else permille)
+        else:
+            values = []
+            for kind, lo, hi, index, sub in self._tx_fields:
+                if kind == pdo.STATUSWORD:
+                    v = c.STATUSWORD[self.state]
+                elif kind == pdo.POSITION:
+                    v = ((counts - lo) % (hi - lo + 1)) + lo  # wraps like the encoder counter
+                elif kind == pdo.CURRENT:
+                    v = int(round(current / self.rated_current_A * 1000.0))
+                elif kind:
+                    v = self._live(kind)
+                else:
+                    v = self._int(index, sub) or 0
+                values.append(lo if v < lo else hi if v > hi else v)
+            data = self._tx.struct.pack(*values)
         if tt == 0 or tt >= 254:
             if data == self._last_tx:
                 return None
