@@ -157,6 +157,9 @@ def test_sdo_abort_codes(master, tmp_path):
     for sub, word in ((1, 0x60640020), (2, 0x60640020), (3, 0x60640020)):
         down(0x1A00, sub, struct.pack("<I", word))
     assert abort(down, 0x1A00, 0, b"\x03") == 0x06040042  # 96 bits: longer than a frame
+    for mode in ("rb", "wb"):  # block transfers: refused, as CiA 301 allows
+        assert abort(lambda m=mode: node.sdo.open(0x1008, 0, m, block_transfer=True, size=4)
+                     .close()) == 0x05040001
     # a write-only object (an EDS with one)
     eds = tmp_path / "wo.eds"
     eds.write_text((EDS / "exo_drive.eds").read_text() + "\n[2000]\nParameterName=Command\n"

@@ -7,12 +7,12 @@ the vendor's, and the motor data (rated current and torque) as commissioned from
 file. Any CANopen master can configure it:
 
 - SDO server (the canopen library's, on that dictionary): expedited and segmented transfers
-  (a block upload is answered as a segmented one; block download is refused, 05040001h, as
-  CiA 301 allows), aborts with the standard codes — read-only 06010002h, write-only
-  06010001h, wrong length 06070010h, value above/below the EDS limits 06090031h/06090032h,
-  an invalid value 06090030h, no object 06020000h, no sub-index 06090011h, an object that
-  cannot be mapped 06040041h, a mapping longer than 8 bytes 06040042h, a mapping changed
-  while its PDO is valid 06010000h;
+  (block transfers are refused with 05040001h, as CiA 301 allows a server without them),
+  aborts with the standard codes — read-only 06010002h, write-only 06010001h, wrong length
+  06070010h, value above/below the EDS limits 06090031h/06090032h, an invalid value
+  06090030h, no object 06020000h, no sub-index 06090011h, an object that cannot be mapped
+  06040041h, a mapping longer than 8 bytes 06040042h, a mapping changed while its PDO is
+  valid 06010000h;
 - PDO communication and mapping parameters honoured (0x1400/0x1600, 0x1800/0x1A00: COB-ID
   and its valid bit, transmission type, mapping): a remapped PDO is sent and parsed in its
   new layout. The layouts are precomputed when those objects are written, so that the
@@ -119,6 +119,13 @@ class EmulatedDrive:
         self.local._write_callbacks.remove(self.local.nmt.on_write)
         self.local.add_write_callback(self._on_write)
         self.local.add_read_callback(self._on_read)
+        server = self.local.sdo
+
+        def no_block_upload(data: bytes) -> None:  # refused, as CiA 301 allows (no block SDO)
+            _, server._index, server._subindex = struct.unpack_from("<BHB", data)
+            server.abort(0x05040001)
+
+        server.block_upload = no_block_upload
         self._sdo_rx = c.SDO_RX + self.node
         self._counts = self._prev_counts = 0
         self._current = 0.0
