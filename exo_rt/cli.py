@@ -190,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from exo_rt.runtime.config import load_top
-    from exo_rt.runtime.controller import Controller, Injection, status_printer
+    from exo_rt.runtime.controller import Controller, Injection
 
     config = Path(args.config) if args.config else _default_config()
     top = load_top(config, controller=args.controller)
@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=args.start_pose,
-                     status=status_printer, rt_setup=not args.no_rt_setup, board=args.board)
+                     status=True, rt_setup=not args.no_rt_setup, board=args.board)
     ctl.can_format = args.can_log
     import signal
 

@@ -41,6 +41,7 @@ CAN_RTR_FLAG = 0x40000000
 CAN_ERR_FLAG = 0x20000000
 CAN_EFF_MASK = 0x1FFFFFFF
 CAN_FRAME = struct.Struct("=IB3x8s")  # struct can_frame (classic CAN, 16 bytes)
+IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux <linux/in.h>
 
 
 class Frame:
@@ -76,6 +77,7 @@ class FramePort(abc.ABC):
         self.tap = None  # a recording ring (FrameRing) or None
         self.channel_index = 0  # the bus's index in the recording
         self.frame = Frame()
+        self.send_errors = 0  # frames the OS would not take (a full queue): dropped, counted
 
     @abc.abstractmethod
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
@@ -128,7 +130,11 @@ class SocketcanPort(FramePort):
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
         can_id = arbitration_id | CAN_EFF_FLAG if extended else arbitration_id
-        self.sock.send(CAN_FRAME.pack(can_id, len(data), data))
+        try:
+            self.sock.send(CAN_FRAME.pack(can_id, len(data), data))
+        except OSError:  # ENOBUFS/EAGAIN: the adapter's queue is full (bus-off, no ACK)
+            self.send_errors += 1
+            return
         self._record(arbitration_id, data, time.time(), False, extended)
 
     def recv(self) -> Frame | None:
@@ -166,6 +172,10 @@ class UdpMulticastPort(FramePort):
         mc = bus._multicast  # python-can's GeneralPurposeUdpMulticastBus
         self.sock = mc._socket
         self.sock.setblocking(False)
+        try:  # Linux delivers every group on the port to every socket bound to it unless told
+            self.sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)  # not to: runs side
+        except OSError:  # by side (other groups, same port) then never hear each other
+            pass
         self.destination = mc._send_destination
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
         self._unpackb = msgpack.unpackb
@@ -185,7 +195,11 @@ class UdpMulticastPort(FramePort):
         f["data"] = data
         raw = self._packer.pack(f)
         self._sent.append(raw)
-        self.sock.sendto(raw, self.destination)
+        try:
+            self.sock.sendto(raw, self.destination)
+        except OSError:  # the group's receivers are not draining: dropped, counted
+            self.send_errors += 1
+            return
         self._record(arbitration_id, data, now, False, extended)
 
     def recv(self) -> Frame | None:

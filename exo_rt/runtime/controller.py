@@ -15,7 +15,6 @@ process SCHED_OTHER on the others — each placement reported.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety
+from exo_rt.runtime.buses import open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, last_cpu, realtime_setup, realtime_teardown
@@ -49,7 +49,6 @@ from exo_rt.runtime.states import (
     STATES,
     STOPPING,
 )
-from exo_rt.sim.launch import HARDWARE_NICE
 
 __all__ = ["Controller", "Injection", "RunResult", "Fault", "INJECT_KINDS", "SIM_KIND", "STATES",
            "BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN"]
@@ -71,72 +70,6 @@ class RunResult:
     run_dir: Path | None
     exit_code: int
     setup: list[str] = field(default_factory=list)
-
-
-def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: int,
-               plant: Mechanism | None, cpus: set[int]):
-    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface."""
-    from exo_rt.sim.launch import SIM_SPECS, SimulatedBuses
-
-    if spec in SIM_SPECS:
-        return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                              plant=plant, cpus=cpus)
-    return HardwareBuses(top, spec, cpus)
-
-
-class HardwareBuses:
-    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]``; an
-    emulated board, if asked for, in its own process (``python -m firmware_bridge.emulator``)."""
-
-    lockstep = False
-    world = None
-    process = None
-    clock = staticmethod(time.monotonic)
-    pending: list = []
-
-    def __init__(self, top: TopConfig, spec: str, cpus: set[int] | None = None) -> None:
-        import can
-
-        self.board_process = None
-        self._cpus = cpus
-        interface, _, rest = spec.partition(":")
-        channel, _, bitrate = rest.partition("@")
-        if not interface or not channel:
-            raise ConfigError(f"cannot read the bus spec '{spec}'", None,
-                              "write INTERFACE:CHANNEL[@BITRATE], e.g. socketcan:can0")
-        self.buses, self.specs = [], []
-        for _ in top.buses:
-            try:
-                kw = {"bitrate": int(bitrate)} if bitrate else {}
-                if interface == "slcan":
-                    kw["sleep_after_open"] = 0
-                self.buses.append(can.Bus(interface=interface, channel=channel, **kw))
-                self.specs.append(spec)
-            except (can.CanError, OSError, ValueError, ImportError) as exc:
-                self.close()
-                raise BusError(f"cannot open bus '{spec}' ({exc})", None,
-                               "check the interface name, the channel and that the adapter is "
-                               "connected (see docs/deploy.md)") from None
-
-    def board_path(self) -> str:
-        from exo_rt.runtime.processes import Helper
-
-        self.board_process = Helper("board emulator", "firmware_bridge.emulator", [],
-                                    cpus=self._cpus, nice=HARDWARE_NICE)
-        return self.board_process.ready_line.split("=", 1)[1]
-
-    def board_command(self, line: str) -> None:
-        if self.board_process is not None:
-            self.board_process.send(line)
-
-    def tick(self) -> None:
-        """Nothing to advance: hardware keeps its own time."""
-
-    def close(self) -> None:
-        for bus in self.buses:
-            bus.shutdown()
-        if self.board_process is not None:
-            self.board_process.stop()
 
 
 class Controller:
@@ -638,11 +571,3 @@ class Controller:
                 f.write(json.dumps(e) + "\n")
         return out_dir
 
-
-def status_printer(line: str) -> None:
-    """A status line (stderr; rewritten in place on a terminal)."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\r" + line)
-    else:
-        sys.stderr.write(line + "\n")
-    sys.stderr.flush()

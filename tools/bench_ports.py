@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Per-frame cost of the cycle's CAN I/O: python-can's own API against the frame ports
+(:mod:`exo_rt.bus.port`), on the interfaces this machine has.
+
+    python tools/bench_ports.py [--frames N]
+
+udp_multicast (cross-process, what the real-time simulation uses): send, and receive of a
+frame that has arrived, through ``bus.send``/``bus.recv`` and through ``UdpMulticastPort``.
+socketcan: measured where a ``vcan0``/``can0`` interface is up (``ip link add dev vcan0 type
+vcan``); otherwise the ``struct can_frame`` codec alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import time
+
+import can
+import numpy as np
+
+from exo_rt.bus.port import CAN_FRAME, SocketcanPort, open_port
+
+
+def timed_blocks(setup, fn, blocks: int = 200, per_block: int = 20) -> float:
+    """Median µs of ``fn()``: ``setup()`` (untimed) then ``per_block`` timed calls, per block."""
+    out = []
+    for _ in range(blocks):
+        setup()
+        t0 = time.perf_counter()
+        for _ in range(per_block):
+            fn()
+        out.append((time.perf_counter() - t0) / per_block * 1e6)
+    return float(np.median(out))
+
+
+def per_call(fn, n: int) -> float:
+    """Median µs of ``fn()`` over n calls, in 20 blocks."""
+    return timed_blocks(lambda: None, fn, 20, max(1, n // 20))
+
+
+def udp(n: int) -> None:
+    group = "239.74.251.1"
+    a = can.Bus(interface="udp_multicast", channel=group)
+    b = can.Bus(interface="udp_multicast", channel=group)
+    port = open_port(a)  # a's socket: now non-blocking, read by the port
+    msg = can.Message(arbitration_id=0x201, data=b"\x0f\x00\x10\x27", is_extended_id=False)
+    blocks = max(20, n // 50)
+
+    def drain() -> None:  # untimed: both sockets emptied, as the two sides do every cycle
+        time.sleep(0.001)  # what is still being delivered (the loopback's softirq) arrives
+        while b.recv(0.0) is not None:
+            pass
+        port.drain()
+
+    send_api = timed_blocks(drain, lambda: a.send(msg), blocks)
+    send_port = timed_blocks(drain, lambda: port.send(0x201, b"\x0f\x00\x10\x27"), blocks)
+
+    def fill() -> None:  # untimed: 20 frames from the other bus waiting on a's socket
+        drain()
+        for _ in range(20):
+            b.send(msg)
+        time.sleep(0.002)
+
+    recv_api = timed_blocks(fill, lambda: a.recv(0.0), blocks)
+    recv_port = timed_blocks(fill, port.recv, blocks)
+    print(f"  udp_multicast  send: python-can {send_api:6.1f} µs, port {send_port:6.1f} µs "
+          f"({send_api / send_port:.1f}×)")
+    print(f"  udp_multicast  recv: python-can {recv_api:6.1f} µs, port {recv_port:6.1f} µs "
+          f"({recv_api / recv_port:.1f}×)")
+    for bus in (a, b):
+        bus.shutdown()
+
+
+def socketcan(n: int) -> None:
+    try:
+        bus = can.Bus(interface="socketcan", channel="vcan0")
+    except (OSError, can.CanError, ImportError):
+        bus = None
+    if bus is None:
+        x, y = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        port = SocketcanPort(None, sock=x)
+        raw = CAN_FRAME.pack(0x181, 8, bytes(8))
+        enc = per_call(lambda: CAN_FRAME.pack(0x201, 4, b"\x0f\x00\x10\x27"), n)
+        dec = per_call(lambda: port.decode(raw, 0.0), n)
+        print(f"  socketcan: no vcan0 here; struct can_frame codec: encode {enc:.2f} µs, decode "
+              f"{dec:.2f} µs (+ one send/recv system call per frame)")
+        return
+    port = open_port(bus)
+    msg = can.Message(arbitration_id=0x201, data=b"\x0f\x00\x10\x27", is_extended_id=False)
+    send_api = per_call(lambda: bus.send(msg), n)
+    send_port = per_call(lambda: port.send(0x201, b"\x0f\x00\x10\x27"), n)
+    print(f"  socketcan vcan0  send: python-can {send_api:6.1f} µs, port {send_port:6.1f} µs")
+    bus.shutdown()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=20000)
+    args = ap.parse_args(argv)
+    print("per-frame cost of the cycle's CAN I/O (median of 20 blocks):")
+    udp(args.frames)
+    socketcan(args.frames)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
