@@ -1,0 +1,825 @@
+"""Numba warm-up: every njit kernel the run, the simulator and the bench use, compiled ahead.
+
+Why. numba compiles a kernel on its first call — for the controller's cycle and the
+simulated leg about 15 s on a 2-core machine, in silence, before READY. The on-disk cache
+(``exo_rt/__init__.py``) makes later starts load them in well under a second, but a fresh
+install or an edit of a kernel module empties it. So:
+
+- ``exo-rt warmup`` compiles everything listed here into the cache (``.ci/run`` runs it after
+  the install), in this process and worker processes at once (one per CPU), printing one
+  line per entry that compiled;
+- :func:`ensure` (the controller calls it before opening its buses) does the same for the
+  run's groups when the cache is cold — with progress on stderr instead of silence — and
+  costs one file lookup when it is warm;
+- :func:`report_compiles` prints any kernel the registry missed when it compiles later (in
+  the middle of a run, where it would stall the cycle).
+
+The registry. An entry is a callable that runs one kernel (or a few small ones) once with
+arguments of *exactly* the types the runtime passes: numba compiles one specialisation per
+distinct argument types — int vs float scalars, C- vs A-contiguous, read-only vs writable
+arrays — so an entry with other types would compile something the runtime never loads. Take
+arrays from :class:`Context` (built with the runtime's own constructors) rather than
+inventing them. Adding a kernel is one line::
+
+    add("control.my_filter", "controller", lambda c: my_filter(c.z(), c.z(), c.dt))
+
+``after`` names the entries whose kernels this one calls inside njit: they are compiled first
+(perhaps by another worker) so that this one links their cached code instead of compiling it
+a second time. That is how the plant step, one long chain of calls, spreads over the workers.
+
+Groups: ``controller`` (the cycle: dynamics, laws, safety, estimate, reference, and the
+controller's own warm-up), ``plant`` (the simulated leg's step), ``bench`` (the HIL bench
+loop), ``sim`` (the plant's read-outs, model-in-the-loop), ``dynamics`` (the rest of the
+dynamics facade, closed chains, the integrator).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+GROUPS = ("controller", "plant", "bench", "sim", "dynamics")
+RUN_GROUPS = ("controller", "plant")  # what `exo-rt run` on the simulated leg needs
+_WORKER_ENV = "EXO_RT_WARMUP_WORKER"  # set in worker processes: ensure() does nothing there
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One warm-up step: ``run(context)`` compiles and runs its kernels once. ``cost``: a
+    guess of its compile time (s), to start long chains first until a run has measured it."""
+
+    name: str
+    group: str
+    run: Callable[[Context], object]
+    after: tuple[str, ...] = ()
+    cost: float = 0.5
+
+
+ENTRIES: dict[str, Entry] = {}
+
+
+def add(name: str, group: str, run: Callable[[Context], object],
+        after: Iterable[str] = (), cost: float = 0.5) -> None:
+    """Register ``run`` under ``name`` (unique) in ``group`` (one of :data:`GROUPS`)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown warm-up group '{group}' (one of {', '.join(GROUPS)})")
+    if name in ENTRIES:
+        raise ValueError(f"warm-up entry '{name}' is registered twice")
+    ENTRIES[name] = Entry(name, group, run, tuple(after), cost)
+
+
+def default_config() -> Path:
+    """configs/exo_leg.yaml of the working directory, else of the source tree (as the CLI)."""
+    rel = Path("configs") / "exo_leg.yaml"
+    here = Path.cwd() / rel
+    return here if here.exists() else Path(__file__).resolve().parents[1] / rel
+
+
+class Context:
+    """Representative arguments, made by the runtime's own constructors from a top config.
+
+    Lazy: an entry pays only for what it uses (the plant, say, runs kernels when built).
+    """
+
+    def __init__(self, top=None, *, config: str | Path | None = None,
+                 controller: str | None = None) -> None:
+        self._top = top
+        self._config = config
+        self._controller = controller
+
+    @cached_property
+    def top(self):
+        if self._top is not None:
+            return self._top
+        from exo_rt.runtime.config import load_top
+
+        return load_top(self._config or default_config(), controller=self._controller)
+
+    def spec(self) -> dict:
+        """What a worker process needs to build the same context."""
+        return {"config": str(Path(self.top.path).resolve()),
+                "controller": str(self.top.controller.source)}
+
+    @property
+    def variant(self) -> str:
+        """What changes which kernels the entries compile: tree or closed-chain dynamics."""
+        return "closed" if self.robot.closure is not None else "tree"
+
+    @cached_property
+    def robot(self):
+        return self.top.robot
+
+    @cached_property
+    def cfg(self):
+        return self.top.controller
+
+    @property
+    def n(self) -> int:
+        return self.robot.nq
+
+    @property
+    def dt(self) -> float:
+        return 1.0 / self.top.rate_hz
+
+    def z(self, *shape: int) -> np.ndarray:
+        """Zeros, float64, C-contiguous, writable; shape (n,) unless given."""
+        return np.zeros(shape or (self.n,))
+
+    def zi(self, k: int | None = None) -> np.ndarray:
+        """Zeros, int64, shape (n,) unless given (drive flags, streaks)."""
+        return np.zeros(self.n if k is None else k, dtype=np.int64)
+
+    @cached_property
+    def dyn(self) -> tuple[np.ndarray, np.ndarray]:
+        """(packed, workspace) of the robot, as the kernels take them (read-only packed
+        arrays); not a Dynamics facade, whose construction compiles its own entry points."""
+        return _packed(self.robot)
+
+    @cached_property
+    def dyn_exo(self) -> tuple[np.ndarray, np.ndarray]:
+        """(packed, workspace) of the exoskeleton alone (the transparent law)."""
+        return _packed(self.top.exo)
+
+    @cached_property
+    def tc(self) -> np.ndarray:
+        from exo_rt.config import transmission_rows
+
+        return transmission_rows(self.robot, self.cfg)
+
+    @cached_property
+    def limits(self) -> np.ndarray:
+        from exo_rt.runtime import safety
+
+        s = self.top.safety
+        return safety.limits_array(self.robot, s.joint_margin, s.tracking_error,
+                                   self.cfg.current_limit)
+
+    @cached_property
+    def sopts(self) -> np.ndarray:
+        s = self.top.safety
+        return np.array([s.stop_time, s.stale_cycles, s.overrun_streak], dtype=float)
+
+    @cached_property
+    def coeffs(self) -> np.ndarray:
+        from exo_rt.control import trajectory
+
+        ref = self.cfg.reference
+        kinds = [ref.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
+                 for nm in self.robot.joint_names]
+        return trajectory.gait_coefficients(list(self.robot.joint_names), kinds, ref.amplitude)
+
+    @cached_property
+    def plant(self):
+        """The simulated leg (building it runs the pre-twist kernels: entry ``plant.reset``)."""
+        from exo_rt.sim.plant import Plant
+
+        return Plant(self.robot, dt=self.dt)
+
+    def plant_args(self) -> tuple:
+        """(pk, ws, tp, st, cmd, q, v, h, sc, x0): the plant step's arrays and views as the
+        sub-step passes them (q, v rows of st; h the sub-step, x0 the scratch's vector rows)."""
+        from exo_rt.sim.plant import S_Q, S_V
+
+        p = self.plant
+        st = p.state
+        return (p.pk, p.ws, p.tp, st, p.cmd, st[S_Q], st[S_V], p.dt / p.substeps, p.scratch,
+                2 * st.shape[1])
+
+
+def _packed(mech) -> tuple[np.ndarray, np.ndarray]:
+    from exo_rt.dynamics import kernels
+
+    return mech.packed, np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
+
+
+# ---------------------------------------------------------------- the registry
+def _law_torque(c: Context) -> None:
+    from exo_rt.control import laws
+
+    z, n = c.z, c.n
+    laws.law_torque(c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains, laws.law_state(n), z(),
+                    z(), z(), z(), z(), z(), c.dt, z(), laws.law_scratch(n))
+
+
+def _controller(c: Context) -> None:
+    """The controller's own warm-up — whatever its cycle kernels are — on the lockstep
+    simulated bus without the board: exactly the runtime's types, by construction."""
+    from exo_rt.runtime.controller import Controller
+
+    ctl = Controller(c.top, "sim", board=None)
+    try:
+        ctl._warm_up()
+    finally:
+        close = getattr(ctl, "close_buses", None)
+        if close is not None:
+            close()
+        else:
+            for d in ctl.drives:
+                d.bus.shutdown()
+
+
+def _facade(c: Context) -> None:
+    """The Dynamics facade: building one prepares its entry points (compiled, or loaded)."""
+    from exo_rt.dynamics import Dynamics
+
+    Dynamics(c.robot)
+
+
+def _plant_parts(c: Context) -> None:
+    from exo_rt.sim import plant as p
+
+    pk, ws, tp, st, cmd, q, v, h, sc, x0 = c.plant_args()
+    p._begin(tp, st, cmd, q, v, sc)
+    p._current_slopes(tp, st, cmd, v, sc[x0 + p.X_A1], h, sc)
+    p._first_reversal(tp, st, sc[x0 + p.X_V0], v)
+    p._stop_reversals(tp, st, v)
+    p._hysteresis(tp, st, q, sc[x0 + p.X_TW])
+    p._restore(tp, st, q, v, sc)
+
+
+def _plant(fn_name: str):
+    """Run a plant sub-step kernel ``fn_name`` as :func:`exo_rt.sim.plant._substep` calls it."""
+    def run(c: Context) -> None:
+        from exo_rt.sim import plant as p
+
+        pk, ws, tp, st, cmd, q, v, h, sc, x0 = c.plant_args()
+        args = {"_accelerations": (pk, ws, tp, st, q, v, sc, sc[x0 + p.X_A1]),
+                "_stick_or_slip": (pk, ws, tp, st, q, v, sc, sc[x0 + p.X_A1]),
+                "_rk4": (pk, ws, tp, st, q, v, h, sc),
+                "_forces": (tp, st, q, v, sc[x0 + p.X_T], sc[x0 + p.X_F]),
+                "_substep": (pk, ws, tp, st, cmd, q, v, h, sc)}[fn_name]
+        getattr(p, fn_name)(*args)
+        c.plant.reset(np.zeros(c.robot.nq))
+
+    return run
+
+
+def _plant_step(c: Context) -> None:
+    """As :meth:`exo_rt.sim.simbus.SimWorld.warm_up`: one step at zero current."""
+    c.plant.step(np.zeros_like(c.plant.cmd))
+    c.plant.reset(np.zeros(c.robot.nq))
+
+
+def _plant_readouts(c: Context) -> None:
+    _ = c.plant.flexspline_torques, c.plant.energy()
+
+
+def _cholesky_a(c: Context) -> None:
+    """cholesky_solve on a sub-block (A-contiguous), as the plant's free-coordinate solve."""
+    from exo_rt.dynamics import kernels
+
+    m = np.eye(c.n + 1)[: c.n, : c.n]
+    kernels.cholesky_solve(m, c.z(), c.z())
+
+
+def _hil_loop(c: Context) -> None:
+    from exo_rt.hil.bench import loop_acceleration
+
+    z = c.z
+    loop_acceleration(z(), z(), z(), z(), z(), z(), z(), z(), c.dt, z())
+
+
+def _mil(c: Context) -> None:
+    from exo_rt.sim.mil import run_mil
+
+    run_mil(c.robot, c.cfg, cycles=1e-3 / c.cfg.reference.period, dt=c.dt)
+
+
+def _facade_rest(c: Context) -> None:
+    """The Dynamics methods the controller does not call (tests, tools, exo-rt bench)."""
+    from exo_rt.dynamics import Dynamics
+
+    z, d = c.z, Dynamics(c.robot)
+    d.forward_dynamics(z(), z(), z(), out=z())
+    d.energy(z(), z(), out=z(2))
+    d.frame_positions(z())
+    d.frame_rotations(z())
+
+
+def _closed_chain(c: Context) -> None:
+    """A robot with a loop closure: the reduced (closed-chain) dynamics kernels."""
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.model import load_mechanism
+
+    mech = load_mechanism(Path(__file__).resolve().parents[1] / "configs" / "robots"
+                          / "fourbar_knee.yaml")
+    d = Dynamics(mech)
+    q = np.zeros(mech.nq)
+    d.mass_matrix(q), d.bias_forces(q, q), d.gravity(q), d.inverse_dynamics(q, q, q)
+    d.forward_dynamics(q, q, q), d.energy(q, q), d.frame_positions(q)
+
+
+def _integrate(c: Context) -> None:
+    from exo_rt.dynamics.integrate import rk4_scratch, rk4_step, simulate_energy
+
+    pk, ws = c.dyn
+    scratch = rk4_scratch(c.n)
+    rk4_step(pk, ws, c.z(), c.z(), c.z(), 1e-3, scratch)
+    simulate_energy(pk, ws, c.z(), c.z(), c.z(), 1e-3, 2, 1, scratch, c.z(2, 2))
+
+
+def _register() -> None:
+    from exo_rt.control import estimate, trajectory
+    from exo_rt.control import laws as lw
+    from exo_rt.dynamics import kernels as k
+    from exo_rt.runtime import safety as sf
+
+    dyn = ("dyn.gravity", "dyn.mass_matrix", "dyn.inverse_dynamics", "dyn.bias_forces")
+    # controller: the dynamics first (every law and the plant inline them)
+    add("dyn.gravity", "controller", lambda c: k.gravity_forces(*c.dyn, c.z(), c.z()),
+        cost=2.0)
+    add("dyn.mass_matrix", "controller",
+        lambda c: k.mass_matrix(*c.dyn, c.z(), c.z(c.n, c.n)), after=dyn[:1])
+    add("dyn.inverse_dynamics", "controller",
+        lambda c: k.inverse_dynamics(*c.dyn, c.z(), c.z(), c.z(), c.z()), after=dyn[:1])
+    add("dyn.bias_forces", "controller",
+        lambda c: k.bias_forces(*c.dyn, c.z(), c.z(), c.z()), after=dyn[:1])
+    add("dyn.facade", "controller", _facade, cost=5.0)
+    add("law.torque", "controller", _law_torque, after=dyn, cost=1.5)
+    add("law.torque_to_current", "controller",
+        lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.tc, True, c.z()),
+        after=("dyn.mass_matrix", "dyn.facade"))  # transmission rows: the rotors' inertia
+    add("safety.check", "controller",  # as the cycle kernel calls it: a float overrun streak
+        lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
+                           0.0, False, c.z(), c.zi(2)))
+    add("safety.safe_action", "controller",
+        lambda c: sf.safe_action(0, c.z(), c.z(), c.z(), 1.0, 1.0, 1.0, c.z()))
+    add("estimate.velocity_update", "controller",
+        lambda c: estimate.velocity_update(c.z(), c.z(), c.z(), c.dt, 0.5))
+    add("trajectory.gait", "controller",
+        lambda c: trajectory.gait(0.0, 1.0, c.coeffs, c.z(), c.z(), c.z()))
+    add("trajectory.minimum_jerk", "controller",
+        lambda c: trajectory.minimum_jerk(0.0, 1.0, c.z(), c.z(), c.z(), c.z(), c.z()))
+    add("trajectory.phase_events", "controller",
+        lambda c: (trajectory.phase_on_heel_strike(np.array([0.0, 1.0, 0.0]), 1.0, 0.5, 2.0,
+                                                   0.5),
+                   trajectory.phase_from_events(np.array([0.0, 1.0, 0.0]), 0.0)))
+    add("controller.warm_up", "controller", _controller,
+        after=(*dyn, "dyn.facade", "law.torque", "law.torque_to_current", "safety.check",
+               "safety.safe_action", "estimate.velocity_update", "trajectory.gait",
+               "trajectory.minimum_jerk", "trajectory.phase_events", "plant.reset"),
+        cost=6.0)
+    # plant: the sub-step's call tree, leaves first, so that workers share it out
+    add("plant.reset", "plant", lambda c: c.plant, after=dyn[:1])
+    add("plant.cholesky", "plant", _cholesky_a)
+    add("plant.forces", "plant", _plant("_forces"), after=("plant.reset",))
+    add("plant.parts", "plant", _plant_parts, after=("plant.reset",), cost=1.5)
+    add("plant.accelerations", "plant", _plant("_accelerations"),
+        after=("dyn.mass_matrix", "dyn.bias_forces", "plant.cholesky", "plant.forces"),
+        cost=1.0)
+    add("plant.stick_or_slip", "plant", _plant("_stick_or_slip"), after=("plant.accelerations",),
+        cost=1.0)
+    add("plant.rk4", "plant", _plant("_rk4"), after=("plant.accelerations",), cost=1.0)
+    add("plant.substep", "plant", _plant("_substep"),
+        after=("plant.parts", "plant.stick_or_slip", "plant.rk4"), cost=1.5)
+    add("plant.step", "plant", _plant_step, after=("plant.substep",), cost=1.5)
+    # the HIL bench (its check takes the overrun streak as an int), the simulator's read-outs
+    # and model-in-the-loop
+    add("hil.loop_acceleration", "bench", _hil_loop)
+    add("hil.safety_check", "bench",
+        lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
+                           0, False, c.z(), c.zi(2)))
+    add("plant.readouts", "sim", _plant_readouts, after=("plant.reset",), cost=1.5)
+    add("mil.loop", "sim", _mil, after=("law.torque", "law.torque_to_current", "plant.step",
+                                        "trajectory.gait", "estimate.velocity_update"), cost=8.0)
+    # the rest of the dynamics
+    add("dyn.facade_rest", "dynamics", _facade_rest, after=(*dyn, "dyn.facade"))
+    add("dyn.closed_chain", "dynamics", _closed_chain, after=(*dyn, "dyn.facade"), cost=5.0)
+    add("dyn.integrate", "dynamics", _integrate, after=("dyn.facade_rest",))
+
+
+_register()
+
+
+# ---------------------------------------------------------------- compile events
+class _Compiles:
+    """numba's compile events, per thread: which kernels an entry compiled, and the ones
+    compiled outside any entry (reported, they were missed by the registry)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.report = None  # callable(line) for compiles outside an entry
+        from numba.core import event
+
+        outer = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev) -> None:
+                outer.on_start(ev)
+
+            def on_end(self, ev) -> None:
+                outer.on_end(ev)
+
+        event.register("numba:compile", Listener())
+
+    def _stack(self) -> list:
+        if not hasattr(self.local, "stack"):
+            self.local.stack, self.local.names = [], None
+        return self.local.stack
+
+    def on_start(self, ev) -> None:
+        self._stack().append(time.perf_counter())
+
+    def on_end(self, ev) -> None:
+        stack = self._stack()
+        t0 = stack.pop() if stack else time.perf_counter()
+        d = ev.data["dispatcher"]
+        name = f"{d.py_func.__module__}.{d.py_func.__qualname__}"
+        if self.local.names is not None:
+            self.local.names.append(name)
+        elif not stack and self.report is not None:
+            sig = ", ".join(str(a) for a in ev.data["args"])
+            sig = sig if len(sig) <= 80 else sig[:77] + "..."
+            self.report(f"numba: compiled {name}({sig}) in {time.perf_counter() - t0:.2f} s")
+
+    def run(self, entry: Entry, ctx: Context) -> dict:
+        """Run one entry in this thread: seconds, the kernels it compiled, error."""
+        self._stack()
+        self.local.names = names = []
+        t0 = time.perf_counter()
+        error = None
+        try:
+            entry.run(ctx)
+        except Exception as exc:  # a broken entry must not stop the others
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            msg = str(exc).strip().splitlines()
+            error = (f"{type(exc).__name__}: {msg[0] if msg else ''} "
+                     f"({Path(last.filename).name}:{last.lineno})")[:300]
+        finally:
+            self.local.names = None
+        return {"name": entry.name, "s": time.perf_counter() - t0, "compiled": names,
+                "error": error}
+
+
+_COMPILES: _Compiles | None = None
+
+
+def _compiles() -> _Compiles:
+    global _COMPILES
+    if _COMPILES is None:
+        _COMPILES = _Compiles()
+    return _COMPILES
+
+
+def report_compiles(stream=None, note: str = "") -> None:
+    """From now on, print every kernel compiled outside a warm-up entry (with its time and
+    ``note``) to ``stream`` (stderr): on a warm cache nothing compiles, nothing is printed."""
+    out = stream or sys.stderr
+    _compiles().report = lambda line: print(line + note, file=out, flush=True)
+
+
+# ---------------------------------------------------------------- workers and scheduling
+def select(groups: Iterable[str] = GROUPS, names: Iterable[str] = ()) -> list[str]:
+    """Entry names of ``groups`` plus ``names``, in registry order."""
+    groups, names = set(groups), set(names)
+    unknown = names - set(ENTRIES)
+    if unknown:
+        raise KeyError(f"no warm-up entry {', '.join(sorted(unknown))}")
+    return [e.name for e in ENTRIES.values() if e.group in groups or e.name in names]
+
+
+def _times_file() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "exo-rt" / "warmup-times.json"
+
+
+def _measured() -> dict[str, float]:
+    """Each entry's compile time (s) the last time it compiled on this machine."""
+    try:
+        return {k: float(v) for k, v in json.loads(_times_file().read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _remember(results: list[dict]) -> None:
+    times = _measured()
+    times.update({r["name"]: round(r["s"], 3) for r in results
+                  if r["compiled"] and not r["error"]})
+    try:
+        path = _times_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps(times, indent=0, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def _priorities(todo: list[str]) -> dict[str, float]:
+    """Seconds of the longest chain from each entry through its dependents (measured times,
+    else the entries' guesses): the critical path goes first."""
+    cost = {n: ENTRIES[n].cost for n in todo}
+    cost.update({n: t for n, t in _measured().items() if n in cost})
+    below: dict[str, list[str]] = {n: [] for n in todo}
+    for n in todo:
+        for a in ENTRIES[n].after:
+            if a in below:
+                below[a].append(n)
+    memo: dict[str, float] = {}
+
+    def depth(n: str) -> float:
+        if n not in memo:
+            memo[n] = cost[n] + max((depth(m) for m in below[n]), default=0.0)
+        return memo[n]
+
+    return {n: depth(n) for n in todo}
+
+
+class _Worker:
+    """A worker process serving entries: sent their names one per line, it answers one JSON
+    result per line. Forked from this process where that is safe (Linux, no other thread
+    running: the child starts with numba, exo_rt and the context already loaded), else a new
+    interpreter that imports them and builds the context from :meth:`Context.spec`."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.pid = None
+        self.proc = None
+        if sys.platform.startswith("linux") and threading.active_count() == 1:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            r_task, w_task = os.pipe()
+            r_reply, w_reply = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: serve, then leave without the parent's exit handlers
+                code = 1
+                try:
+                    os.close(w_task)
+                    os.close(r_reply)
+                    _quiet_child()
+                    _serve(os.fdopen(r_task), os.fdopen(w_reply, "w", buffering=1), ctx)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(r_task)
+            os.close(w_reply)
+            self.pid = pid
+            self.tasks = os.fdopen(w_task, "w", buffering=1)
+            self.replies = os.fdopen(r_reply)
+        else:
+            env = dict(os.environ, **{_WORKER_ENV: "1"})
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from exo_rt.warmup import _worker; _worker()",
+                 json.dumps(ctx.spec())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+            self.tasks, self.replies = self.proc.stdin, self.proc.stdout
+
+    def run(self, name: str) -> dict:
+        try:
+            self.tasks.write(name + "\n")
+            self.tasks.flush()
+            line = self.replies.readline()
+        except OSError:
+            line = ""
+        if not line:
+            raise RuntimeError("the worker process died")
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.tasks.close()
+        except OSError:
+            pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        else:
+            os.waitpid(self.pid, 0)
+        self.replies.close()
+
+
+def _quiet_child() -> None:
+    """In a forked worker: no warm-up of its own, no compile reports, output to /dev/null."""
+    global _ACTIVE
+    _ACTIVE = True
+    os.environ[_WORKER_ENV] = "1"
+    _compiles().report = None
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+
+
+def _serve(inp, out, ctx: Context) -> None:
+    comp = _compiles()
+    for line in inp:
+        name = line.strip()
+        if name:
+            out.write(json.dumps(comp.run(ENTRIES[name], ctx)) + "\n")
+
+
+def _worker() -> None:
+    """Entry point of a spawned worker process (see :class:`_Worker`)."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the replies
+    spec = json.loads(sys.argv[1])
+    _serve(sys.stdin, out, Context(config=spec["config"], controller=spec["controller"]))
+
+
+def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
+                    progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run the entries ``names``: in this process and ``jobs − 1`` worker processes at once,
+    each taking the most critical entry whose ``after`` entries are done. Every worker compiles
+    into the same on-disk cache; this process then loads what the others compiled.
+
+    Returns one result per entry (``name``, ``s``, ``compiled``, ``error``, ``worker``).
+    """
+    global _ACTIVE
+    jobs = max(1, min(jobs or _default_jobs(), len(names)))
+    prio = _priorities(names)
+    todo = set(names)
+    done: set[str] = set()
+    running: set[str] = set()
+    results: list[dict] = []
+    cond = threading.Condition()
+    comp = _compiles()
+
+    def take() -> str | None:
+        with cond:
+            while True:
+                ready = [n for n in todo - running
+                         if all(a in done or a not in todo for a in ENTRIES[n].after)]
+                if ready:
+                    n = max(ready, key=lambda m: (prio[m], -names.index(m)))
+                    running.add(n)
+                    return n
+                if not todo - running:
+                    return None
+                cond.wait()
+
+    def finish(res: dict) -> None:
+        with cond:
+            running.discard(res["name"])
+            todo.discard(res["name"])
+            done.add(res["name"])
+            results.append(res)
+            cond.notify_all()
+        if progress is not None:
+            progress(res)
+
+    def local() -> None:
+        while (n := take()) is not None:
+            finish(dict(comp.run(ENTRIES[n], ctx), worker=0))
+
+    def remote(w: int, worker: _Worker) -> None:
+        try:
+            while (n := take()) is not None:
+                try:
+                    res = worker.run(n)
+                except (RuntimeError, ValueError) as exc:
+                    finish({"name": n, "s": 0.0, "compiled": [], "error": str(exc),
+                            "worker": w})
+                    return
+                finish(dict(res, worker=w))
+        finally:
+            worker.close()
+
+    _ACTIVE = True  # an entry that builds a Controller must not start a warm-up of its own
+    try:
+        if jobs > 1:
+            ctx.spec()  # load the config before forking: the workers inherit it
+        workers = [_Worker(ctx) for _ in range(1, jobs)]  # forks before any thread starts
+        threads = [threading.Thread(target=remote, args=(w, worker), daemon=True)
+                   for w, worker in enumerate(workers, 1)]
+        for t in threads:
+            t.start()
+        local()
+        for t in threads:
+            t.join()
+    finally:
+        _ACTIVE = False
+    return results
+
+
+def _default_jobs() -> int:
+    env = os.environ.get("EXO_RT_WARMUP_JOBS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------- the warm marker
+def _marker() -> Path | None:
+    """A file in numba's cache folder that lists the entries compiled into it, named after
+    the hash of the kernel sources (so a user-chosen NUMBA_CACHE_DIR is safe too)."""
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    if not cache:
+        return None
+    from exo_rt import code_key
+
+    return Path(cache) / f"exo-rt-warm-{code_key()}.json"
+
+
+def _warm_set() -> set[str]:
+    path = _marker()
+    try:
+        return set(json.loads(path.read_text())) if path else set()
+    except (OSError, ValueError):
+        return set()
+
+
+def _mark(tags: Iterable[str]) -> None:
+    path = _marker()
+    if path is None:
+        return
+    try:
+        merged = sorted(_warm_set() | set(tags))
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps(merged))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def _tags(names: Iterable[str], ctx: Context) -> set[str]:
+    return {f"{n}@{ctx.variant}" for n in names}
+
+
+# ---------------------------------------------------------------- front ends
+def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
+            jobs: int | None = None, names: Iterable[str] = (), force: bool = False,
+            stream=None, header: str | None = None) -> list[dict]:
+    """Compile the entries of ``groups`` (and ``names``) into numba's cache unless the
+    marker says they already are (``force``: run them anyway), printing to ``stream``
+    (stderr) a line per entry that compiled something and a summary. Returns the results."""
+    out = stream or sys.stderr
+    ctx = ctx or Context()
+    todo = select(groups, names)
+    if not force and _tags(todo, ctx) <= _warm_set():
+        return []
+    t0 = time.perf_counter()
+    jobs = max(1, min(jobs or _default_jobs(), len(todo)))
+    print(header or f"numba: compiling {len(todo)} warm-up entries in {jobs} "
+          f"process{'es' if jobs > 1 else ''} …", file=out, flush=True)
+    width = max(len(n) for n in todo)
+
+    def progress(res: dict) -> None:
+        if res["error"]:
+            print(f"  {res['name']:<{width}}  FAILED: {res['error']}", file=out, flush=True)
+        elif res["compiled"]:
+            k = len(res["compiled"])
+            print(f"  {res['name']:<{width}}  {res['s']:6.2f} s  {k} kernel{'s' * (k > 1)}"
+                  f"  [{time.perf_counter() - t0:5.1f} s, worker {res['worker']}]",
+                  file=out, flush=True)
+
+    results = compile_entries(todo, ctx, jobs=jobs, progress=progress)
+    ok = [r["name"] for r in results if not r["error"]]
+    _mark(_tags(ok, ctx))
+    _remember(results)
+    n_kernels = sum(len(r["compiled"]) for r in results)
+    failed = len(results) - len(ok)
+    print(f"numba: warm-up done in {time.perf_counter() - t0:.1f} s, {n_kernels} kernels "
+          f"compiled" + (f", {failed} entries FAILED" if failed else "")
+          + f" (cache {os.environ.get('NUMBA_CACHE_DIR', 'numba default')})",
+          file=out, flush=True)
+    return results
+
+
+_ACTIVE = False  # compile_entries() is running in this process
+
+
+def ensure(top=None, groups: Iterable[str] = RUN_GROUPS, *, stream=None) -> None:
+    """Before a run: on a cold cache compile the groups' kernels in parallel now (progress on
+    stderr, instead of 15 s of silence kernel by kernel later); on a warm one, nothing but a
+    file lookup. Kernels compiled afterwards anyway are reported (:func:`report_compiles`).
+
+    Does nothing in a warm-up worker or while a warm-up runs in this process; with
+    EXO_RT_WARMUP=0 kernels compile lazily on first call, one after the other, as numba does
+    by default (each still reported with its time).
+    """
+    if os.environ.get(_WORKER_ENV) or _ACTIVE:
+        return
+    if os.environ.get("EXO_RT_WARMUP") == "0":
+        report_compiles(stream)
+        return
+    report_compiles(stream, " — missed by exo_rt/warmup.py's registry")
+    warm_up(groups, ctx=Context(top), stream=stream,
+            header="numba: cache is cold (first start after a kernel module changed) — "
+                   "compiling in parallel; `exo-rt warmup` does this ahead of time …")
+
+
+def main(groups: Iterable[str] = GROUPS, *, config=None, controller=None, jobs=None,
+         force: bool = False, names: Iterable[str] = ()) -> int:
+    """``exo-rt warmup``: 0 when every entry ran, 1 when one failed (the registry needs a fix:
+    a kernel's arguments changed)."""
+    ctx = Context(config=config, controller=controller)
+    results = warm_up(groups, ctx=ctx, jobs=jobs, names=names, force=force)
+    if not results:
+        print(f"numba: cache already warm ({os.environ.get('NUMBA_CACHE_DIR')})",
+              file=sys.stderr)
+    return 1 if any(r["error"] for r in results) else 0

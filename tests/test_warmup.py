@@ -1,0 +1,160 @@
+"""The numba warm-up registry (exo_rt/warmup.py) and the cache key (exo_rt/__init__.py).
+
+The registry must cover what the run compiles: after ``exo-rt warmup`` into an empty cache, a
+run in a fresh process compiles nothing (numba's compile events count it). No timings here —
+speed is measured by tools/bench_startup.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from exo_rt import kernel_files, kernel_key, warmup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RUN_AND_COUNT = textwrap.dedent("""
+    import json, sys
+    from numba.core import event
+
+    compiled = []
+
+    class Count(event.Listener):
+        def on_start(self, ev):
+            pass
+
+        def on_end(self, ev):
+            d = ev.data["dispatcher"]
+            compiled.append(f"{d.py_func.__module__}.{d.py_func.__qualname__}")
+
+    event.register("numba:compile", Count())
+    from exo_rt.cli import main
+
+    rc = main(["run", "--duration", "0.05", "--out", sys.argv[1], "--no-rt-setup"])
+    print("COMPILED " + json.dumps({"rc": rc, "kernels": compiled}))
+""")
+
+
+def test_registry_is_consistent():
+    """Every ``after`` names an entry, groups are known, and there is no cycle."""
+    for e in warmup.ENTRIES.values():
+        assert e.group in warmup.GROUPS, e.name
+        assert set(e.after) <= set(warmup.ENTRIES), (e.name, set(e.after) - set(warmup.ENTRIES))
+    names = warmup.select()
+    prio = warmup._priorities(names)  # recursion through `after`: a cycle never ends
+    assert set(prio) == set(names)
+    assert set(warmup.select(warmup.RUN_GROUPS)) >= {"controller.warm_up", "plant.step"}
+
+
+@pytest.mark.slow
+def test_after_warmup_a_run_compiles_nothing(tmp_path):
+    """``exo-rt warmup`` of the run's groups into an empty cache (in parallel processes), then
+    ``exo-rt run`` in another process with the parallel warm-up off: it loads every kernel
+    from the cache and compiles none."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               XDG_CACHE_HOME=str(tmp_path / "xdg"), EXO_RT_WARMUP_JOBS="2")
+    warm = subprocess.run([sys.executable, "-m", "exo_rt", "warmup", "--group", "controller",
+                           "--group", "plant"], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    assert warm.returncode == 0, warm.stderr
+    assert "kernels compiled" in warm.stderr and "FAILED" not in warm.stderr, warm.stderr
+    run = subprocess.run([sys.executable, "-c", RUN_AND_COUNT, str(tmp_path / "run")],
+                         env=dict(env, EXO_RT_WARMUP="0"), cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    line = next((x for x in run.stdout.splitlines() if x.startswith("COMPILED ")), None)
+    assert line is not None, run.stdout + run.stderr
+    out = json.loads(line.removeprefix("COMPILED "))
+    assert out["rc"] == 0, run.stdout + run.stderr
+    assert len(out["kernels"]) == 0, f"compiled after the warm-up: {out['kernels']}"
+    again = subprocess.run([sys.executable, "-m", "exo_rt", "warmup", "--group", "controller",
+                            "--group", "plant"], env=env, cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0 and "already warm" in again.stderr, again.stderr
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    pkg = root / "pkg"
+    for name, text in files.items():
+        path = pkg / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return pkg
+
+
+KERNEL = """
+    import numpy as np
+    from numba import njit
+
+    from pkg.consts import WIDTH
+    from pkg.laws import law
+    from pkg import helpers
+
+    ROWS = WIDTH + 1  # read by the kernel: frozen into its compiled code
+
+
+    @njit(cache=True)
+    def step(x):
+        return law(x) * ROWS
+
+
+    def describe():
+        return helpers.text()  # Python only: the kernel never sees it
+"""
+
+
+def test_kernel_key_follows_what_kernels_read(tmp_path):
+    """The key covers kernel modules, the njit functions they call and the constants they
+    read (also through module-level expressions) — and nothing that only imports them or
+    that only their Python code uses."""
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "kernel.py": KERNEL,
+        "consts.py": "WIDTH = 3\n",
+        "laws.py": "from numba import njit\n\n\n@njit(cache=True)\ndef law(x):\n    return x\n",
+        "helpers.py": "def text():\n    return 'x'\n",
+        "app.py": "from pkg.kernel import step\n\n\ndef main():\n    return step(1.0)\n",
+        "sub/__init__.py": "",
+        "sub/cli.py": "from pkg import app\n",
+    })
+    names = {p.relative_to(pkg).as_posix() for p in kernel_files(pkg)}
+    assert names == {"__init__.py", "kernel.py", "consts.py", "laws.py"}
+    before = kernel_key(pkg)
+    for untouched in ("app.py", "helpers.py", "sub/cli.py"):
+        (pkg / untouched).write_text((pkg / untouched).read_text() + "# edited\n")
+        assert kernel_key(pkg) == before, untouched
+    (pkg / "consts.py").write_text("WIDTH = 4\n")
+    assert kernel_key(pkg) != before
+    before = kernel_key(pkg)
+    (pkg / "laws.py").write_text((pkg / "laws.py").read_text().replace("x\n", "x + 1\n"))
+    assert kernel_key(pkg) != before
+
+
+def test_kernel_key_is_conservative_when_unsure(tmp_path):
+    """A star import widens the set to the whole module; an unparsable file to every file."""
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "kernel.py": "from numba import njit\nfrom pkg.consts import *\n",
+        "consts.py": "A = 1\n",
+        "other.py": "B = 2\n",
+    })
+    names = {p.name for p in kernel_files(pkg)}
+    assert names == {"__init__.py", "kernel.py", "consts.py"}
+    (pkg / "broken.py").write_text("from numba import njit\ndef (:\n")
+    assert {p.name for p in kernel_files(pkg)} >= {"other.py", "broken.py"}
+
+
+def test_the_package_key_excludes_the_runtime_glue():
+    """In exo_rt itself: the laws, dynamics and plant are in the key; the CLI, the bus and
+    this registry are not (editing them keeps the compiled kernels)."""
+    pkg = ROOT / "exo_rt"
+    names = {p.relative_to(pkg).as_posix() for p in kernel_files(pkg)}
+    assert {"control/laws.py", "dynamics/kernels.py", "sim/plant.py",
+            "model/mechanism.py"} <= names
+    assert not names & {"cli.py", "warmup.py", "bus/drives.py", "record/replay.py"}

@@ -1,0 +1,111 @@
+"""Start-up time of ``exo-rt run`` to READY, cold (empty numba cache) and warm.
+
+Each repeat points ``NUMBA_CACHE_DIR`` at a new empty folder, runs ``python -m exo_rt run``
+once (cold: every kernel compiles) and once more on the same folder (warm: every kernel loads
+from the cache), and reads ``startup_s.process_to_ready`` from the run's summary.json —
+seconds from process start to READY, and the CPU seconds the run took (its worker processes
+included). Medians over the repeats, against the targets: cold ≤ 8 s, warm ≤ 1 s (2-core
+machine). ``--mode serial`` switches the parallel warm-up off (EXO_RT_WARMUP=0: numba's lazy
+compile, kernel after kernel — the behaviour before exo_rt/warmup.py); ``both`` alternates the
+two within each repeat, so that a machine shared with other work loads them alike. The load
+average is printed: on a busy machine the wall-clock figures mean little, the CPU ones more.
+``--warmup`` also times ``exo-rt warmup`` (every group) into an empty cache.
+
+    python tools/bench_startup.py [--repeats 3] [--mode parallel|serial|both] [--warmup]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"cold": 8.0, "warm": 1.0}  # s from process start to READY
+
+
+def to_ready(env: dict, out: Path, duration: float) -> tuple[float, float]:
+    """One ``exo-rt run``: (process-to-READY seconds from summary.json, CPU seconds)."""
+    before = os.times()
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", str(duration),
+                          "--out", str(out)], env=env, cwd=ROOT, capture_output=True,
+                         text=True)
+    after = os.times()
+    cpu = (after.children_user - before.children_user
+           + after.children_system - before.children_system)
+    summary = out / "summary.json"
+    if res.returncode not in (0, 1) or not summary.exists():
+        raise SystemExit(f"exo-rt run failed ({res.returncode}):\n{res.stderr[-2000:]}")
+    return float(json.loads(summary.read_text())["startup_s"]["process_to_ready"]), cpu
+
+
+def warmup_time(env: dict) -> float:
+    """Wall seconds of ``exo-rt warmup`` (every group) into the empty cache of ``env``."""
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "warmup"], env=env, cwd=ROOT,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"exo-rt warmup failed ({res.returncode}):\n{res.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--duration", type=float, default=0.2, help="RUN seconds of each run")
+    p.add_argument("--mode", choices=("parallel", "serial", "both"), default="parallel",
+                   help="parallel warm-up on a cold cache (default), numba's lazy compile, or "
+                        "both alternately")
+    p.add_argument("--warmup", action="store_true", help="also time `exo-rt warmup` (cold)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = p.parse_args(argv)
+    modes = ("parallel", "serial") if args.mode == "both" else (args.mode,)
+    figures: dict = {m: {"cold": [], "warm": [], "cold_cpu": []} for m in modes}
+    warmups: list[float] = []
+    print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="exo-rt-startup-") as tmp:
+        for r in range(args.repeats):
+            for mode in modes:
+                env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / f"numba-{mode}{r}"))
+                env["EXO_RT_WARMUP"] = "0" if mode == "serial" else "1"
+                for label in ("cold", "warm"):
+                    t, cpu = to_ready(env, Path(tmp) / f"run-{mode}{r}-{label}", args.duration)
+                    figures[mode][label].append(t)
+                    if label == "cold":
+                        figures[mode]["cold_cpu"].append(cpu)
+                    print(f"  repeat {r + 1}: {mode:<8} {label:<4} {t:6.2f} s to READY "
+                          f"({cpu:5.1f} s CPU, load {os.getloadavg()[0]:.2f})", flush=True)
+            if args.warmup:
+                env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / f"warmup{r}"))
+                warmups.append(warmup_time(env))
+                print(f"  repeat {r + 1}: exo-rt warmup (every group, cold) {warmups[-1]:6.2f} s",
+                      flush=True)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"start-up to READY, {cpus} CPUs, median of {args.repeats} "
+          f"(load average after: {os.getloadavg()[0]:.2f}):")
+    ok = True
+    for mode in modes:
+        for label, target in TARGETS.items():
+            med = statistics.median(figures[mode][label])
+            ok &= med <= target or mode == "serial"
+            cpu = (f", CPU {statistics.median(figures[mode]['cold_cpu']):.1f} s"
+                   if label == "cold" else "")
+            print(f"  {mode:<8} {label:<4} {med:6.2f} s  (target ≤ {target:g} s: "
+                  f"{'met' if med <= target else 'MISSED'}{cpu})  runs: "
+                  + ", ".join(f"{t:.2f}" for t in figures[mode][label]))
+    if warmups:
+        print(f"  exo-rt warmup, every group, cold: {statistics.median(warmups):.2f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"cpus": cpus, "modes": figures,
+                                               "warmup": warmups}, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
