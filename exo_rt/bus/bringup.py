@@ -164,6 +164,10 @@ def bring_up(drives) -> None:
         for k, (d, node) in enumerate(zip(cfg.drives, nodes, strict=True)):
             _configure(drives, k, node, d.profile or pdo.DEFAULT_PROFILE)
         network.nmt.send_command(c.NMT_START)
+    except can.CanError as exc:  # the adapter itself (bus-off, no link, a full TX queue …)
+        raise BusError(f"cannot send on bus '{cfg.name}' ({exc})", None,
+                       "check the adapter, the link and its state (docs/deploy.md: ip -details "
+                       "-statistics link show can0)") from None
     finally:
         notifier.stop(timeout=1.0)
         for node in nodes:  # unsubscribes its SDO, heartbeat and EMCY consumers
