@@ -20,13 +20,16 @@ def _setup_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a robot .yaml or .urdf file")
     p.add_argument("--buses", metavar="FILE", help="a bus file: check it and print the bus load")
     p.add_argument("--rate", type=float, default=1000.0, help="control rate (Hz) for the load")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the model's warnings (implausible inertias, floating joints)")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Validate a model file and print the model: bodies, joints (order of q), mass, limits."""
+    """Validate a model file and print the model: bodies, joints (order of q), mass, limits;
+    then its warnings (what loads but is physically implausible; --strict refuses them)."""
     from exo_rt.model import load_mechanism
 
-    mech = load_mechanism(args.file)
+    mech = load_mechanism(args.file, strict=args.strict)
     print(mech.describe())
     for tr in mech.transmissions:
         d, m = tr.drive, tr.motor
@@ -43,6 +46,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             nodes = ", ".join(f"{d.joint}@{d.node}" for d in bus.drives)
             print(f"  bus {bus.name}: {bus.interface} {bus.bitrate / 1e6:g} Mbit/s, {nodes}; "
                   f"load {100 * bus.load(args.rate):.0f} % at {args.rate:g} Hz")
+    if mech.warnings:
+        print(f"{len(mech.warnings)} warning{'s' if len(mech.warnings) > 1 else ''} "
+              "(loaded as written; --strict refuses them):")
+        for w in mech.warnings:
+            print(f"  warning: {w}")
     return 0
 
 

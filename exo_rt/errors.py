@@ -50,3 +50,22 @@ class BusError(ExoError):
 
 class LogError(ExoError):
     """A log file or run folder cannot be read."""
+
+
+@dataclass(frozen=True)
+class ModelWarning:
+    """A model that loads but is physically implausible (e.g. a CAD-exported inertia outside
+    the triangle inequality): what, where (``file:line``) and the fix, as an error would say
+    it. ``exo-rt check`` lists them; strict loading (``--strict``) refuses them."""
+
+    what: str
+    where: Where | None = None
+    fix: str = ""
+
+    def __str__(self) -> str:
+        msg = f"{self.where}: {self.what}" if self.where is not None else self.what
+        return f"{msg} — {self.fix}" if self.fix else msg
+
+    def error(self, note: str = "") -> ModelError:
+        """The same finding as a :class:`ModelError` (strict loading)."""
+        return ModelError(self.what + note, self.where, self.fix)

@@ -58,12 +58,6 @@ YAML_CASES = [
      "joints[0]", ["axis", "zero"]),
     ("negative_mass", GOOD.replace("    mass: 1.0\n", "    mass: -1.0  #<\n", 1),
      "bodies[1]", ["negative"]),
-    ("not_psd", GOOD.replace("inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01}",
-                             "inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01, ixy: 0.5}  #<", 1),
-     "bodies[1]", ["not positive semidefinite"]),
-    ("triangle", GOOD.replace("inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01}",
-                              "inertia: {ixx: 0.01, iyy: 0.01, izz: 0.05}  #<", 1),
-     "bodies[1]", ["triangle inequality"]),
     ("nan", GOOD.replace("    com: [0.1, 0, 0]\n", "    com: [.nan, 0, 0]  #<\n", 1),
      "bodies[1].com", ["finite"]),
     ("wrong_length", GOOD.replace("    com: [0.1, 0, 0]\n", "    com: [0.1, 0]  #<\n", 1),
@@ -265,8 +259,6 @@ URDF_CASES = [
     ("nan_origin", URDF_GOOD.replace('<axis xyz="0 0 1"/>',
                                      '<axis xyz="0 0 1"/><origin xyz="0 nan 0"/> <!--#<-->'),
      "joint[j].origin.xyz", ["finite"]),
-    ("floating", URDF_GOOD.replace('type="revolute">', 'type="floating"> <!--#<-->'),
-     "joint[j].type", ["not supported"]),
     ("unknown_type", URDF_GOOD.replace('type="revolute">', 'type="hinge"> <!--#<-->'),
      "joint[j].type", ["unsupported type 'hinge'"]),
     ("no_type", URDF_GOOD.replace(' type="revolute">', '> <!--#<-->'),
@@ -279,14 +271,88 @@ URDF_CASES = [
      "link[arm].mass", ["expected a number"]),
     ("negative_mass", URDF_GOOD.replace('<mass value="1"/>', '\n<mass value="-1"/> <!--#<-->'),
      "link[arm].mass", ["negative"]),
+]
+
+
+# Physically implausible but finite: loads as written with one warning (file:line, key, fix);
+# strict loading refuses it with the same message.
+YAML_WARNINGS = [
+    ("not_psd", GOOD.replace("inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01}",
+                             "inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01, ixy: 0.5}  #<", 1),
+     "bodies[1]", ["not positive semidefinite"]),
+    ("triangle", GOOD.replace("inertia: {ixx: 0.01, iyy: 0.01, izz: 0.01}",
+                              "inertia: {ixx: 0.01, iyy: 0.01, izz: 0.05}  #<", 1),
+     "bodies[1]", ["triangle inequality"]),
+    ("zero_mass", GOOD.replace("    mass: 1.0\n", "    mass: 0.0  #<\n", 1),
+     "bodies[1]", ["inertia but zero mass"]),
+]
+URDF_FLOATING = URDF_GOOD.replace('<link name="base"/>', """<link name="world"/>
+  <link name="base"/>
+  <joint name="free" type="floating"> <!--#<-->
+    <parent link="world"/><child link="base"/>
+  </joint>""")
+URDF_WARNINGS = [
     ("not_psd", URDF_GOOD.replace('izz="0.01"/>', 'izz="0.01" ixy="0.5"/> <!--#<-->'),
      "link[arm].inertia", ["not positive semidefinite"]),
     ("triangle", URDF_GOOD.replace('izz="0.01"/>', 'izz="0.05"/> <!--#<-->'),
      "link[arm].inertia", ["triangle inequality"]),
+    ("zero_mass", URDF_GOOD.replace('<mass value="1"/>', '\n<mass value="0"/> <!--#<-->'),
+     "link[arm].mass", ["inertia but zero mass", "give the link's mass"]),
+    ("floating", URDF_FLOATING, "joint[free].type",
+     ["is floating: loaded as a fixed joint", "fixes the base"]),
+    ("planar", URDF_FLOATING.replace('"floating"', '"planar"'), "joint[free].type",
+     ["is planar: loaded as a fixed joint"]),
     ("mimic_unknown", URDF_GOOD.replace('<axis xyz="0 0 1"/>',
                                         '<axis xyz="0 0 1"/>\n    <mimic joint="k"/> <!--#<-->'),
-     "joint[j].mimic", ["mimics unknown movable joint 'k'"]),
+     "joint[j].mimic", ["mimics unknown movable joint 'k'", "independent joint"]),
 ]
+
+
+@pytest.mark.parametrize(("suffix", "case", "text", "key", "words"),
+                         [(".yaml", *c) for c in YAML_WARNINGS]
+                         + [(".urdf", *c) for c in URDF_WARNINGS],
+                         ids=[f"yaml-{c[0]}" for c in YAML_WARNINGS]
+                         + [f"urdf-{c[0]}" for c in URDF_WARNINGS])
+def test_implausible_loads_with_a_warning_and_strict_refuses(tmp_path, suffix, case, text, key,
+                                                            words):
+    path = tmp_path / f"{case}{suffix}"
+    path.write_text(text)
+    mech = load_mechanism(path)
+    assert len(mech.warnings) == 1, mech.warnings
+    msg = str(mech.warnings[0])
+    assert f"{path}:{_line_of_marker(text)}: {key}" in msg, msg
+    for w in words:
+        assert w in msg, msg
+    assert " — " in msg, f"no fix hint in: {msg}"
+    with pytest.raises(ModelError) as info:
+        load_mechanism(path, strict=True)
+    assert f"{path}:{_line_of_marker(text)}: {key}" in str(info.value)
+    assert "(strict)" in str(info.value)
+    res = _cli("check", str(path))
+    assert res.returncode == 0 and "1 warning" in res.stdout and msg in res.stdout, res.stdout
+    res = _cli("check", "--strict", str(path))
+    assert res.returncode == 2 and "(strict)" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_rounding_level_and_fixed_base_inertias_load_silently(tmp_path):
+    """Violations at rounding level (4.5e-8 of the tensor) pass without a warning; the base's
+    inertia, and that of links fixed to it, is not checked: it enters no dynamics."""
+    text = URDF_GOOD.replace('izz="0.01"/>', 'izz="0.0200000009"/>').replace(
+        '<link name="base"/>', '<link name="base"><inertial><mass value="1"/>'
+        '<inertia ixx="1e-22" iyy="1e-22" izz="3e-6" ixy="-2e-22"/></inertial></link>\n'
+        '  <link name="plate"><inertial><mass value="0"/><inertia ixx="1" iyy="-1" izz="1"/>'
+        '</inertial></link>\n  <joint name="bolt" type="fixed"><parent link="base"/>'
+        '<child link="plate"/></joint>')
+    path = tmp_path / "fine.urdf"
+    path.write_text(text)
+    mech = load_mechanism(path, strict=True)
+    assert mech.warnings == () and mech.nq == 1
+    path.write_text(text.replace('izz="0.0200000009"', 'izz="0.0200001"'))  # 5e-6: CAD-level
+    assert ["triangle inequality" in str(w) for w in load_mechanism(path).warnings] == [True]
+    path.write_text(text.replace('<parent link="base"/><child link="plate"/>',
+                                 '<parent link="arm"/><child link="plate"/>'))
+    found = [str(w) for w in load_mechanism(path).warnings]  # the plate now moves with the arm
+    assert len(found) == 2 and "link[plate].inertia" in found[0] and "zero mass" in found[1]
 
 
 def _urdf_marker_line(text: str) -> int:

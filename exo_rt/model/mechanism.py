@@ -92,6 +92,7 @@ class Mechanism:
     transmissions: tuple[Transmission, ...] = ()
     coordinate_names: tuple[str, ...] = ()  # tree coordinates z (default: joint_names)
     closure: Closure | None = None  # loop closures (None for a tree)
+    warnings: tuple = ()  # ModelWarning: implausible but loaded (exo-rt check lists them)
     packed: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -502,7 +502,8 @@ def wearer_segments(path: str | Path) -> list:
     return _apply_wearer(parts)
 
 
-def load_robot_yaml(path: str | Path, *, wearer: bool = True, segments: dict | None = None):
+def load_robot_yaml(path: str | Path, *, wearer: bool = True, segments: dict | None = None,
+                    strict: bool = False):
     """A :class:`Mechanism` from a robot YAML file (schema: docs/config-robot.md).
 
     ``wearer=False`` leaves the wearer's segments out: the exoskeleton alone (what a
@@ -523,5 +524,5 @@ def load_robot_yaml(path: str | Path, *, wearer: bool = True, segments: dict | N
         parts.name, parts.links, parts.joints, parts.gravity, shown, base=parts.base,
         source_where=Where(shown, 1), transmissions=tuple(transmissions),
         transmission_where=tuple(t_where), loops=tuple(parts.loops),
-        independent_q=tuple(parts.independent), initial=parts.initial or None,
+        independent_q=tuple(parts.independent), initial=parts.initial or None, strict=strict,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exo_rt.errors import ModelError, Where
+from exo_rt.errors import ModelError, ModelWarning, Where
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 
@@ -130,8 +130,16 @@ def _check_finite(spec, key: str, value) -> None:
         )
 
 
+# Inertias within this of valid are rounding (CAD exports print ~6 significant digits):
+# relative to the tensor's largest component, plus an absolute floor (kg·m²) far below any
+# physical link.
+INERTIA_RTOL = 1e-6
+INERTIA_ATOL = 1e-12
+
+
 def check_link(link: LinkSpec) -> None:
-    """Physical validity of a link's inertial data: mass ≥ 0, inertia symmetric PSD, triangle."""
+    """What makes a link's inertial data unusable: non-finite values, a negative mass, an
+    asymmetric tensor (errors, wherever the link is)."""
     _check_finite(link, "mass", link.mass)
     _check_finite(link, "com", link.com)
     _check_finite(link, "inertia", link.inertia)
@@ -149,29 +157,35 @@ def check_link(link: LinkSpec) -> None:
             _where(link, "inertia"),
             "give ixx, iyy, izz, ixy, ixz, iyz (the tensor is symmetric)",
         )
-    eig = np.linalg.eigvalsh(inertia)
-    tol = 1e-9 * scale
+
+
+def link_plausibility(link: LinkSpec) -> list[ModelWarning]:
+    """What is physically implausible but finite in a moving link's inertia (loaded as written,
+    with a warning; rounding-level violations pass): a tensor that is not positive
+    semidefinite, principal moments outside the triangle inequality, inertia without mass."""
+    inertia = np.asarray(link.inertia, dtype=float)
+    tol = INERTIA_RTOL * float(np.abs(inertia).max()) + INERTIA_ATOL
+    eig = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    out = []
     if eig[0] < -tol:
-        raise ModelError(
+        out.append(ModelWarning(
             f"inertia of link '{link.name}' is not positive semidefinite "
             f"(principal moments {eig[0]:.6g}, {eig[1]:.6g}, {eig[2]:.6g} kg·m²)",
             _where(link, "inertia"),
-            "check the signs of the products of inertia (URDF gives +ixy, not −ixy)",
-        )
-    if eig[0] + eig[1] < eig[2] - tol:
-        raise ModelError(
+            "check the signs of the products of inertia (URDF gives +ixy, not −ixy)"))
+    elif eig[0] + eig[1] < eig[2] - tol:
+        out.append(ModelWarning(
             f"inertia of link '{link.name}' violates the triangle inequality "
             f"(principal moments {eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g} kg·m²)",
             _where(link, "inertia"),
-            "each principal moment must be at most the sum of the other two; "
-            "check the units and the values",
-        )
-    if link.mass == 0 and scale > 1e-12 and eig[2] > tol:
-        raise ModelError(
+            "each principal moment must be at most the sum of the other two: export the "
+            "inertia about the COM again (CAD), or check the units"))
+    if link.mass == 0 and eig[2] > tol:
+        out.append(ModelWarning(
             f"link '{link.name}' has inertia but zero mass",
             _where(link, "mass"),
-            "give the link's mass, or remove its inertia",
-        )
+            "give the link's mass, or remove its inertia"))
+    return out
 
 
 def check_joint(joint: JointSpec) -> None:
@@ -251,6 +265,8 @@ def build_mechanism(
     loops: tuple = (),
     independent_q: tuple = (),
     initial: dict | None = None,
+    warnings: tuple = (),
+    strict: bool = False,
 ):
     """Check a tree, lump fixed joints, order bodies and pack a :class:`Mechanism`.
 
@@ -259,10 +275,16 @@ def build_mechanism(
     in ``joints``; that is the order of ``q`` (``Mechanism.joint_names``). With ``loops`` the
     tree is closed (:func:`exo_rt.dynamics.loops.close_loops`): ``independent_q`` optionally
     names the independent coordinates, ``initial`` the Newton start of the reference closure.
+
+    Physically implausible but finite inertias of moving links load as written, with a
+    :class:`~exo_rt.errors.ModelWarning` in ``Mechanism.warnings`` (after the loader's own
+    ``warnings``); the links fixed to the base are not checked (their inertia never enters
+    the dynamics). ``strict`` turns the first warning into a ModelError.
     """
     from exo_rt.model.mechanism import Mechanism  # local: mechanism imports this module
 
     here = source_where or Where(source)
+    found = list(warnings)
     gravity = np.asarray(gravity, dtype=float)
     if gravity.shape != (3,) or not np.all(np.isfinite(gravity)):
         raise ModelError("gravity must be 3 finite numbers (m/s²)", Where(here.file, here.line,
@@ -399,6 +421,12 @@ def build_mechanism(
             else:
                 owner[j.child] = (j.child, np.eye(3), np.zeros(3))
             stack.append(j.child)
+    for ln in link_by_name:  # file order; the links fixed to the base are not checked
+        if owner[ln][0] != base:
+            found.extend(link_plausibility(link_by_name[ln]))
+    if strict and found:
+        more = f" (strict: 1 of {len(found)} warnings)" if len(found) > 1 else " (strict)"
+        raise found[0].error(more)
     for ln, (body, r_b, p_b) in owner.items():
         lk = link_by_name[ln]
         c = p_b + r_b @ np.asarray(lk.com, float)
@@ -491,6 +519,7 @@ def build_mechanism(
         transmissions=_check_transmissions(
             tuple(transmissions), tuple(transmission_where), by_name, independent, here
         ),
+        warnings=tuple(found),
     )
     if not loops:
         return mech

@@ -15,10 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.errors import ModelError, Where
+from exo_rt.errors import ModelError, ModelWarning, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import inertia_matrix, to_float, to_vector
-from exo_rt.model.topology import JOINT_TYPES, JointSpec, LinkSpec, build_mechanism, rpy_matrix
+from exo_rt.model.topology import (
+    JOINT_TYPES,
+    JointSpec,
+    LinkSpec,
+    _did_you_mean,
+    build_mechanism,
+    rpy_matrix,
+)
 
 
 @dataclass
@@ -115,11 +122,18 @@ def _link(el: Element, source: str) -> LinkSpec:
     return spec
 
 
-def _joint(el: Element, source: str) -> JointSpec:
+def _joint(el: Element, source: str, warnings: list[ModelWarning] | None = None) -> JointSpec:
     name = _attr(el, "name", source, "joint")
     key = f"joint[{name}]"
     w = _where(source, el, key)
     jtype = _attr(el, "type", source, key)
+    if jtype in ("floating", "planar") and warnings is not None:
+        # a free-flying base (humanoids, quadrupeds): exo-rt's mechanisms have a fixed base
+        warnings.append(ModelWarning(
+            f"joint '{name}' is {jtype}: loaded as a fixed joint (exo-rt fixes the base to "
+            "the world)", _where(source, el, f"{key}.type"),
+            "for a fixed-base model, make it type=\"fixed\" (or drop it)"))
+        jtype = "fixed"
     if jtype not in JOINT_TYPES:
         hint = ("floating and planar joints are not supported (the base is fixed to the world)"
                 if jtype in ("floating", "planar") else f"use one of {', '.join(JOINT_TYPES)}")
@@ -167,29 +181,53 @@ def read_urdf(text: str, source: str) -> tuple[str, list[LinkSpec], list[JointSp
     return name, links, joints
 
 
-def _read_robot(text: str, source: str) -> tuple[int, str, list[LinkSpec], list[JointSpec]]:
-    """Line of ``<robot>``, robot name, link specs and joint specs of a URDF document."""
+def _read_robot(text: str, source: str, warnings: list[ModelWarning] | None = None
+                ) -> tuple[int, str, list[LinkSpec], list[JointSpec]]:
+    """Line of ``<robot>``, robot name, link specs and joint specs of a URDF document.
+    With a ``warnings`` list, floating and planar joints load as fixed joints (one warning)."""
     root = parse_xml(text, source)
     if root.tag != "robot":
         raise ModelError(f"the root element is <{root.tag}>, not <robot>", Where(source, root.line),
                          "a URDF file starts with <robot name=\"…\">")
     links = [_link(el, source) for el in root.children if el.tag == "link"]
-    joints = [_joint(el, source) for el in root.children if el.tag == "joint"]
+    found: list[ModelWarning] = []
+    joints = [_joint(el, source, found if warnings is not None else None)
+              for el in root.children if el.tag == "joint"]
+    if warnings is not None and found:  # say it once
+        first = found[0]
+        more = f" (and {len(found) - 1} more such joints)" if len(found) > 1 else ""
+        warnings.append(ModelWarning(first.what + more, first.where, first.fix))
+    if warnings is not None:  # a mimic of a joint that is not there: independent (as Pinocchio)
+        movable = {j.name for j in joints if j.type != "fixed"}
+        for j in joints:
+            if j.mimic is not None and j.type != "fixed" and j.mimic[0] not in movable:
+                warnings.append(ModelWarning(
+                    f"joint '{j.name}' mimics unknown movable joint '{j.mimic[0]}': loaded as "
+                    "an independent joint", Where(source, j.lines.get("mimic", 0),
+                                                  f"joint[{j.name}].mimic"),
+                    _did_you_mean(j.mimic[0], movable) or "name a movable joint"))
+                j.mimic = None
     return root.line, root.attrib.get("name", Path(source).stem), links, joints
 
 
 def load_urdf(path_or_text: str | Path, *, source: str | None = None,
-              gravity=(0.0, 0.0, -9.81)) -> Mechanism:
+              gravity=(0.0, 0.0, -9.81), strict: bool = False) -> Mechanism:
     """A :class:`Mechanism` from a URDF file path or URDF text (gravity along −z by default).
 
     ``path_or_text`` is read as a path if it is a :class:`~pathlib.Path` or a one-line string
     not starting with ``<``; otherwise it is the URDF text itself, and ``source`` (default
     ``<urdf text>``) is the name errors give for it.
+
+    As tolerant as Pinocchio, as strict as safety needs: non-finite numbers and negative
+    masses are errors; implausible inertias of moving links and floating/planar joints (the
+    base is fixed) load with warnings in ``Mechanism.warnings``, which ``strict`` refuses.
     """
     text, src = _read_text(path_or_text, source)
-    line, name, links, joints = _read_robot(text, src)
+    warnings: list[ModelWarning] = []
+    line, name, links, joints = _read_robot(text, src, warnings)
     return build_mechanism(name, links, joints, np.asarray(gravity, float), src,
-                           source_where=Where(src, line))
+                           source_where=Where(src, line), warnings=tuple(warnings),
+                           strict=strict)
 
 
 def _read_text(path_or_text, source: str | None) -> tuple[str, str]:
