@@ -37,13 +37,18 @@ class Recording:
         self.report: dict = {}
         self.meta = dict(meta)
         write_header(self.out / "cycles.exolog", self.columns, self.meta)
-        self.records = RecordRing(RECORD_RING, self.width, block_when_full=lockstep)
-        self.frames = FrameRing(FRAME_RING, block_when_full=lockstep)
+        self.records = RecordRing(RECORD_RING, self.width, block_when_full=lockstep,
+                                  consumer_alive=self._alive)
+        self.frames = FrameRing(FRAME_RING, block_when_full=lockstep, consumer_alive=self._alive)
+        self.process = None
         args = ["--records", self.records.name, "--frames", self.frames.name,
                 "--out", str(self.out), "--can-format", can_format,
                 "--channels", ",".join(channels), "--parent", str(os.getpid())]
         self.process = Helper("recording", "exo_rt.record.writer",
                               args + (["--status"] if status else []), cpus=cpus)
+
+    def _alive(self) -> bool:
+        return self.process is None or self.process.alive()
 
     def update_meta(self, **items) -> None:
         """Add to the cycle log's metadata (before the loop: e.g. the posture after enabling)."""

@@ -97,6 +97,16 @@ class _Ring:
             pass
 
 
+def _wait_for_room(ring: _Ring) -> None:
+    """Lockstep: wait until the consumer has made room — while it is alive."""
+    checks = 0
+    while ring.head - int(ring.header[TAIL]) >= ring.capacity and not ring.header[CLOSED]:
+        time.sleep(1e-4)
+        checks += 1
+        if checks % 100 == 0 and not ring.consumer_alive():
+            return
+
+
 class RecordRing(_Ring):
     """Fixed-width float64 cycle records. The producer fills the row :meth:`slot_index` names
     in place (the cycle kernel writes its record straight into shared memory) and calls
@@ -105,7 +115,8 @@ class RecordRing(_Ring):
     runs, which are not real time), waits for the consumer."""
 
     def __init__(self, capacity: int | None = None, width: int | None = None,
-                 name: str | None = None, block_when_full: bool = False) -> None:
+                 name: str | None = None, block_when_full: bool = False,
+                 consumer_alive=lambda: True) -> None:
         # one spare row past the ring: where a record goes when the ring is full
         super().__init__(None if capacity is None else capacity,
                          None if width is None else 8 * width, name,
@@ -114,15 +125,14 @@ class RecordRing(_Ring):
         self.rows = np.ndarray((self.capacity + 1, self.width), np.float64, self.shm.buf,
                                offset=HEADER_BYTES)
         self.block_when_full = block_when_full
+        self.consumer_alive = consumer_alive  # a dead consumer never makes the producer wait
         self._spare = False
 
     def slot_index(self) -> int:
         """The row the next record goes to."""
         if self.head - int(self.header[TAIL]) >= self.capacity:
             if self.block_when_full:
-                while (self.head - int(self.header[TAIL]) >= self.capacity
-                       and not self.header[CLOSED]):
-                    time.sleep(1e-4)
+                _wait_for_room(self)
             if self.head - int(self.header[TAIL]) >= self.capacity:
                 self._spare = True
                 return self.capacity
@@ -159,22 +169,22 @@ class FrameRing(_Ring):
     """CAN frames as 24-byte slots (:data:`FRAME`)."""
 
     def __init__(self, capacity: int | None = None, name: str | None = None,
-                 block_when_full: bool = False) -> None:
+                 block_when_full: bool = False, consumer_alive=lambda: True) -> None:
         super().__init__(capacity, FRAME.size, name)
         self.raw = self.shm.buf
         self.block_when_full = block_when_full
+        self.consumer_alive = consumer_alive
         self._pack = FRAME.pack_into
 
     def put(self, timestamp: float, arbitration_id: int, data: bytes, rx: bool,
             extended: bool = False, error: bool = False, bus: int = 0) -> None:
         """Copy one frame in (no allocation beyond the arguments) and publish it."""
         if self.head - int(self.header[TAIL]) >= self.capacity:
-            if not self.block_when_full:
+            if self.block_when_full:
+                _wait_for_room(self)
+            if self.head - int(self.header[TAIL]) >= self.capacity:
                 self.header[LOST] += 1
                 return
-            while self.head - int(self.header[TAIL]) >= self.capacity and not self.header[
-                    CLOSED]:
-                time.sleep(1e-4)
         flags = (RX if rx else 0) | (EXTENDED if extended else 0) | (ERROR if error else 0)
         self._pack(self.raw, HEADER_BYTES + (self.head % self.capacity) * FRAME.size,
                    timestamp, arbitration_id, flags, len(data), bus, data)

@@ -122,7 +122,8 @@ def _safe_command(s, v, tc):
         qds[j] = qd[j] if math.isfinite(qd[j]) else 0.0
     safety.safe_action(int(s[S_ACTION]), qs, qds, v[V_Q_HOLD], s[S_DAMPING], s[S_STIFFNESS],
                        fraction, v[V_TAU])
-    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], tc, False, v[V_CUR])
+    no_friction_comp = s[S_FRICTION_COMP] > 2.0  # False, as the cycle's own flag is typed
+    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], tc, no_friction_comp, v[V_CUR])
     if fraction <= 0.0:
         v[V_CUR, :] = 0.0
         s[S_DISABLE] = 1.0
@@ -192,7 +193,7 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
     if state != SAFE:
         tracking = state == ALIGN or state == RUN
         safety.check(limits, sopts, v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR], v[V_TAU], flags,
-                     missing, s[S_OVERRUN_STREAK], tracking, v[V_QR], check_out)
+                     missing, int(s[S_OVERRUN_STREAK]), tracking, v[V_QR], check_out)
         board = int(s[S_BOARD])
         if check_out[0] == safety.OK and board & 1:
             check_out[0], check_out[1] = safety.ESTOP, -1
@@ -219,7 +220,9 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
     k = int(s[S_HIST])
     if 0 <= k < hist.shape[0]:
         if slot >= 0:
-            hist[k, :] = rows[slot]
+            row, kept = rows[slot], hist[k]
+            for i in range(row.shape[0]):  # an element loop: no shape-check code to compile
+                kept[i] = row[i]
         else:
             _record(s, v, flags, hist[k])
     _figures(state, s, v)
