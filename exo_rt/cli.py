@@ -1,4 +1,4 @@
-"""The ``exo-rt`` command (DESIGN §8).
+"""The ``exo-rt`` command (every subcommand: docs/cli.md).
 
 Each subcommand is one function ``cmd_<name>(args) -> int`` registered in :data:`COMMANDS`
 with its argument set-up. User errors (:class:`exo_rt.errors.ExoError`) print one line and
@@ -190,6 +190,11 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="format of the run's CAN traffic log (python-can writers)")
     p.add_argument("--no-rt-setup", action="store_true",
                    help="skip SCHED_FIFO, affinity, mlockall and the gc freeze (to compare)")
+    p.add_argument("--live", nargs="?", const="8765", default=None, metavar="[HOST:]PORT",
+                   help="serve live telemetry to Foxglove on a WebSocket (default 127.0.0.1:8765;"
+                        " read only, from the recording process)")
+    p.add_argument("--live-remote", action="store_true",
+                   help="allow --live on an address other than loopback (prints a warning)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -204,9 +209,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     top = load_top(config, controller=args.controller)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
+    if args.live is not None:  # a bad or open address: refused before anything starts
+        from exo_rt.record.telemetry import parse_live, remote_warning
+
+        host, port = parse_live(args.live, args.live_remote)
+        if args.live_remote and host not in ("127.0.0.1", "localhost", "::1"):
+            print(remote_warning(host, port), file=sys.stderr)
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=args.start_pose,
-                     status=True, rt_setup=not args.no_rt_setup, board=args.board)
+                     status=True, rt_setup=not args.no_rt_setup, board=args.board,
+                     live=args.live, live_remote=args.live_remote)
     ctl.can_format = args.can_log
     import signal
 
@@ -300,7 +312,10 @@ def _setup_run_dir(p: argparse.ArgumentParser) -> None:
 
 def _setup_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--csv", action="store_true", required=True, help="write cycles.csv")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--csv", action="store_true", help="write cycles.csv")
+    what.add_argument("--mcap", action="store_true",
+                      help="write run.mcap (runs recorded before exo-rt wrote it)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -313,7 +328,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """The cycle log as CSV."""
+    """The cycle log as CSV, or the run (cycle log and CAN log) as MCAP."""
+    if args.mcap:
+        from exo_rt.record.mcap_log import export_mcap
+
+        print(export_mcap(args.run_dir))
+        return 0
     from exo_rt.record.report import export_csv
 
     print(export_csv(args.run_dir))
@@ -438,7 +458,7 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
     "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
-    "export": (_setup_export, cmd_export, "export a run's cycle log (CSV)"),
+    "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
     "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),

@@ -45,7 +45,7 @@ JOINT_PRISMATIC = 2
 
 @dataclass(frozen=True, eq=False)
 class Closure:
-    """Loop closures of a mechanism and their coordinate partition (DESIGN §3.4, seed 000 §2.2).
+    """Loop closures of a mechanism and their coordinate partition (docs/dynamics.md).
 
     ``packed`` holds one row per loop (layout in :mod:`exo_rt.dynamics.loops`); ``index`` is
     [selected constraint rows…, dependent coordinates…, independent coordinates…] (indices

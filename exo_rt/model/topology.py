@@ -60,7 +60,7 @@ class JointSpec:
 
 @dataclass
 class LoopSpec:
-    """A loop closure between links ``body_a`` and ``body_b`` (DESIGN §3.4).
+    """A loop closure between links ``body_a`` and ``body_b``.
 
     ``point_a`` / ``point_b`` (m) are in each link's frame and coincide when the loop is
     closed. ``kind`` = "point" (spherical pair, 3 rows) or "revolute" (point plus ``axis``,

@@ -1,4 +1,4 @@
-"""URDF → Mechanism (DESIGN §3.1), with file:line in every error.
+"""URDF → Mechanism, with file:line in every error.
 
 Reads links (``<inertial>``: origin xyz rpy, mass, inertia) and joints (revolute,
 continuous, prismatic, fixed: origin, axis, limit, mimic) with the standard library's expat

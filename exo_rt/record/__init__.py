@@ -1,1 +1,1 @@
-"""Recording, replay and reports of runs (DESIGN §7)."""
+"""Recording, replay and reports of runs."""

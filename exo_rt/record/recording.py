@@ -16,6 +16,7 @@ from pathlib import Path
 
 import can
 
+from exo_rt.errors import ConfigError
 from exo_rt.record.recorder import cycle_columns, update_header, write_header
 from exo_rt.record.rings import FrameRing, RecordRing
 from exo_rt.runtime.processes import Helper
@@ -28,7 +29,8 @@ class Recording:
     """Rings + recording process for the run folder ``out``."""
 
     def __init__(self, out: Path, n_joints: int, meta: dict, *, can_format: str = ".blf",
-                 channels: list[str], lockstep: bool, status: bool, cpus: set[int]) -> None:
+                 channels: list[str], lockstep: bool, status: bool, cpus: set[int],
+                 live: str | None = None, live_remote: bool = False) -> None:
         self.out = Path(out)
         self.columns = cycle_columns(n_joints)
         self.width = max(b for _, b in self.columns.values())
@@ -44,8 +46,20 @@ class Recording:
         args = ["--records", self.records.name, "--frames", self.frames.name,
                 "--out", str(self.out), "--can-format", can_format,
                 "--channels", ",".join(channels), "--parent", str(os.getpid())]
+        if live is not None:  # live telemetry ([HOST:]PORT), served by the recording process
+            args += ["--live", live] + (["--live-remote"] if live_remote else [])
         self.process = Helper("recording", "exo_rt.record.writer",
                               args + (["--status"] if status else []), cpus=cpus)
+        self.live_url: str | None = None
+        ready = self.process.ready_line
+        if ready.startswith("serving live telemetry on "):
+            self.live_url = ready.rsplit(" ", 1)[1]
+        elif ready.startswith("serving no live telemetry"):  # asked for, it must be there
+            self.process.wait(5.0)
+            self.records.release()
+            self.frames.release()
+            raise ConfigError(ready.split(": ", 1)[-1], None,
+                              "choose another --live port, or run without --live")
 
     def _alive(self) -> bool:
         return self.process is None or self.process.alive()
@@ -79,8 +93,8 @@ class Recording:
 
         def recv_recorded(timeout=None):
             msg = recv(timeout)
-            if msg is not None:
-                ring.put(msg.timestamp, msg.arbitration_id, bytes(msg.data), True,
+            if msg is not None:  # (a simulated device's reply may carry no time stamp)
+                ring.put(msg.timestamp or _now(), msg.arbitration_id, bytes(msg.data), True,
                          msg.is_extended_id, msg.is_error_frame, index)
             return msg
 

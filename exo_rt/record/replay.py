@@ -1,4 +1,4 @@
-"""Replay a recorded run against the simulated bus (DESIGN §7).
+"""Replay a recorded run against the simulated bus.
 
 - *plant*: the recorded motor-current commands drive the plant (emulated drives, compliant
   harmonic drives, motors): how well does the model predict the recorded measurements?
@@ -34,13 +34,21 @@ F_NOT_ENABLED = 16
 
 
 def load_run(run_dir: Path):
-    """(records, meta, top config) of a run folder."""
+    """(records, meta, top config) of a run folder: its cycle log, or else its run.mcap (the
+    same records, e.g. a run shared as MCAP alone)."""
     run_dir = Path(run_dir)
     path = run_dir / "cycles.exolog"
-    if not path.exists():
+    if path.exists():
+        records, meta = read_cycle_log(path)
+    elif (run_dir / "run.mcap").exists():
+        from exo_rt.record.mcap_log import read_mcap
+
+        path = run_dir / "run.mcap"
+        records, meta = read_mcap(path)
+    else:
         raise LogError("no cycle log in this folder", Where(str(run_dir)),
-                       "give a run folder written by `exo-rt run` (it holds cycles.exolog)")
-    records, meta = read_cycle_log(path)
+                       "give a run folder written by `exo-rt run` (it holds cycles.exolog "
+                       "or run.mcap)")
     if len(records) < 2:
         raise LogError("the cycle log holds fewer than 2 cycles", Where(str(path)),
                        "record a longer run")

@@ -1,4 +1,4 @@
-"""Reports of a run: PNG plots and a short text summary, and CSV export (DESIGN §7)."""
+"""Reports of a run: PNG plots and a short text summary, and CSV export."""
 
 from __future__ import annotations
 

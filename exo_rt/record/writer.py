@@ -6,8 +6,14 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 
 - cycle records → appended to ``cycles.exolog`` (whose header the control process wrote);
 - CAN frames → python-can's writer for the run's format (``.blf`` default, ``.asc``, ``.log``);
+- both → ``run.mcap`` (typed JSON channels, :mod:`exo_rt.record.mcap_log`), through the
+  Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it;
+- with ``--live HOST:PORT``, every 5th record (200 Hz at 1 kHz) and every state change to a
+  Foxglove WebSocket server (:mod:`exo_rt.record.telemetry`; read only, loopback by default);
 - once a second, a status line (state, time, compute and wake p99 over the last second,
   overruns, worst tracking error) on stderr — rewritten in place on a terminal.
+
+All of it costs the control thread nothing beyond its one record copy into shared memory.
 
 It stops when the control process closes the rings (after draining them), or when the control
 process has died (its parent pid changes): then it drains what was handed over — at most the
@@ -36,7 +42,8 @@ FLUSH_S = 0.02
 
 class Writer:
     def __init__(self, records: str, frames: str, out: Path, can_format: str,
-                 channels: list[str], parent: int, status: bool) -> None:
+                 channels: list[str], parent: int, status: bool, live: str | None = None,
+                 live_remote: bool = False, mcap: bool = True) -> None:
         self.rows = RecordRing(name=records)
         self.frames = FrameRing(name=frames)
         self.out = out
@@ -54,13 +61,57 @@ class Writer:
         self.can = can.Logger(str(out / f"can{can_format}"))
         self._window: list[np.ndarray] = []
         self._next_status = time.monotonic() + 1.0
+        self._started = False  # the header's final metadata (where t = 0 is) read
+        self.mcap = None
+        if mcap:
+            try:
+                from exo_rt.record.mcap_log import McapLog
+
+                self.mcap = McapLog(out / "run.mcap", self.columns, self.meta, channels)
+            except Exception as exc:  # no foxglove-sdk, a full disk: the cycle log goes on
+                self.errors.append(f"MCAP: {exc}")
+        try:
+            from exo_rt.record.telemetry import layout
+
+            (out / "foxglove-layout.json").write_text(layout(self.meta.get("joint_names", [])))
+        except Exception as exc:
+            self.errors.append(f"Foxglove layout: {exc}")
+        self.live = None
+        if live is not None:  # errors go to the caller: asked for, it must be there
+            from exo_rt.record.telemetry import LiveServer, parse_live
+
+            host, port = parse_live(live, live_remote)
+            self.live = LiveServer(host, port, self.columns, self.meta)
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent
 
+    def _start(self) -> None:
+        """At the first record: the header now holds where the loop started (wall clock)."""
+        self._started = True
+        try:
+            from exo_rt.record.recorder import read_header
+
+            _, self.meta = read_header(self.out / "cycles.exolog")
+        except (OSError, ValueError) as exc:
+            self.errors.append(f"cycle log header: {exc}")
+        for sink in (self.mcap, self.live):
+            if sink is not None:
+                sink.set_origin(self.meta)
+
+    def _sink(self, name: str, call, *args) -> None:
+        """MCAP and live telemetry: a failure is noted once and that sink stops."""
+        try:
+            call(*args)
+        except Exception as exc:
+            self.errors.append(f"{name}: {exc}")
+            setattr(self, name, None)
+
     def drain(self) -> None:
         rows = self.rows.take()
         if len(rows):
+            if not self._started:
+                self._start()
             try:
                 self.log.write(rows.tobytes())
                 self.log.flush()
@@ -70,7 +121,14 @@ class Writer:
             self.last_t = float(rows[-1, 0])
             if self.status:
                 self._window.append(rows)
-        for t, arb, flags, dlc, bus, data in self.frames.take():
+            if self.mcap is not None:
+                self._sink("mcap", self.mcap.rows, rows)
+            if self.live is not None:
+                self._sink("live", self.live.rows, rows)
+        frames = self.frames.take()
+        if frames and self.mcap is not None:
+            self._sink("mcap", self.mcap.frames, frames)
+        for t, arb, flags, dlc, bus, data in frames:
             msg = can.Message(timestamp=t, arbitration_id=arb, data=data[:dlc],
                               is_extended_id=bool(flags & EXTENDED),
                               is_error_frame=bool(flags & ERROR), is_rx=bool(flags & RX),
@@ -129,6 +187,19 @@ class Writer:
                   "records_lost": int(self.rows.header[LOST]),
                   "frames_lost": int(self.frames.header[LOST]),
                   "last_t": self.last_t, "ended": reason, "errors": self.errors}
+        if self.mcap is not None:
+            try:
+                from exo_rt.record.recorder import read_header
+
+                _, meta = read_header(self.out / "cycles.exolog")
+                self.mcap.close(meta)
+                report["mcap"] = self.mcap.messages
+            except Exception as exc:
+                self.errors.append(f"mcap: {exc}")
+        if self.live is not None:
+            report["live"] = {"url": self.live.url, "records_sent": self.live.sent,
+                              "every": self.live.every}
+            self.live.close()
         (self.out / "recording.json").write_text(json.dumps(report, indent=2) + "\n")
         if self.status and sys.stderr.isatty():
             sys.stderr.write("\n")
@@ -156,11 +227,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--channels", default="")
     ap.add_argument("--parent", type=int, required=True)
     ap.add_argument("--status", action="store_true")
+    ap.add_argument("--live", metavar="[HOST:]PORT", help="serve live telemetry (Foxglove)")
+    ap.add_argument("--live-remote", action="store_true",
+                    help="allow --live on an address other than loopback")
+    ap.add_argument("--no-mcap", action="store_true", help="do not write run.mcap")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is the controller's safe stop
-    writer = Writer(args.records, args.frames, args.out, args.can_format,
-                    args.channels.split(",") if args.channels else [], args.parent, args.status)
-    print("ready", flush=True)
+    try:
+        writer = Writer(args.records, args.frames, args.out, args.can_format,
+                        args.channels.split(",") if args.channels else [], args.parent,
+                        args.status, live=args.live, live_remote=args.live_remote,
+                        mcap=not args.no_mcap)
+    except Exception as exc:
+        if args.live is None:
+            raise
+        # the ready line the control process waits for, with the reason (it stops the run)
+        print(f"serving no live telemetry: {exc}", flush=True)
+        return 3
+    if writer.live is not None:
+        from exo_rt.record.telemetry import is_loopback, remote_warning
+
+        if not is_loopback(writer.live.host):
+            print(remote_warning(writer.live.host, writer.live.port), file=sys.stderr)
+        print(f"live telemetry on {writer.live.url} (Foxglove: Open connection → Foxglove "
+              f"WebSocket; layout {args.out / 'foxglove-layout.json'})", file=sys.stderr,
+              flush=True)
+        print(f"serving live telemetry on {writer.live.url}", flush=True)
+    else:
+        print("ready", flush=True)
     reason = "closed"
     try:
         reason = writer.run()

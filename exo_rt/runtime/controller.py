@@ -78,8 +78,10 @@ class Controller:
     def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
                  status=None, rt_setup: bool = True, board: str | None = "emulator",
-                 plant: Mechanism | None = None, history: bool | None = None) -> None:
+                 plant: Mechanism | None = None, history: bool | None = None,
+                 live: str | None = None, live_remote: bool = False) -> None:
         self.top = top
+        self.live, self.live_remote = live, live_remote  # telemetry: the recording serves it
         self.robot = top.robot
         self.cfg = top.controller
         self.dt = 1.0 / top.rate_hz
@@ -296,16 +298,19 @@ class Controller:
                 "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
                 "duration_s": self.duration, "start_pose": self.start_pose,
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
-                "states": list(STATES), "wall_boot": time.time()}
+                "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
         try:
             self.recording = rec = Recording(
                 out_dir, self.n, meta, can_format=self.can_format,
                 channels=[b.channel for b in self.top.buses], lockstep=not self.realtime,
-                status=self.status, cpus=self.helper_cpus)
+                status=self.status, cpus=self.helper_cpus, live=self.live,
+                live_remote=self.live_remote)
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
             self.events.append({"event": "recording_error", "error": str(exc)})
             return
         self.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
+        if rec.live_url:
+            self.setup_lines.append(f"live telemetry on {rec.live_url}")
         for i, d in enumerate(self.drives):
             rec.tap(d.bus, i)
             d.port.tap = rec.frames

@@ -1,0 +1,341 @@
+"""A run in MCAP (``run.mcap``): the container that Foxglove and PlotJuggler open.
+
+The recording process (:mod:`exo_rt.record.writer`) writes it beside the cycle log, through the
+Foxglove SDK's native MCAP writer; ``exo-rt export --mcap`` writes it for older runs; replay
+reads it back (:func:`read_mcap`) when a run folder has no cycle log. Channels (JSON messages
+with a JSON schema, so any MCAP tool can decode them):
+
+======== ================= ==========================================================
+topic    one message per   fields
+======== ================= ==========================================================
+/joints  cycle             t, cycle; q, qd, q_ref, current, command, torque, flags — each
+                           an object keyed by joint name (Foxglove path ``/joints.q.hip``)
+/state   cycle             t, cycle, state (name), state_code, cause (name), cause_code,
+                           board, overrun_streak
+/timing  cycle             t, cycle, wake_us, compute_us, overruns
+/can     CAN frame         t, id, dlc, data (bytes), rx, extended, error, bus
+/events  state change      t, cycle, event ("state"), state, from, cause
+======== ================= ==========================================================
+
+Every value of the cycle log is in exactly one field (numbers as JSON numbers, which
+round-trip float64 exactly; NaN and ±inf — not JSON — as null), so :func:`read_mcap` rebuilds
+the cycle log's records. The run's metadata (the cycle log's header: joint names, rate, config
+…) is the MCAP metadata record ``exo-rt``. Log times: the run's wall clock at the loop's start
+plus the cycle's t; CAN frames at their time stamp (wall clock during bring-up; a lockstep
+loop stamps its frames with run time, counted from the same origin as t).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from exo_rt.errors import LogError, Where
+from exo_rt.record.rings import ERROR, EXTENDED, RX
+
+TOPICS = ("/joints", "/state", "/timing", "/can", "/events")
+JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")
+METADATA = "exo-rt"
+RELATIVE_BELOW_S = 1e8  # a frame time stamp below this (1973) counts from the run's start
+NUM = {"type": ["number", "null"]}
+
+
+def schemas(joint_names) -> dict[str, dict]:
+    """JSON schema of each topic for these joints."""
+    per_joint = {"type": "object", "properties": {n: NUM for n in joint_names}}
+    joints = {"t": NUM, "cycle": NUM} | {f: per_joint for f in JOINT_FIELDS}
+    state = {"t": NUM, "cycle": NUM, "state": {"type": "string"}, "state_code": NUM,
+             "cause": {"type": "string"}, "cause_code": NUM, "board": NUM,
+             "overrun_streak": NUM}
+    timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM}
+    can = {"t": NUM, "id": {"type": "integer"}, "dlc": {"type": "integer"},
+           "data": {"type": "array", "items": {"type": "integer"}}, "rx": {"type": "boolean"},
+           "extended": {"type": "boolean"}, "error": {"type": "boolean"},
+           "bus": {"type": "string"}}
+    events = {"t": NUM, "cycle": NUM, "event": {"type": "string"}, "state": {"type": "string"},
+              "from": {"type": "string"}, "cause": {"type": "string"}}
+    return {topic: {"type": "object", "title": f"exo_rt{topic.replace('/', '.')}",
+                    "properties": props}
+            for topic, props in zip(TOPICS, (joints, state, timing, can, events), strict=True)}
+
+
+def _null(s: str) -> str:
+    """NaN and ±inf (printed by %r) as JSON null: values always follow a ':' or '[' or ','."""
+    if "nan" in s or "inf" in s:
+        for bad in ("-inf", "inf", "nan"):
+            for lead in (":", ",", "["):
+                s = s.replace(lead + bad, lead + "null")
+    return s
+
+
+class RowEncoder:
+    """Cycle records (float64 rows, :func:`exo_rt.record.recorder.cycle_columns`) → the JSON
+    bodies of /joints, /state, /timing and /events. Built once per run: a format string per
+    topic, one ``%`` per message."""
+
+    def __init__(self, columns: dict[str, tuple[int, int]], meta: dict) -> None:
+        self.names = list(meta.get("joint_names", []))
+        self.states = list(meta.get("states", []))
+        self.causes = list(meta.get("causes", []))
+        n = len(self.names)
+        self.columns = columns
+        self.width = max(b for _, b in columns.values())
+        q0 = columns["q"][0]
+        if columns["flags"][1] - q0 != len(JOINT_FIELDS) * n:
+            raise ValueError("the record's joint columns are not contiguous")
+        self.joint_span = (q0, q0 + len(JOINT_FIELDS) * n)
+        esc = [json.dumps(x).replace("%", "%%") for x in self.names]
+        group = "{" + ",".join(f"{k}:%r" for k in esc) + "}"
+        self.joints_fmt = ('{"t":%r,"cycle":%r,'
+                           + ",".join(f'"{f}":{group}' for f in JOINT_FIELDS) + "}")
+        self.state_fmt = ('{"t":%r,"cycle":%r,"state":%s,"state_code":%r,"cause":%s,'
+                          '"cause_code":%r,"board":%r,"overrun_streak":%r}')
+        self.timing_fmt = '{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r}'
+        c = columns
+        self.i_state, self.i_cause = c["state"][0], c["cause"][0]
+        self.i_streak, self.i_board = c["overrun_streak"][0], c["board"][0]
+        self.i_wake, self.i_compute = c["wake_us"][0], c["compute_us"][0]
+        self.i_overruns = c["overruns"][0]
+        self._state_json = [json.dumps(s) for s in self.states]
+        self._cause_json = [json.dumps(s) for s in self.causes]
+        self.last_state: int | None = None
+
+    def state_name(self, code: float) -> str:
+        k = int(code) if np.isfinite(code) else -1
+        return self.states[k] if 0 <= k < len(self.states) else str(k)
+
+    def cause_name(self, code: float) -> str:
+        k = int(code) if np.isfinite(code) else -1
+        return self.causes[k] if 0 <= k < len(self.causes) else str(k)
+
+    def joints(self, r: list) -> str:
+        a, b = self.joint_span
+        return _null(self.joints_fmt % (r[0], r[1], *r[a:b]))
+
+    def state(self, r: list) -> str:
+        s, c = r[self.i_state], r[self.i_cause]
+        k = int(s) if s == s else -1
+        sj = self._state_json[k] if 0 <= k < len(self._state_json) else json.dumps(str(k))
+        kc = int(c) if c == c else -1
+        cj = self._cause_json[kc] if 0 <= kc < len(self._cause_json) else json.dumps(str(kc))
+        return _null(self.state_fmt % (r[0], r[1], sj, s, cj, c, r[self.i_board],
+                                       r[self.i_streak]))
+
+    def timing(self, r: list) -> str:
+        return _null(self.timing_fmt % (r[0], r[1], r[self.i_wake], r[self.i_compute],
+                                        r[self.i_overruns]))
+
+    def events(self, rows: np.ndarray) -> list[tuple[int, str]]:
+        """(row index, JSON) of the state changes in ``rows``, continuing the last batch (the
+        first record of the run is one: where the log starts)."""
+        if not len(rows):
+            return []
+        st = rows[:, self.i_state]
+        prev = np.empty_like(st)
+        prev[0] = np.nan if self.last_state is None else self.last_state
+        prev[1:] = st[:-1]
+        self.last_state = float(st[-1])
+        return [(int(i), self._event(rows[i], prev[i])) for i in np.flatnonzero(st != prev)]
+
+    def _event(self, r: np.ndarray, before: float) -> str:
+        return json.dumps({"t": float(r[0]), "cycle": float(r[1]), "event": "state",
+                           "state": self.state_name(r[self.i_state]),
+                           "from": self.state_name(before) if before == before else "",
+                           "cause": self.cause_name(r[self.i_cause])})
+
+
+def frame_json(t: float, arb: int, flags: int, dlc: int, bus: str, data: bytes) -> str:
+    data_list = ",".join(map(str, data[:dlc]))
+    return (f'{{"t":{t!r},"id":{arb},"dlc":{dlc},"data":[{data_list}],'
+            f'"rx":{_BOOL[bool(flags & RX)]},"extended":{_BOOL[bool(flags & EXTENDED)]},'
+            f'"error":{_BOOL[bool(flags & ERROR)]},"bus":{json.dumps(bus)}}}')
+
+
+_BOOL = {True: "true", False: "false"}
+
+
+def log_time_origin(meta: dict) -> float:
+    """Wall-clock time (s) of the cycle log's t = 0."""
+    return float(meta.get("wall_start") or meta.get("wall_boot") or 0.0)
+
+
+class McapLog:
+    """``run.mcap`` through the Foxglove SDK's native writer (its own context, so a live
+    server in the same process sees none of it)."""
+
+    def __init__(self, path: Path, columns: dict[str, tuple[int, int]], meta: dict,
+                 channels: list[str] | None = None) -> None:
+        import foxglove
+        from foxglove.mcap import MCAPCompression, MCAPWriteOptions
+
+        self.path = Path(path)
+        self.enc = RowEncoder(columns, meta)
+        self.meta = meta
+        self.bus_names = list(channels or [])
+        self.ctx = foxglove.Context()
+        options = MCAPWriteOptions(compression=MCAPCompression.Zstd, compression_threads=0,
+                                   profile="")
+        self.writer = foxglove.open_mcap(str(self.path), allow_overwrite=False,
+                                         context=self.ctx, writer_options=options)
+        self.channels = {topic: foxglove.Channel(topic, schema=schema, message_encoding="json",
+                                                 context=self.ctx)
+                         for topic, schema in schemas(self.enc.names).items()}
+        self.t0_ns: int | None = None
+        self.messages = dict.fromkeys(TOPICS, 0)
+
+    def set_origin(self, meta: dict) -> None:
+        self.meta = meta
+        self.t0_ns = int(round(log_time_origin(meta) * 1e9))
+
+    def rows(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        if self.t0_ns is None:
+            self.set_origin(self.meta)
+        enc, ch, t0 = self.enc, self.channels, self.t0_ns
+        joints, state, timing = ch["/joints"].base.log, ch["/state"].base.log, \
+            ch["/timing"].base.log
+        times = (rows[:, 0] * 1e9).round()
+        times = np.where(np.isfinite(times), times, 0).astype(np.int64) + t0
+        for r, ns in zip(rows.tolist(), times.tolist(), strict=True):
+            joints(enc.joints(r).encode(), ns)
+            state(enc.state(r).encode(), ns)
+            timing(enc.timing(r).encode(), ns)
+        for i, body in enc.events(rows):
+            ch["/events"].base.log(body.encode(), int(times[i]))
+            self.messages["/events"] += 1
+        for topic in ("/joints", "/state", "/timing"):
+            self.messages[topic] += len(rows)
+
+    def frames(self, frames) -> None:
+        """(t, id, flags, dlc, bus index, data) tuples, as the frame ring hands them over."""
+        log = self.channels["/can"].base.log
+        names = self.bus_names
+        if self.t0_ns is None:
+            self.set_origin(self.meta)
+        t0 = self.t0_ns
+        for t, arb, flags, dlc, bus, data in frames:
+            name = names[bus] if bus < len(names) else str(bus)
+            # wall-clock stamps as they are; run-relative ones (a lockstep loop's) from t = 0
+            ns = int(t * 1e9) + (t0 if t < RELATIVE_BELOW_S else 0)
+            log(frame_json(t, arb, flags, dlc, name, data).encode(), ns)
+        self.messages["/can"] += len(frames)
+
+    def close(self, meta: dict | None = None) -> None:
+        """Write the run's metadata and finish the file (its summary and index)."""
+        meta = self.meta if meta is None else meta
+        self.writer.write_metadata(METADATA, {
+            "columns": json.dumps(self.enc.columns), "meta": json.dumps(meta),
+            "messages": json.dumps(self.messages)})
+        self.writer.close()
+
+
+# ----------------------------------------------------------------------------- reading
+def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
+    """(records, metadata) of a run.mcap, as :func:`exo_rt.record.recorder.read_cycle_log`
+    gives them for the cycle log (a structured array, one record per cycle)."""
+    from mcap.reader import make_reader
+
+    from exo_rt.record.recorder import columns_dtype
+
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            reader = make_reader(f)
+            info = None
+            for rec in reader.iter_metadata():
+                if rec.name == METADATA:
+                    info = rec.metadata
+            if info is None:
+                raise LogError("the MCAP file has no exo-rt metadata record", Where(str(path)),
+                               "give a run.mcap written by exo-rt (run or export --mcap)")
+            columns = {k: (int(v[0]), int(v[1])) for k, v in json.loads(info["columns"]).items()}
+            meta = json.loads(info["meta"])
+            by_topic: dict[str, list[dict]] = {"/joints": [], "/state": [], "/timing": []}
+            for _schema, channel, message in reader.iter_messages(topics=list(by_topic),
+                                                                   log_time_order=False):
+                by_topic[channel.topic].append(json.loads(message.data))
+    except (OSError, ValueError, KeyError) as exc:
+        raise LogError(f"cannot read the MCAP file ({exc})", Where(str(path)),
+                       "the file is damaged or not finished (the cycle log is the reference)"
+                       ) from None
+    records = rows_from_messages(columns, meta, by_topic)
+    return records.view(columns_dtype(columns))[:, 0], meta
+
+
+def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.ndarray:
+    """The float64 records rebuilt from the decoded /joints, /state and /timing messages."""
+    names = list(meta.get("joint_names", []))
+    n = min(len(v) for v in by_topic.values())
+    width = max(b for _, b in columns.values())
+    out = np.full((n, width), np.nan)
+
+    def num(x):
+        return np.nan if x is None else float(x)
+
+    for k in range(n):
+        j, s, tm = by_topic["/joints"][k], by_topic["/state"][k], by_topic["/timing"][k]
+        row = out[k]
+        row[columns["t"][0]] = num(j["t"])
+        row[columns["cycle"][0]] = num(j["cycle"])
+        for f in JOINT_FIELDS:
+            a = columns[f][0]
+            row[a:a + len(names)] = [num(j[f][nm]) for nm in names]
+        row[columns["state"][0]] = num(s["state_code"])
+        row[columns["cause"][0]] = num(s["cause_code"])
+        row[columns["board"][0]] = num(s["board"])
+        row[columns["overrun_streak"][0]] = num(s["overrun_streak"])
+        for f in ("wake_us", "compute_us", "overruns"):
+            row[columns[f][0]] = num(tm[f])
+    return out
+
+
+# ----------------------------------------------------------------------------- export
+def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """run.mcap of a recorded run folder (its cycle log and CAN log), for runs recorded
+    before exo-rt wrote MCAP."""
+    import can
+
+    from exo_rt.record.recorder import read_cycle_log, read_header
+
+    run_dir = Path(run_dir)
+    log = run_dir / "cycles.exolog"
+    if not log.exists():
+        raise LogError("no cycle log in this folder", Where(str(run_dir)),
+                       "give a run folder written by `exo-rt run` (it holds cycles.exolog)")
+    out = Path(out) if out is not None else run_dir / "run.mcap"
+    if out.exists():
+        raise LogError(f"{out.name} exists already", Where(str(out)),
+                       "delete it first to write it again")
+    columns, _ = read_header(log)
+    records, meta = read_cycle_log(log)
+    meta.pop("truncated_bytes", None)
+    width = max(b for _, b in columns.values())
+    rows = np.frombuffer(records.tobytes(), np.float64).reshape(len(records), width)
+    buses: list[str] = []
+    frames = []
+    for can_log in sorted(run_dir.glob("can.*")):
+        if can_log.suffix not in (".blf", ".asc", ".log"):
+            continue
+        try:
+            for msg in can.LogReader(str(can_log)):
+                ch = str(msg.channel if msg.channel is not None else 0)
+                if ch not in buses:
+                    buses.append(ch)
+                flags = (RX if msg.is_rx else 0) | (EXTENDED if msg.is_extended_id else 0) \
+                    | (ERROR if msg.is_error_frame else 0)
+                frames.append((msg.timestamp, msg.arbitration_id, flags, msg.dlc,
+                               buses.index(ch), bytes(msg.data)))
+        except (OSError, ValueError, can.CanError) as exc:
+            raise LogError(f"cannot read the CAN log ({exc})", Where(str(can_log)),
+                           "the file is damaged") from None
+        break
+    m = McapLog(out, columns, meta, buses)
+    m.set_origin(meta)
+    for a in range(0, len(rows), 4096):
+        m.rows(rows[a:a + 4096])
+    m.frames(frames)
+    m.close(meta)
+    return out

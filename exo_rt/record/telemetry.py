@@ -1,0 +1,163 @@
+"""Live telemetry: a run watched in Foxglove while it happens (``exo-rt run --live``).
+
+The recording process (:mod:`exo_rt.record.writer`) serves the Foxglove WebSocket protocol
+through the Foxglove SDK (its server is native code, on its own threads): every ``every``-th
+cycle record (``LIVE_HZ`` a second at most, 200 by default: 1 in 5 at 1 kHz) on /joints,
+/state and /timing, and every state change on /events — the same JSON messages as ``run.mcap``
+(:mod:`exo_rt.record.mcap_log`). The control thread does nothing for it: it copies its record
+into shared memory as it always does, and the decimation, encoding and sending happen in the
+recording process.
+
+Nothing opens the door: the server binds 127.0.0.1 unless told otherwise, advertises no
+capability at all — no client publish, no parameters, no services (a client that tries gets a
+status error and nothing else happens) — and no command of exo-rt takes a setpoint or a gain
+from the network. Serving another address needs ``--live-remote`` and prints a warning.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+import numpy as np
+
+from exo_rt.errors import ConfigError
+from exo_rt.record.mcap_log import RowEncoder, log_time_origin, schemas
+
+LIVE_HZ = 200.0
+DEFAULT_PORT = 8765
+LIVE_TOPICS = ("/joints", "/state", "/timing", "/events")
+
+
+def parse_live(spec: str, remote: bool = False) -> tuple[str, int]:
+    """``[HOST:]PORT`` → (host, port); host 127.0.0.1 by default. ConfigError for a bad spec,
+    or for an address other than loopback without ``remote``."""
+    host, sep, port = spec.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        p = int(port)
+        if not 0 <= p <= 65535:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"cannot read --live '{spec}'", None,
+                          "write PORT or HOST:PORT, e.g. --live 8765") from None
+    if not is_loopback(host) and not remote:
+        raise ConfigError(f"--live on {host} would let anyone on that network watch the "
+                          "session", None, "serve on 127.0.0.1 (the default), or add "
+                                           "--live-remote to confirm")
+    return host, p
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def remote_warning(host: str, port: int) -> str:
+    return (f"WARNING: live telemetry on {host}:{port} is not loopback: anyone who can reach "
+            "this address can watch the session (read only: the server accepts no publish, "
+            "parameter or service call)")
+
+
+class LiveServer:
+    """A Foxglove WebSocket server with the run's live channels (its own context)."""
+
+    def __init__(self, host: str, port: int, columns: dict[str, tuple[int, int]], meta: dict,
+                 live_hz: float = LIVE_HZ) -> None:
+        import foxglove
+
+        foxglove.set_log_level("ERROR")  # a misbehaving client must not scribble on the status
+        self.enc = RowEncoder(columns, meta)
+        self.meta = meta
+        rate = float(meta.get("rate_hz", 1000.0))
+        self.every = max(1, int(round(rate / live_hz)))
+        self.ctx = foxglove.Context()
+        self.server = foxglove.start_server(
+            name="exo-rt", host=host, port=port, context=self.ctx,
+            capabilities=[],  # read only: no client publish, parameters, services, time
+            services=None, supported_encodings=None)
+        self.host, self.port = host, self.server.port
+        all_schemas = schemas(self.enc.names)
+        self.channels = {t: foxglove.Channel(t, schema=all_schemas[t], message_encoding="json",
+                                             context=self.ctx) for t in LIVE_TOPICS}
+        self.t0_ns: int | None = None
+        self.sent = 0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"ws://{host}:{self.port}"
+
+    def set_origin(self, meta: dict) -> None:
+        self.meta = meta
+        self.t0_ns = int(round(log_time_origin(meta) * 1e9))
+
+    def rows(self, rows: np.ndarray) -> None:
+        """Publish the records of this batch whose cycle is a multiple of ``every``, and
+        every state change."""
+        if not len(rows):
+            return
+        if self.t0_ns is None:
+            self.set_origin(self.meta)
+        enc, ch = self.enc, self.channels
+        cyc = rows[:, 1]
+        pick = np.flatnonzero(np.nan_to_num(cyc) % self.every == 0)
+        if len(pick) and ch["/joints"].has_sinks():  # nobody watching: nothing to encode
+            for r in rows[pick].tolist():
+                ns = self.t0_ns + (int(round(r[0] * 1e9)) if r[0] == r[0] else 0)
+                ch["/joints"].base.log(enc.joints(r).encode(), ns)
+                ch["/state"].base.log(enc.state(r).encode(), ns)
+                ch["/timing"].base.log(enc.timing(r).encode(), ns)
+                self.sent += 1
+        for i, body in enc.events(rows):
+            t = rows[i, 0]
+            ch["/events"].base.log(body.encode(),
+                                   self.t0_ns + (int(round(t * 1e9)) if t == t else 0))
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+# ----------------------------------------------------------------------------- layout
+def layout(joint_names) -> str:
+    """A Foxglove layout (JSON) for these joints: per joint, position against reference, and
+    current; torques; the state machine and the safety cause; timing; the events."""
+    import foxglove.layouts as fl
+
+    def plot(title, series):
+        return fl.PlotPanel(title=title, config=fl.PlotConfig(
+            paths=[fl.PlotSeries(value=v, label=lab) for v, lab in series]))
+
+    def key(n):  # a message path names a field plainly, or quoted
+        return n if n.isidentifier() else json.dumps(n)
+
+    rows = []
+    for n in joint_names:
+        rows.append(fl.SplitItem(content=fl.SplitContainer(direction="row", items=[
+            fl.SplitItem(content=plot(f"{n}: position (rad)", [
+                (f"/joints.q.{key(n)}", "q"), (f"/joints.q_ref.{key(n)}", "q_ref")])),
+            fl.SplitItem(content=plot(f"{n}: current (A)", [
+                (f"/joints.current.{key(n)}", "measured"),
+                (f"/joints.command.{key(n)}", "command")])),
+        ])))
+    left = fl.SplitContainer(direction="column", items=rows + [fl.SplitItem(content=plot(
+        "torque (N·m)", [(f"/joints.torque.{key(n)}", n) for n in joint_names]))])
+    right = fl.SplitContainer(direction="column", items=[
+        fl.SplitItem(content=fl.StateTransitionsPanel(
+            title="state", config=fl.StateTransitionsConfig(paths=[
+                fl.StateTransitionsSeries(value="/state.state", label="state"),
+                fl.StateTransitionsSeries(value="/state.cause", label="safety cause")]))),
+        fl.SplitItem(content=plot("timing (µs)", [("/timing.compute_us", "compute"),
+                                                  ("/timing.wake_us", "wake")])),
+        fl.SplitItem(content=fl.RawMessagesPanel(
+            title="events", config=fl.RawMessagesConfig(topic_path="/events"))),
+    ])
+    root = fl.SplitContainer(direction="row", items=[fl.SplitItem(proportion=2, content=left),
+                                                     fl.SplitItem(proportion=1, content=right)])
+    return json.dumps(json.loads(fl.Layout(content=root).to_json()), indent=1) + "\n"

@@ -1,0 +1,283 @@
+"""Live telemetry (Foxglove WebSocket) and the run's MCAP file.
+
+One lockstep run of the default config with ``--live``: a WebSocket client speaking Foxglove's
+protocol (the ``websockets`` package, nothing of exo-rt's) connects while it runs, subscribes
+to /joints, decodes every message and also tries to publish, set a parameter and call a
+service. Then ``run.mcap`` is read back with the ``mcap`` package's reader (independent of the
+Foxglove SDK that wrote it) and compared with the cycle log and the CAN log value for value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import can
+import numpy as np
+import pytest
+
+from exo_rt.record.recorder import read_cycle_log
+
+websockets = pytest.importorskip("websockets.sync.client")
+mcap_reader = pytest.importorskip("mcap.reader")
+
+ROOT = Path(__file__).resolve().parents[1]
+DURATION = 4.0
+SUBPROTOCOL = "foxglove.sdk.v1"
+
+
+def _client(url: str, got: dict) -> None:
+    """Foxglove's protocol by hand: serverInfo, advertise, subscribe, then binary messages
+    (opcode 1, subscription id u32, log time u64, payload)."""
+    with websockets.connect(url, subprotocols=[SUBPROTOCOL], open_timeout=10,
+                            max_size=None) as ws:
+        got["info"] = json.loads(ws.recv(timeout=10))
+        channels = {}
+        while "/joints" not in channels:
+            m = json.loads(ws.recv(timeout=10))
+            if m.get("op") == "advertise":
+                channels.update({c["topic"]: c for c in m["channels"]})
+        got["channels"] = channels
+        ws.send(json.dumps({"op": "subscribe", "subscriptions": [
+            {"id": 1, "channelId": channels["/joints"]["id"]},
+            {"id": 2, "channelId": channels["/events"]["id"]}]}))
+        # what a client must not be able to do: publish, set a parameter, call a service
+        ws.send(json.dumps({"op": "advertise", "channels": [
+            {"id": 7, "topic": "/joints/command", "encoding": "json", "schemaName": "x"}]}))
+        ws.send(b"\x01" + struct.pack("<I", 7) + b'{"kp": 1e6}')
+        ws.send(json.dumps({"op": "setParameters", "parameters": [{"name": "kp", "value": 1e6}]}))
+        ws.send(b"\x02" + struct.pack("<III", 1, 1, 4) + b"json{}")
+        got["joints"], got["events"], got["status"] = [], [], []
+        try:
+            while True:
+                m = ws.recv(timeout=20)
+                if isinstance(m, bytes):
+                    op, sub, _ns = struct.unpack_from("<BIQ", m)
+                    assert op == 1
+                    got["joints" if sub == 1 else "events"].append(json.loads(m[13:]))
+                else:
+                    msg = json.loads(m)
+                    if msg.get("op") == "status":
+                        got["status"].append(msg)
+        except Exception as exc:  # the run ended: the server closed the connection
+            got["end"] = repr(exc)
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("live") / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--duration", str(DURATION),
+                             "--out", str(out), "--live", "127.0.0.1:0"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    url: list[str] = []
+
+    def drain():
+        for line in proc.stderr:
+            lines.append(line)
+            if "live telemetry on ws://" in line and not url:
+                url.append(line.split("live telemetry on ", 1)[1].split()[0])
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    end = time.monotonic() + 120
+    while not url and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.01)
+    assert url, "".join(lines)
+    got: dict = {"url": url[0]}
+    _client(url[0], got)
+    stdout, _ = proc.communicate(timeout=120)
+    reader.join(5)
+    assert proc.returncode == 0, stdout + "".join(lines)
+    got["stdout"] = stdout
+    return out, got
+
+
+def test_live_stream_is_decoded_at_100_hz_or_more_of_simulated_time(live_run):
+    out, got = live_run
+    msgs = got["joints"]
+    assert len(msgs) >= 100, got.get("end")
+    t = np.array([m["t"] for m in msgs])
+    span = t[-1] - t[0]
+    assert span > 1.0 and len(msgs) / span >= 100.0, (len(msgs), span)
+    assert np.all(np.diff(t) > 0)
+    records, meta = read_cycle_log(out / "cycles.exolog")
+    names = meta["joint_names"]
+    for m in msgs:  # every value is the cycle log's, exactly
+        r = records[int(m["cycle"])]
+        assert m["t"] == r["t"]
+        for f in ("q", "qd", "q_ref", "current", "command", "torque"):
+            assert [m[f][n] for n in names] == r[f].tolist(), f
+    assert any(e["state"] == "RUN" for e in got["events"]) or got["events"] == []
+    assert "live telemetry on ws://127.0.0.1:" in got["stdout"]  # the set-up line
+
+
+def test_live_server_is_read_only(live_run):
+    out, got = live_run
+    assert got["info"]["capabilities"] == []  # no clientPublish, parameters, services, time
+    said = " ".join(s["message"] for s in got["status"])
+    assert "clientPublish" in said and "parameters" in said, said
+    assert all(s["level"] == 2 for s in got["status"])  # errors, every one
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["final_state"] == "SHUTDOWN" and not summary["faults"]
+
+
+def _listening(port: int) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp* shows them) listening on ``port``."""
+    found = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            addr, p = f[1].rsplit(":", 1)
+            if int(p, 16) == port and f[3] == "0A":  # LISTEN
+                found.append(addr)
+    return found
+
+
+def test_live_server_binds_loopback_only_by_default():
+    from exo_rt.record.recorder import cycle_columns
+    from exo_rt.record.telemetry import LiveServer, parse_live
+
+    host, port = parse_live("0")
+    assert host == "127.0.0.1"
+    srv = LiveServer(host, port, cycle_columns(2), {"joint_names": ["hip", "knee"]})
+    try:
+        found = _listening(srv.port)
+        if Path("/proc/net/tcp").exists():
+            assert found == ["0100007F"], found  # 127.0.0.1 only, on no other address
+        import socket
+
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=2):
+            pass
+    finally:
+        srv.close()
+
+
+def test_other_addresses_need_an_explicit_option():
+    from exo_rt.errors import ConfigError
+    from exo_rt.record.telemetry import parse_live, remote_warning
+
+    assert parse_live("8765") == ("127.0.0.1", 8765)
+    assert parse_live("localhost:9000") == ("localhost", 9000)
+    assert parse_live("[::1]:9000") == ("::1", 9000)
+    for spec in ("0.0.0.0:8765", "192.168.1.5:8765", "[::]:8765", "example.org:80"):
+        with pytest.raises(ConfigError, match="--live-remote"):
+            parse_live(spec)
+    assert parse_live("0.0.0.0:8765", remote=True) == ("0.0.0.0", 8765)
+    assert "WARNING" in remote_warning("0.0.0.0", 8765)
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.1",
+                          "--live", "0.0.0.0:8765"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "--live-remote" in res.stderr and "Traceback" not in res.stderr
+
+
+# --------------------------------------------------------------------------- run.mcap
+def _read_mcap(path: Path):
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as f:
+        reader = make_reader(f, validate_crcs=True)
+        summary = reader.get_summary()
+        meta = {m.name: m.metadata for m in reader.iter_metadata()}
+        by_topic: dict[str, list] = {}
+        for schema, channel, message in reader.iter_messages(log_time_order=False):
+            assert channel.message_encoding == "json" and schema.encoding == "jsonschema"
+            by_topic.setdefault(channel.topic, []).append((message.log_time,
+                                                           json.loads(message.data)))
+    return summary, meta, by_topic
+
+
+def _num(x):
+    return np.nan if x is None else x
+
+
+def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
+    out, _ = live_run
+    summary, meta, by_topic = _read_mcap(out / "run.mcap")
+    records, log_meta = read_cycle_log(out / "cycles.exolog")
+    n = len(records)
+    topics = {c.topic for c in summary.channels.values()}
+    assert topics == {"/joints", "/state", "/timing", "/can", "/events"}
+    counts = {summary.channels[cid].topic: k
+              for cid, k in summary.statistics.channel_message_counts.items()}
+    assert counts["/joints"] == counts["/state"] == counts["/timing"] == n
+    names = log_meta["joint_names"]
+    joints, state, timing = (by_topic[t] for t in ("/joints", "/state", "/timing"))
+    for k in range(n):
+        r = records[k]
+        j, s, tm = joints[k][1], state[k][1], timing[k][1]
+        assert j["t"] == r["t"] and j["cycle"] == r["cycle"] == k
+        for f in ("q", "qd", "q_ref", "current", "command", "torque", "flags"):
+            assert np.array_equal([_num(j[f][x]) for x in names], r[f], equal_nan=True), (k, f)
+        assert s["state_code"] == r["state"] and s["state"] == log_meta["states"][int(r["state"])]
+        assert s["cause_code"] == r["cause"] and s["board"] == r["board"]
+        assert s["overrun_streak"] == r["overrun_streak"]
+        assert (tm["wake_us"], tm["compute_us"], tm["overruns"]) == (
+            r["wake_us"], r["compute_us"], r["overruns"])
+    # CAN frames: the BLF log's, frame for frame
+    frames = list(can.LogReader(str(out / "can.blf")))
+    mframes = [m for _, m in by_topic["/can"]]
+    assert counts["/can"] == len(frames) == len(mframes) > 0
+    for f, m in zip(frames, mframes, strict=True):
+        assert m["id"] == f.arbitration_id and bytes(m["data"]) == bytes(f.data)
+        assert m["rx"] == f.is_rx
+        if m["t"] > 1e8:  # wall time (bring-up); the lockstep loop's frames carry run time
+            assert abs(m["t"] - f.timestamp) < 1e-5
+    # events: every state change of the cycle log, in order
+    states = records["state"]
+    changes = [0] + [int(i) + 1 for i in np.flatnonzero(np.diff(states))]
+    ev = [m for _, m in by_topic["/events"]]
+    assert [e["cycle"] for e in ev] == changes
+    assert ev[-1]["state"] == "SHUTDOWN" or ev[-1]["state"] == log_meta["states"][int(states[-1])]
+    # the run's metadata
+    info = json.loads(meta["exo-rt"]["meta"])
+    assert info["joint_names"] == names and info["wall_start"] == log_meta["wall_start"]
+    assert json.loads(meta["exo-rt"]["messages"])["/joints"] == n
+
+
+def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_path):
+    from exo_rt.record.mcap_log import read_mcap
+    from exo_rt.record.replay import load_run
+
+    out, _ = live_run
+    records, _ = read_cycle_log(out / "cycles.exolog")
+    # an old run: no run.mcap; export writes one that reads back the same
+    old = tmp_path / "old"
+    old.mkdir()
+    for f in ("cycles.exolog", "can.blf", "summary.json", "config.yaml"):
+        (old / f).write_bytes((out / f).read_bytes())
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "export", str(old), "--mcap"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(old / "run.mcap")
+    again, _ = read_mcap(old / "run.mcap")
+    assert np.array_equal(again.tobytes(), records.tobytes())
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "export", str(old), "--mcap"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "exists already" in res.stderr
+    # a run shared as run.mcap alone: replay reads it
+    os.remove(old / "cycles.exolog")
+    rec2, meta2, config = load_run(old)
+    assert np.array_equal(rec2.tobytes(), records.tobytes()) and config.exists()
+
+
+def test_the_shipped_layout_is_the_default_runs():
+    from exo_rt.record.telemetry import layout
+    from exo_rt.runtime.config import load_top
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    shipped = Path(__import__("exo_rt").__file__).parent / "layouts" / "exo_leg.json"
+    assert shipped.read_text() == layout(top.robot.joint_names)
+    text = shipped.read_text()
+    for n in top.robot.joint_names:
+        assert f"/joints.q.{n}" in text and f"/joints.q_ref.{n}" in text
