@@ -190,8 +190,9 @@ def exo_leg_case() -> Case | None:
     """The shipped default leg (configs/robots/exo_leg.yaml, with rotors), if it loads."""
     try:
         from exo_rt.model import load_mechanism
+        from exo_rt.resources import config
 
-        mech = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+        mech = load_mechanism(config("robots", "exo_leg.yaml"))
         if mech.closure is not None:
             return None
         return Case("exo_leg", mech, notes="with 2 rotors")

@@ -228,7 +228,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / stamp
+    from exo_rt.resources import runs_root
+
+    out = Path(args.out) if args.out else runs_root(config) / top.runs_dir / stamp
     result = ctl.run(args.duration, out)
     s = result.summary
     for line in result.setup:
@@ -249,12 +251,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _default_config():
-    from pathlib import Path
+    from exo_rt.resources import default_config
 
-    here = Path.cwd() / "configs" / "exo_leg.yaml"
-    if here.exists():
-        return here
-    return Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml"
+    return default_config()  # the working directory's configs/, else the shipped ones
 
 
 def _setup_replay(p: argparse.ArgumentParser) -> None:
@@ -404,7 +403,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     bench = Bench(top, ctl.drives, fixture=fixture, reply_timeout=timeout, pace=not simulated,
                   abort=AbortKey(sys.stdin if interactive else None), world=ctl.world)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else config.parent.parent / top.runs_dir / f"bench-{stamp}"
+    from exo_rt.resources import runs_root
+
+    out = Path(args.out) if args.out else runs_root(config) / top.runs_dir / f"bench-{stamp}"
     print("running (ctrl-C or q + Enter aborts) …", flush=True)
     try:
         report = run_procedure(args.name, bench, out, args.joint)

@@ -81,9 +81,9 @@ def add(name: str, group: str, run: Callable[[Context], object],
 
 def default_config() -> Path:
     """configs/exo_leg.yaml of the working directory, else of the source tree (as the CLI)."""
-    rel = Path("configs") / "exo_leg.yaml"
-    here = Path.cwd() / rel
-    return here if here.exists() else Path(__file__).resolve().parents[1] / rel
+    from exo_rt.resources import default_config as shipped  # a wheel: package data
+
+    return shipped()
 
 
 class Context:
@@ -311,9 +311,9 @@ def _closed_chain(c: Context) -> None:
     """A robot with a loop closure: the reduced (closed-chain) dynamics kernels."""
     from exo_rt.dynamics import Dynamics
     from exo_rt.model import load_mechanism
+    from exo_rt.resources import config
 
-    mech = load_mechanism(Path(__file__).resolve().parents[1] / "configs" / "robots"
-                          / "fourbar_knee.yaml")
+    mech = load_mechanism(config("robots", "fourbar_knee.yaml"))
     d = Dynamics(mech)
     q = np.zeros(mech.nq)
     d.mass_matrix(q), d.bias_forces(q, q), d.gravity(q), d.inverse_dynamics(q, q, q)

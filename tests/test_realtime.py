@@ -19,7 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exo_rt.bus.port import CAN_ERR_FLAG, SocketcanPort, UdpMulticastPort, open_port
+from exo_rt.bus.port import (
+    CAN_ERR_FLAG,
+    SocketcanPort,
+    UdpMulticastPort,
+    loopback_bus,
+    open_port,
+)
 from exo_rt.record.rings import LOST, FrameRing, RecordRing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +60,7 @@ needs_fifo = pytest.mark.skipif(not _fifo_allowed(),
 def test_udp_port_speaks_python_cans_udp_multicast_both_ways():
     group = "239.74.250.2"
     ours = open_port(can.Bus(interface="udp_multicast", channel=group))
-    theirs = can.Bus(interface="udp_multicast", channel=group)
+    theirs = loopback_bus(group)  # python-can's own bus, joined where the port talks
     try:
         assert isinstance(ours, UdpMulticastPort)
         ours.send(0x201, b"\x0f\x00\x10\x27")
@@ -70,6 +76,11 @@ def test_udp_port_speaks_python_cans_udp_multicast_both_ways():
                 got.append((f.arbitration_id, f.data, f.is_extended_id))
         # our own 0x201 came back through the group and was skipped
         assert got == [(0x181, bytes(range(8)), False), (0x1ABCDE, b"\x01", True)]
+        sent = time.time()
+        theirs.send(can.Message(arbitration_id=0x182, data=b"\x02", is_extended_id=False))
+        time.sleep(0.05)  # read 50 ms late: the frame still says when it arrived
+        f = ours.recv()
+        assert f.arbitration_id == 0x182 and f.timestamp - sent < 0.02
     finally:
         ours.bus.shutdown()
         theirs.shutdown()
@@ -90,12 +101,14 @@ _UDP_PORT = open_port(can.Bus(interface="udp_multicast", channel="239.74.250.3")
 def test_socketcan_port_writes_and_reads_the_kernels_can_frame():
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # stands in for AF_CAN
     port = SocketcanPort(None, sock=a)
+    before = time.time()
     port.send(0x201, b"\x0f\x00\x10\x27")
     can_id, dlc, data = struct.unpack("=IB3x8s", b.recv(16))
     assert (can_id, dlc, data[:dlc]) == (0x201, 4, b"\x0f\x00\x10\x27")
     b.send(struct.pack("=IB3x8s", 0x182, 8, bytes(range(8))))
     f = port.recv()
     assert (f.arbitration_id, f.data, f.is_error_frame) == (0x182, bytes(range(8)), False)
+    assert before <= f.timestamp <= time.time()  # when it arrived
     b.send(struct.pack("=IB3x8s", CAN_ERR_FLAG | 0x40, 8, bytes(8)))  # bus-off error frame
     f = port.recv()
     assert f.is_error_frame and f.arbitration_id == 0x40

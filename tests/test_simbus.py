@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import can
@@ -252,22 +251,24 @@ def test_faults_from_the_bus_file(tmp_path):
         load_buses(path, robot)
 
 
-def test_realtime_mode_keeps_wall_clock_time():
+def test_realtime_world_samples_the_leg_at_each_sync():
+    """Real time: the physics advances to each SYNC's arrival in whole periods (steady SYNCs:
+    one period per SYNC whatever the jitter), and runs on by itself when SYNCs stop."""
+    from exo_rt.sim.server import RealtimeServer
+
     robot, sim, (d,) = _open("exo_leg", "exo_leg", "rt")
     d.configure()
     d.enable()
+    server = RealtimeServer(sim, {})
+    t = 1000.0
+    server._last_step = t
     start = sim.cycle
-    sim.start_realtime()
-    try:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 0.3:
-            d.cycle(np.zeros(2), deadline=time.monotonic() + 0.002)
-            time.sleep(0.001)
-    finally:
-        sim.stop_realtime()
-    steps = sim.cycle - start
-    assert 0.8 * 300 <= steps + sim.overruns <= 1.2 * 300, (steps, sim.overruns)
-    assert not (d.flags & F_MISSING).any()
+    for jitter in (0.0003, -0.0004, 0.0002, 0.0, -0.0001):  # SYNCs 1 ms apart ± jitter
+        t += 1e-3
+        server._step(t + jitter)  # the step keeps whole periods from the first one
+    assert sim.cycle - start == 5 and server.overruns == 0
+    server._step(t + 3.2e-3)  # three periods without a SYNC: caught up at once, counted
+    assert sim.cycle - start == 8 and server.overruns == 2
 
 
 def test_mit_mode_actuators_through_the_simulated_bus():

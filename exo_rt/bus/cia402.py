@@ -87,9 +87,24 @@ TPDO1_MAP = (0x60410010, 0x60640020, 0x60780010)
 EMCY_NO_ERROR = 0x0000
 EMCY_OVERCURRENT = 0x2310
 EMCY_UNDERVOLTAGE = 0x3220
-EMCY_HEARTBEAT = 0x8130
+EMCY_HEARTBEAT = 0x8130  # life guard or heartbeat error (the consumer's, 1016h)
+EMCY_COMMUNICATION = 0x8100  # communication, generic: the emulated drive's SYNC loss (as
+#                              CANopenNode's SYNC timeout; CiA 301 has no code of its own)
 EMCY_POSITION_SENSOR = 0x7320
 ERRREG_GENERIC, ERRREG_CURRENT, ERRREG_COMMUNICATION = 0x01, 0x02, 0x10
+EMCY_NAMES = {0x0000: "no error", 0x2310: "continuous over-current", 0x3220: "DC link "
+              "under-voltage", 0x7320: "position sensor", 0x8100: "communication",
+              0x8110: "CAN overrun", 0x8120: "CAN error passive", 0x8130: "heartbeat or "
+              "life guard error", 0x8140: "recovered from bus-off", 0x8210: "PDO length",
+              0x8220: "PDO too long", 0x8240: "unexpected SYNC length", 0x8250: "RPDO timeout"}
+EMCY_CLASSES = {0x1: "generic", 0x2: "current", 0x3: "voltage", 0x4: "temperature",
+                0x5: "device hardware", 0x6: "device software", 0x7: "additional modules",
+                0x8: "monitoring", 0x9: "external error", 0xF: "device specific"}
+
+
+def emcy_name(code: int) -> str:
+    """What an EMCY / 603Fh error code means (CiA 301/402), or its class."""
+    return EMCY_NAMES.get(code) or EMCY_CLASSES.get(code >> 12, "unknown") + " error"
 
 _RPDO = struct.Struct("<Hh")
 _TPDO = struct.Struct("<Hih")

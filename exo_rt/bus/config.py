@@ -28,6 +28,30 @@ class DriveConfig:
     profile: pdo.DriveProfile | None = None  # what bring-up writes (mapping, identity, units)
 
 
+# 6007h abort connection option code and 1029h/1 communication error behaviour (CiA 402-2,
+# CiA 301): what the bus file's names mean. 6007h "no action" (0) is not offered: it leaves the
+# last torque applied when the controller goes silent.
+ABORT_CONNECTION = {"fault": 1, "disable_voltage": 2, "quick_stop": 3}
+ERROR_BEHAVIOUR = {"pre_operational": 0, "no_change": 1, "stopped": 2}
+WATCHDOG_OBJECTS = {(0x1016, 1): "consumer heartbeat time", (0x1029, 1): "error behaviour",
+                    (0x6007, 0): "abort connection option code",
+                    (0x1006, 0): "communication cycle period"}
+
+
+@dataclass(frozen=True)
+class DriveWatchdog:
+    """What bring-up writes on each CiA 402 drive so that it stops by itself when the
+    controller, its PC or the bus dies (docs/safety.md): 1016h/1 = the controller's node id
+    << 16 | ``heartbeat_periods`` × its heartbeat period (ms; 0: consumer off), 1029h/1,
+    6007h, and 1006h = the control period (µs) where ``sync_watchdog`` (else 0)."""
+
+    heartbeat_periods: int = 4  # the controller's heartbeat is lost after this many periods
+    abort_connection: int = ABORT_CONNECTION["disable_voltage"]  # 6007h
+    error_behaviour: int = ERROR_BEHAVIOUR["pre_operational"]  # 1029h/1
+    sync_watchdog: bool = False  # 1006h: the drive watches the SYNC (3 periods on ours)
+    required: bool = False  # an EDS without these objects is refused, not warned about
+
+
 @dataclass(frozen=True)
 class BusConfig:
     name: str
@@ -39,6 +63,14 @@ class BusConfig:
     heartbeat_ms: int
     faults: tuple[tuple[str, int, float, float], ...] = ()  # simulated bus: (kind, node, at s, s)
     mit_ranges: MitRanges | None = None  # protocol: mit
+    master_node: int = 127  # the controller's node id: its heartbeat is 0x700 + this
+    master_heartbeat_ms: int = 10  # the controller's heartbeat period (0: none)
+    watchdog: DriveWatchdog = DriveWatchdog()  # written on each CiA 402 drive at bring-up
+
+    @property
+    def consumer_ms(self) -> int:
+        """The drives' consumer heartbeat time for the controller (1016h, ms; 0: off)."""
+        return self.master_heartbeat_ms * self.watchdog.heartbeat_periods
 
     def load(self, rate_hz: float) -> float:
         """Fraction of the bit rate one control cycle's frames take (worst-case stuffing)."""
@@ -60,7 +92,10 @@ PROFILE_KEYS = {"eds": False, "vendor_id": False, "product_code": False, "rpdo":
                 "rated_torque_object": False}
 BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
             "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False,
-            "mit_ranges": False, **PROFILE_KEYS}
+            "mit_ranges": False, "master": False, "drive_watchdog": False, **PROFILE_KEYS}
+MASTER_KEYS = {"node": False, "heartbeat_ms": False}
+WATCHDOG_KEYS = {"heartbeat_periods": False, "abort_connection": False,
+                 "error_behaviour": False, "sync_watchdog": False, "required": False}
 MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd_max": False}
 PROTOCOLS = ("cia402", "mit")
 FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
@@ -205,6 +240,63 @@ def written_objects(p: pdo.DriveProfile) -> list[tuple[int, int]]:
     return out
 
 
+def _integer(node: Node, low: int, high: int, what: str, fix: str) -> int:
+    value = number(node)
+    if value != int(value) or not low <= value <= high:
+        raise ConfigError(f"{what} {node.value!r} is not a whole number in {low}…{high}",
+                          node.where(), fix)
+    return int(value)
+
+
+def _flag(node: Node, what: str) -> bool:
+    if not isinstance(node.value, bool):
+        raise ConfigError(f"{what} {node.value!r} is not true or false", node.where(),
+                          "write true or false")
+    return node.value
+
+
+def _master(m: dict[str, Node], nodes: set[int], item: Node) -> tuple[int, int, DriveWatchdog]:
+    """The controller's heartbeat (``master``) and what the drives do when it stops
+    (``drive_watchdog``), checked."""
+    master = mapping(m["master"], MASTER_KEYS, "master") if "master" in m else {}
+    node = (_integer(master["node"], 1, 127, "master node id",
+                     "the controller's own node id, 1…127 (127 is the usual master's)")
+            if "node" in master else 127)
+    if node in nodes:
+        raise ConfigError(f"master node id {node} is a drive's too", master["node"].where(),
+                          "give the controller a node id no drive on this bus has (e.g. 127)")
+    hb = (_integer(master["heartbeat_ms"], 0, 65535, "master heartbeat_ms",
+                   "the controller's heartbeat period in ms, e.g. 10 (0: none)")
+          if "heartbeat_ms" in master else 10)
+    w = mapping(m["drive_watchdog"], WATCHDOG_KEYS, "drive_watchdog") \
+        if "drive_watchdog" in m else {}
+    defaults = DriveWatchdog()
+    periods = (_integer(w["heartbeat_periods"], 0, 100, "drive_watchdog heartbeat_periods",
+                        "3…5 missed heartbeats, e.g. 4 (0: the drives do not watch it)")
+               if "heartbeat_periods" in w else defaults.heartbeat_periods)
+    if hb * periods > 65535:
+        raise ConfigError(f"a consumer heartbeat time of {hb * periods} ms does not fit 1016h "
+                          "(16 bits)", (w.get("heartbeat_periods") or item).where(),
+                          "lower master.heartbeat_ms or drive_watchdog.heartbeat_periods")
+    watchdog = DriveWatchdog(
+        heartbeat_periods=periods,
+        abort_connection=(ABORT_CONNECTION[choice(w["abort_connection"], ABORT_CONNECTION,
+                                                  "abort_connection (6007h)")]
+                          if "abort_connection" in w else defaults.abort_connection),
+        error_behaviour=(ERROR_BEHAVIOUR[choice(w["error_behaviour"], ERROR_BEHAVIOUR,
+                                                "error_behaviour (1029h)")]
+                         if "error_behaviour" in w else defaults.error_behaviour),
+        sync_watchdog=(_flag(w["sync_watchdog"], "sync_watchdog") if "sync_watchdog" in w
+                       else defaults.sync_watchdog),
+        required=_flag(w["required"], "required") if "required" in w else defaults.required)
+    return node, hb, watchdog
+
+
+def watchdog_objects(watchdog: DriveWatchdog) -> list[tuple[int, int]]:
+    """The objects bring-up writes for ``watchdog`` on a CiA 402 drive."""
+    return [(0x1016, 1), (0x1029, 1), (0x6007, 0)] + [(0x1006, 0)] * watchdog.sync_watchdog
+
+
 def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tuple[BusConfig, ...]:
     """Read and validate a bus file for the robot ``mech``; refuse a bus loaded over 80 %."""
     root = read_yaml(Path(path), ConfigError)
@@ -256,6 +348,19 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             faults.append((kind, node, number(fm["at"]),
                            number(fm["duration"]) if "duration" in fm else 0.0))
         protocol = choice(m["protocol"], PROTOCOLS, "protocol") if "protocol" in m else "cia402"
+        master_node, master_hb, watchdog = _master(m, nodes, item)
+        if watchdog.required and protocol == "cia402":
+            for d in drives:
+                objects = read_eds(d.profile.eds)
+                missing = [f"{i:04X}h/{s} ({WATCHDOG_OBJECTS[(i, s)]})"
+                           for i, s in watchdog_objects(watchdog) if (i, s) not in objects]
+                if missing:
+                    raise ConfigError(
+                        f"drive {d.node}'s EDS ({d.profile.eds}) has no {', '.join(missing)}, "
+                        "which drive_watchdog.required asks for",
+                        m["drive_watchdog"].value["required"].where(),
+                        "give the drive's own EDS, or configure its watchdog with the "
+                        "vendor's tool and set required: false (docs/safety.md)")
         ranges = None
         if protocol == "mit":
             r = mapping(m["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in m else {}
@@ -269,6 +374,9 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             heartbeat_ms=int(number(m["heartbeat_ms"])) if "heartbeat_ms" in m else 100,
             faults=tuple(faults),
             mit_ranges=ranges,
+            master_node=master_node,
+            master_heartbeat_ms=master_hb,
+            watchdog=watchdog,
         )
         load = bus.load(rate_hz)
         if load > MAX_LOAD:

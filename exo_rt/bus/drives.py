@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import can
 import numpy as np
+from numba import njit
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import pdo
@@ -52,6 +53,29 @@ def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
                 return
             continue
         yield msg
+
+
+@njit(cache=True)
+def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
+                  expect, flags, missing_count):
+    """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
+    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period)."""
+    newest = -1.0
+    for k in range(seen.shape[0]):
+        last = heartbeat_time[k]
+        if heartbeat_timeout > 0 and now - (0.0 if last != last else last) > heartbeat_timeout:
+            flags[k] |= F_HEARTBEAT  # (NaN: none yet)
+        sw = statusword[k]
+        if not seen[k]:
+            flags[k] |= F_MISSING
+            missing_count[k] += 1
+        else:
+            newest = max(newest, rx_time[k])
+            if sw & 0x4F == 0x08:  # FAULT
+                flags[k] |= F_FAULT
+            elif sw & 0x6F != 0x27:  # not OPERATION ENABLED
+                flags[k] |= F_NOT_ENABLED
+    return newest + period if newest >= 0.0 else expect
 
 
 class Drives:
@@ -151,6 +175,12 @@ class Drives:
 
         bring_up(self)
 
+    def warm_up(self) -> None:
+        """Compile the cycle's njit helpers (before any drive is enabled)."""
+        collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
+                      self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
+                      self.flags.copy(), self.missing_count.copy())
+
     def _codec(self) -> None:
         """The in-loop PDO codec of each drive, precomputed from its mapping and units."""
         profiles = [d.profile or pdo.DEFAULT_PROFILE for d in self.config.drives]
@@ -166,6 +196,15 @@ class Drives:
         arrays = {pdo.VELOCITY: self.velocity_raw, pdo.DIGITAL_INPUTS: self.digital_inputs,
                   pdo.ERROR_CODE: self.error_code}
         self._extras = [tuple((arrays[kind], i) for kind, i in tx.extras) for tx in self._tx]
+        # the same numbers as Python floats: the cycle's per-frame arithmetic stays off numpy
+        # scalars (each numpy scalar operation costs as much as a whole Python one many times)
+        self._peak = [float(x) for x in self.peak_current]
+        self._permille_per_A = [float(1000.0 * kt / rt) for kt, rt in
+                                zip(self.torque_constant, self.rated_torque, strict=True)]
+        self._rad_per_count = [float(2 * math.pi / cpr / m) for cpr, m in
+                               zip(self.counts_per_rev, self.multiplier, strict=True)]
+        self._amp_per_unit = [float(x) / 1000.0 for x in self._cur_num]
+        self._max_step = [float(x) for x in self.max_step]
 
     def enable(self, max_cycles: int = 50) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles."""
@@ -186,6 +225,8 @@ class Drives:
             if self.seen.all() and all(c.state_of(int(sw)) == c.OPERATION_ENABLED
                                        for sw in self.statusword):
                 self.controlword[:] = c.CW_ENABLE_OPERATION
+                # a drive whose first heartbeat is still to come is watched from now on
+                self.heartbeat_time[np.isnan(self.heartbeat_time)] = self.now
                 return cycle + 1
         states = ", ".join(c.state_of(int(s)) for s in self.statusword)
         raise BusError(f"the drives on bus '{self.config.name}' did not reach operation "
@@ -215,17 +256,18 @@ class Drives:
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
         line of the current limit; NaN/Inf → 0)."""
+        currents, words, send = current_A.tolist(), self.controlword.tolist(), self.port.send
         for k in range(self.n):
-            i = min(max(float(current_A[k]), -self.peak_current[k]), self.peak_current[k])
-            if not math.isfinite(i):
-                i = 0.0
+            peak = self._peak[k]
+            i = currents[k]
+            i = 0.0 if i != i or i in (math.inf, -math.inf) else min(max(i, -peak), peak)
             self.commanded[k] = i
-            permille = round(1000.0 * i * self.torque_constant[k] / self.rated_torque[k])
+            permille = round(i * self._permille_per_A[k])
             lo, hi = self.torque_limits[k]
             t = lo if permille < lo else hi if permille > hi else permille
-            cw = int(self.controlword[k]) & 0xFFFF
+            cw = words[k] & 0xFFFF
             pack = self._rx[k].struct.pack
-            self._send((self._rx_cob[k], pack(cw, t) if self._rx_cw_first[k] else pack(t, cw)))
+            send(self._rx_cob[k], pack(cw, t) if self._rx_cw_first[k] else pack(t, cw))
 
     def collect(self, deadline: float | None = None) -> None:
         """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
@@ -233,20 +275,10 @@ class Drives:
         self.flags[:] = 0
         for msg in arrivals(self.port, self.seen, deadline):
             self._frame(msg)
-        if self.seen.any():
-            self._expect = float(self.rx_time[self.seen.astype(bool)].max()) + self.period
-        hb = 3e-3 * self.config.heartbeat_ms
-        for k in range(self.n):
-            last = float(self.heartbeat_time[k])
-            if hb > 0 and self.now - (0.0 if last != last else last) > hb:  # NaN: none yet
-                self.flags[k] |= F_HEARTBEAT
-            if not self.seen[k]:
-                self.flags[k] |= F_MISSING
-                self.missing_count[k] += 1
-            elif c.state_of(int(self.statusword[k])) == c.FAULT:
-                self.flags[k] |= F_FAULT
-            elif c.state_of(int(self.statusword[k])) != c.OPERATION_ENABLED:
-                self.flags[k] |= F_NOT_ENABLED
+        self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
+                                     self.heartbeat_time, self.now,
+                                     3e-3 * self.config.heartbeat_ms, self.period, self._expect,
+                                     self.flags, self.missing_count)
 
     def _frame(self, msg: can.Message) -> None:
         if msg.is_error_frame:
@@ -274,17 +306,17 @@ class Drives:
             if self.seen[k]:
                 self.flags[k] |= F_DUPLICATE
             sw = decoded[tx.i_statusword]
-            counts = decoded[tx.i_position]
             self.statusword[k] = sw
-            q = counts * 2 * math.pi / self.counts_per_rev[k] / self.multiplier[k]
-            if self.rx_time[k] > 0 and abs(q - self.position[k]) > self.max_step[k]:
+            q = decoded[tx.i_position] * self._rad_per_count[k]
+            if self.rx_time[k] > 0 and abs(q - self.position[k]) > self._max_step[k]:
                 self.flags[k] |= F_GLITCH
             self.position[k] = q
-            self.current[k] = decoded[tx.i_current] * self._cur_num[k] / 1000.0
+            current = decoded[tx.i_current] * self._amp_per_unit[k]
+            self.current[k] = current
             for array, i in self._extras[k]:
                 array[k] = decoded[i]
-            if (c.state_of(sw) == c.OPERATION_ENABLED
-                    and abs(self.commanded[k] - self.current[k]) > 0.2 * self.peak_current[k]):
+            if (sw & 0x6F == 0x27  # OPERATION ENABLED
+                    and abs(self.commanded[k] - current) > 0.2 * self._peak[k]):
                 self.flags[k] |= F_SATURATED
             self.rx_time[k] = msg.timestamp
             self.seen[k] = 1

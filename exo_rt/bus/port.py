@@ -42,6 +42,30 @@ CAN_ERR_FLAG = 0x20000000
 CAN_EFF_MASK = 0x1FFFFFFF
 CAN_FRAME = struct.Struct("=IB3x8s")  # struct can_frame (classic CAN, 16 bytes)
 IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux <linux/in.h>
+SENT_REMEMBERED = 64  # own datagrams recognised when the group loops them back
+
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+STAMP = struct.Struct("@ll")  # struct timespec
+STAMP_SPACE = socket.CMSG_SPACE(STAMP.size) if hasattr(socket, "CMSG_SPACE") else 64
+
+
+def stamp_arrivals(sock: socket.socket) -> None:
+    """Have the kernel stamp each frame when it arrives (as python-can's interfaces do): a
+    frame read late — after the loop was held up — still shows how old it is."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        pass
+
+
+def arrival(ancillary: list) -> float:
+    """The kernel's arrival time of a frame (wall clock, s), or now if it gave none."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= STAMP.size:
+            sec, nsec = STAMP.unpack_from(data)
+            return sec + nsec * 1e-9
+    return time.time()
 
 
 class Frame:
@@ -127,6 +151,7 @@ class SocketcanPort(FramePort):
         super().__init__(bus)
         self.sock = sock if sock is not None else bus.socket
         self.sock.setblocking(False)
+        stamp_arrivals(self.sock)
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
         can_id = arbitration_id | CAN_EFF_FLAG if extended else arbitration_id
@@ -139,10 +164,10 @@ class SocketcanPort(FramePort):
 
     def recv(self) -> Frame | None:
         try:
-            raw = self.sock.recv(16)
+            raw, anc, _flags, _addr = self.sock.recvmsg(16, STAMP_SPACE)
         except (BlockingIOError, InterruptedError):
             return None
-        return self.decode(raw, time.time())
+        return self.decode(raw, arrival(anc))
 
     def decode(self, raw: bytes, timestamp: float) -> Frame | None:
         """A ``struct can_frame`` into the reusable frame; None for a short datagram."""
@@ -172,14 +197,13 @@ class UdpMulticastPort(FramePort):
         mc = bus._multicast  # python-can's GeneralPurposeUdpMulticastBus
         self.sock = mc._socket
         self.sock.setblocking(False)
-        try:  # Linux delivers every group on the port to every socket bound to it unless told
-            self.sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)  # not to: runs side
-        except OSError:  # by side (other groups, same port) then never hear each other
-            pass
+        stamp_arrivals(self.sock)
+        on_loopback(self.sock, mc.group)
         self.destination = mc._send_destination
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
         self._unpackb = msgpack.unpackb
-        self._sent: deque = deque(maxlen=64)
+        self._sent: deque = deque()  # our last datagrams (oldest first) …
+        self._sent_set: set = set()  # … and the same as a set: one hash per received datagram
         self._fields = {"timestamp": 0.0, "arbitration_id": 0, "is_extended_id": False,
                         "is_remote_frame": False, "is_error_frame": False, "channel": None,
                         "dlc": 0, "data": b"", "is_fd": False, "bitrate_switch": False,
@@ -195,6 +219,9 @@ class UdpMulticastPort(FramePort):
         f["data"] = data
         raw = self._packer.pack(f)
         self._sent.append(raw)
+        self._sent_set.add(raw)
+        if len(self._sent) > SENT_REMEMBERED:
+            self._sent_set.discard(self._sent.popleft())
         try:
             self.sock.sendto(raw, self.destination)
         except OSError:  # the group's receivers are not draining: dropped, counted
@@ -203,15 +230,15 @@ class UdpMulticastPort(FramePort):
         self._record(arbitration_id, data, now, False, extended)
 
     def recv(self) -> Frame | None:
-        sock, sent = self.sock, self._sent
+        sock, sent = self.sock, self._sent_set
         while True:
             try:
-                raw = sock.recv(512)
+                raw, anc, _flags, _addr = sock.recvmsg(512, STAMP_SPACE)
             except (BlockingIOError, InterruptedError):
                 return None
             if raw in sent:
                 continue  # our own datagram, looped back by the group
-            frame = self.decode(raw, time.time())
+            frame = self.decode(raw, arrival(anc))
             if frame is not None:
                 return frame
 
@@ -231,6 +258,41 @@ class UdpMulticastPort(FramePort):
             return None
         self._record(arb, data, timestamp, True, extended, error)
         return self.frame.set(arb, data, timestamp, extended, error, remote)
+
+
+def on_loopback(sock: socket.socket, group: str) -> bool:
+    """Keep a ``udp_multicast`` socket's traffic on the loopback interface (IPv4 groups).
+
+    python-can joins the group on the default interface and sends through the default route:
+    every frame then also goes out on the network card (a virtio NIC costs ~20 µs a frame in
+    a virtual machine, and simulated CAN frames have no business on a real network). Here
+    the socket sends through ``lo`` and listens there; and it hears its own group only
+    (Linux otherwise hands a socket every group on its port: two runs side by side, on other
+    groups, would hear each other). A python-can bus in another process joins the same way
+    with :func:`loopback_bus`. False where the system refuses (the socket is left as it was).
+    """
+    try:
+        g = socket.inet_aton(group)
+    except OSError:
+        return False  # an IPv6 group: left to python-can's defaults
+    try:
+        sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP,
+                        g + socket.inet_aton("0.0.0.0"))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                        g + socket.inet_aton("127.0.0.1"))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+    except OSError:
+        return False
+    return True
+
+
+def loopback_bus(group: str, **kwargs) -> can.BusABC:
+    """A plain python-can ``udp_multicast`` bus on ``group``, joined on the loopback interface
+    (where exo-rt's simulation talks): e.g. a logger or a CANopen master in another process."""
+    bus = can.Bus(interface="udp_multicast", channel=group, **kwargs)
+    on_loopback(bus._multicast._socket, group)
+    return bus
 
 
 def open_port(bus: can.BusABC) -> FramePort:

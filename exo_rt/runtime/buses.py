@@ -18,13 +18,16 @@ from exo_rt.sim.launch import HARDWARE_NICE
 
 
 def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: int,
-               plant: Mechanism | None, cpus: set[int]):
-    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface."""
-    from exo_rt.sim.launch import SIM_SPECS, SimulatedBuses
+               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True):
+    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.
+    With the real-time set-up, a simulation in its own process runs SCHED_FIFO below the
+    control thread on the helper CPUs (it stands in for the drives' own hardware)."""
+    from exo_rt.sim.launch import HARDWARE_FIFO_BELOW, SIM_SPECS, SimulatedBuses
 
     if spec in SIM_SPECS:
+        fifo = max(1, top.realtime.priority - HARDWARE_FIFO_BELOW) if rt_setup else None
         return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                              plant=plant, cpus=cpus)
+                              plant=plant, cpus=cpus, fifo=fifo)
     return HardwareBuses(top, spec, cpus)
 
 

@@ -120,7 +120,7 @@ class Controller:
         a different one stands for a leg the model does not match, e.g. on the bench)."""
         self.bus_set = open_buses(self.top, self.bus_spec, realtime=realtime,
                                   start_pose=start_pose, seed=seed, plant=plant,
-                                  cpus=self.helper_cpus)
+                                  cpus=self.helper_cpus, rt_setup=self.rt_setup)
         self.world = self.bus_set.world
         if self.bus_set.process is not None:
             self.setup_lines.append(f"simulation process {self.bus_set.process.pid}: "
@@ -227,6 +227,9 @@ class Controller:
             cy.control_step(*self._step_args(a, rows, ls))
         trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
         trajectory.phase_from_events(self.phase_state.copy(), 0.0)
+        for d in self.drives:
+            if hasattr(d, "warm_up"):
+                d.warm_up()
 
     def _log_capacity(self, duration: float) -> int:
         return int((duration + self.top.align_s + self.top.stop_s + 2.0) * self.top.rate_hz)
@@ -247,6 +250,9 @@ class Controller:
             self._go(CONFIGURE, 0)
             for d in self.drives:
                 d.configure()
+            if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
+                setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
+                self.setup_lines[:0] = setup.lines()
             if self.board is not None:
                 if not self.board.wait_for_power(2.0, tick=self.bus_set.tick):
                     raise BusError("the embedded board did not switch motor power on"
@@ -254,7 +260,11 @@ class Controller:
                                    "release the e-stop, check the board link and its supply")
             self._go(READY, 0)
             for d in self.drives:
+                if self.board is not None:  # the board's watchdog sees us while drives enable
+                    self.board.send_heartbeat(READY, force=True)
                 d.enable()
+            if self.board is not None:  # the board's watchdog counts from here
+                self.board.send_heartbeat(READY, force=True)
             self._gather()
             self.q_prev[:] = self.q
             self.q_align0[:] = self.q
@@ -266,9 +276,6 @@ class Controller:
                                       self.robot.joint_names)
             self._schedule_sim_injections()
             self.sched = Scheduler(self.dt, lockstep=not self.realtime)
-            if self.realtime and self.rt_setup:
-                setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
-                self.setup_lines[:0] = setup.lines()
             self._next_check = 0
             if self.recording is not None:  # where the loop starts from, and when
                 self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
@@ -341,7 +348,8 @@ class Controller:
         s, b = self.a.s, self.board
         if b is not None:
             b.poll()
-            s[cy.S_BOARD] = (1 if b.estop else 0) | (2 if b.link_lost else 0)
+            s[cy.S_BOARD] = ((1 if b.estop else 0) | (2 if b.link_lost else 0)
+                             | (0 if b.motor_power else 4))
         deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
         for d in self.drives:
             d.collect(deadline)

@@ -42,7 +42,7 @@ S_PERIOD = 6  # s: stride period (RUN)
 S_ALIGN_T = 7  # s: time in ALIGN
 S_ALIGN_DURATION = 8  # s
 S_OVERRUN_STREAK = 9
-S_BOARD = 10  # 1: e-stop pressed, 2: board link lost
+S_BOARD = 10  # 1: e-stop pressed, 2: board link lost, 4: motor power off
 S_FRICTION_COMP = 11  # 1: compensate friction in torque → current
 S_ACTION = 12  # safe action (safety.ACTION_*)
 S_DAMPING = 13  # N·m·s/rad
@@ -199,6 +199,8 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
             check_out[0], check_out[1] = safety.ESTOP, -1
         elif check_out[0] == safety.OK and board & 2:
             check_out[0], check_out[1] = safety.BOARD_LINK_LOSS, -1
+        elif check_out[0] == safety.OK and board & 4:
+            check_out[0], check_out[1] = safety.MOTOR_POWER_OFF, -1
         if check_out[0] != safety.OK:  # SAFE from this very cycle on
             state = SAFE
             s[S_STATE] = SAFE

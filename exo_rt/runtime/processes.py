@@ -43,16 +43,27 @@ def other_cpus(rt_cpu: int | None) -> set[int]:
     return rest or set(cpus)
 
 
-def place(pid: int, cpus: set[int], nice: int = 0) -> str:
-    """Make ``pid`` (a process or a thread id) SCHED_OTHER on ``cpus`` with ``nice``; say what
-    took effect. A process that stands in for hardware (the simulated drives and leg, the board
-    emulator) gets a negative nice: among SCHED_OTHER tasks it wins the CPU it shares with
-    other work, as the real drives would not share one at all."""
+def place(pid: int, cpus: set[int], nice: int = 0, fifo: int | None = None) -> str:
+    """Make ``pid`` (a process or a thread id) SCHED_OTHER on ``cpus`` with ``nice`` — or,
+    with ``fifo``, SCHED_FIFO at that priority; say what took effect.
+
+    Only what stands in for hardware gets more than plain SCHED_OTHER: the simulated drives
+    and leg (SCHED_FIFO below the control thread, on the helper CPUs, when the control thread
+    itself is real-time; real drives share no CPU with anything) and the board emulator
+    (nice −10)."""
     what = []
     try:
-        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-        policy = os.sched_getscheduler(pid)
-        what.append("SCHED_OTHER" if policy == os.SCHED_OTHER else f"policy {policy}")
+        if fifo is not None:
+            try:
+                os.sched_setscheduler(pid, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0),
+                                      os.sched_param(fifo))
+            except OSError:
+                os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        else:
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        policy = os.sched_getscheduler(pid) & 0xFF
+        what.append({os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: f"SCHED_FIFO {fifo}"}.get(
+            policy, f"policy {policy}"))
     except (OSError, AttributeError) as exc:
         what.append(f"policy not set ({exc.__class__.__name__})")
     if nice:
@@ -85,7 +96,7 @@ class Helper:
     ready line (``ready`` or any line starting with ``serving``), placed, and stopped."""
 
     def __init__(self, name: str, module: str, args: list[str], *, ready_timeout: float = 60.0,
-                 cpus: set[int] | None = None, nice: int = 0) -> None:
+                 cpus: set[int] | None = None, nice: int = 0, fifo: int | None = None) -> None:
         self.name = name
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -98,7 +109,7 @@ class Helper:
             raise BusError(f"cannot start the {name} process ({exc})", None,
                            "check the Python installation") from None
         self.pid = self.proc.pid
-        self.placement = place(self.pid, cpus if cpus is not None else set(), nice)
+        self.placement = place(self.pid, cpus if cpus is not None else set(), nice, fifo)
         self.ready_line = self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float) -> str:

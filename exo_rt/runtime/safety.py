@@ -29,9 +29,10 @@ ENCODER_GLITCH = 10
 OPERATOR_STOP = 11
 ESTOP = 12
 BOARD_LINK_LOSS = 13
+MOTOR_POWER_OFF = 14  # the board cut motor power (its watchdog, or a relay fault)
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
-          "encoder_glitch", "operator_stop", "estop", "board_link_loss")
+          "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off")
 
 ACTION_ZERO_CURRENT = 0
 ACTION_DAMPING = 1

@@ -26,6 +26,7 @@ from exo_rt.runtime.processes import Helper
 
 SIM_SPECS = ("sim", "sim-realtime")
 HARDWARE_NICE = -10  # the simulated drives and leg stand in for hardware: they win their CPU
+HARDWARE_FIFO_BELOW = 10  # real time: the simulation runs SCHED_FIFO this far below the control
 
 
 def group_for(index: int, seed: int | None = None) -> str:
@@ -39,7 +40,8 @@ class SimulatedBuses:
     """The opened buses (in the top config's order) and what stands behind them."""
 
     def __init__(self, top, spec: str, *, realtime: bool, start_pose=None, seed: int = 0,
-                 plant: Mechanism | None = None, cpus: set[int] | None = None) -> None:
+                 plant: Mechanism | None = None, cpus: set[int] | None = None,
+                 fifo: int | None = None) -> None:
         self.world = None  # lockstep: the in-process SimWorld
         self.process: Helper | None = None
         self.board = None  # lockstep: the in-process BoardEmulator
@@ -65,7 +67,8 @@ class SimulatedBuses:
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
                 "--bus", f"udp_multicast:{group_for(0)}", "--board",
                 "--parent", str(os.getpid()), "--pose", *[repr(float(x)) for x in pose]]
-        self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE)
+        self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,
+                              fifo=fifo)
         served = dict(item.split("=", 1) for item in self.process.ready_line.split()[1:])
         self._board_path = served.get("board")
         self.buses, self.specs = [], []

@@ -29,6 +29,22 @@ import numpy as np
 from exo_rt.bus.port import FramePort
 from exo_rt.sim.simbus import SimWorld
 
+POLL_S = 5e-5  # s between looks at the sockets
+FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
+MAX_CATCH_UP = 5  # periods the physics catches up at once
+GUARD = 2.5e-4  # s before the next expected SYNC from which the loop looks every POLL_S
+SYNC = 0x080
+
+
+def _fine_timer_slack() -> None:
+    """Sleep no longer than asked: Linux lets a SCHED_OTHER sleep run 50 µs late by default."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, 1 µs
+    except (OSError, AttributeError):
+        pass
+
 
 class RealtimeServer:
     """Serve ``world``'s buses (channel → port) at wall-clock rate."""
@@ -50,6 +66,7 @@ class RealtimeServer:
         self.physics_us = np.zeros(1 << 16)  # time of a physics period (ring)
         self.n_answer = 0
         self.n_physics = 0
+        self._last_step = self._last_sync = time.monotonic()
         self._fds = []
         for port in ports.values():
             sock = getattr(port, "sock", None)
@@ -67,6 +84,9 @@ class RealtimeServer:
                     break
                 self.frames_in += 1
                 handled += 1
+                if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
+                    self._last_sync = time.monotonic()
+                    self._step(self._last_sync)
                 world.receive(channel, frame)
             rx = world.endpoints[channel].rx
             while rx:
@@ -115,26 +135,58 @@ class RealtimeServer:
                         port.send(msg.arbitration_id, bytes(msg.data))
                     self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
 
+    def _step(self, now: float) -> None:
+        """The physics up to ``now``, in whole periods from the last step (at most a few: a
+        simulation that fell further behind starts again from now, the gap counted)."""
+        n = int(round((now - self._last_step) / self.period))
+        if n <= 0:
+            return
+        if n > MAX_CATCH_UP:
+            self.overruns += n - 1
+            self._last_step = now - self.period
+            n = 1
+        for _ in range(n):
+            t0 = time.monotonic()
+            self.world.advance()
+            self.physics_us[self.n_physics & 0xFFFF] = (time.monotonic() - t0) * 1e6
+            self.n_physics += 1
+        self._last_step += n * self.period
+        self.overruns += n - 1
+
     def serve(self, parent: int | None = None, linger: float = 5.0,
-              stop=lambda: False) -> None:
-        """Until ``stop()``; or ``linger`` s after the process ``parent`` is gone."""
+              stop=lambda: False, poll_s: float | None = POLL_S) -> None:
+        """Until ``stop()``; or ``linger`` s after the process ``parent`` is gone.
+
+        Time: a drive samples its encoder when the SYNC arrives, so the physics advances to
+        each SYNC's arrival in whole periods (from the master's steady SYNCs the samples come
+        one period apart, whatever the jitter of this process); with no SYNC for 1.5 periods
+        (a master that stopped or died) it runs on by itself, period by period.
+
+        With ``poll_s`` the loop looks for frames every ``poll_s`` seconds instead of sleeping
+        on the sockets: a process asleep on a socket must be woken by the sender's system
+        call (an inter-processor interrupt, tens of µs of the *controller's* time in a virtual
+        machine); polling leaves the controller's sends a plain enqueue, as a CAN adapter's
+        are. None: sleep on the sockets (select)."""
         period = self.period
         fds = [fd for fd in self._fds if fd is not None]
-        poll_only = len(fds) < len(self._fds)  # a port without a socket: poll every 0.1 ms
+        poll_only = len(fds) < len(self._fds) or poll_s is not None
+        poll_s = poll_s or 1e-4
+        _fine_timer_slack()
         if self.board is not None:
             fds.append(self.board.master)
         if self.commands is not None:
             os.set_blocking(self.commands, False)
             fds.append(self.commands)
-        deadline = time.monotonic() + period
+        self._last_step = time.monotonic()
         orphan_since = None
-        checks = 0
+        next_check = self._last_step + 0.1
         while not stop():
             now = time.monotonic()
-            wait = deadline - now
+            wait = self._last_step + FREE_RUN * period - now
             if wait > 0:
-                if poll_only:
-                    time.sleep(min(wait, 1e-4))
+                if poll_only:  # sleep through the quiet part of the period, then look often
+                    quiet = self._last_sync + period - GUARD - now
+                    time.sleep(min(wait, quiet if quiet > poll_s else poll_s))
                 else:
                     select.select(fds, [], [], wait)
             t0 = time.monotonic()
@@ -150,18 +202,12 @@ class RealtimeServer:
                 self.n_answer += 1
             else:
                 now = t0
-            if now >= deadline:
-                self.world.advance()
-                self.physics_us[self.n_physics & 0xFFFF] = (time.monotonic() - now) * 1e6
-                self.n_physics += 1
-                self._heartbeats(now)
-                deadline += period
-                if now > deadline:  # skip-and-count
-                    missed = int((now - deadline) / period) + 1
-                    self.overruns += missed
-                    deadline += missed * period
-                checks += 1
-                if parent is not None and checks % 100 == 0:
+            if now - self._last_step >= FREE_RUN * period:  # no SYNC lately: run on
+                self._step(now - (FREE_RUN - 1.0) * period)
+            self._heartbeats(now)
+            if now >= next_check:
+                next_check = now + 0.1
+                if parent is not None:
                     if orphan_since is None and os.getppid() != parent:
                         orphan_since = now
                     if orphan_since is not None and now - orphan_since > linger:
