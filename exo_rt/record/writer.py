@@ -82,6 +82,7 @@ class Writer:
 
             host, port = parse_live(live, live_remote)
             self.live = LiveServer(host, port, self.columns, self.meta)
+        self.cpu0 = time.process_time()
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent
@@ -200,6 +201,8 @@ class Writer:
             report["live"] = {"url": self.live.url, "records_sent": self.live.sent,
                               "every": self.live.every}
             self.live.close()
+        # CPU of this process (all its threads: the SDK's too) since it was ready
+        report["cpu_s"] = round(time.process_time() - self.cpu0, 4)
         (self.out / "recording.json").write_text(json.dumps(report, indent=2) + "\n")
         if self.status and sys.stderr.isatty():
             sys.stderr.write("\n")

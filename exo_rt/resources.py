@@ -1,0 +1,46 @@
+"""Where the shipped files are: the configs (top configs, robots, buses with their EDS/DCF
+files, controllers) and the Foxglove layouts.
+
+In a wheel they are package data (``exo_rt/configs/``, copied from the repository's
+``configs/`` when the wheel is built: see setup.py); in a source checkout they are the
+repository's own ``configs/``. A ``configs/exo_leg.yaml`` in the working directory comes first,
+as the README uses it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def config_dir() -> Path:
+    """The shipped configs: the package's own (a wheel), else the source tree's."""
+    packaged = PACKAGE / "configs"
+    return packaged if packaged.is_dir() else PACKAGE.parent / "configs"
+
+
+def config(*parts: str) -> Path:
+    """A shipped config file, e.g. ``config("robots", "exo_leg.yaml")``."""
+    return config_dir().joinpath(*parts)
+
+
+def default_config() -> Path:
+    """configs/exo_leg.yaml of the working directory, else the shipped one."""
+    here = Path.cwd() / "configs" / "exo_leg.yaml"
+    return here if here.exists() else config("exo_leg.yaml")
+
+
+def runs_root(config_path: Path) -> Path:
+    """Where a run's folders go (the config's ``logging.runs`` is relative to it): beside the
+    config's folder (``configs/exo_leg.yaml`` → ``runs/``), or the working directory when the
+    config is the installed package's own."""
+    config_path = Path(config_path).resolve()
+    if PACKAGE in config_path.parents:
+        return Path.cwd()
+    return config_path.parent.parent
+
+
+def layout(name: str = "exo_leg") -> Path:
+    """A shipped Foxglove layout (``exo_rt/layouts/NAME.json``)."""
+    return PACKAGE / "layouts" / f"{name}.json"

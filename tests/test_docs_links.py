@@ -1,0 +1,67 @@
+"""The documentation stands alone: every relative link in README.md and docs/ resolves to a
+file inside the repository (and its #anchor to a heading there); nothing points outside it.
+Tools import nothing from tests/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|^\[[^\]]+\]:\s*(\S+)", re.M)
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+
+
+def _anchors(md: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces → hyphens."""
+    out = set()
+    for line in CODE.sub("", md.read_text()).splitlines():
+        m = re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            out.add(a)
+    return out
+
+
+def _links(md: Path):
+    text = CODE.sub("", md.read_text())
+    for m in LINK.finditer(text):
+        target = m.group(1) or m.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
+            continue  # http(s):, mailto: … — not a file of the repository
+        yield target
+
+
+def test_there_are_docs_to_check():
+    assert (ROOT / "README.md").exists() and len(DOCS) > 5
+    assert any(True for _ in _links(ROOT / "README.md"))
+
+
+@pytest.mark.parametrize("md", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_relative_links_resolve_inside_the_repository(md):
+    bad = []
+    for target in _links(md):
+        path, _, anchor = target.partition("#")
+        dest = (md.parent / path).resolve() if path else md
+        if ROOT not in dest.parents and dest != ROOT:
+            bad.append(f"{target}: outside the repository")
+        elif not dest.exists():
+            bad.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            bad.append(f"{target}: no heading #{anchor} in {dest.name}")
+    assert not bad, f"{md.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+def test_nothing_cites_what_is_not_in_the_repository():
+    for md in DOCS:
+        text = md.read_text()
+        assert "../shared" not in text and "DESIGN.md" not in text, md
+
+
+def test_tools_do_not_import_tests():
+    for tool in sorted((ROOT / "tools").glob("*.py")):
+        text = tool.read_text()
+        assert not re.search(r"^\s*(from tests\b|import tests\b)", text, re.M), tool.name
