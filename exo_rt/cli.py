@@ -284,14 +284,17 @@ def _replay_one(job):
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay recorded runs against the simulated bus; writes replay-<mode>.json in each."""
+    from exo_rt.progress import progress
+
     jobs = [(d, args.mode, args.controller, args.config) for d in args.run_dirs]
+    bar = {"desc": f"{args.mode} replay", "total": len(jobs), "unit": "run"}
     if args.jobs > 1 and len(jobs) > 1:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            results = pool.map(_replay_one, jobs)
+            results = list(progress(pool.imap(_replay_one, jobs), **bar))
     else:
-        results = [_replay_one(j) for j in jobs]
+        results = [_replay_one(j) for j in progress(jobs, **bar)]
     for run_dir, r in results:
         head = f"{run_dir}: {r['mode']} replay of {r['cycles']} cycles"
         if "joints" in r:

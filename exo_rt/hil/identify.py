@@ -11,6 +11,7 @@ import numpy as np
 from exo_rt.config import rotor_inertias
 from exo_rt.hil import fit
 from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
+from exo_rt.progress import progress
 
 # Hz, ζ, integral of the sweeps' loop: stiff enough to slide steadily, under the hip's resonance
 SWEEP_GAINS = (4.0, 1.0, 1.0)
@@ -140,7 +141,7 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             half.append((up - down) / 2)
             load.append((up + down) / 2)
             where.append(float(at[j]))
-        for v in speeds:
+        for v in progress(speeds, f"{joint}: friction sweeps", unit="speed"):
             length = float(np.clip(v * slow_seconds, 0.01, span))
             passes = sweep(bench, q0, j, q0[j], length, v)
             if passes is None:

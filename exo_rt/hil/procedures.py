@@ -158,8 +158,10 @@ def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = No
     report: dict = {"procedure": name}
     try:
         if per_joint:
+            from exo_rt.progress import progress
+
             report["joints"] = {}
-            for j in joints:
+            for j in progress(joints, f"bench-test {name}", unit="joint"):
                 report["joints"][j] = func(bench, j, **options)
         else:
             report.update(func(bench, **options))
