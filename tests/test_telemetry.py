@@ -281,3 +281,18 @@ def test_the_shipped_layout_is_the_default_runs():
     text = shipped.read_text()
     for n in top.robot.joint_names:
         assert f"/joints.q.{n}" in text and f"/joints.q_ref.{n}" in text
+
+
+def test_a_live_port_in_use_stops_the_start(tmp_path):
+    """Asked for, the live view must be there: a port in use stops the run before bring-up."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.1",
+                              "--out", str(tmp_path / "r"), "--live", f"127.0.0.1:{port}"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "choose another --live port" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "r" / "summary.json").exists()
