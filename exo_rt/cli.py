@@ -207,6 +207,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = Path(args.config) if args.config else _default_config()
     top = load_top(config, controller=args.controller)
+    for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
+        print(f"model warning: {w}", file=sys.stderr)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
     bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
     if args.live is not None:  # a bad or open address: refused before anything starts
