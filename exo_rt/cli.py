@@ -195,6 +195,10 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         " read only, from the recording process)")
     p.add_argument("--live-remote", action="store_true",
                    help="allow --live on an address other than loopback (prints a warning)")
+    p.add_argument("--reset-faults", action="store_true",
+                   help="clear drives found in FAULT or QUICK STOP ACTIVE, or stopped by "
+                        "their own watchdog, before enabling them (the operator's explicit "
+                        "step; without it such a drive stops the start with its error code)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -220,7 +224,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=args.start_pose,
                      status=True, rt_setup=not args.no_rt_setup, board=args.board,
-                     live=args.live, live_remote=args.live_remote)
+                     live=args.live, live_remote=args.live_remote,
+                     reset_faults=args.reset_faults)
     ctl.can_format = args.can_log
     import signal
 

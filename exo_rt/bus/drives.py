@@ -1,13 +1,15 @@
 """The host side of one CAN bus of CiA 402 drives (DESIGN §4.1).
 
 :class:`Drives` brings the drives up (:mod:`exo_rt.bus.bringup`, through the canopen
-library: identity checked, the PDO mapping, heartbeat and mode written, NMT start; then the
-power state machine to *operation enabled*) and then, every cycle, sends each drive's RPDO and
-a SYNC and collects the TPDOs into preallocated arrays: joint position (rad), motor current
-(A), statusword, receive time, and per-joint flags. The PDO codec is built from each drive's
-mapping in the bus file (:class:`exo_rt.bus.pdo.Layout`). Missing, duplicate or malformed
-frames, and CAN error frames (bus-off …), are counted and flagged — never raised inside the
-cycle. SDO is used only during bring-up, never in the cycle.
+library: identity checked, the PDO mapping, heartbeat, mode and the drives' own watchdogs
+written, NMT start; then the power state machine to *operation enabled* — never past a drive
+that stopped itself unless the operator asks, :meth:`Drives.enable`) and then, every cycle,
+sends each drive's RPDO and a SYNC (and, every few cycles, the controller's own heartbeat,
+which the drives watch) and collects the TPDOs into preallocated arrays: joint position
+(rad), motor current (A), statusword, receive time, and per-joint flags. The PDO codec is
+built from each drive's mapping in the bus file (:class:`exo_rt.bus.pdo.Layout`). Missing,
+duplicate or malformed frames, and CAN error frames (bus-off …), are counted and flagged —
+never raised inside the cycle. SDO is used only during bring-up, never in the cycle.
 """
 
 from __future__ import annotations
@@ -38,8 +40,12 @@ F_NOT_ENABLED = 16  # not in OPERATION ENABLED
 F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
 F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
 F_SATURATED = 128  # the actual current fell short of last cycle's command by > 20 % of peak
-F_LATE = 256  # a TPDO stamped more than half a period before this cycle's: stale data
+F_LATE = 256  # a TPDO that arrived before the last SYNC left (or, on a bus with its own
+# clock, stamped more than half a period before this cycle's): stale data
 F_BUS_ERROR = 512  # the CAN controller reported an error frame (cause in Drives.bus_errors)
+
+# the power states a drive that stopped itself (or was stopped) stays in until a reset
+STOPPED = (c.FAULT, c.FAULT_REACTION_ACTIVE, c.QUICK_STOP_ACTIVE)
 
 
 def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
@@ -99,6 +105,7 @@ class Drives:
         self.sdo_timeout = sdo_timeout
         self.period = period
         self._expect = math.nan  # when this cycle's TPDOs are stamped, from the last cycle
+        self._sync_sent = None  # when the last SYNC left, on the frames' (wall) clock
         # cycle arrays
         self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
         self.current = np.zeros(self.n)  # actual motor current (A)
@@ -125,6 +132,17 @@ class Drives:
         self.bus_errors: deque[tuple[float, bool, str]] = deque(maxlen=64)  # (t, bus-off, cause)
         self.identity: list[dict] = [{} for _ in range(self.n)]  # what bring-up read
         self.bringup_log: list[tuple] = []  # every SDO of bring-up: (node, op, index, sub, data)
+        self.bringup_warnings: list[str] = []  # one line each: what bring-up could not set
+        # each drive as bring-up found it: {"state", "statusword", "error_code", "last_error",
+        # "stopped"}
+        self.found: list[dict] = [{} for _ in range(self.n)]
+        # the controller's heartbeat (CiA 301 producer): one frame every _hb_every SYNCs
+        hb_ms = config.master_heartbeat_ms
+        self._hb_every = max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0
+        self._hb_count = 0
+        self._hb_cob = c.HEARTBEAT + config.master_node
+        self._hb_data = bytes((c.HB_OPERATIONAL,))
+        self._hb_hold = False  # not while enable() runs: it starts with the cycle
         self.torque_limits = [next((e.low, e.high) for e in (d.profile or pdo.DEFAULT_PROFILE).rpdo
                                    if e.kind == pdo.TARGET_TORQUE) for d in config.drives]
         self._codec()
@@ -206,32 +224,83 @@ class Drives:
         self._amp_per_unit = [float(x) / 1000.0 for x in self._cur_num]
         self._max_step = [float(x) for x in self.max_step]
 
-    def enable(self, max_cycles: int = 50) -> int:
-        """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles."""
+    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+        """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles.
+
+        Restart is explicit: a drive that bring-up found stopped — in FAULT, FAULT REACTION
+        ACTIVE or QUICK STOP ACTIVE, or with an error code in 603Fh (it stopped itself, e.g.
+        when the last controller went silent) — or that reports one of those states here,
+        is one BusError naming it and why, unless ``reset_faults`` (the operator's explicit
+        ``--reset-faults``): then the rising edge of controlword bit 7 goes to every drive
+        first, and the drives are enabled from SWITCH ON DISABLED as usual. The controller's
+        heartbeat starts with the first cycle after this (the drives watch it from then)."""
         zero = np.zeros(self.n)
-        self.controlword[:] = c.CW_SHUTDOWN
-        for cycle in range(max_cycles):
-            # A drive whose TPDO missed this cycle keeps its last controlword: acting on its
-            # stale statusword could send SHUTDOWN to a drive that is already enabled.
-            for k in range(self.n):
-                if not self.seen[k]:
-                    continue
-                state = c.state_of(int(self.statusword[k]))
-                if state == c.SWITCH_ON_DISABLED:
-                    self.controlword[k] = c.CW_SHUTDOWN
-                elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON, c.OPERATION_ENABLED):
-                    self.controlword[k] = c.CW_ENABLE_OPERATION
-            self.paced_cycle(zero)
-            if self.seen.all() and all(c.state_of(int(sw)) == c.OPERATION_ENABLED
-                                       for sw in self.statusword):
-                self.controlword[:] = c.CW_ENABLE_OPERATION
-                # a drive whose first heartbeat is still to come is watched from now on
-                self.heartbeat_time[np.isnan(self.heartbeat_time)] = self.now
-                return cycle + 1
+        stopped = [k for k in range(self.n) if self.found[k].get("stopped")]
+        if stopped and not reset_faults:
+            raise self._stopped_error(stopped)
+        self._hb_hold = True
+        try:
+            if reset_faults:
+                self.fault_reset()
+            self.controlword[:] = c.CW_SHUTDOWN
+            for cycle in range(max_cycles):
+                # A drive whose TPDO missed this cycle keeps its last controlword: acting on
+                # its stale statusword could send SHUTDOWN to a drive that is already enabled.
+                for k in range(self.n):
+                    if not self.seen[k]:
+                        continue
+                    state = c.state_of(int(self.statusword[k]))
+                    if state == c.SWITCH_ON_DISABLED:
+                        self.controlword[k] = c.CW_SHUTDOWN
+                    elif state in (c.READY_TO_SWITCH_ON, c.SWITCHED_ON, c.OPERATION_ENABLED):
+                        self.controlword[k] = c.CW_ENABLE_OPERATION
+                    elif state in STOPPED and not reset_faults:
+                        raise self._stopped_error([k])
+                self.paced_cycle(zero)
+                if self.seen.all() and all(c.state_of(int(sw)) == c.OPERATION_ENABLED
+                                           for sw in self.statusword):
+                    self.controlword[:] = c.CW_ENABLE_OPERATION
+                    # a drive whose first heartbeat is still to come is watched from now on
+                    self.heartbeat_time[np.isnan(self.heartbeat_time)] = self.now
+                    return cycle + 1
+        finally:
+            self._hb_hold = False
+        stuck = [k for k in range(self.n)
+                 if self.seen[k] and c.state_of(int(self.statusword[k])) in STOPPED]
+        if stuck:
+            raise self._stopped_error(stuck, after_reset=reset_faults)
         states = ", ".join(c.state_of(int(s)) for s in self.statusword)
         raise BusError(f"the drives on bus '{self.config.name}' did not reach operation "
                        f"enabled (states: {states})", None,
                        "check the drives' faults and power stage (and the e-stop)")
+
+    def _stopped_error(self, slots: list[int], after_reset: bool = False) -> BusError:
+        """One line: which drives are stopped, in what state, and why (603Fh, last EMCY)."""
+        parts = []
+        for k in slots:
+            node = int(self.nodes[k])
+            f = self.found[k]
+            state = (c.state_of(int(self.statusword[k])) if self.seen[k] or not f
+                     else f["state"])
+            why = []
+            code = f.get("error_code") or int(self.error_code[k])
+            if code:
+                why.append(f"error code 603Fh = {code:04X}h, {c.emcy_name(code)}")
+            emcy = next((e for n, e in reversed(self.emcy_codes) if n == node), None)
+            last = emcy if emcy is not None else f.get("last_error")
+            if last:
+                src = "last EMCY" if emcy is not None else "last error 1003h/1"
+                why.append(f"{src} {last & 0xFFFF:04X}h, {c.emcy_name(last & 0xFFFF)}")
+            parts.append(f"drive {node} is in {state}" + (f" ({'; '.join(why)})" if why else ""))
+        name = self.config.name
+        if after_reset:
+            return BusError(f"on bus '{name}' " + ", ".join(parts) + " after the fault reset",
+                            None, "the cause is still there: check the drive (power stage, "
+                                  "e-stop, its error code in the vendor's manual)")
+        return BusError(f"on bus '{name}' " + ", ".join(parts) + ": it stopped and stays "
+                        "stopped until cleared", None,
+                        "check the drive and what stopped it, then start again with "
+                        "--reset-faults (exo-rt run --reset-faults) to clear it explicitly")
 
     def disable(self) -> None:
         """Zero torque and disable voltage (a latched fault needs an explicit reset)."""
@@ -239,7 +308,10 @@ class Drives:
         self.paced_cycle(np.zeros(self.n))
 
     def fault_reset(self) -> None:
-        """An explicit operator action: the rising edge of controlword bit 7."""
+        """An explicit operator action: the rising edge of controlword bit 7 (after a cycle
+        with it low, so that there is an edge whatever the drive saw last)."""
+        self.controlword[:] = c.CW_DISABLE_VOLTAGE
+        self.paced_cycle(np.zeros(self.n))
         self.controlword[:] = c.CW_FAULT_RESET
         self.paced_cycle(np.zeros(self.n))
         self.controlword[:] = c.CW_SHUTDOWN
@@ -251,7 +323,16 @@ class Drives:
         self.send_sync()
 
     def send_sync(self) -> None:
+        """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
+        drives' consumer, 1016h, stops them when it stays away)."""
         self._send(c.sync())
+        if self._hb_every:
+            self._hb_count -= 1
+            if self._hb_count <= 0 and not self._hb_hold:
+                self._hb_count = self._hb_every
+                self.port.send(self._hb_cob, self._hb_data)
+        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
+        self._sync_sent = self.port.sent_at
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
@@ -300,8 +381,9 @@ class Drives:
                 self.flags[k] |= F_MALFORMED
                 self.malformed_count[k] += 1
                 return
-            if msg.timestamp < self._expect - 0.5 * self.period:  # from an earlier cycle
-                self.flags[k] |= F_LATE
+            sync = self._sync_sent  # (None where the bus's clock is not the wall clock)
+            if msg.timestamp < (self._expect - 0.5 * self.period if sync is None else sync):
+                self.flags[k] |= F_LATE  # it answers an earlier SYNC: stale
                 return
             if self.seen[k]:
                 self.flags[k] |= F_DUPLICATE

@@ -102,6 +102,7 @@ class FramePort(abc.ABC):
         self.channel_index = 0  # the bus's index in the recording
         self.frame = Frame()
         self.send_errors = 0  # frames the OS would not take (a full queue): dropped, counted
+        self.sent_at = None  # wall-clock time of the last send, where frames are stamped so
 
     @abc.abstractmethod
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
@@ -155,12 +156,13 @@ class SocketcanPort(FramePort):
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
         can_id = arbitration_id | CAN_EFF_FLAG if extended else arbitration_id
+        now = self.sent_at = time.time()
         try:
             self.sock.send(CAN_FRAME.pack(can_id, len(data), data))
         except OSError:  # ENOBUFS/EAGAIN: the adapter's queue is full (bus-off, no ACK)
             self.send_errors += 1
             return
-        self._record(arbitration_id, data, time.time(), False, extended)
+        self._record(arbitration_id, data, now, False, extended)
 
     def recv(self) -> Frame | None:
         try:
@@ -211,7 +213,7 @@ class UdpMulticastPort(FramePort):
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
         f = self._fields
-        now = time.time()
+        now = self.sent_at = time.time()
         f["timestamp"] = now
         f["arbitration_id"] = arbitration_id
         f["is_extended_id"] = extended

@@ -79,8 +79,10 @@ class Controller:
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
                  status=None, rt_setup: bool = True, board: str | None = "emulator",
                  plant: Mechanism | None = None, history: bool | None = None,
-                 live: str | None = None, live_remote: bool = False) -> None:
+                 live: str | None = None, live_remote: bool = False,
+                 reset_faults: bool = False) -> None:
         self.top = top
+        self.reset_faults = reset_faults  # the operator's --reset-faults (Drives.enable)
         self.live, self.live_remote = live, live_remote  # telemetry: the recording serves it
         self.robot = top.robot
         self.cfg = top.controller
@@ -262,7 +264,7 @@ class Controller:
             for d in self.drives:
                 if self.board is not None:  # the board's watchdog sees us while drives enable
                     self.board.send_heartbeat(READY, force=True)
-                d.enable()
+                d.enable(reset_faults=self.reset_faults)
             if self.board is not None:  # the board's watchdog counts from here
                 self.board.send_heartbeat(READY, force=True)
             self._gather()

@@ -137,6 +137,21 @@ class RealtimeSetup:
         return [f"{k}: {v}" for k, v in self.items.items()]
 
 
+def lock_all_memory() -> str:
+    """mlockall(MCL_CURRENT | MCL_FUTURE): no page of this process is reclaimed (code pages
+    of the interpreter and its libraries included — a reclaimed page is a disk read, ms, on
+    the next touch). "in effect", or why not."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        mcl_current, mcl_future = 1, 2
+        if libc.mlockall(mcl_current | mcl_future) == 0:
+            return "in effect"
+        return (f"not available (errno {ctypes.get_errno()}: raise LimitMEMLOCK; see "
+                "docs/deploy.md)")
+    except OSError as exc:
+        return f"not available ({exc})"
+
+
 def last_cpu() -> int | None:
     """The highest-numbered CPU this process may run on (the control thread's default)."""
     try:
@@ -172,16 +187,7 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
         except (OSError, AttributeError) as exc:
             out.items["CPU affinity"] = f"not available ({exc})"
     if lock_memory:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            mcl_current, mcl_future = 1, 2
-            if libc.mlockall(mcl_current | mcl_future) == 0:
-                out.items["mlockall"] = "in effect"
-            else:
-                out.items["mlockall"] = (f"not available (errno {ctypes.get_errno()}: raise "
-                                         "LimitMEMLOCK; see docs/deploy.md)")
-        except OSError as exc:
-            out.items["mlockall"] = f"not available ({exc})"
+        out.items["mlockall"] = lock_all_memory()
     if freeze_gc:
         gc.collect()
         gc.freeze()

@@ -66,6 +66,7 @@ class RealtimeServer:
         self.physics_us = np.zeros(1 << 16)  # time of a physics period (ring)
         self.n_answer = 0
         self.n_physics = 0
+        self.worst_gap = 0.0  # s: the longest one turn of the serving loop took
         self._last_step = self._last_sync = time.monotonic()
         self._fds = []
         for port in ports.values():
@@ -85,7 +86,10 @@ class RealtimeServer:
                 self.frames_in += 1
                 handled += 1
                 if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
-                    self._last_sync = time.monotonic()
+                    # (when it arrived — not when this loop got to it: a SYNC handled late
+                    # must not shift when the next one is looked for)
+                    now = time.monotonic()
+                    self._last_sync = now - max(0.0, min(time.time() - frame.timestamp, 0.01))
                     self._step(self._last_sync)
                 world.receive(channel, frame)
             rx = world.endpoints[channel].rx
@@ -180,8 +184,12 @@ class RealtimeServer:
         self._last_step = time.monotonic()
         orphan_since = None
         next_check = self._last_step + 0.1
+        prev = time.monotonic()
         while not stop():
             now = time.monotonic()
+            if now - prev > self.worst_gap:  # the longest this loop was away (a stall)
+                self.worst_gap = now - prev
+            prev = now
             wait = self._last_step + FREE_RUN * period - now
             if wait > 0:
                 if poll_only:  # sleep through the quiet part of the period, then look often
@@ -222,4 +230,5 @@ class RealtimeServer:
             return f"p50 {np.percentile(x, 50):.0f} p99 {np.percentile(x, 99):.0f} µs"
         return (f"simulation: {self.frames_in} frames in, {self.frames_out} out, "
                 f"{self.n_physics} physics periods, {self.overruns} overruns; answer "
-                f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}")
+                f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}"
+                f", longest turn {1e3 * self.worst_gap:.1f} ms")
