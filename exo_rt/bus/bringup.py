@@ -15,6 +15,15 @@ consumers; heartbeats, EMCYs and CAN error frames to :meth:`Drives._frame` too).
    valid) from the bus file's mapping; PDOs 2–4 switched off (COB-ID bit 31);
 4. heartbeat producer time 1017h, interpolation period 60C2h (where the drive has it), mode
    of operation 6060h = 10 (cyclic synchronous torque), read back from 6061h;
+5. the drive's own protection when the controller goes silent (the bus file's ``master`` and
+   ``drive_watchdog``): consumer heartbeat time 1016h/1 (the controller's node id << 16 | ms),
+   error behaviour 1029h/1, abort connection option code 6007h, communication cycle period
+   1006h (the control period in µs with ``sync_watchdog``, else 0). An EDS without one of
+   them is one line in ``Drives.bringup_warnings`` (a BusError with ``required: true``);
+
+and, before anything is written, how the drive was found: its state (6041h), error code
+(603Fh) and last error (1003h/1) — ``Drives.found``, which :meth:`Drives.enable` refuses to
+go past without the operator's ``reset_faults`` when the drive stopped itself;
 
 then NMT start to all. Every failure ends bring-up with one :class:`~exo_rt.errors.BusError`
 line naming the drive, the object and what to do. Afterwards the notifier is stopped and the
@@ -181,6 +190,7 @@ def _configure(drives, k: int, node, p: pdo.DriveProfile) -> None:
     s = _Sdo(drives, node, p)
     name = s.name
     device_type = s.read(0x1000)
+    found = drives.found[k] = _found(s)
     if device_type & 0xFFFF != 402:
         raise BusError(f"{name} is not a CiA 402 drive (device type 1000h = "
                        f"{device_type:08X}h)", None,
@@ -244,6 +254,7 @@ def _configure(drives, k: int, node, p: pdo.DriveProfile) -> None:
             (v1.max is None or period_ms <= v1.max) and (v1.min is None or period_ms >= v1.min)):
         s.write(0x60C2, 1, period_ms)
         s.write(0x60C2, 2, -3)
+    _watchdog(drives, s, k, found)
     s.write(0x6060, 0, c.MODE_CST)
     for _ in range(20):  # a drive may take a few ms to switch
         if s.read(0x6061) == c.MODE_CST:
@@ -253,6 +264,75 @@ def _configure(drives, k: int, node, p: pdo.DriveProfile) -> None:
         raise BusError(f"{name} did not enter cyclic synchronous torque (6061h = "
                        f"{s.read(0x6061)})", None, "check that the drive supports mode 10 (CST)")
     drives.identity[k] = ident
+
+
+def _try_read(s: _Sdo, index: int, sub: int = 0):
+    """An object the drive may not hold a value in (an empty error history …): None then."""
+    from canopen.sdo import SdoAbortedError
+
+    if not s.has(index, sub) or not variable(s.od, index, sub).readable:
+        return None
+    obj = s._object(index, sub)
+    try:
+        return obj.raw
+    except SdoAbortedError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - no answer etc.: one line, as every SDO
+        raise s.fail(exc) from None
+
+
+def _found(s: _Sdo) -> dict:
+    """How the drive was found, before bring-up changes anything: its power state, error
+    code and last error; ``stopped`` when it is in FAULT, FAULT REACTION ACTIVE or QUICK
+    STOP ACTIVE, or holds an error code (it stopped itself: only the operator clears it)."""
+    from exo_rt.bus.drives import STOPPED
+
+    sw = _try_read(s, 0x6041)
+    state = c.state_of(int(sw)) if sw is not None else None
+    code = _try_read(s, 0x603F) or 0
+    last = None
+    if state in STOPPED or code:
+        if _try_read(s, 0x1003, 0):
+            last = _try_read(s, 0x1003, 1)
+    return {"state": state, "statusword": sw, "error_code": int(code), "last_error": last,
+            "stopped": bool(state in STOPPED or code)}
+
+
+def _watchdog(drives, s: _Sdo, k: int, found: dict) -> None:
+    """1016h/1, 1029h/1, 6007h and 1006h from the bus file: what the drive does by itself
+    when the controller, its PC or the bus dies. A missing or read-only object: one line in
+    ``drives.bringup_warnings`` — or a BusError when the bus file requires them."""
+    from exo_rt.bus.config import WATCHDOG_OBJECTS
+
+    cfg = drives.config
+    w = cfg.watchdog
+    consumer = cfg.consumer_ms
+    values = {(0x1016, 1): (cfg.master_node << 16 | consumer) if consumer else 0,
+              (0x1029, 1): w.error_behaviour, (0x6007, 0): w.abort_connection,
+              (0x1006, 0): round(drives.period * 1e6) if w.sync_watchdog else 0}
+    what = {(0x1016, 1): "the drive will not notice a silent controller",
+            (0x1029, 1): "its NMT state after a communication error is its own default",
+            (0x6007, 0): "what it does when the controller is gone is its own default",
+            (0x1006, 0): "it cannot watch the SYNC"}
+    for (index, sub), value in values.items():
+        var = variable(s.od, index, sub)
+        if var is not None and var.writable:
+            s.write(index, sub, value)
+            continue
+        if (index, sub) == (0x1006, 0) and not w.sync_watchdog:
+            continue  # not asked for
+        lack = "has no" if var is None else "cannot write"
+        line = (f"{s.name}: its EDS ({s.profile.eds}) {lack} {index:04X}h/{sub} "
+                f"({WATCHDOG_OBJECTS[(index, sub)]}): {what[(index, sub)]}")
+        fix = ("set the drive's own watchdog with the vendor's tool (docs/safety.md), or "
+               "give the drive's own EDS")
+        if w.required:
+            raise BusError(line, None, fix)
+        drives.bringup_warnings.append(f"{line} — {fix}")
+    if found.get("state") == c.OPERATION_ENABLED:
+        drives.bringup_warnings.append(
+            f"{s.name} was found in OPERATION ENABLED: its last controller left it running "
+            "(target torque now 0) — check that its watchdog objects (1016h, 6007h) hold")
 
 
 def _map(s: _Sdo, pdo_map, entries: tuple[pdo.MapEntry, ...], trans: int, cob: int) -> None:

@@ -18,9 +18,20 @@ file. Any CANopen master can configure it:
   new layout. The layouts are precomputed when those objects are written, so that the
   per-SYNC work is one ``struct`` pack or unpack;
 - NMT slave and heartbeat producer (0x1017), EMCY producer (0x1001 error register, 0x603F
-  error code), the CiA 402 power state machine driven by the controlword (RPDO or SDO),
-  cyclic synchronous torque (mode 10): the target torque is latched and applied at the next
-  SYNC, the TPDO is sent after it.
+  error code, 0x1003 error history), the CiA 402 power state machine driven by the
+  controlword (RPDO or SDO), cyclic synchronous torque (mode 10): the target torque is
+  latched and applied at the next SYNC, the TPDO is sent after it;
+- its own protection when its master goes silent, on its own clock (:meth:`tick`, every
+  physics period, SYNCs or not): a heartbeat consumer (0x1016: a watched node's heartbeat
+  missing for its consumer time → EMCY 8130h), loss of SYNC while OPERATION ENABLED (none
+  for 3 × 0x1006 → EMCY 8100h, as CANopenNode reports its SYNC timeout), each a
+  communication error: the error behaviour of 0x1029/1 (pre-operational, no change or
+  stopped) and, in OPERATION ENABLED, the abort connection option 0x6007 (1 fault: FAULT,
+  power stage off; 2 disable voltage: SWITCH ON DISABLED, power stage off; 3 quick stop:
+  QUICK STOP ACTIVE, the torque ramped to zero in 2 ms, then as 0x605A says). The power
+  stage follows the CiA 402 state alone: a drive that leaves NMT operational keeps its last
+  target, as real ones do — 0x6007 is what stops it. A drive that stopped itself keeps the
+  cause in 0x603F until the rising edge of controlword bit 7.
 
 Behind it the plant: the drive turns the latched target torque (‰ of its rated torque) into a
 current command for the plant's current loop and reports the rotor's encoder counts and the
@@ -59,6 +70,9 @@ ABORT_PDO_LENGTH = 0x06040042
 EMCY_PDO_LENGTH = 0x8210  # PDO not processed: length error
 EMCY_PDO_TOO_LONG = 0x8220
 PDO_INVALID = 0x80000000
+QUICK_STOP_RAMP_S = 2e-3  # the emulated drive's quick stop: the torque to zero in 2 ms
+SYNC_LOSS_PERIODS = 3  # no SYNC for 3 × 1006h while OPERATION ENABLED: SYNC lost
+EPS = 1e-9  # s: the world's clock is a sum of periods
 COMM_RANGES = ((0x1400, 0x1600), (0x1800, 0x1A00))  # RPDO, TPDO communication parameters
 
 
@@ -98,6 +112,7 @@ class EmulatedDrive:
     error_code: int = 0
     sync_period: float = 1e-3  # s between SYNCs (for the velocity actual value)
     local: object = field(default=None, repr=False)  # the canopen LocalNode
+    clock: float = 0.0  # the drive's own time (s): the world's, given at each tick()
 
     def __post_init__(self) -> None:
         import canopen
@@ -131,6 +146,12 @@ class EmulatedDrive:
         self._current = 0.0
         self._syncs = 0
         self._last_tx = b""
+        self._synced = False  # a SYNC came since the last tick
+        self._sync_last: float | None = None  # when the last SYNC came (None: none yet)
+        self._sync_lost = False
+        self._qs_from = 0  # quick stop: the torque (‰) it ramps down from, and since when
+        self._qs_t0 = 0.0
+        self.history: list[int] = []  # 1003h: the errors, newest first
         self._factory = self._factory_data()
         self._restore(0x0000, 0xFFFF)
 
@@ -184,6 +205,27 @@ class EmulatedDrive:
         self.heartbeat_ms = self._int(0x1017, 0) or 0
         self._units()
         self._rebuild()
+        self._watchdogs()
+
+    def _watchdogs(self) -> None:
+        """The protection objects as stored: 1016h's watched nodes (heartbeat COB-ID →
+        [consumer time s, last heartbeat or None, lost]), 1006h, 1029h/1, 6007h, 605Ah."""
+        watched = {}
+        for sub in range(1, 128):
+            if _var(self.od, 0x1016, sub) is None:
+                break
+            word = self._int(0x1016, sub) or 0
+            node, ms = word >> 16 & 0x7F, word & 0xFFFF
+            if node and ms:
+                old = getattr(self, "_hb_watch", {}).get(c.HEARTBEAT + node)
+                watched[c.HEARTBEAT + node] = [ms * 1e-3, old[1] if old else None,
+                                               old[2] if old else False]
+        self._hb_watch = watched
+        period = self._int(0x1006, 0) or 0  # µs
+        self._sync_timeout = SYNC_LOSS_PERIODS * period * 1e-6
+        self._error_behaviour = self._int(0x1029, 1)
+        self._abort_option = self._int(0x6007, 0)
+        self._quick_stop_option = self._int(0x605A, 0)
 
     def _int(self, index: int, sub: int) -> int | None:
         """An integer object's stored value (None if it has none)."""
@@ -213,6 +255,12 @@ class EmulatedDrive:
             return self.mode
         if index == 0x1001 and subindex == 0:
             return self.error_register
+        if index == 0x603F and subindex == 0:
+            return self.error_code
+        if index == 0x1003:  # the error history, newest first
+            if subindex == 0:
+                return len(self.history)
+            return self.history[subindex - 1] if subindex <= len(self.history) else 0
         return None
 
     def _live(self, kind: str) -> int:
@@ -245,7 +293,14 @@ class EmulatedDrive:
         value = None
         if od.data_type in INTEGER_TYPES:
             value = int(od.decode_raw(data))
-            if od.max is not None and value > od.max:
+            if index == 0x1016 and subindex > 0:  # node id << 16 | ms: CiA 301's layout (a
+                if value >> 23:  # vendor EDS may give the 16-bit limit of the time alone)
+                    raise SdoAbortedError(ABORT_VALUE)
+                node = value >> 16 & 0x7F
+                if node and any((self._int(0x1016, s) or 0) >> 16 & 0x7F == node
+                                for s in self._hb_subs() if s != subindex):
+                    raise SdoAbortedError(0x06040043)  # a node watched twice
+            elif od.max is not None and value > od.max:
                 raise SdoAbortedError(ABORT_TOO_HIGH)
             if od.min is not None and value < od.min:
                 raise SdoAbortedError(ABORT_TOO_LOW)
@@ -262,8 +317,20 @@ class EmulatedDrive:
             self._controlword(value)
         elif index == 0x6071:
             self.target_permille = value
+        elif index in (0x1016, 0x1006, 0x1029, 0x6007, 0x605A):
+            self._watchdogs()
+        elif index == 0x1003 and subindex == 0:  # writing 0 clears the history
+            self.history.clear()
         if ((index, subindex) == self._motor[0][0] or (index, subindex) == self._motor[1][0]):
             self._units()
+
+    def _hb_subs(self) -> list[int]:
+        subs = []
+        for sub in range(1, 128):
+            if _var(self.od, 0x1016, sub) is None:
+                break
+            subs.append(sub)
+        return subs
 
     def _check_pdo(self, index: int, sub: int, value: int) -> None:
         from canopen.sdo import SdoAbortedError
@@ -353,6 +420,14 @@ class EmulatedDrive:
         """Replies to one host frame (SDO answers immediately; PDOs are latched)."""
         if arb_id == self._rx_cob:
             return self._rpdo(data) if self.nmt_state == c.HB_OPERATIONAL else []
+        watched = self._hb_watch.get(arb_id)
+        if watched is not None:  # a watched node's heartbeat: on the drive's own clock
+            if len(data) == 1:
+                watched[1] = self.clock
+                if watched[2]:  # back again: the error is gone (an error reset EMCY)
+                    watched[2] = False
+                    return self._recovered()
+            return []
         if arb_id == c.NMT:
             return self._nmt(data)
         if arb_id == self._sdo_rx:
@@ -389,8 +464,10 @@ class EmulatedDrive:
         cmd = decoded[0]
         if cmd == c.NMT_START:
             self.nmt_state = c.HB_OPERATIONAL
-        elif cmd == c.NMT_STOP:
+        elif cmd == c.NMT_STOP:  # entering NMT stopped aborts the connection (CiA 402)
             self.nmt_state = c.HB_STOPPED
+            if self.state == c.OPERATION_ENABLED:
+                self._abort_connection()
         elif cmd == c.NMT_PRE_OPERATIONAL:
             self.nmt_state = c.HB_PRE_OPERATIONAL
         elif cmd in (c.NMT_RESET_NODE, c.NMT_RESET_COMM):
@@ -398,11 +475,15 @@ class EmulatedDrive:
             self.state = c.SWITCH_ON_DISABLED
             # reset communication: the communication objects as the factory left them; reset
             # node: everything (the motor data stay commissioned)
+            self._sync_last, self._sync_lost = None, False
+            self._hb_watch = {}
             if cmd == c.NMT_RESET_COMM:
                 self._restore(0x1000, 0x1FFF)
             else:
                 self._restore(0x0000, 0xFFFF)
                 self.mode = self._int(0x6060, 0) or 0
+                self.error_register = self.error_code = 0
+                self.history.clear()
             return [c.heartbeat(self.node, c.HB_BOOTUP)]
         return []
 
@@ -411,23 +492,112 @@ class EmulatedDrive:
         rising_reset = cw & 0x80 and not self.controlword & 0x80
         self.controlword = cw
         s = self.state
+        if rising_reset:  # the operator's reset: what stopped the drive is forgotten
+            self.error_register = self.error_code = 0
         if s == c.FAULT:
             if rising_reset:
                 self.state = c.SWITCH_ON_DISABLED
-                self.error_register = self.error_code = 0
             return
         if cw & 0x02 == 0:  # disable voltage
             self.state = c.SWITCH_ON_DISABLED
         elif cw & 0x06 == 0x02:  # quick stop
-            self.state = c.QUICK_STOP_ACTIVE if s == c.OPERATION_ENABLED else c.SWITCH_ON_DISABLED
+            if s == c.OPERATION_ENABLED:
+                self._quick_stop()
+            elif s != c.QUICK_STOP_ACTIVE:
+                self.state = c.SWITCH_ON_DISABLED
         elif cw & 0x87 == 0x06:  # shutdown
             if s in (c.SWITCH_ON_DISABLED, c.SWITCHED_ON, c.OPERATION_ENABLED):
                 self.state = c.READY_TO_SWITCH_ON
         elif cw & 0x8F == 0x07:  # switch on / disable operation
             if s in (c.READY_TO_SWITCH_ON, c.OPERATION_ENABLED):
                 self.state = c.SWITCHED_ON
-        elif cw & 0x8F == 0x0F and s in (c.SWITCHED_ON, c.READY_TO_SWITCH_ON):
+        elif cw & 0x8F == 0x0F and (
+                s in (c.SWITCHED_ON, c.READY_TO_SWITCH_ON)
+                or s == c.QUICK_STOP_ACTIVE and 5 <= (self._quick_stop_option or 0) <= 8):
             self.state = c.OPERATION_ENABLED if self.mode == c.MODE_CST else c.SWITCHED_ON
+            if self.state == c.OPERATION_ENABLED:  # the SYNC watchdog starts afresh
+                self._sync_last = self.clock if self._sync_last is not None else None
+                self._sync_lost = False
+
+    # ------------------------------------------------------------------ its own protection
+    def _quick_stop(self) -> None:
+        """OPERATION ENABLED → QUICK STOP ACTIVE: the torque ramps to zero from where it is
+        (605Ah = 0: the drive function is disabled at once)."""
+        if self._quick_stop_option == 0:
+            self.state = c.SWITCH_ON_DISABLED
+            return
+        self.state = c.QUICK_STOP_ACTIVE
+        self._qs_from = self.applied_permille
+        self._qs_t0 = self.clock
+
+    def _abort_connection(self) -> None:
+        """6007h: what the drive does, in OPERATION ENABLED, when its master is gone."""
+        option = self._abort_option
+        if option == 1:  # fault signal: FAULT, the power stage off
+            self.state = c.FAULT
+        elif option == 2:  # disable voltage: SWITCH ON DISABLED, the power stage off
+            self.state = c.SWITCH_ON_DISABLED
+        elif option == 3:  # quick stop
+            self._quick_stop()
+        # 0 (no action) and manufacturer-specific codes: the drive goes on
+
+    def _comm_error(self, code: int) -> list[tuple[int, bytes]]:
+        """A communication error (heartbeat or SYNC lost): EMCY, history, 6007h in
+        OPERATION ENABLED, then the NMT state 1029h/1 asks for."""
+        self.error_register |= c.ERRREG_GENERIC | c.ERRREG_COMMUNICATION
+        self.history.insert(0, code)
+        del self.history[8:]
+        out = [c.emcy(self.node, code, self.error_register)] \
+            if self.nmt_state != c.HB_STOPPED else []
+        if self.state == c.OPERATION_ENABLED:
+            self.error_code = code  # why it stopped, until the operator's reset
+            self._abort_connection()
+        if self.nmt_state == c.HB_OPERATIONAL:
+            if not self._error_behaviour:  # 0, or no 1029h: pre-operational (CiA 301)
+                self.nmt_state = c.HB_PRE_OPERATIONAL
+            elif self._error_behaviour == 2:
+                self.nmt_state = c.HB_STOPPED
+        return out
+
+    def _recovered(self) -> list[tuple[int, bytes]]:
+        """The communication error is gone: its bit cleared, an error reset EMCY (0000h)."""
+        if self._sync_lost or any(w[2] for w in self._hb_watch.values()):
+            return []
+        self.error_register &= ~c.ERRREG_COMMUNICATION & 0xFF
+        if self.error_register == c.ERRREG_GENERIC and self.state != c.FAULT \
+                and not self.error_code:
+            self.error_register = 0
+        if self.nmt_state == c.HB_STOPPED:
+            return []
+        return [c.emcy(self.node, c.EMCY_NO_ERROR, self.error_register)]
+
+    def tick(self, t: float) -> list[tuple[int, bytes]]:
+        """The drive's own clock, every period whether SYNCs come or not: the heartbeat
+        consumer, the SYNC watchdog and the quick stop ramp. Returns the frames it sends."""
+        self.clock = t
+        out = ()
+        if self._synced:
+            self._synced = False
+            self._sync_last = t
+            if self._sync_lost:
+                self._sync_lost = False
+                out = self._recovered()
+        for watched in self._hb_watch.values():
+            last = watched[1]
+            if last is not None and not watched[2] and t - last >= watched[0] - EPS:
+                watched[2] = True
+                out = [*out, *self._comm_error(c.EMCY_HEARTBEAT)]
+        if (self._sync_timeout and self.state == c.OPERATION_ENABLED and not self._sync_lost
+                and self._sync_last is not None
+                and t - self._sync_last >= self._sync_timeout - EPS):
+            self._sync_lost = True
+            out = [*out, *self._comm_error(c.EMCY_COMMUNICATION)]
+        if self.state == c.QUICK_STOP_ACTIVE and t - self._qs_t0 >= QUICK_STOP_RAMP_S - EPS:
+            self._qs_from = 0  # the ramp is over: zero torque
+            option = self._quick_stop_option
+            if option is None or not 5 <= option <= 8:  # 1…4 (and vendors'): then disabled
+                self.state = c.SWITCH_ON_DISABLED
+        return out
 
     # ------------------------------------------------------------------ cyclic behaviour
     def statusword(self) -> int:
@@ -435,13 +605,36 @@ class EmulatedDrive:
 
     @property
     def enabled(self) -> bool:
-        return self.state == c.OPERATION_ENABLED and self.nmt_state == c.HB_OPERATIONAL
+        """OPERATION ENABLED: the latched target torque is applied."""
+        return self.state == c.OPERATION_ENABLED
+
+    @property
+    def power_on(self) -> bool:
+        """The power stage is on (OPERATION ENABLED, or QUICK STOP ACTIVE ramping or
+        holding zero torque); off, the motor current is zero at once."""
+        return self.state == c.OPERATION_ENABLED or self.state == c.QUICK_STOP_ACTIVE
 
     def on_sync(self) -> float:
         """Apply the latched target: the current command (A) for the plant."""
-        self.applied_permille = self.target_permille if self.enabled else 0
+        self._synced = True
+        if self.state == c.OPERATION_ENABLED:
+            self.applied_permille = self.target_permille
+        elif self.state != c.QUICK_STOP_ACTIVE:
+            self.applied_permille = 0
+        return self.current_command()
+
+    def current_command(self) -> float:
+        """The current (A) the drive commands now: the applied target in OPERATION ENABLED,
+        the quick stop ramp in QUICK STOP ACTIVE, else zero."""
+        if self.state == c.OPERATION_ENABLED:
+            permille = self.applied_permille
+        elif self.state == c.QUICK_STOP_ACTIVE:
+            left = 1.0 - (self.clock - self._qs_t0) / QUICK_STOP_RAMP_S
+            permille = self._qs_from * left if left > 0.0 else 0.0
+        else:
+            return 0.0
         s = self.scale
-        current = self.applied_permille / 1000.0 * self.rated_torque_Nm / s.torque_constant
+        current = permille / 1000.0 * self.rated_torque_Nm / s.torque_constant
         return max(-s.peak_current, min(s.peak_current, current))
 
     def tpdo(self, rotor_angle: float, current: float) -> tuple[int, bytes] | None:
@@ -492,6 +685,8 @@ class EmulatedDrive:
         self.state = c.FAULT
         self.error_register = register
         self.error_code = code
+        self.history.insert(0, code)
+        del self.history[8:]
         return c.emcy(self.node, code, register)
 
     def heartbeat(self) -> tuple[int, bytes]:
@@ -536,6 +731,10 @@ class EmulatedMitMotor:
     heartbeat_ms: int = 0
     nmt_state: int = 0
     state: str = "MIT"
+
+    @property
+    def power_on(self) -> bool:
+        return self.enabled
 
     def handle(self, arb_id: int, data: bytes, rotor: float = 0.0, omega: float = 0.0,
                current: float = 0.0) -> list[tuple[int, bytes]]:

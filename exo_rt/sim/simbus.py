@@ -221,13 +221,21 @@ class SimWorld:
                 until, limit = drive.saturation
                 if self.cycle < until:
                     self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
-            self.plant.state[S_ON, t] = 1.0 if drive.enabled else 0.0
+            self.plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
 
     def _physics(self) -> None:
         for at, kind, channel, node, n in self.scheduled:
             if at == self.cycle:
                 self.inject(kind, channel, node, n)
         plant = self.plant
+        for ep in self.endpoints.values():  # each drive's own clock, SYNCs or not: its
+            for drive, t in ep.drives:  # heartbeat and SYNC watchdogs, its quick stop ramp
+                if isinstance(drive, EmulatedDrive):
+                    for frame in drive.tick(self.t):
+                        self._queue(ep, *frame)
+                    if not drive.enabled:  # stopped (by itself, or told) since its SYNC
+                        self.cmd[t] = drive.current_command()
+                        plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
             plant.state[S_ON, : len(self.cmd)] = 0.0
