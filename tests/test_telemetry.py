@@ -239,6 +239,14 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     ev = [m for _, m in by_topic["/events"]]
     assert [e["cycle"] for e in ev] == changes
     assert ev[-1]["state"] == "SHUTDOWN" or ev[-1]["state"] == log_meta["states"][int(states[-1])]
+    # well-formed from end to end: a streaming pass over every record, CRCs checked
+    from mcap.records import Footer, Message
+    from mcap.stream_reader import StreamReader
+
+    with open(out / "run.mcap", "rb") as f:
+        records_ = list(StreamReader(f, validate_crcs=True).records)
+    assert isinstance(records_[-1], Footer)
+    assert sum(isinstance(r, Message) for r in records_) == sum(counts.values())
     # the run's metadata
     info = json.loads(meta["exo-rt"]["meta"])
     assert info["joint_names"] == names and info["wall_start"] == log_meta["wall_start"]
