@@ -281,14 +281,34 @@ def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_p
 
 def test_the_shipped_layout_is_the_default_runs():
     from exo_rt.record.telemetry import layout
+    from exo_rt.resources import layout as shipped_layout
     from exo_rt.runtime.config import load_top
 
     top = load_top(ROOT / "configs" / "exo_leg.yaml")
-    shipped = Path(__import__("exo_rt").__file__).parent / "layouts" / "exo_leg.json"
-    assert shipped.read_text() == layout(top.robot.joint_names)
-    text = shipped.read_text()
+    shipped = shipped_layout("exo_leg").read_text()
+    generated = layout(top.robot.joint_names)  # what each run writes for its own joints
+
+    def paths(text):
+        found = set()
+
+        def walk(x):
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    if k in ("value", "topicPath") and isinstance(v, str):
+                        found.add(v)
+                    walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+
+        walk(json.loads(text))
+        return found
+
+    assert paths(shipped) == paths(generated)
     for n in top.robot.joint_names:
-        assert f"/joints.q.{n}" in text and f"/joints.q_ref.{n}" in text
+        for f in ("q", "q_ref", "current", "command", "torque"):
+            assert f"/joints.{f}.{n}" in paths(shipped)
+    assert {"/state.state", "/state.cause", "/timing.compute_us", "/events"} <= paths(shipped)
 
 
 def test_a_live_port_in_use_stops_the_start(tmp_path):
