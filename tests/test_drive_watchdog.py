@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from exo_rt.bus import cia402 as c
+from exo_rt.bus.bringup import read_back
 from exo_rt.bus.config import load_buses
 from exo_rt.bus.drives import F_NOT_ENABLED, Drives
 from exo_rt.errors import BusError, ConfigError
@@ -341,6 +342,12 @@ def test_vendor_eds_drives_take_the_watchdog_objects(bus_file):
     for drive in drives:
         assert drive._int(0x1016, 1) == 127 << 16 | 40 and drive._int(0x6007, 0) == 2
         assert drive._int(0x1029, 1) == 0
+    # what exo-rt bench-test bringup reports: the objects as the drives hold them
+    quick_stop = {"exo_leg_epos4": 6, "exo_leg_elmo": 2}[bus_file]  # their factory 605Ah
+    for values in read_back(d).values():
+        assert values["1016h/1"] == 127 << 16 | 40 and values["6007h/0"] == 2
+        assert values["1029h/1"] == 0 and values["605Ah/0"] == quick_stop
+        assert values["603Fh/0"] == 0 and ("1006h/0" in values) == (bus_file != "exo_leg_epos4")
     d.enable()
     for _ in range(30):
         d.cycle(PUSH)

@@ -1,5 +1,5 @@
 """The simulated bus: bring-up frame by frame, lockstep determinism, physics through the bus,
-fault visibility, bus load (DESIGN §4.2)."""
+fault visibility, bus load."""
 
 from __future__ import annotations
 

@@ -335,6 +335,38 @@ def _watchdog(drives, s: _Sdo, k: int, found: dict) -> None:
             "(target torque now 0) — check that its watchdog objects (1016h, 6007h) hold")
 
 
+PROTECTION = ((0x1016, 1), (0x1029, 1), (0x6007, 0), (0x605A, 0), (0x605E, 0), (0x1006, 0),
+              (0x603F, 0))
+
+
+def read_back(drives) -> dict[str, dict[str, int | None]]:
+    """The protection objects each drive holds now (1016h/1, 1029h/1, 6007h, 605Ah, 605Eh,
+    1006h, 603Fh; those its EDS has), by expedited SDO — after bring-up, before the cycle:
+    ``exo-rt bench-test bringup`` reports them (docs/safety.md). None: the drive refused."""
+    from canopen.objectdictionary.datatypes import SIGNED_TYPES
+
+    out = {}
+    for d in drives.config.drives:
+        od = load_od((d.profile or pdo.DEFAULT_PROFILE).eds, d.node)
+        values: dict[str, int | None] = {}
+        for index, sub in PROTECTION:
+            var = variable(od, index, sub)
+            if var is None or not var.readable:
+                continue
+            key = f"{index:04X}h/{sub}"
+            try:
+                raw = drives.sdo_read(d.node, (index, sub))
+            except BusError:
+                values[key] = None
+                continue
+            bits = len(var)  # (canopen gives a variable's size in bits)
+            if var.data_type in SIGNED_TYPES and raw >= 1 << (bits - 1):
+                raw -= 1 << bits
+            values[key] = raw
+        out[str(d.node)] = values
+    return out
+
+
 def _map(s: _Sdo, pdo_map, entries: tuple[pdo.MapEntry, ...], trans: int, cob: int) -> None:
     """One PDO by the standard sequence (canopen's ``PdoMap.save``), after reading what the
     drive has (its COB-ID flags and timers are kept)."""

@@ -6,7 +6,7 @@ NMT [cs, node] on 0x000; SYNC on 0x080; EMCY "<HB5s" on 0x080+node; heartbeat [s
 mapping order. Decoders never raise: a malformed frame gives ``None`` (or a flagged result),
 which the cycle counts per joint.
 
-Default cyclic synchronous torque mapping (DESIGN §4.1; EPOS4 CST set-up):
+Default cyclic synchronous torque mapping (as in the EPOS4 CST set-up):
   RPDO1 (0x200+node) = controlword u16 + target torque i16 (per mille of rated torque 0x6076)
   TPDO1 (0x180+node) = statusword u16 + position actual i32 (encoder counts) + current actual
                        i16 (per mille of rated current 0x6075)

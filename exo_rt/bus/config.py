@@ -1,5 +1,5 @@
 """Bus configuration (``configs/buses/*.yaml``): interfaces, bit rates, node ids, scales, and
-the per-cycle bus load (DESIGN §4.1: a configuration over 80 % is refused)."""
+the per-cycle bus load: a configuration over 80 % is refused."""
 
 from __future__ import annotations
 

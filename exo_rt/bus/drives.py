@@ -1,4 +1,4 @@
-"""The host side of one CAN bus of CiA 402 drives (DESIGN §4.1).
+"""The host side of one CAN bus of CiA 402 drives.
 
 :class:`Drives` brings the drives up (:mod:`exo_rt.bus.bringup`, through the canopen
 library: identity checked, the PDO mapping, heartbeat, mode and the drives' own watchdogs

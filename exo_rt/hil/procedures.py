@@ -22,8 +22,11 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
     """Every node answers, mapping written, state machine to operation enabled and back,
     heartbeat periods and bus load measured."""
     report: dict = {"buses": {}}
+    from exo_rt.bus.bringup import read_back
+
     for d in bench.drives:
         d.configure()  # SDO: identity checked, mapping, heartbeat, mode written (BusError)
+        watchdog = read_back(d)  # what the drives do by themselves (docs/safety.md)
         cycles = d.enable()
         hb: dict[int, list[float]] = {int(n): [] for n in d.nodes}
         bits = 0
@@ -59,6 +62,8 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
             "configured_heartbeat_ms": d.config.heartbeat_ms,
             "bus_load": round(bits / elapsed / d.config.bitrate, 3),
             "missing_frames": int(d.missing_count.sum()),
+            "watchdog": watchdog,
+            "warnings": list(d.bringup_warnings),
         }
     return report
 

@@ -1,5 +1,5 @@
 """The simulated CAN bus: a python-can interface (``interface="exo_sim"``) behind which
-emulated drives and the plant answer, frame for frame (DESIGN §4.2).
+emulated drives and the plant answer, frame for frame.
 
 A :class:`SimWorld` holds the plant and the emulated drives of every bus of a robot. In
 *lockstep* timing the physics advances one control period at the first SYNC of a period (on
