@@ -326,13 +326,13 @@ class Drives:
         """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
         drives' consumer, 1016h, stops them when it stays away)."""
         self._send(c.sync())
+        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
+        self._sync_sent = self.port.sent_at  # (the SYNC's, not the heartbeat's below)
         if self._hb_every:
             self._hb_count -= 1
             if self._hb_count <= 0 and not self._hb_hold:
                 self._hb_count = self._hb_every
                 self.port.send(self._hb_cob, self._hb_data)
-        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
-        self._sync_sent = self.port.sent_at
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
