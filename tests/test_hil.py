@@ -54,7 +54,7 @@ def test_bringup_fails_clearly():
         bringup(b)
     b = sim_bench()  # a faulted drive
     b.world.inject("fault", "leg", 2)
-    with pytest.raises(BusError, match="did not reach operation enabled.*FAULT"):
+    with pytest.raises(BusError, match="drive 2 is in FAULT.*--reset-faults"):
         bringup(b)
 
 

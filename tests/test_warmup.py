@@ -157,4 +157,4 @@ def test_the_package_key_excludes_the_runtime_glue():
     names = {p.relative_to(pkg).as_posix() for p in kernel_files(pkg)}
     assert {"control/laws.py", "dynamics/kernels.py", "sim/plant.py",
             "model/mechanism.py"} <= names
-    assert not names & {"cli.py", "warmup.py", "bus/drives.py", "record/replay.py"}
+    assert not names & {"cli.py", "warmup.py", "record/replay.py"}

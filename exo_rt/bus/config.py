@@ -328,6 +328,9 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             rated_i = number(dm["rated_current"]) if "rated_current" in dm else motor.rated_current
             rated_t = (number(dm["rated_torque"]) if "rated_torque" in dm
                        else motor.torque_constant * motor.rated_current)
+            # as a CiA 402 drive holds them (6075h in mA, 6076h in mN·m, integers): the value
+            # the drive scales its ‰ by is the one everything else must use
+            rated_i, rated_t = round(rated_i * 1000.0) / 1000.0, round(rated_t * 1000.0) / 1000.0
             cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
             objects = profile = None
             if m.get("protocol") is None or m["protocol"].value != "mit":

@@ -122,13 +122,19 @@ class _RecordedBoard:
 
 
 class _NoBuses:
+    """No bus at all: the recording stands in for them."""
+
     lockstep = True
     world = None
     process = None
     buses: list = []
+    pending: list = []
+
+    def tick(self) -> None:
+        """Nothing to advance: the recording holds the board's state."""
 
     def close(self) -> None:
-        pass
+        """Nothing was opened."""
 
 
 class _ReplayController(Controller):
@@ -140,6 +146,7 @@ class _ReplayController(Controller):
         self.drives = []
 
     def _open_board(self, url) -> None:
+        self.board_emulated = False
         self.board = _RecordedBoard()
         self.board_emulator = None
 
@@ -249,7 +256,8 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
     tr = {t.joint: t for t in robot.transmissions}
     n = robot.nq
     cmd_now = np.zeros(n)
-    commands, measured = [], []
+    on_now = np.zeros(n)
+    commands, measured, powered = [], [], []
     meas = np.full(n, np.nan)
     try:
         reader = can.LogReader(str(log_path))
@@ -264,6 +272,7 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
             if np.isfinite(meas).all():
                 measured.append(meas.copy())
                 commands.append(cmd_now.copy())
+                powered.append(on_now.copy())
             meas[:] = np.nan
         elif node in nodes and arb & 0x780 == c.RPDO1:
             d = c.decode_rpdo1(data)
@@ -276,16 +285,19 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
             if d is not None:
                 k = tr[robot.joint_names[j]].multiplier
                 meas[j] = d[1] * 2 * np.pi / sc.counts_per_rev / k
+                on_now[j] = c.state_of(d[0]) == c.OPERATION_ENABLED  # its power stage
     if len(measured) < 2:
         raise LogError("the CAN log holds fewer than 2 control cycles of this robot's drives",
                        Where(str(log_path)), "check the bus file's node ids against the log")
-    measured, commands = np.array(measured), np.array(commands)
+    measured, commands, powered = np.array(measured), np.array(commands), np.array(powered)
     plant = Plant(robot, dt=1.0 / top.rate_hz)
     plant.reset(measured[0])
     joint_of = plant.tp[:, 0].astype(int)
     k_mult = plant.tp[:, 2]
     sim = np.zeros((len(measured) - 1, n))
     for k in range(len(measured) - 1):
+        # a drive applies current only when its statusword said operation enabled
+        plant.state[S_ON, : len(joint_of)] = powered[k][joint_of]
         plant.step(commands[k][joint_of])  # cycle k's command shows at cycle k + 1
         for t in range(len(k_mult)):
             sim[k, joint_of[t]] = plant.motor_positions[t] / k_mult[t]

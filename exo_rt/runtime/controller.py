@@ -252,6 +252,8 @@ class Controller:
             self._go(CONFIGURE, 0)
             for d in self.drives:
                 d.configure()
+            # allocated before mlockall (which faults every later allocation in at once)
+            self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
                 setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
                 self.setup_lines[:0] = setup.lines()
@@ -277,7 +279,6 @@ class Controller:
             self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
                                       self.robot.joint_names)
             self._schedule_sim_injections()
-            self.sched = Scheduler(self.dt, lockstep=not self.realtime)
             self._next_check = 0
             if self.recording is not None:  # where the loop starts from, and when
                 self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
