@@ -156,6 +156,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
     server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno())
     gc.collect()
     gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
+    gc.disable()
     print("serving " + " ".join(served), flush=True)
     try:
         server.serve(parent=args.parent, linger=args.linger)

@@ -29,10 +29,9 @@ import numpy as np
 from exo_rt.bus.port import FramePort
 from exo_rt.sim.simbus import SimWorld
 
-POLL_S = 5e-5  # s between looks at the sockets
+POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
 MAX_CATCH_UP = 5  # periods the physics catches up at once
-GUARD = 2.5e-4  # s before the next expected SYNC from which the loop looks every POLL_S
 SYNC = 0x080
 
 
@@ -90,7 +89,7 @@ class RealtimeServer:
                     # must not shift when the next one is looked for)
                     now = time.monotonic()
                     self._last_sync = now - max(0.0, min(time.time() - frame.timestamp, 0.01))
-                    self._step(self._last_sync)
+                    self._step(self._last_sync, sync=True)
                 world.receive(channel, frame)
             rx = world.endpoints[channel].rx
             while rx:
@@ -139,23 +138,26 @@ class RealtimeServer:
                         port.send(msg.arbitration_id, bytes(msg.data))
                     self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
 
-    def _step(self, now: float) -> None:
+    def _step(self, now: float, sync: bool = False) -> None:
         """The physics up to ``now``, in whole periods from the last step (at most a few: a
-        simulation that fell further behind starts again from now, the gap counted)."""
+        simulation that fell further behind starts again from now, the gap counted). A SYNC
+        re-anchors the period grid at its own arrival: the steps lock to the master's SYNCs,
+        so jitter never rounds a period into none or two."""
         n = int(round((now - self._last_step) / self.period))
-        if n <= 0:
-            return
         if n > MAX_CATCH_UP:
             self.overruns += n - 1
-            self._last_step = now - self.period
             n = 1
-        for _ in range(n):
+        for _ in range(max(n, 0)):
             t0 = time.monotonic()
             self.world.advance()
             self.physics_us[self.n_physics & 0xFFFF] = (time.monotonic() - t0) * 1e6
             self.n_physics += 1
-        self._last_step += n * self.period
-        self.overruns += n - 1
+        if n > 1:
+            self.overruns += n - 1
+        if sync:
+            self._last_step = now
+        elif n > 0:
+            self._last_step += n * self.period
 
     def serve(self, parent: int | None = None, linger: float = 5.0,
               stop=lambda: False, poll_s: float | None = POLL_S) -> None:
@@ -192,9 +194,8 @@ class RealtimeServer:
             prev = now
             wait = self._last_step + FREE_RUN * period - now
             if wait > 0:
-                if poll_only:  # sleep through the quiet part of the period, then look often
-                    quiet = self._last_sync + period - GUARD - now
-                    time.sleep(min(wait, quiet if quiet > poll_s else poll_s))
+                if poll_only:
+                    time.sleep(min(wait, poll_s))
                 else:
                     select.select(fds, [], [], wait)
             t0 = time.monotonic()
