@@ -157,6 +157,13 @@ def cmd_drives(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
     gc.disable()
+    import threading
+
+    from exo_rt.runtime.loop import lock_all_memory
+
+    # like the controller: no page of the simulation is reclaimed and read back mid-run (a
+    # disk read stalls the drives for ms); locked beside the serving loop, not before it
+    threading.Thread(target=lock_all_memory, name="mlockall", daemon=True).start()
     print("serving " + " ".join(served), flush=True)
     try:
         server.serve(parent=args.parent, linger=args.linger)
