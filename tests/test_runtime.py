@@ -200,7 +200,8 @@ def test_sigint_stops_safely(tmp_path):
 
     out = tmp_path / "int"
     proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--realtime",
-                             "--no-rt-setup", "--duration", "30", "--out", str(out)],
+                             "--no-rt-setup", "--duration", "30", "--out", str(out),
+                             "--config", str(ROOT / "tests" / "data" / "exo_leg_vm.yaml")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT)
     log = out / "cycles.exolog"

@@ -38,8 +38,9 @@ def hogs(control_cpu: int) -> list[subprocess.Popen]:
 def run(config: str, duration: float, out: Path, hog: bool) -> dict:
     procs = hogs(max(os.sched_getaffinity(0))) if hog else []
     try:
+        path = Path(config) if config.endswith(".yaml") else ROOT / "configs" / f"{config}.yaml"
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--config",
-                              str(ROOT / "configs" / f"{config}.yaml"), "--duration",
+                              str(path), "--duration",
                               str(duration), "--out", str(out)], capture_output=True, text=True,
                              cwd=ROOT)
     finally:
@@ -59,14 +60,15 @@ def run(config: str, duration: float, out: Path, hog: bool) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=20.0)
-    ap.add_argument("--configs", nargs="*", default=["exo_leg", "exo_2leg"])
+    ap.add_argument("--configs", nargs="*", default=["exo_leg", "exo_2leg"],
+                    help="names in configs/ or paths to top configs (.yaml)")
     ap.add_argument("--hog", action="store_true", help="a CPU hog on every other CPU")
     ap.add_argument("--out", default="/tmp/exo-rt-bench-rt")
     args = ap.parse_args(argv)
     print(f"exo-rt run --realtime, {args.duration:g} s each, recording and board emulator on"
           f"{', CPU hog on the other CPUs' if args.hog else ''} ({os.cpu_count()} CPUs):")
     for config in args.configs:
-        out = Path(args.out) / config
+        out = Path(args.out) / Path(config).stem
         r = run(config, args.duration, out, args.hog)
         s = r["summary"]
         t = s["timing"]
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
             x = t[key]
             print(f"    {label:<8} p50 {x['p50']:7.1f}  p99 {x['p99']:7.1f}  p99.9 "
                   f"{x['p999']:7.1f}  max {x['max']:8.1f} µs")
-        target = TARGET_P50.get(config)
+        target = TARGET_P50.get(Path(config).stem.replace("_vm", ""))
         if target:
             print(f"    compute median / target {t['compute_us']['p50'] / target:.2f}; p99.9 / "
                   f"150 µs {t['compute_us']['p999'] / 150:.2f}; wake p99.9 / 100 µs "
