@@ -199,9 +199,8 @@ def test_sigint_stops_safely(tmp_path):
     import time as _time
 
     out = tmp_path / "int"
-    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--realtime",
-                             "--no-rt-setup", "--duration", "30", "--out", str(out),
-                             "--config", str(ROOT / "tests" / "data" / "exo_leg_vm.yaml")],
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--duration", "30",
+                             "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT)
     log = out / "cycles.exolog"

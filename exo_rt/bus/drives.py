@@ -223,6 +223,7 @@ class Drives:
                                zip(self.counts_per_rev, self.multiplier, strict=True)]
         self._amp_per_unit = [float(x) / 1000.0 for x in self._cur_num]
         self._max_step = [float(x) for x in self.max_step]
+        self._speed_limit = [x / 2e-3 for x in self._max_step]  # rad/s
 
     def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles.
@@ -390,7 +391,9 @@ class Drives:
             sw = decoded[tx.i_statusword]
             self.statusword[k] = sw
             q = decoded[tx.i_position] * self._rad_per_count[k]
-            if self.rx_time[k] > 0 and abs(q - self.position[k]) > self._max_step[k]:
+            last = self.rx_time[k]  # a joint moves at most its speed limit over the gap since
+            if last > 0 and abs(q - self.position[k]) > max(  # its last sample (2 cycles at least)
+                    self._max_step[k], self._speed_limit[k] * (msg.timestamp - last + self.period)):
                 self.flags[k] |= F_GLITCH
             self.position[k] = q
             current = decoded[tx.i_current] * self._amp_per_unit[k]

@@ -21,7 +21,8 @@ TOP_KEYS = {"robot": True, "buses": True, "controller": True, "rate_hz": False, 
             "realtime": False}
 SAFETY_KEYS = {"joint_margin": False, "stop_time": False, "tracking_error": False,
                "stale_cycles": False, "overrun_streak": False, "action": False,
-               "ramp_cycles": False, "damping": False, "stiffness": False}
+               "ramp_cycles": False, "damping": False, "stiffness": False,
+               "board_timeout": False}
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class SafetyConfig:
     ramp_cycles: int = 20
     damping: float = 20.0  # N·m·s/rad
     stiffness: float = 200.0  # N·m/rad
+    board_timeout: float = 0.02  # s without a status from the embedded board → link lost
 
 
 @dataclass(frozen=True)

@@ -148,9 +148,11 @@ class Controller:
             proc = getattr(bs, "board_process", None)
             if proc is not None:
                 self.setup_lines.append(f"board emulator process {proc.pid}: {proc.placement}")
-            self.board = BoardLink(path, clock=bs.clock, link_timeout=0.02, heartbeat_hz=250.0)
+            self.board = BoardLink(path, clock=bs.clock, heartbeat_hz=250.0,
+                                   link_timeout=self.top.safety.board_timeout)
         else:
-            self.board = BoardLink(url, link_timeout=0.02, heartbeat_hz=250.0)
+            self.board = BoardLink(url, link_timeout=self.top.safety.board_timeout,
+                                   heartbeat_hz=250.0)
 
     def _allocate(self, history: bool) -> None:
         n = self.n

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
-from exo_rt.control import estimate, laws, trajectory
+from exo_rt.control import laws, trajectory
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
 
@@ -88,6 +88,21 @@ V_WIDTH = 20
 
 # the check's output
 _OUT = 2
+
+
+@njit(cache=True)
+def _estimate(s, v, flags, missing):
+    """Filtered joint velocities from the positions, over the real gap between fresh samples:
+    a joint without feedback this cycle keeps its estimate (and its last position), and the
+    next sample's motion is spread over every cycle it took — not charged to one."""
+    q, q_prev, qd = v[V_Q], v[V_Q_PREV], v[V_QD]
+    dt, alpha = s[S_DT], s[S_ALPHA]
+    for j in range(q.shape[0]):
+        if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
+            continue
+        raw = (q[j] - q_prev[j]) / (dt * (missing[j] + 1))
+        qd[j] += alpha * (raw - qd[j])
+        q_prev[j] = q[j]
 
 
 @njit(cache=True)
@@ -180,7 +195,7 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
     """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``."""
     state = int(s[S_STATE])
     s[S_NEW_FAULT] = 0.0
-    estimate.velocity_update(v[V_Q], v[V_Q_PREV], v[V_QD], s[S_DT], s[S_ALPHA])
+    _estimate(s, v, flags, missing)
     _reference(state, s, v, coeffs)
     if state == ALIGN or state == RUN or state == STOPPING:
         laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],

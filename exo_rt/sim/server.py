@@ -31,7 +31,8 @@ from exo_rt.sim.simbus import SimWorld
 
 POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
-MAX_CATCH_UP = 5  # periods the physics catches up at once
+MAX_CATCH_UP = 2  # periods the physics catches up at once (more: the leg would jump; the
+# simulated time falls behind instead, the gap counted as overruns)
 SYNC = 0x080
 
 
