@@ -252,9 +252,11 @@ def test_faults_from_the_bus_file(tmp_path):
 
 
 def test_realtime_world_samples_the_leg_at_each_sync():
-    """Real time: the physics advances to each SYNC's arrival in whole periods (steady SYNCs:
-    one period per SYNC whatever the jitter), and runs on by itself when SYNCs stop."""
-    from exo_rt.sim.server import RealtimeServer
+    """Real time: each SYNC advances the physics to its arrival in whole periods and re-anchors
+    the grid there (steady SYNCs with jitter: exactly one period each); a long gap is caught up
+    by at most MAX_CATCH_UP periods, the rest counted (the simulated time falls behind instead
+    of the leg jumping)."""
+    from exo_rt.sim.server import MAX_CATCH_UP, RealtimeServer
 
     robot, sim, (d,) = _open("exo_leg", "exo_leg", "rt")
     d.configure()
@@ -263,12 +265,13 @@ def test_realtime_world_samples_the_leg_at_each_sync():
     t = 1000.0
     server._last_step = t
     start = sim.cycle
-    for jitter in (0.0003, -0.0004, 0.0002, 0.0, -0.0001):  # SYNCs 1 ms apart ± jitter
+    for jitter in (0.0003, -0.0004, 0.0002, 0.0, -0.0001, 0.00045, -0.00045):
         t += 1e-3
-        server._step(t + jitter)  # the step keeps whole periods from the first one
-    assert sim.cycle - start == 5 and server.overruns == 0
-    server._step(t + 3.2e-3)  # three periods without a SYNC: caught up at once, counted
-    assert sim.cycle - start == 8 and server.overruns == 2
+        server._step(t + jitter, sync=True)  # SYNCs 1 ms apart ± jitter
+        t += jitter
+    assert sim.cycle - start == 7 and server.overruns == 0
+    server._step(t + 5e-3, sync=True)  # five periods without a SYNC (a stalled master)
+    assert sim.cycle - start == 7 + 1 and server.overruns == 4 and MAX_CATCH_UP < 5
 
 
 def test_mit_mode_actuators_through_the_simulated_bus():
