@@ -254,6 +254,8 @@ class Controller:
             self._go(CONFIGURE, 0)
             for d in self.drives:
                 d.configure()
+                self.setup_lines.extend(f"bring-up on bus '{d.config.name}': {w}"
+                                        for w in getattr(d, "bringup_warnings", ()))
             # allocated before mlockall (which faults every later allocation in at once)
             self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
