@@ -200,3 +200,46 @@ def test_event_driven_gait_follows_the_heel_strikes():
     assert abs(c.phase_state[trajectory.PH_PERIOD] - 2.0) < 0.02
     for j in s["joints"].values():
         assert j["rms_error_deg"] <= 0.5
+
+
+def test_the_boards_watchdog_cuts_the_simulated_drives_current():
+    """Motor power is physical in simulation: the board's watchdog (no heartbeat for 50 ms)
+    opens its relay, and the simulated drives then deliver no current, whatever they were told
+    — the layer that stops the leg when the PC is dead."""
+    from exo_rt.bus.drives import Drives
+    from exo_rt.runtime.config import load_top
+    from exo_rt.sim.launch import SimulatedBuses
+    from firmware_bridge.link import BoardLink
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    bs = SimulatedBuses(top, "sim", realtime=False, start_pose=[0.3, 0.6])
+    try:
+        board = BoardLink(bs.board_path(), clock=bs.clock, link_timeout=0.02)
+        assert board.wait_for_power(2.0, tick=bs.tick)
+        (d,) = [Drives(bus, b, top.robot) for bus, b in zip(bs.buses, top.buses, strict=True)]
+        d.configure()
+        d.enable()
+        command = np.array([3.0, -2.0])  # A: a current the drives keep being told
+        plant = bs.world.plant
+        for _ in range(20):  # heartbeats on: the current flows
+            board.send_heartbeat(4)
+            d.send_rpdos(command)
+            d.send_sync()
+            d.collect()
+            bs.tick()
+        assert np.allclose(plant.currents[:2], command, rtol=0.05)
+        t_last = bs.world.t
+        cut = None
+        for _ in range(120):  # the PC goes silent on the board link; the drives are still told
+            d.send_rpdos(command)
+            d.send_sync()
+            d.collect()
+            bs.tick()
+            board.poll()
+            if cut is None and not bs.world.motor_power:
+                cut = bs.world.t - t_last
+        assert cut is not None and 0.05 <= cut <= 0.05 + 2e-3  # the watchdog's 50 ms (+1 tick)
+        assert np.all(np.abs(plant.currents[:2]) < 0.05)  # no current: the relay is open
+        assert board.status.watchdog_tripped and not board.motor_power  # and the board says so
+    finally:
+        bs.close()

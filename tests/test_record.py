@@ -203,3 +203,26 @@ def test_a_full_disk_is_an_event_not_a_crash(tmp_path):
     assert report["records"] + report["records_lost"] == 500
     rows.release()
     frames.release()
+
+
+def test_the_run_goes_on_when_the_recording_process_dies(tmp_path):
+    """The recording process killed mid-run: the loop never waits for it, the run ends
+    SHUTDOWN (not SAFE), and the summary says when recording stopped."""
+    import threading
+
+    ctl = Controller(load_top(CONFIG), "sim")
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(r=ctl.run(6.0, tmp_path / "r")))
+    runner.start()
+    deadline = time.time() + 120
+    while time.time() < deadline and (ctl.recording is None or ctl.cycles < 2000):
+        time.sleep(0.01)
+    os.kill(ctl.recording.process.pid, signal.SIGKILL)
+    killed_at_cycle = ctl.cycles
+    runner.join(180)
+    s = result["r"].summary
+    assert s["final_state"] == "SHUTDOWN" and s["faults"] == [] and s["cycles"] > 8000
+    stopped = s["recording"]["stopped_at_s"]
+    assert stopped is not None and killed_at_cycle / 1000 <= stopped <= killed_at_cycle / 1000 + 1.1
+    events = (tmp_path / "r" / "events.jsonl").read_text()
+    assert "recording_stopped" in events

@@ -78,6 +78,7 @@ class Recording:
         """(Once a second) is the recording process alive? Notes when it stopped."""
         if self.stopped_at is None and not self.process.alive():
             self.stopped_at = t
+            self.records.block_when_full = self.frames.block_when_full = False  # never wait
             self.events.append({"t": round(t, 6), "event": "recording_stopped",
                                 "exit_code": self.process.proc.returncode})
         return self.stopped_at is None
