@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,3 +125,53 @@ def test_fixture_decoders_never_raise(data, n):
     assert out is None or (len(out) == n and all(abs(x) <= 327.68 for x in out))
     cmd = fx.decode_command(data)
     assert cmd is None or 0 <= cmd <= 255
+
+
+def _encoder_drives():
+    """One bus of the default leg's drives on a virtual bus, its frames captured."""
+    import can
+
+    from exo_rt.bus.drives import Drives
+    from exo_rt.runtime.config import load_top
+
+    top = load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml")
+    drives = Drives(can.Bus(interface="virtual", channel="clamp"), top.buses[0], top.robot)
+
+    class Capture:
+        tap = None
+        sent_at = None
+        frames: list = []
+
+        def send(self, arb, data, extended=False):
+            self.frames.append(data)
+
+    drives.port = Capture()
+    return drives
+
+
+_ENCODER = _encoder_drives()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=2,
+                max_size=2))
+def test_the_frame_encoder_is_the_last_clamp_on_current(currents):
+    """Whatever the law computed, the RPDO carries at most the drive's peak current, 0 for
+    NaN/Inf, and the command itself (to the ‰ resolution) inside the range."""
+    import math
+
+    import numpy as np
+
+    d = _ENCODER
+    d.port.frames.clear()
+    d.send_rpdos(np.array(currents))
+    for k, data in enumerate(d.port.frames):
+        permille = c.decode_rpdo1(data)[1]
+        amps_per_permille = d.rated_torque[k] / d.torque_constant[k] / 1000.0
+        amps = permille * amps_per_permille
+        peak = d.peak_current[k]
+        assert abs(amps) <= peak + amps_per_permille
+        if not math.isfinite(currents[k]):
+            assert permille == 0
+        elif abs(currents[k]) < 0.5 * peak:
+            assert abs(amps - currents[k]) <= amps_per_permille
