@@ -1,4 +1,4 @@
-"""The fixed-rate scheduler and its timing statistics (DESIGN §6).
+"""The fixed-rate scheduler and its timing statistics.
 
 Absolute deadlines on a monotonic clock: the k-th cycle is due at t0 + k·T. The loop sleeps
 to just before the deadline and spins the rest (sleep alone overshoots by ~0.1 ms here), runs

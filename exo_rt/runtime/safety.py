@@ -1,4 +1,4 @@
-"""The safety supervisor: always on, also in simulation and replay (DESIGN §6).
+"""The safety supervisor: always on, also in simulation and replay.
 
 Every cycle :func:`check` looks at the measurements, the flags of the drives, the law's
 torque and the commanded currents, and returns the first cause found (or ``OK``) and its
