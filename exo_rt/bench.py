@@ -1,4 +1,4 @@
-"""Dynamics benchmarks side by side with Pinocchio (DESIGN §9; ``exo-rt bench``).
+"""Dynamics benchmarks side by side with Pinocchio (``exo-rt bench``; docs/performance.md).
 
 Usage: ``exo-rt bench [--quick] [--json FILE]``, ``python -m exo_rt.bench [--quick] [--json FILE]
 [--no-compile] [--wall]``, or ``python tools/bench_dynamics.py …`` (the same benchmark, its
@@ -56,7 +56,7 @@ Compile time
     points), calls every facade method and every kernel once (cold: everything is compiled
     and written to the cache); then the same again with the same directory (warm: loaded).
 
-Targets (DESIGN §9), printed as PASS/MISS
+Targets (docs/performance.md), printed as PASS/MISS
     ID and M from Python (facade) at 2–6 DOF: ratio ≤ 1 (on the plain trees; a mechanism with
     rotors is printed but Pinocchio solves a larger, uncoupled tree there); ID from Python at
     32–128: ratio ≤ 0.6; ID scaling t(128)/t(16) ≤ 10 inside njit and from Python; the 2-DOF
@@ -651,7 +651,7 @@ def report(rows: list[dict], dispatch: dict | None, compile_s: dict | None,
         lines.append("  cold, each step (shared callees compile with the first user): "
                      + ", ".join(f"{k} {t:.2f}" for k, t in cold.items()))
     lines.append("")
-    lines.append("targets (DESIGN §9):")
+    lines.append("targets:")
     lines += [f"  {'PASS' if ok else 'MISS'}  {text}" for text, ok in checks]
     return "\n".join(lines)
 
