@@ -90,9 +90,8 @@ _SIGNATURES = {  # key: (wrapper, kernel, signature of both)
 _ENTRY_POINTS: dict = {}
 
 
-def _entry_point(key: str):
-    """One wrapper's compiled entry point (compiled, or loaded from the cache, on first use:
-    a controller that never calls ``Dynamics.mass_matrix`` from Python never compiles it).
+def _entry_points() -> dict:
+    """The wrappers' compiled entry points (compiled, or loaded from the cache, once).
 
     Each kernel is compiled for the wrapper's signature *first*, on its own: numba compiles
     a callee with the caller's NRT setting when the callee does not set one, so a kernel
@@ -101,12 +100,11 @@ def _entry_point(key: str):
     NRT one — later processes then load a broken library (a crash in LLVM's bitcode reader,
     or heap corruption). Compiled beforehand, the wrapper finds the overload and reuses it.
     """
-    ep = _ENTRY_POINTS.get(key)
-    if ep is None:
-        wrapper, kernel, sig = _SIGNATURES[key]
-        kernel.compile(sig)
-        ep = _ENTRY_POINTS[key] = wrapper.compile(sig)
-    return ep
+    if not _ENTRY_POINTS:
+        for key, (wrapper, kernel, sig) in _SIGNATURES.items():
+            kernel.compile(sig)
+            _ENTRY_POINTS[key] = wrapper.compile(sig)
+    return _ENTRY_POINTS
 
 
 class Dynamics:
@@ -130,15 +128,11 @@ class Dynamics:
         self.nq = mech.nq
         self._pk = mech.packed
         self._ws = np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
-        # the entry points, fetched on each method's first fast call
-        self._ep_id = self._ep_mass = self._ep_fd = self._ep_bias = self._ep_gravity = None
+        ep = _entry_points()
+        self._ep_id, self._ep_mass, self._ep_fd = ep["id"], ep["mass"], ep["fd"]
+        self._ep_bias, self._ep_gravity = ep["bias"], ep["gravity"]
         # the last output array of each method that passed _proper_out
         self._out_id = self._out_mass = self._out_fd = self._out_bias = self._out_gravity = None
-
-    def _entry(self, key: str):
-        ep = _entry_point(key)
-        setattr(self, f"_ep_{key}", ep)
-        return ep
 
     @property
     def packed(self) -> np.ndarray:
@@ -174,7 +168,7 @@ class Dynamics:
             self._out_mass = out
         try:
             if q.dtype is _F8 and q.ndim == 1:
-                (self._ep_mass or self._entry("mass"))(self._pk, self._ws, q, out)
+                self._ep_mass(self._pk, self._ws, q, out)
                 return out
         except (AttributeError, TypeError):  # not an ndarray (TypeError: from the entry point)
             pass
@@ -190,7 +184,7 @@ class Dynamics:
             self._out_bias = out
         try:
             if q.dtype is _F8 and v.dtype is _F8 and q.ndim == 1 and v.ndim == 1:
-                (self._ep_bias or self._entry("bias"))(self._pk, self._ws, q, v, out)
+                self._ep_bias(self._pk, self._ws, q, v, out)
                 return out
         except (AttributeError, TypeError):  # not an ndarray (TypeError: from the entry point)
             pass
@@ -206,7 +200,7 @@ class Dynamics:
             self._out_gravity = out
         try:
             if q.dtype is _F8 and q.ndim == 1:
-                (self._ep_gravity or self._entry("gravity"))(self._pk, self._ws, q, out)
+                self._ep_gravity(self._pk, self._ws, q, out)
                 return out
         except (AttributeError, TypeError):  # not an ndarray (TypeError: from the entry point)
             pass
@@ -223,7 +217,7 @@ class Dynamics:
         try:
             if (q.dtype is _F8 and v.dtype is _F8 and a.dtype is _F8
                     and q.ndim == 1 and v.ndim == 1 and a.ndim == 1):
-                (self._ep_id or self._entry("id"))(self._pk, self._ws, q, v, a, out)
+                self._ep_id(self._pk, self._ws, q, v, a, out)
                 return out
         except (AttributeError, TypeError):  # not an ndarray (TypeError: from the entry point)
             pass
@@ -240,7 +234,7 @@ class Dynamics:
         try:
             if (q.dtype is _F8 and v.dtype is _F8 and tau.dtype is _F8
                     and q.ndim == 1 and v.ndim == 1 and tau.ndim == 1):
-                (self._ep_fd or self._entry("fd"))(self._pk, self._ws, q, v, tau, out)
+                self._ep_fd(self._pk, self._ws, q, v, tau, out)
                 return out
         except (AttributeError, TypeError):  # not an ndarray (TypeError: from the entry point)
             pass
