@@ -106,6 +106,15 @@ def _estimate(s, v, flags, missing):
 
 
 @njit(cache=True)
+def _fresh(flags):
+    """Every joint's feedback arrived this cycle (none missing, late or malformed)."""
+    for j in range(flags.shape[0]):
+        if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
+            return False
+    return True
+
+
+@njit(cache=True)
 def _reference(state, s, v, coeffs):
     q, qr, qdr, qddr = v[V_Q], v[V_QR], v[V_QDR], v[V_QDDR]
     n = q.shape[0]
@@ -198,10 +207,14 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
     _estimate(s, v, flags, missing)
     _reference(state, s, v, coeffs)
     if state == ALIGN or state == RUN or state == STOPPING:
-        laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],
-                        v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU], scratch)
-        laws.torque_to_current(v[V_TAU], v[V_QD], v[V_QDDR], tc, s[S_FRICTION_COMP] > 0.5,
-                               v[V_CUR])
+        if _fresh(flags):
+            laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],
+                            v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
+                            scratch)
+            laws.torque_to_current(v[V_TAU], v[V_QD], v[V_QDDR], tc,
+                                   s[S_FRICTION_COMP] > 0.5, v[V_CUR])
+        # else: a joint's feedback is missing this cycle — the last commands stand (the law
+        # neither acts on a stale position nor winds up on it; safety counts the missing cycles)
     elif state != SAFE:
         v[V_TAU, :] = 0.0
         v[V_CUR, :] = 0.0

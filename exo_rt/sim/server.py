@@ -31,8 +31,9 @@ from exo_rt.sim.simbus import SimWorld
 
 POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
-MAX_CATCH_UP = 2  # periods the physics catches up at once (more: the leg would jump; the
-# simulated time falls behind instead, the gap counted as overruns)
+MAX_CATCH_UP = 1  # periods the physics advances at one SYNC: the drives' samples stay one
+# period apart in the leg's time, as the controller's estimator assumes; after a stall the
+# simulated time falls behind instead (the gap counted as overruns) — the leg never jumps
 SYNC = 0x080
 
 
