@@ -536,6 +536,12 @@ def _priorities(todo: list[str]) -> dict[str, float]:
     return {n: depth(n) for n in todo}
 
 
+# Forked workers share the parent's numba and LLVM state; with them the parent process was
+# seen to abort at exit with a corrupted heap (intermittently, after a cold parallel warm-up).
+# Workers are fresh interpreters instead: a second or two of imports, no shared state.
+FORK_WORKERS = False
+
+
 class _Worker:
     """A worker process serving entries: sent their names one per line, it answers one JSON
     result per line. Forked from this process where that is safe (Linux, no other thread
@@ -545,7 +551,7 @@ class _Worker:
     def __init__(self, ctx: Context) -> None:
         self.pid = None
         self.proc = None
-        if sys.platform.startswith("linux") and threading.active_count() == 1:
+        if FORK_WORKERS and sys.platform.startswith("linux") and threading.active_count() == 1:
             sys.stdout.flush()
             sys.stderr.flush()
             r_task, w_task = os.pipe()
