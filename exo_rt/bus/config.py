@@ -1,5 +1,12 @@
 """Bus configuration (``configs/buses/*.yaml``): interfaces, bit rates, node ids, scales, and
-the per-cycle bus load: a configuration over 80 % is refused."""
+the per-cycle bus load: a configuration over 80 % is refused.
+
+What is the drive protocol's own is read by the protocol (:mod:`exo_rt.bus.protocols`): the
+``protocol:`` name is checked against the registry, the family adds its bus and drive keys
+(``bus_keys``, ``drive_keys``), reads them (``parse_options`` → ``BusConfig.options``,
+``parse_drive`` → ``DriveConfig.eds``/``profile``/``options``), checks the whole bus
+(``check``) and gives the frame budget of the bus-load check (``cycle_frames``). This module
+keeps the keys every bus has."""
 
 from __future__ import annotations
 
@@ -7,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exo_rt.bus import pdo
+from exo_rt.bus import protocols as registry
 from exo_rt.bus.eds import DEFAULT_EDS, check_required, load_od, read_eds, variable
 from exo_rt.bus.mit import MitRanges
 from exo_rt.errors import ConfigError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.sim.drive_emulator import DriveScale
-from exo_rt.yamlio import Node, choice, mapping, number, read_yaml, sequence, text
+from exo_rt.yamlio import Node, choice, mapping, number, plain, read_yaml, sequence, text
 
 MAX_LOAD = 0.8
 RPDO_BYTES, TPDO_BYTES, SYNC_BYTES = 4, 8, 0
@@ -26,6 +34,7 @@ class DriveConfig:
     scale: DriveScale
     eds: dict | None = None  # (index, sub) → exo_rt.bus.eds.Entry, from the drive's EDS
     profile: pdo.DriveProfile | None = None  # what bring-up writes (mapping, identity, units)
+    options: object = None  # the protocol's own per-drive options (its parse_drive)
 
 
 # 6007h abort connection option code and 1029h/1 communication error behaviour (CiA 402-2,
@@ -62,10 +71,22 @@ class BusConfig:
     drives: tuple[DriveConfig, ...]
     heartbeat_ms: int
     faults: tuple[tuple[str, int, float, float], ...] = ()  # simulated bus: (kind, node, at s, s)
-    mit_ranges: MitRanges | None = None  # protocol: mit
+    options: object = None  # the protocol's own bus options (its parse_options)
     master_node: int = 127  # the controller's node id: its heartbeat is 0x700 + this
     master_heartbeat_ms: int = 10  # the controller's heartbeat period (0: none)
     watchdog: DriveWatchdog = DriveWatchdog()  # written on each CiA 402 drive at bring-up
+    can_options: tuple[tuple[str, object], ...] = ()  # further python-can keyword arguments
+    interface_given: bool = False  # the bus file names the interface (else the default)
+
+    @property
+    def mit_ranges(self) -> MitRanges | None:
+        """protocol: mit — the motors' ranges (the protocol's options)."""
+        return self.options if isinstance(self.options, MitRanges) else None
+
+    @property
+    def spec(self) -> str:
+        """What the bus opens from its file: ``INTERFACE:CHANNEL@BITRATE``."""
+        return f"{self.interface}:{self.channel}@{self.bitrate}"
 
     @property
     def consumer_ms(self) -> int:
@@ -74,10 +95,8 @@ class BusConfig:
 
     def load(self, rate_hz: float) -> float:
         """Fraction of the bit rate one control cycle's frames take (worst-case stuffing)."""
-        bits = frame_bits(SYNC_BYTES) + sum(
-            frame_bits(d.profile.rpdo_bytes if d.profile else RPDO_BYTES)
-            + frame_bits(d.profile.tpdo_bytes if d.profile else TPDO_BYTES) for d in self.drives)
-        return bits * rate_hz / self.bitrate
+        frames = registry.get(self.protocol).cycle_frames(self)
+        return sum(frame_bits(n) for n in frames) * rate_hz / self.bitrate
 
 
 def frame_bits(n_bytes: int) -> int:
@@ -90,19 +109,19 @@ def frame_bits(n_bytes: int) -> int:
 PROFILE_KEYS = {"eds": False, "vendor_id": False, "product_code": False, "rpdo": False,
                 "tpdo": False, "transmission_type": False, "rated_current_object": False,
                 "rated_torque_object": False}
+# the keys every bus has; its protocol adds its own (Protocol.bus_keys, drive_keys)
 BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
-            "protocol": False, "drives": True, "heartbeat_ms": False, "faults": False,
-            "mit_ranges": False, "master": False, "drive_watchdog": False, **PROFILE_KEYS}
+            "can_options": False, "protocol": False, "drives": True, "heartbeat_ms": False,
+            "faults": False, "master": False, "drive_watchdog": False}
 MASTER_KEYS = {"node": False, "heartbeat_ms": False}
 WATCHDOG_KEYS = {"heartbeat_periods": False, "abort_connection": False,
                  "error_behaviour": False, "sync_watchdog": False, "required": False}
 MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd_max": False}
-PROTOCOLS = ("cia402", "mit")
 FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
                "bus_off", "current_saturation", "overcurrent", "fault")
 DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
-              "rated_torque": False, **PROFILE_KEYS}
+              "rated_torque": False}
 ENTRY_KEYS = {"index": True, "sub": False, "as": True}
 OBJECT_KEYS = {"index": True, "sub": False}
 TORQUE_OBJECT_KEYS = {"index": True, "sub": False, "unit": False}
@@ -297,6 +316,29 @@ def watchdog_objects(watchdog: DriveWatchdog) -> list[tuple[int, int]]:
     return [(0x1016, 1), (0x1029, 1), (0x6007, 0)] + [(0x1006, 0)] * watchdog.sync_watchdog
 
 
+def _protocol(item: Node) -> registry.Protocol:
+    """The bus's drive protocol (the registry's names; default cia402)."""
+    raw = item.value.get("protocol") if isinstance(item.value, dict) else None
+    if raw is None:
+        return registry.get(registry.DEFAULT)
+    return registry.get(choice(raw, registry.names(), "protocol"))
+
+
+def _can_options(node: Node) -> tuple[tuple[str, object], ...]:
+    """``can_options``: further python-can keyword arguments (plain numbers, names, flags)."""
+    m = node.value
+    if not isinstance(m, dict):
+        raise ConfigError("can_options must be a mapping (python-can keyword: value)",
+                          node.where(), "e.g. can_options: {fd: false}")
+    out = []
+    for key, sub in m.items():
+        if not isinstance(sub.value, (str, int, float, bool)):
+            raise ConfigError(f"can_options.{key} must be a number, a name or true/false",
+                              sub.where(), "write one plain value per python-can keyword")
+        out.append((key, sub.value))
+    return tuple(out)
+
+
 def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tuple[BusConfig, ...]:
     """Read and validate a bus file for the robot ``mech``; refuse a bus loaded over 80 %."""
     root = read_yaml(Path(path), ConfigError)
@@ -305,11 +347,12 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
     buses = []
     seen_joints: set[str] = set()
     for item in sequence(top["buses"], "buses"):
-        m = mapping(item, BUS_KEYS, "a bus")
+        proto = _protocol(item)
+        m = mapping(item, {**BUS_KEYS, **proto.bus_keys}, f"a bus ({proto.name})")
         drives = []
         nodes: set[int] = set()
         for d in sequence(m["drives"], "drives"):
-            dm = mapping(d, DRIVE_KEYS, "a drive")
+            dm = mapping(d, {**DRIVE_KEYS, **proto.drive_keys}, f"a drive ({proto.name})")
             joint = text(dm["joint"])
             if joint not in by_joint:
                 raise ConfigError(f"no motor drives joint '{joint}'", dm["joint"].where(),
@@ -332,14 +375,10 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             # the drive scales its ‰ by is the one everything else must use
             rated_i, rated_t = round(rated_i * 1000.0) / 1000.0, round(rated_t * 1000.0) / 1000.0
             cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
-            objects = profile = None
-            if m.get("protocol") is None or m["protocol"].value != "mit":
-                profile = _profile(m, dm, node)
-                if "eds" in dm or "eds" in m:
-                    objects = read_eds(profile.eds)
+            objects, profile, options = proto.parse_drive(m, dm, node)
             drives.append(DriveConfig(joint, node, DriveScale(
                 cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current), objects,
-                profile))
+                profile, options))
         faults = []
         for f in sequence(m["faults"], "faults") if "faults" in m else []:
             fm = mapping(f, FAULT_KEYS, "a fault")
@@ -350,37 +389,30 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
                                   f.where(), f"use one of {sorted(nodes)}")
             faults.append((kind, node, number(fm["at"]),
                            number(fm["duration"]) if "duration" in fm else 0.0))
-        protocol = choice(m["protocol"], PROTOCOLS, "protocol") if "protocol" in m else "cia402"
         master_node, master_hb, watchdog = _master(m, nodes, item)
-        if watchdog.required and protocol == "cia402":
-            for d in drives:
-                objects = read_eds(d.profile.eds)
-                missing = [f"{i:04X}h/{s} ({WATCHDOG_OBJECTS[(i, s)]})"
-                           for i, s in watchdog_objects(watchdog) if (i, s) not in objects]
-                if missing:
-                    raise ConfigError(
-                        f"drive {d.node}'s EDS ({d.profile.eds}) has no {', '.join(missing)}, "
-                        "which drive_watchdog.required asks for",
-                        m["drive_watchdog"].value["required"].where(),
-                        "give the drive's own EDS, or configure its watchdog with the "
-                        "vendor's tool and set required: false (docs/safety.md)")
-        ranges = None
-        if protocol == "mit":
-            r = mapping(m["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in m else {}
-            ranges = MitRanges(**{k: number(v) for k, v in r.items()})
+        bitrate = (_integer(m["bitrate"], 10_000, 8_000_000, "bitrate",
+                            "the bus's bit rate in bit/s, e.g. 1000000")
+                   if "bitrate" in m else 1_000_000)
+        channel = m.get("channel")
+        if channel is not None and not isinstance(channel.value, (str, int)):
+            raise ConfigError(f"channel {plain(channel)!r} is not a name or a number",
+                              channel.where(), "e.g. channel: can0")
         bus = BusConfig(
             name=text(m["name"]), interface=text(m["interface"]) if "interface" in m else "exo_sim",
-            channel=text(m["channel"]) if "channel" in m else text(m["name"]),
-            bitrate=int(number(m["bitrate"])) if "bitrate" in m else 1_000_000,
-            protocol=protocol,
+            channel=str(channel.value) if channel is not None else text(m["name"]),
+            bitrate=bitrate,
+            protocol=proto.name,
             drives=tuple(drives),
             heartbeat_ms=int(number(m["heartbeat_ms"])) if "heartbeat_ms" in m else 100,
             faults=tuple(faults),
-            mit_ranges=ranges,
+            options=proto.parse_options(m, item),
             master_node=master_node,
             master_heartbeat_ms=master_hb,
             watchdog=watchdog,
+            can_options=_can_options(m["can_options"]) if "can_options" in m else (),
+            interface_given="interface" in m,
         )
+        proto.check(bus, m, item)
         load = bus.load(rate_hz)
         if load > MAX_LOAD:
             raise ConfigError(
@@ -390,3 +422,37 @@ def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tu
             )
         buses.append(bus)
     return tuple(buses)
+
+
+def watchdog_required(bus: BusConfig, m: dict[str, Node]) -> None:
+    """``drive_watchdog.required`` on CiA 402 drives: each drive's EDS has every object."""
+    if not bus.watchdog.required:
+        return
+    for d in bus.drives:
+        objects = read_eds(d.profile.eds)
+        missing = [f"{i:04X}h/{s} ({WATCHDOG_OBJECTS[(i, s)]})"
+                   for i, s in watchdog_objects(bus.watchdog) if (i, s) not in objects]
+        if missing:
+            raise ConfigError(
+                f"drive {d.node}'s EDS ({d.profile.eds}) has no {', '.join(missing)}, "
+                "which drive_watchdog.required asks for",
+                m["drive_watchdog"].value["required"].where(),
+                "give the drive's own EDS, or configure its watchdog with the "
+                "vendor's tool and set required: false (docs/safety.md)")
+
+
+def cia402_drive(bus: dict[str, Node], drive: dict[str, Node], node: int):
+    """A CiA 402 drive's (EDS objects or None, profile) from its and its bus's keys."""
+    profile = _profile(bus, drive, node)
+    objects = read_eds(profile.eds) if ("eds" in drive or "eds" in bus) else None
+    return objects, profile
+
+
+def mit_ranges(bus: dict[str, Node]) -> MitRanges:
+    """``mit_ranges`` of an MIT-mode bus."""
+    r = mapping(bus["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in bus else {}
+    for k, v in r.items():
+        if not number(v) > 0:
+            raise ConfigError(f"mit_ranges.{k} {v.value!r} is not above zero", v.where(),
+                              "copy the motor firmware's ranges (docs/bus.md)")
+    return MitRanges(**{k: number(v) for k, v in r.items()})

@@ -1,0 +1,43 @@
+"""CiA 402 drives (CANopen, cyclic synchronous torque) as a registered drive protocol.
+
+The host side is :class:`exo_rt.bus.drives.Drives`, the emulated drive
+:class:`exo_rt.sim.drive_emulator.EmulatedDrive`; what bring-up writes is read from the bus
+file by :mod:`exo_rt.bus.config` (EDS, PDO mapping, identity, units).
+"""
+
+from __future__ import annotations
+
+from exo_rt.bus.protocols import Protocol
+
+
+class CiA402(Protocol):
+    name = "cia402"
+    host = "exo_rt.bus.drives:Drives"
+    emulator = "exo_rt.sim.drive_emulator:EmulatedDrive"
+    bus_keys = {"eds": False, "vendor_id": False, "product_code": False, "rpdo": False,
+                "tpdo": False, "transmission_type": False, "rated_current_object": False,
+                "rated_torque_object": False}
+    drive_keys = bus_keys
+    drive_timeout = ("heartbeat consumer 1016h, SYNC watchdog 1006h, abort connection 6007h "
+                     "(written at bring-up from master/drive_watchdog)")
+
+    def parse_drive(self, bus, drive, node):
+        from exo_rt.bus.config import cia402_drive
+
+        objects, profile = cia402_drive(bus, drive, node)
+        return objects, profile, None
+
+    def check(self, config, bus, item) -> None:
+        from exo_rt.bus.config import watchdog_required
+
+        watchdog_required(config, bus)
+
+    def cycle_frames(self, config) -> list[int]:
+        """SYNC + each drive's RPDO1 and TPDO1 at their mapped sizes."""
+        from exo_rt.bus import pdo
+
+        out = [0]
+        for d in config.drives:
+            p = d.profile or pdo.DEFAULT_PROFILE
+            out += [p.rpdo_bytes, p.tpdo_bytes]
+        return out
