@@ -88,6 +88,11 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
                    help="with udp_multicast: also the embedded board, emulated on a new "
                         "pseudo-terminal (printed as board=PATH); its power relay feeds the "
                         "simulated drives")
+    p.add_argument("--trace", metavar="FILE.npz",
+                   help="with udp_multicast: record the leg every period (joint angles, motor "
+                        "currents, power stages, the relay) and save it to FILE.npz at the end "
+                        "(exo_rt.sim.trace: what the drives and the board did once the "
+                        "controller could not)")
 
 
 def cmd_drives(args: argparse.Namespace) -> int:
@@ -153,7 +158,12 @@ def cmd_drives(args: argparse.Namespace) -> int:
         board = BoardEmulator()
         served.append(f"board={board.path}")
     # command lines on standard input: fault injection, the board's buttons (docs/cli.md)
-    server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno())
+    trace = None
+    if args.trace:
+        from exo_rt.sim.trace import PlantTrace
+
+        trace = PlantTrace(world)
+    server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno(), trace=trace)
     gc.collect()
     gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
     gc.disable()
@@ -171,6 +181,8 @@ def cmd_drives(args: argparse.Namespace) -> int:
         print(server.report(), file=sys.stderr, flush=True)
         for port in ports.values():
             port.bus.shutdown()
+        if trace is not None:
+            trace.save(args.trace)
     return 0
 
 

@@ -32,7 +32,8 @@ M_R = 2  # Ω
 M_V = 3  # V (inf: no voltage limit)
 M_BANDWIDTH = 4  # rad/s
 M_SIGN = 5  # ±1
-M_WIDTH = 6
+M_BRAKE = 6  # N·m at the motor shaft: the power-off brake's holding torque (0: none)
+M_WIDTH = 7
 
 
 def motor_row(motor: Motor, sign: float = 1.0) -> np.ndarray:
@@ -42,6 +43,7 @@ def motor_row(motor: Motor, sign: float = 1.0) -> np.ndarray:
     row[M_R], row[M_V] = motor.resistance, motor.voltage
     row[M_BANDWIDTH] = 2.0 * math.pi * motor.current_bandwidth_hz
     row[M_SIGN] = sign
+    row[M_BRAKE] = motor.brake_torque
     return row
 
 

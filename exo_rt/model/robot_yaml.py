@@ -180,7 +180,7 @@ DRIVE_KEYS = {"k1": False, "k2": False, "k3": False, "t1": False, "t2": False, "
               "catalogue": False}
 MOTOR_KEYS = {"name": False, "torque_constant": True, "rated_current": True,
               "peak_current": True, "resistance": False, "inductance": False, "voltage": False,
-              "current_bandwidth_hz": False}
+              "current_bandwidth_hz": False, "brake_torque": False}
 
 
 def _sec_transmissions(parts: Parts, node: Node, ctx) -> None:
@@ -220,6 +220,10 @@ def _harmonic_drive(m: dict[str, Node], ratio: float) -> HarmonicDrive:
 def _motor(node: Node) -> Motor:
     m = mapping(node, MOTOR_KEYS, "motor")
     args = {k: (text(v) if k == "name" else number(v, allow_inf=True)) for k, v in m.items()}
+    if args.get("brake_torque", 0.0) < 0.0 or args.get("brake_torque", 0.0) == float("inf"):
+        raise ModelError(f"brake_torque = {args['brake_torque']} N·m is not a holding torque",
+                         m["brake_torque"].where(), "write the brake's holding torque "
+                         "(N·m at the motor shaft, ≥ 0; 0: no brake)")
     return Motor(**args)
 
 

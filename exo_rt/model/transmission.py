@@ -56,6 +56,10 @@ class Motor:
     voltage: float = math.inf  # V, supply (limits the achievable current at speed)
     current_bandwidth_hz: float = 1000.0  # drive current loop, first-order lag
     name: str = ""
+    # N·m at the motor shaft: a spring-applied (power-off) holding brake, engaged whenever the
+    # drive's power stage is off — disabled, faulted, or its supply cut by the board's relay;
+    # 0: none (the leg is then held, if at all, by the harmonic drive's friction alone)
+    brake_torque: float = 0.0
 
 
 @dataclass(frozen=True)

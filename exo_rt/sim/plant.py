@@ -66,7 +66,14 @@ from exo_rt.actuators.harmonic_drive import (
     stiffness_torque,
     twist_for_torque,
 )
-from exo_rt.actuators.motor import M_BANDWIDTH, M_WIDTH, current_target, motor_row, motor_torque
+from exo_rt.actuators.motor import (
+    M_BANDWIDTH,
+    M_BRAKE,
+    M_WIDTH,
+    current_target,
+    motor_row,
+    motor_torque,
+)
 from exo_rt.dynamics import kernels
 from exo_rt.dynamics.couplings import released
 from exo_rt.model.mechanism import Mechanism
@@ -153,6 +160,14 @@ def _forces(tp, st, q, v, tq, out):
         out[r] += torque * dq + motor_torque(st[S_I, t], tp[t, T_MOTOR:])
         if st[S_STUCK, t] < 0.5:
             out[r] += sliding_friction(v[r], st[S_DIR, t], torque, d)
+            out[r] -= _brake(tp, st, t) * st[S_DIR, t]  # a slipping brake drags
+
+
+@njit(cache=True)
+def _brake(tp, st, t):
+    """The power-off brake's torque (N·m at the rotor) on transmission t: its holding torque
+    while the drive's power stage is off, else 0 (released)."""
+    return tp[t, T_MOTOR + M_BRAKE] if st[S_ON, t] < 0.5 else 0.0
 
 
 @njit(cache=True)
@@ -223,7 +238,7 @@ def _stick_or_slip(pk, ws, tp, st, q, v, sc, acc):
     for t in range(tp.shape[0]):
         r = int(tp[t, T_ROTOR])
         if (st[S_STUCK, t] < 0.5 and abs(v[r]) < V_REST
-                and has_dry_friction(tp[t, T_DRIVE:T_MOTOR])):
+                and (has_dry_friction(tp[t, T_DRIVE:T_MOTOR]) or _brake(tp, st, t) > 0.0)):
             st[S_STUCK, t] = 1.0
             v[r] = 0.0
     _lock_mask(tp, st, n, sc[x0 + X_LOCKED])
@@ -236,7 +251,7 @@ def _stick_or_slip(pk, ws, tp, st, q, v, sc, acc):
             if st[S_STUCK, t] < 0.5:
                 continue
             need = _reaction(sc, n, acc, int(tp[t, T_ROTOR]))
-            over = abs(need) - breakaway(tq[t], tp[t, T_DRIVE:T_MOTOR])
+            over = abs(need) - breakaway(tq[t], tp[t, T_DRIVE:T_MOTOR]) - _brake(tp, st, t)
             if over > excess:
                 worst, excess, push = t, over, need
         if worst < 0:

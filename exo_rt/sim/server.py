@@ -12,8 +12,10 @@ advances one period (absolute deadlines, skip-and-count, never bursts); heartbea
 the wall clock. The exoskeleton's embedded board, emulated, runs in the same loop: its motor
 power relay feeds the simulated drives (power off: no current, whatever a drive was told).
 Command lines on an optional descriptor (the starting process's pipe) inject faults as the
-lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``, and the board's ``estop 1``,
-``stall SECONDS``, ``walk`` (:func:`firmware_bridge.emulator.apply_command`). When the
+lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut SECONDS`` cuts the bus between
+the controller and the drives (nothing passes either way); and the board's ``estop 1``,
+``stall SECONDS``, ``walk`` (:func:`firmware_bridge.emulator.apply_command`). A
+:class:`~exo_rt.sim.trace.PlantTrace`, if given, records the leg after every period. When the
 controller that started it is gone, it goes on for ``linger`` seconds (the drives' and the
 board's own reactions to a silent master stay observable) and then ends.
 """
@@ -51,8 +53,11 @@ class RealtimeServer:
     """Serve ``world``'s buses (channel → port) at wall-clock rate."""
 
     def __init__(self, world: SimWorld, ports: dict[str, FramePort], board=None,
-                 commands: int | None = None) -> None:
+                 commands: int | None = None, trace=None) -> None:
         self.world = world
+        self.trace = trace  # an exo_rt.sim.trace.PlantTrace, or None
+        self.cut_until = -1.0  # monotonic s: until then the bus is cut (nothing passes)
+        self.frames_cut = 0
         self.ports = ports
         self.board = board  # a firmware_bridge.emulator.BoardEmulator, or None
         self.commands = commands  # a readable descriptor of command lines, or None
@@ -86,6 +91,9 @@ class RealtimeServer:
                     break
                 self.frames_in += 1
                 handled += 1
+                if time.monotonic() < self.cut_until:  # the wire is cut: never arrived
+                    self.frames_cut += 1
+                    continue
                 if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
                     # (when it arrived — not when this loop got to it: a SYNC handled late
                     # must not shift when the next one is looked for)
@@ -96,6 +104,9 @@ class RealtimeServer:
             rx = world.endpoints[channel].rx
             while rx:
                 msg = rx.popleft()
+                if time.monotonic() < self.cut_until:
+                    self.frames_cut += 1
+                    continue
                 port.send(msg.arbitration_id, bytes(msg.data))
                 self.frames_out += 1
         return handled
@@ -123,6 +134,11 @@ class RealtimeServer:
                 self.world.inject(words[1], words[2], int(words[3]), int(words[4]))
             except (ValueError, KeyError, StopIteration):
                 pass
+        elif words[0] == "cut" and len(words) == 2:
+            try:
+                self.cut_until = time.monotonic() + max(0.0, float(words[1]))
+            except ValueError:
+                pass
         elif self.board is not None:
             from firmware_bridge.emulator import apply_command
 
@@ -137,6 +153,9 @@ class RealtimeServer:
                 due = self._next_beat.setdefault((channel, period), now)
                 if now >= due:
                     for msg in self.world.heartbeats(channel, period):
+                        if now < self.cut_until:
+                            self.frames_cut += 1
+                            continue
                         port.send(msg.arbitration_id, bytes(msg.data))
                     self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
 
@@ -152,8 +171,11 @@ class RealtimeServer:
         for _ in range(max(n, 0)):
             t0 = time.monotonic()
             self.world.advance()
-            self.physics_us[self.n_physics & 0xFFFF] = (time.monotonic() - t0) * 1e6
+            t1 = time.monotonic()
+            self.physics_us[self.n_physics & 0xFFFF] = (t1 - t0) * 1e6
             self.n_physics += 1
+            if self.trace is not None:
+                self.trace.record(t1)
         if n > 1:
             self.overruns += n - 1
         if sync:
@@ -232,6 +254,7 @@ class RealtimeServer:
                 return "-"
             return f"p50 {np.percentile(x, 50):.0f} p99 {np.percentile(x, 99):.0f} µs"
         return (f"simulation: {self.frames_in} frames in, {self.frames_out} out, "
-                f"{self.n_physics} physics periods, {self.overruns} overruns; answer "
+                f"{self.n_physics} physics periods, {self.overruns} overruns, {self.frames_cut} "
+                f"frames cut; answer "
                 f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}"
                 f", longest turn {1e3 * self.worst_gap:.1f} ms")

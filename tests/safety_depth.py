@@ -1,0 +1,190 @@
+"""The layers below the controller, measured from outside: the simulated exoskeleton served in
+its own process (``exo-rt drives --bus udp_multicast --trace``, real time, standing in for the
+drives and the board), a controller started by hand against it (``exo-rt run --bus
+udp_multicast:…``: the process that runs on the exoskeleton), and what the leg did after the
+controller was killed, stopped or cut off — from the simulation's own trace.
+
+Used by tests/test_safety_depth.py; ``python tests/safety_depth.py`` prints the figures that
+docs/safety.md quotes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+VM_CONFIG = ROOT / "tests" / "data" / "exo_leg_vm.yaml"
+ROBOT = ROOT / "configs" / "robots" / "exo_leg.yaml"
+BUSES = ROOT / "configs" / "buses" / "exo_leg.yaml"
+HARDWARE_FIFO = 70  # the stand-in hardware runs real time, below the control thread (80)
+_groups = itertools.count(1)
+
+
+def _group() -> str:
+    """A multicast group of its own for each simulation (runs side by side never cross)."""
+    pid = os.getpid()
+    return f"239.93.{pid & 0xFF}.{(next(_groups) * 7 + (pid >> 8)) & 0xFF}"
+
+
+class Hardware:
+    """The simulated drives, leg and (optionally) board in their own real-time process."""
+
+    def __init__(self, tmp: Path, *, board: bool = True, buses: Path = BUSES) -> None:
+        self.trace_path = tmp / "trace.npz"
+        args = [sys.executable, "-m", "exo_rt", "drives", "--config", str(ROBOT), "--buses",
+                str(buses), "--bus", f"udp_multicast:{_group()}", "--trace",
+                str(self.trace_path)] + (["--board"] if board else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        try:  # like the drives' own hardware: never held up by the rest of the machine
+            os.sched_setscheduler(self.proc.pid, os.SCHED_FIFO, os.sched_param(HARDWARE_FIFO))
+        except (PermissionError, OSError):
+            pass
+        line = self.proc.stdout.readline()
+        if not line.startswith("serving"):
+            self.proc.kill()
+            raise RuntimeError(f"the simulation did not start: {line}{self.proc.stderr.read()}")
+        self.served = dict(item.split("=", 1) for item in line.split()[1:])
+        self.report = ""
+
+    def command(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> dict:
+        """End the simulation; its trace (exo_rt.sim.trace.load_trace)."""
+        from exo_rt.sim.trace import load_trace
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        _, self.report = self.proc.communicate(timeout=30)
+        return load_trace(self.trace_path)
+
+
+@dataclass
+class Controller:
+    """``exo-rt run`` started by hand against :class:`Hardware`."""
+
+    hw: Hardware
+    out: Path
+    config: Path = VM_CONFIG
+    extra: tuple = ()
+    duration: float = 10.0
+    proc: subprocess.Popen = field(init=False)
+
+    def __post_init__(self) -> None:
+        board = self.hw.served.get("board", "none")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "exo_rt", "run", "--config", str(self.config), "--bus",
+             self.hw.served["leg"], "--board", board, "--duration", str(self.duration),
+             "--out", str(self.out), *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+    def wait_for_cycles(self, timeout: float = 60.0) -> float:
+        """Wait until the loop runs (its first records are in the cycle log); when (monotonic)."""
+        log = self.out / "cycles.exolog"
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if log.exists() and log.stat().st_size > 8192 + 64:
+                return time.monotonic()
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the controller ended early: {self.proc.communicate()}")
+            time.sleep(0.005)
+        raise TimeoutError("the controller did not start its loop")
+
+    def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def summary(self) -> dict:
+        return json.loads((self.out / "summary.json").read_text())
+
+
+@dataclass
+class Reaction:
+    """What the leg and the drives did after an event at ``t_event`` (monotonic s)."""
+
+    stage_off_s: np.ndarray  # per drive: s until its power stage was off
+    current_zero_s: np.ndarray  # per drive: s until its motor carried no current
+    relay_off_s: float  # s until the board's relay opened (inf: it stayed closed)
+    motion_deg: np.ndarray  # per joint: range of motion over the 2 s after the event
+    settled_deg: np.ndarray  # per joint: range over the second of those 2 s
+    q_event_deg: np.ndarray  # per joint: the angle at the event
+    stayed_off: bool  # every power stage off from its stop to the end of the trace
+
+
+def reaction(trace: dict, t_event: float, window: float = 2.0) -> Reaction:
+    t = trace["t"]
+    k0 = int(np.searchsorted(t, t_event))
+    k1 = int(np.searchsorted(t, t_event + window))
+    k_half = int(np.searchsorted(t, t_event + window / 2))
+    if k1 >= len(t):
+        raise ValueError(f"the trace ends {t[-1] - t_event:.2f} s after the event, "
+                         f"not {window} s")
+
+    def first(mask: np.ndarray) -> float:
+        hit = np.flatnonzero(mask)
+        return float(t[k0 + hit[0]] - t_event) if len(hit) else float("inf")
+
+    stage = trace["power_stage"][k0:]
+    current = trace["current"][k0:]
+    stage_off = np.array([first(stage[:, j] == 0) for j in range(stage.shape[1])])
+    zero = np.array([first(np.abs(current[:, j]) < 1e-9) for j in range(current.shape[1])])
+    stayed = all(not np.any(stage[np.flatnonzero(stage[:, j] == 0)[0]:, j])
+                 for j in range(stage.shape[1]) if np.any(stage[:, j] == 0))
+    q = np.degrees(trace["q"])
+    return Reaction(stage_off, zero, first(trace["motor_power"][k0:] == 0),
+                    np.ptp(q[k0:k1], axis=0), np.ptp(q[k_half:k1], axis=0), q[k0],
+                    stayed and np.all(np.isfinite(stage_off)))
+
+
+def gravity_and_hold(q_deg) -> tuple[np.ndarray, np.ndarray]:
+    """Per joint: the gravity torque at the pose (N·m, at rest) and the largest output torque
+    held with the power stage off, N·(T_s + T_brake)/(1 − μ) (the loaded back-drive threshold
+    of the plant's friction model, with the motor's power-off brake where it has one)."""
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.model import load_mechanism
+
+    mech = load_mechanism(ROBOT)
+    n = mech.nq
+    tau = Dynamics(mech).inverse_dynamics(np.radians(q_deg), np.zeros(n), np.zeros(n))
+    hold = np.array([tr.drive.ratio * (tr.drive.static + tr.motor.brake_torque)
+                     / (1.0 - tr.drive.load_friction)
+                     for tr in mech.transmissions])
+    return np.abs(tau), hold
+
+
+def _print(name: str, r: Reaction) -> None:
+    tau, hold = gravity_and_hold(r.q_event_deg)
+    print(f"{name}: stage off {np.round(1e3 * r.stage_off_s, 1)} ms, current zero "
+          f"{np.round(1e3 * r.current_zero_s, 1)} ms, relay off {1e3 * r.relay_off_s:.1f} ms; "
+          f"at {np.round(r.q_event_deg, 1)}° (gravity {np.round(tau, 1)} N·m, held ≤ "
+          f"{np.round(hold, 1)}) moved {np.round(r.motion_deg, 3)}° in 2 s, "
+          f"{np.round(r.settled_deg, 3)}° in its 2nd s")
+
+
+if __name__ == "__main__":  # the figures of docs/safety.md
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for name, board in (("kill -9, both layers", True), ("kill -9, drives alone", False)):
+            hw = Hardware(tmp, board=board)
+            ctl = Controller(hw, tmp / name.replace(" ", "_"))
+            ctl.wait_for_cycles()
+            time.sleep(2.0)
+            t_kill = time.monotonic()
+            os.kill(ctl.proc.pid, signal.SIGKILL)
+            ctl.finish()
+            time.sleep(2.5)
+            _print(name, reaction(hw.stop(), t_kill))
