@@ -1,0 +1,98 @@
+"""What every shipped config loads to, as plain data: the reference the schema-driven loaders
+are checked against (``tests/test_config_schemas.py``).
+
+``snapshot(obj)`` turns a loaded result (a ``Mechanism``, a ``ControllerConfig``, a
+``TopConfig``, bus configs …) into JSON-able values: dataclasses by field, arrays with dtype
+and shape, floats exact (JSON keeps ``repr``). ``capture()`` loads every shipped file of each
+kind. ``tests/data/config_before.json.gz`` was written by ``python -m tests.config_snapshot``
+with the hand-written loaders, before the configuration became declared schemas; it is not
+to be regenerated (it is the "before").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "config_before.json.gz"
+# a top config's sha256 hashes its text, which the editor-schema line changed
+SKIP_FIELDS = {"sha256"}
+
+
+def snapshot(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {"__class__": type(obj).__name__}
+        for f in dataclasses.fields(obj):
+            if f.name not in SKIP_FIELDS:
+                out[f.name] = snapshot(getattr(obj, f.name))
+        return out
+    if isinstance(obj, np.ndarray):
+        return {"__array__": str(obj.dtype), "shape": list(obj.shape),
+                "data": obj.ravel().tolist()}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {"__dict__": [[snapshot(k), snapshot(v)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return [snapshot(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    if hasattr(obj, "__dict__"):
+        return {"__class__": type(obj).__name__,
+                **{k: snapshot(v) for k, v in sorted(vars(obj).items())}}
+    return repr(obj)
+
+
+def before() -> dict:
+    """The snapshot taken with the hand-written loaders."""
+    import gzip
+
+    return json.loads(gzip.decompress(FIXTURE.read_bytes()))
+
+
+def capture() -> dict:
+    """Every shipped robot (with and without its wearer), controller (on the one- and the
+    two-leg robot), bus file and top config, loaded; keys are paths relative to the
+    repository."""
+    import os
+
+    from exo_rt.bus.config import load_buses
+    from exo_rt.config import load_controller
+    from exo_rt.model import load_mechanism
+    from exo_rt.runtime.config import load_top
+
+    here = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        out: dict = {"robot": {}, "controller": {}, "buses": {}, "top": {}}
+        robots = {}
+        for p in sorted(Path("configs/robots").rglob("*.yaml")):
+            mech = load_mechanism(p)
+            robots[p.stem] = mech
+            out["robot"][str(p)] = snapshot(mech)
+            out["robot"][f"{p}?wearer=false"] = snapshot(load_mechanism(p, wearer=False))
+        for p in sorted(Path("configs/controllers").glob("*.yaml")):
+            for robot in ("exo_leg", "exo_2leg"):
+                out["controller"][f"{p}@{robot}"] = snapshot(load_controller(p, robots[robot]))
+        for p in sorted(Path("configs/buses").glob("*.yaml")):
+            robot = robots["exo_2leg" if "2leg" in p.stem else "exo_leg"]
+            out["buses"][str(p)] = snapshot(load_buses(p, robot))
+        for p in sorted(Path("configs").glob("*.yaml")):
+            out["top"][str(p)] = snapshot(load_top(p))
+        return out
+    finally:
+        os.chdir(here)
+
+
+if __name__ == "__main__":
+    import gzip
+
+    FIXTURE.write_bytes(gzip.compress(json.dumps(capture(), separators=(",", ":")).encode(),
+                                      mtime=0))
+    print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size} bytes)")
