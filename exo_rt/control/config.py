@@ -1,0 +1,162 @@
+"""Controller files: YAML → :class:`ControllerConfig` (per-joint gains and limits as arrays).
+
+A controller file (``configs/controllers/*.yaml``, schema :mod:`exo_rt.schema.controller`,
+reference ``docs/config-controller.md``) chooses the law, its gains per joint, limits, the
+velocity estimate and the reference. What the schema cannot know is checked here, against the
+robot the controller will drive: joint names, current limits at most the drives' peak.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from exo_rt.control import laws
+from exo_rt.errors import ConfigError
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.model.parsing import did_you_mean
+from exo_rt.schema import core
+from exo_rt.schema.controller import (
+    COLUMNS,
+    REFERENCE_TYPES,
+    ControllerFile,
+    Gains,
+    Reference,
+)
+from exo_rt.yamlio import Node, read_yaml
+
+GAIN_KEYS = COLUMNS  # gain name → column of a gains row (exo_rt.control.laws.G_*)
+GAIN_DEFAULTS = core.defaults(Gains)
+__all__ = ["GAIN_KEYS", "GAIN_DEFAULTS", "REFERENCE_TYPES", "ControllerConfig", "Reference",
+           "load_controller", "rotor_inertias", "transmission_rows"]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """A validated controller: law, gains per joint (rows as ``mech.joint_names``), limits."""
+
+    source: str
+    law: str
+    gains: np.ndarray  # (n_joints, laws.G_WIDTH)
+    current_limit: np.ndarray  # A per joint
+    inertia_feedforward: bool
+    friction_compensation: bool
+    velocity_cutoff_hz: float
+    encoder: str  # 'output' | 'motor'
+    counts_per_rev: float
+    reference: Reference
+
+    def options(self) -> np.ndarray:
+        o = np.zeros(laws.O_WIDTH)
+        o[laws.O_LAW] = laws.LAWS[self.law]
+        o[laws.O_INERTIA_FF] = 1.0 if self.inertia_feedforward else 0.0
+        o[laws.O_FRICTION_COMP] = 1.0 if self.friction_compensation else 0.0
+        return o
+
+
+def _joint_map(node: Node, mech: Mechanism) -> dict[str, Node]:
+    """{joint: node}: a key names a joint, or every joint ending in '_<key>' (``hip`` gives
+    ``left_hip`` and ``right_hip``), so one controller file serves one leg or two."""
+    out: dict[str, Node] = {}
+    for name, sub in node.value.items():
+        joints = [name] if name in mech.joint_names else [
+            j for j in mech.joint_names if j.endswith("_" + name)]
+        if not joints:
+            raise ConfigError(f"unknown joint '{name}'", sub.where(),
+                              did_you_mean(name, mech.joint_names)
+                              or f"the robot's joints are {', '.join(mech.joint_names)}")
+        for j in joints:
+            out[j] = sub
+    return out
+
+
+def _per_joint(values: dict, node: Node, mech: Mechanism) -> dict:
+    """A {name: value} map of the file keyed by the robot's joints (see :func:`_joint_map`)."""
+    keys = {id(sub): name for name, sub in node.value.items()}
+    return {j: values[keys[id(sub)]] for j, sub in _joint_map(node, mech).items()}
+
+
+def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
+    """Read and validate a controller file for the robot ``mech``."""
+    root = read_yaml(Path(path), ConfigError)
+    f = core.read(ControllerFile, root)
+    nodes = root.value
+    n = mech.nq
+    gains = np.zeros((n, laws.G_WIDTH))
+    for k, default in GAIN_DEFAULTS.items():
+        gains[:, COLUMNS[k]] = default
+    gains[:, laws.G_TORQUE_LIMIT] = np.minimum(gains[:, laws.G_TORQUE_LIMIT],
+                                               mech.effort_limit[: n])
+    if "joints" in nodes:
+        subs = _joint_map(nodes["joints"], mech)
+        for name, given in _per_joint(f.joints, nodes["joints"], mech).items():
+            j = mech.joint_names.index(name)
+            for k in subs[name].value:  # only the gains written: the others keep defaults
+                gains[j, COLUMNS[k]] = getattr(given, Gains.KEYS[k].name)
+    peaks = {tr.joint: tr.motor.peak_current for tr in mech.transmissions}
+    limit = np.array([peaks.get(nm, 0.0) for nm in mech.joint_names])
+    if f.current_limit is not None:
+        node = nodes["current_limit"]
+        if isinstance(f.current_limit, dict):
+            values = _per_joint(f.current_limit, node, mech)
+            subs = _joint_map(node, mech)
+        else:
+            values = dict.fromkeys(mech.joint_names, f.current_limit)
+            subs = dict.fromkeys(mech.joint_names, node)
+        for name, a in values.items():
+            if name in peaks and a > peaks[name]:
+                raise ConfigError(f"current limit {a} A of '{name}' exceeds its drive's peak "
+                                  f"current {peaks[name]} A", subs[name].where(),
+                                  f"give at most {peaks[name]} A")
+            limit[mech.joint_names.index(name)] = a
+    ref = f.reference
+    if "reference" in nodes:
+        rnodes = nodes["reference"].value
+        gait = (_per_joint(ref.gait_joints, rnodes["joints"], mech) if "joints" in rnodes
+                else {})
+        posture = (_per_joint(ref.posture, rnodes["posture"], mech) if "posture" in rnodes
+                   else {})
+        ref = dataclasses.replace(ref, gait_joints=gait, posture=posture)
+    friction = f.friction_compensation
+    return ControllerConfig(
+        source=str(path), law=f.law, gains=gains, current_limit=limit,
+        inertia_feedforward=f.inertia_feedforward,
+        friction_compensation=f.law != "passive" and (
+            friction if friction is not None else f.law != "pid"),
+        velocity_cutoff_hz=f.velocity_filter_hz,
+        encoder=f.encoder.source, counts_per_rev=f.encoder.counts_per_rev,
+        reference=ref,
+    )
+
+
+def rotor_inertias(mech: Mechanism) -> np.ndarray:
+    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
+    from exo_rt.dynamics import Dynamics
+    from exo_rt.dynamics.couplings import released
+
+    out = np.zeros(mech.nq)
+    if not mech.transmissions or mech.closure is not None:
+        return out
+    plant = released(mech)
+    m = Dynamics(plant).mass_matrix(np.zeros(plant.nq))
+    for tr in mech.transmissions:
+        r = plant.joint_names.index(tr.rotor_joint)
+        out[mech.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]
+    return out
+
+
+def transmission_rows(mech: Mechanism, cfg: ControllerConfig) -> np.ndarray:
+    """Per-joint transmission data for :func:`exo_rt.control.laws.torque_to_current`."""
+    tc = np.zeros((mech.nq, laws.C_WIDTH))
+    rotor = rotor_inertias(mech)
+    for tr in mech.transmissions:
+        j = mech.joint_names.index(tr.joint)
+        d = tr.drive
+        tc[j] = [tr.multiplier, tr.motor.torque_constant, tr.motor_sign, d.coulomb, d.viscous,
+                 d.load_friction, d.ratio, cfg.current_limit[j], max(d.stribeck_velocity, 1e-3),
+                 rotor[j]]
+    return tc
+

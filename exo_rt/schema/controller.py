@@ -1,0 +1,107 @@
+"""Controller files (``configs/controllers/*.yaml``): the law, its gains per joint, the
+current limits, the joint-state estimate and the reference (docs/config-controller.md).
+:class:`Reference` is both the schema of ``reference:`` and what the run uses; the gains and
+limits become per-joint arrays in :class:`exo_rt.control.config.ControllerConfig`."""
+
+from __future__ import annotations
+
+import math
+
+from exo_rt.control import laws
+from exo_rt.schema.core import REQUIRED, AnyOf, Choice, Flag, MapOf, Name, Num, Sub, key, section
+
+MAGNITUDE = Num(ge=0, inf=True)
+FIX = "gains and limits are magnitudes"
+
+
+def gain(default: float = 0.0, unit: str = "", doc: str = "", gt: float | None = None,
+         **kw):
+    """A gain or limit: a magnitude (≥ 0, or > ``gt``), ``.inf`` allowed."""
+    kind = MAGNITUDE if gt is None else Num(gt=gt, inf=True)
+    return key(kind, default, unit=unit, doc=doc, fix=FIX, **kw)
+
+
+@section("the gains")
+class Gains:
+    """A joint's gains (omitted gains are 0); their units depend on the law (below)."""
+
+    kp: float = gain(unit="N·m/rad or 1/s²", doc="proportional gain (pid, model_pid: N·m/rad; "
+                                                 "computed_torque: 1/s²)")
+    ki: float = gain(unit="N·m/(rad·s) or 1/s³", doc="integral gain")
+    kd: float = gain(unit="N·m·s/rad or 1/s", doc="derivative gain (on the measurement)")
+    i_limit: float = gain(math.inf, unit="N·m", doc="bound of the integral term's torque "
+                                                    "(anti-windup)")
+    torque_limit: float = gain(math.inf, unit="N·m", doc="output torque limit",
+                               shown="the joint's effort limit")
+    lam: float = gain(unit="1/s", doc="sliding_mode: the sliding surface s = ė + Λe",
+                      name="lambda")
+    k_switch: float = gain(unit="N·m", doc="sliding_mode: robust gain of the switching term")
+    boundary: float = gain(1.0, unit="rad/s", doc="sliding_mode: boundary-layer width Φ",
+                           gt=0)
+    k_s: float = gain(unit="N·m·s/rad", doc="sliding_mode: linear feedback on s")
+    assist: float = gain(doc="transparent: fraction of the wearer's torque along the gait "
+                             "given as assistance")
+
+
+# each gain's column in a gains row (exo_rt.control.laws)
+COLUMNS = {"kp": laws.G_KP, "ki": laws.G_KI, "kd": laws.G_KD, "i_limit": laws.G_I_LIMIT,
+           "torque_limit": laws.G_TORQUE_LIMIT, "lambda": laws.G_LAMBDA,
+           "k_switch": laws.G_K_SWITCH, "boundary": laws.G_BOUNDARY, "k_s": laws.G_K_S,
+           "assist": laws.G_ASSIST}
+REFERENCE_TYPES = ("gait", "hold", "min_jerk")
+
+
+@section("reference")
+class Reference:
+    """What the joints track: the normal gait, a held posture or a minimum-jerk move."""
+
+    type: str = key(Choice(REFERENCE_TYPES, "reference type"), "gait",
+                    doc="`gait` (normal gait over the phase), `hold` (a posture), `min_jerk` "
+                        "(a move to a posture)")
+    period: float = key(Num(gt=0, inf=True), 2.0, unit="s", doc="per stride (gait; a "
+                        "rehabilitation pace within the drives' torque)")
+    amplitude: float = key(MAGNITUDE, 1.0, doc="scale of the excursion about the mean (gait)")
+    gait_joints: dict = key(MapOf(Choice(("hip", "knee", "hold"), "gait pattern"),
+                                  "knee: knee"), {}, name="joints", shown="by name",
+                            doc="which gait curve each joint follows (gait)")
+    posture: dict = key(MapOf(Num(), "knee: 0.3"), {}, unit="rad",
+                        doc="the posture of hold and min_jerk")
+    duration: float = key(Num(gt=0, inf=True), 2.0, unit="s", doc="of a minimum-jerk move")
+    phase: str = key(Choice(("time", "events"), "phase source"), "time",
+                     doc="`time` (fixed cadence) or `events`: the wearer's heel strikes from "
+                         "the embedded board set the gait phase and the stride period")
+
+
+@section("encoder")
+class Encoder:
+    """Which encoder the joint position comes from."""
+
+    source: str = key(Choice(("motor", "output"), "encoder source"), "motor",
+                      doc="`motor` (through the drive; collocated) or `output`")
+    counts_per_rev: float = key(Num(gt=0), 65536.0, doc="encoder counts per revolution")
+
+
+@section("the controller file")
+class ControllerFile:
+    """A controller: the law, its gains per joint, limits, estimate and reference."""
+
+    law: str = key(Choice(tuple(laws.LAWS), "law"), REQUIRED, doc="the control law")
+    joints: dict = key(MapOf(Sub(Gains), "kp: 1600, kd: 80"), {}, shown="all 0",
+                       doc="gains per joint (names as the robot's q; `hip` also names "
+                           "`left_hip` and `right_hip`)")
+    current_limit: object = key(AnyOf((MAGNITUDE, MapOf(MAGNITUDE, "knee: 10"))), None,
+                                unit="A", shown="the drive's peak current",
+                                doc="one value or {joint: A}; at most the drive's "
+                                    "peak_current")
+    inertia_feedforward: bool = key(Flag(), False, doc="model_pid: add M(q) q̈_d")
+    friction_compensation: bool = key(Flag(), None, shown="true (pid, passive: false)",
+                                      doc="compensate the wave generator's friction in "
+                                          "torque → current (never for passive)")
+    velocity_filter_hz: float = key(Num(gt=0, inf=True), 80.0, unit="Hz",
+                                    doc="first-order filter on encoder differences")
+    encoder: Encoder = key(Sub(Encoder), Encoder(), doc="the position feedback")
+    reference: Reference = key(Sub(Reference), Reference(), doc="what the joints track")
+    description: str = key(Name(), "", shown="", doc="free text, for people")
+
+
+SCHEMA = ControllerFile

@@ -1,0 +1,104 @@
+"""The top configuration (``configs/exo_leg.yaml``): the one file a run starts from — the
+robot, bus and controller files it names (relative to it), the control rate, the alignment and
+stop phases, the safety supervisor's limits, where runs are written and where the real-time
+thread runs (docs/config.md). :class:`SafetyConfig` and :class:`RealtimeConfig` are both the
+schema of their sections and what the run uses."""
+
+from __future__ import annotations
+
+from exo_rt.runtime.safety import ACTIONS
+from exo_rt.schema.core import REQUIRED, Choice, Name, Num, Sub, key, section
+
+POSITIVE = Num(gt=0)
+COUNT = Num(integer=True, gt=0)
+
+
+@section("safety")
+class SafetyConfig:
+    """What the safety supervisor checks every cycle, and how it reacts (docs/config.md)."""
+
+    joint_margin: float = key(POSITIVE, 0.02, unit="rad",
+                              doc="soft limits this far inside the robot's joint limits")
+    stop_time: float = key(POSITIVE, 0.05, unit="s",
+                           doc="velocity-dependent margin: a joint moving at v towards a soft "
+                               "limit trips at \\|v\\|·t before it")
+    tracking_error: float = key(POSITIVE, 0.15, unit="rad",
+                                doc="largest tracking error while tracking (ALIGN, RUN)")
+    stale_cycles: int = key(COUNT, 2, doc="consecutive cycles without (or with late or "
+                                          "malformed) feedback from a drive")
+    overrun_streak: int = key(COUNT, 2, doc="consecutive overrunning cycles")
+    action: str = key(Choice(tuple(ACTIONS), "safe action"), "zero_current",
+                      doc="the reaction: `zero_current` (the harmonic drives hold by friction),"
+                          " `damping`, `hold`")
+    ramp_cycles: int = key(COUNT, 20, doc="the reaction is ramped to zero over these cycles, "
+                                          "then the drives are disabled")
+    damping: float = key(POSITIVE, 20.0, unit="N·m·s/rad", doc="damping of the reaction "
+                                                                "(damping, hold)")
+    stiffness: float = key(POSITIVE, 200.0, unit="N·m/rad", doc="stiffness of the reaction "
+                                                                 "(hold)")
+    board_timeout: float = key(POSITIVE, 0.02, unit="s",
+                               doc="without a status from the embedded board for this long, "
+                                   "its link counts as lost")
+
+
+@section("realtime")
+class RealtimeConfig:
+    """Where the control thread runs with ``--realtime`` (docs/config.md)."""
+
+    cpu: int | None = key(Num(integer=True, ge=0), None, shown="the last CPU",
+                          fix="give a CPU number (0 is the first; see nproc)",
+                          doc="the CPU the control thread is pinned to (SCHED_FIFO); every "
+                              "helper process runs SCHED_OTHER on the other CPUs")
+    priority: int = key(Num(integer=True, ge=1, le=99), 80,
+                        fix="SCHED_FIFO priorities are 1 … 99",
+                        doc="SCHED_FIFO priority of the control thread")
+
+
+@section("align")
+class Align:
+    """ALIGN: the move from the measured posture to the reference's start."""
+
+    duration: float = key(POSITIVE, 2.0, unit="s", doc="minimum-jerk move from the measured "
+                                                       "posture to the reference's start")
+
+
+@section("stop")
+class Stop:
+    """STOPPING: the hold at the end of RUN."""
+
+    duration: float = key(POSITIVE, 0.5, unit="s",
+                          doc="hold at the end of RUN before the drives are disabled")
+
+
+@section("logging")
+class Logging:
+    """Where a run's files go."""
+
+    runs: str = key(Name(), "runs", doc="folder of the run folders (`runs/<date-time>/`), "
+                                        "relative to the repository")
+
+
+@section("the top config")
+class TopFile:
+    """The top configuration of a run: robot, buses, controller, rate, phases, safety."""
+
+    robot: str = key(Name(), REQUIRED, doc="the robot file (docs/config-robot.md), relative "
+                                           "to this file")
+    buses: str = key(Name(), REQUIRED, doc="the bus file (docs/config-buses.md); every joint "
+                                           "must have a drive")
+    controller: str = key(Name(), REQUIRED, doc="the controller file "
+                                                "(docs/config-controller.md); `--controller` "
+                                                "overrides")
+    rate_hz: float = key(POSITIVE, 1000.0, unit="Hz", doc="control rate; the bus load is "
+                                                          "checked at this rate")
+    align: Align = key(Sub(Align), Align(), shown="", doc="the alignment phase")
+    stop: Stop = key(Sub(Stop), Stop(), shown="", doc="the stop phase")
+    safety: SafetyConfig = key(Sub(SafetyConfig), SafetyConfig(), shown="",
+                               doc="the safety supervisor")
+    logging: Logging = key(Sub(Logging), Logging(), shown="", doc="where runs are written")
+    realtime: RealtimeConfig = key(Sub(RealtimeConfig), RealtimeConfig(), shown="",
+                                   doc="the control thread's CPU and priority")
+    description: str = key(Name(), "", shown="", doc="free text, for people")
+
+
+SCHEMA = TopFile
