@@ -120,6 +120,9 @@ class BoardEmulator:
                         self.last_heartbeat = self.clock()
                     elif not body.enable:
                         self._cut_power()
+                    # answered at once with the state it leads to (the PC waits on it)
+                    self._send(p.Status(self.estop, self.motor_power, self.watchdog_tripped,
+                                        self.supply_mV))
 
     def heel_pressure(self, now: float) -> int:
         """Heel pressure (N) of a simulated gait: loaded within 1 % of the stride at heel

@@ -136,6 +136,18 @@ class BoardLink:
     def motor_power(self) -> bool:
         return self.status is not None and self.status.motor_power
 
+    def wait_for_status(self, timeout: float = 1.0, tick=None) -> bool:
+        """Wait until the board has reported its state once (True), without asking anything."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if tick is not None:
+                tick()
+            self.poll()
+            if self.status is not None:
+                return True
+            time.sleep(0.001)
+        return False
+
     def wait_for_power(self, timeout: float = 1.0, tick=None) -> bool:
         """Ask for motor power and wait until the board reports it on."""
         self.set_power(True)

@@ -264,8 +264,11 @@ def test_quick_stop_active_found_at_start_is_refused_too():
     d.bus.shutdown()
     _, d2 = _open_again("wd-found-qs", sim)
     d2.configure()
-    with pytest.raises(BusError, match=r"drive 1 is in QUICK STOP ACTIVE: it stopped and "
-                                       r"stays stopped until cleared — .*--reset-faults"):
+    # drive 2, still enabled, was left running by the controller that is gone: named too
+    with pytest.raises(BusError, match=r"drive 1 is in QUICK STOP ACTIVE, drive 2 is in "
+                                       r"OPERATION ENABLED \(left running by a controller that "
+                                       r"is gone.*\): it stopped and stays stopped until "
+                                       r"cleared — .*--reset-faults"):
         d2.enable()
     d2.enable(reset_faults=True)
     assert drive.state == c.OPERATION_ENABLED

@@ -284,7 +284,9 @@ def _try_read(s: _Sdo, index: int, sub: int = 0):
 def _found(s: _Sdo) -> dict:
     """How the drive was found, before bring-up changes anything: its power state, error
     code and last error; ``stopped`` when it is in FAULT, FAULT REACTION ACTIVE or QUICK
-    STOP ACTIVE, or holds an error code (it stopped itself: only the operator clears it)."""
+    STOP ACTIVE, or holds an error code (it stopped itself: only the operator clears it) —
+    or when it is still in OPERATION ENABLED (``left_running``: a controller that is gone left
+    it powered, and nothing stopped it; bring-up zeroes its target, the operator decides)."""
     from exo_rt.bus.drives import STOPPED
 
     sw = _try_read(s, 0x6041)
@@ -294,8 +296,9 @@ def _found(s: _Sdo) -> dict:
     if state in STOPPED or code:
         if _try_read(s, 0x1003, 0):
             last = _try_read(s, 0x1003, 1)
+    left = state == c.OPERATION_ENABLED
     return {"state": state, "statusword": sw, "error_code": int(code), "last_error": last,
-            "stopped": bool(state in STOPPED or code)}
+            "stopped": bool(state in STOPPED or code or left), "left_running": left}
 
 
 def _watchdog(drives, s: _Sdo, k: int, found: dict) -> None:

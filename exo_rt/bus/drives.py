@@ -284,6 +284,8 @@ class Drives:
             state = (c.state_of(int(self.statusword[k])) if self.seen[k] or not f
                      else f["state"])
             why = []
+            if f.get("left_running"):
+                why.append("left running by a controller that is gone: nothing stopped it")
             code = f.get("error_code") or int(self.error_code[k])
             if code:
                 why.append(f"error code 603Fh = {code:04X}h, {c.emcy_name(code)}")

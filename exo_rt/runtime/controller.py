@@ -133,6 +133,19 @@ class Controller:
     def close_buses(self) -> None:
         self.bus_set.close()
 
+    def _check_board_watchdog(self) -> None:
+        """Restart is explicit: a board whose watchdog cut motor power (its last controller
+        went silent) is re-armed only when the operator asks (``--reset-faults``) — asking for
+        power re-arms it, so it is not asked for silently."""
+        b = self.board
+        if not b.wait_for_status(1.0, tick=self.bus_set.tick):
+            return  # no status: wait_for_power reports the lost link
+        if b.status.watchdog_tripped and not self.reset_faults:
+            raise BusError("the embedded board's watchdog has cut motor power: its last "
+                           "controller went silent", None,
+                           "check what stopped the last controller, then start again with "
+                           "--reset-faults (exo-rt run --reset-faults) to re-arm it explicitly")
+
     def _open_board(self, url: str | None) -> None:
         """The embedded board's link: ``emulator`` (with the simulated exoskeleton, or in its
         own process beside real buses), a pyserial URL, or None (no board — bench use only)."""
@@ -262,6 +275,7 @@ class Controller:
                 setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
                 self.setup_lines[:0] = setup.lines()
             if self.board is not None:
+                self._check_board_watchdog()
                 if not self.board.wait_for_power(2.0, tick=self.bus_set.tick):
                     raise BusError("the embedded board did not switch motor power on"
                                    + (" (e-stop pressed)" if self.board.estop else ""), None,
