@@ -1,11 +1,13 @@
-"""Robot YAML → Mechanism (DESIGN §3.1, §3.3–§3.5); every error names file, line and key.
+"""Robot YAML → Mechanism; every error names file, line and key.
 
 The file holds either ``urdf:`` (a URDF path) or inline ``bodies:``/``joints:`` in URDF
 conventions, plus what URDF cannot say: ``transmissions`` (harmonic drives and motors),
-``loops`` (closures) with ``independent``/``initial``, ``include`` (modules mounted on a body,
-seed 002), ``wearer`` (de Leva segments, seed 001) and ``settings`` (joints fixed at a
-wearer's setting, e.g. telescopic links). Each top-level section is one small parser
-registered in :data:`SECTIONS`; the reference of every key is ``docs/config-robot.md``.
+``loops`` (closures) with ``independent``/``initial``, ``include`` (modules mounted on a
+body), ``wearer`` (de Leva segments) and ``settings`` (joints fixed at a wearer's setting,
+e.g. telescopic links). Its keys, types, ranges and defaults are declared once in
+:mod:`exo_rt.schema.robot` (reference: ``docs/config-robot.md``); this module turns a read
+file into loader-neutral specs, with the nodes' lines for the errors of
+:func:`~exo_rt.model.topology.build_mechanism`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from exo_rt.model.topology import (
 )
 from exo_rt.model.transmission import HarmonicDrive, Motor, Transmission
 from exo_rt.model.urdf import read_urdf
-from exo_rt.yamlio import Node, mapping, number, read_yaml, sequence, text, vector
+from exo_rt.schema import core
+from exo_rt.schema import robot as schema
+from exo_rt.yamlio import Node, read_yaml
 
 
 def _lines(m: dict[str, Node]) -> dict[str, int]:
@@ -46,8 +50,8 @@ def _lines(m: dict[str, Node]) -> dict[str, int]:
     return lines
 
 
-def _opt(m: dict[str, Node], key: str, default, conv):
-    return conv(m[key]) if key in m else default
+def _vec(v) -> np.ndarray:
+    return np.array(v, dtype=float)
 
 
 # ----------------------------------------------------------------------------- parts
@@ -57,99 +61,58 @@ class Parts:
 
     links: list[LinkSpec] = field(default_factory=list)
     joints: list[JointSpec] = field(default_factory=list)
-    transmissions: list[tuple[Node, dict]] = field(default_factory=list)
+    transmissions: list[tuple[Node, schema.Transmission]] = field(default_factory=list)
     loops: list[LoopSpec] = field(default_factory=list)
     independent: list[str] = field(default_factory=list)
     initial: dict[str, float] = field(default_factory=dict)
     settings: list[tuple[str, float, Node]] = field(default_factory=list)
-    wearer: Node | None = None
+    wearer: tuple[schema.Wearer, Node] | None = None
     name: str = ""
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     base: str | None = None
     base_where: Where | None = None
 
 
-def _origin(m: dict[str, Node], key: str = "origin") -> tuple[np.ndarray, np.ndarray]:
-    if key not in m:
-        return np.zeros(3), np.zeros(3)
-    o = mapping(m[key], {"xyz": False, "rpy": False}, key)
-    return _opt(o, "xyz", np.zeros(3), vector), _opt(o, "rpy", np.zeros(3), vector)
+def _inertia(i: schema.Inertia) -> np.ndarray:
+    return inertia_matrix(i.ixx, i.iyy, i.izz, i.ixy, i.ixz, i.iyz)
 
 
-def _inertia(node: Node) -> np.ndarray:
-    allowed = {k: False for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
-    m = mapping(node, allowed, "inertia")
-    return inertia_matrix(*(number(m[k]) if k in m else 0.0 for k in allowed))
-
-
-def _point_masses(node: Node) -> tuple[float, np.ndarray, np.ndarray]:
-    mass, com, inertia = 0.0, np.zeros(3), np.zeros((3, 3))
-    for item in sequence(node, "point_masses"):
-        m, x, y, z = vector(item, 4)
-        if m < 0:
-            raise ModelError(f"point mass {m} kg is negative", item.where(), "masses are ≥ 0 kg")
-        mass, com, inertia = lump_inertia(mass, com, inertia, m, np.array([x, y, z]),
+def _body(b: schema.Body, node: Node) -> LinkSpec:
+    m = node.value
+    mass, com, inertia = b.mass, _vec(b.com), _inertia(b.inertia)
+    for pm, item in _each(b.point_masses, m, "point_masses"):
+        if pm[0] < 0:
+            raise ModelError(f"point mass {pm[0]} kg is negative", item.where(),
+                             "masses are ≥ 0 kg")
+        mass, com, inertia = lump_inertia(mass, com, inertia, pm[0], _vec(pm[1:]),
                                           np.zeros((3, 3)))
-    return mass, com, inertia
-
-
-BODY_KEYS = {"name": True, "mass": False, "com": False, "inertia": False, "point_masses": False}
-
-
-def _body(node: Node) -> LinkSpec:
-    m = mapping(node, BODY_KEYS, "a body")
-    name = text(m["name"])
-    mass = _opt(m, "mass", 0.0, number)
-    com = _opt(m, "com", np.zeros(3), vector)
-    inertia = _opt(m, "inertia", np.zeros((3, 3)), _inertia)
-    if "point_masses" in m:
-        mass, com, inertia = lump_inertia(mass, com, inertia, *_point_masses(m["point_masses"]))
     key = "mass" if "mass" in m else ("point_masses" if "point_masses" in m else "name")
-    return LinkSpec(name, mass, com, inertia, Where(node.file, m[key].line, node.key),
+    return LinkSpec(b.name, mass, com, inertia, Where(node.file, m[key].line, node.key),
                     _lines(m))
 
 
-JOINT_KEYS = {"name": True, "type": True, "parent": True, "child": True, "origin": False,
-              "axis": False, "limit": False, "mimic": False}
-
-
-def _joint(node: Node) -> JointSpec:
-    m = mapping(node, JOINT_KEYS, "a joint")
-    xyz, rpy = _origin(m)
-    spec = JointSpec(text(m["name"]), text(m["type"]), text(m["parent"]), text(m["child"]),
-                     xyz, rpy, where=Where(node.file, m["name"].line, node.key), lines=_lines(m))
-    if "axis" in m:
-        spec.axis = vector(m["axis"])
-    if "limit" in m:
-        lim = mapping(m["limit"], {"lower": False, "upper": False, "velocity": False,
-                                   "effort": False}, "limit")
-        for k, sub in lim.items():
-            if spec.type == "continuous" and k in ("lower", "upper"):
-                raise ModelError(f"a continuous joint has no {k} position limit", sub.where(),
-                                 "remove it, or make the joint revolute")
-            setattr(spec, k, number(sub, allow_inf=True))
-    if "mimic" in m:
-        mm = mapping(m["mimic"], {"joint": True, "multiplier": False, "offset": False}, "mimic")
-        spec.mimic = (text(mm["joint"]), _opt(mm, "multiplier", 1.0, number),
-                      _opt(mm, "offset", 0.0, number))
+def _joint(j: schema.Joint, node: Node) -> JointSpec:
+    m = node.value
+    spec = JointSpec(j.name, j.type, j.parent, j.child, _vec(j.origin.xyz), _vec(j.origin.rpy),
+                     _vec(j.axis), where=Where(node.file, m["name"].line, node.key),
+                     lines=_lines(m))
+    for k, sub in m["limit"].value.items() if "limit" in m else ():
+        if spec.type == "continuous" and k in ("lower", "upper"):
+            raise ModelError(f"a continuous joint has no {k} position limit", sub.where(),
+                             "remove it, or make the joint revolute")
+        setattr(spec, k, getattr(j.limit, k))
+    if j.mimic is not None:
+        spec.mimic = (j.mimic.joint, j.mimic.multiplier, j.mimic.offset)
     return spec
 
 
-def _sec_name(parts: Parts, node: Node, ctx) -> None:
-    parts.name = text(node)
+def _each(values: tuple, top: dict[str, Node], key: str):
+    """(value, node) of each item of list ``key`` as read and as written."""
+    return zip(values, top[key].value if key in top else (), strict=True)
 
 
-def _sec_gravity(parts: Parts, node: Node, ctx) -> None:
-    parts.gravity = vector(node)
-
-
-def _sec_base(parts: Parts, node: Node, ctx) -> None:
-    parts.base = text(node)
-    parts.base_where = node.where()
-
-
-def _sec_urdf(parts: Parts, node: Node, ctx) -> None:
-    path = Path(node.file).parent / text(node)
+def _urdf(parts: Parts, node: Node) -> None:
+    path = Path(node.file).parent / node.value
     try:
         content = path.read_text(encoding="utf-8")
     except OSError:
@@ -160,167 +123,71 @@ def _sec_urdf(parts: Parts, node: Node, ctx) -> None:
     parts.joints.extend(joints)
 
 
-def _sec_bodies(parts: Parts, node: Node, ctx) -> None:
-    parts.links.extend(_body(b) for b in sequence(node, "bodies"))
+def _harmonic_drive(d: schema.Drive, ratio: float) -> HarmonicDrive:
+    values = {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
+    del values["catalogue"]
+    values["kinematic_error"] = tuple(tuple(float(x) for x in e) for e in d.kinematic_error)
+    return HarmonicDrive(ratio=ratio, **values)
 
 
-def _sec_joints(parts: Parts, node: Node, ctx) -> None:
-    parts.joints.extend(_joint(j) for j in sequence(node, "joints"))
-
-
-TRANSMISSION_KEYS = {"joint": True, "type": False, "ratio": True, "direction": False,
-                     "rotor": False, "rotor_joint": False, "drive": False, "motor": True,
-                     "motor_sign": False}
-ROTOR_KEYS = {"name": False, "mass": True, "inertia": True, "com": False, "origin": False,
-              "axis": False}
-DRIVE_KEYS = {"k1": False, "k2": False, "k3": False, "t1": False, "t2": False, "cubic": False,
-              "hysteresis": False, "coulomb": False, "static": False, "viscous": False,
-              "stribeck_velocity": False, "load_friction": False, "efficiency": False,
-              "kinematic_error": False,
-              "catalogue": False}
-MOTOR_KEYS = {"name": False, "torque_constant": True, "rated_current": True,
-              "peak_current": True, "resistance": False, "inductance": False, "voltage": False,
-              "current_bandwidth_hz": False, "brake_torque": False}
-
-
-def _sec_transmissions(parts: Parts, node: Node, ctx) -> None:
-    for item in sequence(node, "transmissions"):
-        m = mapping(item, TRANSMISSION_KEYS, "a transmission")
-        kind = _opt(m, "type", "harmonic_drive", text)
-        if kind != "harmonic_drive":
-            raise ModelError(f"unknown transmission type '{kind}'", m["type"].where(),
-                             "use harmonic_drive (a gear is a harmonic drive without compliance)")
-        if ("rotor" in m) == ("rotor_joint" in m):
-            raise ModelError("a transmission needs exactly one of 'rotor' (the rotor body, "
-                             "added here) and 'rotor_joint' (a <mimic> joint already in the "
-                             "URDF)", item.where(), "give one of them")
-        parts.transmissions.append((item, m))
-
-
-def _harmonic_drive(m: dict[str, Node], ratio: float) -> HarmonicDrive:
-    args: dict = {"ratio": ratio}
-    if "drive" in m:
-        d = mapping(m["drive"], DRIVE_KEYS, "drive")
-        for k, sub in d.items():
-            if k == "catalogue":
-                text(sub)
-            elif k == "cubic":
-                args[k] = bool(sub.value)
-            elif k == "kinematic_error":
-                args[k] = tuple(tuple(vector(e, 2))
-                                for e in sequence(sub, "kinematic_error"))
-            else:
-                args[k] = number(sub, allow_inf=True)
-                if args[k] < 0:
-                    raise ModelError(f"{k} = {args[k]} is negative", sub.where(),
-                                     "drive parameters are magnitudes (≥ 0)")
-    return HarmonicDrive(**args)
-
-
-def _motor(node: Node) -> Motor:
-    m = mapping(node, MOTOR_KEYS, "motor")
-    args = {k: (text(v) if k == "name" else number(v, allow_inf=True)) for k, v in m.items()}
-    if args.get("brake_torque", 0.0) < 0.0 or args.get("brake_torque", 0.0) == float("inf"):
-        raise ModelError(f"brake_torque = {args['brake_torque']} N·m is not a holding torque",
-                         m["brake_torque"].where(), "write the brake's holding torque "
-                         "(N·m at the motor shaft, ≥ 0; 0: no brake)")
-    return Motor(**args)
+def _motor(m: schema.Motor) -> Motor:
+    return Motor(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)})
 
 
 def _resolve_transmissions(parts: Parts) -> tuple[list[Transmission], list[Where]]:
     by_name = {j.name: j for j in parts.joints}
     out, wheres = [], []
-    for item, m in parts.transmissions:
-        joint = text(m["joint"])
-        if joint not in by_name:
-            raise ModelError(f"transmission on missing joint '{joint}'", m["joint"].where(),
-                             did_you_mean(joint, by_name) or "name a joint of the robot")
-        ratio = number(m["ratio"])
-        if not ratio >= 1.0:
-            raise ModelError(f"ratio {ratio} is below 1", m["ratio"].where(),
-                             "a harmonic drive reduces speed: ratio N ≥ 1 (e.g. 100)")
-        direction = _opt(m, "direction", -1.0, number)
-        if direction not in (-1.0, 1.0):
-            raise ModelError(f"direction must be -1 or 1, got {direction}", m["direction"].where(),
+    for item, t in parts.transmissions:
+        m = item.value
+        if (t.rotor is None) == (t.rotor_joint is None):
+            raise ModelError("a transmission needs exactly one of 'rotor' (the rotor body, "
+                             "added here) and 'rotor_joint' (a <mimic> joint already in the "
+                             "URDF)", item.where(), "give one of them")
+        if t.joint not in by_name:
+            raise ModelError(f"transmission on missing joint '{t.joint}'", m["joint"].where(),
+                             did_you_mean(t.joint, by_name) or "name a joint of the robot")
+        if t.direction not in (-1.0, 1.0):
+            raise ModelError(f"direction must be -1 or 1, got {t.direction}",
+                             m["direction"].where(),
                              "-1: circular spline on the parent link, flexspline on the output")
-        k = direction * ratio
-        if "rotor" in m:
-            r = mapping(m["rotor"], ROTOR_KEYS, "rotor")
-            rname = _opt(r, "name", f"{joint}_rotor", text)
-            xyz, rpy = _origin(r)
-            parts.links.append(LinkSpec(rname, number(r["mass"]), _opt(r, "com", np.zeros(3),
-                                        vector), _inertia(r["inertia"]), r["mass"].where()))
+        k = t.direction * t.ratio
+        if t.rotor is not None:
+            r = t.rotor
+            rname = r.name or f"{t.joint}_rotor"
+            parts.links.append(LinkSpec(rname, r.mass, _vec(r.com), _inertia(r.inertia),
+                                        m["rotor"].value["mass"].where()))
             parts.joints.append(JointSpec(
-                f"{rname}_joint", "continuous", by_name[joint].parent, rname, xyz, rpy,
-                _opt(r, "axis", np.array([0.0, 0.0, 1.0]), vector), mimic=(joint, k, 0.0),
+                f"{rname}_joint", "continuous", by_name[t.joint].parent, rname,
+                _vec(r.origin.xyz), _vec(r.origin.rpy), _vec(r.axis), mimic=(t.joint, k, 0.0),
                 where=item.where("rotor")))
             rotor_joint, rotor_body = f"{rname}_joint", rname
         else:
-            rotor_joint = text(m["rotor_joint"])
+            rotor_joint = t.rotor_joint
             if rotor_joint not in by_name:
                 raise ModelError(f"rotor joint '{rotor_joint}' is not in the robot",
                                  m["rotor_joint"].where(),
                                  did_you_mean(rotor_joint, by_name) or "name the URDF mimic joint")
             rotor_body = by_name[rotor_joint].child
-        out.append(Transmission(joint, rotor_joint, rotor_body, k, _harmonic_drive(m, ratio),
-                                _motor(m["motor"]), _opt(m, "motor_sign", 1.0, number)))
+        out.append(Transmission(t.joint, rotor_joint, rotor_body, k,
+                                _harmonic_drive(t.drive, t.ratio), _motor(t.motor),
+                                t.motor_sign))
         wheres.append(item.where())
     return out, wheres
 
 
-LOOP_KEYS = {"name": True, "type": False, "body_a": True, "point_a": True, "body_b": True,
-             "point_b": True, "axis": False}
-
-
-def _sec_loops(parts: Parts, node: Node, ctx) -> None:
-    for item in sequence(node, "loops"):
-        m = mapping(item, LOOP_KEYS, "a loop")
-        parts.loops.append(LoopSpec(
-            text(m["name"]), _opt(m, "type", "revolute", text), text(m["body_a"]),
-            vector(m["point_a"]), text(m["body_b"]), vector(m["point_b"]),
-            _opt(m, "axis", np.array([0.0, 0.0, 1.0]), vector),
-            Where(item.file, m["name"].line, item.key), _lines(m)))
-
-
-def _sec_independent(parts: Parts, node: Node, ctx) -> None:
-    parts.independent.extend(text(n) for n in sequence(node, "independent"))
-
-
-def _sec_initial(parts: Parts, node: Node, ctx) -> None:
-    if not isinstance(node.value, dict):
-        raise ModelError("initial must map joint names to values", node.where(),
-                         "e.g. initial: {knee: 0.3}")
-    parts.initial.update({k: number(v) for k, v in node.value.items()})
-
-
-def _sec_settings(parts: Parts, node: Node, ctx) -> None:
-    if not isinstance(node.value, dict):
-        raise ModelError("settings must map joint names to values", node.where(),
-                         "e.g. settings: {thigh_length: 0.03}")
-    parts.settings.extend((k, number(v), v) for k, v in node.value.items())
-
-
-def _sec_wearer(parts: Parts, node: Node, ctx) -> None:
-    parts.wearer = node
-
-
-INCLUDE_KEYS = {"file": True, "mount": True, "origin": False, "prefix": False}
-
-
-def _sec_include(parts: Parts, node: Node, ctx) -> None:
-    for item in sequence(node, "include"):
-        m = mapping(item, INCLUDE_KEYS, "an include")
-        path = Path(item.file).parent / text(m["file"])
-        if path.resolve() in ctx:
-            chain = " → ".join(p.name for p in [*ctx, path.resolve()])
-            raise ModelError(f"include cycle ({chain})", m["file"].where(),
-                             "a module must not include itself, directly or through others")
-        if not path.exists():
-            raise ModelError(f"module file '{m['file'].value}' not found", m["file"].where(),
-                             "give the path relative to this file")
-        sub = _read_parts(path, [*ctx, path.resolve()])
-        prefix = _opt(m, "prefix", "", lambda n: str(n.value))
-        _mount(parts, sub, text(m["mount"]), *_origin(m), prefix, item.where())
+def _include(parts: Parts, inc: schema.Include, item: Node, ctx) -> None:
+    m = item.value
+    path = Path(item.file).parent / inc.file
+    if path.resolve() in ctx:
+        chain = " → ".join(p.name for p in [*ctx, path.resolve()])
+        raise ModelError(f"include cycle ({chain})", m["file"].where(),
+                         "a module must not include itself, directly or through others")
+    if not path.exists():
+        raise ModelError(f"module file '{inc.file}' not found", m["file"].where(),
+                         "give the path relative to this file")
+    sub = _read_parts(path, [*ctx, path.resolve()])
+    _mount(parts, sub, inc.mount, _vec(inc.origin.xyz), _vec(inc.origin.rpy), inc.prefix,
+           item.where())
 
 
 def _mount(parts: Parts, sub: Parts, mount: str, xyz, rpy, prefix: str, where: Where) -> None:
@@ -346,14 +213,9 @@ def _mount(parts: Parts, sub: Parts, mount: str, xyz, rpy, prefix: str, where: W
                                       j.effort, mimic, j.where))
     parts.joints.append(JointSpec(f"{p(base)}_mount", "fixed", mount, p(base), xyz, rpy,
                                   where=where))
-    for item, m in sub.transmissions:
-        renamed = dict(m)
-        renamed["joint"] = Node(p(text(m["joint"])), m["joint"].file, m["joint"].line,
-                                m["joint"].key)
-        if "rotor_joint" in m:
-            renamed["rotor_joint"] = Node(p(text(m["rotor_joint"])), m["rotor_joint"].file,
-                                          m["rotor_joint"].line, m["rotor_joint"].key)
-        parts.transmissions.append((item, renamed))
+    for item, t in sub.transmissions:
+        parts.transmissions.append((item, dataclasses.replace(
+            t, joint=p(t.joint), rotor_joint=None if t.rotor_joint is None else p(t.rotor_joint))))
     for lp in sub.loops:
         parts.loops.append(LoopSpec(p(lp.name), lp.kind, p(lp.body_a), lp.point_a,
                                     p(lp.body_b), lp.point_b, lp.axis, lp.where))
@@ -362,44 +224,50 @@ def _mount(parts: Parts, sub: Parts, mount: str, xyz, rpy, prefix: str, where: W
     parts.settings.extend((p(k), v, n) for k, v, n in sub.settings)
 
 
-SECTIONS = {
-    "name": _sec_name,
-    "gravity": _sec_gravity,
-    "base": _sec_base,
-    "urdf": _sec_urdf,
-    "bodies": _sec_bodies,
-    "joints": _sec_joints,
-    "transmissions": _sec_transmissions,
-    "loops": _sec_loops,
-    "independent": _sec_independent,
-    "initial": _sec_initial,
-    "settings": _sec_settings,
-    "include": _sec_include,
-    "wearer": _sec_wearer,
-}
-
-
 def _read_parts(path: Path, ctx: list[Path]) -> Parts:
+    """One robot file (and, recursively, its includes) read against the schema."""
     root = read_yaml(path)
-    allowed = {k: k == "name" for k in SECTIONS}
-    top = mapping(root, allowed, "the robot file")
+    f = core.read(schema.RobotFile, root)
+    top = root.value
     if "urdf" in top and ("bodies" in top or "joints" in top):
         raise ModelError("the file has both 'urdf' and inline 'bodies'/'joints'",
                          top["urdf"].where(), "use one of them (additions such as "
                          "transmissions go beside 'urdf')")
-    parts = Parts()
-    for key, node in top.items():
-        SECTIONS[key](parts, node, ctx)
+    parts = Parts(name=f.name, gravity=_vec(f.gravity), base=f.base,
+                  base_where=top["base"].where() if "base" in top else None)
+    for key in top:  # in the file's order (bodies and joints keep theirs)
+        if key == "urdf":
+            _urdf(parts, top["urdf"])
+        elif key == "bodies":
+            parts.links.extend(_body(b, n) for b, n in _each(f.bodies, top, "bodies"))
+        elif key == "joints":
+            parts.joints.extend(_joint(j, n) for j, n in _each(f.joints, top, "joints"))
+        elif key == "transmissions":
+            parts.transmissions.extend((n, t) for t, n in _each(f.transmissions, top,
+                                                                   "transmissions"))
+        elif key == "loops":
+            parts.loops.extend(
+                LoopSpec(lp.name, lp.type, lp.body_a, _vec(lp.point_a), lp.body_b,
+                         _vec(lp.point_b), _vec(lp.axis),
+                         Where(n.file, n.value["name"].line, n.key), _lines(n.value))
+                for lp, n in _each(f.loops, top, "loops"))
+        elif key == "independent":
+            parts.independent.extend(f.independent)
+        elif key == "initial":
+            parts.initial.update(f.initial)
+        elif key == "settings":
+            parts.settings.extend((k, v, top["settings"].value[k])
+                                  for k, v in f.settings.items())
+        elif key == "include":
+            for inc, item in _each(f.include, top, "include"):
+                _include(parts, inc, item, ctx)
+        elif key == "wearer":
+            parts.wearer = (f.wearer, top["wearer"])
     return parts
 
 
 # ----------------------------------------------------------------------------- wearer
-WEARER_KEYS = {"mass": True, "height": True, "sex": True, "segments": True}
-SEGMENT_KEYS = {"segment": True, "body": True, "proximal": False, "distal": True,
-                "lateral": False, "mass": False, "com_fraction": False}
-
-
-def _identified(seg: anthropometry.Segment, s: dict[str, Node],
+def _identified(seg: anthropometry.Segment, s: schema.Segment,
                 override: dict) -> anthropometry.Segment:
     """The segment with a bench-identified ``mass`` (kg) and ``com_fraction`` (of the
     proximal → distal length) instead of de Leva's (``exo-rt bench-test inertia``); the radii
@@ -408,67 +276,47 @@ def _identified(seg: anthropometry.Segment, s: dict[str, Node],
     for key in ("mass", "com_fraction"):
         if key in override:
             changes[key] = float(override[key])
-        elif key in s:
-            changes[key] = number(s[key])
-            if not (changes[key] > 0.0 if key == "mass" else 0.0 <= changes[key] <= 1.0):
-                raise ModelError(f"wearer segment {key} {changes[key]} is out of range",
-                                 s[key].where(), "give a mass > 0 kg and a com_fraction in 0…1")
+        elif getattr(s, key) is not None:
+            changes[key] = getattr(s, key)
     return dataclasses.replace(seg, **changes) if changes else seg
 
 
 def _apply_wearer(parts: Parts, overrides: dict | None = None) -> list:
     """Add the wearer's segments as links strapped to their bodies; returns
     [(segment name, body, :class:`~exo_rt.model.anthropometry.Segment`)]."""
-    node = parts.wearer
-    if node is None:
+    if parts.wearer is None:
         return []
-    m = mapping(node, WEARER_KEYS, "wearer")
-    mass, height = number(m["mass"]), number(m["height"])
-    lo, hi = anthropometry.HEIGHT_RANGE
-    if not lo <= height <= hi:
-        raise ModelError(f"wearer height {height} m is outside {lo}–{hi} m", m["height"].where(),
-                         "give the height in metres (e.g. 1.75); the de Leva tables are for adults")
-    lo, hi = anthropometry.MASS_RANGE
-    if not lo <= mass <= hi:
-        raise ModelError(f"wearer mass {mass} kg is outside {lo}–{hi} kg", m["mass"].where(),
-                         "give the body mass in kilograms (e.g. 75)")
-    sex = text(m["sex"])
-    if sex not in anthropometry.DE_LEVA:
-        raise ModelError(f"sex '{sex}' is not in the de Leva table", m["sex"].where(),
-                         "use male or female")
+    w, node = parts.wearer
     links = {lk.name: lk for lk in parts.links}
     joints = {j.name: j for j in parts.joints}
     added = []
-    for item in sequence(m["segments"], "segments"):
-        s = mapping(item, SEGMENT_KEYS, "a wearer segment")
-        seg_name = text(s["segment"])
-        if seg_name not in anthropometry.DE_LEVA[sex]:
-            raise ModelError(f"unknown segment '{seg_name}'", s["segment"].where(),
-                             f"use one of {', '.join(anthropometry.DE_LEVA[sex])}")
-        body = text(s["body"])
+    for s, item in zip(w.segments, node.value["segments"].value, strict=True):
+        m = item.value
+        seg_name = s.segment
+        if seg_name not in anthropometry.DE_LEVA[w.sex]:
+            raise ModelError(f"unknown segment '{seg_name}'", m["segment"].where(),
+                             f"use one of {', '.join(anthropometry.DE_LEVA[w.sex])}")
+        body = s.body
         if body not in links:
-            raise ModelError(f"wearer segment on unknown body '{body}'", s["body"].where(),
+            raise ModelError(f"wearer segment on unknown body '{body}'", m["body"].where(),
                              did_you_mean(body, links) or "name a body of the exoskeleton")
-        prox = _opt(s, "proximal", np.zeros(3), vector)
-        dist_node = s["distal"]
-        if isinstance(dist_node.value, str):
-            j = joints.get(dist_node.value)
+        prox = _vec(s.proximal)
+        if isinstance(s.distal, str):
+            j = joints.get(s.distal)
             if j is None or j.parent != body:
-                raise ModelError(f"distal joint '{dist_node.value}' is not a child joint of "
-                                 f"'{body}'", dist_node.where(), "name the joint at the segment's "
-                                 "distal end, or give a point [x, y, z]")
+                raise ModelError(f"distal joint '{s.distal}' is not a child joint of "
+                                 f"'{body}'", m["distal"].where(), "name the joint at the "
+                                 "segment's distal end, or give a point [x, y, z]")
             dist = np.asarray(j.origin_xyz, float)
         else:
-            dist = vector(dist_node)
+            dist = _vec(s.distal)
         length = float(np.linalg.norm(dist - prox))
         if length <= 0:
             raise ModelError("the segment's proximal and distal points coincide", item.where(),
                              "give two different points")
-        seg = _identified(anthropometry.segment(seg_name, mass, height, sex, length), s,
+        seg = _identified(anthropometry.segment(seg_name, w.mass, w.height, w.sex, length), s,
                           (overrides or {}).get(seg_name, {}))
-        link = anthropometry.segment_link(seg, body, prox, dist,
-                                          _opt(s, "lateral", np.array([0.0, 1.0, 0.0]), vector),
-                                          item.where())
+        link = anthropometry.segment_link(seg, body, prox, dist, _vec(s.lateral), item.where())
         link.name = f"{body}_wearer_{seg_name}"
         parts.links.append(link)
         parts.joints.append(JointSpec(f"{link.name}_strap", "fixed", body, link.name,

@@ -396,7 +396,7 @@ def read(cls, node: Node, **given):
         elif k in m:
             spec = f.metadata["schema"]
             sub = m[k]
-            values[f.name] = spec.type.read(sub, spec.what or sub.key or k, spec.fix)
+            values[f.name] = spec.type.read(sub, spec.what or k, spec.fix)
         elif f.default_factory is not dataclasses.MISSING:
             values[f.name] = f.default_factory()
         else:
@@ -410,7 +410,7 @@ def value(cls, field: str, node: Node | None):
     if node is None:
         return defaults(cls).get(field)
     spec = f.metadata["schema"]
-    return spec.type.read(node, spec.what or node.key or field, spec.fix)
+    return spec.type.read(node, spec.what or field, spec.fix)
 
 
 # ----------------------------------------------------------------------------- describing
