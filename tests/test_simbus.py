@@ -275,28 +275,27 @@ def test_realtime_world_samples_the_leg_at_each_sync():
 
 
 def test_mit_mode_actuators_through_the_simulated_bus():
-    from exo_rt.bus.drives import MitDrives
+    from exo_rt.bus.protocols.mit import MitDrives
 
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
     buses = load_buses(ROOT / "configs" / "buses" / "exo_leg_mit.yaml", robot)
     sim = SimWorld.open("mit", robot, buses)
-    sim.reset([0.0, 0.3])
+    sim.reset([0.0, 0.0])
     d = MitDrives(can.Bus(interface="exo_sim", channel="leg", world="mit"), buses[0], robot)
     k_mult = np.array([t.multiplier for t in robot.transmissions])
-    d.enter()
-    assert d.seen.all()
-    # an MIT motor's position is relative to its power-on (or zero) within ±p_max: compare
-    # motions, not absolute angles
-    p0, r0 = d.position.copy(), sim.plant.motor_positions / k_mult
+    d.configure()  # the homing step: zeroed in the home posture (0, 0)
+    d.enable()
+    assert d.seen.all() and d.enabled.all()
+    r0 = sim.plant.motor_positions / k_mult
     for k in range(400):  # −12 A at the knee flexes it; its rotor wraps many times ±12.5 rad
         d.cycle(np.array([0.0, -12.0 if k > 20 else 0.0]))
     assert not (d.flags & F_MISSING).any()
     moved = sim.plant.motor_positions / k_mult - r0
-    # replies come before the period's physics step: one period behind
-    assert np.max(np.abs((d.position - p0) - moved)) < 0.01
+    # the absolute joint angle, unwrapped (16-bit position over ±12.5 rad at the motor)
+    assert np.max(np.abs(d.position - moved)) < 1e-3
     assert moved[1] > 0.5 and abs(sim.plant.motor_positions[1]) > 50
-    d.exit()
-    d.cycle(np.array([0.0, -12.0]))  # out of motor mode the command is ignored
+    d.disable()
+    d.cycle(np.array([0.0, -12.0]))  # out of motor mode the command is not sent
     assert not sim.endpoints["leg"].drives[1][0].enabled and sim.cmd[1] == 0.0
 
 

@@ -305,6 +305,22 @@ class Drives:
                         "check the drive and what stopped it, then start again with "
                         "--reset-faults (exo-rt run --reset-faults) to clear it explicitly")
 
+    def states(self) -> list[str]:
+        """Each drive's power state (CiA 402), from its last statusword."""
+        return [c.state_of(int(sw)) for sw in self.statusword]
+
+    def protection(self) -> dict:
+        """What each drive does by itself when the controller goes silent: its protection
+        objects read back by SDO (:func:`exo_rt.bus.bringup.read_back`)."""
+        from exo_rt.bus.bringup import read_back
+
+        return read_back(self)
+
+    def request_disable(self) -> None:
+        """From the next cycle on, every RPDO carries controlword *disable voltage* (no I/O
+        now: safe inside the cycle)."""
+        self.controlword[:] = c.CW_DISABLE_VOLTAGE
+
     def disable(self) -> None:
         """Zero torque and disable voltage (a latched fault needs an explicit reset)."""
         self.controlword[:] = c.CW_DISABLE_VOLTAGE
@@ -436,91 +452,3 @@ class Drives:
         rest = start + self.period - time.monotonic()
         if rest > 0:
             time.sleep(rest)
-
-
-class MitDrives:
-    """One bus of MIT-mode actuators driven in torque (kp = kd = 0, t_ff = k_M·i).
-
-    Each command is answered by its motor at once with [id, p, v, τ]; there is no SYNC in the
-    protocol (on the simulated bus the host's SYNC only ticks the lockstep physics). The
-    reported position wraps at ±p_max; it is unwrapped here into a continuous rotor angle.
-    Same arrays and flags as :class:`Drives`.
-    """
-
-    def __init__(self, bus: can.BusABC, config: BusConfig, mech: Mechanism) -> None:
-        from exo_rt.bus import mit
-
-        self._mit = mit
-        self.bus = bus
-        self.port = open_port(bus)
-        self.config = config
-        self.ranges = config.mit_ranges or mit.MitRanges()
-        self.n = len(config.drives)
-        self.nodes = np.array([d.node for d in config.drives])
-        tr = {t.joint: t for t in mech.transmissions}
-        self.multiplier = np.array([tr[d.joint].multiplier for d in config.drives])
-        self.torque_constant = np.array([d.scale.torque_constant for d in config.drives])
-        self.peak_current = np.array([d.scale.peak_current for d in config.drives])
-        self.position = np.zeros(self.n)
-        self.current = np.zeros(self.n)
-        self.flags = np.zeros(self.n, dtype=np.int64)
-        self.seen = np.zeros(self.n, dtype=np.int64)
-        self.missing_count = np.zeros(self.n, dtype=np.int64)
-        self._raw = np.full(self.n, np.nan)
-        self._turns = np.zeros(self.n)
-        self._slot = {int(node): k for k, node in enumerate(self.nodes)}
-
-    def _send(self, arb: int, data: bytes) -> None:
-        self.port.send(arb, data)
-
-    def enter(self) -> None:
-        for node in self.nodes:
-            self._send(int(node), self._mit.ENTER)
-        self.collect()
-
-    def exit(self) -> None:
-        for node in self.nodes:
-            self._send(int(node), self._mit.EXIT)
-        self.collect()
-
-    def send_commands(self, current_A: np.ndarray) -> None:
-        r = self.ranges
-        for k in range(self.n):
-            i = min(max(float(current_A[k]), -self.peak_current[k]), self.peak_current[k])
-            if not math.isfinite(i):
-                i = 0.0
-            data = self._mit.pack_command(0.0, 0.0, 0.0, 0.0, i * self.torque_constant[k], r)
-            self._send(int(self.nodes[k]), data)
-
-    def send_rpdos(self, current_A: np.ndarray) -> None:
-        self.send_commands(current_A)
-
-    def send_sync(self) -> None:
-        self._send(c.SYNC, b"")
-
-    def collect(self, deadline: float | None = None) -> None:
-        self.seen[:] = 0
-        self.flags[:] = 0
-        for msg in arrivals(self.port, self.seen, deadline):
-            reply = self._mit.unpack_reply(bytes(msg.data), self.ranges)
-            if reply is None or int(reply[0]) not in self._slot:
-                continue
-            k = self._slot[int(reply[0])]
-            p = reply[1]
-            span = 2 * self.ranges.p_max
-            if math.isfinite(self._raw[k]) and abs(p - self._raw[k]) > span / 2:
-                self._turns[k] -= math.copysign(span, p - self._raw[k])
-            self._raw[k] = p
-            self.position[k] = (p + self._turns[k]) / self.multiplier[k]
-            self.current[k] = reply[3] / self.torque_constant[k]
-            self.seen[k] = 1
-        for k in range(self.n):
-            if not self.seen[k]:
-                self.flags[k] |= F_MISSING
-                self.missing_count[k] += 1
-
-    def cycle(self, current_A: np.ndarray, deadline: float | None = None) -> None:
-        """Commands out (each answered), then the lockstep tick."""
-        self.send_commands(current_A)
-        self.collect(deadline)
-        self.send_sync()

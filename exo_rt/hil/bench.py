@@ -24,7 +24,7 @@ import can
 import numpy as np
 from numba import njit
 
-from exo_rt.bus.drives import F_NOT_ENABLED, Drives
+from exo_rt.bus.drives import F_NOT_ENABLED
 from exo_rt.config import transmission_rows
 from exo_rt.control import laws
 from exo_rt.control.estimate import filter_gain, velocity_update
@@ -86,7 +86,7 @@ class Bench:
     simulated bus has them queued); ``pace``: hold the period on the wall clock (real drives).
     """
 
-    def __init__(self, top: TopConfig, drives: list[Drives], *, fixture: Fixture | None = None,
+    def __init__(self, top: TopConfig, drives: list, *, fixture: Fixture | None = None,
                  dt: float | None = None, reply_timeout: float | None = None,
                  pace: bool = False, abort: AbortKey | None = None, world=None) -> None:
         self.top = top

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import frame_bits
 from exo_rt.errors import ConfigError
 from exo_rt.hil import fit, identify, response
@@ -17,44 +16,54 @@ from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
 
+HEARTBEAT = 0x700  # CiA 301 heartbeats (counted for the families that have them)
+
 
 def bringup(bench: Bench, seconds: float = 0.5) -> dict:
-    """Every node answers, mapping written, state machine to operation enabled and back,
-    heartbeat periods and bus load measured."""
+    """Every node answers, bring-up done, drives to enabled and back, heartbeat periods (where
+    the family has heartbeats) and bus load measured — for any registered drive protocol."""
     report: dict = {"buses": {}}
-    from exo_rt.bus.bringup import read_back
-
     for d in bench.drives:
-        d.configure()  # SDO: identity checked, mapping, heartbeat, mode written (BusError)
-        watchdog = read_back(d)  # what the drives do by themselves (docs/safety.md)
+        d.configure()  # the family's bring-up (BusError on a silent or wrong drive)
+        watchdog = d.protection()  # what the drives do by themselves (docs/safety.md)
         cycles = d.enable()
         hb: dict[int, list[float]] = {int(n): [] for n in d.nodes}
         bits = 0
         n = int(seconds / bench.dt)
-        original = d._frame
+        port = d.port
+        recv, send = port.recv, port.send
 
-        def count(msg, original=original, hb=hb):
+        def counted_recv(recv=recv, hb=hb):
             nonlocal bits
-            bits += frame_bits(len(msg.data))
-            node = msg.arbitration_id & 0x7F
-            if msg.arbitration_id & 0x780 == c.HEARTBEAT and node in hb:
-                hb[node].append(msg.timestamp)
-            original(msg)
+            msg = recv()
+            if msg is not None and not msg.is_error_frame:
+                bits += frame_bits(len(msg.data))
+                node = msg.arbitration_id & 0x7F
+                if msg.arbitration_id & 0x780 == HEARTBEAT and node in hb:
+                    hb[node].append(msg.timestamp)
+            return msg
 
-        d._frame = count
+        def counted_send(arb, data, extended=False, send=send):
+            nonlocal bits
+            bits += frame_bits(len(data))
+            send(arb, data, extended)
+
+        port.recv, port.send = counted_recv, counted_send
         t0 = None
-        for _ in range(n):
-            d.cycle(np.zeros(d.n), bench.reply_deadline())
-            bench.wait_period()
-            bits += frame_bits(0) + d.n * frame_bits(4)  # SYNC and RPDOs sent
-            t0 = t0 if t0 is not None else d.now
-        d._frame = original
+        try:
+            for _ in range(n):
+                d.cycle(np.zeros(d.n), bench.reply_deadline())
+                bench.wait_period()
+                t0 = t0 if t0 is not None else d.now
+        finally:
+            del port.recv, port.send
         elapsed = max(d.now - (t0 or 0.0), bench.dt)
         periods = {node: float(np.median(np.diff(ts)) * 1e3) if len(ts) > 1 else None
                    for node, ts in hb.items()}
-        states = [c.state_of(int(sw)) for sw in d.statusword]
+        states = d.states()
         d.disable()
         report["buses"][d.config.name] = {
+            "protocol": d.config.protocol,
             "nodes": [int(x) for x in d.nodes],
             "enabled_after_cycles": cycles,
             "states_enabled": states,

@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt import STARTED, __version__
-from exo_rt.bus import cia402 as c
-from exo_rt.bus.drives import Drives
+from exo_rt.bus import protocols
 from exo_rt.config import transmission_rows
 from exo_rt.control import estimate, laws, trajectory
 from exo_rt.dynamics import Dynamics
@@ -127,7 +126,8 @@ class Controller:
         if self.bus_set.process is not None:
             self.setup_lines.append(f"simulation process {self.bus_set.process.pid}: "
                                     f"{self.bus_set.process.placement}")
-        self.drives = [Drives(bus, b, self.robot)
+        # each bus's host side from its protocol's registry entry (exo_rt.bus.protocols)
+        self.drives = [protocols.get(b.protocol).host_class()(bus, b, self.robot, period=self.dt)
                        for bus, b in zip(self.bus_set.buses, self.top.buses, strict=True)]
 
     def close_buses(self) -> None:
@@ -417,7 +417,7 @@ class Controller:
             self._fault(k, int(s[cy.S_CAUSE]), int(s[cy.S_JOINT]))
         if self.state == SAFE and s[cy.S_DISABLE]:
             for d in self.drives:
-                d.controlword[:] = c.CW_DISABLE_VOLTAGE
+                d.request_disable()
         self._write()
         b = self.board
         if b is not None:
@@ -469,7 +469,7 @@ class Controller:
             self._go(STOPPING, k + 1)  # holds the last reference
         elif self.state == STOPPING and (k + 1 - self.k0[STOPPING]) * self.dt >= self.top.stop_s:
             for d in self.drives:
-                d.controlword[:] = c.CW_DISABLE_VOLTAGE
+                d.request_disable()
             self.cur[:] = 0.0
             self._write()
             self._go(SHUTDOWN, k + 1)
@@ -494,7 +494,7 @@ class Controller:
         """ctrl-C: the safe stop (zero current, the drives hold by friction, then disabled)."""
         if self.state not in (SAFE, SHUTDOWN):
             for d in self.drives:
-                d.controlword[:] = c.CW_DISABLE_VOLTAGE
+                d.request_disable()
                 d.send_rpdos(np.zeros(d.n))
                 d.send_sync()
             self.state = SHUTDOWN

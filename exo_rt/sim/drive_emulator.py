@@ -680,6 +680,24 @@ class EmulatedDrive:
             self._last_tx = data
         return self._tx_cob, data
 
+    # ------------------------------------------------------------------ the simulated bus's
+    # interface for every family's emulated drive (exo_rt.bus.protocols.base.EmulatedDevice)
+    plant = staticmethod(lambda: (0.0, 0.0, 0.0))  # the world's (rotor, speed, current)
+
+    @classmethod
+    def from_config(cls, drive, bus, period: float) -> EmulatedDrive:
+        """The drive of the bus file's ``drive`` on ``bus``, SYNCs ``period`` s apart."""
+        return cls(drive.node, drive.scale, profile=drive.profile, sync_period=period)
+
+    def sync_frames(self, rotor: float, current: float) -> list[tuple[int, bytes]]:
+        """Its TPDO after the SYNC's physics step (none where its mapping says so)."""
+        frame = self.tpdo(rotor, current)
+        return [] if frame is None else [frame]
+
+    def inject_fault(self) -> list[tuple[int, bytes]]:
+        """An injected over-current: FAULT, and its EMCY."""
+        return [self.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT)]
+
     def fault(self, code: int, register: int) -> tuple[int, bytes]:
         """Enter FAULT (power stage off) and return the EMCY frame."""
         self.state = c.FAULT
@@ -711,59 +729,3 @@ def _var(od, index: int, sub: int):
     return variable(od, index, sub)
 
 
-@dataclass
-class EmulatedMitMotor:
-    """An MIT-mode actuator (mini-cheetah / CubeMars AK firmware), frame for frame.
-
-    ``FF…FC`` enters motor mode, ``FF…FD`` exits, ``FF…FE`` zeroes the position. A command
-    latches (p_des, v_des, kp, kd, t_ff); the firmware's law τ = kp(p_des − p) + kd(v_des − v)
-    + t_ff is evaluated at each physics period (the real firmware runs it at tens of kHz) and
-    turned into a current for the plant. Every command is answered at once with the state
-    [id, p, v, τ] (8 bytes, AK style, error byte 0).
-    """
-
-    node: int
-    scale: DriveScale
-    ranges: object  # exo_rt.bus.mit.MitRanges
-    enabled: bool = False
-    zero: float = 0.0
-    command: tuple = (0.0, 0.0, 0.0, 0.0, 0.0)
-    heartbeat_ms: int = 0
-    nmt_state: int = 0
-    state: str = "MIT"
-
-    @property
-    def power_on(self) -> bool:
-        return self.enabled
-
-    def handle(self, arb_id: int, data: bytes, rotor: float = 0.0, omega: float = 0.0,
-               current: float = 0.0) -> list[tuple[int, bytes]]:
-        from exo_rt.bus import mit
-
-        if arb_id != self.node:
-            return []
-        if data == mit.ENTER:
-            self.enabled = True
-        elif data == mit.EXIT:
-            self.enabled = False
-            self.command = (0.0, 0.0, 0.0, 0.0, 0.0)
-        elif data == mit.ZERO:
-            self.zero = rotor
-        else:
-            cmd = mit.unpack_command(data, self.ranges)
-            if cmd is None:
-                return []
-            self.command = cmd
-        torque = current * self.scale.torque_constant
-        span = 2.0 * self.ranges.p_max  # the firmware's position wraps at ±p_max
-        p = (rotor - self.zero + self.ranges.p_max) % span - self.ranges.p_max
-        return [(0x000, mit.pack_reply(self.node, p, omega, torque, self.ranges))]
-
-    def current_for(self, rotor: float, omega: float) -> float:
-        """The firmware's law at the plant's state → current command (A)."""
-        if not self.enabled:
-            return 0.0
-        p_des, v_des, kp, kd, t_ff = self.command
-        tau = kp * (p_des - (rotor - self.zero)) + kd * (v_des - omega) + t_ff
-        i = tau / self.scale.torque_constant
-        return max(-self.scale.peak_current, min(self.scale.peak_current, i))

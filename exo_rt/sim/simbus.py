@@ -26,17 +26,17 @@ import numpy as np
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import fixture as fx
+from exo_rt.bus import protocols
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.drive_emulator import EmulatedDrive, EmulatedMitMotor
 from exo_rt.sim.plant import S_ON, T_JOINT, T_ROTOR, Plant
 
 
 @dataclass
 class _Endpoint:
     config: BusConfig
-    drives: list[tuple[EmulatedDrive, int]]  # (drive, transmission index)
+    drives: list[tuple[object, int]]  # (emulated drive of the bus's family, transmission)
     fixture: int = 0  # the clamp mask of the rig's fixture node (bit k: k-th drive's output)
     rx: collections.deque = field(default_factory=collections.deque)
     synced: bool = False
@@ -63,13 +63,14 @@ class SimWorld:
         self.cycle = 0
         self.endpoints: dict[str, _Endpoint] = {}
         joint_to_tr = {tr.joint: n for n, tr in enumerate(robot.transmissions)}
-        for bus in buses:
-            if bus.protocol == "mit":
-                drives = [(EmulatedMitMotor(d.node, d.scale, bus.mit_ranges), joint_to_tr[d.joint])
-                          for d in bus.drives]
-            else:
-                drives = [(EmulatedDrive(d.node, d.scale, profile=d.profile, sync_period=dt),
-                           joint_to_tr[d.joint]) for d in bus.drives]
+        for bus in buses:  # each bus's family gives its emulated drive (the registry)
+            emulated = protocols.get(bus.protocol).emulator_class()
+            drives = []
+            for d in bus.drives:
+                drive = emulated.from_config(d, bus, dt)
+                t = joint_to_tr[d.joint]
+                drive.plant = lambda t=t: self._rotor(t)  # its motor's state, when it asks
+                drives.append((drive, t))
             self.endpoints[bus.channel] = _Endpoint(bus, drives)
         self.cmd = np.zeros(len(robot.transmissions))
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
@@ -113,10 +114,11 @@ class SimWorld:
             drive = next(d for d, _t in ep.drives if d.node == node)
             drive.saturation = (self.cycle + cycles, 0.2 * drive.scale.peak_current)
             return
-        if kind == "fault":
+        if kind == "fault":  # the family's own fault state (CiA 402: FAULT and an EMCY)
             ep = self.endpoints[channel]
             drive = next(d for d, _t in ep.drives if d.node == node)
-            self._queue(ep, *drive.fault(c.EMCY_OVERCURRENT, c.ERRREG_CURRENT))
+            for frame in drive.inject_fault():
+                self._queue(ep, *frame)
             return
         if kind == "bus_off":  # what socketcan hands the host: an error frame, bus-off class
             self.endpoints[channel].rx.append(can.Message(
@@ -160,8 +162,9 @@ class SimWorld:
         if msg.is_error_frame or msg.is_remote_frame or "bus_off" in self._active(channel, None):
             return
         data = bytes(msg.data)
-        if msg.arbitration_id == c.SYNC or c.RPDO1 <= msg.arbitration_id < c.RPDO1 + 0x80:
-            ep.bits += frame_bits(len(data))  # the cyclic traffic shares the period's bits
+        arb = msg.arbitration_id
+        if arb and not c.SDO_RX <= arb < c.SDO_RX + 0x80:  # bring-up's SDO and NMT aside,
+            ep.bits += frame_bits(len(data))  # the host's traffic shares the period's bits
         if msg.arbitration_id == c.SYNC:
             with self._lock:
                 if self.realtime:  # the physics thread keeps time; SYNC applies and answers
@@ -179,12 +182,8 @@ class SimWorld:
             self._clamp(ep, fx.decode_command(data))
             return
         with self._lock:
-            for drive, t in ep.drives:
-                if isinstance(drive, EmulatedMitMotor):
-                    replies = drive.handle(msg.arbitration_id, data, *self._rotor(t))
-                else:
-                    replies = drive.handle(msg.arbitration_id, data)
-                for arb, payload in replies:
+            for drive, _t in ep.drives:
+                for arb, payload in drive.handle(msg.arbitration_id, data):
                     self._queue(ep, arb, payload)
 
     def _clamp(self, ep: _Endpoint, mask: int | None) -> None:
@@ -214,13 +213,10 @@ class SimWorld:
     def _apply(self, ep: _Endpoint) -> None:
         """The drives' latched commands become the plant's current commands."""
         for drive, t in ep.drives:
-            if isinstance(drive, EmulatedMitMotor):
-                self.cmd[t] = drive.current_for(*self._rotor(t)[:2])
-            else:
-                self.cmd[t] = drive.on_sync()
-                until, limit = drive.saturation
-                if self.cycle < until:
-                    self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
+            self.cmd[t] = drive.on_sync()
+            until, limit = drive.saturation
+            if self.cycle < until:
+                self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
             self.plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
 
     def _physics(self) -> None:
@@ -230,12 +226,11 @@ class SimWorld:
         plant = self.plant
         for ep in self.endpoints.values():  # each drive's own clock, SYNCs or not: its
             for drive, t in ep.drives:  # heartbeat and SYNC watchdogs, its quick stop ramp
-                if isinstance(drive, EmulatedDrive):
-                    for frame in drive.tick(self.t):
-                        self._queue(ep, *frame)
-                    if not drive.enabled:  # stopped (by itself, or told) since its SYNC
-                        self.cmd[t] = drive.current_command()
-                        plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
+                for frame in drive.tick(self.t):
+                    self._queue(ep, *frame)
+                if not drive.enabled:  # stopped (by itself, or told) since its SYNC
+                    self.cmd[t] = drive.current_command()
+                    plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
             plant.state[S_ON, : len(self.cmd)] = 0.0
@@ -255,8 +250,8 @@ class SimWorld:
                 ep.rx.append(msg)  # stamped when it was due: a late frame is an old one
         for drive, t in ep.drives:
             faults = self._active(ep.config.channel, drive.node)
-            if "bus_off" in faults or isinstance(drive, EmulatedMitMotor):
-                continue  # MIT motors answer each command, not the SYNC
+            if "bus_off" in faults:
+                continue
             rotor = plant.state[0, int(plant.tp[t, T_ROTOR])]
             if self.encoder_noise > 0.0:  # counts, Gaussian, seeded: runs stay reproducible
                 rotor += self._rng.normal(0.0, self.encoder_noise) * 2 * math.pi / (
@@ -266,8 +261,9 @@ class SimWorld:
             current = plant.currents[t]
             if "overcurrent" in faults:  # a shorted phase: the drive measures 1.6 × its peak
                 current = 1.6 * drive.scale.peak_current
-            frame = drive.tpdo(rotor, current)
-            if frame is not None and "drop" not in faults:
+            for frame in drive.sync_frames(rotor, current):  # TPDO, or this period's replies
+                if "drop" in faults:
+                    continue
                 if "corrupt" in faults:
                     frame = (frame[0], frame[1][:5])  # a truncated frame
                 ep.bits += frame_bits(len(frame[1]))

@@ -37,6 +37,7 @@ DEFAULT = "cia402"
 BUILTIN = {
     "cia402": "exo_rt.bus.protocols.cia402:CiA402",
     "mit": "exo_rt.bus.protocols.mit:Mit",
+    "rmdx": "exo_rt.bus.protocols.rmdx:RmdX",
 }
 
 
