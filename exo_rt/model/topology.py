@@ -280,9 +280,10 @@ def build_mechanism(
     :class:`~exo_rt.errors.ModelWarning` in ``Mechanism.warnings`` (after the loader's own
     ``warnings``); the links fixed to the base are not checked (their inertia never enters
     the dynamics). ``strict`` turns the first warning into a ModelError.
-    """
-    from exo_rt.model.mechanism import Mechanism  # local: mechanism imports this module
 
+    Four stages: :func:`validate` (values and topology), :func:`lump` (fixed joints),
+    :func:`order` (parents first) and :func:`pack` (the arrays); loops close the result.
+    """
     here = source_where or Where(source)
     found = list(warnings)
     gravity = np.asarray(gravity, dtype=float)
@@ -290,6 +291,35 @@ def build_mechanism(
         raise ModelError("gravity must be 3 finite numbers (m/s²)", Where(here.file, here.line,
                          "gravity"), "e.g. gravity: [0, 0, -9.81]")
 
+    tree = validate(links, joints, base, here)
+    owner, inert = lump(tree, found, strict)
+    body_order = order(tree, owner)
+    mech = pack(name, source, tree, owner, inert, body_order, gravity, here, transmissions,
+                transmission_where, links, found)
+    if not loops:
+        return mech
+    index = {b: i for i, b in enumerate(body_order)}
+    return _close(mech, loops, owner, index, tree.links, here, tuple(independent_q), initial)
+
+
+@dataclass
+class Tree:
+    """A checked tree: links by name, each link's parent joint, the base, the movable joints
+    (file order) and the independent ones (the order of q)."""
+
+    links: dict[str, LinkSpec]
+    joints: list[JointSpec]
+    parent_joint: dict[str, JointSpec]
+    base: str
+    movable: list[JointSpec]
+    independent: list[str]
+
+
+def validate(links: list[LinkSpec], joints: list[JointSpec], base: str | None,
+             here: Where) -> Tree:
+    """Every check of the links' and joints' own values and of the topology: unique names,
+    known parents and children, one tree on one base (no cycle), mimics of independent
+    movable joints, at least one movable joint."""
     link_by_name: dict[str, LinkSpec] = {}
     for link in links:
         if link.name in link_by_name:
@@ -401,6 +431,15 @@ def build_mechanism(
     if not independent:
         raise ModelError("the mechanism has no movable joint", here,
                          "add a revolute, continuous or prismatic joint")
+    return Tree(link_by_name, list(joints), parent_joint, base, movable, independent)
+
+
+def lump(tree: Tree, found: list, strict: bool) -> tuple[dict, dict]:
+    """Fixed joints merge each child into its parent: link → (body, rotation and position of
+    the link in the body's frame), and body → [mass, COM, inertia about the COM] lumped
+    (parallel-axis theorem). The moving links' inertias are checked for plausibility into
+    ``found`` (``strict``: the first is an error)."""
+    link_by_name, joints, base = tree.links, tree.joints, tree.base
 
     # --- lump fixed joints: each link maps to (body link, transform link→body)
     children: dict[str, list[JointSpec]] = {n: [] for n in link_by_name}
@@ -437,8 +476,13 @@ def build_mechanism(
         with np.errstate(over="ignore", invalid="ignore"):  # absurd values: caught as non-finite
             inert[body] = list(lump_inertia(m0, c0, i0, float(lk.mass), c, inertia))
 
+    return owner, inert
+
+
+def order(tree: Tree, owner: dict) -> list[str]:
+    """The bodies, base first, each after its parent (movable joints in file order)."""
+    base, movable = tree.base, tree.movable
     # --- bodies: base first, then movable joints' children in an order where parents precede
-    joint_of_body = {j.child: j for j in movable}
     body_order = [base]
     placed = {base}
     pending = [j for j in movable]
@@ -452,6 +496,17 @@ def build_mechanism(
             else:
                 rest.append(j)
         pending = rest
+    return body_order
+
+
+def pack(name: str, source: str, tree: Tree, owner: dict, inert: dict, body_order: list[str],
+         gravity: np.ndarray, here: Where, transmissions: tuple, transmission_where: tuple,
+         links: list[LinkSpec], found: list):
+    """The :class:`~exo_rt.model.mechanism.Mechanism` arrays of the ordered, lumped bodies."""
+    from exo_rt.model.mechanism import Mechanism  # local: mechanism imports this module
+
+    movable, independent = tree.movable, tree.independent
+    joint_of_body = {j.child: j for j in movable}
     nb = len(body_order)
     index = {b: i for i, b in enumerate(body_order)}
 
@@ -521,9 +576,7 @@ def build_mechanism(
         ),
         warnings=tuple(found),
     )
-    if not loops:
-        return mech
-    return _close(mech, loops, owner, index, link_by_name, here, tuple(independent_q), initial)
+    return mech
 
 
 def _check_transmissions(transmissions, wheres, movable, independent, here):
