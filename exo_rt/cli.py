@@ -20,6 +20,8 @@ def _setup_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a robot .yaml or .urdf file")
     p.add_argument("--buses", metavar="FILE", help="a bus file: check it and print the bus load")
     p.add_argument("--rate", type=float, default=1000.0, help="control rate (Hz) for the load")
+    p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
+                   help="with --buses: what `exo-rt run --bus` would open (repeatable)")
     p.add_argument("--strict", action="store_true",
                    help="refuse the model's warnings (implausible inertias, floating joints)")
 
@@ -42,10 +44,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.buses:
         from exo_rt.bus.config import load_buses
 
-        for bus in load_buses(args.buses, mech, args.rate):
+        from exo_rt.runtime.buses import describe, resolve_specs
+
+        buses = load_buses(args.buses, mech, args.rate)
+        for bus in buses:
             nodes = ", ".join(f"{d.joint}@{d.node}" for d in bus.drives)
-            print(f"  bus {bus.name}: {bus.interface} {bus.bitrate / 1e6:g} Mbit/s, {nodes}; "
-                  f"load {100 * bus.load(args.rate):.0f} % at {args.rate:g} Hz")
+            print(f"  bus {bus.name}: {bus.protocol}, {bus.interface} {bus.bitrate / 1e6:g} "
+                  f"Mbit/s, {nodes}; load {100 * bus.load(args.rate):.0f} % at {args.rate:g} Hz")
+        for line in describe(buses, resolve_specs(buses, args.bus)):
+            print(f"  opens {line}")
     if mech.warnings:
         print(f"{len(mech.warnings)} warning{'s' if len(mech.warnings) > 1 else ''} "
               "(loaded as written; --strict refuses them):")
@@ -189,10 +196,12 @@ def cmd_drives(args: argparse.Namespace) -> int:
 def _setup_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="FILE",
                    help="top config (default configs/exo_leg.yaml)")
-    p.add_argument("--bus", default="sim", metavar="SPEC",
-                   help="sim (lockstep, default) | sim-realtime (the simulation in its own "
+    p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
+                   help="sim (lockstep) | sim-realtime (the simulation in its own "
                         "process, same as sim with --realtime) | INTERFACE:CHANNEL[@BITRATE] "
-                        "(socketcan:can0, udp_multicast:239.74.0.1 …)")
+                        "(socketcan:can0, udp_multicast:239.74.0.1 …) for every bus; "
+                        "NAME=SPEC for bus NAME (repeatable). Default: each bus from its bus "
+                        "file (interface, channel, bitrate), sim where none names one")
     p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="RUN time (s)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>)")
@@ -234,7 +243,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
         print(f"model warning: {w}", file=sys.stderr)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
-    bus = "sim-realtime" if args.realtime and args.bus == "sim" else args.bus
+    from exo_rt.runtime.buses import resolve_specs
+
+    bus = resolve_specs(top.buses, args.bus)
+    bus = "sim-realtime" if args.realtime and bus == "sim" else bus
     if args.live is not None:  # a bad or open address: refused before anything starts
         from exo_rt.record.telemetry import parse_live, remote_warning
 
@@ -374,8 +386,10 @@ def _setup_bench_test(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("name", choices=tuple(PROCEDURES), help="the procedure (docs/bench.md)")
     p.add_argument("--config", default=None, metavar="FILE", help="top config")
-    p.add_argument("--bus", default="sim", metavar="SPEC",
-                   help="sim (default) or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5)")
+    p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
+                   help="sim, or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5) for every "
+                        "bus, NAME=SPEC for one (repeatable); default: each bus from its bus "
+                        "file, sim where none names an interface")
     p.add_argument("--joint", help="only this joint (per-joint procedures)")
     p.add_argument("--pose", type=float, nargs="*", default=None,
                    help="simulated bus: the leg's initial joint angles (rad)")
@@ -420,13 +434,16 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     top = load_top(config)
     for line in checklist(args.name, top, args.joint):
         print(line)
-    simulated = args.bus.startswith("sim")
+    from exo_rt.runtime.buses import resolve_specs
+
+    bus = resolve_specs(top.buses, args.bus)
+    simulated = bus in ("sim", "sim-realtime")
     interactive = sys.stdin.isatty()
     if not args.yes and not simulated and interactive:
         if input("Proceed? [y/N] ").strip().lower() != "y":
             print("aborted before starting")
             return 1
-    ctl = Controller(top, args.bus, board=None, start_pose=args.pose)
+    ctl = Controller(top, bus, board=None, start_pose=args.pose)
     fixture = _fixture(args.fixture or ("can" if simulated else "operator"), ctl.drives)
     timeout = None if simulated else (0.7 * ctl.dt if args.reply_timeout is None
                                       else args.reply_timeout * 1e-3)

@@ -31,6 +31,7 @@ from exo_rt.sim.plant import S_ON, Plant
 
 MODES = ("plant", "controller", "closed-loop")
 F_NOT_ENABLED = 16
+SYNC = 0x080  # the cycle's tick on every family's bus (CiA 402's SYNC)
 
 
 def load_run(run_dir: Path):
@@ -241,19 +242,23 @@ def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None)
 
 def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
     """Plant-mode replay of a bare CAN log (``.blf``/``.asc``/``.log``, from any tool) with a top
-    config naming the bus mapping: per SYNC, the RPDO torques are the commands and the next
-    TPDOs the measurements."""
+    config naming the bus mapping: per SYNC, the commands each bus's family decodes (CiA 402:
+    the RPDO torques) and the next measurements (its TPDOs, or the replies). Each family reads
+    its own frames (:meth:`exo_rt.bus.protocols.Protocol.log_decoder`)."""
     import can
 
-    from exo_rt.bus import cia402 as c
+    from exo_rt.bus import protocols
 
     top = load_top(config)
     robot = top.robot
-    nodes = {}  # (channel, node) → (joint index, scale); channel None matches any
+    decoders = []
     for b in top.buses:
-        for d in b.drives:
-            nodes[d.node] = (robot.joint_names.index(d.joint), d.scale)
-    tr = {t.joint: t for t in robot.transmissions}
+        dec = protocols.get(b.protocol).log_decoder(b, robot)
+        if dec is None:
+            raise LogError(f"the drive protocol '{b.protocol}' of bus '{b.name}' cannot be "
+                           "read from a bare CAN log", Where(str(config)),
+                           "replay the run folder instead (exo-rt replay RUN_DIR)")
+        decoders.append(dec)
     n = robot.nq
     cmd_now = np.zeros(n)
     on_now = np.zeros(n)
@@ -267,25 +272,15 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
                        "give a .blf, .asc or .log file") from None
     for msg in frames:
         arb, data = msg.arbitration_id, bytes(msg.data)
-        node = arb & 0x7F
-        if arb == c.SYNC:
+        if arb == SYNC and not data:
             if np.isfinite(meas).all():
                 measured.append(meas.copy())
                 commands.append(cmd_now.copy())
                 powered.append(on_now.copy())
             meas[:] = np.nan
-        elif node in nodes and arb & 0x780 == c.RPDO1:
-            d = c.decode_rpdo1(data)
-            j, sc = nodes[node]
-            if d is not None:
-                cmd_now[j] = d[1] / 1000.0 * sc.rated_torque / sc.torque_constant
-        elif node in nodes and arb & 0x780 == c.TPDO1:
-            d = c.decode_tpdo1(data)
-            j, sc = nodes[node]
-            if d is not None:
-                k = tr[robot.joint_names[j]].multiplier
-                meas[j] = d[1] * 2 * np.pi / sc.counts_per_rev / k
-                on_now[j] = c.state_of(d[0]) == c.OPERATION_ENABLED  # its power stage
+            continue
+        for dec in decoders:
+            dec.frame(arb, data, cmd_now, meas, on_now)
     if len(measured) < 2:
         raise LogError("the CAN log holds fewer than 2 control cycles of this robot's drives",
                        Where(str(log_path)), "check the bus file's node ids against the log")

@@ -1,9 +1,12 @@
 """A robot's buses, as the controller opens them: the simulated exoskeleton (``sim``,
-``sim-realtime``: :mod:`exo_rt.sim.launch`) or a python-can interface for every bus
-(``INTERFACE:CHANNEL[@BITRATE]``). Either gives the same small interface: ``buses`` (python-can
-buses in the top config's order), ``lockstep``, ``clock``, ``board_path()`` (the embedded
-board's link when it is emulated), ``board_command(line)``, ``tick()``, ``close()``; the
-simulated one also ``inject(...)`` and ``due(k)``.
+``sim-realtime``: :mod:`exo_rt.sim.launch`) or a python-can interface per bus
+(``INTERFACE:CHANNEL[@BITRATE]``: each bus's own from its bus file — ``interface``, ``channel``,
+``bitrate``, ``can_options`` —, or from the command line, ``--bus SPEC`` for every bus and
+``--bus NAME=SPEC`` for one: :func:`resolve_specs`). Either gives the same small interface:
+``buses`` (python-can buses in the top config's order), ``specs`` (what each opened),
+``lockstep``, ``clock``, ``board_path()`` (the embedded board's link when it is emulated),
+``board_command(line)``, ``tick()``, ``close()``; the simulated one also ``inject(...)`` and
+``due(k)``.
 """
 
 from __future__ import annotations
@@ -12,12 +15,98 @@ import time
 
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.model.parsing import did_you_mean
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.processes import Helper
 from exo_rt.sim.launch import HARDWARE_NICE
 
+SIM_INTERFACE = "exo_sim"  # a bus file's default interface: the simulated exoskeleton
+# interfaces that take the bit rate from the system (ip link, the network), not from python-can
+NO_BITRATE = ("socketcan", "udp_multicast", "virtual", SIM_INTERFACE)
 
-def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: int,
+
+def parse_spec(spec: str) -> tuple[str, str, int | None]:
+    """``INTERFACE:CHANNEL[@BITRATE]`` → (interface, channel, bit rate or None)."""
+    interface, _, rest = spec.partition(":")
+    channel, _, bitrate = rest.partition("@")
+    try:
+        rate = int(bitrate) if bitrate else None
+    except ValueError:
+        rate = -1
+    if not interface or not channel or rate is not None and rate <= 0:
+        raise ConfigError(f"cannot read the bus spec '{spec}'", None,
+                          "write INTERFACE:CHANNEL[@BITRATE], e.g. socketcan:can0 or "
+                          "pcan:PCAN_USBBUS1@1000000 (docs/cli.md)")
+    return interface, channel, rate
+
+
+def resolve_specs(buses, values: list[str] | tuple[str, ...] | None):
+    """What each of ``buses`` (a robot's BusConfigs) opens: ``sim``/``sim-realtime`` (the
+    simulated exoskeleton), or
+    {bus name: ``INTERFACE:CHANNEL[@BITRATE]``}. ``values`` are the command line's ``--bus``:
+    none — every bus from its bus file, or ``sim`` where no bus file names an interface; one
+    plain ``SPEC`` — every bus; ``NAME=SPEC`` (repeatable) — that bus, the others from the
+    plain spec or their bus file."""
+    from exo_rt.sim.launch import SIM_SPECS
+
+    values = list(values or [])
+    plain = [v for v in values if "=" not in v]
+    named = {}
+    names = [b.name for b in buses]
+    for v in values:
+        if "=" in v:
+            name, _, spec = v.partition("=")
+            if name not in names:
+                raise ConfigError(f"--bus {v}: the robot has no bus '{name}'", None,
+                                  did_you_mean(name, names) or f"its buses: {', '.join(names)}")
+            if name in named:
+                raise ConfigError(f"--bus {name}=… is given twice", None, "give each bus once")
+            parse_spec(spec)
+            named[name] = spec
+    if len(plain) > 1:
+        raise ConfigError(f"--bus is given {len(plain)} times without a bus name", None,
+                          "give one SPEC for every bus, or NAME=SPEC per bus (docs/cli.md)")
+    default = plain[0] if plain else None
+    if default in SIM_SPECS:
+        if named:
+            raise ConfigError(f"--bus {default} cannot be mixed with NAME=SPEC", None,
+                              "the simulated exoskeleton serves every bus; drop one of them")
+        return default
+    if default is None and not named and all(
+            not b.interface_given or b.interface == SIM_INTERFACE for b in buses):
+        return "sim"
+    out = {}
+    for b in buses:
+        spec = named.get(b.name) or default
+        if spec is None:
+            if not b.interface_given or b.interface == SIM_INTERFACE:
+                raise ConfigError(
+                    f"bus '{b.name}' has no interface in its bus file and none was given",
+                    None, f"give --bus {b.name}=INTERFACE:CHANNEL, or interface/channel in "
+                          "the bus file (docs/bus.md)")
+            spec = b.spec
+        parse_spec(spec)
+        out[b.name] = spec
+    return out
+
+
+def describe(buses, specs) -> list[str]:
+    """One line per bus (a robot's BusConfigs): what it opens (``exo-rt check --buses``)."""
+    lines = []
+    for b in buses:
+        if isinstance(specs, str):
+            what = f"the simulated exoskeleton ({specs}), channel '{b.channel}'"
+        else:
+            interface, channel, rate = parse_spec(specs[b.name])
+            rate = rate or (None if interface in NO_BITRATE else b.bitrate)
+            extra = ", ".join(f"{k}={v!r}" for k, v in b.can_options)
+            what = (f"python-can interface={interface} channel={channel}"
+                    + (f" bitrate={rate}" if rate else "") + (f", {extra}" if extra else ""))
+        lines.append(f"bus {b.name} ({b.protocol}, {len(b.drives)} drives): {what}")
+    return lines
+
+
+def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
                plant: Mechanism | None, cpus: set[int], rt_setup: bool = True):
     """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.
     With the real-time set-up, a simulation in its own process runs SCHED_FIFO below the
@@ -32,7 +121,8 @@ def open_buses(top: TopConfig, spec: str, *, realtime: bool, start_pose, seed: i
 
 
 class HardwareBuses:
-    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]``; an
+    """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]`` — one
+    spec for all (a string) or each bus its own ({name: spec}, :func:`resolve_specs`); an
     emulated board, if asked for, in its own process (``python -m firmware_bridge.emulator``)."""
 
     lockstep = False
@@ -41,27 +131,28 @@ class HardwareBuses:
     clock = staticmethod(time.monotonic)
     pending: list = []
 
-    def __init__(self, top: TopConfig, spec: str, cpus: set[int] | None = None) -> None:
+    def __init__(self, top: TopConfig, spec, cpus: set[int] | None = None) -> None:
         import can
 
         self.board_process = None
         self._cpus = cpus
-        interface, _, rest = spec.partition(":")
-        channel, _, bitrate = rest.partition("@")
-        if not interface or not channel:
-            raise ConfigError(f"cannot read the bus spec '{spec}'", None,
-                              "write INTERFACE:CHANNEL[@BITRATE], e.g. socketcan:can0")
+        specs = {b.name: spec for b in top.buses} if isinstance(spec, str) else dict(spec)
         self.buses, self.specs = [], []
-        for _ in top.buses:
+        for b in top.buses:
+            interface, channel, bitrate = parse_spec(specs[b.name])
+            kw = dict(b.can_options)
+            if bitrate is None and interface not in NO_BITRATE:
+                bitrate = b.bitrate  # the bus file's
+            if bitrate is not None:
+                kw["bitrate"] = bitrate
+            if interface == "slcan":
+                kw.setdefault("sleep_after_open", 0)
             try:
-                kw = {"bitrate": int(bitrate)} if bitrate else {}
-                if interface == "slcan":
-                    kw["sleep_after_open"] = 0
                 self.buses.append(can.Bus(interface=interface, channel=channel, **kw))
-                self.specs.append(spec)
-            except (can.CanError, OSError, ValueError, ImportError) as exc:
+                self.specs.append(specs[b.name])
+            except (can.CanError, OSError, ValueError, TypeError, ImportError) as exc:
                 self.close()
-                raise BusError(f"cannot open bus '{spec}' ({exc})", None,
+                raise BusError(f"cannot open bus '{b.name}' on '{specs[b.name]}' ({exc})", None,
                                "check the interface name, the channel and that the adapter is "
                                "connected (see docs/deploy.md)") from None
 

@@ -74,7 +74,8 @@ class RunResult:
 class Controller:
     """One run of the exoskeleton controller on a robot's buses (real or simulated)."""
 
-    def __init__(self, top: TopConfig, bus_spec: str = "sim", *, realtime: bool = False,
+    def __init__(self, top: TopConfig, bus_spec: str | dict[str, str] = "sim", *,
+                 realtime: bool = False,
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
                  status=None, rt_setup: bool = True, board: str | None = "emulator",
                  plant: Mechanism | None = None, history: bool | None = None,
@@ -105,7 +106,7 @@ class Controller:
             if wall and rt_setup else None
         self.helper_cpus = other_cpus(self.rt_cpu)
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
-        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in bus_spec else ("controller",))
+        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in str(bus_spec) else ("controller",))
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
         if injections and not hasattr(self.bus_set, "inject"):

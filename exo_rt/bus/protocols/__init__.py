@@ -80,6 +80,12 @@ class Protocol:
         """Payload sizes (bytes) of the frames one control cycle puts on the bus."""
         return [0] * self.has_sync + [8, 8] * len(config.drives)
 
+    def log_decoder(self, config, mech):
+        """A reader of this family's frames in a bare CAN log (replay), or None: an object
+        with ``frame(arb, data, cmd, meas, on)`` that writes, per joint index, the commanded
+        current (A), the measured joint angle (rad) and whether the power stage is on."""
+        return None
+
 
 _registry: dict[str, Protocol] | None = None
 

@@ -41,3 +41,33 @@ class CiA402(Protocol):
             p = d.profile or pdo.DEFAULT_PROFILE
             out += [p.rpdo_bytes, p.tpdo_bytes]
         return out
+
+    def log_decoder(self, config, mech):
+        return Cia402LogDecoder(config, mech)
+
+
+class Cia402LogDecoder:
+    """RPDO1 torques as the commands, TPDO1 positions as the measurements, the statusword's
+    OPERATION ENABLED as the power stage (the default mapping's layouts)."""
+
+    def __init__(self, config, mech) -> None:
+        tr = {t.joint: t for t in mech.transmissions}
+        self.nodes = {d.node: (mech.joint_names.index(d.joint), d.scale,
+                               tr[d.joint].multiplier) for d in config.drives}
+
+    def frame(self, arb: int, data: bytes, cmd, meas, on) -> None:
+        from exo_rt.bus import cia402 as c
+
+        node = arb & 0x7F
+        if node not in self.nodes:
+            return
+        j, sc, mult = self.nodes[node]
+        if arb & 0x780 == c.RPDO1:
+            d = c.decode_rpdo1(data)
+            if d is not None:
+                cmd[j] = d[1] / 1000.0 * sc.rated_torque / sc.torque_constant
+        elif arb & 0x780 == c.TPDO1:
+            d = c.decode_tpdo1(data)
+            if d is not None:
+                meas[j] = d[1] * 2 * 3.141592653589793 / sc.counts_per_rev / mult
+                on[j] = c.state_of(d[0]) == c.OPERATION_ENABLED

@@ -63,6 +63,48 @@ class Mit(Protocol):
         """The lockstep tick, then per motor an 8-byte command and its 8-byte reply."""
         return [0] + [8, 8] * len(config.drives)
 
+    def log_decoder(self, config, mech):
+        return MitLogDecoder(config, mech)
+
+
+class MitLogDecoder:
+    """Commands' t_ff as the current, replies' unwrapped position from the last zero frame
+    (FF…FE) as the joint angle, ENTER/EXIT as the power stage."""
+
+    def __init__(self, config, mech) -> None:
+        tr = {t.joint: t for t in mech.transmissions}
+        self.ranges = config.mit_ranges or mit.MitRanges()
+        self.drives = {d.node: (mech.joint_names.index(d.joint), d.scale.torque_constant,
+                                tr[d.joint].multiplier,
+                                d.options if isinstance(d.options, float) else 0.0)
+                       for d in config.drives}
+        self.raw = {n: math.nan for n in self.drives}
+        self.turns = dict.fromkeys(self.drives, 0.0)
+
+    def frame(self, arb: int, data: bytes, cmd, meas, on) -> None:
+        if arb in self.drives:
+            j, kt, _, _ = self.drives[arb]
+            if data == mit.ENTER:
+                on[j] = True
+            elif data == mit.EXIT:
+                on[j] = False
+            elif data == mit.ZERO:
+                self.raw[arb], self.turns[arb] = math.nan, 0.0
+            else:
+                c = mit.unpack_command(data, self.ranges)
+                if c is not None:
+                    cmd[j] = c[4] / kt
+        elif arb == REPLY_ID:
+            r = mit.unpack_reply(data, self.ranges)
+            if r is None or r[0] not in self.drives:
+                return
+            j, _, mult, home = self.drives[r[0]]
+            span, raw = 2.0 * self.ranges.p_max, self.raw[r[0]]
+            if raw == raw and abs(r[1] - raw) > 0.5 * span:
+                self.turns[r[0]] -= math.copysign(span, r[1] - raw)
+            self.raw[r[0]] = r[1]
+            meas[j] = home + (r[1] + self.turns[r[0]]) / mult
+
 
 class MitDrives(ReplyDrives):
     """One bus of MIT-mode motors in torque (kp = kd = 0, t_ff = k_M·i): homing at bring-up,

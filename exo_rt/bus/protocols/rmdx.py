@@ -180,6 +180,47 @@ class RmdX(Protocol):
         poll = [8, 8] if config.options is None or config.options.status_poll else []
         return [0] + [8, 8] * len(config.drives) + poll
 
+    def log_decoder(self, config, mech):
+        return RmdLogDecoder(config, mech)
+
+
+class RmdLogDecoder:
+    """A1h requests as the commands; the replies' angle, unwrapped from bring-up's 92h
+    reading, as the measurements; output on from an A1h until 80h."""
+
+    def __init__(self, config, mech) -> None:
+        tr = {t.joint: t for t in mech.transmissions}
+        self.drives = {d.node: (mech.joint_names.index(d.joint),
+                                math.pi / 180.0 / tr[d.joint].multiplier,
+                                d.options if isinstance(d.options, float) else 0.0)
+                       for d in config.drives}
+        self.base = dict.fromkeys(self.drives, 0)
+        self.last: dict[int, int | None] = dict.fromkeys(self.drives)
+
+    def frame(self, arb: int, data: bytes, cmd, meas, on) -> None:
+        if len(data) != 8:
+            return
+        if REQUEST < arb <= REQUEST + MAX_ID and arb - REQUEST in self.drives:
+            j = self.drives[arb - REQUEST][0]
+            if data[0] == TORQUE:
+                cmd[j] = struct.unpack_from("<h", data, 4)[0] / 100.0
+                on[j] = True
+            elif data[0] == SHUTDOWN:
+                on[j] = False
+        elif REPLY < arb <= REPLY + MAX_ID and arb - REPLY in self.drives:
+            node = arb - REPLY
+            j, rad, zero = self.drives[node]
+            if data[0] == MULTI_TURN:
+                whole = int(math.floor(decode_multi_turn(data) + 0.5))
+                self.base[node], self.last[node] = whole - (whole & 0xFFFF), whole & 0xFFFF
+            elif data[0] in FEEDBACK:
+                angle = decode_feedback(data)[4]
+                last = self.last[node]
+                if last is not None and abs(angle - last) > 32768:
+                    self.base[node] += 65536 if angle < last else -65536
+                self.last[node] = angle
+                meas[j] = zero + (self.base[node] + angle) * rad
+
 
 # ---------------------------------------------------------------------- host side
 class RmdDrives(ReplyDrives):
