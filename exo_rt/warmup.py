@@ -229,6 +229,19 @@ def _controller(c: Context) -> None:
                 d.bus.shutdown()
 
 
+def _board_decode(c: Context) -> None:
+    """The board link's receive path, as BoardLink.poll calls it (a read of n bytes)."""
+    from firmware_bridge import fastdecode as fd
+    from firmware_bridge import protocol as p
+    from firmware_bridge.link import READ_SIZE
+
+    st, partial, other, raw = fd.new_state()
+    frame = np.frombuffer(p.encode(p.Status(False, True, False, 24000), 0), dtype=np.uint8)
+    data = np.zeros(READ_SIZE, dtype=np.uint8)
+    data[: len(frame)] = frame
+    fd.decode_stream(data, len(frame), st, partial, other, raw, 200.0)
+
+
 def _facade(c: Context) -> None:
     """The Dynamics facade: building one prepares its entry points (compiled, or loaded)."""
     from exo_rt.dynamics import Dynamics
@@ -365,6 +378,7 @@ def _register() -> None:
         lambda c: (trajectory.phase_on_heel_strike(np.array([0.0, 1.0, 0.0]), 1.0, 0.5, 2.0,
                                                    0.5),
                    trajectory.phase_from_events(np.array([0.0, 1.0, 0.0]), 0.0)))
+    add("board.decode", "controller", _board_decode)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "dyn.facade", "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",

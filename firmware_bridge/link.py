@@ -2,7 +2,9 @@
 pseudo-terminal, ``loop://``).
 
 :meth:`BoardLink.poll` reads what has arrived without blocking and decodes it — the control
-loop calls it every cycle, so board status enters the cycle deterministically; a reader thread
+loop calls it every cycle, so board status enters the cycle deterministically; one read system
+call into a preallocated buffer and one compiled call (:mod:`firmware_bridge.fastdecode`), no
+Python object per frame; a reader thread
 (:meth:`start`) does the same for standalone use. Heartbeats go out with
 :meth:`send_heartbeat` (rate-limited to ``heartbeat_hz``). The link is lost when no status has
 arrived for ``link_timeout`` s of the link's clock (the simulated clock in lockstep runs).
@@ -18,10 +20,14 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 import serial
 
 from exo_rt.errors import BusError
+from firmware_bridge import fastdecode as fd
 from firmware_bridge import protocol as p
+
+READ_SIZE = 4096  # bytes one poll reads at most (the board sends ~25 bytes a millisecond)
 
 
 @dataclass
@@ -51,19 +57,19 @@ class BoardLink:
         except (AttributeError, OSError, io.UnsupportedOperation):
             self._fd = None  # loop://, sockets …: pyserial's own reads
         self.clock = clock
-        self.decoder = p.FrameDecoder()
         self.heartbeat_period = 1.0 / heartbeat_hz
         self.link_timeout = link_timeout
-        self.contact_N = contact_N
+        self.contact_N = float(contact_N)
         self.seq = 0
-        self.status: p.Status | None = None
         self.status_time = clock()
         self.version: p.FirmwareVersion | None = None
         self.errors: deque = deque(maxlen=64)
         self.heel_strikes: deque = deque(maxlen=64)
-        self._in_contact = False
         self._last_hb = -1e9
-        self.stats = LinkStats()
+        self._sent = 0
+        self._st, self._partial, self._other, self._raw = fd.new_state()
+        self._rbuf = np.zeros(READ_SIZE, dtype=np.uint8)
+        self._rview = memoryview(self._rbuf)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -72,7 +78,7 @@ class BoardLink:
         try:
             self.port.write(p.encode(body, self.seq))
             self.seq = (self.seq + 1) & 0xFF
-            self.stats.sent += 1
+            self._sent += 1
         except (serial.SerialException, OSError):
             pass  # a dead link shows as link loss, not as an exception in the cycle
 
@@ -94,35 +100,61 @@ class BoardLink:
         try:
             if self._fd is not None:  # a posix port: one non-blocking read system call
                 try:
-                    data = os.read(self._fd, 4096)
+                    n = os.readv(self._fd, (self._rview,))
                 except BlockingIOError:
-                    data = b""
+                    n = 0
             else:
                 waiting = self.port.in_waiting
-                data = self.port.read(waiting) if waiting else b""
+                data = self.port.read(min(waiting, READ_SIZE)) if waiting else b""
+                n = len(data)
+                self._rbuf[:n] = np.frombuffer(data, dtype=np.uint8)
         except (serial.SerialException, OSError):
             return
-        if data:
-            for msg in self.decoder.feed(data):
-                self._handle(msg.body)
+        if n:
+            self._feed(n)
 
-    def _handle(self, body) -> None:
-        now = self.clock()
-        if isinstance(body, p.Status):
-            self.status = body
-            self.status_time = now
-            self.stats.status += 1
-        elif isinstance(body, p.Pressure):
-            self.stats.pressure += 1
-            heel = body.newton[0] if body.newton else 0
-            if heel >= self.contact_N and not self._in_contact:
+    def _feed(self, n: int) -> None:
+        """The first n bytes of the read buffer through the compiled decoder."""
+        st = self._st
+        status_n, heel_n = st[fd.D_STATUS_N], st[fd.D_HEEL_N]
+        fd.decode_stream(self._rbuf, n, st, self._partial, self._other, self._raw,
+                         self.contact_N)
+        if st[fd.D_STATUS_N] != status_n or st[fd.D_HEEL_N] != heel_n or st[fd.D_OTHER]:
+            now = self.clock()
+            if st[fd.D_STATUS_N] != status_n:
+                self.status_time = now
+            for _ in range(st[fd.D_HEEL_N] - heel_n):
                 self.heel_strikes.append(now)
-            self._in_contact = heel >= self.contact_N * 0.5 if self._in_contact else (
-                heel >= self.contact_N)
-        elif isinstance(body, p.FirmwareVersion):
-            self.version = body
-        elif isinstance(body, p.Error):
-            self.errors.append((now, body.code))
+            for row in range(st[fd.D_OTHER]):  # the rare kinds: version, error
+                kind, length = int(self._other[row, 0]), int(self._other[row, 2])
+                body = p._body(kind, bytes(self._other[row, 3:3 + length]))
+                if isinstance(body, p.FirmwareVersion):
+                    self.version = body
+                elif isinstance(body, p.Error):
+                    self.errors.append((now, body.code))
+            st[fd.D_OTHER] = 0
+
+    @property
+    def status(self) -> p.Status | None:
+        """The board's latest STATUS (None before the first)."""
+        st = self._st
+        if not st[fd.D_STATUS_N]:
+            return None
+        return p.Status(bool(st[fd.D_ESTOP]), bool(st[fd.D_POWER]), bool(st[fd.D_TRIPPED]),
+                        int(st[fd.D_SUPPLY]))
+
+    @property
+    def stats(self) -> LinkStats:
+        return LinkStats(self._sent, int(self._st[fd.D_STATUS_N]),
+                         int(self._st[fd.D_PRESSURE_N]))
+
+    @property
+    def decoder_stats(self) -> p.DecoderStats:
+        """What the receive path accepted and refused (as ``FrameDecoder.stats``)."""
+        st = self._st
+        return p.DecoderStats(*(int(st[c]) for c in (
+            fd.D_FRAMES, fd.D_CRC, fd.D_BAD_LENGTH, fd.D_UNKNOWN, fd.D_BAD_VERSION,
+            fd.D_OVERSIZE, fd.D_COBS, fd.D_RESYNCS, fd.D_GAPS)))
 
     @property
     def link_lost(self) -> bool:
@@ -130,11 +162,11 @@ class BoardLink:
 
     @property
     def estop(self) -> bool:
-        return self.status is not None and self.status.estop
+        return bool(self._st[fd.D_STATUS_N] and self._st[fd.D_ESTOP])
 
     @property
     def motor_power(self) -> bool:
-        return self.status is not None and self.status.motor_power
+        return bool(self._st[fd.D_STATUS_N] and self._st[fd.D_POWER])
 
     def wait_for_status(self, timeout: float = 1.0, tick=None) -> bool:
         """Wait until the board has reported its state once (True), without asking anything."""

@@ -102,6 +102,62 @@ def test_decoder_never_raises_and_never_returns_a_bad_frame(data):
     assert dec.feed(b"\x00" + frames[4])[-1] == p.Message(7, MESSAGES[4][0])
 
 
+def _reference_state(msgs, contact):
+    """What the compiled receive path must hold after ``msgs`` (protocol.FrameDecoder's)."""
+    status = next((m.body for m in reversed(msgs) if isinstance(m.body, p.Status)), None)
+    pressures = [m.body for m in msgs if isinstance(m.body, p.Pressure)]
+    strikes, inside = 0, False
+    for body in pressures:  # BoardLink's heel-strike rule
+        heel = body.newton[0] if body.newton else 0
+        strikes += heel >= contact and not inside
+        inside = heel >= contact * 0.5 if inside else heel >= contact
+    others = [(m.sequence, m.body) for m in msgs
+              if not isinstance(m.body, (p.Status, p.Pressure))]
+    return status, pressures[-1].newton if pressures else None, strikes, others
+
+
+@settings(max_examples=3000, deadline=None)
+@given(data=st.data())
+def test_compiled_receive_path_is_the_python_decoder(data):
+    """firmware_bridge.fastdecode against protocol.FrameDecoder on the same corrupted streams
+    cut at the same places: the same statistics, the same latest status and pressures, the
+    same heel strikes, the same rare frames."""
+    from firmware_bridge import fastdecode as fd
+
+    bodies = MESSAGES + [(p.Pressure((h,)), 20 + i) for i, h in enumerate((0, 250, 90, 300))]
+    blob = _corrupt(data, [p.encode(b, s) for b, s in bodies])
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(blob)), max_size=3)))
+    dec = p.FrameDecoder()
+    st_, partial, other, raw = fd.new_state()
+    msgs, rare = [], []
+    for a, b in zip([0, *cuts], [*cuts, len(blob)]):
+        msgs += dec.feed(blob[a:b])
+        chunk = np.frombuffer(blob[a:b], dtype=np.uint8).copy()
+        fd.decode_stream(chunk, len(chunk), st_, partial, other, raw, 200.0)
+        for row in range(st_[fd.D_OTHER]):
+            n = int(other[row, 2])
+            rare.append((int(other[row, 1]), p._body(int(other[row, 0]),
+                                                       bytes(other[row, 3:3 + n]))))
+        st_[fd.D_OTHER] = 0
+    ref = dec.stats
+    assert [int(st_[c]) for c in (fd.D_FRAMES, fd.D_CRC, fd.D_BAD_LENGTH, fd.D_UNKNOWN,
+                                  fd.D_BAD_VERSION, fd.D_OVERSIZE, fd.D_COBS, fd.D_RESYNCS,
+                                  fd.D_GAPS)] == [
+        ref.frames, ref.crc_errors, ref.bad_length, ref.unknown_type, ref.bad_version,
+        ref.oversize, ref.cobs_errors, ref.resyncs, ref.gaps]
+    status, newton, strikes, others = _reference_state(msgs, 200.0)
+    if status is None:
+        assert st_[fd.D_STATUS_N] == 0
+    else:
+        assert (bool(st_[fd.D_ESTOP]), bool(st_[fd.D_POWER]), bool(st_[fd.D_TRIPPED]),
+                int(st_[fd.D_SUPPLY])) == (status.estop, status.motor_power,
+                                           status.watchdog_tripped, status.supply_mV)
+    if newton is not None:
+        k = int(st_[fd.D_N_SENSORS])
+        assert tuple(int(x) for x in st_[fd.D_SENSORS:fd.D_SENSORS + k]) == newton
+    assert st_[fd.D_HEEL_N] == strikes and rare == others
+
+
 def test_c_decoder_survives_the_corpus_under_sanitizers(tmp_path):
     exe = _compile(tmp_path, sanitize=True)
     rng = np.random.default_rng(0)

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Board link figures: heartbeat → status round trip over a pseudo-terminal (median, p99) and
-the stream decoder's throughput in Python and in C: ``python tools/bench_board.py``."""
+"""Board link figures: heartbeat → status round trip over a pseudo-terminal (median, p99); one
+control cycle's poll (the board's STATUS and PRESSURE of one millisecond waiting on the pty:
+read + decode) through the compiled receive path and through the Python decoder; and the
+stream decoder's throughput in Python and in C: ``python tools/bench_board.py``."""
 
 from __future__ import annotations
 
@@ -49,6 +51,34 @@ def round_trip(n: int = 2000) -> list[float]:
     return out
 
 
+def cycle_poll(n: int = 5000) -> tuple[float, float]:
+    """Median µs of BoardLink.poll() with one millisecond of the board's frames waiting:
+    (compiled receive path, the Python decoder on the same bytes)."""
+    import os
+
+    emu = BoardEmulator()
+    link = BoardLink(emu.path, heartbeat_hz=1e9)
+    ms = p.encode(p.Status(False, True, False, 24000), 1) + p.encode(p.Pressure((300, 20)), 2)
+    dec = p.FrameDecoder()
+    fast, slow = [], []
+    try:
+        for k in range(n):
+            os.write(emu.master, ms)
+            time.sleep(0)
+            t0 = time.perf_counter()
+            if k % 2:
+                link.poll()
+                fast.append(time.perf_counter() - t0)
+            else:
+                for msg in dec.feed(os.read(link._fd, 4096)):
+                    link.status_time = msg.sequence  # what poll() did with each message
+                slow.append(time.perf_counter() - t0)
+    finally:
+        link.close()
+        emu.close()
+    return 1e6 * statistics.median(fast), 1e6 * statistics.median(slow)
+
+
 def python_throughput(frames: int = 20000) -> float:
     blob = b"".join(p.encode(p.Pressure((10, 20, 30, 40)), k) for k in range(frames))
     dec = p.FrameDecoder()
@@ -72,6 +102,9 @@ def main() -> int:
     rtt = np.array(round_trip())
     print(f"heartbeat → status round trip over a pty: median {statistics.median(rtt):.1f} µs, "
           f"p99 {np.percentile(rtt, 99):.1f} µs")
+    fast, slow = cycle_poll()
+    print(f"one cycle's poll (status + pressure waiting): compiled {fast:.1f} µs, Python "
+          f"decoder {slow:.1f} µs ({slow / fast:.1f}×)")
     print(f"stream decoder, Python: {python_throughput():.1f} MB/s")
     print(f"stream decoder, C (-O2): {c_throughput()}")
     return 0

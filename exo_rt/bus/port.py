@@ -43,6 +43,7 @@ CAN_EFF_MASK = 0x1FFFFFFF
 CAN_FRAME = struct.Struct("=IB3x8s")  # struct can_frame (classic CAN, 16 bytes)
 IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux <linux/in.h>
 SENT_REMEMBERED = 64  # own datagrams recognised when the group loops them back
+SO_ATTACH_FILTER = getattr(socket, "SO_ATTACH_FILTER", 26)  # Linux <asm/socket.h>
 
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -184,12 +185,35 @@ class SocketcanPort(FramePort):
         return self.frame.set(arb, data, timestamp, extended, error, bool(can_id & CAN_RTR_FLAG))
 
 
+def drop_from_port(sock: socket.socket, port: int):
+    """Have the kernel drop every datagram from UDP source ``port`` before ``sock`` sees it:
+    a classic BPF socket filter (on a UDP socket it reads from the UDP header: the source
+    port is the half-word at offset 0). Returns the program's buffer (keep it alive with the
+    socket), or None where the system refuses."""
+    import ctypes
+
+    prog = ((0x28, 0, 0, 0),  # ldh [0]: the source port
+            (0x15, 0, 1, port),  # jeq #port: drop, else accept
+            (0x06, 0, 0, 0),  # ret #0: drop
+            (0x06, 0, 0, 0xFFFF))  # ret #65535: the whole datagram
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in prog))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
+                        struct.pack("HL", len(prog), ctypes.addressof(buf)))
+    except OSError:
+        return None
+    return buf
+
+
 class UdpMulticastPort(FramePort):
     """python-can's ``udp_multicast`` datagrams, packed and read on its socket directly.
 
-    Every member of the group receives every datagram, its own included: the port remembers
-    the bytes of its last few datagrams (each carries its send time, so they are unique) and
-    skips them when they come back.
+    Every member of the group receives every datagram, its own included. On an IPv4 group
+    the port sends from a socket of its own (an ephemeral source port, on ``lo``) and a
+    socket filter drops that port's datagrams in the kernel: its own frames never come back
+    to be read and thrown away (three of five datagrams a cycle on a one-bus leg). Where that
+    is refused, it remembers the bytes of its last few datagrams (each carries its send time,
+    so they are unique) and skips them when they come back.
     """
 
     kind = "udp_multicast"
@@ -200,8 +224,25 @@ class UdpMulticastPort(FramePort):
         self.sock = mc._socket
         self.sock.setblocking(False)
         stamp_arrivals(self.sock)
-        on_loopback(self.sock, mc.group)
+        looped = on_loopback(self.sock, mc.group)
         self.destination = mc._send_destination
+        self._tx, self._filter = self.sock, None
+        if looped:  # a sending socket of its own, its echo dropped by the kernel
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                              socket.inet_aton("127.0.0.1"))
+                tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+                tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+                tx.bind(("127.0.0.1", 0))
+                self._filter = drop_from_port(self.sock, tx.getsockname()[1])
+            except OSError:
+                self._filter = None
+            if self._filter is not None:
+                tx.setblocking(False)
+                self._tx = tx
+            else:
+                tx.close()
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
         self._unpackb = msgpack.unpackb
         self._sent: deque = deque()  # our last datagrams (oldest first) …
@@ -220,12 +261,13 @@ class UdpMulticastPort(FramePort):
         f["dlc"] = len(data)
         f["data"] = data
         raw = self._packer.pack(f)
-        self._sent.append(raw)
-        self._sent_set.add(raw)
-        if len(self._sent) > SENT_REMEMBERED:
-            self._sent_set.discard(self._sent.popleft())
+        if self._filter is None:  # no kernel filter: recognise the echo by its bytes
+            self._sent.append(raw)
+            self._sent_set.add(raw)
+            if len(self._sent) > SENT_REMEMBERED:
+                self._sent_set.discard(self._sent.popleft())
         try:
-            self.sock.sendto(raw, self.destination)
+            self._tx.sendto(raw, self.destination)
         except OSError:  # the group's receivers are not draining: dropped, counted
             self.send_errors += 1
             return

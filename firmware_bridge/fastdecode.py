@@ -1,0 +1,229 @@
+"""The board link's receive path in one compiled call: the bytes of one read → the board's
+latest state, with no Python object per frame.
+
+The control loop reads the board every cycle, and the board sends a status and a pressure
+frame every millisecond: decoded in Python (COBS, CRC, a message object each, the dispatch)
+that took more of the cycle than the control law. :func:`decode_stream` does exactly what
+:class:`firmware_bridge.protocol.FrameDecoder` does — the same frames accepted, the same ones
+refused and counted, the same resynchronisation at each 0x00 delimiter, the same sequence
+gaps (tests/test_firmware_bridge.py feeds both the same streams) — on preallocated arrays:
+
+- ``st`` (int64, columns ``D_*``): the decoder's state (the partial frame's length, whether
+  it overflowed, the last sequence number), its statistics (as ``DecoderStats``), the latest
+  STATUS (e-stop, motor power, watchdog tripped, supply mV) and how many arrived, the latest
+  PRESSURE (sensor count and values) and how many arrived, the heel-strike detector (contact
+  and the number of strikes);
+- ``partial`` (uint8): the bytes of a frame whose delimiter has not arrived yet;
+- ``other`` (uint8 rows: kind, sequence, length, payload …) and ``st[D_OTHER]``: the frames
+  of the rare kinds (firmware version, error, and any PC → board kind looped back), left to
+  Python to turn into messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from firmware_bridge.protocol import (
+    ERROR,
+    FW_VERSION,
+    HEARTBEAT,
+    INDICATOR,
+    MAX_FRAME,
+    MAX_PAYLOAD,
+    POWER,
+    PRESSURE,
+    ST_ESTOP,
+    ST_POWER,
+    ST_WATCHDOG,
+    STATUS,
+    VERSION,
+)
+
+# st columns: decoder state
+D_LEN, D_OVERFLOW, D_LAST_SEQ = 0, 1, 2  # partial frame's length; 1: it overflowed; −1: none
+# statistics (DecoderStats' fields)
+D_FRAMES, D_CRC, D_BAD_LENGTH, D_UNKNOWN, D_BAD_VERSION, D_OVERSIZE, D_COBS, D_RESYNCS, \
+    D_GAPS = 3, 4, 5, 6, 7, 8, 9, 10, 11
+# the board's latest status and pressures
+D_STATUS_N, D_ESTOP, D_POWER, D_TRIPPED, D_SUPPLY = 12, 13, 14, 15, 16
+D_PRESSURE_N, D_IN_CONTACT, D_HEEL_N, D_N_SENSORS = 17, 18, 19, 20
+D_OTHER = 21  # frames of other kinds waiting in ``other``
+D_SENSORS = 22  # the latest pressure values (N), up to MAX_SENSORS
+MAX_SENSORS = (MAX_FRAME - 7) // 2  # the most a frame of MAX_FRAME bytes can carry
+D_WIDTH = D_SENSORS + MAX_SENSORS
+OTHER_ROWS = 16  # rare frames kept between two reads (more are counted as gaps of nothing)
+OTHER_WIDTH = 3 + MAX_PAYLOAD
+
+
+def _crc_table() -> np.ndarray:
+    """CRC-16/CCITT-FALSE (polynomial 0x1021, MSB first) by byte: binascii.crc_hqx's."""
+    table = np.zeros(256, dtype=np.int64)
+    for b in range(256):
+        crc = b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        table[b] = crc & 0xFFFF
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+def new_state() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(st, partial, other, scratch): the arrays :func:`decode_stream` works on."""
+    st = np.zeros(D_WIDTH, dtype=np.int64)
+    st[D_LAST_SEQ] = -1
+    return (st, np.zeros(MAX_FRAME, dtype=np.uint8),
+            np.zeros((OTHER_ROWS, OTHER_WIDTH), dtype=np.uint8),
+            np.zeros(MAX_FRAME + 8, dtype=np.uint8))
+
+
+@njit(cache=True)
+def _cobs(enc, n, raw):
+    """COBS-decode enc[:n] into raw; the decoded length, or −1 (the ``cobs`` package's
+    DecodeError: a zero byte, or a length code past the end)."""
+    i = 0
+    m = 0
+    while i < n:
+        code = int(enc[i])
+        if code == 0:
+            return -1
+        i += 1
+        end = i + code - 1
+        if end > n:
+            return -1
+        while i < end:
+            if enc[i] == 0:
+                return -1
+            raw[m] = enc[i]
+            m += 1
+            i += 1
+        if i < n and code < 0xFF:
+            raw[m] = 0
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def _valid_body(kind, raw, plen):
+    """Whether a CRC-checked frame's payload fits its type (protocol._body's rules)."""
+    if kind == HEARTBEAT:
+        return plen == 1
+    if kind == POWER:
+        return plen == 1 and raw[4] <= 1
+    if kind == INDICATOR:
+        return plen == 4
+    if kind == STATUS:
+        return plen == 3
+    if kind == PRESSURE:
+        return plen >= 1 and plen == 1 + 2 * int(raw[4])
+    if kind == FW_VERSION:
+        return plen == 3
+    if kind == ERROR:
+        return plen == 2
+    return False
+
+
+@njit(cache=True)
+def _frame(enc, n, st, other, raw, contact):
+    """One delimited frame: checked, counted, and applied to the board's state."""
+    m = _cobs(enc, n, raw)
+    if m < 0:
+        st[D_COBS] += 1
+        st[D_RESYNCS] += 1
+        return
+    if m < 6 or m != 6 + int(raw[3]):
+        st[D_BAD_LENGTH] += 1
+        st[D_RESYNCS] += 1
+        return
+    crc = 0xFFFF
+    for i in range(m - 2):
+        crc = ((crc << 8) & 0xFFFF) ^ CRC_TABLE[((crc >> 8) ^ int(raw[i])) & 0xFF]
+    if int(raw[m - 2]) | (int(raw[m - 1]) << 8) != crc:
+        st[D_CRC] += 1
+        st[D_RESYNCS] += 1
+        return
+    if raw[0] != VERSION:
+        st[D_BAD_VERSION] += 1
+        st[D_RESYNCS] += 1
+        return
+    kind = int(raw[1])
+    plen = m - 6
+    if not _valid_body(kind, raw, plen):
+        st[D_UNKNOWN] += 1
+        st[D_RESYNCS] += 1
+        return
+    st[D_FRAMES] += 1
+    seq = int(raw[2])
+    if st[D_LAST_SEQ] >= 0 and seq != ((st[D_LAST_SEQ] + 1) & 0xFF):
+        st[D_GAPS] += 1
+    st[D_LAST_SEQ] = seq
+    if kind == STATUS:
+        flags = int(raw[4])
+        st[D_ESTOP] = 1 if flags & ST_ESTOP else 0
+        st[D_POWER] = 1 if flags & ST_POWER else 0
+        st[D_TRIPPED] = 1 if flags & ST_WATCHDOG else 0
+        st[D_SUPPLY] = int(raw[5]) | (int(raw[6]) << 8)
+        st[D_STATUS_N] += 1
+    elif kind == PRESSURE:
+        k = int(raw[4])
+        st[D_N_SENSORS] = k
+        for s in range(k):
+            st[D_SENSORS + s] = int(raw[5 + 2 * s]) | (int(raw[6 + 2 * s]) << 8)
+        st[D_PRESSURE_N] += 1
+        heel = st[D_SENSORS] if k else 0
+        if st[D_IN_CONTACT]:  # a strike: the heel rising through contact; released at half
+            st[D_IN_CONTACT] = 1 if heel >= contact * 0.5 else 0
+        elif heel >= contact:
+            st[D_IN_CONTACT] = 1
+            st[D_HEEL_N] += 1
+    else:
+        row = st[D_OTHER]
+        if row < other.shape[0]:
+            other[row, 0] = kind
+            other[row, 1] = seq
+            other[row, 2] = plen
+            for i in range(plen):
+                other[row, 3 + i] = raw[4 + i]
+            st[D_OTHER] = row + 1
+
+
+@njit(cache=True)
+def decode_stream(data, n, st, partial, other, raw, contact):
+    """Feed data[:n] (bytes read from the link) to the decoder; ``contact`` (N) is the heel
+    pressure of a strike. Returns the frames accepted."""
+    before = st[D_FRAMES]
+    cap = partial.shape[0]
+    start = 0
+    for i in range(n):
+        if data[i] != 0:
+            continue
+        # the bytes since the last delimiter complete the partial frame
+        chunk = i - start
+        if st[D_OVERFLOW] == 0:
+            if st[D_LEN] + chunk > cap:
+                st[D_OVERFLOW] = 1
+                st[D_LEN] = 0
+            else:
+                for j in range(chunk):
+                    partial[st[D_LEN] + j] = data[start + j]
+                st[D_LEN] += chunk
+        if st[D_OVERFLOW]:
+            st[D_OVERSIZE] += 1
+            st[D_RESYNCS] += 1
+        elif st[D_LEN] > 0:
+            _frame(partial, st[D_LEN], st, other, raw, contact)
+        st[D_LEN] = 0
+        st[D_OVERFLOW] = 0
+        start = i + 1
+    chunk = n - start  # a frame still open: kept for the next read
+    if chunk > 0 and st[D_OVERFLOW] == 0:
+        if st[D_LEN] + chunk > cap:
+            st[D_OVERFLOW] = 1
+            st[D_LEN] = 0
+        else:
+            for j in range(chunk):
+                partial[st[D_LEN] + j] = data[start + j]
+            st[D_LEN] += chunk
+    return st[D_FRAMES] - before
