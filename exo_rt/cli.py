@@ -402,6 +402,8 @@ def _setup_bench_test(p: argparse.ArgumentParser) -> None:
                         "default on a real bus)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/bench-<date-time>)")
     p.add_argument("--yes", action="store_true", help="skip the pre-flight confirmation")
+    p.add_argument("--options", metavar="FILE", default=None,
+                   help="bench options file: the procedure's options (docs/config-bench.md)")
 
 
 def _fixture(spec: str, drives):
@@ -426,12 +428,13 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from exo_rt.hil.bench import AbortKey, Bench
-    from exo_rt.hil.procedures import checklist, run_procedure
+    from exo_rt.hil.procedures import checklist, load_options, run_procedure
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
 
     config = Path(args.config) if args.config else _default_config()
     top = load_top(config)
+    options = load_options(args.options, args.name) if args.options else {}
     for line in checklist(args.name, top, args.joint):
         print(line)
     from exo_rt.runtime.buses import resolve_specs
@@ -455,7 +458,7 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else runs_root(config) / top.runs_dir / f"bench-{stamp}"
     print("running (ctrl-C or q + Enter aborts) …", flush=True)
     try:
-        report = run_procedure(args.name, bench, out, args.joint)
+        report = run_procedure(args.name, bench, out, args.joint, **options)
     finally:
         bench.close()
     for key in ("reason", "snippet_file", "plot"):
@@ -501,6 +504,40 @@ def cmd_warmup(args: argparse.Namespace) -> int:
                        force=args.force)
 
 
+def _setup_schema(p: argparse.ArgumentParser) -> None:
+    from exo_rt.schema import KINDS
+
+    p.add_argument("kind", nargs="?", choices=tuple(KINDS), help="the config file kind")
+    p.add_argument("--out", metavar="FILE", help="write the JSON Schema here (default: stdout)")
+    p.add_argument("--write", action="store_true",
+                   help="regenerate configs/schemas/*.schema.json, the docs' key tables and "
+                        "the shipped configs' $schema lines under --root")
+    p.add_argument("--root", default=".", metavar="DIR", help="the repository (default: .)")
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The JSON Schema of a config file kind (docs/config.md); --write regenerates the
+    shipped schemas, the docs' key tables and the configs' $schema lines."""
+    from pathlib import Path
+
+    from exo_rt import schema
+    from exo_rt.errors import ConfigError
+
+    if args.write:
+        for path in schema.write(Path(args.root)):
+            print(f"wrote {path}")
+        return 0
+    if args.kind is None:
+        raise ConfigError("no file kind given", None,
+                          f"give one of {', '.join(schema.KINDS)}, or --write")
+    text = schema.json_text(args.kind)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
     "check": (_setup_check, cmd_check, "validate a model file and print the model"),
@@ -511,6 +548,7 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
     "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),
     "warmup": (_setup_warmup, cmd_warmup, "compile the numba kernels into the cache, in parallel"),
+    "schema": (_setup_schema, cmd_schema, "the JSON Schema of a config file kind"),
 }
 
 

@@ -15,6 +15,8 @@ from exo_rt.hil import fit, identify, response
 from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
+from exo_rt.schema import core
+from exo_rt.schema.bench import BenchFile
 
 HEARTBEAT = 0x700  # CiA 301 heartbeats (counted for the families that have them)
 
@@ -119,6 +121,30 @@ PROCEDURES = {
 SNIPPETS = {"friction", "stiffness", "inertia"}
 
 
+def _option_schema(name: str):
+    return BenchFile.KEYS[name].metadata["schema"].type.cls
+
+
+def check_options(name: str, options: dict, source: str = "") -> dict:
+    """Keyword options of procedure ``name`` checked against its schema
+    (:mod:`exo_rt.schema.bench`: known keys, types, ranges): the ones given, read."""
+    node = core.node_of(options, source or f"bench-test {name} options", name, ConfigError)
+    read = core.read(_option_schema(name), node)
+    return {k: getattr(read, k) for k in core.given(node)}
+
+
+def load_options(path: str | Path, name: str) -> dict:
+    """Procedure ``name``'s options from a bench options file (``--options``), checked with
+    file:line errors; the keys it leaves out keep the procedure's defaults."""
+    from exo_rt.yamlio import read_yaml
+
+    root = read_yaml(Path(path), ConfigError)
+    read = core.read(BenchFile, root)
+    if name not in root.value:
+        return {}
+    return {k: getattr(getattr(read, name), k) for k in core.given(root.value[name])}
+
+
 def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
     """The pre-flight checklist: which joints move, how, at what current."""
     robot = top.robot
@@ -165,6 +191,7 @@ def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = No
         raise ConfigError(f"unknown bench procedure '{name}'", None,
                           f"use one of {', '.join(PROCEDURES)}")
     func, per_joint, _ = PROCEDURES[name]
+    options = check_options(name, options)
     if joint is not None and joint not in bench.robot.joint_names:
         raise ConfigError(f"no joint '{joint}' in the robot", None,
                           f"use one of {', '.join(bench.robot.joint_names)}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exo_rt.errors import ModelError, ModelWarning, Where
+from exo_rt.yamlio import did_you_mean as _did_you_mean
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 
@@ -626,13 +627,6 @@ def _check_transmissions(transmissions, wheres, movable, independent, here):
 
 REVOLUTE = 1
 PRISMATIC = 2
-
-
-def _did_you_mean(name: str, candidates) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1)
-    return f"did you mean '{close[0]}'?" if close else ""
 
 
 def _find_cycle(parent_joint: dict[str, JointSpec]) -> list[str]:

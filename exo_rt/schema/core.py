@@ -21,8 +21,7 @@ import math
 
 import numpy as np
 
-from exo_rt.model.parsing import did_you_mean, to_float, to_vector
-from exo_rt.yamlio import Node, plain
+from exo_rt.yamlio import Node, did_you_mean, plain, to_float, to_vector
 
 REQUIRED = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()  # no default: required
 _NUM = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"  # a number YAML 1.1 reads as text (1e-5)
@@ -367,28 +366,31 @@ def defaults(cls) -> dict:
 
 
 # ----------------------------------------------------------------------------- reading
-def mapping(cls, node: Node) -> dict[str, Node]:
-    """The node's mapping, its keys checked against schema ``cls`` (unknown, missing)."""
-    what = cls.WHAT
+def mapping(cls, node: Node, extra: dict[str, bool] | None = None,
+            what: str = "") -> dict[str, Node]:
+    """The node's mapping, its keys checked against schema ``cls`` and ``extra`` (key →
+    required: keys another reader owns, e.g. a drive protocol's): unknown, missing."""
+    what = what or cls.WHAT
     if not isinstance(node.value, dict):
         raise node.error(f"{what} must be a mapping (key: value)", node.where(),
                          "its keys are described under docs/")
-    allowed = cls.KEYS
+    required = {k: f.default is REQUIRED for k, f in cls.KEYS.items()} | (extra or {})
     for k, sub in node.value.items():
-        if k not in allowed:
-            hint = did_you_mean(k, allowed) or f"allowed keys: {', '.join(allowed)}"
+        if k not in required:
+            hint = did_you_mean(k, required) or f"allowed keys: {', '.join(required)}"
             raise node.error(f"unknown key '{k}' in {what}", sub.where(), hint)
-    for k, f in allowed.items():
-        if f.default is REQUIRED and k not in node.value:
+    for k, needed in required.items():
+        if needed and k not in node.value:
             raise node.error(f"{what} has no '{k}'", node.where(),
                              f"add '{k}:' (described under docs/)")
     return node.value
 
 
-def read(cls, node: Node, **given):
+def read(cls, node: Node, extra: dict[str, bool] | None = None, what: str = "", **given):
     """An instance of schema ``cls`` from a mapping node: every key checked, every absent one
-    its default. ``given`` values (computed by the caller) replace those keys."""
-    m = mapping(cls, node)
+    its default. ``given`` values (computed by the caller) replace those keys; ``extra`` keys
+    are allowed and left to their own reader (see :func:`mapping`)."""
+    m = mapping(cls, node, extra, what)
     values = {}
     for k, f in cls.KEYS.items():
         if f.name in given:
@@ -411,6 +413,26 @@ def value(cls, field: str, node: Node | None):
         return defaults(cls).get(field)
     spec = f.metadata["schema"]
     return spec.type.read(node, spec.what or field, spec.fix)
+
+
+def given(node: Node) -> list[str]:
+    """The keys a mapping node writes (those not left to their defaults)."""
+    return list(node.value) if isinstance(node.value, dict) else []
+
+
+def node_of(value, file: str, key: str = "", error=None) -> Node:
+    """Python values (keyword arguments) as a :class:`Node` tree, so that they are read and
+    checked like a file's (errors name ``file`` and the key, line 0)."""
+    kw = {} if error is None else {"error": error}
+    if isinstance(value, dict):
+        return Node({k: node_of(v, file, f"{key}.{k}" if key else k, error)
+                     for k, v in value.items()}, file, 0, key, **kw)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return Node([node_of(v, file, f"{key}[{i}]", error) for i, v in enumerate(value)],
+                    file, 0, key, **kw)
+    if isinstance(value, np.generic):
+        value = value.item()
+    return Node(value, file, 0, key, **kw)
 
 
 # ----------------------------------------------------------------------------- describing
@@ -456,6 +478,8 @@ def json_schema(cls, title: str = "") -> dict:
                **out}
     if doc:
         out["description"] = doc
+    for k, (t, doc, *_) in _extra(cls).items():
+        props.setdefault(k, {**t.json(), "description": doc})
     out.update(properties=props, additionalProperties=False)
     if required:
         out["required"] = required
@@ -501,7 +525,17 @@ def doc_rows(cls, prefix: str = "", depth: int = 9) -> list[tuple[str, str, str,
             inner, suffix = t.value, ".NAME"
         if isinstance(inner, Sub) and depth > 0:
             rows += doc_rows(inner.cls, f"{path}{suffix}.", depth - 1)
+    for k, (t, doc, *_) in _extra(cls).items():
+        if k not in cls.KEYS:
+            rows.append((f"{prefix}{k}", t.text(), "", doc))
     return rows
+
+
+def _extra(cls) -> dict:
+    """Keys another reader owns (a drive protocol's), declared for the JSON Schema and the
+    docs: ``cls.extra_keys()`` → {key: (type, description, …)}."""
+    extra = getattr(cls, "extra_keys", None)
+    return extra() if extra is not None else {}
 
 
 def doc_table(cls, depth: int = 9) -> str:
