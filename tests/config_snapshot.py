@@ -5,8 +5,9 @@ are checked against (``tests/test_config_schemas.py``).
 ``TopConfig``, bus configs …) into JSON-able values: dataclasses by field, arrays with dtype
 and shape, floats exact (JSON keeps ``repr``). ``capture()`` loads every shipped file of each
 kind. ``tests/data/config_before.json.gz`` was written by ``python -m tests.config_snapshot``
-with the hand-written loaders, before the configuration became declared schemas; it is not
-to be regenerated (it is the "before").
+with the hand-written loaders, before the configuration became declared schemas (the bus
+files and top configs re-taken after the drive-protocol registry's last bus-file change,
+before the bus kind moved to its schema); it is not to be regenerated (it is the "before").
 """
 
 from __future__ import annotations
