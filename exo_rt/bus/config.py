@@ -6,7 +6,8 @@ What is the drive protocol's own is read by the protocol (:mod:`exo_rt.bus.proto
 (``bus_keys``, ``drive_keys``), reads them (``parse_options`` → ``BusConfig.options``,
 ``parse_drive`` → ``DriveConfig.eds``/``profile``/``options``), checks the whole bus
 (``check``) and gives the frame budget of the bus-load check (``cycle_frames``). This module
-keeps the keys every bus has."""
+keeps the keys every bus has; they are declared (types, units, ranges, defaults) in
+:mod:`exo_rt.schema.buses`, and read here through that schema."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from exo_rt.bus.mit import MitRanges
 from exo_rt.errors import ConfigError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
+from exo_rt.schema import buses as schema
+from exo_rt.schema import core
+from exo_rt.schema.buses import ABORT_CONNECTION, ERROR_BEHAVIOUR, FAULT_KINDS  # noqa: F401
 from exo_rt.sim.drive_emulator import DriveScale
-from exo_rt.yamlio import Node, choice, mapping, number, plain, read_yaml, sequence, text
+from exo_rt.yamlio import Node, choice, number, read_yaml, sequence
 
 MAX_LOAD = 0.8
 RPDO_BYTES, TPDO_BYTES, SYNC_BYTES = 4, 8, 0
@@ -37,11 +41,8 @@ class DriveConfig:
     options: object = None  # the protocol's own per-drive options (its parse_drive)
 
 
-# 6007h abort connection option code and 1029h/1 communication error behaviour (CiA 402-2,
-# CiA 301): what the bus file's names mean. 6007h "no action" (0) is not offered: it leaves the
-# last torque applied when the controller goes silent.
-ABORT_CONNECTION = {"fault": 1, "disable_voltage": 2, "quick_stop": 3}
-ERROR_BEHAVIOUR = {"pre_operational": 0, "no_change": 1, "stopped": 2}
+_WATCHDOG = schema.Watchdog()  # the bus file's defaults
+EDS_NAME = schema.PROTOCOL_KEYS["eds"][0]  # a file name
 WATCHDOG_OBJECTS = {(0x1016, 1): "consumer heartbeat time", (0x1029, 1): "error behaviour",
                     (0x6007, 0): "abort connection option code",
                     (0x1006, 0): "communication cycle period"}
@@ -54,11 +55,12 @@ class DriveWatchdog:
     << 16 | ``heartbeat_periods`` × its heartbeat period (ms; 0: consumer off), 1029h/1,
     6007h, and 1006h = the control period (µs) where ``sync_watchdog`` (else 0)."""
 
-    heartbeat_periods: int = 4  # the controller's heartbeat is lost after this many periods
-    abort_connection: int = ABORT_CONNECTION["disable_voltage"]  # 6007h
-    error_behaviour: int = ERROR_BEHAVIOUR["pre_operational"]  # 1029h/1
-    sync_watchdog: bool = False  # 1006h: the drive watches the SYNC (3 periods on ours)
-    required: bool = False  # an EDS without these objects is refused, not warned about
+    # the controller's heartbeat is lost after this many periods
+    heartbeat_periods: int = _WATCHDOG.heartbeat_periods
+    abort_connection: int = ABORT_CONNECTION[_WATCHDOG.abort_connection]  # 6007h
+    error_behaviour: int = ERROR_BEHAVIOUR[_WATCHDOG.error_behaviour]  # 1029h/1
+    sync_watchdog: bool = _WATCHDOG.sync_watchdog  # 1006h: the drive watches the SYNC
+    required: bool = _WATCHDOG.required  # an EDS without these objects is refused
 
 
 @dataclass(frozen=True)
@@ -105,37 +107,17 @@ def frame_bits(n_bytes: int) -> int:
     return 47 + 8 * n_bytes + (34 + 8 * n_bytes - 1) // 4
 
 
-# what bring-up configures on a CiA 402 drive: per bus, or per drive (which wins)
-PROFILE_KEYS = {"eds": False, "vendor_id": False, "product_code": False, "rpdo": False,
-                "tpdo": False, "transmission_type": False, "rated_current_object": False,
-                "rated_torque_object": False}
-# the keys every bus has; its protocol adds its own (Protocol.bus_keys, drive_keys)
-BUS_KEYS = {"name": True, "interface": False, "channel": False, "bitrate": False,
-            "can_options": False, "protocol": False, "drives": True, "heartbeat_ms": False,
-            "faults": False, "master": False, "drive_watchdog": False}
-MASTER_KEYS = {"node": False, "heartbeat_ms": False}
-WATCHDOG_KEYS = {"heartbeat_periods": False, "abort_connection": False,
-                 "error_behaviour": False, "sync_watchdog": False, "required": False}
-MIT_KEYS = {"p_max": False, "v_max": False, "t_max": False, "kp_max": False, "kd_max": False}
-FAULT_KEYS = {"kind": True, "node": False, "at": True, "duration": False}
-FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
-               "bus_off", "current_saturation", "overcurrent", "fault")
-DRIVE_KEYS = {"joint": True, "node": True, "counts_per_rev": False, "rated_current": False,
-              "rated_torque": False}
-ENTRY_KEYS = {"index": True, "sub": False, "as": True}
-OBJECT_KEYS = {"index": True, "sub": False}
-TORQUE_OBJECT_KEYS = {"index": True, "sub": False, "unit": False}
 TORQUE_UNITS = {"mNm": 1e-3, "uNm": 1e-6}
 
 
-def _object(node: Node, keys: dict) -> dict:
-    m = mapping(node, keys, node.key or "an object")
+def _object(node: Node, cls) -> dict:
+    m = core.mapping(cls, node, what=node.key or "an object")
     index = int(number(m["index"]))
     sub = int(number(m["sub"])) if "sub" in m else 0
     if not (0 < index <= 0xFFFF and 0 <= sub <= 0xFF):
         raise ConfigError(f"object {index:#x}/{sub} is out of 1…FFFFh / 0…255", node.where(),
                           "write the index like 0x3001 and the sub-index like 1")
-    return {"index": index, "sub": sub, **{k: v for k, v in m.items() if k not in OBJECT_KEYS}}
+    return {"index": index, "sub": sub, **{k: v for k, v in m.items() if k not in ("index", "sub")}}
 
 
 def _entries(node: Node | None, defaults: tuple[str, ...], kinds: tuple[str, ...], od,
@@ -148,7 +130,7 @@ def _entries(node: Node | None, defaults: tuple[str, ...], kinds: tuple[str, ...
             name = choice(item, [k for k in kinds if k in pdo.STANDARD], f"{what} entry")
             specs.append((*pdo.STANDARD[name], name, item))
         else:
-            o = _object(item, ENTRY_KEYS)
+            o = _object(item, schema.Entry)
             specs.append((o["index"], o["sub"], choice(o["as"], kinds, "quantity"), item))
     if node is None:
         specs = [(*pdo.STANDARD[k], k, None) for k in defaults]
@@ -200,7 +182,8 @@ def _profile(bus: dict[str, Node], drive: dict[str, Node], node: int) -> pdo.Dri
         return drive.get(key) or bus.get(key)
 
     eds_node = pick("eds")
-    eds_path = str(Path(eds_node.file).parent / text(eds_node)) if eds_node else str(DEFAULT_EDS)
+    eds_path = (str(Path(eds_node.file).parent / EDS_NAME.read(eds_node, "eds", ""))
+                if eds_node else str(DEFAULT_EDS))
     objects = read_eds(eds_path)
     od = load_od(eds_path, node)
     rpdo = _entries(pick("rpdo"), pdo.DEFAULT_RPDO, pdo.RPDO_KINDS, od, eds_path, "rpdo")
@@ -220,9 +203,9 @@ def _profile(bus: dict[str, Node], drive: dict[str, Node], node: int) -> pdo.Dri
         raise ConfigError(f"transmission type {tt.value!r} is not synchronous (1…240)",
                           tt.where(), "1: the drive answers every SYNC (one per cycle)")
     rc = pick("rated_current_object")
-    cur = _object(rc, OBJECT_KEYS) if rc is not None else {"index": 0x6075, "sub": 0}
+    cur = _object(rc, schema.Object) if rc is not None else {"index": 0x6075, "sub": 0}
     rt = pick("rated_torque_object")
-    tor = _object(rt, TORQUE_OBJECT_KEYS) if rt is not None else {"index": 0x6076, "sub": 0}
+    tor = _object(rt, schema.TorqueObject) if rt is not None else {"index": 0x6076, "sub": 0}
     unit = choice(tor["unit"], tuple(TORQUE_UNITS), "torque unit") if "unit" in tor else "mNm"
     profile = pdo.DriveProfile(eds_path, rpdo, tpdo, trans, ident.get("vendor_id"),
                                ident.get("product_code"), (cur["index"], cur["sub"]),
@@ -259,56 +242,25 @@ def written_objects(p: pdo.DriveProfile) -> list[tuple[int, int]]:
     return out
 
 
-def _integer(node: Node, low: int, high: int, what: str, fix: str) -> int:
-    value = number(node)
-    if value != int(value) or not low <= value <= high:
-        raise ConfigError(f"{what} {node.value!r} is not a whole number in {low}…{high}",
-                          node.where(), fix)
-    return int(value)
-
-
-def _flag(node: Node, what: str) -> bool:
-    if not isinstance(node.value, bool):
-        raise ConfigError(f"{what} {node.value!r} is not true or false", node.where(),
-                          "write true or false")
-    return node.value
-
-
-def _master(m: dict[str, Node], nodes: set[int], item: Node) -> tuple[int, int, DriveWatchdog]:
-    """The controller's heartbeat (``master``) and what the drives do when it stops
-    (``drive_watchdog``), checked."""
-    master = mapping(m["master"], MASTER_KEYS, "master") if "master" in m else {}
-    node = (_integer(master["node"], 1, 127, "master node id",
-                     "the controller's own node id, 1…127 (127 is the usual master's)")
-            if "node" in master else 127)
-    if node in nodes:
-        raise ConfigError(f"master node id {node} is a drive's too", master["node"].where(),
+def _master(b: schema.Bus, m: dict[str, Node], nodes: set[int],
+            item: Node) -> DriveWatchdog:
+    """What the drives do when the controller's heartbeat (``master``) stops
+    (``drive_watchdog``), checked against the bus's drives."""
+    if b.master.node in nodes:
+        raise ConfigError(f"master node id {b.master.node} is a drive's too",
+                          m["master"].value["node"].where(),
                           "give the controller a node id no drive on this bus has (e.g. 127)")
-    hb = (_integer(master["heartbeat_ms"], 0, 65535, "master heartbeat_ms",
-                   "the controller's heartbeat period in ms, e.g. 10 (0: none)")
-          if "heartbeat_ms" in master else 10)
-    w = mapping(m["drive_watchdog"], WATCHDOG_KEYS, "drive_watchdog") \
-        if "drive_watchdog" in m else {}
-    defaults = DriveWatchdog()
-    periods = (_integer(w["heartbeat_periods"], 0, 100, "drive_watchdog heartbeat_periods",
-                        "3…5 missed heartbeats, e.g. 4 (0: the drives do not watch it)")
-               if "heartbeat_periods" in w else defaults.heartbeat_periods)
-    if hb * periods > 65535:
-        raise ConfigError(f"a consumer heartbeat time of {hb * periods} ms does not fit 1016h "
-                          "(16 bits)", (w.get("heartbeat_periods") or item).where(),
+    w = b.drive_watchdog
+    consumer = b.master.heartbeat_ms * w.heartbeat_periods
+    if consumer > 65535:
+        at = m["drive_watchdog"].value.get("heartbeat_periods") if "drive_watchdog" in m else None
+        raise ConfigError(f"a consumer heartbeat time of {consumer} ms does not fit 1016h "
+                          "(16 bits)", (at or item).where(),
                           "lower master.heartbeat_ms or drive_watchdog.heartbeat_periods")
-    watchdog = DriveWatchdog(
-        heartbeat_periods=periods,
-        abort_connection=(ABORT_CONNECTION[choice(w["abort_connection"], ABORT_CONNECTION,
-                                                  "abort_connection (6007h)")]
-                          if "abort_connection" in w else defaults.abort_connection),
-        error_behaviour=(ERROR_BEHAVIOUR[choice(w["error_behaviour"], ERROR_BEHAVIOUR,
-                                                "error_behaviour (1029h)")]
-                         if "error_behaviour" in w else defaults.error_behaviour),
-        sync_watchdog=(_flag(w["sync_watchdog"], "sync_watchdog") if "sync_watchdog" in w
-                       else defaults.sync_watchdog),
-        required=_flag(w["required"], "required") if "required" in w else defaults.required)
-    return node, hb, watchdog
+    return DriveWatchdog(heartbeat_periods=w.heartbeat_periods,
+                         abort_connection=ABORT_CONNECTION[w.abort_connection],
+                         error_behaviour=ERROR_BEHAVIOUR[w.error_behaviour],
+                         sync_watchdog=w.sync_watchdog, required=w.required)
 
 
 def watchdog_objects(watchdog: DriveWatchdog) -> list[tuple[int, int]]:
@@ -324,92 +276,63 @@ def _protocol(item: Node) -> registry.Protocol:
     return registry.get(choice(raw, registry.names(), "protocol"))
 
 
-def _can_options(node: Node) -> tuple[tuple[str, object], ...]:
-    """``can_options``: further python-can keyword arguments (plain numbers, names, flags)."""
-    m = node.value
-    if not isinstance(m, dict):
-        raise ConfigError("can_options must be a mapping (python-can keyword: value)",
-                          node.where(), "e.g. can_options: {fd: false}")
-    out = []
-    for key, sub in m.items():
-        if not isinstance(sub.value, (str, int, float, bool)):
-            raise ConfigError(f"can_options.{key} must be a number, a name or true/false",
-                              sub.where(), "write one plain value per python-can keyword")
-        out.append((key, sub.value))
-    return tuple(out)
-
-
 def load_buses(path: str | Path, mech: Mechanism, rate_hz: float = 1000.0) -> tuple[BusConfig, ...]:
-    """Read and validate a bus file for the robot ``mech``; refuse a bus loaded over 80 %."""
+    """Read and validate a bus file (schema :class:`exo_rt.schema.buses.BusesFile`) for the
+    robot ``mech``; refuse a bus loaded over 80 %."""
     root = read_yaml(Path(path), ConfigError)
-    top = mapping(root, {"buses": True}, "the bus file")
+    top = core.mapping(schema.BusesFile, root)
     by_joint = {tr.joint: tr for tr in mech.transmissions}
     buses = []
     seen_joints: set[str] = set()
     for item in sequence(top["buses"], "buses"):
         proto = _protocol(item)
-        m = mapping(item, {**BUS_KEYS, **proto.bus_keys}, f"a bus ({proto.name})")
+        b = core.read(schema.Bus, item, proto.bus_keys, f"a bus ({proto.name})", drives=())
+        m = item.value
         drives = []
         nodes: set[int] = set()
         for d in sequence(m["drives"], "drives"):
-            dm = mapping(d, {**DRIVE_KEYS, **proto.drive_keys}, f"a drive ({proto.name})")
-            joint = text(dm["joint"])
-            if joint not in by_joint:
-                raise ConfigError(f"no motor drives joint '{joint}'", dm["joint"].where(),
-                                  did_you_mean(joint, by_joint) or
+            dv = core.read(schema.Drive, d, proto.drive_keys, f"a drive ({proto.name})")
+            dm = d.value
+            if dv.joint not in by_joint:
+                raise ConfigError(f"no motor drives joint '{dv.joint}'", dm["joint"].where(),
+                                  did_you_mean(dv.joint, by_joint) or
                                   f"driven joints: {', '.join(by_joint)}")
-            if joint in seen_joints:
-                raise ConfigError(f"joint '{joint}' is on two drives", dm["joint"].where(),
+            if dv.joint in seen_joints:
+                raise ConfigError(f"joint '{dv.joint}' is on two drives", dm["joint"].where(),
                                   "give each joint one drive")
-            node = int(number(dm["node"]))
-            if not 1 <= node <= 127 or node in nodes:
-                raise ConfigError(f"node id {node} is out of 1…127 or used twice on the bus",
+            if dv.node in nodes:
+                raise ConfigError(f"node id {dv.node} is used twice on the bus",
                                   dm["node"].where(), "give each drive a unique id 1…127")
-            seen_joints.add(joint)
-            nodes.add(node)
-            motor = by_joint[joint].motor
-            rated_i = number(dm["rated_current"]) if "rated_current" in dm else motor.rated_current
-            rated_t = (number(dm["rated_torque"]) if "rated_torque" in dm
-                       else motor.torque_constant * motor.rated_current)
+            seen_joints.add(dv.joint)
+            nodes.add(dv.node)
+            motor = by_joint[dv.joint].motor
+            rated_i = motor.rated_current if dv.rated_current is None else dv.rated_current
+            rated_t = (motor.torque_constant * motor.rated_current if dv.rated_torque is None
+                       else dv.rated_torque)
             # as a CiA 402 drive holds them (6075h in mA, 6076h in mN·m, integers): the value
             # the drive scales its ‰ by is the one everything else must use
             rated_i, rated_t = round(rated_i * 1000.0) / 1000.0, round(rated_t * 1000.0) / 1000.0
-            cpr = int(number(dm["counts_per_rev"])) if "counts_per_rev" in dm else 65536
-            objects, profile, options = proto.parse_drive(m, dm, node)
-            drives.append(DriveConfig(joint, node, DriveScale(
-                cpr, rated_i, rated_t, motor.torque_constant, motor.peak_current), objects,
-                profile, options))
-        faults = []
-        for f in sequence(m["faults"], "faults") if "faults" in m else []:
-            fm = mapping(f, FAULT_KEYS, "a fault")
-            kind = choice(fm["kind"], FAULT_KINDS, "fault kind")
-            node = int(number(fm["node"])) if "node" in fm else 0
-            if kind != "bus_off" and node not in nodes:
-                raise ConfigError(f"fault on node {node}, which is not on this bus",
-                                  f.where(), f"use one of {sorted(nodes)}")
-            faults.append((kind, node, number(fm["at"]),
-                           number(fm["duration"]) if "duration" in fm else 0.0))
-        master_node, master_hb, watchdog = _master(m, nodes, item)
-        bitrate = (_integer(m["bitrate"], 10_000, 8_000_000, "bitrate",
-                            "the bus's bit rate in bit/s, e.g. 1000000")
-                   if "bitrate" in m else 1_000_000)
-        channel = m.get("channel")
-        if channel is not None and not isinstance(channel.value, (str, int)):
-            raise ConfigError(f"channel {plain(channel)!r} is not a name or a number",
-                              channel.where(), "e.g. channel: can0")
+            objects, profile, options = proto.parse_drive(m, dm, dv.node)
+            drives.append(DriveConfig(dv.joint, dv.node, DriveScale(
+                dv.counts_per_rev, rated_i, rated_t, motor.torque_constant,
+                motor.peak_current), objects, profile, options))
+        for f, fnode in zip(b.faults, m["faults"].value if "faults" in m else (), strict=True):
+            if f.kind != "bus_off" and f.node not in nodes:
+                raise ConfigError(f"fault on node {f.node}, which is not on this bus",
+                                  fnode.where(), f"use one of {sorted(nodes)}")
         bus = BusConfig(
-            name=text(m["name"]), interface=text(m["interface"]) if "interface" in m else "exo_sim",
-            channel=str(channel.value) if channel is not None else text(m["name"]),
-            bitrate=bitrate,
+            name=b.name, interface=b.interface,
+            channel=b.name if b.channel is None else str(b.channel),
+            bitrate=b.bitrate,
             protocol=proto.name,
             drives=tuple(drives),
-            heartbeat_ms=int(number(m["heartbeat_ms"])) if "heartbeat_ms" in m else 100,
-            faults=tuple(faults),
+            heartbeat_ms=b.heartbeat_ms,
+            faults=tuple((f.kind, f.node, f.at, f.duration) for f in b.faults),
             options=proto.parse_options(m, item),
-            master_node=master_node,
-            master_heartbeat_ms=master_hb,
-            watchdog=watchdog,
-            can_options=_can_options(m["can_options"]) if "can_options" in m else (),
+            master_node=b.master.node,
+            master_heartbeat_ms=b.master.heartbeat_ms,
+            watchdog=_master(b, m, nodes, item),
+            can_options=tuple(b.can_options.items()),
             interface_given="interface" in m,
         )
         proto.check(bus, m, item)
@@ -449,10 +372,7 @@ def cia402_drive(bus: dict[str, Node], drive: dict[str, Node], node: int):
 
 
 def mit_ranges(bus: dict[str, Node]) -> MitRanges:
-    """``mit_ranges`` of an MIT-mode bus."""
-    r = mapping(bus["mit_ranges"], MIT_KEYS, "mit_ranges") if "mit_ranges" in bus else {}
-    for k, v in r.items():
-        if not number(v) > 0:
-            raise ConfigError(f"mit_ranges.{k} {v.value!r} is not above zero", v.where(),
-                              "copy the motor firmware's ranges (docs/bus.md)")
-    return MitRanges(**{k: number(v) for k, v in r.items()})
+    """``mit_ranges`` of an MIT-mode bus (schema :class:`exo_rt.schema.buses.MitRanges`)."""
+    r = (core.read(schema.MitRanges, bus["mit_ranges"]) if "mit_ranges" in bus
+         else schema.MitRanges())
+    return MitRanges(**{k: getattr(r, k) for k in schema.MitRanges.KEYS})

@@ -160,7 +160,7 @@ class MitRanges:
     """The MIT-mode firmware's ranges (each > 0)."""
 
     p_max: float = key(Num(gt=0), 12.5, unit="rad", doc="position range ±p_max")
-    v_max: float = key(Num(gt=0), 65.0, unit="rad/s", doc="velocity range")
+    v_max: float = key(Num(gt=0), 50.0, unit="rad/s", doc="velocity range")
     t_max: float = key(Num(gt=0), 18.0, unit="N·m", doc="torque range")
     kp_max: float = key(Num(gt=0), 500.0, unit="N·m/rad", doc="kp range")
     kd_max: float = key(Num(gt=0), 5.0, unit="N·m·s/rad", doc="kd range")
