@@ -1,7 +1,8 @@
 """YAML files read into :class:`Node` values that remember file, line and key path.
 
-Every config loader (robot files, controller files, bus files) walks these nodes, so a bad
-value anywhere gets the same one-sentence error: what, where (file:line: key), how to fix.
+Every config loader (robot files, controller files, bus files, bench options) reads these
+nodes through its schema (:mod:`exo_rt.schema`), so a bad value anywhere gets the same
+one-sentence error: what, where (file:line: key), how to fix.
 The error class is chosen per file (:class:`~exo_rt.errors.ModelError` for robots,
 :class:`~exo_rt.errors.ConfigError` for the rest) and travels with its nodes.
 """
@@ -149,22 +150,6 @@ def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
         raise error("the YAML nests too deeply", Where(file), "flatten the brackets") from None
 
 
-def mapping(node: Node, allowed: dict[str, bool], what: str) -> dict[str, Node]:
-    """The node's mapping, checked against ``allowed`` (key → required)."""
-    if not isinstance(node.value, dict):
-        raise node.error(f"{what} must be a mapping (key: value)", node.where(),
-                         "its keys are described under docs/")
-    for key, sub in node.value.items():
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f"allowed keys: {', '.join(allowed)}"
-            raise node.error(f"unknown key '{key}' in {what}", sub.where(), hint)
-    for key, required in allowed.items():
-        if required and key not in node.value:
-            raise node.error(f"{what} has no '{key}'", node.where(),
-                             f"add '{key}:' (described under docs/)")
-    return node.value
-
-
 def sequence(node: Node, what: str) -> list[Node]:
     if not isinstance(node.value, list):
         raise node.error(f"{what} must be a list ('- …' items)", node.where(),
@@ -190,10 +175,6 @@ def plain(node: Node):
     if isinstance(node.value, dict):
         return {k: plain(v) for k, v in node.value.items()}
     return node.value
-
-
-def vector(node: Node, n: int = 3) -> np.ndarray:
-    return to_vector(plain(node), n, node.where(), error=node.error)
 
 
 def choice(node: Node, options, what: str) -> str:
