@@ -689,6 +689,10 @@ class EmulatedDrive:
         """The drive of the bus file's ``drive`` on ``bus``, SYNCs ``period`` s apart."""
         return cls(drive.node, drive.scale, profile=drive.profile, sync_period=period)
 
+    def cyclic(self, arb_id: int, data: bytes) -> bool:
+        """Whether a host frame is the cycle's traffic to it (its RPDO1)."""
+        return arb_id == c.RPDO1 + self.node
+
     def sync_frames(self, rotor: float, current: float) -> list[tuple[int, bytes]]:
         """Its TPDO after the SYNC's physics step (none where its mapping says so)."""
         frame = self.tpdo(rotor, current)

@@ -162,9 +162,9 @@ class SimWorld:
         if msg.is_error_frame or msg.is_remote_frame or "bus_off" in self._active(channel, None):
             return
         data = bytes(msg.data)
-        arb = msg.arbitration_id
-        if arb and not c.SDO_RX <= arb < c.SDO_RX + 0x80:  # bring-up's SDO and NMT aside,
-            ep.bits += frame_bits(len(data))  # the host's traffic shares the period's bits
+        arb = msg.arbitration_id  # the cyclic traffic shares the period's bits (bring-up's
+        if arb == c.SYNC or any(d.cyclic(arb, data) for d, _ in ep.drives):  # frames aside)
+            ep.bits += frame_bits(len(data))
         if msg.arbitration_id == c.SYNC:
             with self._lock:
                 if self.realtime:  # the physics thread keeps time; SYNC applies and answers

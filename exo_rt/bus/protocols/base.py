@@ -277,7 +277,8 @@ class EmulatedDevice:
     - ``plant``: set by the world, a callable → (rotor angle rad, rotor speed rad/s, motor
       current A) of the drive's motor now;
     - ``handle(arb, data)`` → frames it answers at once (bring-up, commands it answers
-      before the next tick);
+      before the next tick); ``cyclic(arb, data)``: whether a host frame is the cycle's
+      traffic to it (it shares the period's bits);
     - ``on_sync()`` → the current (A) the plant gets for the next period (the latched
       command applied);
     - ``current_command()`` → the current it commands now (between ticks);
@@ -296,6 +297,11 @@ class EmulatedDevice:
 
     def handle(self, arb_id: int, data: bytes) -> list[tuple[int, bytes]]:
         return []
+
+    def cyclic(self, arb_id: int, data: bytes) -> bool:
+        """Whether a host frame is the cycle's traffic to this drive (it shares the period's
+        bits on the simulated bus; bring-up's frames do not)."""
+        return False
 
     def on_sync(self) -> float:
         return self.current_command()

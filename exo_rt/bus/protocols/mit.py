@@ -264,6 +264,9 @@ class EmulatedMitMotor(EmulatedDevice):
             return []
         return [(REPLY_ID, self._state())]
 
+    def cyclic(self, arb_id: int, data: bytes) -> bool:
+        return arb_id == self.node and data not in (mit.ENTER, mit.EXIT, mit.ZERO)
+
     def current_command(self) -> float:
         """The firmware's law at the plant's state → current command (A)."""
         if not self.power_on:

@@ -393,6 +393,7 @@ class EmulatedRmd(EmulatedDevice):
         self.timed_out = False
         self.clock = 0.0
         self._last_cmd = 0.0
+        self._heard = False
         self._pending: list[int] = []
         self._rx = REQUEST + node
         self._tx = REPLY + node
@@ -414,7 +415,7 @@ class EmulatedRmd(EmulatedDevice):
         if arb_id != self._rx or len(data) != 8:
             return []
         cmd = data[0]
-        self._last_cmd = self.clock
+        self._heard = True  # communication in this period (its clock stamps it at the tick)
         if cmd == TORQUE:
             if not self.error:
                 self.running = True
@@ -439,6 +440,9 @@ class EmulatedRmd(EmulatedDevice):
             self.running, self.iq, self.error = False, 0.0, 0
         return []
 
+    def cyclic(self, arb_id: int, data: bytes) -> bool:
+        return arb_id == self._rx and data[:1] in (b"\xa1", b"\x9a", b"\x9c")
+
     def current_command(self) -> float:
         return self.iq if self.power_on else 0.0
 
@@ -458,6 +462,9 @@ class EmulatedRmd(EmulatedDevice):
     def tick(self, t: float) -> list[tuple[int, bytes]]:
         """Its own clock: the communication interruption protection (B3h)."""
         self.clock = t
+        if self._heard:
+            self._heard = False
+            self._last_cmd = t
         if (self.timeout_ms and self.running
                 and t - self._last_cmd >= self.timeout_ms * 1e-3 - 1e-9):
             self.running = False
