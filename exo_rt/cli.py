@@ -43,7 +43,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     if args.buses:
         from exo_rt.bus.config import load_buses
-
         from exo_rt.runtime.buses import describe, resolve_specs
 
         buses = load_buses(args.buses, mech, args.rate)
