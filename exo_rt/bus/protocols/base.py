@@ -32,6 +32,7 @@ from exo_rt.bus.drives import (
     F_BUS_ERROR,
     F_FAULT,
     F_GLITCH,
+    F_LATE,
     F_MALFORMED,
     F_MISSING,
     F_NOT_ENABLED,
@@ -87,6 +88,8 @@ class ReplyDrives:
         self._peak = [float(x) for x in self.peak_current]
         self._slot = {int(node): k for k, node in enumerate(self.nodes)}
         self._disable = False  # request_disable(): the next commands disable instead
+        self._sent = None  # when this cycle's first command left (wall clock; None: simulated)
+        self._expect = math.nan  # simulated clock: when this cycle's replies are stamped
         self.listeners: dict[int, Callable[[can.Message], None]] = {}
         self.bus_errors: deque[tuple[float, bool, str]] = deque(maxlen=64)
         self.emcy_codes: list[tuple[int, int]] = []  # (node, error code) as they came
@@ -123,6 +126,7 @@ class ReplyDrives:
         lockstep tick goes too, so that a simulated bus moves on); a silent drive is one
         BusError line."""
         self.seen[:] = 0
+        self._sent, self._expect = None, math.nan  # bring-up: no cycle to be late for
         for arb, data in frames:
             self._send(arb, data)
             self.bringup_log.append((arb, "send", data.hex()))
@@ -171,12 +175,14 @@ class ReplyDrives:
         """Each drive's command, the current clamped to the drive's peak (NaN/Inf → 0) — or,
         disabled, its idle frame; then the family's extra frames."""
         send = self.port.send
+        self._sent = None
         if self._disable or not self.enabled.all():
             for k in range(self.n):
                 self.commanded[k] = 0.0
                 frame = self.idle_frame(k)
                 if frame is not None:
                     send(frame[0], frame[1])
+                    self._sent = self._sent or self.port.sent_at
         else:
             currents = current_A.tolist()
             for k in range(self.n):
@@ -186,6 +192,7 @@ class ReplyDrives:
                 self.commanded[k] = i
                 arb, data = self.command_frame(k, i)
                 send(arb, data)
+                self._sent = self._sent or self.port.sent_at
         self.extra_frames()
 
     def send_sync(self) -> None:
@@ -213,7 +220,10 @@ class ReplyDrives:
         self.seen[:] = 0
         self.flags[:] = 0
         self._collect_into(deadline)
+        newest = -1.0
         for k in range(self.n):
+            if self.seen[k]:
+                newest = max(newest, self.rx_time[k])
             if not self.seen[k]:
                 self.flags[k] |= F_MISSING
                 self.missing_count[k] += 1
@@ -221,9 +231,18 @@ class ReplyDrives:
                 self.flags[k] |= F_FAULT
             if not self.enabled[k] or self._disable:
                 self.flags[k] |= F_NOT_ENABLED
+        # the next cycle's replies are due a period after this one's (after a cycle with none,
+        # a period after that cycle's due time: a reply held back a period is then late)
+        self._expect = newest + self.period if newest >= 0.0 else self._expect + self.period
 
     def store(self, k: int, q: float, current: float, t: float) -> None:
-        """A reply's joint angle (rad) and current (A): glitch and saturation flags."""
+        """A reply's joint angle (rad) and current (A) stamped ``t``: glitch, saturation and
+        late flags (a reply older than this cycle's first command — or, on a bus with its own
+        clock, stamped over half a period before this cycle's — answers an earlier cycle)."""
+        sent = self._sent
+        if t < (self._expect - 0.5 * self.period if sent is None else sent):
+            self.flags[k] |= F_LATE
+            return
         last = self.rx_time[k]
         if last > 0 and abs(q - self.position[k]) > max(
                 self._max_step[k], self._speed_limit[k] * (t - last + self.period)):

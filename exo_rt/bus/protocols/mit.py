@@ -213,9 +213,9 @@ class MitDrives(ReplyDrives):
 class EmulatedMitMotor(EmulatedDevice):
     """An MIT-mode actuator, frame for frame. A command latches (p_des, v_des, kp, kd,
     t_ff); the firmware's law τ = kp(p_des − p) + kd(v_des − v) + t_ff is evaluated each
-    physics period and turned into a current for the plant. Every frame is answered: the
-    special frames at once, a command after the period's physics (what the host reads next
-    cycle, as from any family). An injected fault sets the error byte (2, over-current) and
+    physics period and turned into a current for the plant. Every frame is answered with the
+    state after the period's physics (what the host reads next cycle, as from any family; a
+    real motor answers at once). An injected fault sets the error byte (2, over-current) and
     cuts the output until EXIT."""
 
     def __init__(self, node: int, scale, ranges: mit.MitRanges) -> None:
@@ -236,13 +236,6 @@ class EmulatedMitMotor(EmulatedDevice):
     def power_on(self) -> bool:
         return self.enabled and not self.error
 
-    def _state(self) -> bytes:
-        rotor, omega, current = self.plant()
-        span = 2.0 * self.ranges.p_max
-        p = (rotor - self.zero + self.ranges.p_max) % span - self.ranges.p_max
-        return mit.pack_reply(self.node, p, omega, current * self.scale.torque_constant,
-                              self.ranges, error=self.error)
-
     def handle(self, arb_id: int, data: bytes) -> list[tuple[int, bytes]]:
         if arb_id != self.node or len(data) != 8:
             return []
@@ -260,9 +253,8 @@ class EmulatedMitMotor(EmulatedDevice):
                 return []
             if self.enabled:
                 self.command = cmd
-            self._reply = True
-            return []
-        return [(REPLY_ID, self._state())]
+        self._reply = True  # answered with the state after the period's physics
+        return []
 
     def cyclic(self, arb_id: int, data: bytes) -> bool:
         return arb_id == self.node and data not in (mit.ENTER, mit.EXIT, mit.ZERO)
