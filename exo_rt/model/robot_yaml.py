@@ -37,6 +37,13 @@ from exo_rt.schema import core
 from exo_rt.schema import robot as schema
 from exo_rt.yamlio import Node, read_yaml
 
+# each mapping's keys → required, as the schema declares them (for code that writes robot files)
+BODY_KEYS, JOINT_KEYS = core.keys(schema.Body), core.keys(schema.Joint)
+TRANSMISSION_KEYS, ROTOR_KEYS = core.keys(schema.Transmission), core.keys(schema.Rotor)
+DRIVE_KEYS, MOTOR_KEYS = core.keys(schema.Drive), core.keys(schema.Motor)
+LOOP_KEYS, INCLUDE_KEYS = core.keys(schema.Loop), core.keys(schema.Include)
+WEARER_KEYS, SEGMENT_KEYS = core.keys(schema.Wearer), core.keys(schema.Segment)
+
 
 def _lines(m: dict[str, Node]) -> dict[str, int]:
     """key → line of a mapping's entries, with nested origin/limit keys flattened."""
