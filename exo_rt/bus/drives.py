@@ -51,7 +51,8 @@ STOPPED = (c.FAULT, c.FAULT_REACTION_ACTIVE, c.QUICK_STOP_ACTIVE)
 def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
     """The frames that have arrived (one reused frame object: decode it before the next);
     polling on until every drive is ``seen`` or ``deadline`` (monotonic s) passes — or, without
-    a deadline (lockstep), until the queue is empty."""
+    a deadline (lockstep), until the queue is empty. (It always empties the queue: a reader
+    that stopped at the first complete set could stay a whole set behind for ever.)"""
     while True:
         msg = port.recv()
         if msg is None:
