@@ -51,7 +51,7 @@ COLUMNS = {"kp": laws.G_KP, "ki": laws.G_KI, "kd": laws.G_KD, "i_limit": laws.G_
 REFERENCE_TYPES = ("gait", "hold", "min_jerk")
 
 
-@section("reference")
+@section("reference", result=True)
 class Reference:
     """What the joints track: the normal gait, a held posture or a minimum-jerk move."""
 

@@ -28,7 +28,20 @@ _NUM = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"  # a number YAML 1.1 rea
 
 
 class Type:
-    """How one value is read, checked and described (a number, a name, a list, …)."""
+    """How one value is read, checked and described (a number, a name, a list, …).
+
+    Subclasses list their parameters in ``FIELDS`` ((name, default) pairs; plain classes
+    rather than dataclasses: a dozen fewer classes to generate at import)."""
+
+    FIELDS: tuple = ()
+
+    def __init__(self, *args, **kw):
+        for i, (name, default) in enumerate(self.FIELDS):
+            setattr(self, name, args[i] if i < len(args) else kw.get(name, default))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self.FIELDS)
+        return f"{type(self).__name__}({args})"
 
     def read(self, node: Node, label: str, fix: str):
         raise NotImplementedError
@@ -45,16 +58,11 @@ def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-@dataclasses.dataclass(frozen=True)
 class Num(Type):
     """A finite number (``inf``: ``.inf`` allowed; ``integer``: a whole number) within the
     bounds given (``ge`` ≥, ``gt`` >, ``le`` ≤)."""
 
-    integer: bool = False
-    inf: bool = False
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
+    FIELDS = (("integer", False), ("inf", False), ("ge", None), ("gt", None), ("le", None))
 
     def read(self, node, label, fix):
         x = to_float(node.value, node.where(), allow_inf=self.inf, error=node.error)
@@ -101,7 +109,6 @@ class Num(Type):
         return f"{kind} {rng}".strip()
 
 
-@dataclasses.dataclass(frozen=True)
 class Flag(Type):
     """``true`` or ``false`` — nothing else (the text ``"false"`` is not a truth value)."""
 
@@ -118,7 +125,6 @@ class Flag(Type):
         return "true/false"
 
 
-@dataclasses.dataclass(frozen=True)
 class Name(Type):
     """A non-empty text (a name, a path, a free description)."""
 
@@ -135,12 +141,10 @@ class Name(Type):
         return "name"
 
 
-@dataclasses.dataclass(frozen=True)
 class Choice(Type):
     """One of ``options``; ``what`` names it in errors (``unknown law 'pd'``)."""
 
-    options: tuple
-    what: str = ""
+    FIELDS = (("options", ()), ("what", ""))
 
     def read(self, node, label, fix):
         value = node.value
@@ -160,11 +164,10 @@ class Choice(Type):
         return " \\| ".join(f"`{o}`" for o in self.options)
 
 
-@dataclasses.dataclass(frozen=True)
 class Vec(Type):
     """``n`` finite numbers (m, rad …): a list, or numbers separated by spaces."""
 
-    n: int = 3
+    FIELDS = (("n", 3),)
 
     def read(self, node, label, fix):
         return to_vector(plain(node), self.n, node.where(), error=node.error)
@@ -177,11 +180,10 @@ class Vec(Type):
         return f"[{self.n} numbers]"
 
 
-@dataclasses.dataclass(frozen=True)
 class Sub(Type):
     """A nested mapping declared by its own schema dataclass."""
 
-    cls: type
+    FIELDS = (("cls", None),)
 
     def read(self, node, label, fix):
         return read(self.cls, node)
@@ -193,11 +195,10 @@ class Sub(Type):
         return "mapping"
 
 
-@dataclasses.dataclass(frozen=True)
 class ListOf(Type):
     """A list (``- …`` items) of ``item`` values; read as a tuple."""
 
-    item: Type
+    FIELDS = (("item", None),)
 
     def read(self, node, label, fix):
         if not isinstance(node.value, list):
@@ -213,12 +214,10 @@ class ListOf(Type):
         return "list" if inner == "mapping" else f"list of {inner}"
 
 
-@dataclasses.dataclass(frozen=True)
 class MapOf(Type):
     """A mapping of free names (joints, segments, python-can keywords) to ``value``s."""
 
-    value: Type
-    example: str = "name: …"
+    FIELDS = (("value", None), ("example", "name: …"))
 
     def read(self, node, label, fix):
         if not isinstance(node.value, dict):
@@ -234,11 +233,10 @@ class MapOf(Type):
         return f"{{name: {inner}}}"
 
 
-@dataclasses.dataclass(frozen=True)
 class AnyOf(Type):
     """The first of ``types`` whose YAML shape (mapping, list, text, number) the value has."""
 
-    types: tuple
+    FIELDS = (("types", ()),)
 
     def read(self, node, label, fix):
         shape = _shape(node.value)
@@ -254,7 +252,6 @@ class AnyOf(Type):
         return " or ".join(t.text() for t in self.types)
 
 
-@dataclasses.dataclass(frozen=True)
 class Plain(Type):
     """A plain YAML value (a number, a name or true/false), kept as written."""
 
@@ -271,12 +268,10 @@ class Plain(Type):
         return "number, name or true/false"
 
 
-@dataclasses.dataclass(frozen=True)
 class Raw(Type):
     """A value read by other code (it keeps the node): only its shape is declared here."""
 
-    schema: tuple = ()  # JSON Schema items, as a tuple of pairs (frozen)
-    words: str = "see below"
+    FIELDS = (("schema", ()), ("words", "see below"))  # schema: JSON Schema (key, value) pairs
 
     def read(self, node, label, fix):
         return node
@@ -325,22 +320,20 @@ def key(type_: Type, default=REQUIRED, *, unit: str = "", doc: str = "", what: s
     return dataclasses.field(default=default, metadata=meta)
 
 
-@dataclasses.dataclass(frozen=True)
-class KeySpec:
-    type: Type
-    unit: str
-    doc: str
-    what: str
-    fix: str
-    shown: str | None
-    name: str
+class KeySpec(Type):
+    """One key's declaration (see :func:`key`)."""
+
+    FIELDS = (("type", None), ("unit", ""), ("doc", ""), ("what", ""), ("fix", ""),
+              ("shown", None), ("name", ""))
 
 
-def section(what: str):
-    """Make a class a schema: a frozen dataclass whose errors call it ``what`` (``a joint``)."""
+def section(what: str, result: bool = False):
+    """Make a class a schema: a frozen dataclass whose errors call it ``what`` (``a joint``).
+    ``result``: the run uses it as it is (it compares by value); the others are the file's
+    shape only (compared by identity, a cheaper class to make at import)."""
 
     def wrap(cls):
-        cls = dataclasses.dataclass(frozen=True)(cls)
+        cls = dataclasses.dataclass(frozen=True, eq=result)(cls)
         cls.WHAT = what
         cls.KEYS = {(f.metadata["schema"].name or f.name): f for f in dataclasses.fields(cls)
                     if "schema" in f.metadata}

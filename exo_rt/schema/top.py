@@ -13,7 +13,7 @@ POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
 
 
-@section("safety")
+@section("safety", result=True)
 class SafetyConfig:
     """What the safety supervisor checks every cycle, and how it reacts (docs/config.md)."""
 
@@ -41,7 +41,7 @@ class SafetyConfig:
                                    "its link counts as lost")
 
 
-@section("realtime")
+@section("realtime", result=True)
 class RealtimeConfig:
     """Where the control thread runs with ``--realtime`` (docs/config.md)."""
 
