@@ -399,15 +399,6 @@ def read(cls, node: Node, extra: dict[str, bool] | None = None, what: str = "", 
     return cls(**values)
 
 
-def value(cls, field: str, node: Node | None):
-    """One key of schema ``cls`` read from ``node`` (its default when ``node`` is None)."""
-    f = cls.KEYS[field]
-    if node is None:
-        return defaults(cls).get(field)
-    spec = f.metadata["schema"]
-    return spec.type.read(node, spec.what or field, spec.fix)
-
-
 def given(node: Node) -> list[str]:
     """The keys a mapping node writes (those not left to their defaults)."""
     return list(node.value) if isinstance(node.value, dict) else []
