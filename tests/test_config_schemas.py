@@ -67,9 +67,9 @@ def test_generated_files_are_up_to_date():
 
 
 def test_schema_command_prints_a_kind(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "exo_rt", "schema", "controller"],
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "schema", "robot"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert res.returncode == 0 and json.loads(res.stdout)["title"] == "exo-rt controller file"
+    assert res.returncode == 0 and json.loads(res.stdout)["title"] == "exo-rt robot file"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "schema"], capture_output=True,
                          text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 2 and "give one of" in res.stderr and "Traceback" not in res.stderr

@@ -37,12 +37,19 @@ from exo_rt.schema import core
 from exo_rt.schema import robot as schema
 from exo_rt.yamlio import Node, read_yaml
 
-# each mapping's keys → required, as the schema declares them (for code that writes robot files)
-BODY_KEYS, JOINT_KEYS = core.keys(schema.Body), core.keys(schema.Joint)
-TRANSMISSION_KEYS, ROTOR_KEYS = core.keys(schema.Transmission), core.keys(schema.Rotor)
-DRIVE_KEYS, MOTOR_KEYS = core.keys(schema.Drive), core.keys(schema.Motor)
-LOOP_KEYS, INCLUDE_KEYS = core.keys(schema.Loop), core.keys(schema.Include)
-WEARER_KEYS, SEGMENT_KEYS = core.keys(schema.Wearer), core.keys(schema.Segment)
+# the former key tables (key → required), for code that writes robot files: from the schema
+_KEY_TABLES = {"BODY_KEYS": "Body", "JOINT_KEYS": "Joint", "TRANSMISSION_KEYS": "Transmission",
+               "ROTOR_KEYS": "Rotor", "DRIVE_KEYS": "Drive", "MOTOR_KEYS": "Motor",
+               "LOOP_KEYS": "Loop", "INCLUDE_KEYS": "Include", "WEARER_KEYS": "Wearer",
+               "SEGMENT_KEYS": "Segment"}
+
+
+def __getattr__(name: str):
+    """``SEGMENT_KEYS`` and the like, read from the schema when asked for (not at import:
+    the schema module may itself be importing this package)."""
+    if name in _KEY_TABLES:
+        return core.keys(getattr(schema, _KEY_TABLES[name]))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _lines(m: dict[str, Node]) -> dict[str, int]:
