@@ -99,6 +99,7 @@ def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
     cmd[j] = 0.0
     for _ in range(20):
         bench.cycle(cmd)
+    bench.disable_all()  # as every procedure ends: a drive left enabled is refused next start
     return {"joint": joint, "step_A": step_A, "current_cycles": seen_current,
             "motion_cycles": seen_motion,
             "current_ms": None if seen_current is None else seen_current * 1e3 * bench.dt}
