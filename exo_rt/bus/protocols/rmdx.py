@@ -20,8 +20,11 @@ Error flags (9Ah): 0002h stall, 0004h low voltage, 0008h over-voltage, 0010h ove
 Absolute angle: from the actuator's output encoder, as the protocol gives it — the
 multi-turn angle from the zero commissioned in the actuator's ROM (MyActuator's tool, or
 command 64h with the leg in its zero posture). Bring-up reads it (92h, 0.01°); the cycle's
-replies carry it in whole degrees (A1h), which the host unwraps from the 92h reading. The
-joint angle is ``joint_at_zero + angle / multiplier`` (``joint_at_zero``: the joint's angle
+replies carry it in whole degrees (A1h), which the host unwraps from the 92h reading and
+refines between the degree's steps with the reply's speed (1 °/s) integrated since the last
+reply, held within ±0.5° of the reported degree (at 100:1 a whole degree at the output shaft
+is 0.01° at the joint, but its steps alone would make a velocity estimate jump by 0.17 rad/s
+per step at 1 kHz). The joint angle is ``joint_at_zero + angle / multiplier`` (``joint_at_zero``: the joint's angle
 where the actuator's zero is, rad; default 0).
 
 Drive-side timeout: B3h, written at bring-up (``comm_timeout_ms``, default 20 ms): an
@@ -241,6 +244,7 @@ class RmdDrives(ReplyDrives):
         self._zero = [float(x) for x in self.joint_at_zero]
         self._base = [0] * self.n  # angle = base + the u16 field (°): unwrapping the field
         self._last = [None] * self.n  # the last angle field (u16)
+        self._fine = [math.nan] * self.n  # the last angle (°) between whole degrees
         self.acked = np.zeros(self.n, dtype=np.int64)  # the last echoed command byte
         self.absolute_deg = np.full(self.n, np.nan)  # 92h at bring-up
         self._shut = [False] * self.n
@@ -276,14 +280,21 @@ class RmdDrives(ReplyDrives):
             return k
         cmd = data[0]
         if cmd in FEEDBACK:
-            _, temp, iq, _speed, angle = decode_feedback(data)
+            _, temp, iq, speed, angle = decode_feedback(data)
             last = self._last[k]
             if last is not None and abs(angle - last) > 32768:  # the i16 field wrapped
                 self._base[k] += 65536 if angle < last else -65536
             self._last[k] = angle
             self.temperature[k] = temp
-            self.store(k, self._zero[k] + (self._base[k] + angle) * self._rad[k], iq,
-                       msg.timestamp)
+            deg = float(self._base[k] + angle)  # whole degrees of the output shaft
+            t, prev = msg.timestamp, self.rx_time[k]
+            if prev > 0.0 and self._fine[k] == self._fine[k]:
+                # within the whole degree the encoder reports, the speed (1 °/s) integrated
+                # since the last reply: the angle between the degree's steps
+                pred = self._fine[k] + speed * min(t - prev, 2.0 * self.period)
+                deg = deg - 0.5 if pred < deg - 0.5 else deg + 0.5 if pred > deg + 0.5 else pred
+            self._fine[k] = deg
+            self.store(k, self._zero[k] + deg * self._rad[k], iq, t)
         elif cmd == STATUS1:
             temp, _brake, _volts, error = decode_status1(data)
             self.temperature[k] = temp
@@ -339,6 +350,7 @@ class RmdDrives(ReplyDrives):
             self.found[k] = {"error_code": int(self.error_code[k]),
                              "stopped": bool(self.error_code[k]), "angle_deg": deg}
         self.rx_time[:] = 0.0
+        self._fine = [math.nan] * self.n
 
     def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
         """The first zero-torque command runs each actuator (a stopped one needs the
