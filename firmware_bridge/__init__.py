@@ -1,1 +1,1 @@
-"""Serial link between the controller PC and the exoskeleton's embedded board (DESIGN §4.3)."""
+"""Serial link between the controller PC and the exoskeleton's embedded board (docs/board.md)."""

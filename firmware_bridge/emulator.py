@@ -1,4 +1,4 @@
-"""The embedded board, emulated on a pseudo-terminal or an in-process socket pair (DESIGN §4.3).
+"""The embedded board, emulated on a pseudo-terminal or an in-process socket pair (docs/board.md).
 
 It answers the controller like the real safety/sensor MCU: status (e-stop, motor power,
 supply voltage, watchdog) and foot-sole pressures every ``status_period``, its firmware version

@@ -1,4 +1,4 @@
-"""The PC side of the board link (DESIGN §4.3): any pyserial URL (``/dev/ttyACM0``, a
+"""The PC side of the board link (docs/board.md): any pyserial URL (``/dev/ttyACM0``, a
 pseudo-terminal, ``loop://``).
 
 :meth:`BoardLink.poll` reads what has arrived without blocking and decodes it — the control

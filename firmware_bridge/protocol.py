@@ -1,5 +1,5 @@
 """The serial protocol between the controller PC and the exoskeleton's embedded board
-(DESIGN §4.3).
+(docs/board.md).
 
 A frame is ``COBS([version, type, sequence, length, payload…, crc_lo, crc_hi]) + 0x00``: the
 0x00 delimiter never occurs inside a COBS-encoded frame, so a receiver resynchronises at the

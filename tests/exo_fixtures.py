@@ -1,4 +1,4 @@
-"""Seed 000's one-leg exoskeleton with compliant harmonic drives, built by hand for the tests.
+"""Hidalgo & Rocón's one-leg exoskeleton with compliant harmonic drives, built by hand for tests.
 
 Frames: world = pelvis, x forward, y left, z up; q = 0 hangs the leg straight down. Hip flexion
 > 0 swings the thigh forward (axis −y), knee flexion > 0 bends the shank back (axis +y), so
@@ -9,18 +9,18 @@ with the wearer's segments lumped in — 75 kg male, de Leva (1996) Table 4: thi
 10.6 kg, shank 0.0433·75 = 3.25 kg, foot 0.0137·75 = 1.03 kg, COM and radii of gyration as
 fractions of the exoskeleton link lengths (:mod:`exo_rt.model.anthropometry`).
 
-Drives (reference notes §5): both joints through CSF-20-100-style harmonic drives, N = 100
-(z_rotor = −100·q_joint, seed 000 eq. 23): K1/K2/K3 = 1.6/2.5/2.9·10⁴ N·m/rad, T1/T2 = 7/25 N·m
-(K's "from memory, not verified" in the notes), hysteresis half-width 0.4 N·m (an assumption:
-the catalogue's hysteresis-loss table is not in the notes). Rotor = wave generator 0.193e-4 +
+Drives: both joints through CSF-20-100-style harmonic drives (HD LLC catalogue), N = 100
+(z_rotor = −100·q_joint, Hidalgo & Rocón eq. 23): K1/K2/K3 = 1.6/2.5/2.9·10⁴ N·m/rad,
+T1/T2 = 7/25 N·m (K unverified: docs/references.md), hysteresis half-width 0.4 N·m (an
+assumption: the catalogue's hysteresis-loss table was not read). Rotor = wave generator 0.193e-4 +
 maxon EC 45 flat 70 W rotor 0.181e-4 = 0.374e-4 kg·m² about its axis (0.35 kg), on the
 circular spline's link: the pelvis (hip) and the thigh (knee). Motor: k_M 0.0404 N·m/A (24 V
 winding), I_nom 3.29 A, R 0.573 Ω, L 0.301 mH, the drive's peak 20 A, 1 kHz current loop.
 
 Wave-generator friction: breakaway T_s = 0.08 N·m, Coulomb 0.03 N·m, viscous 1.5e-4 N·m·s/rad,
 Stribeck 0.5 rad/s, and a load-dependent mesh friction μ·|T|/N with μ = 0.6 (forward efficiency
-≈ 1/(1+μ) = 63 %, backward 1−μ = 40 %, inside the notes' 60–80 % forward). What this implies at
-the output — honestly compared with the notes' "backdriving torque: several N·m":
+≈ 1/(1+μ) = 63 %, backward 1−μ = 40 %, inside the catalogue's 60–80 % forward). What this implies at
+the output — honestly compared with the catalogue's "backdriving torque: several N·m":
 
 - unloaded, the output breaks the rotor loose at N·T_s = 8 N·m: "several N·m", as listed;
 - under load the mesh friction grows with the torque, so an output torque T back-drives the
@@ -28,7 +28,7 @@ the output — honestly compared with the notes' "backdriving torque: several N�
 
 The shank horizontal (q = (0, π/2)) loads the knee (and the hip) with about 16 N·m of gravity:
 above the unloaded figure — a drive with only its no-load friction *would* be back-driven —
-but below the loaded 20 N·m threshold, so the leg holds at zero current (seed 000 §3). The
+but below the loaded 20 N·m threshold, so the leg holds at zero current (Hidalgo & Rocón §3). The
 non-back-drivability of this model therefore rests on the load-dependent friction, whose μ is
 an assumption to be identified on the bench (docs/bench.md), like the K's.
 """
@@ -83,7 +83,7 @@ def _wearer(name: str, body: str, proximal, distal) -> tuple[LinkSpec, JointSpec
 
 def exo_leg_with_drives(friction: bool = True, hysteresis: bool = True, *, drives: bool = True,
                         kinematic_error: tuple = ()) -> Mechanism:
-    """Seed 000's leg (pelvis fixed, hip and knee) with the wearer and two harmonic drives.
+    """Hidalgo & Rocón's leg (pelvis fixed, hip and knee) with the wearer and two harmonic drives.
 
     ``drives=False`` gives the same bodies and masses with ordinary revolute pairs: each rotor
     is fixed to its link instead of turning, and there are no transmissions.

@@ -1,7 +1,7 @@
 """Pinocchio twin of a mechanism: the independent reference for the dynamics tests.
 
 Pinocchio reads the same URDF text (its parser builds the tree depth-first, which its CRBA
-needs — DESIGN §3.2). Coordinates are mapped by joint name, since the two libraries may order
+needs — docs/dynamics.md). Coordinates are mapped by joint name, since the two libraries may order
 them differently.
 """
 

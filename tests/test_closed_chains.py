@@ -1,4 +1,4 @@
-"""Closed chains against an independent computation (DESIGN §3.4, seed 000 §2.2, seed 004).
+"""Closed chains against an independent computation (Hidalgo & Rocón §2.2, Coutinho 2015).
 
 Reference: Lagrange multipliers on the *open* tree, with the tree's M and h from Pinocchio and
 the constraint Jacobian and its bias γ = Φ̇_z ż from Pinocchio's joint placements, Jacobians
@@ -45,7 +45,7 @@ def four_bar(gravity=(0.0, -9.81, 0.0)):
 
 
 def five_bar(kind="point", gravity=(0.0, -9.81, 0.0)):
-    """Seed 004's 5R: two actuated base joints, distal links meeting at the end point."""
+    """Coutinho 2015's 5R: two actuated base joints, distal links meeting at the end point."""
     l1, l2, base = 0.25, 0.35, 0.2
     links = [LinkSpec("ground", 1.0, np.zeros(3), np.eye(3) * 1e-3), _rod("left1", 1.0, l1),
              _rod("left2", 0.8, l2), _rod("right1", 1.0, l1), _rod("right2", 0.8, l2)]

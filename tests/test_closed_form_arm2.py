@@ -1,6 +1,6 @@
-"""Seed 003's closed-form 2-DOF planar arm: H, Coriolis h_ijk and gravity G_i to 1e-12.
+"""Schaffner's closed-form 2-DOF planar arm: H, Coriolis h_ijk and gravity G_i to 1e-12.
 
-Seed 003 (/work/shared/seeds/003_e3c5e581625419f0.txt, "Example: 2 dof planar arm", eqs. 2-7
+Schaffner ("Musculoskeletal Dynamics", "Example: 2 dof planar arm", eqs. 2-7
 and 2-11; θ1 from the horizontal x0 axis, θ2 relative to link 1, y0 up):
   H11 = m1 lc1² + I1 + m2 (l1² + lc2² + 2 l1 lc2 cos θ2) + I2
   H12 = H21 = m2 (lc2² + l1 lc2 cos θ2) + I2,   H22 = m2 lc2² + I2
@@ -30,7 +30,7 @@ def arm():
     mech = load_mechanism(CONFIG)
     assert mech.joint_names == ("shoulder", "elbow")
     b1, b2 = mech.body_names.index("link1"), mech.body_names.index("link2")
-    # the seed's setting: both axes along z, centroids on the link (x) axes, gravity along −y0
+    # Schaffner's setting: both axes along z, centroids on the link (x) axes, gravity along −y0
     np.testing.assert_array_equal(mech.axis[[b1, b2]], [[0, 0, 1], [0, 0, 1]])
     assert mech.com[[b1, b2], 1:].tolist() == [[0, 0], [0, 0]]
     assert mech.origin_xyz[b2, 1:].tolist() == [0, 0]

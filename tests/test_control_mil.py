@@ -1,5 +1,5 @@
 """Closed-loop figures of the laws on the plant (model in the loop): exo_leg with its wearer,
-1 kHz, 10 gait cycles of 2 s, motor encoders through the drives (DESIGN §5, §9)."""
+1 kHz, 10 gait cycles of 2 s, motor encoders through the drives (docs/config-controller.md)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_model_based_pid_beats_plain_pid(runs):
 
 @pytest.mark.slow
 def test_sliding_mode_is_robust_to_parameter_error(runs):
-    """Seed 004's point: with ±20 % mass/inertia error sliding mode stays within 1.5× its
+    """Coutinho 2015's point: with ±20 % mass/inertia error sliding mode stays within 1.5× its
     nominal RMS, and degrades less than computed torque does under the same error."""
     def worst_ratio(name):
         nominal = runs[name, 1.0].rms_error_deg

@@ -1,4 +1,4 @@
-"""Cross-validation of the semirecursive dynamics against Pinocchio (DESIGN §3.2).
+"""Cross-validation of the semirecursive dynamics against Pinocchio (docs/dynamics.md).
 
 Random chains and branched trees of 1–20 bodies (branches listed in non-depth-first order,
 random axes, rotated joint frames, prismatic and fixed joints, gravity in any direction), and

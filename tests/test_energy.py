@@ -1,8 +1,8 @@
-"""Seed 001's energy integral: with no torque and no friction, E = T + Π stays constant.
+"""Borisov & Rozenblat 2017's energy integral: with no torque or friction, E = T + Π is constant.
 
-Seed 001 (/work/shared/seeds/001_57cb81588b7e13dd.txt, §4) proves that the exoskeleton's
+Borisov & Rozenblat 2017 (§4) prove that the exoskeleton's
 ballistic motion (no control torque) has the energy integral E = T + Π = h. We integrate the
-seed's 5-link model (both variants, configs/robots/borisov_5link*.yaml) from the seed's
+paper's 5-link model (both variants, configs/robots/borisov_5link*.yaml) from the paper's
 initial conditions (§5) for 5 s, and random trees for 2 s, with classical RK4 at dt = 0.1 ms
 (:func:`exo_rt.dynamics.integrate.rk4_step`), zero torque.
 
@@ -25,7 +25,7 @@ from exo_rt.model import load_mechanism
 from tests.randmech import random_mechanism
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "robots"
-# seed 001, §5: absolute link angles φ_i (from the x axis, counter-clockwise) and their rates
+# Borisov & Rozenblat 2017, §5: absolute link angles φ_i (from x, counter-clockwise), rates
 PHI0 = np.array([1.68, 1.70, 1.21, 0.39, 1.57])  # rad
 PHID0 = np.array([-1.57, -2.92, -0.19, -2.83, -0.07])  # rad/s
 DT = 1e-4  # s

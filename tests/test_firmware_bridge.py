@@ -1,5 +1,5 @@
 """The board link: protocol vectors, the C99 codec against Python, fuzzing, the emulated
-board's watchdog, and the runtime's reactions to e-stop and link loss (DESIGN §4.3)."""
+board's watchdog, and the runtime's reactions to e-stop and link loss (docs/board.md)."""
 
 from __future__ import annotations
 

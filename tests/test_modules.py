@@ -1,4 +1,4 @@
-"""Modules (seed 002) and the wearer (seed 001, de Leva 1996)."""
+"""Modules (Chung & Yi) and the wearer (Borisov & Rozenblat 2017, de Leva 1996)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROBOTS = ROOT / "configs" / "robots"
 
 
 def test_composed_robot_equals_its_one_file_twin():
-    """Seed 002's validation: equal inverse-dynamics torques, to 1e-12, on random states."""
+    """Chung & Yi's validation: equal inverse-dynamics torques, to 1e-12, on random states."""
     composed = load_mechanism(ROBOTS / "hybrid_modules.yaml")
     twin = load_mechanism(Path(__file__).parent / "data" / "hybrid_one_file.yaml")
     assert composed.joint_names == twin.joint_names

@@ -1,4 +1,4 @@
-"""The compliant plant (DESIGN §3.3, seed 000 §2.3 and §3): non-back-drivability, energy,
+"""The compliant plant (Hidalgo & Rocón §2.3 and §3): non-back-drivability, energy,
 the catalogue's torque–twist curve, hysteresis, the motor's current loop, stick–slip without
 chatter, no allocation in the step."""
 
@@ -39,7 +39,7 @@ def _with_drives(mech, **changes):
     return dataclasses.replace(mech, transmissions=trs)
 
 
-# ---------------------------------------------------------------- seed 000 §3
+# ------------------------------------------------------- Hidalgo & Rocón §3
 @pytest.mark.parametrize("source", ["fixture", "configs/robots/exo_leg.yaml"])
 def test_harmonic_drive_holds_the_leg_at_zero_current(source):
     """Shank horizontal, zero motor current, catalogue friction: < 0.1° in 5 s."""

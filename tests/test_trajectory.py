@@ -8,7 +8,7 @@ import pytest
 
 from exo_rt.control import trajectory
 
-# reference notes §6: hip and knee flexion (deg) at 0, 10, …, 90 % of the gait cycle
+# gaitutils 0.13.9 data/normal.gcd: hip and knee flexion (deg) at 0, 10, …, 90 % of the gait cycle
 DATA = {"hip": [33.5, 31.6, 22.4, 9.9, -0.6, -7.8, -8.0, 10.5, 27.9, 34.4],
         "knee": [0.4, 11.7, 14.9, 7.9, 1.8, 3.0, 20.6, 57.2, 61.0, 30.7]}
 

@@ -1,4 +1,4 @@
-"""Harmonic-drive / mimic coupling in the rigid model (DESIGN §3.3, seed 000 eqs. 23–27).
+"""Harmonic-drive / mimic coupling in the rigid model (Hidalgo & Rocón eqs. 23–27).
 
 A rotor (wave generator + motor rotor) is a body on the output joint's parent link whose
 coordinate is z_rotor = k·q_joint with k = −N. Our reduced M and h must equal R_zᵀ M_tree R_z

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One control-law step including its dynamics, inside njit, for every law on the default
-leg (target ≤ 2 µs for computed torque, DESIGN §9): ``python tools/bench_control.py``."""
+leg (target ≤ 2 µs for computed torque): ``python tools/bench_control.py``."""
 
 from __future__ import annotations
 

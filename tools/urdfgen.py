@@ -9,7 +9,7 @@ checks our loader and packing rather than repeating them:
   (one link per body, one joint per movable body), for mechanisms loaded from config files.
 
 Joints are written depth-first from the base (Pinocchio's CRBA is silently wrong on trees
-whose joints were added in topological but not depth-first order, DESIGN §3.2). Every number
+whose joints were added in topological but not depth-first order, docs/dynamics.md). Every number
 is written with ``repr(float(x))``, which round-trips a float64 exactly (and never prints
 ``np.float64(…)``). ``continuous`` joints are written as ``revolute`` with wide limits:
 Pinocchio parses continuous joints as unbounded (cos, sin) joints with nq = 2 and nv = 1,

@@ -1,12 +1,12 @@
 """Compliant harmonic drive: flexspline stiffness, hysteresis, wave-generator friction.
 
-The plant's model of a strain-wave gear (DESIGN §3.3; Taghirad & Bélanger, "Modeling and
-parameter identification of harmonic drive systems", ASME JDSMC 120(4), 1998; HD LLC CSF
-catalogue; reference notes §5).
+The plant's model of a strain-wave gear (docs/dynamics.md; Taghirad & Bélanger 1998, "Modeling
+and parameter identification of harmonic drive systems", ASME JDSMC 120(4); HD LLC CSF/CSG
+catalogue, pp. 14, 49, 50; docs/references.md).
 
 Coordinates. The joint (flexspline, output) coordinate q_j and the rotor (wave generator +
 motor rotor) coordinate q_r = z_WG, both relative to the circular spline's link. The rigid
-constraint θ_WG = (N+1)θ_CS − Nθ_FS (seed 000 eq. 23) reads q_r = k·q_j with k = −N. The
+constraint θ_WG = (N+1)θ_CS − Nθ_FS (Hidalgo & Rocón eq. 23) reads q_r = k·q_j with k = −N. The
 compliant drive frees q_r; the flexspline twist (rad, at the output) is
 
     Δ = q_j − q_r/k − e(q_r),     e(θ) = Σ_n A_n sin(2n·θ + φ_n)   (kinematic error)
@@ -18,8 +18,9 @@ T_s = dU/dΔ plus the hysteresis torque T_h. As generalized forces (Q = −∂U/
 
     Q_j = −T,        Q_r = −T·∂Δ/∂q_r = T·(1/k + e'(q_r))
 
-so with e = 0 the rotor feels T/k = −T/N: the ideal-gear relation T_WG = −T_FS/N (seed 000
-eq. 24), and the spring's power Q_j q̇_j + Q_r q̇_r = −T·Δ̇ = −dU/dt (energy is conserved).
+so with e = 0 the rotor feels T/k = −T/N: the ideal-gear relation T_WG = −T_FS/N
+(Hidalgo & Rocón eq. 24), and the spring's power Q_j q̇_j + Q_r q̇_r = −T·Δ̇ = −dU/dt
+(energy is conserved).
 
 Parameters of one drive are one row of floats (columns ``D_*``) so a plant with several drives
 passes one array to njit code.

@@ -1,4 +1,4 @@
-"""DC motor with its drive's current loop (reference notes §5, maxon catalogue).
+"""DC motor with its drive's current loop (maxon catalogue, pp. 321, 324).
 
 Electrical model L·di/dt = V_a − R·i − k_M·ω_m, motor torque k_M·i (k_M the torque constant,
 equal to the back-EMF constant in SI). The drive's current PI (tuned by pole–zero

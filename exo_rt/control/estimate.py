@@ -1,4 +1,4 @@
-"""Joint state from encoders at 1 kHz (DESIGN §5).
+"""Joint state from encoders at 1 kHz (docs/config-controller.md).
 
 - Joint angle from the motor encoder through the (rigid) transmission, q = θ_motor / k, or
   from an output encoder directly; the flexspline's twist makes the two differ under load by

@@ -1,17 +1,17 @@
-"""Control laws as njit functions on preallocated arrays (DESIGN §5).
+"""Control laws as njit functions on preallocated arrays (docs/config-controller.md).
 
 Every law maps (state, reference, gains, workspace) → joint torque τ (N·m, ordered as
 ``mech.joint_names``), then :func:`torque_to_current` — the one place where torque becomes
 motor current — goes through the transmission and the torque constant and clamps the current.
-The dynamics come from the controller's rigid model (exoskeleton + wearer + rotors, seed 000
-eqs. 23–27), called inside njit: no Python between the law and the kernels.
+The dynamics come from the controller's rigid model (exoskeleton + wearer + rotors;
+Hidalgo & Rocón eqs. 23–27), called inside njit: no Python between the law and the kernels.
 
 Laws (``LAW_*``):
 - PID: derivative on the measurement (filtered velocity, no derivative kick), integral with
   clamping anti-windup, output limit.
 - model-based PID: PID + g(q) + wave-generator friction compensation (+ M(q) q̈_d if enabled).
 - computed torque: τ = M(q)(q̈_d + K_d ė + K_p e + K_i ∫e) + h(q, q̇) (+ friction).
-- sliding mode (seed 004): s = ė + Λe, τ = M(q)(q̈_d + Λė) + h(q, q̇) + K_s s + K·sat(s/Φ);
+- sliding mode (Coutinho 2015): s = ė + Λe, τ = M(q)(q̈_d + Λė) + h(q, q̇) + K_s s + K·sat(s/Φ);
   the boundary layer Φ removes chattering, K covers the parameter error.
 - transparent / assist: the exoskeleton's own inverse dynamics along the motion (its gravity,
   link and reflected rotor inertia) + friction compensation + an assistance torque.

@@ -1,7 +1,7 @@
-"""Joint references: normal gait over the gait phase, minimum-jerk moves, hold (DESIGN §5).
+"""Joint references: normal gait over the gait phase, minimum-jerk moves, hold.
 
 Normal gait: hip and knee flexion as Fourier series of the gait phase φ ∈ [0, 1) — a least-
-squares fit to published normal-gait curves (reference notes §6; RMS residual 0.15° hip,
+squares fit to published normal-gait curves (gaitutils 0.13.9 normal.gcd; RMS residual 0.15° hip,
 0.31° knee). A Fourier series is smooth to every derivative and periodic, so the reference is
 continuous in position, velocity and acceleration across cycle boundaries. Cadence scales
 the period, ``amplitude`` scales the excursion about the mean.
@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-# reference notes §6, degrees: θ = a0 + Σ (a_n cos 2πnφ + b_n sin 2πnφ)
+# fit to gaitutils 0.13.9 data/normal.gcd, degrees: θ = a0 + Σ (a_n cos 2πnφ + b_n sin 2πnφ)
 GAIT_FOURIER_DEG = {
     "hip": (15.40, [(22.21, -0.63), (-2.67, -2.63), (-1.16, 1.50), (0.26, -0.07)]),
     "knee": (21.04, [(3.49, -22.56), (-18.01, 0.42), (-3.19, 3.84), (-1.02, -0.56),

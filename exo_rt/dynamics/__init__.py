@@ -1,4 +1,4 @@
-"""Rigid-body dynamics of a :class:`~exo_rt.model.Mechanism` (DESIGN §3.2).
+"""Rigid-body dynamics of a :class:`~exo_rt.model.Mechanism` (docs/dynamics.md).
 
 :class:`Dynamics` is the thin Python facade (it owns a workspace and calls the njit kernels of
 :mod:`exo_rt.dynamics.kernels`); laws and the plant call the kernels directly inside njit.
@@ -267,7 +267,7 @@ class ClosedChainDynamics(Dynamics):
 
     q, v, a, τ are the independent coordinates (``mech.joint_names``); dependent ones are
     solved by Newton's method from the last solution (warm start). The equations are the
-    reduced ones of seed 000 eq. 22: M̄(q) q̈ = τ − h̄(q, q̇), τ acting on the independent
+    reduced ones of Hidalgo & Rocón eq. 22: M̄(q) q̈ = τ − h̄(q, q̇), τ acting on the independent
     (actuated) coordinates. :meth:`complete` gives all tree coordinates.
     """
 

@@ -1,9 +1,9 @@
-"""Constant couplings between tree coordinates: gears and harmonic drives (DESIGN §3.3).
+"""Constant couplings between tree coordinates: gears and harmonic drives (docs/dynamics.md).
 
 In the controller's (rigid) model a rotor coordinate is dependent, z_rotor = k·q_joint + c,
 a constant R_z handled inside the kernels. The plant's (compliant) model *releases* every
 rotor into an independent coordinate; the flexspline's compliance then couples it to the joint
-(seed 000 §2.3 and its compliant variant, Taghirad & Bélanger).
+(Hidalgo & Rocón §2.3 and its compliant variant, Taghirad & Bélanger 1998).
 """
 
 from __future__ import annotations

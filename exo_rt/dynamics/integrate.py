@@ -2,7 +2,7 @@
 
 :func:`rk4_step` advances a tree mechanism's state by the classical 4th-order Runge–Kutta
 method with a constant generalized force over the step: the reference integrator for
-energy-conservation checks (seed 001's energy integral) and for the plant between controller
+energy-conservation checks (Borisov & Rozenblat 2017, §4) and for the plant between controller
 periods. Both functions are ``@njit(cache=True)``, allocate nothing and can be called from
 Python or from other njit code.
 

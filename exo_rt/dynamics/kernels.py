@@ -1,22 +1,22 @@
-"""Semirecursive rigid-body dynamics as numba kernels (DESIGN §3.2, seed 000 §2.1).
+"""Semirecursive rigid-body dynamics as numba kernels (Hidalgo & Rocón §2.1).
 
 All vectors are in the inertial frame; 6-vectors are [linear; angular]. For body i hanging
 on joint i (unit axis u_i through point r_i, the body frame's origin):
 
     Z_i = [ṡ_i; ω_i] = Z_p + b_i ż_i,   b_i = [r_i × u_i; u_i] (revolute), [u_i; 0] (prismatic)
     Ż_i = Ż_p + b_i z̈_i + d_i,  d_i = [ṡ_p × u_i + ω_p × (r_i × u_i); ω_p × u_i] ż_i (revolute),
-                                 d_i = [ω_p × u_i; 0] ż_i (prismatic)                (seed eq. 9–12)
+                                 d_i = [ω_p × u_i; 0] ż_i (prismatic)    (Hidalgo & Rocón eqs. 9–12)
 
 ṡ_i is the velocity of the body point that coincides with the inertial origin, so every
 body's force and inertia are reduced to the same point and *add* along a path:
 
     M_ij = b_iᵀ M̄^Σ_k b_j   (k the deeper of i, j on one path; M̄^Σ accumulated leaves → root)
-    τ_i  = b_iᵀ Σ_{k ⪰ i} (M̄_k Ż_k − Q̄_k)                                       (seed eq. 17–21)
+    τ_i  = b_iᵀ Σ_{k ⪰ i} (M̄_k Ż_k − Q̄_k)                  (Hidalgo & Rocón eqs. 17–21)
 
 M̄_k Ż_k − Q̄_k is written as the Newton–Euler wrench about the origin,
 [f; c × f + J_G ω̇ + ω × J_G ω] with f = m (a_G − gravity) — the same vector, fewer flops.
 Tree coordinates map to the independent ones through the constant R_z of a ``<mimic>`` or a
-harmonic drive (seed 000 eqs. 23–27): z_i = k_i q_{j(i)} + c_i, so M = R_zᵀ M_z R_z,
+harmonic drive (Hidalgo & Rocón eqs. 23–27): z_i = k_i q_{j(i)} + c_i, so M = R_zᵀ M_z R_z,
 τ = R_zᵀ τ_z with no linear solve.
 
 Calling convention: ``kernel(pk, ws, inputs…, out)`` where ``pk`` is ``Mechanism.packed``
@@ -277,7 +277,8 @@ def gravity_forces(pk, ws, q, out):
 
 @njit(cache=True)
 def mass_matrix(pk, ws, q, out):
-    """M(q) = R_zᵀ M_z R_z with M_z,ij = b_iᵀ M̄^Σ_j b_j for i an ancestor of j (seed eq. 19)."""
+    """M(q) = R_zᵀ M_z R_z with M_z,ij = b_iᵀ M̄^Σ_j b_j for i an ancestor of j
+    (Hidalgo & Rocón eq. 19)."""
     nb, nq = _dims(pk)
     if out.shape[0] != nq or out.shape[1] != nq:
         raise ValueError("mass-matrix output must be (nq, nq)")

@@ -1,6 +1,6 @@
 """Closed kinematic chains: loop constraints, coordinate partitioning, reduced dynamics.
 
-Seed 000 §2.2 (and DESIGN §3.4). A closed mechanism is an open tree with tree coordinates z
+Hidalgo & Rocón §2.2. A closed mechanism is an open tree with tree coordinates z
 plus loop-closure constraints Φ(z) = 0 between two bodies a and b:
 
 - *point*: the point P_a (fixed in a) coincides with P_b (fixed in b) — 3 rows;
@@ -13,7 +13,7 @@ of Φ_z (Wehage–Haug), or the user names the independent (actuated) coordinate
 z = [z_d; z_i]:
 
     ż = R_z ż_i,  R_z = [−Φ_d⁻¹ Φ_i; I],   z̈ = R_z z̈_i + S,  S = [−Φ_d⁻¹ γ; 0],  γ = Φ̇_z ż
-    M̄ = R_zᵀ M_z R_z,   h̄ = R_zᵀ (h_z + M_z S)                              (seed eq. 22)
+    M̄ = R_zᵀ M_z R_z,   h̄ = R_zᵀ (h_z + M_z S)                    (Hidalgo & Rocón eq. 22)
 
 so the reduced equations are M̄ z̈_i = τ_i − h̄. Dependent positions come from Newton's method
 on Φ_d. Every function is njit on preallocated arrays; the Jacobian columns come from the
