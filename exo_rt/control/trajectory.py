@@ -70,7 +70,7 @@ def gait(phase, period, coeffs, q, qd, qdd):
 
 @njit(cache=True)
 def minimum_jerk(t, duration, q0, q1, q, qd, qdd):
-    """Minimum-jerk move q0 → q1 over ``duration`` s (Flash & Hogan): zero velocity and
+    """Minimum-jerk move q0 → q1 over ``duration`` s (Flash & Hogan 1985): zero velocity and
     acceleration at both ends; holds q1 after it."""
     s = min(max(t / duration, 0.0), 1.0)
     shape = s**3 * (10.0 - 15.0 * s + 6.0 * s * s)
