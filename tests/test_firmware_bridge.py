@@ -130,7 +130,7 @@ def test_compiled_receive_path_is_the_python_decoder(data):
     dec = p.FrameDecoder()
     st_, partial, other, raw = fd.new_state()
     msgs, rare = [], []
-    for a, b in zip([0, *cuts], [*cuts, len(blob)]):
+    for a, b in zip([0, *cuts], [*cuts, len(blob)], strict=True):
         msgs += dec.feed(blob[a:b])
         chunk = np.frombuffer(blob[a:b], dtype=np.uint8).copy()
         fd.decode_stream(chunk, len(chunk), st_, partial, other, raw, 200.0)

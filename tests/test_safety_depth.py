@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 import pytest
+from safety_depth import BUSES, ROOT, VM_CONFIG, Controller, Hardware, gravity_and_hold, reaction
 
 from exo_rt.record.recorder import read_cycle_log
 from exo_rt.runtime.safety import CAUSES, F_MISSING
 from exo_rt.runtime.states import STATES
-from safety_depth import BUSES, ROOT, VM_CONFIG, Controller, Hardware, gravity_and_hold, reaction
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux only")]
