@@ -1,4 +1,4 @@
-"""exo-rt: real-time controller of a powered lower-limb exoskeleton (DESIGN.md)."""
+"""exo-rt: real-time controller of a powered lower-limb exoskeleton (docs/architecture.md)."""
 
 import hashlib as _hashlib
 import os as _os

@@ -104,7 +104,7 @@ settings: {thigh_length: 0.05}
 
 
 def test_urdf_mimic_and_yaml_transmission_give_the_same_mechanism(tmp_path):
-    """DESIGN §3.3: a URDF <mimic> rotor and a robot-YAML transmission are one Mechanism."""
+    """A URDF <mimic> rotor and a robot-YAML transmission are one Mechanism."""
     (tmp_path / "leg.urdf").write_text("""\
 <robot name="leg">
   <link name="thigh"><inertial><mass value="3"/><inertia ixx="0.05" iyy="0.05" izz="0.01"/>

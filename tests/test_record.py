@@ -1,4 +1,4 @@
-"""Recording, replay, reports (DESIGN §7)."""
+"""Recording, replay, reports (docs/replay.md)."""
 
 from __future__ import annotations
 

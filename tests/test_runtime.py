@@ -1,4 +1,4 @@
-"""The runtime: scheduler, state machine, safety reactions, `exo-rt run` (DESIGN §6, §8)."""
+"""The runtime: scheduler, state machine, safety reactions, `exo-rt run` (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""The shipped robot configs load, and say what their comments and the seeds say.
+"""The shipped robot configs load, and say what their comments and the papers say.
 
 - every configs/robots/**/*.yaml loads and describes itself;
 - exo_leg: q = (hip, knee), pelvis fixed, the leg hangs straight down at q = 0, hip flexion
   swings the thigh forward, knee flexion bends the shank backwards, limits in rad;
-- seed 001's 5-link model (/work/shared/seeds/001_57cb81588b7e13dd.txt, §5): the seed's masses
+- Borisov & Rozenblat 2017's 5-link model (§5): the paper's masses
   (total 2·2.91 + 2·8.93 + 28.93 = 52.61 kg), lengths and lumped-mass split, and — in the
-  seed's absolute angles φ = S q — the seed's inertia matrices (eq. 7 rigid rods, eq. 8 lumped
+  paper's absolute angles φ = S q — the paper's inertia matrices (eq. 7 rigid rods, eq. 8 lumped
   masses) and potential energy (§4).
 """
 
@@ -22,7 +22,7 @@ from exo_rt.model import load_mechanism
 ROBOTS = Path(__file__).resolve().parents[1] / "configs" / "robots"
 CONFIGS = sorted(ROBOTS.rglob("*.yaml"))
 
-# seed 001, §5 — the reference numbers these configs must encode
+# Borisov & Rozenblat 2017, §5 — the reference numbers these configs must encode
 SEED_M = np.array([2.91, 8.93, 8.93, 2.91, 28.93])  # link masses, kg
 SEED_L = np.array([0.385, 0.477, 0.477, 0.385, 0.771])  # link lengths, m
 SEED_N1 = np.array([0.595, 0.545, 0.545, 0.595, 0.500])  # rod mass at n_i1·l_i (lumped)
@@ -96,7 +96,7 @@ def test_exo_leg_limits_are_in_radians(leg):
         assert 0 < mech.velocity_limit[i] < 20 and 0 < mech.effort_limit[i] < 500
 
 
-# --- seed 001's 5-link model ---------------------------------------------------------------
+# --- Borisov & Rozenblat 2017's 5-link model --------------------------------------------
 
 def _five_link(name):
     mech = load_mechanism(ROBOTS / name)
@@ -137,8 +137,8 @@ def test_five_link_lumped_masses():
     np.testing.assert_allclose(mech.inertia[idx, 0, 0], 0.0, atol=1e-15)  # points on the rod
 
 
-def _seed_inertia_matrix(phi, lumped: bool) -> np.ndarray:
-    """Seed 001's A(φ) at constant lengths (ξ = 0): eq. 7 (rigid rods) or eq. 8 (lumped).
+def _paper_inertia_matrix(phi, lumped: bool) -> np.ndarray:
+    """Borisov & Rozenblat 2017's A(φ) at constant lengths (ξ = 0): eq. 7 (rigid rods) or eq. 8 (lumped).
 
     Printed for i ≤ j; A is symmetric (as the matrix A_n of eq. 9 shows). Rigid: I_i is the
     link's moment about its hinge (eq. 9's diagonal at ξ = 0), m l²/3 for a uniform rod.
@@ -162,8 +162,8 @@ def _seed_inertia_matrix(phi, lumped: bool) -> np.ndarray:
     return a
 
 
-def _seed_potential(phi, lumped: bool) -> float:
-    """Π with the datum at the ground pivot. Lumped: seed §4, g Σ_i Σ_β (m_iβ n_iβ +
+def _paper_potential(phi, lumped: bool) -> float:
+    """Π with the datum at the ground pivot. Lumped: Borisov & Rozenblat 2017 §4, g Σ_i Σ_β (m_iβ n_iβ +
     Σ_{j>i} m_jβ) l_i sin φ_i. Rigid: COM at l_i/2 (eqs. 2, 7), g Σ_i m_i y_ci."""
     beyond = np.array([SEED_M[k + 1:].sum() for k in range(len(phi))])
     if lumped:
@@ -174,8 +174,8 @@ def _seed_potential(phi, lumped: bool) -> float:
 
 
 @pytest.mark.parametrize("name", ["borisov_5link.yaml", "borisov_5link_lumped.yaml"])
-def test_five_link_matches_seed_equations(name):
-    """Our M (relative q) = Sᵀ A(φ) S and our Π = the seed's Π, with φ = S q."""
+def test_five_link_matches_the_papers_equations(name):
+    """Our M (relative q) = Sᵀ A(φ) S and our Π = the paper's Π, with φ = S q."""
     lumped = "lumped" in name
     mech = load_mechanism(ROBOTS / name)
     dyn = Dynamics(mech)
@@ -185,8 +185,8 @@ def test_five_link_matches_seed_equations(name):
                                                              for _ in range(20)]
     for phi in states:
         q = np.linalg.solve(s, phi)
-        m_ref = s.T @ _seed_inertia_matrix(phi, lumped) @ s
+        m_ref = s.T @ _paper_inertia_matrix(phi, lumped) @ s
         np.testing.assert_allclose(dyn.mass_matrix(q), m_ref, rtol=1e-12,
                                    atol=1e-13 * np.abs(m_ref).max())
         _ke, pe = dyn.energy(q, np.zeros(5))
-        assert pe == pytest.approx(_seed_potential(phi, lumped), rel=1e-12, abs=1e-10)
+        assert pe == pytest.approx(_paper_potential(phi, lumped), rel=1e-12, abs=1e-10)

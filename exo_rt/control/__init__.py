@@ -1,1 +1,1 @@
-"""Control: laws, references and state estimation, as njit functions on arrays (DESIGN §5)."""
+"""Control: laws, references and state estimation, as njit functions on arrays."""

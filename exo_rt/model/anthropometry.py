@@ -1,7 +1,7 @@
-"""The wearer's leg segments from body mass, height and sex (de Leva 1996; seed 001).
+"""The wearer's leg segments from mass, height and sex (de Leva 1996; Borisov & Rozenblat 2017).
 
 de Leva, P. (1996), "Adjustments to Zatsiorsky–Seluyanov's segment inertia parameters",
-J. Biomech. 29(9):1223–1230, Table 4 (values in ``shared/reference`` §6): mass as a fraction
+J. Biomech. 29(9):1223–1230, Table 4: mass as a fraction
 of body mass, COM as a fraction of the segment length from the proximal end, and radii of
 gyration about the COM (sagittal, transverse, longitudinal) as fractions of the length.
 Segment lengths scale with stature from de Leva's reference subjects (Table 1 lengths and

@@ -9,7 +9,7 @@ Body 0 is the base (fixed to the world; its frame is the world frame). Bodies 1�
 on one movable joint (revolute or prismatic) whose parent body comes earlier. Each body's
 joint drives tree coordinate z_i = k_i · q[q_index_i] + c_i: k = 1, c = 0 for an independent
 joint, the ``<mimic>`` multiplier and offset for a dependent one (a harmonic drive's rotor:
-the constant R_z of seed 000, eqs. 23–27).
+the constant R_z of Hidalgo & Rocón, eqs. 23–27).
 """
 
 from __future__ import annotations

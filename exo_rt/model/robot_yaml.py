@@ -205,7 +205,7 @@ def _include(parts: Parts, inc: schema.Include, item: Node, ctx) -> None:
 
 
 def _mount(parts: Parts, sub: Parts, mount: str, xyz, rpy, prefix: str, where: Where) -> None:
-    """Add a module's parts, its base fixed to body ``mount`` (seed 002's virtual joint)."""
+    """Add a module's parts, its base fixed to body ``mount`` (Chung & Yi's virtual joint)."""
     if not sub.links:
         raise ModelError("the module has no bodies", where, "describe the module's bodies")
     children = {j.child for j in sub.joints}

@@ -1,12 +1,12 @@
-"""Harmonic-drive transmissions and their motors, as model data (DESIGN §3.3, seed 000 §2.3).
+"""Harmonic-drive transmissions and their motors, as model data (Hidalgo & Rocón §2.3).
 
 The wave generator (WG) with the motor rotor is a body mounted on the circular spline's side
 (the parent link of the output joint), turning about its own axis. The constraint
 θ_WG = (N+1)θ_CS − Nθ_FS becomes, in relative coordinates, z_WG = −N·z_FS: the rotor's
 coordinate is a *dependent* tree coordinate z_rotor = k·q_joint with k = −N (or +N for a
 drive mounted the other way round), i.e. a URDF ``<mimic>`` with multiplier k. The
-controller's model keeps it dependent (constant R_z, seed eq. 27); the plant releases it into
-an independent coordinate coupled through the flexspline's compliance.
+controller's model keeps it dependent (constant R_z, Hidalgo & Rocón eq. 27); the plant
+releases it into an independent coordinate coupled through the flexspline's compliance.
 
 All values are SI at the named side: stiffness and hysteresis at the output (N·m/rad, N·m),
 friction at the wave generator / motor shaft (N·m, N·m·s/rad, rad/s).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class HarmonicDrive:
-    """Catalogue data of a strain-wave gear (reference notes §5, HD LLC CSF/CSG catalogue).
+    """Catalogue data of a strain-wave gear (Harmonic Drive LLC CSF/CSG catalogue).
 
     Stiffness: piecewise linear torque–twist curve, φ = T/K1 below T1, then slope K2 up to T2,
     then K3 (catalogue model), or the cubic T = K1·Δ + K3·Δ³ (Taghirad & Bélanger) when
@@ -46,7 +46,7 @@ class HarmonicDrive:
 
 @dataclass(frozen=True)
 class Motor:
-    """A brushless DC motor and its drive's current loop (maxon catalogue, reference notes §5)."""
+    """A brushless DC motor and its drive's current loop (maxon catalogue)."""
 
     torque_constant: float  # k_M, N·m/A
     rated_current: float  # A (continuous)
@@ -67,7 +67,7 @@ class Transmission:
     """Output ``joint`` driven by the rotor coordinate ``rotor_joint`` = ``multiplier`` · q_joint.
 
     ``multiplier`` is −N for a harmonic drive with the circular spline on the parent link and
-    the flexspline on the output (seed 000 eq. 23); motor torque k_M·i acts on the rotor
+    the flexspline on the output (Hidalgo & Rocón eq. 23); motor torque k_M·i acts on the rotor
     coordinate, so the joint feels multiplier·k_M·i (times the efficiency in the real drive).
     """
 
