@@ -227,7 +227,8 @@ def test_rmdx_codec_vectors():
 def test_rmdx_writes_its_communication_timeout_and_stops_without_commands():
     leg = Leg("rmdx").up()
     assert all(leg.emulated(j)[1].timeout_ms == 20 for j in range(2))
-    assert all(d.protection()["1"]["B3h_comm_timeout_ms"] == 20 for d in leg.drives)
+    assert [v["B3h_comm_timeout_ms"] for d in leg.drives for v in d.protection().values()] \
+        == [20, 20]
     for _ in range(5):
         leg.cycle(np.array([2.0, 2.0]))
     for _ in range(19):  # the controller goes silent; the world goes on

@@ -270,6 +270,19 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
     except (OSError, ValueError, can.CanError) as exc:
         raise LogError(f"cannot read the CAN log ({exc})", Where(str(log_path)),
                        "give a .blf, .asc or .log file") from None
+    # a log that tells its buses apart (python-can's channel: the bus's name, or its index)
+    # gives each bus's frames to that bus's decoder; one that does not, to every decoder —
+    # then no two buses may share a drive id
+    names = [b.channel for b in top.buses]
+    channels = {m.channel for m in frames}
+    routed = len(top.buses) > 1 and len(channels) == len(top.buses)
+    ids = [d.node for b in top.buses for d in b.drives]
+    if len(top.buses) > 1 and not routed and len(set(ids)) < len(ids):
+        raise LogError(f"the CAN log does not tell the {len(top.buses)} buses apart (its "
+                       f"frames carry {len(channels)} channel(s)) and their drives share ids",
+                       Where(str(log_path)), "replay the run folder instead (exo-rt replay "
+                       "RUN_DIR), or a log with one channel per bus")
+    order = sorted(channels, key=str)
     for msg in frames:
         arb, data = msg.arbitration_id, bytes(msg.data)
         if arb == SYNC and not data:
@@ -278,6 +291,11 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
                 commands.append(cmd_now.copy())
                 powered.append(on_now.copy())
             meas[:] = np.nan
+            continue
+        if routed:
+            ch = msg.channel
+            i = names.index(ch) if ch in names else order.index(ch)
+            decoders[i].frame(arb, data, cmd_now, meas, on_now)
             continue
         for dec in decoders:
             dec.frame(arb, data, cmd_now, meas, on_now)
