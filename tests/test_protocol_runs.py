@@ -72,19 +72,20 @@ def test_every_applicable_injection_is_caught_within_three_cycles(family, spec):
 
 
 @pytest.mark.slow
-def test_controller_replay_of_an_mit_run_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_controller_replay_of_a_run_is_bit_identical(tmp_path, family):
     from exo_rt.record.replay import replay, replay_can_log
 
-    top, c, result = _run("mit", 0.5, (), tmp_path / "run")
+    top, c, result = _run(family, 0.5, (), tmp_path / "run")
     assert result.summary["final_state"] == "SHUTDOWN"
     out = replay(tmp_path / "run", "controller")
     assert out["max_abs_command_diff_A"] == 0.0 and out["first_diff_cycle"] is None
     assert out["cycles"] == result.summary["cycles"]
-    # the bare CAN log through the MIT family's own decoder: the plant predicts the joints
-    bare = replay_can_log(tmp_path / "run" / "can.blf", CONFIGS["mit"])
+    # the bare CAN log through the family's own decoder: the plant predicts the joints
+    bare = replay_can_log(tmp_path / "run" / "can.blf", CONFIGS[family])
     assert bare["cycles"] > 2000
     for j in bare["joints"].values():
-        assert j["rms_error_deg"] < 0.5
+        assert j["rms_error_deg"] < 0.05
 
 
 def _posed(family: str, tmp: Path, pose: tuple[float, float]) -> Path:
