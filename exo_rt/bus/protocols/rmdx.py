@@ -24,8 +24,8 @@ replies carry it in whole degrees (A1h), which the host unwraps from the 92h rea
 refines between the degree's steps with the reply's speed (1 °/s) integrated since the last
 reply, held within ±0.5° of the reported degree (at 100:1 a whole degree at the output shaft
 is 0.01° at the joint, but its steps alone would make a velocity estimate jump by 0.17 rad/s
-per step at 1 kHz). The joint angle is ``joint_at_zero + angle / multiplier`` (``joint_at_zero``: the joint's angle
-where the actuator's zero is, rad; default 0).
+per step at 1 kHz). The joint angle is ``joint_at_zero + angle / multiplier``
+(``joint_at_zero``: the joint's angle where the actuator's zero is, rad; default 0).
 
 Drive-side timeout: B3h, written at bring-up (``comm_timeout_ms``, default 20 ms): an
 actuator that hears no command for that long cuts its output (and closes its brake where it
