@@ -278,7 +278,7 @@ class SimWorld:
             hb = drive.heartbeat_ms
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
             if due and not self.wall_heartbeats and "heartbeat_loss" not in faults:
-                self._queue(ep, *c.heartbeat(drive.node, drive.nmt_state))
+                self._queue(ep, *drive.heartbeat())  # (drives with heartbeat_ms)
         if ep.fixture:  # the load cells: −T of each clamped output's flexspline
             torques = plant.flexspline_torques
             self._queue(ep, *fx.measurement(self.fixture_node, [
@@ -294,7 +294,7 @@ class SimWorld:
             for drive, _ in ep.drives:
                 faults = self._active(channel, drive.node)
                 if drive.heartbeat_ms == period_ms and "heartbeat_loss" not in faults:
-                    arb, data = c.heartbeat(drive.node, drive.nmt_state)
+                    arb, data = drive.heartbeat()
                     out.append(can.Message(timestamp=self.t, arbitration_id=arb, data=data,
                                            is_extended_id=False, channel=channel))
             return out
