@@ -169,3 +169,41 @@ def test_bus_file_interface_and_command_line_override(tmp_path):
             "channel=239.74.3.1\n") in res.stdout
     assert ("opens bus right (cia402, 2 drives): python-can interface=kvaser channel=1 "
             "bitrate=500000, fd=False\n") in res.stdout
+
+
+def test_each_bus_opens_its_own_spec(tmp_path):
+    """HardwareBuses with a spec per bus: the left bus from its bus file (python-can's
+    ``virtual`` interface, channel a), the right one from ``--bus right=virtual:b``; a frame
+    sent on each reaches only its own channel."""
+    import can
+
+    from exo_rt.runtime.buses import HardwareBuses
+
+    text = (ROOT / "configs" / "buses" / "exo_2leg.yaml").read_text()
+    text = text.replace("  - name: left\n", "  - name: left\n    interface: virtual\n"
+                        "    channel: a\n    can_options: {receive_own_messages: false}\n")
+    (tmp_path / "b.yaml").write_text(text)
+    top_text = (ROOT / "configs" / "exo_2leg.yaml").read_text()
+    top_text = top_text.replace("buses: buses/exo_2leg.yaml", f"buses: {tmp_path / 'b.yaml'}")
+    top_text = top_text.replace("robot: robots/", f"robot: {ROOT / 'configs' / 'robots'}/")
+    top_text = top_text.replace("controller: controllers/",
+                                f"controller: {ROOT / 'configs' / 'controllers'}/")
+    (tmp_path / "top.yaml").write_text(top_text)
+    top = load_top(tmp_path / "top.yaml")
+    specs = resolve_specs(top.buses, ["right=virtual:b"])
+    assert specs == {"left": "virtual:a@1000000", "right": "virtual:b"}
+    hw = HardwareBuses(top, specs)
+    listen = {ch: can.Bus(interface="virtual", channel=ch) for ch in "ab"}
+    try:
+        assert hw.specs == ["virtual:a@1000000", "virtual:b"]
+        for i, bus in enumerate(hw.buses):
+            bus.send(can.Message(arbitration_id=0x200 + i, data=b"\x01", is_extended_id=False))
+        got = {ch: [] for ch in "ab"}
+        for ch, lst in listen.items():
+            while (msg := lst.recv(0.05)) is not None:
+                got[ch].append(msg.arbitration_id)
+        assert got == {"a": [0x200], "b": [0x201]}
+    finally:
+        hw.close()
+        for lst in listen.values():
+            lst.shutdown()
