@@ -84,7 +84,8 @@ def resolve_specs(buses, values: list[str] | tuple[str, ...] | None):
                     f"bus '{b.name}' has no interface in its bus file and none was given",
                     None, f"give --bus {b.name}=INTERFACE:CHANNEL, or interface/channel in "
                           "the bus file (docs/bus.md)")
-            spec = b.spec
+            # the bus file's; its bit rate where python-can sets it (not socketcan's, …)
+            spec = b.spec if b.interface not in NO_BITRATE else f"{b.interface}:{b.channel}"
         parse_spec(spec)
         out[b.name] = spec
     return out
