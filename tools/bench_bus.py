@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Host-side cycle of the drives object (encode, send, receive, decode) on the lockstep
-simulated bus, for 2 drives on one bus and 4 drives on two: ``python tools/bench_bus.py``.
+simulated bus, for 2 drives on one bus and 4 drives on two (CiA 402), and the leg on each other
+registered family's bus file (MIT mode, RMD-X): ``python tools/bench_bus.py``.
 
 Reports µs per cycle (median, p99) for the whole cycle (including the simulated physics
 step), the physics alone, and the simulated bus's real-time factor.
@@ -16,8 +17,8 @@ from pathlib import Path
 import can
 import numpy as np
 
+from exo_rt.bus import protocols
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import Drives
 from exo_rt.model import load_mechanism
 from exo_rt.sim.simbus import SimWorld
 
@@ -28,9 +29,11 @@ def run(robot_name: str, bus_name: str, cycles: int = 3000) -> None:
     robot = load_mechanism(ROOT / "configs" / "robots" / f"{robot_name}.yaml")
     buses = load_buses(ROOT / "configs" / "buses" / f"{bus_name}.yaml", robot)
     world = SimWorld.open(f"bench-{robot_name}", robot, buses)
-    world.reset([0.0, math.pi / 4] * (robot.nq // 2))
-    drives = [Drives(can.Bus(interface="exo_sim", channel=b.channel, world=f"bench-{robot_name}"),
-                     b, robot) for b in buses]
+    world.reset([0.0, 0.0] * (robot.nq // 2) if bus_name.endswith("_mit")  # homed at 0
+                else [0.0, math.pi / 4] * (robot.nq // 2))
+    drives = [protocols.get(b.protocol).host_class()(
+        can.Bus(interface="exo_sim", channel=b.channel, world=f"bench-{robot_name}"), b, robot)
+        for b in buses]
     for d in drives:
         d.configure()
     for d in drives:
@@ -50,7 +53,7 @@ def run(robot_name: str, bus_name: str, cycles: int = 3000) -> None:
         t_phys[0] = 0.0
         t0 = time.perf_counter()
         for d in drives:
-            d.send_rpdos(cmd)
+            d.send_rpdos(cmd[: d.n])
         for d in drives:
             d.send_sync()
         for d in drives:
@@ -62,7 +65,8 @@ def run(robot_name: str, bus_name: str, cycles: int = 3000) -> None:
     total, physics = np.array(total), np.array(physics)
     host = total - physics
     n = sum(d.n for d in drives)
-    print(f"  {n} drives on {len(drives)} bus(es): cycle {np.median(total):6.1f} µs median, "
+    print(f"  {bus_name}: {n} drives on {len(drives)} bus(es): "
+          f"cycle {np.median(total):6.1f} µs median, "
           f"p99 {np.percentile(total, 99):6.1f}; host side (frames) {np.median(host):6.1f} µs "
           f"median, p99 {np.percentile(host, 99):6.1f}; physics {np.median(physics):5.1f} µs; "
           f"{1e3 / np.median(total):.1f}× real time")
@@ -72,6 +76,8 @@ def main() -> int:
     print("lockstep simulated bus, 1 kHz cycles:")
     run("exo_leg", "exo_leg")
     run("exo_2leg", "exo_2leg")
+    run("exo_leg", "exo_leg_mit")
+    run("exo_leg", "exo_leg_rmdx")
     return 0
 
 
