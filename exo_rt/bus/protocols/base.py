@@ -122,28 +122,32 @@ class ReplyDrives:
 
     def exchange(self, frames: list[tuple[int, bytes]], what: str,
                  answered: Callable[[], np.ndarray] | None = None) -> None:
-        """Send ``frames`` (one per drive) and wait until every drive answered (the
-        lockstep tick goes too, so that a simulated bus moves on); a silent drive is one
-        BusError line."""
+        """Send ``frames`` (one per drive) and wait until every drive answered (each period
+        without the answers the tick goes too, at the control rate, so that a simulated bus
+        in lockstep moves on); a silent drive is one BusError line."""
         self.seen[:] = 0
         self._sent, self._expect = None, math.nan  # bring-up: no cycle to be late for
         for arb, data in frames:
             self._send(arb, data)
             self.bringup_log.append((arb, "send", data.hex()))
-        deadline = time.monotonic() + self.reply_timeout
+        now = time.monotonic()
+        deadline, tick = now + self.reply_timeout, now + self.period
         while True:
             self._collect_into()
             done = self.seen if answered is None else answered()
             if done.all():
                 return
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 silent = [int(self.nodes[k]) for k in range(self.n) if not done[k]]
                 raise BusError(
                     f"drive {', '.join(map(str, silent))} on bus '{self.config.name}' "
                     f"({self.config.protocol}) does not answer {what}", None,
                     "check that it is powered, its id and the bit rate, and the bus's "
                     "termination (docs/bus.md)")
-            self._send(SYNC_ID, b"")
+            if now >= tick:  # a period without the answers: the tick, at the control rate
+                self._send(SYNC_ID, b"")
+                tick = now + self.period
             time.sleep(1e-4)
 
     # ------------------------------------------------------------------ state changes
