@@ -138,7 +138,8 @@ def test_five_link_lumped_masses():
 
 
 def _paper_inertia_matrix(phi, lumped: bool) -> np.ndarray:
-    """Borisov & Rozenblat 2017's A(φ) at constant lengths (ξ = 0): eq. 7 (rigid rods) or eq. 8 (lumped).
+    """Borisov & Rozenblat 2017's A(φ) at constant lengths (ξ = 0): eq. 7 (rigid rods) or
+    eq. 8 (lumped).
 
     Printed for i ≤ j; A is symmetric (as the matrix A_n of eq. 9 shows). Rigid: I_i is the
     link's moment about its hinge (eq. 9's diagonal at ξ = 0), m l²/3 for a uniform rod.
@@ -163,8 +164,9 @@ def _paper_inertia_matrix(phi, lumped: bool) -> np.ndarray:
 
 
 def _paper_potential(phi, lumped: bool) -> float:
-    """Π with the datum at the ground pivot. Lumped: Borisov & Rozenblat 2017 §4, g Σ_i Σ_β (m_iβ n_iβ +
-    Σ_{j>i} m_jβ) l_i sin φ_i. Rigid: COM at l_i/2 (eqs. 2, 7), g Σ_i m_i y_ci."""
+    """Π with the datum at the ground pivot. Lumped: Borisov & Rozenblat 2017 §4,
+    g Σ_i Σ_β (m_iβ n_iβ + Σ_{j>i} m_jβ) l_i sin φ_i. Rigid: COM at l_i/2 (eqs. 2, 7),
+    g Σ_i m_i y_ci."""
     beyond = np.array([SEED_M[k + 1:].sum() for k in range(len(phi))])
     if lumped:
         own = SEED_M * (SEED_SPLIT[1] * SEED_N1 + SEED_SPLIT[2])

@@ -1,6 +1,6 @@
 """CANopen (CiA 301) and CiA 402 frames as pure functions: numbers ↔ (COB-ID, bytes).
 
-Layouts from the reference notes §1 (CiA 301/402, canopen 2.4.1 source): little-endian;
+Layouts from CiA 301 and CiA 402-2 (as the canopen 2.4.1 source implements them): little-endian;
 NMT [cs, node] on 0x000; SYNC on 0x080; EMCY "<HB5s" on 0x080+node; heartbeat [state] on
 0x700+node; SDO [cmd, index (LE), sub, data(4)] on 0x600+node / 0x580+node; PDOs packed in
 mapping order. Decoders never raise: a malformed frame gives ``None`` (or a flagged result),
@@ -113,7 +113,7 @@ _SDO = struct.Struct("<BHB4s")
 
 
 def state_of(statusword: int) -> str:
-    """The CiA 402 power state a statusword reports (the mask table of the reference notes)."""
+    """The CiA 402 power state a statusword reports (the statusword mask table of CiA 402-2)."""
     for mask, value, name in STATES:
         if statusword & mask == value:
             return name

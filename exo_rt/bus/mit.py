@@ -1,6 +1,6 @@
 """MIT-mode actuator frames (mini-cheetah / CubeMars AK), as pure functions.
 
-Reference notes §2 (neurobionics TMotorCANControl, Ben Katz's firmware): a command is 8 bytes,
+After Ben Katz's mini-cheetah firmware and neurobionics TMotorCANControl: a command is 8 bytes,
 big-endian bit packing of p (16 bits), v (12), kp (12), kd (12), t_ff (12); a reply is
 [id, p (16), v (12), i (12)] plus, on AK motors, temperature and error bytes. Values map
 linearly onto the per-motor ranges (which differ between firmware builds: keep them in YAML):

@@ -1,4 +1,4 @@
-"""Hardware-in-the-loop bench procedures (DESIGN §4.2, §7; docs/bench.md):
+"""Hardware-in-the-loop bench procedures (docs/bench.md):
 ``exo-rt bench-test NAME``.
 
 - :mod:`exo_rt.hil.bench` — the :class:`~exo_rt.hil.bench.Bench` (drives on any python-can bus,

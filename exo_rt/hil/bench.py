@@ -1,5 +1,5 @@
 """The bench: a robot's drives on their buses, driven one control period at a time with the
-safety layer on (DESIGN §7), and the joint position loop every motion procedure uses.
+safety layer on (docs/safety.md), and the joint position loop every motion procedure uses.
 
 A :class:`Bench` works on any python-can bus (real drives on a rig, the emulated drives over
 SLCAN, the in-process simulated bus): it sends the currents, reads the encoders and currents,

@@ -1,4 +1,4 @@
-"""Identification procedures on the bench (DESIGN §7; issue 9): wave-generator friction from
+"""Identification procedures on the bench (docs/bench.md; issue 9): wave-generator friction from
 constant-speed sweeps, harmonic-drive stiffness with the output locked, the leg's (and
 wearer's) masses and COMs. Each returns a report with the fitted values, the data behind the
 fit (for the plot) and a YAML snippet for the robot file; the fits are in :mod:`exo_rt.hil.fit`.

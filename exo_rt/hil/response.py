@@ -1,5 +1,5 @@
 """Step and chirp responses of a joint's position loop → step metrics, a Bode plot and the
-closed-loop bandwidth (DESIGN §7; issue 9).
+closed-loop bandwidth (docs/bench.md; issue 9).
 
 The bench closes a PD loop on the joint, k_p = J ω_n², k_d = 2ζ J ω_n with J the model's
 inertia at the pose (rotors included), model gravity and the configured friction compensated,

@@ -488,7 +488,7 @@ class EmulatedDrive:
         return []
 
     def _controlword(self, cw: int) -> None:
-        """The CiA 402 power state machine (reference notes §1.1)."""
+        """The CiA 402 power state machine (CiA 402-2, the drive state machine)."""
         rising_reset = cw & 0x80 and not self.controlword & 0x80
         self.controlword = cw
         s = self.state

@@ -1,6 +1,6 @@
 """Model-in-the-loop simulation: the law on the controller's rigid model against the plant
 (compliant drives, friction, current loops, encoder quantisation), entirely inside njit —
-for fast gain design (DESIGN §5; ``tools/mil.py``).
+for fast gain design (docs/config-controller.md; ``tools/mil.py``).
 
 Optionally a *wearer* moves the leg too: a torque on each joint from their own limbs'
 inverse dynamics along the reference plus a joint stiffness and damping towards it

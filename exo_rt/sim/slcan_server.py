@@ -1,6 +1,6 @@
 """The emulated drives behind a serial-line CAN (SLCAN, Lawicel) endpoint on a pseudo-terminal.
 
-Cross-process rehearsal without vcan (DESIGN §4.2): ``exo-rt drives`` serves one bus of a
+Cross-process rehearsal without vcan (docs/bus.md): ``exo-rt drives`` serves one bus of a
 :class:`~exo_rt.sim.simbus.SimWorld` on a pty; the controller, in another process, opens it
 with python-can's ``slcan`` interface exactly like a USB-CAN adapter
 (``can.Bus(interface="slcan", channel=PTY, sleep_after_open=0)``).
