@@ -13,6 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|^\[[^\]]+\]:\s*(\S+)", re.M)
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+# what a reader who cloned only this repository does not have: the project's design notes and
+# source papers by their working names, and development machines' paths (built from parts so
+# that this file does not match itself)
+OUTSIDE = re.compile("|".join((
+    r"\.\./" + "shared", "DESIGN" + r"(\.md| §)", r"\b[Ss]eed " + r"0\d\d\b", r"seeds" + "/",
+    "reference" + " notes", r"(?<![\w.])/" + r"(work|root|home)/")))
+TEXT = (".py", ".md", ".yaml", ".yml", ".toml", ".c", ".h", ".txt", ".cfg", ".eds", ".dcf")
 
 
 def _anchors(md: Path) -> set[str]:
@@ -57,8 +64,34 @@ def test_relative_links_resolve_inside_the_repository(md):
 
 def test_nothing_cites_what_is_not_in_the_repository():
     for md in DOCS:
-        text = md.read_text()
-        assert "../shared" not in text and "DESIGN" not in text, md
+        assert not OUTSIDE.search(md.read_text()), md
+
+
+
+
+def _repository_files():
+    """Every file of the repository (git's list where there is one, else the tree)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+        return [ROOT / f for f in out]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".venv", ".git", "runs", "__pycache__", "build", "dist"}
+        return [p for p in ROOT.rglob("*") if p.is_file()
+                and not skip.intersection(p.relative_to(ROOT).parts)]
+
+
+def test_no_line_refers_to_a_file_outside_the_repository():
+    bad = []
+    for path in _repository_files():
+        if path.suffix not in TEXT or not path.exists():
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:90]}")
+    assert not bad, "cite docs/references.md or a docs/ page instead:\n" + "\n".join(bad)
 
 
 def test_tools_do_not_import_tests():
