@@ -295,46 +295,42 @@ def _default_config():
 
 
 def _setup_replay(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                   help="run folders, or bare CAN logs (.blf/.asc/.log) with --config")
+    p.add_argument("run_dirs", nargs="+", metavar="ARCHIVE",
+                   help="run folders, folders of runs (an archive, at any depth), or bare CAN "
+                        "logs (.blf/.asc/.log) with --config")
     p.add_argument("--config", metavar="FILE",
                    help="top config naming the bus mapping, to replay a bare CAN log")
     p.add_argument("--mode", required=True, choices=("plant", "controller", "closed-loop"))
     p.add_argument("--controller", metavar="NAME|FILE",
                    help="controller to compare with (controller and closed-loop modes)")
-    p.add_argument("--jobs", type=int, default=1, help="replay several runs in parallel")
-
-
-def _replay_one(job):
-    from pathlib import Path
-
-    from exo_rt.errors import ConfigError
-    from exo_rt.record.replay import replay, replay_can_log
-
-    run_dir, mode, controller, config = job
-    if Path(run_dir).suffix in (".blf", ".asc", ".log"):
-        if mode != "plant" or not config:
-            raise ConfigError(f"a bare CAN log ({run_dir}) replays in plant mode with --config",
-                              None, "add --mode plant --config configs/exo_leg.yaml")
-        return run_dir, replay_can_log(run_dir, config)
-    return run_dir, replay(run_dir, mode, controller)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="replay several runs in parallel (local processes, or a local Ray's CPUs)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local processes (default) or Ray (the cluster extra; docs/scale.md)")
+    p.add_argument("--address", metavar="ray://HOST:10001",
+                   help="with --engine ray: the cluster to use (default: a local Ray)")
+    p.add_argument("--out", metavar="DIR",
+                   help="write replay-summary.csv/.json/.png and the result cache here "
+                        "(default: the archive, when a folder of runs is given)")
+    p.add_argument("--force", action="store_true",
+                   help="replay sessions whose result is already in the cache")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Replay recorded runs against the simulated bus; writes replay-<mode>.json in each."""
-    from exo_rt.progress import progress
+    """Replay recorded runs (or whole archives) against the simulated bus, on local processes
+    or Ray; writes replay-<mode>.json in each run and, for an archive or with --out, the
+    batch's replay-summary table and plot. A failed session is reported and the others go
+    on; the exit status is 2 when any failed."""
+    from exo_rt.batch.replay import run_batch
 
-    jobs = [(d, args.mode, args.controller, args.config) for d in args.run_dirs]
-    bar = {"desc": f"{args.mode} replay", "total": len(jobs), "unit": "run"}
-    if args.jobs > 1 and len(jobs) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-            results = list(progress(pool.imap(_replay_one, jobs), **bar))
-    else:
-        results = [_replay_one(j) for j in progress(jobs, **bar)]
-    for run_dir, r in results:
-        head = f"{run_dir}: {r['mode']} replay of {r['cycles']} cycles"
+    b = run_batch(args.run_dirs, args.mode, controller=args.controller, config=args.config,
+                  engine=args.engine, jobs=args.jobs, address=args.address, out=args.out,
+                  force=args.force)
+    for row in b.results:
+        r = row["result"]
+        if r is None:
+            continue
+        head = f"{row['path']}: {r['mode']} replay of {r['cycles']} cycles"
         if "joints" in r:
             head += "; " + ", ".join(f"{n} RMS {j['rms_error_deg']:.4f}° max "
                                      f"{j['max_error_deg']:.4f}°" for n, j in r["joints"].items())
@@ -343,7 +339,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if r.get("first_diff_cycle") is not None:
             head += f" (first at cycle {r['first_diff_cycle']})"
         print(head)
-    return 0
+    for row in b.failed:
+        print(f"exo-rt: error: session {row['session']}: {row['error']}", file=sys.stderr)
+    if b.out is not None:
+        print(f"{len(b.results)} sessions ({len(b.computed)} replayed, {len(b.cached)} from the "
+              f"cache), {len(b.failed)} failed, in {b.wall_s:.1f} s on {args.engine}")
+        for f in b.files:
+            print(f"wrote {f}")
+    return 2 if b.failed else 0
 
 
 def _setup_run_dir(p: argparse.ArgumentParser) -> None:
