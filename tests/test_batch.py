@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from exo_rt.batch.archive import BROKEN, make_archive, rms_of
 from exo_rt.batch.engine import ray_module
 from exo_rt.batch.replay import CACHE, run_batch
-from tests.batch_fixtures import BROKEN, make_archive, rms_of
 
 N_GOOD = 20
 N_ALL = N_GOOD + len(BROKEN)

@@ -1,6 +1,7 @@
-"""A generated archive of short runs for the batch tests (tests/test_batch.py) and
-tools/bench_scale.py: real runs of the default leg on the lockstep simulated bus, each a
-little different (duration, start pose), some deliberately broken."""
+"""A generated archive of short runs, for the batch tests (tests/test_batch.py), the scaling
+benchmark (tools/bench_scale.py) and trying ``exo-rt replay ARCHIVE`` without a lab's data:
+real runs of the shipped leg on the lockstep simulated bus, each a little different
+(duration, start pose), some deliberately broken."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / "configs"
 BROKEN = {  # name → what is wrong with it, and the words its failure must carry
     "w2/day1/run_truncated": "the cycle log cut inside its header",
     "w2/day1/run_bad_header": "the cycle log's magic overwritten",
@@ -20,11 +19,14 @@ BROKEN = {  # name → what is wrong with it, and the words its failure must car
 
 def short_config(folder: Path) -> Path:
     """A top config of the shipped leg with a 0.6 s alignment and a 50 ms stop (short runs)."""
+    from exo_rt.resources import default_config
+
+    configs = default_config().parent
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "top.yaml"
-    path.write_text(f"robot: {CONFIGS / 'robots/exo_leg.yaml'}\n"
-                    f"buses: {CONFIGS / 'buses/exo_leg.yaml'}\n"
-                    f"controller: {CONFIGS / 'controllers/computed_torque.yaml'}\n"
+    path.write_text(f"robot: {configs / 'robots/exo_leg.yaml'}\n"
+                    f"buses: {configs / 'buses/exo_leg.yaml'}\n"
+                    f"controller: {configs / 'controllers/computed_torque.yaml'}\n"
                     "rate_hz: 1000\nalign: {duration: 0.6}\nstop: {duration: 0.05}\n")
     return path
 
