@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from exo_rt.errors import ConfigError
 
 ENGINES = ("local", "ray")
-INSTALL_RAY = "install it with: pip install 'exo-rt[cluster]' (or pip install 'ray>=2.9')"
+INSTALL_RAY = ("install it with: pip install 'exo-rt[cluster]' (or pip install "
+               "'ray[client]>=2.9')")
 
 
 def ray_module():
