@@ -372,22 +372,27 @@ def plot_summary(batch: Batch, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, height))
     y = list(range(len(res)))
     joints = sorted({j for r in res for j in ((r.get("result") or {}).get("joints") or {})})
+    top = 0.0
     if joints:
         w = 0.8 / len(joints)
         for k, jn in enumerate(joints):
             vals = [((r.get("result") or {}).get("joints") or {}).get(jn, {})
                     .get("rms_error_deg", 0.0) for r in res]
+            top = max(top, *vals)
             ax.barh([v + (k - (len(joints) - 1) / 2) * w for v in y], vals, height=w, label=jn)
         ax.set_xlabel("RMS error (deg)")
         ax.legend(loc="lower right")
     else:
         vals = [(r.get("result") or {}).get("max_abs_command_diff_A", 0.0) or 0.0 for r in res]
+        top = max(vals, default=0.0)
         ax.barh(y, vals, color="tab:blue")
         ax.set_xlabel("largest command difference (A)")
+    ax.set_xlim(0.0, 1.15 * top if top > 0 else 1e-3)  # all zero: the replay reproduces
     for i, r in enumerate(res):
         if r["status"] != "ok":
+            cause = (r.get("error") or "").replace(r["path"] + os.sep, "").replace(r["path"], "")
             ax.axhspan(i - 0.4, i + 0.4, color="tab:red", alpha=0.25)
-            ax.text(0.0, i, "  FAILED: " + (r.get("error") or "")[:70], va="center",
+            ax.text(0.0, i, "  FAILED: " + cause.lstrip(": ")[:90], va="center",
                     fontsize=7, color="darkred", transform=ax.get_yaxis_transform())
     ax.set_yticks(y, names, fontsize=7)
     ax.invert_yaxis()
