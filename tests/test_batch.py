@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from exo_rt.batch.archive import BROKEN, make_archive, rms_of
-from exo_rt.batch.engine import ray_module
+from exo_rt.batch.engine import no_usage_stats, ray_module
 from exo_rt.batch.replay import CACHE, run_batch
 
 N_GOOD = 20
@@ -47,6 +47,7 @@ def ray_session():
     ray = ray_module()
     if ray is None:
         pytest.skip("ray is not installed: pip install -e '.[cluster]' (CI installs it)")
+    no_usage_stats()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=200, help="do-nothing tasks for the overhead")
     args = ap.parse_args(argv)
     from exo_rt.batch.archive import make_archive
-    from exo_rt.batch.engine import ray_module
+    from exo_rt.batch.engine import no_usage_stats, ray_module
     from exo_rt.batch.replay import run_batch
 
     engines = args.engines.split(",")
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = [int(w) for w in args.workers.split(",")]
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}, "
           f"{os.cpu_count()} CPUs")
+    no_usage_stats()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         make_archive(Path(tmp), args.sessions, broken=False, run_s=args.run_s)

@@ -36,6 +36,14 @@ def require_ray():
     return ray
 
 
+def no_usage_stats() -> None:
+    """A Ray started here sends no usage statistics (Ray's default is to send them; set
+    RAY_USAGE_STATS_ENABLED=1 to allow it)."""
+    import os
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
 def check_engine(engine: str, address: str | None) -> None:
     """Refuse an unknown engine, ``--address`` without Ray, and Ray when it is missing —
     before any task starts."""
@@ -101,6 +109,7 @@ def _ray(fn, payloads, jobs, address, on_crash):
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
+        no_usage_stats()
         kwargs = {"include_dashboard": False, "log_to_driver": False}
         if address:
             kwargs["address"] = address
