@@ -180,6 +180,16 @@ def resolve_config(config: str | Path, robot: str | Path | None) -> tuple[Path, 
 
 
 # ----------------------------------------------------------------------------- the task
+def saturation_fraction(result, current_limit: np.ndarray) -> float:
+    """Fraction of the control cycles in which any joint's commanded current is at its limit
+    (within 0.1 %): how often the law asks for more than the drives give. (Kept out of
+    exo_rt/sim/mil.py, a kernel module whose edits start a fresh numba cache.)"""
+    cur = np.abs(result.column(2))
+    lim = np.asarray(current_limit, float)
+    at = (cur >= 0.999 * lim) & (lim > 0.0)
+    return float(np.mean(np.any(at, axis=1))) if len(cur) else 0.0
+
+
 def _plant_robot(robot: str, wearer: dict):
     from exo_rt.model import load_mechanism
 
@@ -200,7 +210,7 @@ def sweep_task(task: dict) -> dict:
     engines). Returns its figures, or ``status: failed`` with the cause."""
     from exo_rt.config import load_controller
     from exo_rt.model import load_mechanism
-    from exo_rt.sim.mil import run_mil, saturation_fraction
+    from exo_rt.sim.mil import run_mil
 
     t0 = time.perf_counter()
     out = {"point": task["point"], "model_error": task["model_error"],

@@ -169,12 +169,3 @@ def _interaction_rms(robot, exo, log, n, dt):
                                - alone.inverse_dynamics(q[k], v[k], a[k]))
                       for k in range(len(q))])
     return np.sqrt(np.mean(inter**2, axis=0))
-
-
-def saturation_fraction(result: MilResult, current_limit: np.ndarray) -> float:
-    """Fraction of the control cycles in which any joint's commanded current is at its limit
-    (within 0.1 %): how often the law asks for more than the drives give (``exo-rt sweep``)."""
-    cur = np.abs(result.column(2))
-    lim = np.asarray(current_limit, float)
-    at = (cur >= 0.999 * lim) & (lim > 0.0)
-    return float(np.mean(np.any(at, axis=1))) if len(cur) else 0.0
