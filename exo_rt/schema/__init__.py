@@ -6,12 +6,10 @@ the engine: reading with ``file:line`` errors, JSON Schema, the docs' key tables
 ``# yaml-language-server: $schema=…`` line so that editors complete and check its keys.
 
 Why frozen dataclasses with field metadata over the line-aware YAML reader rather than a
-validation library: measured on the top-config kind, a pydantic v2 version took as many lines
-(60 against 70, the latter with every unit and description) plus an adapter mapping its error
-locations back to file:line and its messages ("Input should be less than or equal to 99")
-back to ours with a fix; it added 49 ms of import per process against 10 ms, for the same
-validation time (both ≈ 0.5 ms per file, the YAML parse dominating); and the loaded results
-must stay plain frozen dataclasses anyway. No new dependency.
+validation library: a pydantic v2 version of the top-config kind needed an adapter mapping its
+error locations back to file:line and its messages back to ours with a fix, cost more import
+time for the same validation time (docs/performance.md, "Config loading"), and the loaded
+results must stay plain frozen dataclasses anyway. No new dependency.
 """
 
 from __future__ import annotations
