@@ -8,6 +8,7 @@ exit 2; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -554,8 +555,15 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             print(f"{e.group:<10} {e.name:<26} after {', '.join(e.after) or '-'}")
         return 0
     config = args.config or _default_config()
-    return warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
+    code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
                        force=args.force)
+    # Everything is in the on-disk cache now. End without the interpreter's teardown: after a
+    # cold parallel warm-up (this process compiles some kernels and loads the workers' others)
+    # freeing numba's and LLVM's objects at exit was seen to abort with a corrupted heap, about
+    # one cold warm-up in five on Python 3.11 / numba 0.6x — after all the work was done.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _setup_schema(p: argparse.ArgumentParser) -> None:
