@@ -8,6 +8,7 @@ kind. ``tests/data/config_before.json.gz`` was written by ``python -m tests.conf
 with the hand-written loaders, before the configuration became declared schemas (the bus
 files and top configs re-taken after the drive-protocol registry's last bus-file change,
 before the bus kind moved to its schema); it is not to be regenerated (it is the "before").
+Paths inside the checkout are written ``<root>/…``: the same wherever the repository is.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def snapshot(obj):
         return {"__dict__": [[snapshot(k), snapshot(v)] for k, v in obj.items()]}
     if isinstance(obj, (list, tuple)):
         return [snapshot(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
+    if isinstance(obj, (Path, str)):  # a file of the checkout: where it is cloned is no part
+        text = str(obj)  # of what it loads to
+        return "<root>/" + text[len(str(ROOT)) + 1:] if text.startswith(f"{ROOT}/") else text
+    if isinstance(obj, (int, float, bool)) or obj is None:
         return obj
     if hasattr(obj, "__dict__"):
         return {"__class__": type(obj).__name__,
