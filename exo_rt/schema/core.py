@@ -16,6 +16,7 @@ their own ``file:line`` errors.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 
@@ -27,7 +28,7 @@ REQUIRED = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()  # no d
 _NUM = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"  # a number YAML 1.1 reads as text (1e-5)
 
 
-class Type:
+class Type(abc.ABC):
     """How one value is read, checked and described (a number, a name, a list, …).
 
     Subclasses list their parameters in ``FIELDS`` ((name, default) pairs; plain classes
@@ -43,8 +44,9 @@ class Type:
         args = ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self.FIELDS)
         return f"{type(self).__name__}({args})"
 
+    @abc.abstractmethod
     def read(self, node: Node, label: str, fix: str):
-        raise NotImplementedError
+        """The value of ``node`` (a ConfigError with file:line when it does not fit)."""
 
     def json(self) -> dict:
         return {}
@@ -325,6 +327,10 @@ class KeySpec(Type):
 
     FIELDS = (("type", None), ("unit", ""), ("doc", ""), ("what", ""), ("fix", ""),
               ("shown", None), ("name", ""))
+
+    def read(self, node: Node, label: str, fix: str):
+        """The key's value, read by its type."""
+        return self.type.read(node, label, fix)
 
 
 def section(what: str, result: bool = False):

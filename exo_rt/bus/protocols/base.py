@@ -20,6 +20,7 @@ families whose drives answer each command frame at once (MIT mode, RMD-X).
 
 from __future__ import annotations
 
+import abc
 import math
 import time
 from collections import deque
@@ -46,7 +47,7 @@ from exo_rt.errors import BusError
 SYNC_ID = 0x080  # the lockstep tick a reply-per-command bus still carries (nothing answers it)
 
 
-class ReplyDrives:
+class ReplyDrives(abc.ABC):
     """One bus of drives that answer each command frame at once with their state.
 
     Subclasses give the frames (:meth:`command_frame`, :meth:`idle_frame`, :meth:`decode`)
@@ -99,9 +100,9 @@ class ReplyDrives:
         self.bringup_warnings: list[str] = []
 
     # ------------------------------------------------------------------ family's frames
+    @abc.abstractmethod
     def command_frame(self, k: int, current: float) -> tuple[int, bytes]:
         """Drive k's command for ``current`` (A, already clamped and finite)."""
-        raise NotImplementedError
 
     def idle_frame(self, k: int) -> tuple[int, bytes] | None:
         """What drive k gets each cycle while disabled (answered with its state), or None."""
@@ -109,12 +110,13 @@ class ReplyDrives:
 
     def extra_frames(self) -> None:
         """Frames the family adds after the commands each cycle (e.g. a status poll)."""
+        return None  # none by default
 
+    @abc.abstractmethod
     def decode(self, msg) -> int:
         """Decode one frame into the arrays; returns its drive's slot, -1 for a frame not of
         this family (then the listeners get it), -2 for a malformed reply (slot unknown).
         Never raises."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ bring-up helpers
     def _send(self, arb: int, data: bytes) -> None:
@@ -169,6 +171,7 @@ class ReplyDrives:
 
     def warm_up(self) -> None:
         """Nothing compiled here (the cycle's per-frame work is plain Python)."""
+        return None
 
     # ------------------------------------------------------------------ the cycle
     def send_commands(self, current_A: np.ndarray) -> None:
