@@ -190,25 +190,31 @@ def _frame(enc, n, st, other, raw, contact):
 
 
 @njit(cache=True)
+def _append(data, start, end, st, partial):
+    """data[start:end] onto the partial frame (FrameDecoder._append: past MAX_FRAME the frame
+    is dropped, and so is the rest of it up to its delimiter)."""
+    if st[D_OVERFLOW]:
+        return
+    chunk = end - start
+    if st[D_LEN] + chunk > partial.shape[0]:
+        st[D_OVERFLOW] = 1
+        st[D_LEN] = 0
+        return
+    for j in range(chunk):
+        partial[st[D_LEN] + j] = data[start + j]
+    st[D_LEN] += chunk
+
+
+@njit(cache=True)
 def decode_stream(data, n, st, partial, other, raw, contact):
     """Feed data[:n] (bytes read from the link) to the decoder; ``contact`` (N) is the heel
     pressure of a strike. Returns the frames accepted."""
     before = st[D_FRAMES]
-    cap = partial.shape[0]
     start = 0
     for i in range(n):
         if data[i] != 0:
             continue
-        # the bytes since the last delimiter complete the partial frame
-        chunk = i - start
-        if st[D_OVERFLOW] == 0:
-            if st[D_LEN] + chunk > cap:
-                st[D_OVERFLOW] = 1
-                st[D_LEN] = 0
-            else:
-                for j in range(chunk):
-                    partial[st[D_LEN] + j] = data[start + j]
-                st[D_LEN] += chunk
+        _append(data, start, i, st, partial)  # the bytes since the last delimiter
         if st[D_OVERFLOW]:
             st[D_OVERSIZE] += 1
             st[D_RESYNCS] += 1
@@ -217,13 +223,5 @@ def decode_stream(data, n, st, partial, other, raw, contact):
         st[D_LEN] = 0
         st[D_OVERFLOW] = 0
         start = i + 1
-    chunk = n - start  # a frame still open: kept for the next read
-    if chunk > 0 and st[D_OVERFLOW] == 0:
-        if st[D_LEN] + chunk > cap:
-            st[D_OVERFLOW] = 1
-            st[D_LEN] = 0
-        else:
-            for j in range(chunk):
-                partial[st[D_LEN] + j] = data[start + j]
-            st[D_LEN] += chunk
+    _append(data, start, n, st, partial)  # a frame still open: kept for the next read
     return st[D_FRAMES] - before
