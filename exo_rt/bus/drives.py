@@ -276,6 +276,12 @@ class Drives:
                        f"enabled (states: {states})", None,
                        "check the drives' faults and power stage (and the e-stop)")
 
+    def found_stopped(self) -> str | None:
+        """What bring-up found stopped on this bus (one line, as enabling would refuse it), or
+        None: for a report made before anything is enabled."""
+        slots = [k for k in range(self.n) if self.found[k].get("stopped")]
+        return self._stopped_error(slots).what if slots else None
+
     def _stopped_error(self, slots: list[int], after_reset: bool = False) -> BusError:
         """One line: which drives are stopped, in what state, and why (603Fh, last EMCY)."""
         parts = []

@@ -142,8 +142,9 @@ class Controller:
         if not b.wait_for_status(1.0, tick=self.bus_set.tick):
             return  # no status: wait_for_power reports the lost link
         if b.status.watchdog_tripped and not self.reset_faults:
+            drives = [r for r in (d.found_stopped() for d in self.drives) if r]
             raise BusError("the embedded board's watchdog has cut motor power: its last "
-                           "controller went silent", None,
+                           "controller went silent" + "".join(f"; {r}" for r in drives), None,
                            "check what stopped the last controller, then start again with "
                            "--reset-faults (exo-rt run --reset-faults) to re-arm it explicitly")
 

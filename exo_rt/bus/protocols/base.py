@@ -279,6 +279,12 @@ class ReplyDrives(abc.ABC):
         if rest > 0:
             time.sleep(rest)
 
+    def found_stopped(self) -> str | None:
+        """What bring-up found stopped on this bus (one line, as enabling would refuse it), or
+        None: for a report made before anything is enabled."""
+        slots = [k for k in range(self.n) if self.found[k].get("stopped")]
+        return self._stopped_error(slots).what if slots else None
+
     def _stopped_error(self, slots: list[int], after_reset: bool = False) -> BusError:
         parts = [f"drive {int(self.nodes[k])} reports error {int(self.error_code[k]):#06x} "
                  f"({self.error_name(int(self.error_code[k]))})" for k in slots]
