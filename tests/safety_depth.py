@@ -102,6 +102,12 @@ class Controller:
             time.sleep(0.005)
         raise TimeoutError("the controller did not start its loop")
 
+    def after(self, seconds: float) -> float:
+        """Wait until the loop has run ``seconds``; now (monotonic s): the event's time."""
+        self.wait_for_cycles()
+        time.sleep(seconds)
+        return time.monotonic()
+
     def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
         out, err = self.proc.communicate(timeout=timeout)
         return self.proc.returncode, out, err
@@ -181,9 +187,7 @@ if __name__ == "__main__":  # the figures of docs/safety.md
         for name, board in (("kill -9, both layers", True), ("kill -9, drives alone", False)):
             hw = Hardware(tmp, board=board)
             ctl = Controller(hw, tmp / name.replace(" ", "_"))
-            ctl.wait_for_cycles()
-            time.sleep(2.0)
-            t_kill = time.monotonic()
+            t_kill = ctl.after(2.0)
             os.kill(ctl.proc.pid, signal.SIGKILL)
             ctl.finish()
             time.sleep(2.5)

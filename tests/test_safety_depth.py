@@ -81,9 +81,7 @@ def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp
                   buses=tmp_path / "buses.yaml" if layer == "board_alone" else BUSES)
     try:
         ctl = Controller(hw, tmp_path / "run", config=config)
-        ctl.wait_for_cycles()
-        time.sleep(2.0)
-        t_kill = time.monotonic()
+        t_kill = ctl.after(2.0)
         os.kill(ctl.proc.pid, signal.SIGKILL)
         ctl.finish()
         time.sleep(2.2)
@@ -117,9 +115,7 @@ def test_a_stopped_controller_finds_its_drives_stopped_and_goes_safe_on_resume(t
     hw = Hardware(tmp_path)
     try:
         ctl = Controller(hw, tmp_path / "run", duration=4.0)
-        ctl.wait_for_cycles()
-        time.sleep(2.0)
-        t_stop = time.monotonic()
+        t_stop = ctl.after(2.0)
         os.kill(ctl.proc.pid, signal.SIGSTOP)
         time.sleep(0.2)
         os.kill(ctl.proc.pid, signal.SIGCONT)
@@ -148,9 +144,7 @@ def test_a_cut_bus_stops_the_drives_and_the_controller_goes_safe(tmp_path):
     hw = Hardware(tmp_path)
     try:
         ctl = Controller(hw, tmp_path / "run", duration=4.0)
-        ctl.wait_for_cycles()
-        time.sleep(2.0)
-        t_cut = time.monotonic()
+        t_cut = ctl.after(2.0)
         hw.command("cut 0.3")
         rc, out, err = ctl.finish()
         time.sleep(max(0.0, t_cut + 2.2 - time.monotonic()))
