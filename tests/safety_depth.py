@@ -27,6 +27,10 @@ VM_CONFIG = ROOT / "tests" / "data" / "exo_leg_vm.yaml"
 ROBOT = ROOT / "configs" / "robots" / "exo_leg.yaml"
 BUSES = ROOT / "configs" / "buses" / "exo_leg.yaml"
 HARDWARE_FIFO = 70  # the stand-in hardware runs real time, below the control thread (80)
+# when the event comes: 0.1 s before ALIGN ends (2 s), the leg all but at rest at the gait's
+# start; from 2 s the gait moves it, and a joint killed in motion coasts until its friction
+# (or its brake) stops it — the knee, which has none, ~11° at gait speed (docs/safety.md)
+EVENT_S = 1.9
 _groups = itertools.count(1)
 
 
@@ -102,10 +106,21 @@ class Controller:
             time.sleep(0.005)
         raise TimeoutError("the controller did not start its loop")
 
-    def after(self, seconds: float) -> float:
-        """Wait until the loop has run ``seconds``; now (monotonic s): the event's time."""
+    def after(self, seconds: float, timeout: float = 10.0) -> float:
+        """Wait until the loop has run ``seconds`` (from the start its cycle log records,
+        ``wall_start``); now (monotonic s): the event's time."""
+        from exo_rt.record.recorder import read_header
+
         self.wait_for_cycles()
-        time.sleep(seconds)
+        end = time.monotonic() + timeout
+        while True:
+            start = read_header(self.out / "cycles.exolog")[1].get("wall_start")
+            if start is not None or time.monotonic() > end:
+                break
+            time.sleep(0.005)
+        if start is None:
+            raise TimeoutError("the cycle log never said when the loop started")
+        time.sleep(max(0.0, start + seconds - time.time()))
         return time.monotonic()
 
     def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
@@ -187,7 +202,7 @@ if __name__ == "__main__":  # the figures of docs/safety.md
         for name, board in (("kill -9, both layers", True), ("kill -9, drives alone", False)):
             hw = Hardware(tmp, board=board)
             ctl = Controller(hw, tmp / name.replace(" ", "_"))
-            t_kill = ctl.after(2.0)
+            t_kill = ctl.after(EVENT_S)
             os.kill(ctl.proc.pid, signal.SIGKILL)
             ctl.finish()
             time.sleep(2.5)
