@@ -164,6 +164,13 @@ class ReplyDrives(abc.ABC):
         bring-up set; the family's own keys)."""
         return {str(int(node)): {} for node in self.nodes}
 
+    def disable(self) -> None:
+        """Zero current, then the family's disabled frame (its ``idle_frame``: MIT's EXIT,
+        RMD-X's 80h) for one paced cycle."""
+        self.request_disable()
+        self.paced_cycle(np.zeros(self.n))
+        self.enabled[:] = False
+
     def request_disable(self) -> None:
         """From the next cycle on, every drive gets the family's disable frame instead of its
         command (the SAFE ramp's end, STOPPING's end, ctrl-C)."""

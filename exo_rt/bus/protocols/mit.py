@@ -195,12 +195,6 @@ class MitDrives(ReplyDrives):
         self._disable = False
         return 1
 
-    def disable(self) -> None:
-        """Zero torque, then out of motor mode."""
-        self.request_disable()
-        self.paced_cycle(np.zeros(self.n))
-        self.enabled[:] = False
-
     def fault_reset(self) -> None:
         """The operator's explicit reset: out of motor mode (which clears the firmware's
         error); the motors are enabled again by :meth:`enable`."""

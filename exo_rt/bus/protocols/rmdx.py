@@ -369,12 +369,6 @@ class RmdDrives(ReplyDrives):
         self._shut = [False] * self.n
         return 1
 
-    def disable(self) -> None:
-        """Zero current, then 80h (output off)."""
-        self.request_disable()
-        self.paced_cycle(np.zeros(self.n))
-        self.enabled[:] = False
-
     def fault_reset(self) -> None:
         """The operator's explicit reset: 80h (output off, which clears a latched error that
         has gone), then the error flags read again (9Ah)."""
