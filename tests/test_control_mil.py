@@ -51,14 +51,18 @@ def test_model_based_pid_beats_plain_pid(runs):
 
 @pytest.mark.slow
 def test_sliding_mode_is_robust_to_parameter_error(runs):
-    """Coutinho 2015's point: with ±20 % mass/inertia error sliding mode stays within 1.5× its
-    nominal RMS, and degrades less than computed torque does under the same error."""
-    def worst_ratio(name):
-        nominal = runs[name, 1.0].rms_error_deg
-        return max(np.max(runs[name, f].rms_error_deg / nominal) for f in (0.8, 1.2))
+    """Coutinho 2015's point, on a loop with one period of transport delay: with the
+    controller's masses and inertias off by ±20 % sliding mode tracks within 0.25° RMS on
+    every joint, better than computed torque under the same error, and neither touches the
+    current limit (a boundary layer thin enough to keep the undelayed ratio would chatter)."""
+    def worst(name):
+        return max(np.max(runs[name, f].rms_error_deg) for f in (0.8, 1.0, 1.2))
 
-    assert worst_ratio("sliding_mode") <= 1.5
-    assert worst_ratio("computed_torque") > worst_ratio("sliding_mode")
+    assert worst("sliding_mode") <= 0.25
+    assert worst("computed_torque") > worst("sliding_mode")
+    for name in ("sliding_mode", "computed_torque"):
+        for f in (0.8, 1.0, 1.2):
+            assert runs[name, f].worst_current_fraction < 0.99, (name, f)
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def test_controller_replay_gives_identical_commands(recorded):
 def test_controller_replay_reports_a_changed_gain(recorded, tmp_path):
     changed = tmp_path / "ct.yaml"
     changed.write_text((ROOT / "configs" / "controllers" / "computed_torque.yaml").read_text()
-                       .replace("hip: {kp: 1600", "hip: {kp: 1700"))
+                       .replace("hip: {kp: 400", "hip: {kp: 440"))
     r = replay(recorded, "controller", controller=changed)
     records, _ = read_cycle_log(recorded / "cycles.exolog")
     align = int(np.flatnonzero(records["state"] == 3)[0])  # ALIGN: the first cycle the law runs

@@ -252,26 +252,29 @@ def test_faults_from_the_bus_file(tmp_path):
 
 
 def test_realtime_world_samples_the_leg_at_each_sync():
-    """Real time: each SYNC advances the physics to its arrival in whole periods and re-anchors
-    the grid there (steady SYNCs with jitter: exactly one period each); a long gap is caught up
-    by at most MAX_CATCH_UP periods, the rest counted (the simulated time falls behind instead
-    of the leg jumping)."""
+    """Real time: each SYNC advances the physics to its arrival, jitter and a stalled
+    master's late SYNC included — the drives sample when the
+    SYNC arrives; a gap longer than MAX_CATCH_UP (this process held up) is not made up, the
+    rest counted in periods."""
     from exo_rt.sim.server import MAX_CATCH_UP, RealtimeServer
 
     robot, sim, (d,) = _open("exo_leg", "exo_leg", "rt")
     d.configure()
     d.enable()
     server = RealtimeServer(sim, {})
-    t = 1000.0
-    server._last_step = t
-    start = sim.cycle
-    for jitter in (0.0003, -0.0004, 0.0002, 0.0, -0.0001, 0.00045, -0.00045):
+    t = server._t_phys = 1000.0
+    t_sim = sim.t
+    for late in (0.0003, 0.0, 0.0002, 0.0, 0.00045, 0.0, 0.0):
         t += 1e-3
-        server._step(t + jitter, sync=True)  # SYNCs 1 ms apart ± jitter
-        t += jitter
-    assert sim.cycle - start == 7 and server.overruns == 0
-    server._step(t + 5e-3, sync=True)  # five periods without a SYNC (a stalled master)
-    assert sim.cycle - start == 7 + 1 and server.overruns == 4 and MAX_CATCH_UP < 5
+        server._advance_to(t + late)  # SYNCs due 1 ms apart, some late (0.3 ms, …)
+        assert sim.t - t_sim == pytest.approx(t + late - 1000.0, abs=1e-9)
+    assert server.overruns == 0
+    server._advance_to(t + 5e-3)  # a master stalled 5 ms: the leg moved meanwhile
+    assert sim.t - t_sim == pytest.approx(t + 5e-3 - 1000.0, abs=1e-9)
+    assert server.overruns == 0
+    server._advance_to(t + 5e-3 + MAX_CATCH_UP + 0.2)  # this process held up 0.25 s
+    assert sim.t - t_sim == pytest.approx(t + 5e-3 + MAX_CATCH_UP - 1000.0, abs=1e-9)
+    assert server.overruns == 200
 
 
 def test_mit_mode_actuators_through_the_simulated_bus():

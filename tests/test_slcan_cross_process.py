@@ -89,7 +89,7 @@ def test_bench_procedures_over_slcan(tmp_path):
         assert r["buses"]["leg"]["states_enabled"] == [c.OPERATION_ENABLED] * 2
         r = run_procedure("latency", bench, tmp_path, "hip")
         assert not r.get("aborted"), r.get("reason")
-        assert r["joints"]["hip"]["current_cycles"] == 1
+        assert r["joints"]["hip"]["current_cycles"] == 2
         r = run_procedure("chirp", bench, tmp_path, "hip")
         assert r["joints"]["hip"]["chirp"]["bandwidth_hz"] == pytest.approx(3.03, rel=0.10)
         r = run_procedure("friction", bench, tmp_path, "knee", speeds=(0.12, 0.25, 0.5),

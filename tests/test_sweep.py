@@ -39,8 +39,8 @@ def test_the_best_point_beats_or_equals_the_shipped_gains(sweep):
     assert s.best["rms_worst_deg"] <= s.shipped["rms_worst_deg"]
     assert all(s.best["rms_worst_deg"] <= p["rms_worst_deg"] for p in s.points
                if p["saturation"] <= 0.01)
-    # the shipped computed torque tracks within a tenth of a degree; worse model, worse RMS
-    assert 0.005 < s.shipped["rms_worst_deg"] < 0.2
+    # the shipped computed torque tracks within half a degree with its model off by ±20 %
+    assert 0.005 < s.shipped["rms_worst_deg"] < 0.5
     line = verdict(s)
     assert ("shipped gains are best" in line) == (s.best is s.shipped)
     for name in ("sweep-summary.csv", "sweep-summary.json", "best-gains.yaml",
@@ -75,7 +75,7 @@ def test_sweep_command_with_wearers(tmp_path):
     wearers.write_text("wearers:\n  - {name: light, mass: 55}\n"
                        "  - {name: heavy, mass: 95, stiffness: 10, damping: 1}\n")
     res = subprocess.run([sys.executable, "-m", "exo_rt", "sweep", str(CONTROLLER), "--grid",
-                          "hip.kp=1600/3200", "--model-error", "1.0", "--wearers", str(wearers),
+                          "hip.kp=400/800", "--model-error", "1.0", "--wearers", str(wearers),
                           "--cycles", "0.5", "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

@@ -14,7 +14,8 @@ from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
 from exo_rt.progress import progress
 
 # Hz, ζ, integral of the sweeps' loop: stiff enough to slide steadily, under the hip's resonance
-SWEEP_GAINS = (4.0, 1.0, 1.0)
+# and what the loop's one period of transport delay allows (docs/config-controller.md)
+SWEEP_GAINS = (3.0, 1.0, 1.0)
 SPEEDS = (0.016, 0.03, 0.06, 0.12, 0.25, 0.5)  # rad/s at the joint
 
 
@@ -46,7 +47,8 @@ def sweep_profile(c: float, span: float, speed: float, dt: float):
 
 def sweep(bench: Bench, pose: np.ndarray, j: int, centre: float, length: float, speed: float):
     """One back-and-forth pass of joint j over ``centre`` ± ``length``/2 at ``speed`` (the
-    others held at ``pose``) → (bin centres, τ forward, τ backward, mean pose), or None if the
+    others held at ``pose``) → (bin centres, τ forward, τ backward, mean pose, the speed the
+    steady samples held — rad/s, measured: the loop is still settling), or None if the
     pass could not hold its speed (stick–slip: the measured speed outside ½…1½ of the
     reference for over 30 % of it). Samples off their speed are dropped."""
     qj, vj, direction = sweep_profile(centre, length, speed, bench.dt)
@@ -64,7 +66,7 @@ def sweep(bench: Bench, pose: np.ndarray, j: int, centre: float, length: float, 
         return None
     tau = bench.joint_torque(log.i_meas)[:, j]
     c, up, down = fit.sweep_halves(log.q[steady, j], tau[steady], direction[steady] > 0)
-    return c, up, down, np.mean(log.q[steady], axis=0)
+    return c, up, down, np.mean(log.q[steady], axis=0), float(np.mean(np.abs(log.qd[steady, j])))
 
 
 def settle(bench: Bench, pose: np.ndarray, gains: Gains, still: float = 2e-6,
@@ -147,8 +149,8 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             if passes is None:
                 unsteady.append(v)
                 continue
-            c, up, down, _ = passes
-            sp += [v] * len(c)
+            c, up, down, _, held = passes
+            sp += [held] * len(c)
             half += list((up - down) / 2)
             load += list((up + down) / 2)
             where += list(c)
@@ -247,7 +249,7 @@ def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
             passes = sweep(bench, base, j, lo[j] + 0.3 * span[j], 0.4 * span[j], speed)
             if passes is None:
                 continue
-            c, up, down, mean_pose = passes
+            c, up, down, mean_pose, _ = passes
             for cj, g in zip(c, (up + down) / 2, strict=True):
                 pose = mean_pose.copy()
                 pose[j] = cj
@@ -298,7 +300,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
         f = freqs * (1 + 0.17 * j)
         scale = min(1.0, 0.3 * limit[j] / (m_jj[j] * float(amps @ (2 * np.pi * f) ** 2)))
         ref[:, j] += multisine(bench.dt, seconds, scale * amps, f)
-    log = track(bench, ref, Gains.for_bandwidth(bench.n, 4.0, 1.0, integral=1.0)).trimmed()
+    log = track(bench, ref, Gains.for_bandwidth(bench.n, *SWEEP_GAINS)).trimmed()
     bench.disable_all()  # the fit takes seconds: no enabled drive waits for cycles meanwhile
     q, qd, qdd = fit.savgol(log.q, bench.dt)
     tau_m = fit.savgol(bench.joint_torque(log.i_meas), bench.dt)[0]  # the same low-pass

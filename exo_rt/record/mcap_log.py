@@ -12,7 +12,7 @@ topic    one message per   fields
                            an object keyed by joint name (Foxglove path ``/joints.q.hip``)
 /state   cycle             t, cycle, state (name), state_code, cause (name), cause_code,
                            board, overrun_streak
-/timing  cycle             t, cycle, wake_us, compute_us, overruns
+/timing  cycle             t, cycle, wake_us, compute_us, overruns, sample_t
 /can     CAN frame         t, id, dlc, data (bytes), rx, extended, error, bus
 /events  state change      t, cycle, event ("state"), state, from, cause
 ======== ================= ==========================================================
@@ -49,7 +49,8 @@ def schemas(joint_names) -> dict[str, dict]:
     state = {"t": NUM, "cycle": NUM, "state": {"type": "string"}, "state_code": NUM,
              "cause": {"type": "string"}, "cause_code": NUM, "board": NUM,
              "overrun_streak": NUM}
-    timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM}
+    timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM,
+              "sample_t": NUM}
     can = {"t": NUM, "id": {"type": "integer"}, "dlc": {"type": "integer"},
            "data": {"type": "array", "items": {"type": "integer"}}, "rx": {"type": "boolean"},
            "extended": {"type": "boolean"}, "error": {"type": "boolean"},
@@ -92,12 +93,13 @@ class RowEncoder:
                            + ",".join(f'"{f}":{group}' for f in JOINT_FIELDS) + "}")
         self.state_fmt = ('{"t":%r,"cycle":%r,"state":%s,"state_code":%r,"cause":%s,'
                           '"cause_code":%r,"board":%r,"overrun_streak":%r}')
-        self.timing_fmt = '{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r}'
+        self.timing_fmt = ('{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r,'
+                           '"sample_t":%r}')
         c = columns
         self.i_state, self.i_cause = c["state"][0], c["cause"][0]
         self.i_streak, self.i_board = c["overrun_streak"][0], c["board"][0]
         self.i_wake, self.i_compute = c["wake_us"][0], c["compute_us"][0]
-        self.i_overruns = c["overruns"][0]
+        self.i_overruns, self.i_sample = c["overruns"][0], c["sample_t"][0]
         self._state_json = [json.dumps(s) for s in self.states]
         self._cause_json = [json.dumps(s) for s in self.causes]
         self.last_state: int | None = None
@@ -125,7 +127,7 @@ class RowEncoder:
 
     def timing(self, r: list) -> str:
         return _null(self.timing_fmt % (r[0], r[1], r[self.i_wake], r[self.i_compute],
-                                        r[self.i_overruns]))
+                                        r[self.i_overruns], r[self.i_sample]))
 
     def events(self, rows: np.ndarray) -> list[tuple[int, str]]:
         """(row index, JSON) of the state changes in ``rows``, continuing the last batch (the
@@ -287,8 +289,8 @@ def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.nda
         row[columns["cause"][0]] = num(s["cause_code"])
         row[columns["board"][0]] = num(s["board"])
         row[columns["overrun_streak"][0]] = num(s["overrun_streak"])
-        for f in ("wake_us", "compute_us", "overruns"):
-            row[columns[f][0]] = num(tm[f])
+        for f in ("wake_us", "compute_us", "overruns", "sample_t"):
+            row[columns[f][0]] = num(tm.get(f))
     return out
 
 

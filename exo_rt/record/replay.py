@@ -73,7 +73,8 @@ def _errors(sim: np.ndarray, rec: np.ndarray, names) -> tuple[dict, int | None]:
 
 def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
     """The recorded commands into the plant; the predicted motor-encoder joint angles against
-    the recorded ones (cycle k's command shows in cycle k+1's measurement)."""
+    the recorded ones. Cycle k's command is applied at its SYNC and acts until the next one,
+    whose sample cycle k + 2 reads (the drives sample at a SYNC, before its command acts)."""
     records, meta, config = load_run(run_dir)
     top = load_top(config)
     robot = robot or top.robot
@@ -89,18 +90,19 @@ def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
     scale = np.array([next(d.scale.rated_torque / d.scale.torque_constant / 1000.0
                            for b in top.buses for d in b.drives
                            if d.joint == robot.joint_names[j]) for j in joint_of])
-    sim = np.zeros((len(records) - 1, n))
+    sim = np.zeros((len(records) - 2, n))
     cmd = np.zeros(len(k_mult))
-    for k in range(len(records) - 1):
+    for k in range(len(records) - 2):
         cmd[:] = np.round(np.nan_to_num(records["command"][k][joint_of]) / scale) * scale
-        enabled = ~(records["flags"][k][joint_of].astype(np.int64) & F_NOT_ENABLED).astype(bool)
-        plant.state[S_ON, : len(cmd)] = enabled  # the drives' power stages
+        # the drives' power stages as sampled at the SYNC that applies the command
+        flags = records["flags"][k + 1][joint_of].astype(np.int64)
+        plant.state[S_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)
         plant.step(cmd)
         for t in range(len(k_mult)):
             rotor = estimate.quantize(plant.motor_positions[t], cpr[t])
             sim[k, joint_of[t]] = rotor / k_mult[t]
-    joints, first = _errors(sim, records["q"][1:], robot.joint_names)
-    return {"mode": "plant", "cycles": int(len(records) - 1), "joints": joints,
+    joints, first = _errors(sim, records["q"][2:], robot.joint_names)
+    return {"mode": "plant", "cycles": int(len(sim)), "joints": joints,
             "first_diff_cycle": first}
 
 
@@ -158,6 +160,7 @@ class _ReplayController(Controller):
         self.events = []
         self.q[:] = meta["q_initial"]
         self.q_prev[:] = self.q
+        self.a.v[cy.V_T_PREV] = self._sample_t(0) - self.dt
         self.q_align0[:] = self.q
         self.duration = float(meta["duration_s"])
         self.k0 = {}
@@ -180,6 +183,13 @@ class _ReplayController(Controller):
         self.i_meas[:] = r["current"]
         self.flags[:] = r["flags"].astype(np.int64)
         s[cy.S_OVERRUN_STREAK] = r["overrun_streak"]
+        s[cy.S_SAMPLE_T] = self._sample_t(k)
+
+    def _sample_t(self, k: int) -> float:
+        """When cycle k's feedback was sampled, as recorded (before the column was recorded:
+        the SYNC of the cycle before, on the period grid)."""
+        names = self.records.dtype.names
+        return float(self.records[k]["sample_t"]) if "sample_t" in names else (k - 1) * self.dt
 
     def _write(self) -> None:
         pass
@@ -299,21 +309,23 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
             continue
         for dec in decoders:
             dec.frame(arb, data, cmd_now, meas, on_now)
-    if len(measured) < 2:
-        raise LogError("the CAN log holds fewer than 2 control cycles of this robot's drives",
+    if len(measured) < 3:
+        raise LogError("the CAN log holds fewer than 3 control cycles of this robot's drives",
                        Where(str(log_path)), "check the bus file's node ids against the log")
     measured, commands, powered = np.array(measured), np.array(commands), np.array(powered)
     plant = Plant(robot, dt=1.0 / top.rate_hz)
-    plant.reset(measured[0])
+    # entry i: the command a SYNC applies, and the sample taken at the SYNC before it; that
+    # command acts until the next SYNC, whose sample is entry i + 2's
+    plant.reset(measured[1])
     joint_of = plant.tp[:, 0].astype(int)
     k_mult = plant.tp[:, 2]
-    sim = np.zeros((len(measured) - 1, n))
-    for k in range(len(measured) - 1):
+    sim = np.zeros((len(measured) - 2, n))
+    for k in range(len(measured) - 2):
         # a drive applies current only when its statusword said operation enabled
-        plant.state[S_ON, : len(joint_of)] = powered[k][joint_of]
-        plant.step(commands[k][joint_of])  # cycle k's command shows at cycle k + 1
+        plant.state[S_ON, : len(joint_of)] = powered[k + 1][joint_of]
+        plant.step(commands[k][joint_of])
         for t in range(len(k_mult)):
             sim[k, joint_of[t]] = plant.motor_positions[t] / k_mult[t]
-    joints, first = _errors(sim, measured[1:], robot.joint_names)
+    joints, first = _errors(sim, measured[2:], robot.joint_names)
     return {"mode": "plant", "source": str(log_path), "cycles": int(len(sim)),
             "joints": joints, "first_diff_cycle": first}

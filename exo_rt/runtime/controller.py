@@ -303,6 +303,7 @@ class Controller:
             if self.recording is not None:  # where the loop starts from, and when
                 self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
             self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
+            self.a.v[cy.V_T_PREV] = self._t_sync - self.dt
             self.sched.run(self._cycle, max_cycles=cap)
         except KeyboardInterrupt:
             self.events.append({"cycle": self.cycles, "event": "operator",
@@ -388,6 +389,7 @@ class Controller:
         s[cy.S_WAKE_US] = sched.wake_us
         s[cy.S_COMPUTE_US] = st.compute_us[st.n - 1] if st.n else 0.0
         s[cy.S_OVERRUNS] = st.overruns
+        s[cy.S_SAMPLE_T] = self._t_sync  # the feedback read is the answer to the last SYNC
 
     def _cycle(self, k: int) -> bool:
         s = self.a.s
@@ -547,6 +549,7 @@ class Controller:
             d.send_rpdos(self.cur[d.joint_index] if view is None else view)
         for d in self.drives:
             d.send_sync()
+        self._t_sync = self.sched.instant(self.cycles - 1)  # the drives sample now
 
     # ------------------------------------------------------------------ summary
     @property

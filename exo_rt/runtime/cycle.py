@@ -61,7 +61,8 @@ S_SLOT = 25  # the recording ring's row to fill, −1: not recording
 S_HIST = 26  # the history's row to fill, −1: not kept
 S_RUN_CYCLES = 27  # out: cycles spent in RUN (summary)
 S_CYCLES = 28  # out: cycles run
-S_WIDTH = 29
+S_SAMPLE_T = 29  # s: when the drives sampled this cycle's feedback (its SYNC), loop's clock
+S_WIDTH = 30
 
 # joint vectors (v rows)
 V_Q = 0  # rad, measured
@@ -84,25 +85,31 @@ V_MAX_ERROR = 16  # deg, over RUN
 V_MAX_CURRENT = 17  # A, |command|
 V_Q_MIN = 18  # rad
 V_Q_MAX = 19
-V_WIDTH = 20
+V_T_PREV = 20  # s: when the joint's last used sample was taken (S_SAMPLE_T then)
+V_WIDTH = 21
 
 # the check's output
 _OUT = 2
 
 
 @njit(cache=True)
-def _estimate(s, v, flags, missing):
-    """Filtered joint velocities from the positions, over the real gap between fresh samples:
-    a joint without feedback this cycle keeps its estimate (and its last position), and the
-    next sample's motion is spread over every cycle it took — not charged to one."""
-    q, q_prev, qd = v[V_Q], v[V_Q_PREV], v[V_QD]
-    dt, alpha = s[S_DT], s[S_ALPHA]
+def _estimate(s, v, flags):
+    """Filtered joint velocities from the positions, over the real gap between the samples:
+    the drives sample at each SYNC, so the gap is the time between the SYNCs behind them (a
+    SYNC sent late by a slow cycle makes one gap longer and the next shorter). A joint without
+    feedback this cycle keeps its estimate and its last position; after a stall (the loop
+    skipped deadlines) or missing feedback, the motion is spread over all the time it took —
+    not charged to one period."""
+    q, q_prev, qd, t_prev = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV]
+    dt, alpha, t = s[S_DT], s[S_ALPHA], s[S_SAMPLE_T]
     for j in range(q.shape[0]):
         if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
             continue
-        raw = (q[j] - q_prev[j]) / (dt * (missing[j] + 1))
+        gap = max(t - t_prev[j], 0.1 * dt)  # (two SYNCs back to back: no division by ~0)
+        raw = (q[j] - q_prev[j]) / gap
         qd[j] += alpha * (raw - qd[j])
         q_prev[j] = q[j]
+        t_prev[j] = t
 
 
 @njit(cache=True)
@@ -175,6 +182,7 @@ def _record(s, v, flags, row):
     row[o + 2] = s[S_WAKE_US]
     row[o + 3] = s[S_COMPUTE_US]
     row[o + 4] = s[S_OVERRUNS]
+    row[o + 5] = s[S_SAMPLE_T]
 
 
 @njit(cache=True)
@@ -204,14 +212,16 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
     """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``."""
     state = int(s[S_STATE])
     s[S_NEW_FAULT] = 0.0
-    _estimate(s, v, flags, missing)
+    _estimate(s, v, flags)
     _reference(state, s, v, coeffs)
     if state == ALIGN or state == RUN or state == STOPPING:
         if _fresh(flags):
             laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],
                             v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
                             scratch)
-            laws.torque_to_current(v[V_TAU], v[V_QD], v[V_QDDR], tc,
+            # friction compensated along the reference's speed: the measured one is zero
+            # while a joint sticks, and the loop would hunt in a band ∝ 1/K_p (stick–slip)
+            laws.torque_to_current(v[V_TAU], v[V_QDR], v[V_QDDR], tc,
                                    s[S_FRICTION_COMP] > 0.5, v[V_CUR])
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
         # neither acts on a stale position nor winds up on it; safety counts the missing cycles)

@@ -87,6 +87,11 @@ class Scheduler:
         self.wake_us = 0.0  # this cycle's wake latency, readable by the cycle
         self.late = False  # the previous cycle ended past the next deadline (an overrun)
 
+    def instant(self, k: int) -> float:
+        """Now, on the bus's clock, for cycle ``k`` (e.g. when its SYNC went out): the
+        monotonic clock in real time; k·T in lockstep, where the simulated bus keeps time."""
+        return k * self.period if self.lockstep else self.clock()
+
     def run(self, cycle: Callable[[int], bool], max_cycles: int | None = None) -> int:
         """Run until ``cycle`` returns False or ``max_cycles``; returns the cycles run."""
         clock, period = self.clock, self.period

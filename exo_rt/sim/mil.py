@@ -2,6 +2,12 @@
 (compliant drives, friction, current loops, encoder quantisation), entirely inside njit —
 for fast gain design (docs/config-controller.md; ``tools/mil.py``).
 
+The timing is that of drives on a SYNC-driven bus: a drive samples its encoder at a SYNC and
+applies, at that same SYNC, the command the controller computed from the *previous* sample.
+So a command acts one period after the measurement it answers (a transport delay of one
+period, as on the exoskeleton and in :mod:`exo_rt.sim.simbus`); gains designed without it
+are too high for the real loop.
+
 Optionally a *wearer* moves the leg too: a torque on each joint from their own limbs'
 inverse dynamics along the reference plus a joint stiffness and damping towards it
 (τ_w = ID_wearer(q, q̇, q̈_d) + K_p e + K_d ė). It measures how much of the exoskeleton the
@@ -41,7 +47,8 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, opts, gains, 
     vm = np.zeros(n)
     tau = np.zeros(n)
     cur = np.zeros(n)
-    cmd = np.zeros(tp.shape[0])
+    cmd = np.zeros(tp.shape[0])  # A: what the drives apply this period (last period's law)
+    latched = np.zeros(tp.shape[0])  # A: this period's law, applied at the next SYNC
     assist = np.zeros(n)
     tw = np.zeros(n)
     qw = np.zeros(n)
@@ -71,13 +78,14 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, opts, gains, 
                 assist[j] -= t_exo[j]
         laws.law_torque(opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
                         assist, dt, tau, sc_l)
-        laws.torque_to_current(tau, vm, qddr, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
+        laws.torque_to_current(tau, qdr, qddr, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
         for j in range(n):
             lim = tc[j, laws.C_I_LIMIT]
             if lim > 0.0:
                 worst = max(worst, abs(cur[j]) / lim)
         for m in range(tp.shape[0]):
-            cmd[m] = cur[int(tp[m, T_JOINT])]
+            cmd[m] = latched[m]
+            latched[m] = cur[int(tp[m, T_JOINT])]
         # the wearer's muscles (true state: proprioception): their own limbs' inverse dynamics
         # along the reference plus a joint stiffness and damping towards it
         if wearer_gains[0] > 0.0:

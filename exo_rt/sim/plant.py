@@ -626,10 +626,15 @@ class Plant:
                 delta = twist_for_torque(-g[j], d)
                 q[r] = k * (q[j] - delta - kinematic_error(q[r], d)[0])
 
-    def step(self, current_cmd=None) -> None:
-        """Advance one period dt with motor current commands (A, one per transmission; None:
-        keep the last ones)."""
+    def step(self, current_cmd=None, duration: float | None = None) -> None:
+        """Advance one period dt (or ``duration`` s, in sub-steps no longer than dt/substeps)
+        with motor current commands (A, one per transmission; None: keep the last ones)."""
         if current_cmd is not None:
             self.cmd[:] = current_cmd
-        plant_step(self.pk, self.ws, self.tp, self.state, self.cmd, self.dt, self.substeps,
-                   self.scratch)
+        if duration is None:
+            plant_step(self.pk, self.ws, self.tp, self.state, self.cmd, self.dt, self.substeps,
+                       self.scratch)
+        else:
+            m = max(1, math.ceil(duration * self.substeps / self.dt - 1e-9))
+            plant_step(self.pk, self.ws, self.tp, self.state, self.cmd, duration, m,
+                       self.scratch)

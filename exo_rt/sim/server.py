@@ -7,9 +7,8 @@ the controller process under test is the one that runs on the exoskeleton.
 One thread does everything, so nothing here shares a GIL with anything: it waits on the buses'
 sockets until a frame arrives or the next physics deadline comes; frames go to the emulated
 drives at once (a SYNC applies their latched commands and answers with TPDOs from the
-current plant state, as a drive samples its encoder on SYNC); at each deadline the plant
-advances one period (absolute deadlines, skip-and-count, never bursts); heartbeats go out on
-the wall clock. The exoskeleton's embedded board, emulated, runs in the same loop: its motor
+current plant state, as a drive samples its encoder on SYNC), the physics having first
+advanced to the SYNC's arrival; heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated, runs in the same loop: its motor
 power relay feeds the simulated drives (power off: no current, whatever a drive was told).
 Command lines on an optional descriptor (the starting process's pipe) inject faults as the
 lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut SECONDS`` cuts the bus between
@@ -33,9 +32,8 @@ from exo_rt.sim.simbus import SimWorld
 
 POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
-MAX_CATCH_UP = 1  # periods the physics advances at one SYNC: the drives' samples stay one
-# period apart in the leg's time, as the controller's estimator assumes; after a stall the
-# simulated time falls behind instead (the gap counted as overruns) — the leg never jumps
+MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
+# the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
 
 
@@ -73,7 +71,7 @@ class RealtimeServer:
         self.n_answer = 0
         self.n_physics = 0
         self.worst_gap = 0.0  # s: the longest one turn of the serving loop took
-        self._last_step = self._last_sync = time.monotonic()
+        self._t_phys = time.monotonic()  # the instant the physics has reached
         self._fds = []
         for port in ports.values():
             sock = getattr(port, "sock", None)
@@ -95,11 +93,9 @@ class RealtimeServer:
                     self.frames_cut += 1
                     continue
                 if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
-                    # (when it arrived — not when this loop got to it: a SYNC handled late
-                    # must not shift when the next one is looked for)
-                    now = time.monotonic()
-                    self._last_sync = now - max(0.0, min(time.time() - frame.timestamp, 0.01))
-                    self._step(self._last_sync, sync=True)
+                    # (when it arrived, as the kernel stamped it — not when this loop got to it)
+                    age = max(0.0, min(time.time() - frame.timestamp, MAX_CATCH_UP))
+                    self._advance_to(time.monotonic() - age)
                 world.receive(channel, frame)
             rx = world.endpoints[channel].rx
             while rx:
@@ -159,38 +155,34 @@ class RealtimeServer:
                         port.send(msg.arbitration_id, bytes(msg.data))
                     self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
 
-    def _step(self, now: float, sync: bool = False) -> None:
-        """The physics up to ``now``, in whole periods from the last step (at most a few: a
-        simulation that fell further behind starts again from now, the gap counted). A SYNC
-        re-anchors the period grid at its own arrival: the steps lock to the master's SYNCs,
-        so jitter never rounds a period into none or two."""
-        n = int(round((now - self._last_step) / self.period))
-        if n > MAX_CATCH_UP:
-            self.overruns += n - 1
-            n = 1
-        for _ in range(max(n, 0)):
+    def _advance_to(self, t: float) -> None:
+        """The physics up to the instant ``t`` (monotonic s), so the drives sample the leg
+        when each SYNC arrived, jitter and late SYNCs included (the controller's estimator
+        divides by the time between its SYNCs). At most MAX_CATCH_UP s at once: a simulation
+        held up longer falls behind, the rest counted."""
+        behind = t - self._t_phys
+        if behind > MAX_CATCH_UP:
+            self.overruns += int((behind - MAX_CATCH_UP) / self.period + 0.5)
+            self._t_phys = t - MAX_CATCH_UP
+        while t - self._t_phys > 1e-6:
+            step = min(t - self._t_phys, self.period)
             t0 = time.monotonic()
-            self.world.advance()
+            self.world.advance(step)
             t1 = time.monotonic()
             self.physics_us[self.n_physics & 0xFFFF] = (t1 - t0) * 1e6
             self.n_physics += 1
             if self.trace is not None:
                 self.trace.record(t1)
-        if n > 1:
-            self.overruns += n - 1
-        if sync:
-            self._last_step = now
-        elif n > 0:
-            self._last_step += n * self.period
+            self._t_phys += step
 
     def serve(self, parent: int | None = None, linger: float = 5.0,
               stop=lambda: False, poll_s: float | None = POLL_S) -> None:
         """Until ``stop()``; or ``linger`` s after the process ``parent`` is gone.
 
         Time: a drive samples its encoder when the SYNC arrives, so the physics advances to
-        each SYNC's arrival in whole periods (from the master's steady SYNCs the samples come
-        one period apart, whatever the jitter of this process); with no SYNC for 1.5 periods
-        (a master that stopped or died) it runs on by itself, period by period.
+        each SYNC's arrival (whatever the jitter of this process: the kernel stamps the
+        arrival); with no SYNC for 1.5 periods (a master that stopped or died) it runs on by
+        itself, half a period behind the clock.
 
         With ``poll_s`` the loop looks for frames every ``poll_s`` seconds instead of sleeping
         on the sockets: a process asleep on a socket must be woken by the sender's system
@@ -207,16 +199,16 @@ class RealtimeServer:
         if self.commands is not None:
             os.set_blocking(self.commands, False)
             fds.append(self.commands)
-        self._last_step = time.monotonic()
+        self._t_phys = time.monotonic()
         orphan_since = None
-        next_check = self._last_step + 0.1
+        next_check = self._t_phys + 0.1
         prev = time.monotonic()
         while not stop():
             now = time.monotonic()
             if now - prev > self.worst_gap:  # the longest this loop was away (a stall)
                 self.worst_gap = now - prev
             prev = now
-            wait = self._last_step + FREE_RUN * period - now
+            wait = self._t_phys + FREE_RUN * period - now
             if wait > 0:
                 if poll_only:
                     time.sleep(min(wait, poll_s))
@@ -235,8 +227,8 @@ class RealtimeServer:
                 self.n_answer += 1
             else:
                 now = t0
-            if now - self._last_step >= FREE_RUN * period:  # no SYNC lately: run on
-                self._step(now - (FREE_RUN - 1.0) * period)
+            if now - self._t_phys >= FREE_RUN * period:  # no SYNC lately: run on
+                self._advance_to(now - (FREE_RUN - 1.0) * period)
             self._heartbeats(now)
             if now >= next_check:
                 next_check = now + 0.1

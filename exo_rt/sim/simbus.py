@@ -2,9 +2,11 @@
 emulated drives and the plant answer, frame for frame.
 
 A :class:`SimWorld` holds the plant and the emulated drives of every bus of a robot. In
-*lockstep* timing the physics advances one control period at the first SYNC of a period (on
-any bus): the drives apply their latched RPDOs and the plant steps; each bus's drives answer
-their own SYNC with their TPDOs. A host with several buses sends every bus's RPDOs before
+*lockstep* timing the first SYNC of a period (on any bus) ends the period before: the plant
+steps one period under the commands the drives applied at the last SYNC, then the drives
+apply their newly latched RPDOs; each bus's drives answer their own SYNC with their TPDOs,
+sampled at that instant. So, as on the exoskeleton's bus, a command acts from the SYNC after
+the measurement it was computed from (one period of transport delay). A host with several buses sends every bus's RPDOs before
 the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then ``send_sync``). Timestamps are
 simulated time, so two identical runs give identical frame logs. The controller cannot tell
 this bus from hardware except by timing.
@@ -76,6 +78,8 @@ class SimWorld:
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
         self.scheduled: list[tuple[int, str, str, int, int]] = []  # (cycle, kind, bus, node, n)
         self.realtime = False  # True: the physics advances on the wall clock (advance())
+        self._into_period = 0.0  # real time: s of the current period already simulated
+        self._injected_at = -1  # the period whose scheduled injections were applied
         self.motor_power = True  # the board's relay: off, no drive gets current
         self._lock = threading.RLock()
         # heartbeats on the simulated clock (every n-th period) — or, for drives served to
@@ -87,12 +91,13 @@ class SimWorld:
                               max(1, int(round(duration / dt))))
 
     # ---------------------------------------------------------------- real-time timing
-    def advance(self) -> None:
-        """Real time: the physics of one period. The serving loop of the simulation's own
-        process (:class:`exo_rt.sim.server.RealtimeServer`) calls it at each deadline; SYNCs
-        then only apply the drives' latched commands and answer with the current state."""
+    def advance(self, duration: float | None = None) -> None:
+        """Real time: the physics of one period, or of ``duration`` s (at most a period). The
+        serving loop of the simulation's own process (:class:`exo_rt.sim.server.RealtimeServer`)
+        advances it to each SYNC's arrival; SYNCs then only apply the drives' latched
+        commands and answer with the current state."""
         with self._lock:
-            self._physics()
+            self._physics(duration)
 
     def schedule(self, at_cycle: int, kind: str, channel: str, node: int, cycles: int) -> None:
         """Inject a fault at a given period (fault injection by configuration)."""
@@ -169,8 +174,8 @@ class SimWorld:
             with self._lock:
                 if self.realtime:  # the physics thread keeps time; SYNC applies and answers
                     self._apply(ep)
-                # lockstep: the first SYNC of a period (or a bus's second one) advances the
-                # physics; every bus's drives answer their own SYNC from that period's state
+                # lockstep: the first SYNC of a period (or a bus's second one) ends the period
+                # before; every bus's drives answer their own SYNC from the state at this SYNC
                 elif ep.synced or not any(e.synced for e in self.endpoints.values()):
                     for e in self.endpoints.values():
                         e.synced = False
@@ -200,10 +205,11 @@ class SimWorld:
                                  is_extended_id=False, channel=ep.config.channel))
 
     def _step(self) -> None:
-        """Lockstep: every drive applies its latched command, then the physics of one period."""
+        """Lockstep, at a period's first SYNC: the physics of the period that ends now (under
+        the commands applied at the last SYNC), then every drive applies its latched command."""
+        self._physics()
         for ep in self.endpoints.values():
             self._apply(ep)
-        self._physics()
 
     def _rotor(self, t: int) -> tuple[float, float, float]:
         """(angle, speed, actual current) of transmission t's rotor."""
@@ -219,10 +225,13 @@ class SimWorld:
                 self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
             self.plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
 
-    def _physics(self) -> None:
-        for at, kind, channel, node, n in self.scheduled:
-            if at == self.cycle:
-                self.inject(kind, channel, node, n)
+    def _physics(self, duration: float | None = None) -> None:
+        """The plant over one period (or ``duration`` s: real time only)."""
+        if self._injected_at != self.cycle:  # a period begins: its scheduled injections
+            self._injected_at = self.cycle
+            for at, kind, channel, node, n in self.scheduled:
+                if at == self.cycle:
+                    self.inject(kind, channel, node, n)
         plant = self.plant
         for ep in self.endpoints.values():  # each drive's own clock, SYNCs or not: its
             for drive, t in ep.drives:  # heartbeat and SYNC watchdogs, its quick stop ramp
@@ -234,9 +243,17 @@ class SimWorld:
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
             plant.state[S_ON, : len(self.cmd)] = 0.0
-        plant.step(self.cmd)
-        self.t += self.dt
-        self.cycle += 1
+        if duration is None:
+            plant.step(self.cmd)
+            self.t += self.dt
+            self.cycle += 1
+        else:
+            plant.step(self.cmd, duration)
+            self.t += duration
+            self._into_period += duration
+            while self._into_period >= self.dt * (1.0 - 1e-9):
+                self._into_period -= self.dt
+                self.cycle += 1
         self.faults = [f for f in self.faults if f[3] >= self.cycle]
 
     def _reply(self, ep: _Endpoint) -> None:
