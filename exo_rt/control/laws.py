@@ -81,9 +81,8 @@ def torque_to_current(tau, qd, qdd, tc, friction_comp, current):
     The rotor must give τ/k (generalized force of the rotor on the joint is k·τ_rotor), plus
     what its friction takes: sgn(ω)(T_c + μ|T|/N) + B·ω at ω = k·q̇ (sgn smoothed over C_SMOOTH so
     the compensation does not chatter at rest). ``qd`` is the speed the friction is
-    compensated along: the control cycle gives the reference's (a joint that sticks has a
-    measured speed of zero, and compensation on it leaves the loop hunting in a stick–slip
-    band ∝ 1/K_p); the bench's identification loop gives the measured one. The mesh friction grows with the torque T the
+    compensated along (:func:`friction_speed`; the bench's identification loop gives the
+    measured one). The mesh friction grows with the torque T the
     flexspline carries — τ less the rotor's own inertial share k²·I_rotor·q̈ (``qdd``: the
     acceleration τ is meant to give, e.g. the reference's), which never passes the gear.
     Currents are clamped to ±C_I_LIMIT — and again in the frame encoder, the last line.
@@ -103,6 +102,15 @@ def torque_to_current(tau, qd, qdd, tc, friction_comp, current):
         i = t_rotor / (tc[j, C_SIGN] * tc[j, C_KT])
         lim = tc[j, C_I_LIMIT]
         current[j] = min(max(i, -lim), lim)
+
+
+@njit(cache=True)
+def friction_speed(opts, qd, qdr):
+    """The joint speeds (rad/s) friction is compensated along: a tracking law's reference
+    (a joint that sticks reads zero speed, and compensating on that leaves the loop hunting in
+    a stick–slip band ∝ 1/K_p); the measured ones where the wearer leads the motion
+    (transparent), so that the compensation never pulls the leg along the reference."""
+    return qd if int(opts[O_LAW]) == LAW_TRANSPARENT else qdr
 
 
 @njit(cache=True)

@@ -219,10 +219,8 @@ def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, l
             laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],
                             v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
                             scratch)
-            # friction compensated along the reference's speed: the measured one is zero
-            # while a joint sticks, and the loop would hunt in a band ∝ 1/K_p (stick–slip)
-            laws.torque_to_current(v[V_TAU], v[V_QDR], v[V_QDDR], tc,
-                                   s[S_FRICTION_COMP] > 0.5, v[V_CUR])
+            laws.torque_to_current(v[V_TAU], laws.friction_speed(opts, v[V_QD], v[V_QDR]),
+                                   v[V_QDDR], tc, s[S_FRICTION_COMP] > 0.5, v[V_CUR])
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
         # neither acts on a stale position nor winds up on it; safety counts the missing cycles)
     elif state != SAFE:

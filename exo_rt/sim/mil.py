@@ -78,7 +78,8 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, opts, gains, 
                 assist[j] -= t_exo[j]
         laws.law_torque(opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
                         assist, dt, tau, sc_l)
-        laws.torque_to_current(tau, qdr, qddr, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
+        laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, tc,
+                               opts[laws.O_FRICTION_COMP] > 0.5, cur)
         for j in range(n):
             lim = tc[j, laws.C_I_LIMIT]
             if lim > 0.0:
