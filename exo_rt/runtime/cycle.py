@@ -86,7 +86,10 @@ V_MAX_CURRENT = 17  # A, |command|
 V_Q_MIN = 18  # rad
 V_Q_MAX = 19
 V_T_PREV = 20  # s: when the joint's last used sample was taken (S_SAMPLE_T then)
-V_WIDTH = 21
+V_SETTLE = 21  # fresh samples still to re-anchor on before the velocity estimate resumes
+V_WIDTH = 22
+
+SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
 # the check's output
 _OUT = 2
@@ -96,14 +99,24 @@ _OUT = 2
 def _estimate(s, v, flags):
     """Filtered joint velocities from the positions, over the real gap between the samples:
     the drives sample at each SYNC, so the gap is the time between the SYNCs behind them (a
-    SYNC sent late by a slow cycle makes one gap longer and the next shorter). A joint without
-    feedback this cycle keeps its estimate and its last position; after a stall (the loop
-    skipped deadlines) or missing feedback, the motion is spread over all the time it took —
-    not charged to one period."""
-    q, q_prev, qd, t_prev = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV]
+    SYNC sent late by a slow cycle makes one gap longer and the next shorter; after a stall of
+    the loop the motion is spread over all the time it took, not charged to one period).
+
+    A joint without feedback this cycle keeps its estimate and its last position. Once its
+    feedback went missing, the next SETTLE_SAMPLES fresh samples only re-anchor the estimate:
+    a drive that answered late may deliver the answer to an older SYNC after a newer one went
+    out, and dividing its motion by the newer SYNC's time would make a velocity out of
+    nothing (seen: 19 rad/s at a knee moving at 3.5, after a 1.7 ms late answer)."""
+    q, q_prev, qd, t_prev, settle = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV], v[V_SETTLE]
     dt, alpha, t = s[S_DT], s[S_ALPHA], s[S_SAMPLE_T]
     for j in range(q.shape[0]):
         if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
+            settle[j] = SETTLE_SAMPLES
+            continue
+        if settle[j] > 0.0:
+            settle[j] -= 1.0
+            q_prev[j] = q[j]
+            t_prev[j] = t
             continue
         gap = max(t - t_prev[j], 0.1 * dt)  # (two SYNCs back to back: no division by ~0)
         raw = (q[j] - q_prev[j]) / gap
