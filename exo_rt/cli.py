@@ -437,9 +437,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _setup_bench_test(p: argparse.ArgumentParser) -> None:
-    from exo_rt.hil.procedures import PROCEDURES
+    from exo_rt.hil import registry
 
-    p.add_argument("name", choices=tuple(PROCEDURES), help="the procedure (docs/bench.md)")
+    p.add_argument("name", choices=registry.names(), help="the procedure (docs/bench.md)")
     p.add_argument("--config", default=None, metavar="FILE", help="top config")
     p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
                    help="sim, or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5) for every "

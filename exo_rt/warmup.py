@@ -205,10 +205,11 @@ def _packed(mech) -> tuple[np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------- the registry
 def _law_torque(c: Context) -> None:
-    from exo_rt.control import laws
+    from exo_rt.control import laws, registry
 
     z, n = c.z, c.n
-    laws.law_torque(c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains, laws.law_state(n), z(),
+    laws.law_torque(registry.table(), c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains,
+                    laws.law_state(n), z(),
                     z(), z(), z(), z(), z(), c.dt, z(), laws.law_scratch(n))
 
 

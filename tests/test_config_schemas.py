@@ -168,12 +168,13 @@ def test_text_is_not_a_flag_and_unknown_keys_get_a_suggestion(tmp_path, robot, k
 
 # ----------------------------------------------------------------------------- one declaration
 def test_bench_options_match_the_procedures_and_are_checked():
-    from exo_rt.hil.procedures import PROCEDURES, check_options, load_options
+    from exo_rt.hil import registry
+    from exo_rt.hil.procedures import check_options, load_options
     from exo_rt.schema.bench import BenchFile
 
-    for name, (func, _, _) in PROCEDURES.items():
+    for name, proc in registry.registered().items():
         cls = BenchFile.KEYS[name].metadata["schema"].type.cls
-        sig = {k: p.default for k, p in inspect.signature(func).parameters.items()
+        sig = {k: p.default for k, p in inspect.signature(proc.run).parameters.items()
                if p.default is not inspect.Parameter.empty}
         assert sig == core.defaults(cls), name
     assert check_options("friction", {"speeds": (0.12, 0.5)}) == {"speeds": (0.12, 0.5)}

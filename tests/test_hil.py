@@ -245,3 +245,44 @@ def test_friction_fit_recovers_a_stribeck_band_inside_the_sweeps():
                        np.r_[load[0], load[fast]], 100.0)
     assert fit["stribeck_velocity"] is None
     assert fit["coulomb"] == pytest.approx(0.03, rel=0.05)
+
+
+def zero_current_drift(bench, joint, *, cycles: int = 100) -> dict:
+    """A procedure from outside the package: the joint's drift (rad) over ``cycles`` at zero
+    current, the other joints at zero current too."""
+    from exo_rt.hil.bench import BenchAbort
+
+    j = bench.robot.joint_names.index(joint)
+    bench.start()
+    q0 = float(bench.q[j])
+    for _ in range(cycles):
+        bench.cycle(np.zeros(bench.n))
+    if not np.isfinite(bench.q[j]):
+        raise BenchAbort("no position")
+    return {"drift_rad": float(bench.q[j]) - q0, "cycles": cycles}
+
+
+def test_a_procedure_defined_here_runs_through_the_registry(tmp_path):
+    """Registered through the public registry, it runs like a built-in: the checklist names
+    what moves, run_procedure runs it per joint, writes its report, and refuses options (it
+    declares none in the bench options schema)."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.hil import registry
+    from exo_rt.hil.procedures import checklist
+
+    registry.procedure("drift", per_joint=True, moves="no joint driven (zero current)")(
+        zero_current_drift)
+    try:
+        assert "drift" in registry.names()
+        b = sim_bench()
+        assert "no joint driven (zero current)" in checklist("drift", b.top, "knee")[0]
+        r = run_procedure("drift", b, tmp_path, "knee")
+        assert not r.get("aborted") and r["joints"]["knee"]["cycles"] == 100
+        # the harmonic drive holds the knee at zero current (docs/safety.md): under 0.01°
+        assert abs(r["joints"]["knee"]["drift_rad"]) < math.radians(0.01)
+        assert json.loads((tmp_path / "bench-drift.json").read_text())["procedure"] == "drift"
+        with pytest.raises(ConfigError, match="takes no options"):
+            run_procedure("drift", b, tmp_path, "knee", cycles=5)
+    finally:
+        registry.unregister("drift")
+    assert "drift" not in registry.names()

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from exo_rt.config import load_controller, transmission_rows
-from exo_rt.control import laws
+from exo_rt.control import laws, registry
 from exo_rt.dynamics import Dynamics
 from exo_rt.model import load_mechanism
 
@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @njit(cache=True)
-def _steps(opts, pk, ws, gains, ls, tc, q, qd, qr, qdr, qddr, assist, tau, cur, sc, n):
+def _steps(table, opts, pk, ws, gains, ls, tc, q, qd, qr, qdr, qddr, assist, tau, cur, sc, n):
     for _ in range(n):
         q[0] += 1e-9
-        laws.law_torque(opts, pk, ws, pk, ws, gains, ls, q, qd, qr, qdr, qddr, assist, 1e-3,
-                        tau, sc)
+        laws.law_torque(table, opts, pk, ws, pk, ws, gains, ls, q, qd, qr, qdr, qddr, assist,
+                        1e-3, tau, sc)
         laws.torque_to_current(tau, qd, qddr, tc, opts[laws.O_FRICTION_COMP] > 0.5, cur)
 
 
@@ -38,7 +38,8 @@ def main() -> int:
     print("one law step + torque → current, exo_leg, inside njit (median of 7 × 200 000):")
     for path in sorted((ROOT / "configs" / "controllers").glob("*.yaml")):
         cfg = load_controller(path, robot)
-        args = (cfg.options(), dyn.packed, dyn.workspace, cfg.gains, laws.law_state(n),
+        args = (registry.table(), cfg.options(), dyn.packed, dyn.workspace, cfg.gains,
+                laws.law_state(n),
                 transmission_rows(robot, cfg), q, qd, qr, qdr, qddr, np.zeros(n), np.zeros(n),
                 np.zeros(n), laws.law_scratch(n))
         _steps(*args, 10)

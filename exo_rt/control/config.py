@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.control import laws
+from exo_rt.control import laws, registry
 from exo_rt.errors import ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
@@ -51,7 +51,7 @@ class ControllerConfig:
 
     def options(self) -> np.ndarray:
         o = np.zeros(laws.O_WIDTH)
-        o[laws.O_LAW] = laws.LAWS[self.law]
+        o[laws.O_LAW] = registry.code(self.law)
         o[laws.O_INERTIA_FF] = 1.0 if self.inertia_feedforward else 0.0
         o[laws.O_FRICTION_COMP] = 1.0 if self.friction_compensation else 0.0
         return o

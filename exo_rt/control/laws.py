@@ -6,7 +6,9 @@ motor current — goes through the transmission and the torque constant and clam
 The dynamics come from the controller's rigid model (exoskeleton + wearer + rotors;
 Hidalgo & Rocón eqs. 23–27), called inside njit: no Python between the law and the kernels.
 
-Laws (``LAW_*``):
+The built-in laws, each registered by name in :mod:`exo_rt.control.registry` (codes ``LAW_*``,
+the order they register in); :func:`law_torque` calls the one a controller names through the
+registry's table of compiled laws and clamps its torque:
 - PID: derivative on the measurement (filtered velocity, no derivative kick), integral with
   clamping anti-windup, output limit.
 - model-based PID: PID + g(q) + wave-generator friction compensation (+ M(q) q̈_d if enabled).
@@ -25,6 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
+from exo_rt.control import registry
 from exo_rt.dynamics import kernels
 
 LAW_PASSIVE = 0
@@ -33,9 +36,7 @@ LAW_MODEL_PID = 2
 LAW_COMPUTED_TORQUE = 3
 LAW_SLIDING_MODE = 4
 LAW_TRANSPARENT = 5
-LAWS = {"passive": LAW_PASSIVE, "pid": LAW_PID, "model_pid": LAW_MODEL_PID,
-        "computed_torque": LAW_COMPUTED_TORQUE, "sliding_mode": LAW_SLIDING_MODE,
-        "transparent": LAW_TRANSPARENT}
+LAWS = registry.NAMES  # every registered law's name (exo_rt.control.registry)
 
 # --- gains, one row per joint
 G_KP = 0  # N·m/rad (PID) or 1/s² (computed torque)
@@ -136,58 +137,89 @@ def _pid(gains, ls, q, qd, qr, qdr, dt, tau, saturated):
                   + gains[j, G_KD] * (qdr[j] - qd[j]))
 
 
-@njit(cache=True)
-def law_torque(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
-               tau, sc):
-    """Joint torques (N·m) of the law in ``opts[O_LAW]``; ``sc`` is (n + 4, n) scratch.
+# ---------------------------------------------------------------- the built-in laws
+# (registered in this order: their codes are the LAW_* constants above)
+@registry.law("passive", doc="zero torque: the drives carry no current")
+def passive(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau, sc):
+    for j in range(q.shape[0]):
+        tau[j] = 0.0
 
-    ``assist`` holds the wearer's own torque along the reference (N·m), scaled by G_ASSIST in
-    transparent mode. ``saturated`` (sc row) remembers last cycle's output clamp for the
-    anti-windup.
-    """
+
+@registry.law("pid", doc="PID, derivative on the measurement, clamping anti-windup")
+def pid(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau, sc):
+    _pid(gains, ls, q, qd, qr, qdr, dt, tau, sc[q.shape[0] + 2] > 0.5)
+
+
+@registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)")
+def model_pid(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
+              sc):
     n = q.shape[0]
-    law = int(opts[O_LAW])
-    m = sc[:n]
+    _pid(gains, ls, q, qd, qr, qdr, dt, tau, sc[n + 2] > 0.5)
     h = sc[n]
-    acc = sc[n + 1]
-    saturated = sc[n + 2]
-    sat = saturated > 0.5
-    if law == LAW_PASSIVE:
-        for j in range(n):
-            tau[j] = 0.0
-    elif law == LAW_PID or law == LAW_MODEL_PID:
-        _pid(gains, ls, q, qd, qr, qdr, dt, tau, sat)
-        if law == LAW_MODEL_PID:
-            kernels.gravity_forces(pk, ws, q, h)
-            for j in range(n):
-                tau[j] += h[j]
-            if opts[O_INERTIA_FF] > 0.5:
-                kernels.mass_matrix(pk, ws, q, m)
-                for j in range(n):
-                    for k in range(n):
-                        tau[j] += m[j, k] * qddr[k]
-    elif law == LAW_COMPUTED_TORQUE:
-        _integrate(gains, ls, q, qr, dt, sat)
-        for j in range(n):
-            e = qr[j] - q[j]
-            acc[j] = (qddr[j] + gains[j, G_KD] * (qdr[j] - qd[j]) + gains[j, G_KP] * e
-                      + gains[j, G_KI] * ls[j, S_INTEGRAL])
-        kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
-    elif law == LAW_SLIDING_MODE:
-        for j in range(n):
-            acc[j] = qddr[j] + gains[j, G_LAMBDA] * (qdr[j] - qd[j])
-        kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
-        for j in range(n):
-            s = (qdr[j] - qd[j]) + gains[j, G_LAMBDA] * (qr[j] - q[j])
-            sat_s = min(max(s / gains[j, G_BOUNDARY], -1.0), 1.0)
-            tau[j] += gains[j, G_K_S] * s + gains[j, G_K_SWITCH] * sat_s
-    elif law == LAW_TRANSPARENT:
-        for j in range(n):
-            acc[j] = qddr[j]
-        kernels.inverse_dynamics(pk_exo, ws_exo, q, qd, acc, tau)
-        for j in range(n):
-            tau[j] += gains[j, G_ASSIST] * assist[j]
+    kernels.gravity_forces(pk, ws, q, h)
     for j in range(n):
+        tau[j] += h[j]
+    if opts[O_INERTIA_FF] > 0.5:
+        m = sc[:n]
+        kernels.mass_matrix(pk, ws, q, m)
+        for j in range(n):
+            for k in range(n):
+                tau[j] += m[j, k] * qddr[k]
+
+
+@registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)")
+def computed_torque(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
+                    tau, sc):
+    n = q.shape[0]
+    _integrate(gains, ls, q, qr, dt, sc[n + 2] > 0.5)
+    acc = sc[n + 1]
+    for j in range(n):
+        e = qr[j] - q[j]
+        acc[j] = (qddr[j] + gains[j, G_KD] * (qdr[j] - qd[j]) + gains[j, G_KP] * e
+                  + gains[j, G_KI] * ls[j, S_INTEGRAL])
+    kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+
+
+@registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)")
+def sliding_mode(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
+                 tau, sc):
+    n = q.shape[0]
+    acc = sc[n + 1]
+    for j in range(n):
+        acc[j] = qddr[j] + gains[j, G_LAMBDA] * (qdr[j] - qd[j])
+    kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+    for j in range(n):
+        s = (qdr[j] - qd[j]) + gains[j, G_LAMBDA] * (qr[j] - q[j])
+        sat_s = min(max(s / gains[j, G_BOUNDARY], -1.0), 1.0)
+        tau[j] += gains[j, G_K_S] * s + gains[j, G_K_SWITCH] * sat_s
+
+
+@registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance")
+def transparent(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
+                sc):
+    n = q.shape[0]
+    acc = sc[n + 1]
+    for j in range(n):
+        acc[j] = qddr[j]
+    kernels.inverse_dynamics(pk_exo, ws_exo, q, qd, acc, tau)
+    for j in range(n):
+        tau[j] += gains[j, G_ASSIST] * assist[j]
+
+
+assert [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
+                                   "sliding_mode", "transparent")] == list(range(6))
+
+
+@njit(cache=True)
+def law_torque(table, opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
+               tau, sc):
+    """Joint torques (N·m) of the law in ``opts[O_LAW]`` (its code in ``table``, the compiled
+    laws: :func:`exo_rt.control.registry.table`), clamped to each joint's torque limit;
+    ``sc`` is (n + 4, n) scratch, its row n + 2 the clamp, remembered for the anti-windup."""
+    table[int(opts[O_LAW])](opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr,
+                            assist, dt, tau, sc)
+    saturated = sc[q.shape[0] + 2]
+    for j in range(q.shape[0]):
         lim = gains[j, G_TORQUE_LIMIT]
         clamped = min(max(tau[j], -lim), lim)
         saturated[j] = 1.0 if clamped != tau[j] else 0.0

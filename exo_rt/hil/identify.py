@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from exo_rt.config import rotor_inertias
-from exo_rt.hil import fit
+from exo_rt.hil import fit, registry
 from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
 from exo_rt.progress import progress
 
@@ -114,6 +114,9 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
     return out[0], out[1]
 
 
+@registry.procedure("friction", per_joint=True, snippet=True,
+                    moves="breakaway torque ramps, then back-and-forth sweeps over up to "
+                          "±0.3 rad at 0.004 … 0.5 rad/s (about 50 s)")
 def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float = 0.6,
              slow_seconds: float = 2.5, breakaways: int = 3) -> dict:
     """Breakaway tests and constant-speed sweeps of ``joint`` in both directions (the others
@@ -166,6 +169,9 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
                                          f"exo-rt bench-test friction, joint {joint}")}
 
 
+@registry.procedure("stiffness", per_joint=True, snippet=True,
+                    moves="OUTPUT LOCKED in the fixture (with its torque sensor): motor "
+                          "torque cycles up to ±75 % of the current limit, 3 cycles")
 def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate: float = 150.0,
               cycles: int = 3) -> dict:
     """Harmonic-drive stiffness with ``joint``'s output locked in the fixture → K1, K2, K3 and
@@ -259,6 +265,9 @@ def _gravity_sweeps(bench: Bench, speed: float) -> tuple[list, list, list]:
     return poses, joints, torques
 
 
+@registry.procedure("inertia", per_joint=False, snippet=True,
+                    moves="every joint swept over 10–50 % of its range at 0.25 rad/s, then 20 s "
+                          "of multi-sine motion about 30 % of its range")
 def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float = 20.0) -> dict:
     """The wearer's segment masses and COMs from slow and fast motions of the leg → corrected
     ``mass`` and ``com_fraction`` per segment (:func:`exo_rt.hil.fit.inertial_fit`).

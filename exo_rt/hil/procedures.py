@@ -11,7 +11,7 @@ import numpy as np
 
 from exo_rt.bus.config import frame_bits
 from exo_rt.errors import ConfigError
-from exo_rt.hil import fit, identify, response
+from exo_rt.hil import fit, registry
 from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
@@ -21,6 +21,7 @@ from exo_rt.schema.bench import BenchFile
 HEARTBEAT = 0x700  # CiA 301 heartbeats (counted for the families that have them)
 
 
+@registry.procedure("bringup", per_joint=False, moves="no joint moves (zero current)")
 def bringup(bench: Bench, seconds: float = 0.5) -> dict:
     """Every node answers, bring-up done, drives to enabled and back, heartbeat periods (where
     the family has heartbeats) and bus load measured — for any registered drive protocol."""
@@ -79,6 +80,8 @@ def bringup(bench: Bench, seconds: float = 0.5) -> dict:
     return report
 
 
+@registry.procedure("latency", per_joint=True,
+                    moves="a 6 A current step for 60 ms (the joint moves a few degrees)")
 def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
     """Cycles from a current step on ``joint`` to its drive reporting the current, and to the
     joint moving (the other joints at zero current)."""
@@ -105,30 +108,20 @@ def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
             "current_ms": None if seen_current is None else seen_current * 1e3 * bench.dt}
 
 
-# name → (function, per joint?, what moves — for the pre-flight checklist)
-PROCEDURES = {
-    "bringup": (bringup, False, "no joint moves (zero current)"),
-    "latency": (latency, True, "a 6 A current step for 60 ms (the joint moves a few degrees)"),
-    "step": (response.step, True, "a 0.05 rad position step from where the joint is, 1.5 s"),
-    "chirp": (response.chirp, True, "a ±0.03 rad sine sweep 0.3 → 15 Hz about where the joint "
-              "is, 20 s"),
-    "friction": (identify.friction, True, "breakaway torque ramps, then back-and-forth sweeps "
-                 "over up to ±0.3 rad at 0.004 … 0.5 rad/s (about 50 s)"),
-    "stiffness": (identify.stiffness, True, "OUTPUT LOCKED in the fixture (with its torque "
-                  "sensor): motor torque cycles up to ±75 % of the current limit, 3 cycles"),
-    "inertia": (identify.inertia, False, "every joint swept over 10–50 % of its range at "
-                "0.25 rad/s, then 20 s of multi-sine motion about 30 % of its range"),
-}
-SNIPPETS = {"friction", "stiffness", "inertia"}
-
-
 def _option_schema(name: str):
-    return BenchFile.KEYS[name].metadata["schema"].type.cls
+    key = BenchFile.KEYS.get(name)
+    return None if key is None else key.metadata["schema"].type.cls
 
 
 def check_options(name: str, options: dict, source: str = "") -> dict:
     """Keyword options of procedure ``name`` checked against its schema
-    (:mod:`exo_rt.schema.bench`: known keys, types, ranges): the ones given, read."""
+    (:mod:`exo_rt.schema.bench`: known keys, types, ranges): the ones given, read. A
+    procedure without a section there takes none."""
+    if _option_schema(name) is None:
+        if options:
+            raise ConfigError(f"the bench procedure '{name}' takes no options", None,
+                              "leave them out")
+        return {}
     node = core.node_of(options, source or f"bench-test {name} options", name, ConfigError)
     read = core.read(_option_schema(name), node)
     return {k: getattr(read, k) for k in core.given(node)}
@@ -141,7 +134,7 @@ def load_options(path: str | Path, name: str) -> dict:
 
     root = read_yaml(Path(path), ConfigError)
     read = core.read(BenchFile, root)
-    if name not in root.value:
+    if name not in root.value or _option_schema(name) is None:
         return {}
     return {k: getattr(getattr(read, name), k) for k in core.given(root.value[name])}
 
@@ -149,9 +142,9 @@ def load_options(path: str | Path, name: str) -> dict:
 def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
     """The pre-flight checklist: which joints move, how, at what current."""
     robot = top.robot
-    per_joint = PROCEDURES[name][1]
-    joints = [joint] if joint and per_joint else list(robot.joint_names)
-    lines = [f"bench-test {name} on {', '.join(joints)}: {PROCEDURES[name][2]}."]
+    proc = registry.get(name)
+    joints = [joint] if joint and proc.per_joint else list(robot.joint_names)
+    lines = [f"bench-test {name} on {', '.join(joints)}: {proc.moves}."]
     limits = top.controller.current_limit
     for tr in robot.transmissions:
         if tr.joint in joints:
@@ -188,10 +181,11 @@ def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = No
                   **options) -> dict:
     """Run one procedure (on ``joint``, or on each joint in turn) with the abort path, and
     write its report, YAML snippet and plot into ``out_dir``."""
-    if name not in PROCEDURES:
+    proc = registry.get(name)
+    if proc is None:
         raise ConfigError(f"unknown bench procedure '{name}'", None,
-                          f"use one of {', '.join(PROCEDURES)}")
-    func, per_joint, _ = PROCEDURES[name]
+                          f"use one of {', '.join(registry.names())}")
+    func, per_joint = proc.run, proc.per_joint
     options = check_options(name, options)
     if joint is not None and joint not in bench.robot.joint_names:
         raise ConfigError(f"no joint '{joint}' in the robot", None,
@@ -214,7 +208,7 @@ def run_procedure(name: str, bench: Bench, out_dir: Path, joint: str | None = No
     finally:
         bench.disable_all()
     out_dir.mkdir(parents=True, exist_ok=True)
-    if name in SNIPPETS and not report.get("aborted"):
+    if proc.snippet and not report.get("aborted"):
         snippet = (report["snippet"] if not per_joint
                    else _merge_snippets(name, report["joints"]))
         report["snippet_file"] = str(out_dir / f"bench-{name}.yaml")

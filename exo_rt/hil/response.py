@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from exo_rt.hil import registry
 from exo_rt.hil.bench import Bench, Gains, move_to, second_order_bandwidth, track
 
 
@@ -59,6 +60,8 @@ def step_metrics(t: np.ndarray, y: np.ndarray, amplitude: float) -> dict:
     return out
 
 
+@registry.procedure("step", per_joint=True,
+                    moves="a 0.05 rad position step from where the joint is, 1.5 s")
 def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: float = 3.0,
          zeta: float = 0.7, seconds: float = 1.5) -> dict:
     """A position step on ``joint`` (the others held): step metrics and fitted bandwidth."""
@@ -118,6 +121,8 @@ def bandwidth_3db(f: np.ndarray, h: np.ndarray) -> float | None:
     return float(math.exp(math.log(f[k - 1]) + s * (math.log(f[k]) - math.log(f[k - 1]))))
 
 
+@registry.procedure("chirp", per_joint=True, moves="a ±0.03 rad sine sweep 0.3 → 15 Hz about "
+                    "where the joint is, 20 s")
 def chirp(bench: Bench, joint: str, *, amplitude: float = 0.03, pose=None, hz: float = 3.0,
           zeta: float = 0.7, f0: float = 0.3, f1: float = 15.0, seconds: float = 20.0) -> dict:
     """A chirp on ``joint``'s position reference: frequency response and −3 dB bandwidth."""

@@ -24,7 +24,7 @@ import numpy as np
 from exo_rt import STARTED, __version__
 from exo_rt.bus import protocols
 from exo_rt.config import transmission_rows
-from exo_rt.control import estimate, laws, trajectory
+from exo_rt.control import estimate, laws, registry, trajectory
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
@@ -226,7 +226,8 @@ class Controller:
                 self._commands.append((d, None))
 
     def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, ls=None) -> tuple:
-        return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.opts, self.gains,
+        return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, registry.table(),
+                self.opts, self.gains,
                 self.tc, self.coeffs, self.ls if ls is None else ls, self.sc, a.check_out,
                 self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed, self.dyn_exo.workspace,
                 rows, a.hist)

@@ -220,16 +220,18 @@ def _figures(state, s, v):
 
 
 @njit(cache=True)
-def control_step(s, v, flags, missing, limits, sopts, opts, gains, tc, coeffs, law_state,
-                 scratch, check_out, pk, ws, pk_exo, ws_exo, rows, hist):
-    """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``."""
+def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tc, coeffs,
+                 law_state, scratch, check_out, pk, ws, pk_exo, ws_exo, rows, hist):
+    """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``
+    (``law_table``: the compiled control laws, :func:`exo_rt.control.registry.table`)."""
     state = int(s[S_STATE])
     s[S_NEW_FAULT] = 0.0
     _estimate(s, v, flags)
     _reference(state, s, v, coeffs)
     if state == ALIGN or state == RUN or state == STOPPING:
         if _fresh(flags):
-            laws.law_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q], v[V_QD],
+            laws.law_torque(law_table, opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q],
+                            v[V_QD],
                             v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
                             scratch)
             laws.torque_to_current(v[V_TAU], laws.friction_speed(opts, v[V_QD], v[V_QDR]),

@@ -85,7 +85,8 @@ class Encoder:
 class ControllerFile:
     """A controller: the law, its gains per joint, limits, estimate and reference."""
 
-    law: str = key(Choice(tuple(laws.LAWS), "law"), REQUIRED, doc="the control law")
+    law: str = key(Choice(laws.LAWS, "law"), REQUIRED, doc="the control law (a registered one: "
+                    "exo_rt.control.registry)")
     joints: dict = key(MapOf(Sub(Gains), "kp: 1600, kd: 80"), {}, shown="all 0",
                        doc="gains per joint (names as the robot's q; `hip` also names "
                            "`left_hip` and `right_hip`)")

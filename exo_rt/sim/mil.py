@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from exo_rt.config import ControllerConfig, transmission_rows
-from exo_rt.control import estimate, laws, trajectory
+from exo_rt.control import estimate, laws, registry, trajectory
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim.plant import S_EXT, S_Q, S_V, T_JOINT, T_ROTOR, Plant, plant_step
@@ -32,8 +32,8 @@ L_T = 0
 
 
 @njit(cache=True)
-def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, opts, gains, ls, tc, sc_l,
-             coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
+def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, gains, ls, tc,
+             sc_l, coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
     """Run ``steps`` control periods; ``enc`` = [source (0 output, 1 motor), counts/rev, α].
 
     Returns the largest |current| commanded (A) relative to its limit (≤ 1 by construction).
@@ -76,7 +76,7 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, opts, gains, 
             kernels.inverse_dynamics(pk_exo, ws_exo, qr, qdr, qddr, t_exo)
             for j in range(n):
                 assist[j] -= t_exo[j]
-        laws.law_torque(opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
+        laws.law_torque(table, opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
                         assist, dt, tau, sc_l)
         laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, tc,
                                opts[laws.O_FRICTION_COMP] > 0.5, cur)
@@ -155,7 +155,8 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
     enc = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev,
                     estimate.filter_gain(cfg.velocity_cutoff_hz, dt)])
     worst = mil_loop(dyn_c.packed, dyn_c.workspace, dyn_e.packed, dyn_e.workspace, plant.pk,
-                     plant.ws, plant.tp, plant.state, plant.scratch, cfg.options(), cfg.gains,
+                     plant.ws, plant.tp, plant.state, plant.scratch, registry.table(),
+                     cfg.options(), cfg.gains,
                      laws.law_state(n), transmission_rows(robot, cfg), laws.law_scratch(n),
                      coeffs, ref.period, enc, np.array(wearer_gains, dtype=float), dt, substeps,
                      steps, log)

@@ -1,0 +1,161 @@
+"""Control laws by name: one registry from a controller file's ``law:`` to the function the
+control cycle calls (docs/architecture.md, "How to add a control law").
+
+A law is a function of one signature, the same for every law::
+
+    @registry.law("my_law", doc="one line: what it does")
+    def my_law(opts, pk, ws, pk_exo, ws_exo, gains, state, q, qd, qr, qdr, qddr, assist, dt,
+               tau, scratch):
+        ...  # joint torques (N·m) into tau, nopython-compilable, allocating nothing
+
+- ``opts``: the controller's options row (:mod:`exo_rt.control.laws` ``O_*``);
+- ``pk``/``ws`` and ``pk_exo``/``ws_exo``: the packed rigid model and its workspace, of the
+  whole leg (exoskeleton, wearer, rotors) and of the exoskeleton alone — for the kernels of
+  :mod:`exo_rt.dynamics.kernels` (``inverse_dynamics``, ``mass_matrix``, ``gravity_forces``);
+- ``gains``: one row per joint, columns ``G_*`` of :mod:`exo_rt.control.laws` (the
+  controller file's gain keys); ``state``: the law's own per-joint state (``S_*``, kept across
+  cycles, zeroed when RUN begins);
+- the measured ``q``, ``qd`` and the reference ``qr``, ``qdr``, ``qddr`` (rad, rad/s, rad/s²);
+  ``assist``: the wearer's own torque along the reference (N·m); ``dt``: the period (s);
+- ``scratch``: (n + 4, n) work space; its row n + 2 holds last cycle's output clamp per joint
+  (1: saturated), for an anti-windup.
+
+The cycle clamps ``tau`` to each joint's torque limit after the law, and turns it into
+current (:func:`exo_rt.control.laws.torque_to_current`). Each law is compiled on first use
+into a table of compiled functions (numba ``cfunc``, cached on disk like every kernel) that
+the cycle's one compiled call indexes by the law's code: the control cycle stays one call.
+
+The built-in laws are those of :mod:`exo_rt.control.laws` (:data:`BUILTIN`); a third party
+registers its own under the entry-point group ``exo_rt.laws`` (name → the module defining it),
+as drive protocols do under ``exo_rt.protocols``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from numba import cfunc, njit, types
+from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.typed import List
+
+GROUP = "exo_rt.laws"
+BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-in laws
+
+_VEC = types.Array(types.float64, 1, "C")
+_MAT = types.Array(types.float64, 2, "C")
+_MODEL = types.Array(types.float64, 2, "C", readonly=True)  # a packed model is read-only
+SIGNATURE = types.void(_VEC, _MODEL, _VEC, _MODEL, _VEC, _MAT, _MAT, _VEC, _VEC, _VEC, _VEC,
+                       _VEC, _VEC, types.float64, _VEC, _MAT)
+FUNCTION = types.FunctionType(SIGNATURE)
+
+
+@dataclass(frozen=True)
+class Law:
+    """A registered law: its name, its code (index in the table) and its function."""
+
+    name: str
+    code: int
+    torque: Callable
+    doc: str = ""
+
+
+_laws: dict[str, Law] = {}
+_table = None  # the compiled table (numba typed List of FUNCTION), built on first use
+
+
+def law(name: str, doc: str = "") -> Callable[[Callable], Callable]:
+    """Register the decorated function as the law ``name`` (see the module's docstring)."""
+    def register(fn: Callable) -> Callable:
+        global _table
+        if name in _laws:
+            raise ValueError(f"a control law named '{name}' is registered already")
+        _laws[name] = Law(name, len(_laws), fn, doc)
+        _table = None
+        return fn
+    return register
+
+
+def unregister(name: str) -> None:
+    """Remove the law registered last (codes stay the table's indices)."""
+    global _table
+    if not _laws or next(reversed(_laws)) != name:
+        raise ValueError(f"'{name}' is not the law registered last")
+    del _laws[name]
+    _table = None
+
+
+def _load_builtin() -> None:
+    for module in BUILTIN:
+        importlib.import_module(module)
+
+
+def _from_entry_point(name: str) -> bool:
+    """Import the module an installed package names for the law ``name``; True if it
+    registered it."""
+    for ep in entry_points(group=GROUP):
+        if ep.name == name:
+            ep.load()
+            return name in _laws
+    return False
+
+
+class _Names:
+    """The laws' names, as the controller schema checks them: every registered law, and a
+    third-party one on first mention."""
+
+    def __contains__(self, name: object) -> bool:
+        _load_builtin()
+        return isinstance(name, str) and (name in _laws or _from_entry_point(name))
+
+    def __iter__(self) -> Iterator[str]:
+        _load_builtin()
+        return iter(list(_laws))
+
+
+NAMES = _Names()
+
+
+def get(name: str) -> Law:
+    """The law ``name`` (KeyError if there is none)."""
+    if name not in NAMES:
+        raise KeyError(name)
+    return _laws[name]
+
+
+def code(name: str) -> int:
+    """The law's index in :func:`table` (the controller options' ``O_LAW``)."""
+    return get(name).code
+
+
+def _compiled(fn: Callable):
+    cache = inspect.getsourcefile(fn) is not None  # (a law typed at a prompt: no cache)
+    with warnings.catch_warnings():  # numba calls first-class function types experimental
+        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        return cfunc(SIGNATURE, cache=cache)(fn)
+
+
+@njit(cache=True)
+def _table_of(functions):
+    """The compiled laws as a typed list, built in compiled code (cached: a list built from
+    Python would compile numba's list code in every process)."""
+    out = List.empty_list(FUNCTION)
+    for f in functions:
+        out.append(f)
+    return out
+
+
+def table():
+    """Every registered law compiled, by code: what the control cycle calls through."""
+    global _table
+    _load_builtin()
+    if _table is None:
+        functions = tuple(_compiled(entry.torque) for entry in _laws.values())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+            _table = _table_of(functions)
+    return _table

@@ -1,0 +1,85 @@
+"""Bench procedures by name: one registry from ``exo-rt bench-test NAME`` to the procedure
+(docs/architecture.md, "How to add a bench procedure").
+
+A procedure is a function of the bench (and, per joint, of the joint's name) with keyword
+options, returning its figures as a dict::
+
+    @registry.procedure("my_test", per_joint=True, moves="what moves, how far, how long")
+    def my_test(bench, joint, *, amplitude=0.05) -> dict:
+        ...  # drive the joints through ``bench`` (its loop, its safety check every cycle)
+
+``moves`` is the line the pre-flight checklist prints; ``snippet``: the report carries a YAML
+snippet for the robot file (an identification). Its options are read from a bench options
+file by the section of :mod:`exo_rt.schema.bench` of the same name; a procedure without one
+takes no options from a file.
+
+The built-in procedures are those of the modules in :data:`BUILTIN`; a third party registers
+its own under the entry-point group ``exo_rt.procedures`` (name → the module defining it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+GROUP = "exo_rt.procedures"
+BUILTIN = ("exo_rt.hil.procedures", "exo_rt.hil.response", "exo_rt.hil.identify")
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A registered procedure: how it is called and what it moves."""
+
+    name: str
+    run: Callable[..., dict]
+    per_joint: bool
+    moves: str
+    snippet: bool = False
+
+
+_procedures: dict[str, Procedure] = {}
+
+
+def procedure(name: str, *, per_joint: bool, moves: str, snippet: bool = False):
+    """Register the decorated function as the procedure ``name`` (see the module)."""
+    def register(fn: Callable[..., dict]) -> Callable[..., dict]:
+        if name in _procedures:
+            raise ValueError(f"a bench procedure named '{name}' is registered already")
+        _procedures[name] = Procedure(name, fn, per_joint, moves, snippet)
+        return fn
+    return register
+
+
+def unregister(name: str) -> None:
+    """Remove the procedure ``name``."""
+    del _procedures[name]
+
+
+def _load_builtin() -> None:
+    for module in BUILTIN:
+        importlib.import_module(module)
+
+
+def names() -> tuple[str, ...]:
+    """Every procedure: the registered ones and those installed packages offer."""
+    _load_builtin()
+    return (*_procedures, *(ep.name for ep in entry_points(group=GROUP)
+                            if ep.name not in _procedures))
+
+
+def get(name: str) -> Procedure | None:
+    """The procedure ``name``, imported from its package on first use; None if none."""
+    _load_builtin()
+    if name not in _procedures:
+        for ep in entry_points(group=GROUP):
+            if ep.name == name:
+                ep.load()
+    return _procedures.get(name)
+
+
+def registered() -> dict[str, Procedure]:
+    """The registered procedures by name (built-in ones loaded)."""
+    _load_builtin()
+    return dict(_procedures)

@@ -1,0 +1,73 @@
+"""A control law added from outside the package: defined here, registered through the public
+registry (:mod:`exo_rt.control.registry`), named in a controller file and run in
+model-in-the-loop simulation — the extension point docs/architecture.md describes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exo_rt.config import load_controller
+from exo_rt.control import laws, registry
+from exo_rt.dynamics import kernels
+from exo_rt.errors import ConfigError
+from exo_rt.model import load_mechanism
+from exo_rt.sim.mil import run_mil
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "pd_gravity_test"
+
+
+def pd_gravity(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
+               sc):
+    """PD plus gravity compensation (Takegaki & Arimoto 1981): τ = g(q) + K_p e + K_d ė."""
+    n = q.shape[0]
+    g = sc[n]
+    kernels.gravity_forces(pk, ws, q, g)
+    for j in range(n):
+        tau[j] = (g[j] + gains[j, laws.G_KP] * (qr[j] - q[j])
+                  + gains[j, laws.G_KD] * (qdr[j] - qd[j]))
+
+
+@pytest.fixture
+def registered():
+    registry.law(NAME, doc="PD + gravity, defined in a test")(pd_gravity)
+    yield NAME
+    registry.unregister(NAME)
+
+
+def _controller(tmp_path: Path, law: str) -> Path:
+    path = tmp_path / "pd.yaml"
+    path.write_text(f"law: {law}\njoints:\n  hip: {{kp: 600, kd: 30}}\n"
+                    "  knee: {kp: 600, kd: 30}\ncurrent_limit: 20.0\n"
+                    "velocity_filter_hz: 300\nreference: {type: gait, period: 2.0}\n")
+    return path
+
+
+def test_a_law_defined_here_runs_in_model_in_the_loop(registered, tmp_path):
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    cfg = load_controller(_controller(tmp_path, registered), robot)
+    assert cfg.options()[laws.O_LAW] == registry.code(NAME) == 6  # after the six built-ins
+    r = run_mil(robot, cfg, cycles=1)
+    # PD + gravity tracks the gait, without the model's inertia: worse than computed torque
+    # (0.04°–0.05° RMS), far better than no control, and never at the current limit
+    assert np.all(r.rms_error_deg < 3.0) and np.all(r.rms_error_deg > 0.1), r.rms_error_deg
+    assert r.worst_current_fraction < 0.99
+    passive = run_mil(robot, load_controller(ROOT / "configs" / "controllers" / "passive.yaml",
+                                             robot), cycles=1)
+    assert np.all(r.rms_error_deg < passive.rms_error_deg / 5)
+
+
+def test_a_law_that_is_not_registered_is_one_clear_line(tmp_path):
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    with pytest.raises(ConfigError, match=f"unknown law '{NAME}'.*use one of passive, pid"):
+        load_controller(_controller(tmp_path, NAME), robot)
+
+
+def test_names_are_unique_and_only_the_last_is_removed(registered):
+    with pytest.raises(ValueError, match="registered already"):
+        registry.law("computed_torque")(pd_gravity)
+    with pytest.raises(ValueError, match="not the law registered last"):
+        registry.unregister("pid")
