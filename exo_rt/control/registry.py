@@ -152,8 +152,8 @@ def _table_of(functions):
 def table():
     """Every registered law compiled, by code: what the control cycle calls through."""
     global _table
-    _load_builtin()
     if _table is None:
+        _load_builtin()
         functions = tuple(_compiled(entry.torque) for entry in _laws.values())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
