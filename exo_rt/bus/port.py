@@ -308,8 +308,9 @@ def on_loopback(sock: socket.socket, group: str) -> bool:
     """Keep a ``udp_multicast`` socket's traffic on the loopback interface (IPv4 groups).
 
     python-can joins the group on the default interface and sends through the default route:
-    every frame then also goes out on the network card (a virtio NIC costs ~20 µs a frame in
-    a virtual machine, and simulated CAN frames have no business on a real network). Here
+    every frame then also goes out on the network card (costly, above all in a virtual
+    machine: docs/performance.md, "Frame I/O"; and simulated CAN frames have no business on a
+    real network). Here
     the socket sends through ``lo`` and listens there; and it hears its own group only
     (Linux otherwise hands a socket every group on its port: two runs side by side, on other
     groups, would hear each other). A python-can bus in another process joins the same way
