@@ -189,11 +189,11 @@ class Context:
     def plant_args(self) -> tuple:
         """(pk, ws, tp, st, cmd, q, v, h, sc, x0): the plant step's arrays and views as the
         sub-step passes them (q, v rows of st; h the sub-step, x0 the scratch's vector rows)."""
-        from exo_rt.sim.plant import S_Q, S_V
+        from exo_rt.sim.plant import ST_Q, ST_V
 
         p = self.plant
         st = p.state
-        return (p.pk, p.ws, p.tp, st, p.cmd, st[S_Q], st[S_V], p.dt / p.substeps, p.scratch,
+        return (p.pk, p.ws, p.tp, st, p.cmd, st[ST_Q], st[ST_V], p.dt / p.substeps, p.scratch,
                 2 * st.shape[1])
 
 

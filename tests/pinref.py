@@ -146,8 +146,8 @@ class LagrangeReference:
         phi, jac, gamma = [], [], []
         for row in self.mech.closure.packed:
             parts = {}
-            for side, body, pcol in (("a", int(row[loops.L_A]), loops.L_PA),
-                                     ("b", int(row[loops.L_B]), loops.L_PB)):
+            for side, body, pcol in (("a", int(row[loops.LOOP_A]), loops.LOOP_PA),
+                                     ("b", int(row[loops.LOOP_B]), loops.LOOP_PB)):
                 jid = self.jid[body]
                 om = d.oMi[jid]
                 p = om.act(row[pcol:pcol + 3])
@@ -164,11 +164,11 @@ class LagrangeReference:
             phi.extend(pa - pb)
             jac.extend(ja - jb)
             gamma.extend(acca - accb)
-            if int(row[loops.L_KIND]) == loops.KIND_REVOLUTE:
-                n = ra @ row[loops.L_NA:loops.L_NA + 3]
+            if int(row[loops.LOOP_KIND]) == loops.KIND_REVOLUTE:
+                n = ra @ row[loops.LOOP_NA:loops.LOOP_NA + 3]
                 dn = np.cross(wa, n)
                 ddn = np.cross(aa, n) + np.cross(wa, dn)
-                for col in (loops.L_M1, loops.L_M2):
+                for col in (loops.LOOP_M1, loops.LOOP_M2):
                     mm = rb @ row[col:col + 3]
                     dm = np.cross(wb, mm)
                     ddm = np.cross(ab, mm) + np.cross(wb, dm)

@@ -25,7 +25,7 @@ from exo_rt.bus.config import load_buses
 from exo_rt.bus.drives import F_NOT_ENABLED, Drives
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism
-from exo_rt.sim.plant import S_ON
+from exo_rt.sim.plant import ST_ON
 from exo_rt.sim.simbus import SimWorld
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def _master_dies(sim, drives, periods: int, heartbeat=None):
         sim.advance()
         states.append([drive.state for drive in drives])
         cmds.append(sim.cmd.copy())
-        power.append(sim.plant.state[S_ON, :2].copy())
+        power.append(sim.plant.state[ST_ON, :2].copy())
     return states, np.array(cmds), np.array(power)
 
 

@@ -23,7 +23,7 @@ from exo_rt.hil.bench import second_order_bandwidth
 from exo_rt.hil.procedures import bringup, latency, run_procedure
 from exo_rt.model import load_mechanism
 from exo_rt.model.robot_yaml import SEGMENT_KEYS, load_robot_yaml
-from exo_rt.sim.plant import S_LOCK
+from exo_rt.sim.plant import ST_LOCK
 
 JOINTS = ("hip", "knee")
 
@@ -138,7 +138,7 @@ def test_stiffness_is_recovered():
             assert p["k3"] == pytest.approx(d.k3, rel=0.10)
         else:
             assert p["k3"] is None and p["torque_range_Nm"][1] < d.t2
-        assert b.world.plant.state[S_LOCK].sum() == 0.0  # the fixture let go
+        assert b.world.plant.state[ST_LOCK].sum() == 0.0  # the fixture let go
 
 
 def test_stiffness_needs_the_fixture_sensor(tmp_path):
@@ -203,7 +203,7 @@ def test_abort_leaves_the_drives_disabled_inside_the_limits(tmp_path, name, join
         d.cycle(np.zeros(d.n))
         assert all(c.state_of(int(sw)) == c.SWITCH_ON_DISABLED for sw in d.statusword)
     plant = b.world.plant
-    assert plant.state[S_LOCK].sum() == 0.0
+    assert plant.state[ST_LOCK].sum() == 0.0
     q = plant.joint_positions
     assert np.all(q >= b.robot.lower) and np.all(q <= b.robot.upper)
     saved = json.loads((tmp_path / "r" / f"bench-{name}.json").read_text())

@@ -71,8 +71,8 @@ C_ROTOR = 9  # kg·m²: the rotor's inertia at the joint, k²·I_rotor (its torq
 C_WIDTH = 10
 
 # --- law state, one row per joint
-S_INTEGRAL = 0  # ∫e dt (rad·s)
-S_WIDTH = 1
+LS_INTEGRAL = 0  # ∫e dt (rad·s)
+LS_WIDTH = 1
 
 
 @njit(cache=True)
@@ -120,12 +120,12 @@ def _integrate(gains, ls, q, qr, dt, saturated):
     it), and bounded so that K_i·∫e stays within G_I_LIMIT."""
     for j in range(q.shape[0]):
         e = qr[j] - q[j]
-        if not saturated[j] or ls[j, S_INTEGRAL] * e < 0.0:
-            ls[j, S_INTEGRAL] += e * dt
+        if not saturated[j] or ls[j, LS_INTEGRAL] * e < 0.0:
+            ls[j, LS_INTEGRAL] += e * dt
         ki = gains[j, G_KI]
         if ki > 0.0:
             imax = gains[j, G_I_LIMIT] / ki
-            ls[j, S_INTEGRAL] = min(max(ls[j, S_INTEGRAL], -imax), imax)
+            ls[j, LS_INTEGRAL] = min(max(ls[j, LS_INTEGRAL], -imax), imax)
 
 
 @njit(cache=True)
@@ -133,7 +133,7 @@ def _pid(gains, ls, q, qd, qr, qdr, dt, tau, saturated):
     """PID with the derivative on the measurement (filtered velocity: no derivative kick)."""
     _integrate(gains, ls, q, qr, dt, saturated)
     for j in range(q.shape[0]):
-        tau[j] = (gains[j, G_KP] * (qr[j] - q[j]) + gains[j, G_KI] * ls[j, S_INTEGRAL]
+        tau[j] = (gains[j, G_KP] * (qr[j] - q[j]) + gains[j, G_KI] * ls[j, LS_INTEGRAL]
                   + gains[j, G_KD] * (qdr[j] - qd[j]))
 
 
@@ -176,7 +176,7 @@ def computed_torque(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qdd
     for j in range(n):
         e = qr[j] - q[j]
         acc[j] = (qddr[j] + gains[j, G_KD] * (qdr[j] - qd[j]) + gains[j, G_KP] * e
-                  + gains[j, G_KI] * ls[j, S_INTEGRAL])
+                  + gains[j, G_KI] * ls[j, LS_INTEGRAL])
     kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
 
 
@@ -232,4 +232,4 @@ def law_scratch(n: int) -> np.ndarray:
 
 
 def law_state(n: int) -> np.ndarray:
-    return np.zeros((n, S_WIDTH))
+    return np.zeros((n, LS_WIDTH))

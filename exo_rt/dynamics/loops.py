@@ -42,15 +42,15 @@ from exo_rt.dynamics.kernels import (
 from exo_rt.model.mechanism import H_NQ, P_K, P_PARENT, P_QIDX
 
 # --- columns of a loop row in Closure.packed
-L_KIND = 0  # 0 point, 1 revolute
-L_A = 1  # body a
-L_B = 2  # body b
-L_PA = 3  # point in a's frame (3)
-L_PB = 6  # point in b's frame (3)
-L_NA = 9  # axis in a's frame (3), revolute
-L_M1 = 12  # first normal in b's frame (3), revolute
-L_M2 = 15  # second normal in b's frame (3), revolute
-L_WIDTH = 18
+LOOP_KIND = 0  # 0 point, 1 revolute
+LOOP_A = 1  # body a
+LOOP_B = 2  # body b
+LOOP_PA = 3  # point in a's frame (3)
+LOOP_PB = 6  # point in b's frame (3)
+LOOP_NA = 9  # axis in a's frame (3), revolute
+LOOP_M1 = 12  # first normal in b's frame (3), revolute
+LOOP_M2 = 15  # second normal in b's frame (3), revolute
+LOOP_WIDTH = 18
 KIND_POINT = 0
 KIND_REVOLUTE = 1
 ROWS = (3, 5)  # raw constraint rows per kind
@@ -61,7 +61,7 @@ NEWTON_MAX_ITER = 30
 
 def raw_row_count(packed: np.ndarray) -> int:
     """Number of raw constraint rows of the loops in ``packed``."""
-    return int(sum(ROWS[int(k)] for k in packed[:, L_KIND]))
+    return int(sum(ROWS[int(k)] for k in packed[:, LOOP_KIND]))
 
 
 def workspace_size(nz: int, nd: int, n_rows: int) -> int:
@@ -157,19 +157,19 @@ def constraints(pk, ws, lp, phi, jac, with_jacobian):
             for j in range(jac.shape[1]):
                 jac[i, j] = 0.0
     for l in range(lp.shape[0]):
-        a = int(lp[l, L_A])
-        b = int(lp[l, L_B])
-        pa = _world_point(ws, a, lp, l, L_PA)
-        pb = _world_point(ws, b, lp, l, L_PB)
+        a = int(lp[l, LOOP_A])
+        b = int(lp[l, LOOP_B])
+        pa = _world_point(ws, a, lp, l, LOOP_PA)
+        pb = _world_point(ws, b, lp, l, LOOP_PB)
         for k in range(3):
             phi[r + k] = pa[k] - pb[k]
         if with_jacobian:
             _point_columns(pk, ws, jac, r, a, pa[0], pa[1], pa[2], 1.0)
             _point_columns(pk, ws, jac, r, b, pb[0], pb[1], pb[2], -1.0)
         r += 3
-        if int(lp[l, L_KIND]) == KIND_REVOLUTE:
-            na = _world_vector(ws, a, lp, l, L_NA)
-            for col in (L_M1, L_M2):
+        if int(lp[l, LOOP_KIND]) == KIND_REVOLUTE:
+            na = _world_vector(ws, a, lp, l, LOOP_NA)
+            for col in (LOOP_M1, LOOP_M2):
                 m = _world_vector(ws, b, lp, l, col)
                 phi[r] = na[0] * m[0] + na[1] * m[1] + na[2] * m[2]
                 if with_jacobian:
@@ -212,19 +212,19 @@ def constraint_bias(ws, lp, gamma):
     """γ = Φ̇_z ż (raw rows), after a velocity pass with zero acceleration filled Z and Ż."""
     r = 0
     for l in range(lp.shape[0]):
-        a = int(lp[l, L_A])
-        b = int(lp[l, L_B])
-        pa = _world_point(ws, a, lp, l, L_PA)
-        pb = _world_point(ws, b, lp, l, L_PB)
+        a = int(lp[l, LOOP_A])
+        b = int(lp[l, LOOP_B])
+        pa = _world_point(ws, a, lp, l, LOOP_PA)
+        pb = _world_point(ws, b, lp, l, LOOP_PB)
         aa = _point_acceleration(ws, a, pa[0], pa[1], pa[2])
         ab = _point_acceleration(ws, b, pb[0], pb[1], pb[2])
         for k in range(3):
             gamma[r + k] = aa[k] - ab[k]
         r += 3
-        if int(lp[l, L_KIND]) == KIND_REVOLUTE:
-            na = _world_vector(ws, a, lp, l, L_NA)
+        if int(lp[l, LOOP_KIND]) == KIND_REVOLUTE:
+            na = _world_vector(ws, a, lp, l, LOOP_NA)
             dna, ddna = _vector_rates(ws, a, na[0], na[1], na[2])
-            for col in (L_M1, L_M2):
+            for col in (LOOP_M1, LOOP_M2):
                 m = _world_vector(ws, b, lp, l, col)
                 dm, ddm = _vector_rates(ws, b, m[0], m[1], m[2])
                 g = 0.0
@@ -331,7 +331,7 @@ def solve_positions(pk, ws, lp, cidx, cws, z):
 def _raw_rows(lp):
     n = 0
     for l in range(lp.shape[0]):
-        n += 5 if int(lp[l, L_KIND]) == KIND_REVOLUTE else 3
+        n += 5 if int(lp[l, LOOP_KIND]) == KIND_REVOLUTE else 3
     return n
 
 
@@ -478,7 +478,7 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     from exo_rt.errors import ModelError, Where
     from exo_rt.model.mechanism import Closure
 
-    lp = np.array(lp, dtype=float).reshape(-1, L_WIDTH)
+    lp = np.array(lp, dtype=float).reshape(-1, LOOP_WIDTH)
     nz = mech.nz
     ws = np.zeros(tree_ws(mech.n_bodies, nz))
     z = np.zeros(nz)
@@ -491,7 +491,7 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
 
     def loop_of_row(row: int) -> int:
         r = 0
-        for i, k in enumerate(lp[:, L_KIND]):
+        for i, k in enumerate(lp[:, LOOP_KIND]):
             r += ROWS[int(k)]
             if row < r:
                 return i
@@ -502,7 +502,7 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
 
     # phase 1: close the point rows (revolute axes defined afterwards), min-norm Newton
     point_rows = np.concatenate(
-        [np.arange(3) + sum(ROWS[int(k)] for k in lp[:i, L_KIND]) for i in range(len(lp))]
+        [np.arange(3) + sum(ROWS[int(k)] for k in lp[:i, LOOP_KIND]) for i in range(len(lp))]
     ).astype(np.int64)
     n_rows = raw_row_count(lp)
     for _ in range(100):
@@ -524,16 +524,16 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
         )
     # revolute normals in b's frame, so both axes coincide at the reference closure
     for i in range(len(lp)):
-        if int(lp[i, L_KIND]) == KIND_REVOLUTE:
-            a, b = int(lp[i, L_A]), int(lp[i, L_B])
+        if int(lp[i, LOOP_KIND]) == KIND_REVOLUTE:
+            a, b = int(lp[i, LOOP_A]), int(lp[i, LOOP_B])
             rot = np.zeros((mech.n_bodies, 3, 3))
             from exo_rt.dynamics.kernels import frame_rotations
 
             frame_rotations(mech.packed, ws, z, rot)
-            n_world = rot[a] @ lp[i, L_NA : L_NA + 3]
+            n_world = rot[a] @ lp[i, LOOP_NA : LOOP_NA + 3]
             m1, m2 = _perpendiculars(rot[b].T @ n_world)
-            lp[i, L_M1 : L_M1 + 3] = m1
-            lp[i, L_M2 : L_M2 + 3] = m2
+            lp[i, LOOP_M1 : LOOP_M1 + 3] = m1
+            lp[i, LOOP_M2 : LOOP_M2 + 3] = m2
     phi, jac = _kin_jacobian(mech, lp, z, ws, n_rows)
     tol = 1e-9 * max(1.0, float(np.max(np.abs(jac))))
     rows_all, dep_all = _full_pivot(jac, tol)

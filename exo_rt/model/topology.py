@@ -654,11 +654,11 @@ def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial
         if lp.kind not in ("point", "revolute"):
             raise ModelError(f"loop '{lp.name}' has unknown type '{lp.kind}'", w,
                              "use point or revolute")
-        row = np.zeros(lmod.L_WIDTH)
-        row[lmod.L_KIND] = lmod.KIND_REVOLUTE if lp.kind == "revolute" else lmod.KIND_POINT
+        row = np.zeros(lmod.LOOP_WIDTH)
+        row[lmod.LOOP_KIND] = lmod.KIND_REVOLUTE if lp.kind == "revolute" else lmod.KIND_POINT
         for key, body, point, col, bcol in (
-            ("body_a", lp.body_a, lp.point_a, lmod.L_PA, lmod.L_A),
-            ("body_b", lp.body_b, lp.point_b, lmod.L_PB, lmod.L_B),
+            ("body_a", lp.body_a, lp.point_a, lmod.LOOP_PA, lmod.LOOP_A),
+            ("body_b", lp.body_b, lp.point_b, lmod.LOOP_PB, lmod.LOOP_B),
         ):
             if body not in link_by_name:
                 raise ModelError(
@@ -674,8 +674,8 @@ def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial
                 if not np.all(np.isfinite(ax)) or np.linalg.norm(ax) < 1e-9:
                     raise ModelError(f"axis of loop '{lp.name}' is zero or not finite",
                                      Where(w.file, w.line, f"{w.key}.axis"), "give a unit vector")
-                row[lmod.L_NA : lmod.L_NA + 3] = r_b @ (ax / np.linalg.norm(ax))
-        if row[lmod.L_A] == row[lmod.L_B]:
+                row[lmod.LOOP_NA : lmod.LOOP_NA + 3] = r_b @ (ax / np.linalg.norm(ax))
+        if row[lmod.LOOP_A] == row[lmod.LOOP_B]:
             raise ModelError(f"loop '{lp.name}' connects body '{lp.body_a}' to itself", w,
                              "a loop closes between two different rigid bodies")
         rows.append(row)

@@ -27,7 +27,7 @@ from exo_rt.runtime.controller import Controller, Injection
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
 from exo_rt.runtime.states import READY
-from exo_rt.sim.plant import S_ON, Plant
+from exo_rt.sim.plant import ST_ON, Plant
 
 MODES = ("plant", "controller", "closed-loop")
 F_NOT_ENABLED = 16
@@ -96,7 +96,7 @@ def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
         cmd[:] = np.round(np.nan_to_num(records["command"][k][joint_of]) / scale) * scale
         # the drives' power stages as sampled at the SYNC that applies the command
         flags = records["flags"][k + 1][joint_of].astype(np.int64)
-        plant.state[S_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)
+        plant.state[ST_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)
         plant.step(cmd)
         for t in range(len(k_mult)):
             rotor = estimate.quantize(plant.motor_positions[t], cpr[t])
@@ -322,7 +322,7 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
     sim = np.zeros((len(measured) - 2, n))
     for k in range(len(measured) - 2):
         # a drive applies current only when its statusword said operation enabled
-        plant.state[S_ON, : len(joint_of)] = powered[k + 1][joint_of]
+        plant.state[ST_ON, : len(joint_of)] = powered[k + 1][joint_of]
         plant.step(commands[k][joint_of])
         for t in range(len(k_mult)):
             sim[k, joint_of[t]] = plant.motor_positions[t] / k_mult[t]

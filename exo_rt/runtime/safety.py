@@ -41,17 +41,17 @@ ACTIONS = {"zero_current": ACTION_ZERO_CURRENT, "damping": ACTION_DAMPING,
            "hold": ACTION_HOLD}
 
 # limits, one row per joint
-L_LOWER = 0  # rad: soft limits (inside the joint's limits by a margin)
-L_UPPER = 1
-L_VELOCITY = 2  # rad/s
-L_CURRENT = 3  # A: measured current beyond this (10 % over the command limit) is a fault
-L_TRACKING = 4  # rad
-L_WIDTH = 5
+LIM_LOWER = 0  # rad: soft limits (inside the joint's limits by a margin)
+LIM_UPPER = 1
+LIM_VELOCITY = 2  # rad/s
+LIM_CURRENT = 3  # A: measured current beyond this (10 % over the command limit) is a fault
+LIM_TRACKING = 4  # rad
+LIM_WIDTH = 5
 # options (one row)
-O_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a soft limit
-O_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
-O_OVERRUN_STREAK = 2
-O_WIDTH = 3
+SOPT_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a soft limit
+SOPT_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
+SOPT_OVERRUN_STREAK = 2
+SOPT_WIDTH = 3
 
 # drive flag bits (exo_rt.bus.drives)
 F_MISSING, F_MALFORMED, F_DUPLICATE, F_FAULT, F_NOT_ENABLED = 1, 2, 4, 8, 16
@@ -82,27 +82,27 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_st
     for j in range(n):
         if flags[j] & F_FAULT:
             out[0] = DRIVE_FAULT
-        elif missing_streak[j] >= opts[O_STALE_CYCLES]:
+        elif missing_streak[j] >= opts[SOPT_STALE_CYCLES]:
             out[0] = STALE_FEEDBACK
         elif flags[j] & F_HEARTBEAT:
             out[0] = HEARTBEAT_LOSS
         elif flags[j] & F_GLITCH:
             out[0] = ENCODER_GLITCH
-        elif abs(current_meas[j]) > limits[j, L_CURRENT]:
+        elif abs(current_meas[j]) > limits[j, LIM_CURRENT]:
             out[0] = CURRENT_LIMIT
-        elif abs(qd[j]) > limits[j, L_VELOCITY]:
+        elif abs(qd[j]) > limits[j, LIM_VELOCITY]:
             out[0] = VELOCITY_LIMIT
         else:
-            margin = abs(qd[j]) * opts[O_STOP_TIME]
-            if (q[j] < limits[j, L_LOWER] + (margin if qd[j] < 0 else 0.0)
-                    or q[j] > limits[j, L_UPPER] - (margin if qd[j] > 0 else 0.0)):
+            margin = abs(qd[j]) * opts[SOPT_STOP_TIME]
+            if (q[j] < limits[j, LIM_LOWER] + (margin if qd[j] < 0 else 0.0)
+                    or q[j] > limits[j, LIM_UPPER] - (margin if qd[j] > 0 else 0.0)):
                 out[0] = POSITION_LIMIT
-            elif tracking_on and abs(q_ref[j] - q[j]) > limits[j, L_TRACKING]:
+            elif tracking_on and abs(q_ref[j] - q[j]) > limits[j, LIM_TRACKING]:
                 out[0] = TRACKING_ERROR
         if out[0] != OK:
             out[1] = j
             return
-    if overrun_streak >= opts[O_OVERRUN_STREAK]:
+    if overrun_streak >= opts[SOPT_OVERRUN_STREAK]:
         out[0] = OVERRUN
 
 
@@ -121,12 +121,12 @@ def safe_action(action, q, qd, q_hold, damping, stiffness, fraction, tau):
 def limits_array(mech, joint_margin: float, tracking_limit: float,
                  current_limit: np.ndarray) -> np.ndarray:
     """Per-joint safety limits: soft limits ``joint_margin`` inside the robot's limits."""
-    lim = np.zeros((mech.nq, L_WIDTH))
+    lim = np.zeros((mech.nq, LIM_WIDTH))
     for j, name in enumerate(mech.joint_names):
         c = mech.coordinate_names.index(name)
-        lim[j, L_LOWER] = mech.lower[c] + joint_margin
-        lim[j, L_UPPER] = mech.upper[c] - joint_margin
-        lim[j, L_VELOCITY] = mech.velocity_limit[c]
-        lim[j, L_CURRENT] = 1.1 * current_limit[j] if current_limit[j] > 0 else np.inf
-        lim[j, L_TRACKING] = tracking_limit
+        lim[j, LIM_LOWER] = mech.lower[c] + joint_margin
+        lim[j, LIM_UPPER] = mech.upper[c] - joint_margin
+        lim[j, LIM_VELOCITY] = mech.velocity_limit[c]
+        lim[j, LIM_CURRENT] = 1.1 * current_limit[j] if current_limit[j] > 0 else np.inf
+        lim[j, LIM_TRACKING] = tracking_limit
     return lim

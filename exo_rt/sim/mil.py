@@ -25,10 +25,10 @@ from exo_rt.config import ControllerConfig, transmission_rows
 from exo_rt.control import estimate, laws, registry, trajectory
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.plant import S_EXT, S_Q, S_V, T_JOINT, T_ROTOR, Plant, plant_step
+from exo_rt.sim.plant import ST_EXT, ST_Q, ST_V, T_JOINT, T_ROTOR, Plant, plant_step
 
 # log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true)
-L_T = 0
+LOG_T = 0
 
 
 @njit(cache=True)
@@ -56,8 +56,8 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
     t_exo = np.zeros(n)
     worst = 0.0
     for j in range(n):
-        qm_prev[j] = st[S_Q, j]
-        vm[j] = st[S_V, j]
+        qm_prev[j] = st[ST_Q, j]
+        vm[j] = st[ST_V, j]
     for k in range(steps):
         t = k * dt
         trajectory.gait(t / period, period, coeffs, qr, qdr, qddr)
@@ -65,10 +65,10 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
         for m in range(tp.shape[0]):
             j = int(tp[m, T_JOINT])
             if enc[0] > 0.5:
-                rotor = estimate.quantize(st[S_Q, int(tp[m, T_ROTOR])], enc[1])
+                rotor = estimate.quantize(st[ST_Q, int(tp[m, T_ROTOR])], enc[1])
                 qm[j] = estimate.joint_from_motor(rotor, tp[m, 2])
             else:
-                qm[j] = estimate.quantize(st[S_Q, j], enc[1])
+                qm[j] = estimate.quantize(st[ST_Q, j], enc[1])
         estimate.velocity_update(qm, qm_prev, vm, dt, enc[2])
         # the wearer's own torque along the reference, for assistance
         if gains[0, laws.G_ASSIST] > 0.0 or gains[n - 1, laws.G_ASSIST] > 0.0:
@@ -91,21 +91,21 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
         # along the reference plus a joint stiffness and damping towards it
         if wearer_gains[0] > 0.0:
             for j in range(n):
-                qw[j] = st[S_Q, j]
-                vw[j] = st[S_V, j]
+                qw[j] = st[ST_Q, j]
+                vw[j] = st[ST_V, j]
             kernels.inverse_dynamics(pk_c, ws_c, qw, vw, qddr, tw)
             kernels.inverse_dynamics(pk_exo, ws_exo, qw, vw, qddr, t_exo)
             for j in range(n):
-                st[S_EXT, j] = (tw[j] - t_exo[j] + wearer_gains[0] * (qr[j] - qw[j])
+                st[ST_EXT, j] = (tw[j] - t_exo[j] + wearer_gains[0] * (qr[j] - qw[j])
                                 + wearer_gains[1] * (qdr[j] - vw[j]))
-        log[k, L_T] = t
+        log[k, LOG_T] = t
         for j in range(n):
-            log[k, 1 + j] = st[S_Q, j]
+            log[k, 1 + j] = st[ST_Q, j]
             log[k, 1 + n + j] = qr[j]
             log[k, 1 + 2 * n + j] = cur[j]
             log[k, 1 + 3 * n + j] = tau[j]
-            log[k, 1 + 4 * n + j] = st[S_EXT, j]
-            log[k, 1 + 5 * n + j] = st[S_V, j]
+            log[k, 1 + 4 * n + j] = st[ST_EXT, j]
+            log[k, 1 + 5 * n + j] = st[ST_V, j]
         plant_step(pk_p, ws_p, tp, st, cmd, dt, substeps, sc_p)
     return worst
 

@@ -32,7 +32,7 @@ are held; they change between sub-steps:
 - current loop: the exact first-order response at each RK4 stage's time, to a target that
   follows the supply's voltage limit at the rotor speed predicted over the sub-step;
 - stick–slip (no chatter, no drift at rest): a rotor with dry friction that is at rest
-  (|q̇_r| < :data:`V_REST`) is *locked* — q̇_r = 0, q̈_r = 0, and the free coordinates solve
+  (|q̇_r| < :data:`REST_SPEED`) is *locked* — q̇_r = 0, q̈_r = 0, and the free coordinates solve
   M_ff a_f = τ_f − h_f. The friction torque this needs is the locked row's reaction
   (M a + h − Q)_r; while |reaction| ≤ breakaway (T_s + μ|T|/N) the rotor stays locked,
   exactly. Otherwise the most overloaded rotor is released (sliding, against kinetic friction,
@@ -79,7 +79,7 @@ from exo_rt.dynamics.couplings import released
 from exo_rt.model.mechanism import Mechanism
 
 SUBSTEPS = 10  # default RK4 sub-steps per 1 ms period (see the module docstring)
-V_REST = 1e-9  # rad/s at the rotor: slower than this counts as at rest (a stick candidate)
+REST_SPEED = 1e-9  # rad/s at the rotor: slower than this counts as at rest (a stick candidate)
 MIN_SPLIT = 1e-3  # a reversal closer than this fraction of a sub-step to its start is not split
 
 # --- columns of a transmission row of the plant
@@ -91,17 +91,17 @@ T_MOTOR = T_DRIVE + D_WIDTH  # the motor's parameter row (motor.M_*)
 T_WIDTH = T_MOTOR + M_WIDTH
 
 # --- state rows: per coordinate (st[row, i]) …
-S_Q, S_V = 0, 1  # position (rad or m), velocity
-S_LOCK = 2  # 1.0: held by the user (an output on a test bench)
+ST_Q, ST_V = 0, 1  # position (rad or m), velocity
+ST_LOCK = 2  # 1.0: held by the user (an output on a test bench)
 # … per transmission (st[row, t]) …
-S_I = 3  # actual motor current (A)
-S_TH = 4  # hysteresis torque T_h (N·m at the output)
-S_STUCK = 5  # 1.0: the rotor is held by static friction
-S_DIR = 6  # ±1: direction of a sliding rotor (its friction opposes it), held over a sub-step
-S_ON = 7  # 1.0: the drive's power stage is on; 0.0: off (no current)
+ST_I = 3  # actual motor current (A)
+ST_TH = 4  # hysteresis torque T_h (N·m at the output)
+ST_STUCK = 5  # 1.0: the rotor is held by static friction
+ST_DIR = 6  # ±1: direction of a sliding rotor (its friction opposes it), held over a sub-step
+ST_ON = 7  # 1.0: the drive's power stage is on; 0.0: off (no current)
 # … per coordinate again
-S_EXT = 8  # external generalized force (N·m or N), e.g. the wearer's muscles
-S_ROWS = 9
+ST_EXT = 8  # external generalized force (N·m or N), e.g. the wearer's muscles
+ST_ROWS = 9
 
 # --- scratch rows: the mass matrix (n rows), its free block (n rows), then vectors
 X_H, X_F, X_RHS, X_X, X_FREE, X_LOCKED = 0, 1, 2, 3, 4, 5
@@ -142,41 +142,41 @@ def twist(tp, t, q):
 
 @njit(cache=True)
 def _forces(tp, st, q, v, tq, out):
-    """Generalized forces (N·m) of flexsplines, motors, sliding WG friction and S_EXT.
+    """Generalized forces (N·m) of flexsplines, motors, sliding WG friction and ST_EXT.
 
     Q_j −= T, Q_r += T·(1/k + e') + motor_sign·k_M·i (+ friction if sliding); the
     transmitted torques T go to tq[t].
     """
     for i in range(out.shape[0]):
-        out[i] = st[S_EXT, i]
+        out[i] = st[ST_EXT, i]
     for t in range(tp.shape[0]):
         j = int(tp[t, T_JOINT])
         r = int(tp[t, T_ROTOR])
         d = tp[t, T_DRIVE:T_MOTOR]
         delta, dq = twist(tp, t, q)
-        torque = stiffness_torque(delta, d) + st[S_TH, t]
+        torque = stiffness_torque(delta, d) + st[ST_TH, t]
         tq[t] = torque
         out[j] -= torque
-        out[r] += torque * dq + motor_torque(st[S_I, t], tp[t, T_MOTOR:])
-        if st[S_STUCK, t] < 0.5:
-            out[r] += sliding_friction(v[r], st[S_DIR, t], torque, d)
-            out[r] -= _brake(tp, st, t) * st[S_DIR, t]  # a slipping brake drags
+        out[r] += torque * dq + motor_torque(st[ST_I, t], tp[t, T_MOTOR:])
+        if st[ST_STUCK, t] < 0.5:
+            out[r] += sliding_friction(v[r], st[ST_DIR, t], torque, d)
+            out[r] -= _brake(tp, st, t) * st[ST_DIR, t]  # a slipping brake drags
 
 
 @njit(cache=True)
 def _brake(tp, st, t):
     """The power-off brake's torque (N·m at the rotor) on transmission t: its holding torque
     while the drive's power stage is off, else 0 (released)."""
-    return tp[t, T_MOTOR + M_BRAKE] if st[S_ON, t] < 0.5 else 0.0
+    return tp[t, T_MOTOR + M_BRAKE] if st[ST_ON, t] < 0.5 else 0.0
 
 
 @njit(cache=True)
 def _lock_mask(tp, st, n, mask):
     """mask[i] = 1.0 for the coordinates held this sub-step (user locks and stuck rotors)."""
     for i in range(n):
-        mask[i] = 1.0 if st[S_LOCK, i] > 0.5 else 0.0
+        mask[i] = 1.0 if st[ST_LOCK, i] > 0.5 else 0.0
     for t in range(tp.shape[0]):
-        if st[S_STUCK, t] > 0.5:
+        if st[ST_STUCK, t] > 0.5:
             mask[int(tp[t, T_ROTOR])] = 1.0
 
 
@@ -237,9 +237,9 @@ def _stick_or_slip(pk, ws, tp, st, q, v, sc, acc):
     tq = sc[x0 + X_T]
     for t in range(tp.shape[0]):
         r = int(tp[t, T_ROTOR])
-        if (st[S_STUCK, t] < 0.5 and abs(v[r]) < V_REST
+        if (st[ST_STUCK, t] < 0.5 and abs(v[r]) < REST_SPEED
                 and (has_dry_friction(tp[t, T_DRIVE:T_MOTOR]) or _brake(tp, st, t) > 0.0)):
-            st[S_STUCK, t] = 1.0
+            st[ST_STUCK, t] = 1.0
             v[r] = 0.0
     _lock_mask(tp, st, n, sc[x0 + X_LOCKED])
     _accelerations(pk, ws, tp, st, q, v, sc, acc)
@@ -248,7 +248,7 @@ def _stick_or_slip(pk, ws, tp, st, q, v, sc, acc):
         excess = 0.0
         push = 0.0
         for t in range(tp.shape[0]):
-            if st[S_STUCK, t] < 0.5:
+            if st[ST_STUCK, t] < 0.5:
                 continue
             need = _reaction(sc, n, acc, int(tp[t, T_ROTOR]))
             over = abs(need) - breakaway(tq[t], tp[t, T_DRIVE:T_MOTOR]) - _brake(tp, st, t)
@@ -256,8 +256,8 @@ def _stick_or_slip(pk, ws, tp, st, q, v, sc, acc):
                 worst, excess, push = t, over, need
         if worst < 0:
             return
-        st[S_STUCK, worst] = 0.0
-        st[S_DIR, worst] = -1.0 if push > 0.0 else 1.0  # friction supplied +need: it moves −
+        st[ST_STUCK, worst] = 0.0
+        st[ST_DIR, worst] = -1.0 if push > 0.0 else 1.0  # friction supplied +need: it moves −
         _lock_mask(tp, st, n, sc[x0 + X_LOCKED])
         _accelerations(pk, ws, tp, st, q, v, sc, acc)
 
@@ -303,13 +303,13 @@ def _current_targets(tp, st, cmd, v, i0, target):
     """Start current and the value the loop tends to over this sub-step (A): the command within
     the drive's and the supply's limits at the rotor speed of the sub-step's start (0 if off)."""
     for t in range(tp.shape[0]):
-        i0[t] = st[S_I, t]
-        if st[S_ON, t] > 0.5:
+        i0[t] = st[ST_I, t]
+        if st[ST_ON, t] > 0.5:
             target[t] = current_target(cmd[t], v[int(tp[t, T_ROTOR])], tp[t, T_MOTOR:])
         else:  # the power stage is off: no current at once
             target[t] = 0.0
             i0[t] = 0.0
-            st[S_I, t] = 0.0
+            st[ST_I, t] = 0.0
 
 
 @njit(cache=True)
@@ -320,7 +320,7 @@ def _current_slopes(tp, st, cmd, v, acc, h, sc):
     for t in range(tp.shape[0]):
         r = int(tp[t, T_ROTOR])
         end = 0.0
-        if st[S_ON, t] > 0.5:
+        if st[ST_ON, t] > 0.5:
             end = current_target(cmd[t], v[r] + acc[r] * h, tp[t, T_MOTOR:])
         sc[x0 + X_IS, t] = (end - sc[x0 + X_IT, t]) / h
 
@@ -335,7 +335,7 @@ def _stage_currents(tp, st, sc, n, tau):
         wc = tp[t, T_MOTOR + M_BANDWIDTH]
         i0, target, slope = sc[x0 + X_I0, t], sc[x0 + X_IT, t], sc[x0 + X_IS, t]
         lag = slope / wc
-        st[S_I, t] = target + slope * tau - lag + (i0 - target + lag) * math.exp(-wc * tau)
+        st[ST_I, t] = target + slope * tau - lag + (i0 - target + lag) * math.exp(-wc * tau)
 
 
 @njit(cache=True)
@@ -343,10 +343,10 @@ def _stop_reversals(tp, st, v):
     """A sliding rotor (with dry friction) whose velocity reversed stops and sticks."""
     for t in range(tp.shape[0]):
         r = int(tp[t, T_ROTOR])
-        if (st[S_STUCK, t] < 0.5 and v[r] * st[S_DIR, t] < 0.0
+        if (st[ST_STUCK, t] < 0.5 and v[r] * st[ST_DIR, t] < 0.0
                 and has_dry_friction(tp[t, T_DRIVE:T_MOTOR])):
             v[r] = 0.0
-            st[S_STUCK, t] = 1.0
+            st[ST_STUCK, t] = 1.0
 
 
 @njit(cache=True)
@@ -354,7 +354,7 @@ def _hysteresis(tp, st, q, tw0):
     """Dahl's hysteresis torque over the sub-step's twist increment."""
     for t in range(tp.shape[0]):
         delta, _ = twist(tp, t, q)
-        st[S_TH, t] = hysteresis_update(st[S_TH, t], delta - tw0[t], tp[t, T_DRIVE:T_MOTOR])
+        st[ST_TH, t] = hysteresis_update(st[ST_TH, t], delta - tw0[t], tp[t, T_DRIVE:T_MOTOR])
 
 
 @njit(cache=True)
@@ -364,8 +364,8 @@ def _first_reversal(tp, st, v0, v):
     theta, first = 1.0, -1
     for t in range(tp.shape[0]):
         r = int(tp[t, T_ROTOR])
-        s = st[S_DIR, t]
-        if (st[S_STUCK, t] < 0.5 and v[r] * s < 0.0
+        s = st[ST_DIR, t]
+        if (st[ST_STUCK, t] < 0.5 and v[r] * s < 0.0
                 and has_dry_friction(tp[t, T_DRIVE:T_MOTOR])):
             a, b = v0[r] * s, v[r] * s
             th = a / (a - b) if a > 0.0 else 0.0
@@ -382,8 +382,8 @@ def _begin(tp, st, cmd, q, v, sc):
     for t in range(tp.shape[0]):
         sc[x0 + X_TW, t], _ = twist(tp, t, q)
         r = int(tp[t, T_ROTOR])
-        if st[S_STUCK, t] < 0.5 and v[r] != 0.0:
-            st[S_DIR, t] = 1.0 if v[r] > 0.0 else -1.0
+        if st[ST_STUCK, t] < 0.5 and v[r] != 0.0:
+            st[ST_DIR, t] = 1.0 if v[r] > 0.0 else -1.0
 
 
 @njit(cache=True)
@@ -394,7 +394,7 @@ def _restore(tp, st, q, v, sc):
         q[i] = sc[x0 + X_Q0, i]
         v[i] = sc[x0 + X_V0, i]
     for t in range(tp.shape[0]):
-        st[S_I, t] = sc[x0 + X_I0, t]
+        st[ST_I, t] = sc[x0 + X_I0, t]
 
 
 @njit(cache=True)
@@ -417,7 +417,7 @@ def _substep(pk, ws, tp, st, cmd, q, v, h, sc):
         _restore(tp, st, q, v, sc)
         _rk4(pk, ws, tp, st, q, v, theta * left, sc)  # stage 1 and the stick set still hold
         v[int(tp[first, T_ROTOR])] = 0.0
-        st[S_STUCK, first] = 1.0
+        st[ST_STUCK, first] = 1.0
         _stop_reversals(tp, st, v)
         _hysteresis(tp, st, q, sc[x0 + X_TW])
         left -= theta * left
@@ -429,8 +429,8 @@ def plant_step(pk, ws, tp, st, cmd, dt, substeps, sc):
 
     Allocates nothing; every array is the caller's (see :class:`Plant` for their layout).
     """
-    q = st[S_Q]
-    v = st[S_V]
+    q = st[ST_Q]
+    v = st[ST_V]
     h = dt / substeps
     for _ in range(substeps):
         _substep(pk, ws, tp, st, cmd, q, v, h, sc)
@@ -454,18 +454,18 @@ def plant_run(pk, ws, tp, st, cmd, dt, substeps, sc, currents, log):
 def transmitted_torques(tp, st, out):
     """out[t] = T_s(Δ) + T_h (N·m at the output) of every flexspline."""
     for t in range(tp.shape[0]):
-        delta, _ = twist(tp, t, st[S_Q])
-        out[t] = stiffness_torque(delta, tp[t, T_DRIVE:T_MOTOR]) + st[S_TH, t]
+        delta, _ = twist(tp, t, st[ST_Q])
+        out[t] = stiffness_torque(delta, tp[t, T_DRIVE:T_MOTOR]) + st[ST_TH, t]
 
 
 @njit(cache=True)
 def plant_energy(pk, ws, tp, st, out2):
     """Kinetic (out2[0]) and gravity (out2[1]) energy of the bodies; returns the flexsplines'
     elastic energy Σ U(Δ) (J)."""
-    kernels.energy(pk, ws, st[S_Q], st[S_V], out2)
+    kernels.energy(pk, ws, st[ST_Q], st[ST_V], out2)
     spring = 0.0
     for t in range(tp.shape[0]):
-        delta, _ = twist(tp, t, st[S_Q])
+        delta, _ = twist(tp, t, st[ST_Q])
         spring += stiffness_energy(delta, tp[t, T_DRIVE:T_MOTOR])
     return spring
 
@@ -496,7 +496,7 @@ class Plant:
         self._rotors = self.tp[:, T_ROTOR].astype(np.int64)
         self.pk = self.mech.packed
         self.ws = np.zeros(kernels.workspace_size(self.mech.n_bodies, self.mech.nz))
-        self.state = np.zeros((S_ROWS, n))
+        self.state = np.zeros((ST_ROWS, n))
         self.scratch = np.zeros(scratch_shape(n))
         self.cmd = np.zeros(n_tr)
         self._e2 = np.zeros(2)
@@ -513,44 +513,44 @@ class Plant:
     @property
     def q(self) -> np.ndarray:
         """Plant coordinates (rad): the joints (as the robot's q), then the rotors."""
-        return self.state[S_Q]
+        return self.state[ST_Q]
 
     @property
     def v(self) -> np.ndarray:
         """Plant velocities (rad/s), ordered as :attr:`q`."""
-        return self.state[S_V]
+        return self.state[ST_V]
 
     @property
     def joint_positions(self) -> np.ndarray:
         """Joint (output) angles (rad), ordered as the robot's ``joint_names``."""
-        return self.state[S_Q, : self.n_joints]
+        return self.state[ST_Q, : self.n_joints]
 
     @property
     def joint_velocities(self) -> np.ndarray:
         """Joint (output) velocities (rad/s)."""
-        return self.state[S_V, : self.n_joints]
+        return self.state[ST_V, : self.n_joints]
 
     @property
     def motor_positions(self) -> np.ndarray:
         """Rotor angles q_r (rad, relative to the circular spline), one per transmission (copy)."""
-        return self.state[S_Q, self._rotors]
+        return self.state[ST_Q, self._rotors]
 
     @property
     def motor_velocities(self) -> np.ndarray:
         """Rotor velocities (rad/s), one per transmission (copy)."""
-        return self.state[S_V, self._rotors]
+        return self.state[ST_V, self._rotors]
 
     @property
     def currents(self) -> np.ndarray:
         """Actual motor currents (A), one per transmission."""
-        return self.state[S_I, : len(self.tp)]
+        return self.state[ST_I, : len(self.tp)]
 
     motor_currents = currents
 
     @property
     def stuck(self) -> np.ndarray:
         """Whether each rotor is held by static friction (copy)."""
-        return self.state[S_STUCK, : len(self.tp)] > 0.5
+        return self.state[ST_STUCK, : len(self.tp)] > 0.5
 
     @property
     def twists(self) -> np.ndarray:
@@ -571,18 +571,18 @@ class Plant:
     # --- inputs and bench set-up
     def apply(self, joint_torques) -> None:
         """External torques on the joints (N·m; e.g. the wearer's), held until changed."""
-        self.state[S_EXT, : self.n_joints] = joint_torques
+        self.state[ST_EXT, : self.n_joints] = joint_torques
 
     def power(self, on: bool) -> None:
         """Switch the drives' power stages on or off (off: no current, the motors coast)."""
-        self.state[S_ON, : len(self.tp)] = 1.0 if on else 0.0
+        self.state[ST_ON, : len(self.tp)] = 1.0 if on else 0.0
 
     def lock(self, coordinate: str, locked: bool = True) -> None:
         """Hold a plant coordinate (e.g. an output on a test bench) where it is, at rest."""
         i = self.mech.joint_names.index(coordinate)
-        self.state[S_LOCK, i] = 1.0 if locked else 0.0
+        self.state[ST_LOCK, i] = 1.0 if locked else 0.0
         if locked:
-            self.state[S_V, i] = 0.0
+            self.state[ST_V, i] = 0.0
 
     def reset(self, q_joints, v_joints=None, *, equilibrium: bool = True) -> None:
         """Joints at q (rad) and q̇ (rad/s, default 0); rotors where the rigid drive puts them,
@@ -593,7 +593,7 @@ class Plant:
         starts in static equilibrium instead of ringing.
         """
         self.state[:] = 0.0
-        q, v = self.state[S_Q], self.state[S_V]
+        q, v = self.state[ST_Q], self.state[ST_V]
         q[: self.n_joints] = np.asarray(q_joints, dtype=float)
         if v_joints is not None:
             v[: self.n_joints] = np.asarray(v_joints, dtype=float)
@@ -606,8 +606,8 @@ class Plant:
         for t in range(len(tp)):
             at_rest = v[int(tp[t, T_ROTOR])] == 0.0
             dry = has_dry_friction(tp[t, T_DRIVE:T_MOTOR])
-            self.state[S_STUCK, t] = 1.0 if (at_rest and dry) else 0.0
-        self.state[S_ON, : len(tp)] = 1.0
+            self.state[ST_STUCK, t] = 1.0 if (at_rest and dry) else 0.0
+        self.state[ST_ON, : len(tp)] = 1.0
         self.cmd[:] = 0.0
 
     def _pretwist(self) -> None:
@@ -616,7 +616,7 @@ class Plant:
         Fixed-point iteration: a rotor's angle moves its own gravity (an off-axis COM) and the
         kinematic error; both are small, so a few passes converge.
         """
-        q, tp = self.state[S_Q], self.tp
+        q, tp = self.state[ST_Q], self.tp
         g = np.zeros(len(q))
         for _ in range(5):
             kernels.gravity_forces(self.pk, self.ws, q, g)

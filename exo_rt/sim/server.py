@@ -6,18 +6,18 @@ the controller process under test is the one that runs on the exoskeleton.
 
 One thread does everything, so nothing here shares a GIL with anything: it waits on the buses'
 sockets until a frame arrives or the next physics deadline comes; frames go to the emulated
-drives at once (a SYNC applies their latched commands and answers with TPDOs from the
-current plant state, as a drive samples its encoder on SYNC), the physics having first
-advanced to the SYNC's arrival; heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated, runs in the same loop: its motor
-power relay feeds the simulated drives (power off: no current, whatever a drive was told).
-Command lines on an optional descriptor (the starting process's pipe) inject faults as the
-lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut SECONDS`` cuts the bus between
-the controller and the drives (nothing passes either way); and the board's ``estop 1``,
-``stall SECONDS``, ``walk`` (:func:`firmware_bridge.emulator.apply_command`). A
-:class:`~exo_rt.sim.trace.PlantTrace`, if given, records the leg after every period. When the
-controller that started it is gone, it goes on for ``linger`` seconds (the drives' and the
-board's own reactions to a silent master stay observable) and then ends.
-"""
+drives at once (a SYNC applies their latched commands and answers with TPDOs from the current
+plant state, as a drive samples its encoder on SYNC), the physics having first advanced to the
+SYNC's arrival; heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated,
+runs in the same loop: its motor power relay feeds the simulated drives (power off: no current,
+whatever a drive was told). Command lines on an optional descriptor (the starting process's
+pipe) inject faults as the lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut
+SECONDS`` cuts the bus between the controller and the drives (nothing passes either way); and
+the board's ``estop 1``, ``stall SECONDS``, ``walk``
+(:func:`firmware_bridge.emulator.apply_command`). A :class:`~exo_rt.sim.trace.PlantTrace`, if
+given, records the leg after every period. When the controller that started it is gone, it goes
+on for ``linger`` seconds (the drives' and the board's own reactions to a silent master stay
+observable) and then ends."""
 
 from __future__ import annotations
 

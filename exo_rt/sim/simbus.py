@@ -3,13 +3,13 @@ emulated drives and the plant answer, frame for frame.
 
 A :class:`SimWorld` holds the plant and the emulated drives of every bus of a robot. In
 *lockstep* timing the first SYNC of a period (on any bus) ends the period before: the plant
-steps one period under the commands the drives applied at the last SYNC, then the drives
-apply their newly latched RPDOs; each bus's drives answer their own SYNC with their TPDOs,
-sampled at that instant. So, as on the exoskeleton's bus, a command acts from the SYNC after
-the measurement it was computed from (one period of transport delay). A host with several buses sends every bus's RPDOs before
-the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then ``send_sync``). Timestamps are
-simulated time, so two identical runs give identical frame logs. The controller cannot tell
-this bus from hardware except by timing.
+steps one period under the commands the drives applied at the last SYNC, then the drives apply
+their newly latched RPDOs; each bus's drives answer their own SYNC with their TPDOs, sampled at
+that instant. So, as on the exoskeleton's bus, a command acts from the SYNC after the
+measurement it was computed from (one period of transport delay). A host with several buses
+sends every bus's RPDOs before the SYNCs (:meth:`exo_rt.bus.drives.Drives.send_rpdos`, then
+``send_sync``). Timestamps are simulated time, so two identical runs give identical frame logs.
+The controller cannot tell this bus from hardware except by timing.
 
     world = SimWorld.open("default", robot, buses)           # once
     bus = can.Bus(interface="exo_sim", channel="leg")         # like any adapter
@@ -32,7 +32,7 @@ from exo_rt.bus import protocols
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.plant import S_ON, T_JOINT, T_ROTOR, Plant
+from exo_rt.sim.plant import ST_ON, T_JOINT, T_ROTOR, Plant
 
 
 @dataclass
@@ -223,7 +223,7 @@ class SimWorld:
             until, limit = drive.saturation
             if self.cycle < until:
                 self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
-            self.plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
+            self.plant.state[ST_ON, t] = 1.0 if drive.power_on else 0.0
 
     def _physics(self, duration: float | None = None) -> None:
         """The plant over one period (or ``duration`` s: real time only)."""
@@ -239,10 +239,10 @@ class SimWorld:
                     self._queue(ep, *frame)
                 if not drive.enabled:  # stopped (by itself, or told) since its SYNC
                     self.cmd[t] = drive.current_command()
-                    plant.state[S_ON, t] = 1.0 if drive.power_on else 0.0
+                    plant.state[ST_ON, t] = 1.0 if drive.power_on else 0.0
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
-            plant.state[S_ON, : len(self.cmd)] = 0.0
+            plant.state[ST_ON, : len(self.cmd)] = 0.0
         if duration is None:
             plant.step(self.cmd)
             self.t += self.dt

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.sim.plant import S_I, S_ON, S_Q
+from exo_rt.sim.plant import ST_I, ST_ON, ST_Q
 
 
 class PlantTrace:
@@ -53,11 +53,11 @@ class PlantTrace:
         state = world.plant.state
         k = self.n % self.capacity
         self.t[k] = now
-        self.q[k] = state[S_Q, : self.q.shape[1]]
+        self.q[k] = state[ST_Q, : self.q.shape[1]]
         for col in range(len(self._transmissions)):
             tr = self._transmissions[col]
-            self.current[k, col] = state[S_I, tr]
-            self.power_stage[k, col] = state[S_ON, tr] > 0.5
+            self.current[k, col] = state[ST_I, tr]
+            self.power_stage[k, col] = state[ST_ON, tr] > 0.5
         self.motor_power[k] = world.motor_power
         self.n += 1
 
