@@ -30,6 +30,7 @@ from safety_depth import (
     Controller,
     Hardware,
     gravity_and_hold,
+    once_more_on_a_stall,
     reaction,
 )
 
@@ -79,6 +80,7 @@ def _assert_held(r, label: str, limit: float = DRIVE_WATCHDOG_S) -> None:
 
 
 @pytest.mark.parametrize("layer", ["both", "drives_alone", "board_alone"])
+@once_more_on_a_stall
 def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp_path, layer):
     """kill -9 at t = 1.9 s of a real-time run (the end of ALIGN: the leg all but at rest, the
     hip at 34°, 40 N·m of the leg on it). Drives alone: no board; board alone: the drives'
@@ -119,6 +121,7 @@ def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp
     assert np.all(np.diff(records["cycle"]) == 1) and len(records) >= 1000 * EVENT_S - 5
 
 
+@once_more_on_a_stall
 def test_a_stopped_controller_finds_its_drives_stopped_and_goes_safe_on_resume(tmp_path):
     """SIGSTOP for 200 ms at t = 1.9 s: the drives stop by themselves within 50 ms and stay
     stopped; on resume the controller goes SAFE at once (within 3 cycles) and enables
@@ -148,6 +151,7 @@ def test_a_stopped_controller_finds_its_drives_stopped_and_goes_safe_on_resume(t
     assert summary["final_state"] == "SAFE" and gap <= safe <= gap + 3, (gap, safe, summary)
 
 
+@once_more_on_a_stall
 def test_a_cut_bus_stops_the_drives_and_the_controller_goes_safe(tmp_path):
     """The bus between controller and drives cut for 0.3 s at t = 1.9 s (nothing passes
     either way): the drives stop by themselves within 50 ms; the controller goes SAFE on
