@@ -222,7 +222,7 @@ class Bench:
 
     def soft_range(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) soft joint limits (rad): the robot's, ``joint_margin`` inside."""
-        return self.limits[:, safety.LIM_LOWER], self.limits[:, safety.LIM_UPPER]
+        return self.limits["lower"], self.limits["upper"]
 
     def at_fraction(self, fraction: float) -> np.ndarray:
         """Every joint at ``fraction`` (0…1) of its soft range (rad)."""

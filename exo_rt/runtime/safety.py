@@ -40,13 +40,14 @@ ACTION_HOLD = 2
 ACTIONS = {"zero_current": ACTION_ZERO_CURRENT, "damping": ACTION_DAMPING,
            "hold": ACTION_HOLD}
 
-# limits, one row per joint
-LIM_LOWER = 0  # rad: soft limits (inside the joint's limits by a margin)
-LIM_UPPER = 1
-LIM_VELOCITY = 2  # rad/s
-LIM_CURRENT = 3  # A: measured current beyond this (10 % over the command limit) is a fault
-LIM_TRACKING = 4  # rad
-LIM_WIDTH = 5
+# limits, one record per joint, read by field name (docs/performance.md, "Named layouts")
+LIMITS = np.dtype([
+    ("lower", "f8"),  # rad: soft limits (inside the joint's limits by a margin)
+    ("upper", "f8"),  # rad
+    ("velocity", "f8"),  # rad/s
+    ("current", "f8"),  # A: measured current beyond this (10 % over the command limit): a fault
+    ("tracking", "f8"),  # rad: |q_ref − q| beyond this while tracking: a fault
+])
 # options (one row)
 SOPT_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a soft limit
 SOPT_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
@@ -88,16 +89,16 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_st
             out[0] = HEARTBEAT_LOSS
         elif flags[j] & F_GLITCH:
             out[0] = ENCODER_GLITCH
-        elif abs(current_meas[j]) > limits[j, LIM_CURRENT]:
+        elif abs(current_meas[j]) > limits[j].current:
             out[0] = CURRENT_LIMIT
-        elif abs(qd[j]) > limits[j, LIM_VELOCITY]:
+        elif abs(qd[j]) > limits[j].velocity:
             out[0] = VELOCITY_LIMIT
         else:
             margin = abs(qd[j]) * opts[SOPT_STOP_TIME]
-            if (q[j] < limits[j, LIM_LOWER] + (margin if qd[j] < 0 else 0.0)
-                    or q[j] > limits[j, LIM_UPPER] - (margin if qd[j] > 0 else 0.0)):
+            if (q[j] < limits[j].lower + (margin if qd[j] < 0 else 0.0)
+                    or q[j] > limits[j].upper - (margin if qd[j] > 0 else 0.0)):
                 out[0] = POSITION_LIMIT
-            elif tracking_on and abs(q_ref[j] - q[j]) > limits[j, LIM_TRACKING]:
+            elif tracking_on and abs(q_ref[j] - q[j]) > limits[j].tracking:
                 out[0] = TRACKING_ERROR
         if out[0] != OK:
             out[1] = j
@@ -120,13 +121,13 @@ def safe_action(action, q, qd, q_hold, damping, stiffness, fraction, tau):
 
 def limits_array(mech, joint_margin: float, tracking_limit: float,
                  current_limit: np.ndarray) -> np.ndarray:
-    """Per-joint safety limits: soft limits ``joint_margin`` inside the robot's limits."""
-    lim = np.zeros((mech.nq, LIM_WIDTH))
-    for j, name in enumerate(mech.joint_names):
-        c = mech.coordinate_names.index(name)
-        lim[j, LIM_LOWER] = mech.lower[c] + joint_margin
-        lim[j, LIM_UPPER] = mech.upper[c] - joint_margin
-        lim[j, LIM_VELOCITY] = mech.velocity_limit[c]
-        lim[j, LIM_CURRENT] = 1.1 * current_limit[j] if current_limit[j] > 0 else np.inf
-        lim[j, LIM_TRACKING] = tracking_limit
+    """Per-joint safety limits (:data:`LIMITS` records): soft limits ``joint_margin`` inside
+    the robot's limits."""
+    c = [mech.coordinate_names.index(name) for name in mech.joint_names]
+    lim = np.zeros(mech.nq, LIMITS)
+    lim["lower"] = mech.lower[c] + joint_margin
+    lim["upper"] = mech.upper[c] - joint_margin
+    lim["velocity"] = mech.velocity_limit[c]
+    lim["current"] = np.where(current_limit > 0, 1.1 * current_limit, np.inf)
+    lim["tracking"] = tracking_limit
     return lim
