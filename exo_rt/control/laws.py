@@ -206,8 +206,9 @@ def transparent(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, a
         tau[j] += gains[j, G_ASSIST] * assist[j]
 
 
-assert [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
-                                   "sliding_mode", "transparent")] == list(range(6))
+if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque", "sliding_mode",
+                                "transparent")] != list(range(6)):  # the LAW_* constants
+    raise RuntimeError("the built-in control laws registered out of order")
 
 
 @njit(cache=True)
