@@ -152,7 +152,7 @@ class Context:
         return _packed(self.top.exo)
 
     @cached_property
-    def tc(self) -> np.ndarray:
+    def transmissions(self) -> np.ndarray:
         from exo_rt.config import transmission_rows
 
         return transmission_rows(self.robot, self.cfg)
@@ -362,7 +362,7 @@ def _register() -> None:
     add("dyn.facade", "controller", _facade, cost=5.0)
     add("law.torque", "controller", _law_torque, after=dyn, cost=1.5)
     add("law.torque_to_current", "controller",
-        lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.tc, True, c.z()),
+        lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.transmissions, True, c.z()),
         after=("dyn.mass_matrix", "dyn.facade"))  # transmission rows: the rotors' inertia
     add("safety.check", "controller",  # as the cycle kernel calls it: a float overrun streak
         lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),

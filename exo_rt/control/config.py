@@ -149,14 +149,22 @@ def rotor_inertias(mech: Mechanism) -> np.ndarray:
 
 
 def transmission_rows(mech: Mechanism, cfg: ControllerConfig) -> np.ndarray:
-    """Per-joint transmission data for :func:`exo_rt.control.laws.torque_to_current`."""
-    tc = np.zeros((mech.nq, laws.C_WIDTH))
+    """Per-joint transmission data (:data:`exo_rt.control.laws.TRANSMISSION` records, zero for
+    a joint without a motor) for :func:`exo_rt.control.laws.torque_to_current`."""
+    transmissions = np.zeros(mech.nq, laws.TRANSMISSION)
     rotor = rotor_inertias(mech)
     for tr in mech.transmissions:
         j = mech.joint_names.index(tr.joint)
         d = tr.drive
-        tc[j] = [tr.multiplier, tr.motor.torque_constant, tr.motor_sign, d.coulomb, d.viscous,
-                 d.load_friction, d.ratio, cfg.current_limit[j], max(d.stribeck_velocity, 1e-3),
-                 rotor[j]]
-    return tc
-
+        row = transmissions[j]  # a view: writing its fields fills the array
+        row["multiplier"] = tr.multiplier
+        row["kt"] = tr.motor.torque_constant
+        row["motor_sign"] = tr.motor_sign
+        row["coulomb"] = d.coulomb
+        row["viscous"] = d.viscous
+        row["load_friction"] = d.load_friction
+        row["ratio"] = d.ratio
+        row["current_limit"] = cfg.current_limit[j]
+        row["sign_width"] = max(d.stribeck_velocity, 1e-3)
+        row["rotor_inertia"] = rotor[j]
+    return transmissions

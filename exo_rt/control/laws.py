@@ -57,18 +57,20 @@ O_INERTIA_FF = 1  # model-based PID: add M(q) q̈_d
 O_FRICTION_COMP = 2  # compensate wave-generator friction in torque → current
 O_WIDTH = 3
 
-# --- transmission data for torque → current, one row per joint (k = 0: no motor)
-C_K = 0  # multiplier: z_rotor = k·q
-C_KT = 1  # N·m/A
-C_SIGN = 2  # motor_sign
-C_COULOMB = 3  # N·m at the wave generator
-C_VISCOUS = 4  # N·m·s/rad at the wave generator
-C_MU = 5  # load-dependent friction coefficient
-C_RATIO = 6
-C_I_LIMIT = 7  # A: the configured current limit (≤ the drive's peak)
-C_SMOOTH = 8  # rad/s at the rotor: width of the smooth sign used by friction compensation
-C_ROTOR = 9  # kg·m²: the rotor's inertia at the joint, k²·I_rotor (its torque never loads the gear)
-C_WIDTH = 10
+# --- transmission data for torque → current, one record per joint, read by field name
+TRANSMISSION = np.dtype([
+    ("multiplier", "f8"),  # k: z_rotor = k·q (0: the joint has no motor)
+    ("kt", "f8"),  # N·m/A: the motor's torque constant k_M
+    ("motor_sign", "f8"),  # ±1: the motor's sense against the joint's
+    ("coulomb", "f8"),  # N·m at the wave generator
+    ("viscous", "f8"),  # N·m·s/rad at the wave generator
+    ("load_friction", "f8"),  # μ: mesh friction per N·m the flexspline carries
+    ("ratio", "f8"),  # N: the gear's reduction
+    ("current_limit", "f8"),  # A: the configured current limit (≤ the drive's peak)
+    ("sign_width", "f8"),  # rad/s at the rotor: width of the smooth sign of the compensation
+    ("rotor_inertia", "f8"),  # kg·m²: the rotor's inertia at the joint, k²·I_rotor (its
+    #                           torque never loads the gear)
+])
 
 # --- law state, one row per joint
 LS_INTEGRAL = 0  # ∫e dt (rad·s)
@@ -76,32 +78,34 @@ LS_WIDTH = 1
 
 
 @njit(cache=True)
-def torque_to_current(tau, qd, qdd, tc, friction_comp, current):
+def torque_to_current(tau, qd, qdd, transmissions, friction_comp, current):
     """Motor currents (A) for joint torques τ, through transmission, friction and k_M.
 
-    The rotor must give τ/k (generalized force of the rotor on the joint is k·τ_rotor), plus
-    what its friction takes: sgn(ω)(T_c + μ|T|/N) + B·ω at ω = k·q̇ (sgn smoothed over C_SMOOTH so
-    the compensation does not chatter at rest). ``qd`` is the speed the friction is
-    compensated along (:func:`friction_speed`; the bench's identification loop gives the
-    measured one). The mesh friction grows with the torque T the
-    flexspline carries — τ less the rotor's own inertial share k²·I_rotor·q̈ (``qdd``: the
-    acceleration τ is meant to give, e.g. the reference's), which never passes the gear.
-    Currents are clamped to ±C_I_LIMIT — and again in the frame encoder, the last line.
+    ``transmissions``: one :data:`TRANSMISSION` record per joint. The rotor must give τ/k
+    (generalized force of the rotor on the joint is k·τ_rotor), plus what its friction takes:
+    sgn(ω)(T_c + μ|T|/N) + B·ω at ω = k·q̇ (sgn smoothed over ``sign_width`` so the
+    compensation does not chatter at rest). ``qd`` is the speed the friction is compensated
+    along (:func:`friction_speed`; the bench's identification loop gives the measured one).
+    The mesh friction grows with the torque T the flexspline carries — τ less the rotor's own
+    inertial share k²·I_rotor·q̈ (``qdd``: the acceleration τ is meant to give, e.g. the
+    reference's), which never passes the gear. Currents are clamped to ±``current_limit`` —
+    and again in the frame encoder, the last line.
     """
     for j in range(tau.shape[0]):
-        k = tc[j, C_K]
+        tr = transmissions[j]
+        k = tr.multiplier
         if k == 0.0:
             current[j] = 0.0
             continue
         t_rotor = tau[j] / k
         if friction_comp:
             w = k * qd[j]
-            sgn = math.tanh(w / tc[j, C_SMOOTH])
-            load = tau[j] - tc[j, C_ROTOR] * qdd[j]
-            t_rotor += sgn * (tc[j, C_COULOMB] + tc[j, C_MU] * abs(load) / tc[j, C_RATIO])
-            t_rotor += tc[j, C_VISCOUS] * w
-        i = t_rotor / (tc[j, C_SIGN] * tc[j, C_KT])
-        lim = tc[j, C_I_LIMIT]
+            sgn = math.tanh(w / tr.sign_width)
+            load = tau[j] - tr.rotor_inertia * qdd[j]
+            t_rotor += sgn * (tr.coulomb + tr.load_friction * abs(load) / tr.ratio)
+            t_rotor += tr.viscous * w
+        i = t_rotor / (tr.motor_sign * tr.kt)
+        lim = tr.current_limit
         current[j] = min(max(i, -lim), lim)
 
 

@@ -101,7 +101,7 @@ class Bench:
         n = self.robot.nq
         self.n = n
         cfg = top.controller
-        self.tc = transmission_rows(self.robot, cfg)
+        self.transmissions = transmission_rows(self.robot, cfg)
         self.limits = safety.limits_array(self.robot, top.safety.joint_margin,
                                           top.safety.tracking_error, cfg.current_limit)
         s = top.safety  # as the controller's; the bench counts no overruns (streak 0)
@@ -129,7 +129,7 @@ class Bench:
         cache compiles here (seconds), never between two cycles of an enabled drive."""
         z = np.zeros(self.n)
         self.dyn.inverse_dynamics(z, z, z, out=self._tau)
-        laws.torque_to_current(self._tau, z, z, self.tc, True, self._cur)
+        laws.torque_to_current(self._tau, z, z, self.transmissions, True, self._cur)
         velocity_update(z.copy(), z.copy(), z.copy(), self.dt, self.alpha)
         loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, self._tau)
         safety.check(self.limits, self.sopts, z, z, z, z, z, np.zeros(self.n, dtype=np.int64),
@@ -207,18 +207,19 @@ class Bench:
     def joint_torque(self, currents: np.ndarray) -> np.ndarray:
         """Joint torques (N·m) the motor currents (A) give through rigid, frictionless gears:
         τ = k·s·k_M·i (k the multiplier, s the motor sign)."""
-        return self.tc[:, laws.C_K] * self.tc[:, laws.C_SIGN] * self.tc[:, laws.C_KT] * currents
+        t = self.transmissions
+        return t["multiplier"] * t["motor_sign"] * t["kt"] * currents
 
     def torque_limit(self) -> np.ndarray:
         """Each joint's torque (N·m) at its configured current limit, through the gear."""
-        return np.abs(self.joint_torque(self.tc[:, laws.C_I_LIMIT]))
+        return np.abs(self.joint_torque(self.transmissions["current_limit"]))
 
     def currents_for(self, tau: np.ndarray, acc: np.ndarray, out: np.ndarray,
                      friction: bool = True) -> None:
         """Motor currents (A) for joint torques τ meant to give accelerations ``acc`` (rad/s²):
         the controller's own conversion (with the configured wave-generator friction
         compensated), clamped to the current limits."""
-        laws.torque_to_current(tau, self.qd, acc, self.tc, friction, out)
+        laws.torque_to_current(tau, self.qd, acc, self.transmissions, friction, out)
 
     def soft_range(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) soft joint limits (rad): the robot's, ``joint_margin`` inside."""

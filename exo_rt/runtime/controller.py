@@ -176,7 +176,7 @@ class Controller:
         self.gains = self.cfg.gains
         self.opts = self.cfg.options()
         self.law_table = registry.table()  # the compiled laws, the cycle's law among them
-        self.tc = transmission_rows(self.robot, self.cfg)
+        self.transmissions = transmission_rows(self.robot, self.cfg)
         self.ls = laws.law_state(n)
         self.sc = laws.law_scratch(n)
         self.columns = cycle_columns(n)
@@ -228,8 +228,8 @@ class Controller:
 
     def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, ls=None) -> tuple:
         return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.law_table,
-                self.opts, self.gains,
-                self.tc, self.coeffs, self.ls if ls is None else ls, self.sc, a.check_out,
+                self.opts, self.gains, self.transmissions, self.coeffs,
+                self.ls if ls is None else ls, self.sc, a.check_out,
                 self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed, self.dyn_exo.workspace,
                 rows, a.hist)
 

@@ -155,7 +155,7 @@ def _reference(state, s, v, coeffs):
 
 
 @njit(cache=True)
-def _safe_command(s, v, tc):
+def _safe_command(s, v, transmissions):
     """The ramped safe action on finite measurements; zero current once ramped out."""
     k = s[S_K]
     ramp = max(1.0, s[S_RAMP])
@@ -167,7 +167,8 @@ def _safe_command(s, v, tc):
     safety.safe_action(int(s[S_ACTION]), qs, qds, v[V_Q_HOLD], s[S_DAMPING], s[S_STIFFNESS],
                        fraction, v[V_TAU])
     no_friction_comp = s[S_FRICTION_COMP] > 2.0  # False, as the cycle's own flag is typed
-    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], tc, no_friction_comp, v[V_CUR])
+    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], transmissions, no_friction_comp,
+                           v[V_CUR])
     if fraction <= 0.0:
         v[V_CUR, :] = 0.0
         s[S_DISABLE] = 1.0
@@ -220,8 +221,8 @@ def _figures(state, s, v):
 
 
 @njit(cache=True)
-def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tc, coeffs,
-                 law_state, scratch, check_out, pk, ws, pk_exo, ws_exo, rows, hist):
+def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, transmissions,
+                 coeffs, law_state, scratch, check_out, pk, ws, pk_exo, ws_exo, rows, hist):
     """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``
     (``law_table``: the compiled control laws, :func:`exo_rt.control.registry.table`)."""
     state = int(s[S_STATE])
@@ -235,7 +236,7 @@ def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tc
                             v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
                             scratch)
             laws.torque_to_current(v[V_TAU], laws.friction_speed(opts, v[V_QD], v[V_QDR]),
-                                   v[V_QDDR], tc, s[S_FRICTION_COMP] > 0.5, v[V_CUR])
+                                   v[V_QDDR], transmissions, s[S_FRICTION_COMP] > 0.5, v[V_CUR])
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
         # neither acts on a stale position nor winds up on it; safety counts the missing cycles)
     elif state != SAFE:
@@ -266,7 +267,7 @@ def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tc
                 if math.isfinite(q[j]):
                     v[V_Q_HOLD, j] = q[j]
     if state == SAFE:
-        _safe_command(s, v, tc)
+        _safe_command(s, v, transmissions)
     slot = int(s[S_SLOT])
     if slot >= 0:
         _record(s, v, flags, rows[slot])

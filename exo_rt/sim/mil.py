@@ -32,8 +32,8 @@ LOG_T = 0
 
 
 @njit(cache=True)
-def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, gains, ls, tc,
-             sc_l, coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
+def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, gains, ls,
+             transmissions, sc_l, coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
     """Run ``steps`` control periods; ``enc`` = [source (0 output, 1 motor), counts/rev, α].
 
     Returns the largest |current| commanded (A) relative to its limit (≤ 1 by construction).
@@ -78,10 +78,10 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
                 assist[j] -= t_exo[j]
         laws.law_torque(table, opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
                         assist, dt, tau, sc_l)
-        laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, tc,
+        laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, transmissions,
                                opts[laws.O_FRICTION_COMP] > 0.5, cur)
         for j in range(n):
-            lim = tc[j, laws.C_I_LIMIT]
+            lim = transmissions[j].current_limit
             if lim > 0.0:
                 worst = max(worst, abs(cur[j]) / lim)
         for m in range(tp.shape[0]):
