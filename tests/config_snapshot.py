@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.recfunctions import structured_to_unstructured
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "config_before.json.gz"
@@ -32,6 +33,8 @@ def snapshot(obj):
             if f.name not in SKIP_FIELDS:
                 out[f.name] = snapshot(getattr(obj, f.name))
         return out
+    if isinstance(obj, np.ndarray) and obj.dtype.names:  # records: their fields as columns
+        obj = structured_to_unstructured(obj)
     if isinstance(obj, np.ndarray):
         return {"__array__": str(obj.dtype), "shape": list(obj.shape),
                 "data": obj.ravel().tolist()}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from exo_rt.config import load_controller
-from exo_rt.control import laws, registry
+from exo_rt.control import registry
 from exo_rt.dynamics import kernels
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
@@ -20,15 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "pd_gravity_test"
 
 
-def pd_gravity(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
-               sc):
+def pd_gravity(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
+               tau, sc):
     """PD plus gravity compensation (Takegaki & Arimoto 1981): τ = g(q) + K_p e + K_d ė."""
     n = q.shape[0]
     g = sc[n]
     kernels.gravity_forces(pk, ws, q, g)
     for j in range(n):
-        tau[j] = (g[j] + gains[j, laws.G_KP] * (qr[j] - q[j])
-                  + gains[j, laws.G_KD] * (qdr[j] - qd[j]))
+        tau[j] = g[j] + gains[j].kp * (qr[j] - q[j]) + gains[j].kd * (qdr[j] - qd[j])
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def _controller(tmp_path: Path, law: str) -> Path:
 def test_a_law_defined_here_runs_in_model_in_the_loop(registered, tmp_path):
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
     cfg = load_controller(_controller(tmp_path, registered), robot)
-    assert cfg.options()[laws.O_LAW] == registry.code(NAME) == 6  # after the six built-ins
+    assert cfg.options()[0]["law"] == registry.code(NAME) == 6  # after the six built-ins
     r = run_mil(robot, cfg, cycles=1)
     # PD + gravity tracks the gait, without the model's inertia: worse than computed torque
     # (0.04°–0.05° RMS), far better than no control, and never at the current limit

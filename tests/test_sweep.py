@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from numpy.lib.recfunctions import structured_to_unstructured
 
 from exo_rt.batch.sweep import run_sweep, snippet, verdict
 from exo_rt.cli import main
@@ -59,7 +60,8 @@ def test_the_snippet_is_the_best_point_as_a_controller_file(sweep, tmp_path):
     path.write_text(yaml.safe_dump(doc))
     robot = load_mechanism(ROBOT)
     cfg = load_controller(path, robot)
-    np.testing.assert_allclose(cfg.gains, s.best["gains"], rtol=1e-5)
+    np.testing.assert_allclose(structured_to_unstructured(cfg.gains),
+                               structured_to_unstructured(s.best["gains"]), rtol=1e-5)
     model = dataclasses.replace(robot, mass=robot.mass * 1.2, inertia=robot.inertia * 1.2)
     r = run_mil(robot, cfg, cycles=0.5, model=model, exo_model=dataclasses.replace(
         load_mechanism(ROBOT, wearer=False), mass=load_mechanism(ROBOT, wearer=False).mass * 1.2,

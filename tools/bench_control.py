@@ -21,13 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @njit(cache=True)
-def _steps(table, opts, pk, ws, gains, ls, transmissions, q, qd, qr, qdr, qddr, assist, tau,
-           cur, sc, n):
+def _steps(table, opts, pk, ws, gains, law_state, transmissions, q, qd, qr, qdr, qddr, assist,
+           tau, cur, sc, n):
     for _ in range(n):
         q[0] += 1e-9
-        laws.law_torque(table, opts, pk, ws, pk, ws, gains, ls, q, qd, qr, qdr, qddr, assist,
-                        1e-3, tau, sc)
-        laws.torque_to_current(tau, qd, qddr, transmissions, opts[laws.O_FRICTION_COMP] > 0.5, cur)
+        laws.law_torque(table, opts, pk, ws, pk, ws, gains, law_state, q, qd, qr, qdr, qddr,
+                        assist, 1e-3, tau, sc)
+        laws.torque_to_current(tau, qd, qddr, transmissions, opts[0].friction_compensation, cur)
 
 
 def main() -> int:

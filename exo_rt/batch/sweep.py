@@ -219,7 +219,10 @@ def sweep_task(task: dict) -> dict:
         nominal = load_mechanism(task["robot"])
         plant = _plant_robot(task["robot"], task["wearer"])
         cfg = load_controller(task["controller"], nominal)
-        cfg = dataclasses.replace(cfg, gains=np.array(task["gains"], float))
+        gains = cfg.gains.copy()
+        for name, values in task["gains"].items():  # {field: one value per joint}
+            gains[name] = values
+        cfg = dataclasses.replace(cfg, gains=gains)
         e = task["model_error"]
         model = dataclasses.replace(nominal, mass=nominal.mass * e, inertia=nominal.inertia * e)
         exo = None
@@ -266,14 +269,16 @@ class Sweep:
     files: list[Path] = dataclasses.field(default_factory=list)
 
 
-def _point_gains(base: np.ndarray, keys: list[GridKey], combo, joint_names, columns):
+def _point_gains(base: np.ndarray, keys: list[GridKey], combo, joint_names, fields):
+    """The gains records ``base`` with the grid point ``combo`` applied (``fields``: gain key →
+    its field of a record)."""
     g = base.copy()
     for k, v in zip(keys, combo, strict=True):
-        col = columns[k.gain]
+        name = fields[k.gain]
         if k.joint is None:
-            g[:, col] = base[:, col] * v
+            g[name] = base[name] * v
         else:
-            g[joint_names.index(k.joint), col] = v
+            g[name][joint_names.index(k.joint)] = v
     return g
 
 
@@ -310,7 +315,8 @@ def run_sweep(config: str | Path, grid: str, *, model_errors=(1.0,), wearers=Non
     if shipped_combo is None:
         points.append({"label": SHIPPED, "values": None, "gains": cfg.gains.copy()})
         shipped_combo = SHIPPED
-    tasks = [{"point": i, "gains": p["gains"].tolist(), "model_error": float(e), "wearer": w,
+    tasks = [{"point": i, "gains": {f: p["gains"][f].tolist() for f in p["gains"].dtype.names},
+              "model_error": float(e), "wearer": w,
               "robot": str(robot_path), "controller": str(ctl_path), "cycles": float(cycles)}
              for i, p in enumerate(points) for e in model_errors for w in people]
     rows: list[dict | None] = [None] * len(tasks)
@@ -347,11 +353,11 @@ def snippet(sweep: Sweep, point: dict) -> str:
     """The point's gains as the controller file's ``joints:`` block (only the swept gains)."""
     from exo_rt.config import GAIN_KEYS
 
-    gains = sorted({k.gain for k in sweep.keys}, key=lambda g: GAIN_KEYS[g])
+    gains = sorted({k.gain for k in sweep.keys}, key=list(GAIN_KEYS).index)
     lines = [f"# exo-rt sweep: best of {len(sweep.points)} points, worst-case RMS "
              f"{point['rms_worst_deg']:.4f} deg ({sweep.controller.name})", "joints:"]
     for j, name in enumerate(sweep.joint_names):
-        vals = ", ".join(f"{g}: {point['gains'][j, GAIN_KEYS[g]]:.6g}" for g in gains)
+        vals = ", ".join(f"{g}: {point['gains'][GAIN_KEYS[g]][j]:.6g}" for g in gains)
         lines.append(f"  {name}: {{{vals}}}")
     return "\n".join(lines) + "\n"
 

@@ -28,7 +28,7 @@ from exo_rt.schema.controller import (
 )
 from exo_rt.yamlio import Node, read_yaml
 
-GAIN_KEYS = COLUMNS  # gain name → column of a gains row (exo_rt.control.laws.G_*)
+GAIN_KEYS = COLUMNS  # gain key → its field of a gains record (exo_rt.control.laws.GAINS)
 GAIN_DEFAULTS = core.defaults(Gains)
 __all__ = ["GAIN_KEYS", "GAIN_DEFAULTS", "REFERENCE_TYPES", "ControllerConfig", "Reference",
            "load_controller", "rotor_inertias", "transmission_rows"]
@@ -40,7 +40,7 @@ class ControllerConfig:
 
     source: str
     law: str
-    gains: np.ndarray  # (n_joints, laws.G_WIDTH)
+    gains: np.ndarray  # one laws.GAINS record per joint
     current_limit: np.ndarray  # A per joint
     inertia_feedforward: bool
     friction_compensation: bool
@@ -50,10 +50,12 @@ class ControllerConfig:
     reference: Reference
 
     def options(self) -> np.ndarray:
-        o = np.zeros(laws.O_WIDTH)
-        o[laws.O_LAW] = registry.code(self.law)
-        o[laws.O_INERTIA_FF] = 1.0 if self.inertia_feedforward else 0.0
-        o[laws.O_FRICTION_COMP] = 1.0 if self.friction_compensation else 0.0
+        """The options the laws read: one :data:`exo_rt.control.laws.OPTIONS` record (an
+        array of one, as compiled code takes it)."""
+        o = np.zeros(1, laws.OPTIONS)
+        o[0]["law"] = registry.code(self.law)
+        o[0]["inertia_feedforward"] = self.inertia_feedforward
+        o[0]["friction_compensation"] = self.friction_compensation
         return o
 
 
@@ -85,17 +87,16 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     f = core.read(ControllerFile, root)
     nodes = root.value
     n = mech.nq
-    gains = np.zeros((n, laws.G_WIDTH))
+    gains = np.zeros(n, laws.GAINS)
     for k, default in GAIN_DEFAULTS.items():
-        gains[:, COLUMNS[k]] = default
-    gains[:, laws.G_TORQUE_LIMIT] = np.minimum(gains[:, laws.G_TORQUE_LIMIT],
-                                               mech.effort_limit[: n])
+        gains[COLUMNS[k]] = default
+    gains["torque_limit"] = np.minimum(gains["torque_limit"], mech.effort_limit[: n])
     if "joints" in nodes:
         subs = _joint_map(nodes["joints"], mech)
         for name, given in _per_joint(f.joints, nodes["joints"], mech).items():
             j = mech.joint_names.index(name)
             for k in subs[name].value:  # only the gains written: the others keep defaults
-                gains[j, COLUMNS[k]] = getattr(given, Gains.KEYS[k].name)
+                gains[j][COLUMNS[k]] = getattr(given, Gains.KEYS[k].name)
     peaks = {tr.joint: tr.motor.peak_current for tr in mech.transmissions}
     limit = np.array([peaks.get(nm, 0.0) for nm in mech.joint_names])
     if f.current_limit is not None:

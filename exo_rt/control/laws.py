@@ -38,24 +38,9 @@ LAW_SLIDING_MODE = 4
 LAW_TRANSPARENT = 5
 LAWS = registry.NAMES  # every registered law's name (exo_rt.control.registry)
 
-# --- gains, one row per joint
-G_KP = 0  # N·m/rad (PID) or 1/s² (computed torque)
-G_KI = 1  # N·m/(rad·s) or 1/s³
-G_KD = 2  # N·m·s/rad or 1/s
-G_I_LIMIT = 3  # N·m: bound of the integral term's torque (anti-windup)
-G_TORQUE_LIMIT = 4  # N·m: output limit
-G_LAMBDA = 5  # 1/s: sliding surface s = ė + Λe
-G_K_SWITCH = 6  # N·m: robust gain of the sliding term
-G_BOUNDARY = 7  # rad/s: boundary-layer width Φ
-G_K_S = 8  # N·m·s/rad: linear feedback on s
-G_ASSIST = 9  # fraction of the wearer's own torque along the reference, given as assistance
-G_WIDTH = 10
-
-# --- options (one row)
-O_LAW = 0
-O_INERTIA_FF = 1  # model-based PID: add M(q) q̈_d
-O_FRICTION_COMP = 2  # compensate wave-generator friction in torque → current
-O_WIDTH = 3
+# the records a law reads by field name — options, gains per joint, the law's state per
+# joint — are declared with the laws' signature (exo_rt.control.registry)
+OPTIONS, GAINS, STATE = registry.OPTIONS, registry.GAINS, registry.STATE
 
 # --- transmission data for torque → current, one record per joint, read by field name
 TRANSMISSION = np.dtype([
@@ -71,11 +56,6 @@ TRANSMISSION = np.dtype([
     ("rotor_inertia", "f8"),  # kg·m²: the rotor's inertia at the joint, k²·I_rotor (its
     #                           torque never loads the gear)
 ])
-
-# --- law state, one row per joint
-LS_INTEGRAL = 0  # ∫e dt (rad·s)
-LS_WIDTH = 1
-
 
 @njit(cache=True)
 def torque_to_current(tau, qd, qdd, transmissions, friction_comp, current):
@@ -115,55 +95,59 @@ def friction_speed(opts, qd, qdr):
     (a joint that sticks reads zero speed, and compensating on that leaves the loop hunting in
     a stick–slip band ∝ 1/K_p); the measured ones where the wearer leads the motion
     (transparent), so that the compensation never pulls the leg along the reference."""
-    return qd if int(opts[O_LAW]) == LAW_TRANSPARENT else qdr
+    return qd if opts[0].law == LAW_TRANSPARENT else qdr
 
 
 @njit(cache=True)
-def _integrate(gains, ls, q, qr, dt, saturated):
+def _integrate(gains, law_state, q, qr, dt, saturated):
     """∫e dt with clamping anti-windup: frozen while the output saturates (unless e unwinds
-    it), and bounded so that K_i·∫e stays within G_I_LIMIT."""
+    it), and bounded so that K_i·∫e stays within the gains' ``i_limit``."""
     for j in range(q.shape[0]):
         e = qr[j] - q[j]
-        if not saturated[j] or ls[j, LS_INTEGRAL] * e < 0.0:
-            ls[j, LS_INTEGRAL] += e * dt
-        ki = gains[j, G_KI]
+        st = law_state[j]
+        if not saturated[j] or st.integral * e < 0.0:
+            st.integral += e * dt
+        ki = gains[j].ki
         if ki > 0.0:
-            imax = gains[j, G_I_LIMIT] / ki
-            ls[j, LS_INTEGRAL] = min(max(ls[j, LS_INTEGRAL], -imax), imax)
+            imax = gains[j].i_limit / ki
+            st.integral = min(max(st.integral, -imax), imax)
 
 
 @njit(cache=True)
-def _pid(gains, ls, q, qd, qr, qdr, dt, tau, saturated):
+def _pid(gains, law_state, q, qd, qr, qdr, dt, tau, saturated):
     """PID with the derivative on the measurement (filtered velocity: no derivative kick)."""
-    _integrate(gains, ls, q, qr, dt, saturated)
+    _integrate(gains, law_state, q, qr, dt, saturated)
     for j in range(q.shape[0]):
-        tau[j] = (gains[j, G_KP] * (qr[j] - q[j]) + gains[j, G_KI] * ls[j, LS_INTEGRAL]
-                  + gains[j, G_KD] * (qdr[j] - qd[j]))
+        g = gains[j]
+        tau[j] = (g.kp * (qr[j] - q[j]) + g.ki * law_state[j].integral
+                  + g.kd * (qdr[j] - qd[j]))
 
 
 # ---------------------------------------------------------------- the built-in laws
 # (registered in this order: their codes are the LAW_* constants above)
 @registry.law("passive", doc="zero torque: the drives carry no current")
-def passive(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau, sc):
+def passive(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
+            tau, sc):
     for j in range(q.shape[0]):
         tau[j] = 0.0
 
 
 @registry.law("pid", doc="PID, derivative on the measurement, clamping anti-windup")
-def pid(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau, sc):
-    _pid(gains, ls, q, qd, qr, qdr, dt, tau, sc[q.shape[0] + 2] > 0.5)
+def pid(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt, tau,
+        sc):
+    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, sc[q.shape[0] + 2] > 0.5)
 
 
 @registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)")
-def model_pid(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
-              sc):
+def model_pid(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
+              tau, sc):
     n = q.shape[0]
-    _pid(gains, ls, q, qd, qr, qdr, dt, tau, sc[n + 2] > 0.5)
+    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, sc[n + 2] > 0.5)
     h = sc[n]
     kernels.gravity_forces(pk, ws, q, h)
     for j in range(n):
         tau[j] += h[j]
-    if opts[O_INERTIA_FF] > 0.5:
+    if opts[0].inertia_feedforward:
         m = sc[:n]
         kernels.mass_matrix(pk, ws, q, m)
         for j in range(n):
@@ -172,42 +156,44 @@ def model_pid(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, ass
 
 
 @registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)")
-def computed_torque(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
-                    tau, sc):
+def computed_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
+                    dt, tau, sc):
     n = q.shape[0]
-    _integrate(gains, ls, q, qr, dt, sc[n + 2] > 0.5)
+    _integrate(gains, law_state, q, qr, dt, sc[n + 2] > 0.5)
     acc = sc[n + 1]
     for j in range(n):
+        g = gains[j]
         e = qr[j] - q[j]
-        acc[j] = (qddr[j] + gains[j, G_KD] * (qdr[j] - qd[j]) + gains[j, G_KP] * e
-                  + gains[j, G_KI] * ls[j, LS_INTEGRAL])
+        acc[j] = (qddr[j] + g.kd * (qdr[j] - qd[j]) + g.kp * e
+                  + g.ki * law_state[j].integral)
     kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
 
 
 @registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)")
-def sliding_mode(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
-                 tau, sc):
+def sliding_mode(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
+                 dt, tau, sc):
     n = q.shape[0]
     acc = sc[n + 1]
     for j in range(n):
-        acc[j] = qddr[j] + gains[j, G_LAMBDA] * (qdr[j] - qd[j])
+        acc[j] = qddr[j] + gains[j].lam * (qdr[j] - qd[j])
     kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
     for j in range(n):
-        s = (qdr[j] - qd[j]) + gains[j, G_LAMBDA] * (qr[j] - q[j])
-        sat_s = min(max(s / gains[j, G_BOUNDARY], -1.0), 1.0)
-        tau[j] += gains[j, G_K_S] * s + gains[j, G_K_SWITCH] * sat_s
+        g = gains[j]
+        s = (qdr[j] - qd[j]) + g.lam * (qr[j] - q[j])
+        sat_s = min(max(s / g.boundary, -1.0), 1.0)
+        tau[j] += g.k_s * s + g.k_switch * sat_s
 
 
 @registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance")
-def transparent(opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt, tau,
-                sc):
+def transparent(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
+                tau, sc):
     n = q.shape[0]
     acc = sc[n + 1]
     for j in range(n):
         acc[j] = qddr[j]
     kernels.inverse_dynamics(pk_exo, ws_exo, q, qd, acc, tau)
     for j in range(n):
-        tau[j] += gains[j, G_ASSIST] * assist[j]
+        tau[j] += gains[j].assist * assist[j]
 
 
 if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque", "sliding_mode",
@@ -216,16 +202,16 @@ if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
 
 
 @njit(cache=True)
-def law_torque(table, opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr, assist, dt,
-               tau, sc):
-    """Joint torques (N·m) of the law in ``opts[O_LAW]`` (its code in ``table``, the compiled
+def law_torque(table, opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr,
+               assist, dt, tau, sc):
+    """Joint torques (N·m) of the law in ``opts[0].law`` (its code in ``table``, the compiled
     laws: :func:`exo_rt.control.registry.table`), clamped to each joint's torque limit;
     ``sc`` is (n + 4, n) scratch, its row n + 2 the clamp, remembered for the anti-windup."""
-    table[int(opts[O_LAW])](opts, pk, ws, pk_exo, ws_exo, gains, ls, q, qd, qr, qdr, qddr,
-                            assist, dt, tau, sc)
+    table[opts[0].law](opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr,
+                       assist, dt, tau, sc)
     saturated = sc[q.shape[0] + 2]
     for j in range(q.shape[0]):
-        lim = gains[j, G_TORQUE_LIMIT]
+        lim = gains[j].torque_limit
         clamped = min(max(tau[j], -lim), lim)
         saturated[j] = 1.0 if clamped != tau[j] else 0.0
         tau[j] = clamped
@@ -237,4 +223,5 @@ def law_scratch(n: int) -> np.ndarray:
 
 
 def law_state(n: int) -> np.ndarray:
-    return np.zeros((n, LS_WIDTH))
+    """The law's state for n joints (:data:`STATE` records, zero)."""
+    return np.zeros(n, STATE)

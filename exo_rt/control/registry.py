@@ -4,17 +4,18 @@ control cycle calls (docs/architecture.md, "How to add a control law").
 A law is a function of one signature, the same for every law::
 
     @registry.law("my_law", doc="one line: what it does")
-    def my_law(opts, pk, ws, pk_exo, ws_exo, gains, state, q, qd, qr, qdr, qddr, assist, dt,
-               tau, scratch):
+    def my_law(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
+               dt, tau, scratch):
         ...  # joint torques (N·m) into tau, nopython-compilable, allocating nothing
 
-- ``opts``: the controller's options row (:mod:`exo_rt.control.laws` ``O_*``);
+- ``opts``: the controller's options, one :data:`OPTIONS` record (``opts[0].law``,
+  ``opts[0].inertia_feedforward``);
 - ``pk``/``ws`` and ``pk_exo``/``ws_exo``: the packed rigid model and its workspace, of the
   whole leg (exoskeleton, wearer, rotors) and of the exoskeleton alone — for the kernels of
   :mod:`exo_rt.dynamics.kernels` (``inverse_dynamics``, ``mass_matrix``, ``gravity_forces``);
-- ``gains``: one row per joint, columns ``G_*`` of :mod:`exo_rt.control.laws` (the
-  controller file's gain keys); ``state``: the law's own per-joint state (``S_*``, kept across
-  cycles, zeroed when RUN begins);
+- ``gains``: one :data:`GAINS` record per joint, read by field name (``gains[j].kp``; the
+  controller file's gain keys); ``law_state``: the law's own per-joint :data:`STATE` record
+  (``law_state[j].integral``, kept across cycles, zeroed when RUN begins);
 - the measured ``q``, ``qd`` and the reference ``qr``, ``qdr``, ``qddr`` (rad, rad/s, rad/s²);
   ``assist``: the wearer's own torque along the reference (N·m); ``dt``: the period (s);
 - ``scratch``: (n + 4, n) work space; its row n + 2 holds last cycle's output clamp per joint
@@ -39,18 +40,43 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from numba import cfunc, njit, types
+import numpy as np
+from numba import cfunc, from_dtype, njit, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.typed import List
 
 GROUP = "exo_rt.laws"
 BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-in laws
 
+# the records a law reads by field name (docs/performance.md, "Named layouts")
+OPTIONS = np.dtype([  # the controller's options: one record
+    ("law", "i8"),  # the law's code (its index in table())
+    ("inertia_feedforward", "?"),  # model_pid: add M(q) q̈_d
+    ("friction_compensation", "?"),  # compensate wave-generator friction in torque → current
+], align=True)
+GAINS = np.dtype([  # one record per joint; the units depend on the law
+    ("kp", "f8"),  # N·m/rad (PID) or 1/s² (computed torque)
+    ("ki", "f8"),  # N·m/(rad·s) or 1/s³
+    ("kd", "f8"),  # N·m·s/rad or 1/s
+    ("i_limit", "f8"),  # N·m: bound of the integral term's torque (anti-windup)
+    ("torque_limit", "f8"),  # N·m: output limit
+    ("lam", "f8"),  # 1/s: sliding surface s = ė + Λe (the file's key `lambda`)
+    ("k_switch", "f8"),  # N·m: robust gain of the sliding term
+    ("boundary", "f8"),  # rad/s: boundary-layer width Φ
+    ("k_s", "f8"),  # N·m·s/rad: linear feedback on s
+    ("assist", "f8"),  # fraction of the wearer's own torque along the reference, as assistance
+])
+STATE = np.dtype([  # the law's state, one record per joint
+    ("integral", "f8"),  # rad·s: ∫e dt
+])
+
 _VEC = types.Array(types.float64, 1, "C")
 _MAT = types.Array(types.float64, 2, "C")
 _MODEL = types.Array(types.float64, 2, "C", readonly=True)  # a packed model is read-only
-SIGNATURE = types.void(_VEC, _MODEL, _VEC, _MODEL, _VEC, _MAT, _MAT, _VEC, _VEC, _VEC, _VEC,
-                       _VEC, _VEC, types.float64, _VEC, _MAT)
+SIGNATURE = types.void(types.Array(from_dtype(OPTIONS), 1, "C"), _MODEL, _VEC, _MODEL, _VEC,
+                       types.Array(from_dtype(GAINS), 1, "C"),
+                       types.Array(from_dtype(STATE), 1, "C"), _VEC, _VEC, _VEC, _VEC, _VEC,
+                       _VEC, types.float64, _VEC, _MAT)
 FUNCTION = types.FunctionType(SIGNATURE)
 
 
@@ -128,7 +154,7 @@ def get(name: str) -> Law:
 
 
 def code(name: str) -> int:
-    """The law's index in :func:`table` (the controller options' ``O_LAW``)."""
+    """The law's index in :func:`table` (the controller options' ``law``)."""
     return get(name).code
 
 

@@ -177,7 +177,7 @@ class Controller:
         self.opts = self.cfg.options()
         self.law_table = registry.table()  # the compiled laws, the cycle's law among them
         self.transmissions = transmission_rows(self.robot, self.cfg)
-        self.ls = laws.law_state(n)
+        self.law_state = laws.law_state(n)
         self.sc = laws.law_scratch(n)
         self.columns = cycle_columns(n)
         self.width = max(b for _, b in self.columns.values())
@@ -207,7 +207,7 @@ class Controller:
         s[cy.S_ALPHA] = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
         s[cy.S_PERIOD] = ref.period
         s[cy.S_ALIGN_DURATION] = self.top.align_s
-        s[cy.S_FRICTION_COMP] = self.opts[laws.O_FRICTION_COMP]
+        s[cy.S_FRICTION_COMP] = float(self.opts[0]["friction_compensation"])
         s[cy.S_ACTION] = safety.ACTIONS[sc.action]
         s[cy.S_DAMPING] = sc.damping
         s[cy.S_STIFFNESS] = sc.stiffness
@@ -226,10 +226,10 @@ class Controller:
                 self._gathers.append(d)
                 self._commands.append((d, None))
 
-    def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, ls=None) -> tuple:
+    def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, law_state=None) -> tuple:
         return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.law_table,
                 self.opts, self.gains, self.transmissions, self.coeffs,
-                self.ls if ls is None else ls, self.sc, a.check_out,
+                self.law_state if law_state is None else law_state, self.sc, a.check_out,
                 self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed, self.dyn_exo.workspace,
                 rows, a.hist)
 
@@ -240,12 +240,12 @@ class Controller:
         a.v[cy.V_Q] = self.q_start
         a.s[:] = self.a.s
         rows = np.zeros((1, self.width))
-        ls = laws.law_state(self.n)
+        law_state = laws.law_state(self.n)
         for state in (READY, ALIGN, RUN, STOPPING, SAFE):
             a.s[cy.S_STATE] = state
             a.s[cy.S_SLOT] = 0.0
             a.s[cy.S_HIST] = 0.0
-            cy.control_step(*self._step_args(a, rows, ls))
+            cy.control_step(*self._step_args(a, rows, law_state))
         trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
         trajectory.phase_from_events(self.phase_state.copy(), 0.0)
         for d in self.drives:
@@ -466,7 +466,7 @@ class Controller:
             self.q_align0[:] = self.q
             self._go(ALIGN, k + 1)
         elif self.state == ALIGN and (k + 1 - self.k0[ALIGN]) * self.dt >= self.top.align_s:
-            self.ls[:] = 0.0
+            self.law_state[:] = 0
             self._go(RUN, k + 1)
             self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
             if self.board_emulated:  # the emulated wearer starts walking

@@ -43,11 +43,11 @@ class Gains:
                              "given as assistance")
 
 
-# each gain's column in a gains row (exo_rt.control.laws)
-COLUMNS = {"kp": laws.G_KP, "ki": laws.G_KI, "kd": laws.G_KD, "i_limit": laws.G_I_LIMIT,
-           "torque_limit": laws.G_TORQUE_LIMIT, "lambda": laws.G_LAMBDA,
-           "k_switch": laws.G_K_SWITCH, "boundary": laws.G_BOUNDARY, "k_s": laws.G_K_S,
-           "assist": laws.G_ASSIST}
+# each gain key → its field of a gains record (exo_rt.control.laws.GAINS): the attribute's
+# name here (`lambda`, a Python keyword, is `lam`)
+COLUMNS = {k: f.name for k, f in Gains.KEYS.items()}
+if sorted(COLUMNS.values()) != sorted(laws.GAINS.names):
+    raise RuntimeError("the schema's gains and the fields of exo_rt.control.laws.GAINS differ")
 REFERENCE_TYPES = ("gait", "hold", "min_jerk")
 
 

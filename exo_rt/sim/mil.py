@@ -71,7 +71,7 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
                 qm[j] = estimate.quantize(st[ST_Q, j], enc[1])
         estimate.velocity_update(qm, qm_prev, vm, dt, enc[2])
         # the wearer's own torque along the reference, for assistance
-        if gains[0, laws.G_ASSIST] > 0.0 or gains[n - 1, laws.G_ASSIST] > 0.0:
+        if gains[0].assist > 0.0 or gains[n - 1].assist > 0.0:
             kernels.inverse_dynamics(pk_c, ws_c, qr, qdr, qddr, assist)
             kernels.inverse_dynamics(pk_exo, ws_exo, qr, qdr, qddr, t_exo)
             for j in range(n):
@@ -79,7 +79,7 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
         laws.law_torque(table, opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
                         assist, dt, tau, sc_l)
         laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, transmissions,
-                               opts[laws.O_FRICTION_COMP] > 0.5, cur)
+                               opts[0].friction_compensation, cur)
         for j in range(n):
             lim = transmissions[j].current_limit
             if lim > 0.0:
