@@ -137,15 +137,18 @@ def _encoder_drives():
     top = load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml")
     drives = Drives(can.Bus(interface="virtual", channel="clamp"), top.buses[0], top.robot)
 
-    class Capture:
-        tap = None
-        sent_at = None
+    from exo_rt.bus.port import FramePort
+
+    class Capture(FramePort):  # a port that keeps what it is given to send
         frames: list = []
 
         def send(self, arb, data, extended=False):
             self.frames.append(data)
 
-    drives.port = Capture()
+        def recv(self):
+            return None
+
+    drives.port = Capture(drives.bus)
     return drives
 
 

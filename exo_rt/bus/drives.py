@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from exo_rt.bus import cia402 as c
-from exo_rt.bus import pdo
+from exo_rt.bus import fastio, pdo, pdo_cycle
 from exo_rt.bus.config import BusConfig
 from exo_rt.bus.errframe import decode_error_frame
 from exo_rt.bus.port import FramePort, open_port
@@ -119,7 +119,7 @@ class Drives:
         self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
         self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
         self.heartbeat_time = np.full(self.n, np.nan)  # timestamp of the last heartbeat
-        self.now = 0.0  # the newest frame timestamp seen
+        self._now = np.zeros(1)  # the newest frame timestamp seen (compiled code keeps it)
         self.commanded = np.zeros(self.n)  # last cycle's current commands (A), after clamping
         # the furthest a joint can move in two 1 ms cycles at its speed limit
         self.max_step = np.array([mech.velocity_limit[j] for j in self.joint_index]) * 2e-3
@@ -127,9 +127,10 @@ class Drives:
         # frames of other devices on the bus (e.g. the rig's fixture): arbitration id → callback
         self.listeners: dict[int, Callable[[can.Message], None]] = {}
         # optional mapped quantities, kept raw (the drive's units)
-        self.velocity_raw = np.zeros(self.n, dtype=np.int64)
-        self.digital_inputs = np.zeros(self.n, dtype=np.int64)
-        self.error_code = np.zeros(self.n, dtype=np.int64)
+        self._extras_raw = np.zeros((self.n, 3), dtype=np.int64)  # the three below, by column
+        self.velocity_raw = self._extras_raw[:, 0]
+        self.digital_inputs = self._extras_raw[:, 1]
+        self.error_code = self._extras_raw[:, 2]
         self.bus_errors: deque[tuple[float, bool, str]] = deque(maxlen=64)  # (t, bus-off, cause)
         self.identity: list[dict] = [{} for _ in range(self.n)]  # what bring-up read
         self.bringup_log: list[tuple] = []  # every SDO of bring-up: (node, op, index, sub, data)
@@ -144,6 +145,8 @@ class Drives:
         self._hb_cob = c.HEARTBEAT + config.master_node
         self._hb_data = bytes((c.HB_OPERATIONAL,))
         self._hb_hold = False  # not while enable() runs: it starts with the cycle
+        # the target torque's range (‰): its integer type's, narrowed by bring-up to the
+        # drive's own object limits
         self.torque_limits = [next((e.low, e.high) for e in (d.profile or pdo.DEFAULT_PROFILE).rpdo
                                    if e.kind == pdo.TARGET_TORQUE) for d in config.drives]
         self._codec()
@@ -199,32 +202,55 @@ class Drives:
         collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
                       self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
                       self.flags.copy(), self.missing_count.copy())
+        b = self._rx_batch  # a table of no rows: nothing is written
+        pdo_cycle.take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time,
+                             self._slot_of_node, self._tx_fields, self._tx_size, self._scale,
+                             self.period, 0.0, self.commanded, self.seen, self.flags,
+                             self.statusword, self.position, self.current, self.rx_time,
+                             self.malformed_count, self._extras_raw, self.heartbeat_time,
+                             self._now, self._python_rows)
+        t = self._tx_batch
+        pdo_cycle.put_rpdos(np.zeros(self.n), self.controlword, self._rx_cobs, self._rx_fields,
+                            self._rx_size, self._peaks, self._permille, self.commanded.copy(),
+                            t.arbitration_id, t.flags.copy(), t.length.copy(), t.data.copy())
+        fastio.warm_up()
 
     def _codec(self) -> None:
         """The in-loop PDO codec of each drive, precomputed from its mapping and units."""
         profiles = [d.profile or pdo.DEFAULT_PROFILE for d in self.config.drives]
-        self._tx = [pdo.Layout(p.tpdo) for p in profiles]
-        self._rx = [pdo.Layout(p.rpdo) for p in profiles]
-        self._rx_cob = [c.RPDO1 + int(node) for node in self.nodes]
-        self._rx_cw_first = [rx.i_controlword < rx.i_target for rx in self._rx]
+        tpdos = [pdo.Layout(p.tpdo) for p in profiles]
+        rpdos = [pdo.Layout(p.rpdo) for p in profiles]
+        # where each quantity sits in each drive's PDOs (exo_rt.bus.pdo_cycle)
+        self._tx_fields = np.stack([pdo_cycle.fields(t, pdo_cycle.TPDO_NAMES) for t in tpdos])
+        self._rx_fields = np.stack([pdo_cycle.fields(r, pdo_cycle.RPDO_NAMES) for r in rpdos])
+        target = self._rx_fields[:, pdo_cycle.R_TARGET]
+        target["low"], target["high"] = np.array(self.torque_limits, np.int64).T
+        self._tx_size = np.array([t.size for t in tpdos], np.int64)
+        self._rx_size = np.array([r.size for r in rpdos], np.int64)
+        self._rx_cobs = np.array([c.RPDO1 + int(node) for node in self.nodes], np.int64)
         # the mapped current-like quantity × this / 1000 = A
-        self._cur_num = np.array([
+        per_mille = np.array([
             {pdo.CURRENT: self.rated_current[k], pdo.CURRENT_MA: 1.0,
              pdo.TORQUE: self.rated_torque[k] / self.torque_constant[k]}[tx.current_kind]
-            for k, tx in enumerate(self._tx)])
-        arrays = {pdo.VELOCITY: self.velocity_raw, pdo.DIGITAL_INPUTS: self.digital_inputs,
-                  pdo.ERROR_CODE: self.error_code}
-        self._extras = [tuple((arrays[kind], i) for kind, i in tx.extras) for tx in self._tx]
-        # the same numbers as Python floats: the cycle's per-frame arithmetic stays off numpy
-        # scalars (each numpy scalar operation costs as much as a whole Python one many times)
-        self._peak = [float(x) for x in self.peak_current]
-        self._permille_per_A = [float(1000.0 * kt / rt) for kt, rt in
-                                zip(self.torque_constant, self.rated_torque, strict=True)]
-        self._rad_per_count = [float(2 * math.pi / cpr / m) for cpr, m in
-                               zip(self.counts_per_rev, self.multiplier, strict=True)]
-        self._amp_per_unit = [float(x) / 1000.0 for x in self._cur_num]
-        self._max_step = [float(x) for x in self.max_step]
-        self._speed_limit = [x / 2e-3 for x in self._max_step]  # rad/s
+            for k, tx in enumerate(tpdos)])
+        # per drive: rad per increment, A per unit, the largest step between two samples (rad),
+        # the speed limit (rad/s), the peak current (A)
+        self._scale = np.stack([2 * np.pi / self.counts_per_rev / self.multiplier,
+                                per_mille / 1000.0, self.max_step, self.max_step / 2e-3,
+                                self.peak_current], axis=1).astype(np.float64)
+        self._permille = 1000.0 * self.torque_constant / self.rated_torque  # ‰ per A
+        self._peaks = self._scale[:, 4].copy()
+        self._rx_batch = self.port.batch(max(32, 4 * self.n))  # one frame table each way
+        self._tx_batch = self.port.batch(self.n)
+        self._slot_of_node = np.full(128, -1, np.int64)
+        for node, k in self._node_slot.items():
+            self._slot_of_node[node & 0x7F] = k
+        self._python_rows = np.zeros(self._rx_batch.capacity, np.int64)
+        self._sync_batch = b = self.port.batch(2)  # the SYNC and the controller's heartbeat
+        b.arbitration_id[:2] = (c.SYNC, self._hb_cob)
+        b.length[:2] = (0, len(self._hb_data))
+        b.data[1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        self._one = fastio.FrameBatch(1)  # a frame read on its own (bring-up)
 
     def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles.
@@ -263,7 +289,7 @@ class Drives:
                                            for sw in self.statusword):
                     self.controlword[:] = c.CW_ENABLE_OPERATION
                     # a drive whose first heartbeat is still to come is watched from now on
-                    self.heartbeat_time[np.isnan(self.heartbeat_time)] = self.now
+                    self.heartbeat_time[np.isnan(self.heartbeat_time)] = self._now[0]
                     return cycle + 1
         finally:
             self._hb_hold = False
@@ -351,93 +377,97 @@ class Drives:
     def send_sync(self) -> None:
         """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
         drives' consumer, 1016h, stops them when it stays away)."""
-        self._send(c.sync())
-        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
-        self._sync_sent = self.port.sent_at  # (the SYNC's, not the heartbeat's below)
+        b = self._sync_batch
+        n = 1  # row 0: the SYNC (no data)
         if self._hb_every:
             self._hb_count -= 1
             if self._hb_count <= 0 and not self._hb_hold:
                 self._hb_count = self._hb_every
-                self.port.send(self._hb_cob, self._hb_data)
+                n = 2  # row 1: the heartbeat
+        self.port.send_batch(b, n)
+        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
+        self._sync_sent = self.port.sent_at
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
         line of the current limit; NaN/Inf → 0)."""
-        currents, words, send = current_A.tolist(), self.controlword.tolist(), self.port.send
-        for k in range(self.n):
-            peak = self._peak[k]
-            i = currents[k]
-            i = 0.0 if i != i or i in (math.inf, -math.inf) else min(max(i, -peak), peak)
-            self.commanded[k] = i
-            permille = round(i * self._permille_per_A[k])
-            lo, hi = self.torque_limits[k]
-            t = lo if permille < lo else hi if permille > hi else permille
-            cw = words[k] & 0xFFFF
-            pack = self._rx[k].struct.pack
-            send(self._rx_cob[k], pack(cw, t) if self._rx_cw_first[k] else pack(t, cw))
+        b = self._tx_batch
+        n = pdo_cycle.put_rpdos(np.ascontiguousarray(current_A, np.float64), self.controlword,
+                                self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
+                                self._permille, self.commanded, b.arbitration_id, b.flags,
+                                b.length, b.data)
+        self.port.send_batch(b, n)
+
+    @property
+    def now(self) -> float:
+        """The newest frame time seen (s, the frames' clock)."""
+        return float(self._now[0])
 
     def collect(self, deadline: float | None = None) -> None:
-        """Read every frame that has arrived (until ``deadline`` on a real bus) into the arrays."""
+        """Read every frame that has arrived into the arrays — polling on until every drive
+        has answered or ``deadline`` (monotonic s) passes, or, without a deadline (lockstep),
+        until the queue is empty. (It always empties the queue: a reader that stopped at the
+        first complete set could stay a whole set behind for ever.)"""
         self.seen[:] = 0
         self.flags[:] = 0
-        for msg in arrivals(self.port, self.seen, deadline):
-            self._frame(msg)
+        b, port = self._rx_batch, self.port
+        late_before = self._late_before()
+        while True:
+            n = port.recv_batch(b)
+            if n:
+                self._take(b, n, late_before)
+            if n == b.capacity:
+                continue  # more may be waiting
+            if deadline is None or self.seen.all() or time.monotonic() >= deadline:
+                break
         self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
-                                     self.heartbeat_time, self.now,
+                                     self.heartbeat_time, self._now[0],
                                      3e-3 * self.config.heartbeat_ms, self.period, self._expect,
                                      self.flags, self.missing_count)
 
     def _frame(self, msg: can.Message) -> None:
-        if msg.is_error_frame:
-            self._bus_error(msg)
-            return
-        arb = msg.arbitration_id
-        self.now = max(self.now, msg.timestamp)
-        base, node = arb & 0x780, arb & 0x7F
-        k = self._node_slot.get(node)
-        if k is None:
-            listener = self.listeners.get(arb)
-            if listener is not None:
-                listener(msg)
-            return
-        if base == c.TPDO1:
-            tx = self._tx[k]
-            decoded = tx.decode(msg.data)
-            if decoded is None:
-                self.flags[k] |= F_MALFORMED
-                self.malformed_count[k] += 1
-                return
-            sync = self._sync_sent  # (None where the bus's clock is not the wall clock)
-            if msg.timestamp < (self._expect - 0.5 * self.period if sync is None else sync):
-                self.flags[k] |= F_LATE  # it answers an earlier SYNC: stale
-                return
-            if self.seen[k]:
-                self.flags[k] |= F_DUPLICATE
-            sw = decoded[tx.i_statusword]
-            self.statusword[k] = sw
-            q = decoded[tx.i_position] * self._rad_per_count[k]
-            last = self.rx_time[k]  # a joint moves at most its speed limit over the gap since
-            if last > 0 and abs(q - self.position[k]) > max(  # its last sample (2 cycles at least)
-                    self._max_step[k], self._speed_limit[k] * (msg.timestamp - last + self.period)):
-                self.flags[k] |= F_GLITCH
-            self.position[k] = q
-            current = decoded[tx.i_current] * self._amp_per_unit[k]
-            self.current[k] = current
-            for array, i in self._extras[k]:
-                array[k] = decoded[i]
-            if (sw & 0x6F == 0x27  # OPERATION ENABLED
-                    and abs(self.commanded[k] - current) > 0.2 * self._peak[k]):
-                self.flags[k] |= F_SATURATED
-            self.rx_time[k] = msg.timestamp
-            self.seen[k] = 1
-        elif base == c.HEARTBEAT:
-            if c.decode_heartbeat(bytes(msg.data)) is not None:
-                self.heartbeat_time[k] = msg.timestamp
-        elif base == c.EMCY and arb != c.SYNC:
-            decoded = c.decode_emcy(bytes(msg.data))
+        """One frame read on its own (during bring-up): through the cycle's compiled path."""
+        one = self._one
+        size = min(len(msg.data), fastio.MAX_DATA)
+        one.arbitration_id[0] = msg.arbitration_id
+        one.flags[0] = ((fastio.FB_EXTENDED if msg.is_extended_id else 0)
+                        | (fastio.FB_ERROR if msg.is_error_frame else 0))
+        one.length[0] = size
+        one.data[0, :size] = np.frombuffer(bytes(msg.data), np.uint8, size)
+        one.time[0] = msg.timestamp
+        self._take(one, 1)
+
+    def _late_before(self) -> float:
+        """A TPDO stamped before this answers an earlier SYNC: the last SYNC's send time, or,
+        where the bus's clock is not the wall clock, half a period before the expected one."""
+        sync = self._sync_sent
+        return self._expect - 0.5 * self.period if sync is None else sync
+
+    def _take(self, b: fastio.FrameBatch, n: int, late_before: float | None = None) -> None:
+        """Rows 0 … n−1 of a frame table into the arrays (:func:`exo_rt.bus.pdo_cycle.take_tpdos`);
+        the few it hands back (EMCY, error frames, other devices' frames) here."""
+        pending = pdo_cycle.take_tpdos(
+            n, b.arbitration_id, b.flags, b.length, b.data, b.time, self._slot_of_node,
+            self._tx_fields, self._tx_size, self._scale, self.period,
+            self._late_before() if late_before is None else late_before, self.commanded,
+            self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
+            self.malformed_count, self._extras_raw, self.heartbeat_time, self._now,
+            self._python_rows)
+        for i in range(pending):
+            arb, data, t, ext, err, _rtr = b.frame(int(self._python_rows[i]))
+            if err:
+                self._bus_error(self.port.frame.set(arb, data, t, ext, err))
+                continue
+            k = self._node_slot.get(arb & 0x7F)
+            if k is None:
+                listener = self.listeners.get(arb)
+                if listener is not None:
+                    listener(self.port.frame.set(arb, data, t, ext))
+                continue
+            decoded = c.decode_emcy(data)  # (the only other kind handed back)
             if decoded is not None and decoded[0] != c.EMCY_NO_ERROR:
                 self.flags[k] |= F_FAULT
-                self.emcy_codes.append((node, decoded[0]))
+                self.emcy_codes.append((arb & 0x7F, decoded[0]))
 
     def _bus_error(self, msg) -> None:
         """A CAN error frame (socketcan): every drive of the bus flagged, the cause kept."""

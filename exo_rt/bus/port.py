@@ -16,9 +16,13 @@ does the same I/O on its socket directly where the wire format is known:
 
 Received frames are handed out in ONE reusable :class:`Frame` (duck-typed like a
 ``can.Message``: ``arbitration_id``, ``data``, ``timestamp``, ``is_error_frame`` …): a caller
-decodes it before asking for the next. Every frame sent or received can also be copied, as
-fixed-size bytes, into a recording ring (:attr:`FramePort.tap`, see
-:mod:`exo_rt.record.rings`) — the recording process writes the CAN log.
+decodes it before asking for the next. The cycle itself moves its frames as a table
+(:class:`exo_rt.bus.fastio.FrameBatch`): :meth:`FramePort.recv_batch` and
+:meth:`FramePort.send_batch` — on ``socketcan`` and ``udp_multicast`` one compiled call and one
+system call each way (``recvmmsg``/``sendmmsg``), elsewhere the per-frame path row by row.
+Every frame sent or received can also be copied, as fixed-size bytes, into a recording ring
+(:attr:`FramePort.tap`, see :mod:`exo_rt.record.rings`) — the recording process writes the
+CAN log.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ import time
 from collections import deque
 
 import can
+import numpy as np
+
+from exo_rt.bus import fastio
 
 try:
     import msgpack
@@ -119,12 +126,87 @@ class FramePort(abc.ABC):
         if tap is not None:
             tap.put(timestamp, arbitration_id, data, rx, extended, error, self.channel_index)
 
+    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
+        """A frame table for :meth:`recv_batch` / :meth:`send_batch` on this port."""
+        return fastio.FrameBatch(capacity)
+
+    def recv_batch(self, batch: fastio.FrameBatch) -> int:
+        """The frames that have arrived, up to the batch's capacity, into its rows (never
+        waits); returns how many. A full batch may leave more waiting: call again."""
+        n = 0
+        while n < batch.capacity:
+            msg = self.recv()
+            if msg is None:
+                break
+            size = min(len(msg.data), fastio.MAX_DATA)
+            batch.arbitration_id[n] = msg.arbitration_id
+            batch.flags[n] = ((fastio.FB_EXTENDED if msg.is_extended_id else 0)
+                              | (fastio.FB_ERROR if msg.is_error_frame else 0)
+                              | (fastio.FB_REMOTE if msg.is_remote_frame else 0))
+            batch.length[n] = size
+            batch.data[n, :size] = np.frombuffer(msg.data, np.uint8, size)
+            batch.time[n] = msg.timestamp
+            n += 1
+        batch.n = n
+        return n
+
+    def send_batch(self, batch: fastio.FrameBatch, n: int) -> None:
+        """Rows 0 … n−1 of ``batch`` onto the bus, in order (a frame the OS refuses is dropped
+        and counted in :attr:`send_errors`, never waited for)."""
+        for r in range(n):
+            f = int(batch.flags[r])
+            self.send(int(batch.arbitration_id[r]), batch.data[r, : batch.length[r]].tobytes(),
+                      bool(f & fastio.FB_EXTENDED))
+
     def drain(self) -> int:
         """Throw away what has arrived (before a fresh start); returns the count."""
         n = 0
         while self.recv() is not None:
             n += 1
         return n
+
+
+class CompiledBatches:
+    """:meth:`FramePort.recv_batch` and :meth:`FramePort.send_batch` in one compiled call and
+    one system call each (:mod:`exo_rt.bus.fastio`), for a port with a socket of its own
+    (``sock``, read) and ``_tx`` (written) and a known wire format (``wire``)."""
+
+    wire = fastio.WIRE_UDP
+    destination = None  # (group, port) of udp datagrams
+
+    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
+        return fastio.FrameBatch(capacity, self.wire, self.destination)
+
+    def recv_batch(self, b: fastio.FrameBatch) -> int:
+        n = fastio.receive(self.sock.fileno(), self.wire, b.headers, b.buffers, b.control,
+                           b.arbitration_id, b.flags, b.length, b.data, b.time, b.counts,
+                           b.scratch, b.clock)
+        b.n = n
+        if n and self.tap is not None:
+            self._tap_batch(b, n, True)
+        return n
+
+    def send_batch(self, b: fastio.FrameBatch, n: int) -> None:
+        if n <= 0:
+            return
+        before = b.counts[1]
+        self.sent_at = fastio.send(self._tx.fileno(), self.wire, b.headers, b.iov, b.buffers,
+                                   b.arbitration_id, b.flags, b.length, b.data, b.time, n,
+                                   b.counts, b.clock, b.bits)
+        self.send_errors += int(b.counts[1] - before)
+        if self.tap is not None:
+            self._tap_batch(b, n, False)
+
+    def _tap_batch(self, b: fastio.FrameBatch, n: int, rx: bool) -> None:
+        tap = self.tap
+        if tap.block_when_full:  # (lockstep recording: the per-frame path waits for room)
+            for r in range(n):
+                if not b.flags[r] & fastio.FB_DROPPED:
+                    arb, data, t, ext, err, _rtr = b.frame(r)
+                    tap.put(t, arb, data, rx, ext, err, self.channel_index)
+            return
+        tap.head = fastio.tap(tap.header, tap.slots, tap.capacity, b.time, b.arbitration_id,
+                              b.flags, b.length, b.data, n, rx, self.channel_index, b.bits)
 
 
 class GenericPort(FramePort):
@@ -144,14 +226,16 @@ class GenericPort(FramePort):
                               msg.is_error_frame, msg.is_remote_frame)
 
 
-class SocketcanPort(FramePort):
+class SocketcanPort(CompiledBatches, FramePort):
     """``struct can_frame`` on the raw CAN socket of a python-can ``socketcan`` bus."""
 
     kind = "socketcan"
+    wire = fastio.WIRE_SOCKETCAN
 
     def __init__(self, bus: can.BusABC, sock: socket.socket | None = None) -> None:
         super().__init__(bus)
         self.sock = sock if sock is not None else bus.socket
+        self._tx = self.sock
         self.sock.setblocking(False)
         stamp_arrivals(self.sock)
 
@@ -205,7 +289,7 @@ def drop_from_port(sock: socket.socket, port: int):
     return buf
 
 
-class UdpMulticastPort(FramePort):
+class UdpMulticastPort(CompiledBatches, FramePort):
     """python-can's ``udp_multicast`` datagrams, packed and read on its socket directly.
 
     Every member of the group receives every datagram, its own included. On an IPv4 group
@@ -213,7 +297,11 @@ class UdpMulticastPort(FramePort):
     socket filter drops that port's datagrams in the kernel: its own frames never come back
     to be read and thrown away (three of five datagrams a cycle on a one-bus leg). Where that
     is refused, it remembers the bytes of its last few datagrams (each carries its send time,
-    so they are unique) and skips them when they come back.
+    so they are unique) and skips them when they come back — on the per-frame path only: the
+    batches need the kernel's filter (:meth:`recv_batch` then goes frame by frame).
+
+    A datagram is decoded by the compiled decoder the batches use
+    (:func:`exo_rt.bus.fastio.decode_datagram`): one decoder, whichever path a frame takes.
     """
 
     kind = "udp_multicast"
@@ -244,7 +332,9 @@ class UdpMulticastPort(FramePort):
             else:
                 tx.close()
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
-        self._unpackb = msgpack.unpackb
+        self._one = fastio.FrameBatch(1)  # the per-frame decoder's row
+        # the compiled batches: an IPv4 group on lo, our own echo dropped by the kernel
+        self._compiled = self._filter is not None
         self._sent: deque = deque()  # our last datagrams (oldest first) …
         self._sent_set: set = set()  # … and the same as a set: one hash per received datagram
         self._fields = {"timestamp": 0.0, "arbitration_id": 0, "is_extended_id": False,
@@ -288,20 +378,32 @@ class UdpMulticastPort(FramePort):
 
     def decode(self, raw: bytes, timestamp: float) -> Frame | None:
         """One datagram into the reusable frame; None for anything that is not a CAN frame."""
-        try:
-            d = self._unpackb(raw, raw=False)
-            arb = int(d["arbitration_id"])
-            data = bytes(d.get("data") or b"")
-            extended = bool(d.get("is_extended_id", False))
-            error = bool(d.get("is_error_frame", False))
-            remote = bool(d.get("is_remote_frame", False))
-        except (ValueError, TypeError, KeyError, AttributeError, msgpack.ExtraData,
-                msgpack.FormatError, msgpack.StackError):
+        one, size = self._one, len(raw)
+        if size > one.buffers.shape[1]:
+            return None  # longer than any CAN frame's datagram
+        one.buffers[0, :size] = np.frombuffer(raw, np.uint8)
+        if not fastio.decode_datagram(one.buffers[0], size, 0, one.arbitration_id, one.flags,
+                                      one.length, one.data, one.scratch):
             return None
-        if not 0 <= arb <= (CAN_EFF_MASK if extended else 0x7FF) or len(data) > 64:
-            return None
+        arb, data, _t, extended, error, remote = one.frame(0)
         self._record(arb, data, timestamp, True, extended, error)
         return self.frame.set(arb, data, timestamp, extended, error, remote)
+
+    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
+        if not self._compiled:
+            return FramePort.batch(self, capacity)
+        return CompiledBatches.batch(self, capacity)
+
+    def recv_batch(self, b: fastio.FrameBatch) -> int:
+        if not self._compiled:  # our own datagrams come back: the per-frame path knows them
+            return FramePort.recv_batch(self, b)
+        return CompiledBatches.recv_batch(self, b)
+
+    def send_batch(self, b: fastio.FrameBatch, n: int) -> None:
+        if not self._compiled:
+            FramePort.send_batch(self, b, n)
+        else:
+            CompiledBatches.send_batch(self, b, n)
 
 
 def on_loopback(sock: socket.socket, group: str) -> bool:

@@ -86,7 +86,7 @@ class _Ring:
     def release(self) -> None:
         """Drop this process's mapping (and, for the creator, the block itself)."""
         self.header = None
-        for attr in ("rows", "raw"):
+        for attr in ("rows", "raw", "slots"):
             if hasattr(self, attr):
                 setattr(self, attr, None)
         try:
@@ -172,6 +172,9 @@ class FrameRing(_Ring):
                  block_when_full: bool = False, consumer_alive=lambda: True) -> None:
         super().__init__(capacity, FRAME.size, name)
         self.raw = self.shm.buf
+        # the slots as bytes, for compiled producers (exo_rt.bus.fastio.tap)
+        self.slots = np.ndarray((self.capacity * FRAME.size,), np.uint8, self.shm.buf,
+                                offset=HEADER_BYTES)
         self.block_when_full = block_when_full
         self.consumer_alive = consumer_alive
         self._pack = FRAME.pack_into

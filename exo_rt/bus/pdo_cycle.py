@@ -1,0 +1,163 @@
+"""A CiA 402 bus's cycle frames in compiled code: the TPDOs of a frame table into the drives'
+arrays, the current commands into RPDO rows.
+
+The arithmetic is :class:`exo_rt.bus.drives.Drives`' own, in the same order and the same
+IEEE operations (a controller replay stays bit-identical): joint angle = increments × rad per
+increment, current = the mapped unit × A per unit, the glitch, saturation and staleness
+flags, the heartbeat's time; and on the way out the encoder clamp — NaN/Inf → 0, the drive's
+peak current, then the mapped target's integer range — the last line of the current limit.
+Frames the compiled path does not own (EMCY, CAN error frames, another device's frames) are
+handed back to Python by row index.
+
+The mapping of each drive is a :class:`Fields` table: one row per drive, for each quantity
+its byte offset in the PDO (−1: not mapped), its size in bytes and its signedness.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from exo_rt.bus import fastio, pdo
+
+# quantities of a TPDO, in Fields columns
+T_STATUSWORD, T_POSITION, T_CURRENT, T_VELOCITY, T_DIGITAL_INPUTS, T_ERROR_CODE = range(6)
+TPDO_QUANTITIES = 6
+R_CONTROLWORD, R_TARGET = range(2)  # quantities of an RPDO
+RPDO_QUANTITIES = 2
+
+FIELD = np.dtype([("offset", np.int64), ("size", np.int64), ("signed", np.bool_),
+                  ("low", np.int64), ("high", np.int64)])  # offset and size in bytes
+
+# the drives' per-joint flags (exo_rt.bus.drives F_*), as the compiled code sets them
+F_MALFORMED, F_DUPLICATE, F_GLITCH, F_SATURATED, F_LATE = 2, 4, 64, 128, 256
+
+TPDO1, HEARTBEAT, EMCY, SYNC = 0x180, 0x700, 0x080, 0x080  # COB-ID bases (CiA 301)
+
+
+def fields(layout: pdo.Layout, quantities: tuple[tuple[str, ...], ...]) -> np.ndarray:
+    """One drive's row: where each quantity (any of the names in its tuple) sits in the PDO."""
+    row = np.zeros(len(quantities), FIELD)
+    row["offset"] = -1
+    at = 0
+    for e in layout.entries:
+        for q, names in enumerate(quantities):
+            if e.kind in names:
+                row[q] = (at, e.bits // 8, e.signed, e.low, e.high)
+        at += e.bits // 8
+    return row
+
+
+TPDO_NAMES = ((pdo.STATUSWORD,), (pdo.POSITION,), pdo.CURRENT_KINDS, (pdo.VELOCITY,),
+              (pdo.DIGITAL_INPUTS,), (pdo.ERROR_CODE,))
+RPDO_NAMES = ((pdo.CONTROLWORD,), (pdo.TARGET_TORQUE,))
+
+
+@njit(cache=True)
+def _read(data, r, f):
+    """The little-endian integer a field holds in row r's data (0 where it is not mapped)."""
+    if f.offset < 0:
+        return 0
+    x = 0
+    for b in range(f.size - 1, -1, -1):
+        x = (x << 8) | data[r, f.offset + b]
+    if f.signed and x >= 1 << (8 * f.size - 1):
+        x -= 1 << (8 * f.size)
+    return x
+
+
+@njit(cache=True)
+def _write(out, r, f, x):
+    if f.offset < 0:
+        return
+    for b in range(f.size):
+        out[r, f.offset + b] = (x >> (8 * b)) & 0xFF
+
+
+@njit(cache=True)
+def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale, period,
+               late_before, commanded, seen, flags, statusword, position, current, rx_time,
+               malformed, extras, heartbeat_time, now, python_rows):
+    """Rows 0 … n−1 of a received frame table into the drives' arrays (``now[0]``: the newest
+    frame time seen); the rows Python must handle (EMCY, error frames, frames of other
+    devices) are listed in ``python_rows``; returns their count. ``scale`` per drive: rad per
+    increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A)."""
+    pending = 0
+    for r in range(n):
+        if bflags[r] & fastio.FB_ERROR:
+            python_rows[pending] = r
+            pending += 1
+            continue
+        t = times[r]
+        arb = ids[r]
+        if t > now[0]:
+            now[0] = t
+        base, node = arb & 0x780, arb & 0x7F
+        k = node_slot[node]
+        if k < 0:
+            python_rows[pending] = r  # another device's frame (a listener's)
+            pending += 1
+            continue
+        if base == TPDO1:
+            if lengths[r] != tx_size[k]:
+                flags[k] |= F_MALFORMED
+                malformed[k] += 1
+                continue
+            if t < late_before:
+                flags[k] |= F_LATE  # it answers an earlier SYNC: stale
+                continue
+            if seen[k]:
+                flags[k] |= F_DUPLICATE
+            f = tx[k]
+            sw = _read(data, r, f[T_STATUSWORD])
+            statusword[k] = sw
+            q = _read(data, r, f[T_POSITION]) * scale[k, 0]
+            last = rx_time[k]  # a joint moves at most its speed limit over the gap since its
+            if last > 0 and abs(q - position[k]) > max(  # last sample (2 cycles at least)
+                    scale[k, 2], scale[k, 3] * (t - last + period)):
+                flags[k] |= F_GLITCH
+            position[k] = q
+            i = _read(data, r, f[T_CURRENT]) * scale[k, 1]
+            current[k] = i
+            for x in range(T_VELOCITY, TPDO_QUANTITIES):
+                if f[x].offset >= 0:
+                    extras[k, x - T_VELOCITY] = _read(data, r, f[x])
+            if sw & 0x6F == 0x27 and abs(commanded[k] - i) > 0.2 * scale[k, 4]:
+                flags[k] |= F_SATURATED  # OPERATION ENABLED, short of the command
+            rx_time[k] = t
+            seen[k] = 1
+        elif base == HEARTBEAT:
+            if lengths[r] == 1 and data[r, 0] & 0x80 == 0:
+                heartbeat_time[k] = t
+        elif base == EMCY and arb != SYNC:
+            python_rows[pending] = r
+            pending += 1
+    return pending
+
+
+@njit(cache=True)
+def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
+              ids, bflags, lengths, data):
+    """Each drive's RPDO (controlword + target torque ‰) into rows 0 … n−1: the current
+    clamped to the drive's peak (NaN/Inf → 0: the last line of the current limit), rounded
+    half to even, clamped to the target's integer range; returns n."""
+    n = cob.shape[0]
+    for k in range(n):
+        i = current_A[k]
+        if not math.isfinite(i):
+            i = 0.0
+        i = min(max(i, -peak[k]), peak[k])
+        commanded[k] = i
+        f = rx[k]
+        t = np.int64(np.rint(i * permille_per_A[k]))
+        t = min(max(t, f[R_TARGET].low), f[R_TARGET].high)
+        for b in range(rx_size[k]):
+            data[k, b] = 0
+        _write(data, k, f[R_CONTROLWORD], controlword[k] & 0xFFFF)
+        _write(data, k, f[R_TARGET], t)
+        ids[k] = cob[k]
+        bflags[k] = 0
+        lengths[k] = rx_size[k]
+    return n

@@ -1,0 +1,202 @@
+"""The compiled frame I/O (exo_rt.bus.fastio) against independent references: python-can's
+own ``udp_multicast`` wire format (msgpack) and the kernel's ``struct can_frame``; a batch
+through real sockets equals the per-frame path, frame for frame, recording included."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import can
+import msgpack
+import numpy as np
+import pytest
+from can.interfaces.udp_multicast.utils import pack_message
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exo_rt.bus import fastio
+from exo_rt.bus.port import loopback_bus, open_port
+from exo_rt.record.rings import FrameRing
+
+EFF_MASK = 0x1FFFFFFF
+
+
+def _reference_decode(raw: bytes):
+    """python-can's reading of a datagram (msgpack.unpackb, then can.Message's fields), as
+    the per-frame port did before the compiled decoder: (id, data, extended, error, remote)
+    or None."""
+    try:
+        d = msgpack.unpackb(raw, raw=False)
+        arb = int(d["arbitration_id"])
+        data = bytes(d.get("data") or b"")
+        extended = bool(d.get("is_extended_id", False))
+        error = bool(d.get("is_error_frame", False))
+        remote = bool(d.get("is_remote_frame", False))
+    except (ValueError, TypeError, KeyError, AttributeError, msgpack.ExtraData,
+            msgpack.FormatError, msgpack.StackError, OverflowError):
+        return None
+    if not 0 <= arb <= (EFF_MASK if extended else 0x7FF) or len(data) > 64:
+        return None
+    return arb, data, extended, error, remote
+
+
+def _fast_decode(raw: bytes):
+    b = fastio.FrameBatch(1)
+    if len(raw) > b.buffers.shape[1]:
+        return None
+    b.buffers[0, : len(raw)] = np.frombuffer(raw, np.uint8)
+    if not fastio.decode_datagram(b.buffers[0], len(raw), 0, b.arbitration_id, b.flags,
+                                  b.length, b.data, b.scratch):
+        return None
+    arb, data, _t, ext, err, rtr = b.frame(0)
+    return arb, data, ext, err, rtr
+
+
+frames = st.tuples(st.booleans(), st.integers(0, EFF_MASK), st.binary(max_size=8),
+                   st.floats(0, 4e9, allow_nan=False), st.booleans(), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames)
+def test_a_datagram_is_byte_for_byte_python_cans(frame):
+    """(Data frames: the cycle sends no remote frames.)"""
+    extended, arb, data, t, _remote, error = frame
+    remote = False
+    arb = arb if extended else arb & 0x7FF
+    msg = can.Message(timestamp=t, arbitration_id=arb, is_extended_id=extended, data=data,
+                      is_remote_frame=remote, is_error_frame=error, check=False)
+    b = fastio.FrameBatch(1)
+    b.data[0, : len(data)] = np.frombuffer(data, np.uint8)
+    flags = ((fastio.FB_EXTENDED if extended else 0) | (fastio.FB_REMOTE if remote else 0)
+             | (fastio.FB_ERROR if error else 0))
+    size = fastio.encode_datagram(b.buffers[0], arb, flags, len(data), b.data, 0, t, b.bits)
+    assert b.buffers[0, :size].tobytes() == pack_message(msg)
+    assert _fast_decode(pack_message(msg)) == (arb, data, extended, error, remote)
+
+
+values = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64 - 1),
+                   st.floats(allow_nan=True), st.binary(max_size=70), st.text(max_size=5))
+maps = st.fixed_dictionaries(
+    {"arbitration_id": st.one_of(st.integers(-5, 2**30), st.booleans())},
+    optional={"data": st.one_of(st.binary(max_size=70), st.none(), st.just(False),
+                                st.just(0)),
+              "is_extended_id": values, "is_error_frame": values, "is_remote_frame": values,
+              "timestamp": values, "channel": values, "dlc": values,
+              "other": values})
+
+
+@settings(max_examples=500, deadline=None)
+@given(maps)
+def test_the_decoder_reads_a_map_as_python_can_does(fields):
+    raw = msgpack.packb(fields, use_bin_type=True)
+    assert _fast_decode(raw) == _reference_decode(raw)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.binary(max_size=300))
+def test_the_decoder_never_raises_and_accepts_nothing_python_can_refuses(raw):
+    got = _fast_decode(raw)
+    if got is not None:
+        assert got == _reference_decode(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 255), st.binary(min_size=8, max_size=8),
+       st.integers(0, 8))
+def test_struct_can_frame_both_ways(can_id, length, payload, cut):
+    raw = struct.pack("=IB3x8s", can_id, length, payload)
+    b = fastio.FrameBatch(1, fastio.WIRE_SOCKETCAN)
+    b.buffers[0] = np.frombuffer(raw, np.uint8)
+    assert fastio.decode_can_frame(b.buffers[0], 16, 0, b.arbitration_id, b.flags, b.length,
+                                   b.data)
+    extended, error = bool(can_id & 0x80000000), bool(can_id & 0x20000000)
+    n = min(length, 8)
+    assert b.arbitration_id[0] == can_id & (EFF_MASK if extended or error else 0x7FF)
+    assert b.data[0, : b.length[0]].tobytes() == payload[:n] and b.length[0] == n
+    assert bool(b.flags[0] & fastio.FB_EXTENDED) == extended
+    assert not fastio.decode_can_frame(b.buffers[0], cut + 8 if cut < 8 else 15, 0,
+                                       b.arbitration_id, b.flags, b.length, b.data)
+    out = np.zeros(16, np.uint8)
+    assert fastio.encode_can_frame(out, b.arbitration_id[0], b.flags[0] & fastio.FB_EXTENDED,
+                                   n, b.data, 0) == 16
+    arb = int(b.arbitration_id[0]) | (0x80000000 if extended else 0)
+    assert out.tobytes() == struct.pack("=IB3x8s", arb, n, payload[:n])
+
+
+@pytest.fixture
+def group():
+    """Two exo-rt ports and a plain python-can bus on one fresh loopback group."""
+    g = f"239.74.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}"
+    a, b = can.Bus(interface="udp_multicast", channel=g), can.Bus(interface="udp_multicast",
+                                                                  channel=g)
+    plain = loopback_bus(g)
+    pa, pb = open_port(a), open_port(b)
+    yield pa, pb, plain
+    for bus in (a, b, plain):
+        bus.shutdown()
+
+
+def _fill(batch, rows):
+    for r, (arb, data) in enumerate(rows):
+        batch.arbitration_id[r], batch.flags[r], batch.length[r] = arb, 0, len(data)
+        batch.data[r, : len(data)] = np.frombuffer(data, np.uint8)
+    return len(rows)
+
+
+def test_a_batch_crosses_real_sockets_as_python_can_frames(group):
+    """Sent in one sendmmsg, the frames reach the other port in one recvmmsg — not the
+    sender itself — and a plain python-can bus reads the same frames."""
+    pa, pb, plain = group
+    assert pa._compiled and pb._compiled
+    rows = [(0x201, b"\x0f\x00\x10\x00"), (0x202, b"\x0f\x00\xf0\xff"), (0x080, b"")]
+    tx = pa.batch(4)
+    pa.send_batch(tx, _fill(tx, rows))
+    rx = pb.batch(8)
+    got = []
+    for _ in range(200):
+        n = pb.recv_batch(rx)
+        got += [rx.frame(i) for i in range(n)]
+        if len(got) >= 3:
+            break
+    assert [(arb, data) for arb, data, *_ in got] == rows
+    assert all(abs(t - pa.sent_at) < 0.5 for _a, _d, t, *_ in got)  # the kernel's stamps
+    assert pa.recv_batch(pa.batch(4)) == 0  # its own frames never come back to the sender
+    seen = [plain.recv(1.0) for _ in rows]
+    assert [(m.arbitration_id, bytes(m.data)) for m in seen] == rows
+
+
+def test_more_frames_than_a_batch_holds_come_in_further_calls(group):
+    pa, pb, _plain = group
+    tx = pa.batch(20)
+    rows = [(0x180 + k, bytes([k] * (k % 9))) for k in range(20)]
+    pa.send_batch(tx, _fill(tx, rows))
+    rx, got = pb.batch(8), []
+    for _ in range(500):
+        n = pb.recv_batch(rx)
+        got += [(arb, data) for arb, data, *_ in (rx.frame(i) for i in range(n))]
+        if len(got) == 20:
+            break
+    assert got == rows
+
+
+def test_the_recording_copy_equals_the_per_frame_one(group):
+    """The compiled tap writes the ring slot for slot as FrameRing.put does."""
+    pa, pb, _plain = group
+    ring, ref = FrameRing(64), FrameRing(64)
+    try:
+        pb.tap, pb.channel_index = ring, 1
+        rows = [(0x181, b"\x37\x02\x10\x00\x00\x00\xe8\x03"), (0x701, b"\x05")]
+        tx = pa.batch(2)
+        pa.send_batch(tx, _fill(tx, rows))
+        rx, n = pb.batch(4), 0
+        for _ in range(200):
+            n += pb.recv_batch(rx)
+            if n == 2:
+                break
+        for arb, data in rows:
+            ref.put(rx.time[rows.index((arb, data))], arb, data, True, False, False, 1)
+        assert ring.take() == ref.take() and len(rows) == 2
+    finally:
+        for r in (ring, ref):
+            r.release()
