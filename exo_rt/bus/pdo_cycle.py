@@ -161,3 +161,18 @@ def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, co
         bflags[k] = 0
         lengths[k] = rx_size[k]
     return n
+
+
+def warm_up() -> None:
+    """Compile both tables' functions for one drive of the default mapping (nothing written
+    outside the arrays made here)."""
+    b = fastio.FrameBatch(2)
+    tx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)[None, :]
+    rx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)[None, :]
+    one, z, zi = np.ones(1), np.zeros(1), np.zeros(1, np.int64)
+    take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time, np.full(128, -1),
+               tx, zi.copy(), np.ones((1, 5)), 1e-3, 0.0, z.copy(), zi.copy(), zi.copy(),
+               zi.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), np.zeros((1, 3), np.int64),
+               z.copy(), z.copy(), zi.copy())
+    put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
+              b.arbitration_id, b.flags, b.length, b.data)
