@@ -15,7 +15,7 @@ Mechanisms
 What is timed (µs per call), on one random state (q ∈ U(−1, 1), v, a ~ N(0, 1))
     - ``py facade``: ``dyn.inverse_dynamics(q, v, a, out)`` etc. — the public API with
       preallocated ``out=`` (what a Python caller pays);
-    - ``py raw``: ``kernels.inverse_dynamics(pk, ws, q, v, a, out)`` — the kernel through
+    - ``py raw``: ``kernels.inverse_dynamics(model, data, q, v, a, out)`` — the kernel through
       numba's dispatcher (type dispatch and NRT on every call, which the facade avoids);
     - ``pin``: ``pin.rnea``, ``pin.crba``, ``pin.aba`` on the Pinocchio twin (built from URDF
       text), on the same state in Pinocchio's q order;
@@ -305,31 +305,31 @@ def _jiggle(q, j, d):
 
 
 @njit(cache=False)
-def _njit_id(pk, ws, q, v, a, out, n):
+def _njit_id(model, data, q, v, a, out, n):
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
         j, d = _jiggle(q, j, d)
-        kernels.inverse_dynamics(pk, ws, q, v, a, out)
+        kernels.inverse_dynamics(model, data, q, v, a, out)
         s += out[0]
     return s
 
 
 @njit(cache=False)
-def _njit_mass(pk, ws, q, m, n):
+def _njit_mass(model, data, q, m, n):
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
         j, d = _jiggle(q, j, d)
-        kernels.mass_matrix(pk, ws, q, m)
+        kernels.mass_matrix(model, data, q, m)
         s += m[0, 0]
     return s
 
 
 @njit(cache=False)
-def _njit_fd(pk, ws, q, v, tau, out, n):
+def _njit_fd(model, data, q, v, tau, out, n):
     j, d, s = 0, 1e-9, 0.0
     for _ in range(n):
         j, d = _jiggle(q, j, d)
-        kernels.forward_dynamics(pk, ws, q, v, tau, out)
+        kernels.forward_dynamics(model, data, q, v, tau, out)
         s += out[0]
     return s
 
@@ -341,12 +341,12 @@ def _empty1(a):
 
 
 @njit(cache=False)
-def _empty6(pk, ws, q, v, a, out):
+def _empty6(model, data, q, v, a, out):
     return None
 
 
 @njit(cache=False, _nrt=False)
-def _empty6_no_nrt(pk, ws, q, v, a, out):
+def _empty6_no_nrt(model, data, q, v, a, out):
     return None
 
 
@@ -413,20 +413,20 @@ def bench_case(case: Case, batch_s: float, repeats: int,
                twin_urdf: Callable[[Case], str] = exporter_urdf) -> dict:
     mech = case.mech
     dyn = Dynamics(mech)
-    pk, ws = dyn.packed, dyn.workspace
+    model, data = dyn.packed, dyn.workspace
     n = mech.nq
     rng = np.random.default_rng(7)
     q, v, a = rng.uniform(-1, 1, n), rng.normal(0, 1, n), rng.normal(0, 1, n)
     out, m = np.empty(n), np.empty((n, n))
-    ns = {"dyn": dyn, "kernels": kernels, "pk": pk, "ws": ws, "q": q, "v": v, "a": a,
+    ns = {"dyn": dyn, "kernels": kernels, "model": model, "data": data, "q": q, "v": v, "a": a,
           "out": out, "m": m}
     stmts = {
         "id_facade": "dyn.inverse_dynamics(q, v, a, out)",
-        "id_raw": "kernels.inverse_dynamics(pk, ws, q, v, a, out)",
+        "id_raw": "kernels.inverse_dynamics(model, data, q, v, a, out)",
         "mass_facade": "dyn.mass_matrix(q, m)",
-        "mass_raw": "kernels.mass_matrix(pk, ws, q, m)",
+        "mass_raw": "kernels.mass_matrix(model, data, q, m)",
         "fd_facade": "dyn.forward_dynamics(q, v, a, out)",
-        "fd_raw": "kernels.forward_dynamics(pk, ws, q, v, a, out)",
+        "fd_raw": "kernels.forward_dynamics(model, data, q, v, a, out)",
     }
     row: dict = {"mechanism": case.name, "nq": n, "bodies": mech.n_bodies - 1,
                  "coupled": mech.n_bodies - 1 != n,  # rotors share their joint's coordinate
@@ -438,19 +438,19 @@ def bench_case(case: Case, batch_s: float, repeats: int,
     if twin is not None:
         row["errors"] = verify(case, dyn, twin, q, v, a)
         row["pin_nv"], row["coupled"] = int(twin.model.nv), twin.coupled
-        ns.update(pin=twin.pin, model=twin.model, data=twin.data, z=twin.rz @ q + twin.c,
+        ns.update(pin=twin.pin, pin_model=twin.model, pin_data=twin.data, z=twin.rz @ q + twin.c,
                   zd=twin.rz @ v, zdd=twin.rz @ a)
-        stmts.update(id_pin="pin.rnea(model, data, z, zd, zdd)",
-                     mass_pin="pin.crba(model, data, z)",
-                     fd_pin="pin.aba(model, data, z, zd, zdd)")
+        stmts.update(id_pin="pin.rnea(pin_model, pin_data, z, zd, zdd)",
+                     mass_pin="pin.crba(pin_model, pin_data, z)",
+                     fd_pin="pin.aba(pin_model, pin_data, z, zd, zdd)")
     for stmt in stmts.values():
         exec(stmt, ns)  # first call: compile / load from cache, outside the timing
     py = time_python({k: (s, ns) for k, s in stmts.items()}, batch_s, repeats)
     qj = q.copy()
     jit = time_njit({
-        "id_njit": (_njit_id, (pk, ws, qj, v, a, out)),
-        "mass_njit": (_njit_mass, (pk, ws, qj, m)),
-        "fd_njit": (_njit_fd, (pk, ws, qj, v, a, out)),
+        "id_njit": (_njit_id, (model, data, qj, v, a, out)),
+        "mass_njit": (_njit_mass, (model, data, qj, m)),
+        "fd_njit": (_njit_fd, (model, data, qj, v, a, out)),
     }, batch_s, repeats)
     for k, t in {**py, **jit}.items():
         row[k] = t.median
@@ -464,23 +464,24 @@ def bench_case(case: Case, batch_s: float, repeats: int,
 def dispatch_floor(case: Case, batch_s: float, repeats: int) -> dict:
     """What calling compiled code from Python costs, on the leg's arrays (diagnostics)."""
     dyn = Dynamics(case.mech)
-    pk, ws = dyn.packed, dyn.workspace
-    pkw = np.array(pk)  # a writable copy
+    model, data = dyn.packed, dyn.workspace
+    model_writable = np.array(model)  # a writable copy
     n = case.mech.nq
     q, out = np.zeros(n), np.empty(n)
-    entry = _empty6_no_nrt.compile(tuple(typeof(x) for x in (pk, ws, q, q, q, out)))
+    entry = _empty6_no_nrt.compile(tuple(typeof(x) for x in (model, data, q, q, q, out)))
     ns = {"e1": _empty1, "e6": _empty6, "e6n": _empty6_no_nrt, "entry": entry,
-          "kernels": kernels, "dyn": dyn, "pk": pk, "pkw": pkw, "ws": ws, "q": q, "out": out,
+          "kernels": kernels, "dyn": dyn, "model": model, "model_writable": model_writable,
+          "data": data, "q": q, "out": out,
           "f": (lambda: None)}
     stmts = {
         "python_call_noop": "f()",
         "njit_1_array": "e1(q)",
-        "njit_6_arrays_pk_readonly": "e6(pk, ws, q, q, q, out)",
-        "njit_6_arrays_pk_writable": "e6(pkw, ws, q, q, q, out)",
-        "njit_6_arrays_no_nrt": "e6n(pk, ws, q, q, q, out)",
-        "entry_point_6_arrays_no_nrt": "entry(pk, ws, q, q, q, out)",
-        "id_raw_pk_readonly": "kernels.inverse_dynamics(pk, ws, q, q, q, out)",
-        "id_raw_pk_writable": "kernels.inverse_dynamics(pkw, ws, q, q, q, out)",
+        "njit_6_arrays_model_readonly": "e6(model, data, q, q, q, out)",
+        "njit_6_arrays_model_writable": "e6(model_writable, data, q, q, q, out)",
+        "njit_6_arrays_no_nrt": "e6n(model, data, q, q, q, out)",
+        "entry_point_6_arrays_no_nrt": "entry(model, data, q, q, q, out)",
+        "id_raw_model_readonly": "kernels.inverse_dynamics(model, data, q, q, q, out)",
+        "id_raw_model_writable": "kernels.inverse_dynamics(model_writable, data, q, q, q, out)",
         "id_facade": "dyn.inverse_dynamics(q, q, q, out)",
     }
     for stmt in stmts.values():
@@ -505,23 +506,23 @@ mech = build_mechanism("tiny", links, joints, np.array([0.0, 0.0, -9.81]), "comp
 t = time.perf_counter()
 dyn = Dynamics(mech)
 t_facade = time.perf_counter() - t
-pk, n, nb = mech.packed, mech.nq, mech.n_bodies
-ws = np.zeros(kernels.workspace_size(nb, n))
+model, n, nb = mech.packed, mech.nq, mech.n_bodies
+data = np.zeros(kernels.workspace_size(nb, n))
 q, v, a, out = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
 calls = [
     ("Dynamics methods", lambda: (dyn.inverse_dynamics(q, v, a, out), dyn.mass_matrix(q),
                                   dyn.bias_forces(q, v, out), dyn.gravity(q, out),
                                   dyn.forward_dynamics(q, v, a, out), dyn.energy(q, v),
                                   dyn.frame_positions(q), dyn.frame_rotations(q))),
-    ("positions", lambda: kernels.positions(pk, ws, q)),
-    ("inverse_dynamics", lambda: kernels.inverse_dynamics(pk, ws, q, v, a, out)),
-    ("bias_forces", lambda: kernels.bias_forces(pk, ws, q, v, out)),
-    ("gravity_forces", lambda: kernels.gravity_forces(pk, ws, q, out)),
-    ("mass_matrix", lambda: kernels.mass_matrix(pk, ws, q, np.zeros((n, n)))),
-    ("forward_dynamics", lambda: kernels.forward_dynamics(pk, ws, q, v, a, out)),
-    ("energy", lambda: kernels.energy(pk, ws, q, v, np.zeros(2))),
-    ("frame_positions", lambda: kernels.frame_positions(pk, ws, q, np.zeros((nb, 3)))),
-    ("frame_rotations", lambda: kernels.frame_rotations(pk, ws, q, np.zeros((nb, 3, 3)))),
+    ("positions", lambda: kernels.positions(model, data, q)),
+    ("inverse_dynamics", lambda: kernels.inverse_dynamics(model, data, q, v, a, out)),
+    ("bias_forces", lambda: kernels.bias_forces(model, data, q, v, out)),
+    ("gravity_forces", lambda: kernels.gravity_forces(model, data, q, out)),
+    ("mass_matrix", lambda: kernels.mass_matrix(model, data, q, np.zeros((n, n)))),
+    ("forward_dynamics", lambda: kernels.forward_dynamics(model, data, q, v, a, out)),
+    ("energy", lambda: kernels.energy(model, data, q, v, np.zeros(2))),
+    ("frame_positions", lambda: kernels.frame_positions(model, data, q, np.zeros((nb, 3)))),
+    ("frame_rotations", lambda: kernels.frame_rotations(model, data, q, np.zeros((nb, 3, 3)))),
 ]
 per = {"Dynamics()": t_facade}
 t1 = time.perf_counter()
@@ -630,9 +631,9 @@ def report(rows: list[dict], dispatch: dict | None, compile_s: dict | None,
         lines.append("calling compiled code from Python (leg2 arrays, ns per call):")
         for k, val in dispatch.items():
             lines.append(f"  {k:<28} {val * 1e3:7.0f}")
-        per_arg = (dispatch["njit_6_arrays_pk_writable"] - dispatch["njit_1_array"]) / 5
-        ro = dispatch["njit_6_arrays_pk_readonly"] - dispatch["njit_6_arrays_pk_writable"]
-        nrt = dispatch["njit_6_arrays_pk_readonly"] - dispatch["njit_6_arrays_no_nrt"]
+        per_arg = (dispatch["njit_6_arrays_model_writable"] - dispatch["njit_1_array"]) / 5
+        ro = dispatch["njit_6_arrays_model_readonly"] - dispatch["njit_6_arrays_model_writable"]
+        nrt = dispatch["njit_6_arrays_model_readonly"] - dispatch["njit_6_arrays_no_nrt"]
         disp = dispatch["njit_6_arrays_no_nrt"] - dispatch["entry_point_6_arrays_no_nrt"]
         lines.append(f"  → ≈ {per_arg * 1e3:.0f} ns per array argument through the dispatcher; "
                      f"the read-only packed array {ro * 1e3:+.0f} ns; the NRT {nrt * 1e3:+.0f} ns "

@@ -111,11 +111,11 @@ def _rk4_closed(dyn, q, v, dt, steps):
 def _violation(mech, z):
     from exo_rt.dynamics.kernels import positions, workspace_size
 
-    ws = np.zeros(workspace_size(mech.n_bodies, mech.nz))
+    data = np.zeros(workspace_size(mech.n_bodies, mech.nz))
     n = mech.closure.n_rows
     phi, jac = np.zeros(n), np.zeros((n, mech.nz))
-    positions(mech.packed, ws, z)
-    loops.constraints(mech.packed, ws, mech.closure.packed, phi, jac, False)
+    positions(mech.packed, data, z)
+    loops.constraints(mech.packed, data, mech.closure.packed, phi, jac, False)
     return float(np.max(np.abs(phi)))
 
 

@@ -24,16 +24,16 @@ def _state(n, seed=3):
 
 def _reference(mech, q, v, a):
     """Every facade result from the kernels themselves (numba's dispatcher, fresh arrays)."""
-    pk, n = mech.packed, mech.nq
-    ws = np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
+    model, n = mech.packed, mech.nq
+    data = np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
     q, v, a = (np.array(x, dtype=float) for x in (q, v, a))
     out = {"id": np.empty(n), "mass": np.empty((n, n)), "bias": np.empty(n),
            "gravity": np.empty(n), "fd": np.empty(n)}
-    kernels.inverse_dynamics(pk, ws, q, v, a, out["id"])
-    kernels.mass_matrix(pk, ws, q, out["mass"])
-    kernels.bias_forces(pk, ws, q, v, out["bias"])
-    kernels.gravity_forces(pk, ws, q, out["gravity"])
-    kernels.forward_dynamics(pk, ws, q, v, a, out["fd"])
+    kernels.inverse_dynamics(model, data, q, v, a, out["id"])
+    kernels.mass_matrix(model, data, q, out["mass"])
+    kernels.bias_forces(model, data, q, v, out["bias"])
+    kernels.gravity_forces(model, data, q, out["gravity"])
+    kernels.forward_dynamics(model, data, q, v, a, out["fd"])
     return out
 
 

@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "pd_gravity_test"
 
 
-def pd_gravity(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
-               tau, sc):
+def pd_gravity(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr, qddr,
+               assist, dt, tau, scratch):
     """PD plus gravity compensation (Takegaki & Arimoto 1981): τ = g(q) + K_p e + K_d ė."""
     n = q.shape[0]
-    g = sc[n]
-    kernels.gravity_forces(pk, ws, q, g)
+    g = scratch[n]
+    kernels.gravity_forces(model, data, q, g)
     for j in range(n):
         tau[j] = g[j] + gains[j].kp * (qr[j] - q[j]) + gains[j].kd * (qdr[j] - qd[j])
 

@@ -257,11 +257,11 @@ def test_default_substeps_against_converged_solution(leg, friction):
 
 # ---------------------------------------------------------------- no allocation
 @njit
-def _drive(pk, ws, tp, st, cmd, dt, substeps, sc, steps):
+def _drive(model, data, tp, st, cmd, dt, substeps, sc, steps):
     for k in range(steps):
         cmd[0] = 3.0 * math.sin(k * 1e-2)
         cmd[1] = -4.0 * math.sin(k * 7e-3)
-        plant_step(pk, ws, tp, st, cmd, dt, substeps, sc)
+        plant_step(model, data, tp, st, cmd, dt, substeps, sc)
 
 
 def test_plant_step_does_not_allocate(leg):

@@ -21,12 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @njit(cache=True)
-def _steps(table, opts, pk, ws, gains, law_state, transmissions, q, qd, qr, qdr, qddr, assist,
-           tau, cur, sc, n):
+def _steps(table, opts, model, data, gains, law_state, transmissions, q, qd, qr, qdr, qddr,
+           assist, tau, cur, scratch, n):
     for _ in range(n):
         q[0] += 1e-9
-        laws.law_torque(table, opts, pk, ws, pk, ws, gains, law_state, q, qd, qr, qdr, qddr,
-                        assist, 1e-3, tau, sc)
+        laws.law_torque(table, opts, model, data, model, data, gains, law_state, q, qd, qr, qdr,
+                        qddr, assist, 1e-3, tau, scratch)
         laws.torque_to_current(tau, qd, qddr, transmissions, opts[0].friction_compensation, cur)
 
 

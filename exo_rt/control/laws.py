@@ -126,57 +126,57 @@ def _pid(gains, law_state, q, qd, qr, qdr, dt, tau, saturated):
 # ---------------------------------------------------------------- the built-in laws
 # (registered in this order: their codes are the LAW_* constants above)
 @registry.law("passive", doc="zero torque: the drives carry no current")
-def passive(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
-            tau, sc):
+def passive(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+            qddr, assist, dt, tau, scratch):
     for j in range(q.shape[0]):
         tau[j] = 0.0
 
 
 @registry.law("pid", doc="PID, derivative on the measurement, clamping anti-windup")
-def pid(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt, tau,
-        sc):
-    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, sc[q.shape[0] + 2] > 0.5)
+def pid(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+        qddr, assist, dt, tau, scratch):
+    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, scratch[q.shape[0] + 2] > 0.5)
 
 
 @registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)")
-def model_pid(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
-              tau, sc):
+def model_pid(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+              qddr, assist, dt, tau, scratch):
     n = q.shape[0]
-    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, sc[n + 2] > 0.5)
-    h = sc[n]
-    kernels.gravity_forces(pk, ws, q, h)
+    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, scratch[n + 2] > 0.5)
+    h = scratch[n]
+    kernels.gravity_forces(model, data, q, h)
     for j in range(n):
         tau[j] += h[j]
     if opts[0].inertia_feedforward:
-        m = sc[:n]
-        kernels.mass_matrix(pk, ws, q, m)
+        m = scratch[:n]
+        kernels.mass_matrix(model, data, q, m)
         for j in range(n):
             for k in range(n):
                 tau[j] += m[j, k] * qddr[k]
 
 
 @registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)")
-def computed_torque(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
-                    dt, tau, sc):
+def computed_torque(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+                    qddr, assist, dt, tau, scratch):
     n = q.shape[0]
-    _integrate(gains, law_state, q, qr, dt, sc[n + 2] > 0.5)
-    acc = sc[n + 1]
+    _integrate(gains, law_state, q, qr, dt, scratch[n + 2] > 0.5)
+    acc = scratch[n + 1]
     for j in range(n):
         g = gains[j]
         e = qr[j] - q[j]
         acc[j] = (qddr[j] + g.kd * (qdr[j] - qd[j]) + g.kp * e
                   + g.ki * law_state[j].integral)
-    kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+    kernels.inverse_dynamics(model, data, q, qd, acc, tau)
 
 
 @registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)")
-def sliding_mode(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
-                 dt, tau, sc):
+def sliding_mode(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+                 qddr, assist, dt, tau, scratch):
     n = q.shape[0]
-    acc = sc[n + 1]
+    acc = scratch[n + 1]
     for j in range(n):
         acc[j] = qddr[j] + gains[j].lam * (qdr[j] - qd[j])
-    kernels.inverse_dynamics(pk, ws, q, qd, acc, tau)
+    kernels.inverse_dynamics(model, data, q, qd, acc, tau)
     for j in range(n):
         g = gains[j]
         s = (qdr[j] - qd[j]) + g.lam * (qr[j] - q[j])
@@ -185,13 +185,13 @@ def sliding_mode(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr,
 
 
 @registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance")
-def transparent(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist, dt,
-                tau, sc):
+def transparent(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+                qddr, assist, dt, tau, scratch):
     n = q.shape[0]
-    acc = sc[n + 1]
+    acc = scratch[n + 1]
     for j in range(n):
         acc[j] = qddr[j]
-    kernels.inverse_dynamics(pk_exo, ws_exo, q, qd, acc, tau)
+    kernels.inverse_dynamics(model_exo, data_exo, q, qd, acc, tau)
     for j in range(n):
         tau[j] += gains[j].assist * assist[j]
 
@@ -202,14 +202,15 @@ if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
 
 
 @njit(cache=True)
-def law_torque(table, opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr,
-               assist, dt, tau, sc):
+def law_torque(table, opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
+               qddr, assist, dt, tau, scratch):
     """Joint torques (N·m) of the law in ``opts[0].law`` (its code in ``table``, the compiled
     laws: :func:`exo_rt.control.registry.table`), clamped to each joint's torque limit;
-    ``sc`` is (n + 4, n) scratch, its row n + 2 the clamp, remembered for the anti-windup."""
-    table[opts[0].law](opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr,
-                       assist, dt, tau, sc)
-    saturated = sc[q.shape[0] + 2]
+    ``scratch`` is (n + 4, n) work space, its row n + 2 the clamp, remembered for the
+    anti-windup."""
+    table[opts[0].law](opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr,
+                       qdr, qddr, assist, dt, tau, scratch)
+    saturated = scratch[q.shape[0] + 2]
     for j in range(q.shape[0]):
         lim = gains[j].torque_limit
         clamped = min(max(tau[j], -lim), lim)

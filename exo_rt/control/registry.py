@@ -4,14 +4,15 @@ control cycle calls (docs/architecture.md, "How to add a control law").
 A law is a function of one signature, the same for every law::
 
     @registry.law("my_law", doc="one line: what it does")
-    def my_law(opts, pk, ws, pk_exo, ws_exo, gains, law_state, q, qd, qr, qdr, qddr, assist,
-               dt, tau, scratch):
+    def my_law(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr, qddr,
+               assist, dt, tau, scratch):
         ...  # joint torques (N·m) into tau, nopython-compilable, allocating nothing
 
 - ``opts``: the controller's options, one :data:`OPTIONS` record (``opts[0].law``,
   ``opts[0].inertia_feedforward``);
-- ``pk``/``ws`` and ``pk_exo``/``ws_exo``: the packed rigid model and its workspace, of the
-  whole leg (exoskeleton, wearer, rotors) and of the exoskeleton alone — for the kernels of
+- ``model``/``data`` and ``model_exo``/``data_exo``: the packed rigid model
+  (``Mechanism.packed``, read-only) and its workspace — Pinocchio's model and data — of the
+  whole leg (exoskeleton, wearer, rotors) and of the exoskeleton alone, for the kernels of
   :mod:`exo_rt.dynamics.kernels` (``inverse_dynamics``, ``mass_matrix``, ``gravity_forces``);
 - ``gains``: one :data:`GAINS` record per joint, read by field name (``gains[j].kp``; the
   controller file's gain keys); ``law_state``: the law's own per-joint :data:`STATE` record

@@ -51,28 +51,28 @@ def _proper_out(out, ndim: int) -> bool:
 
 # --- thin wrappers without the NRT: what the facade calls from Python (see the docstring)
 @njit(cache=True, _nrt=False)
-def _inverse_dynamics(pk, ws, q, v, a, out):
-    kernels.inverse_dynamics(pk, ws, q, v, a, out)
+def _inverse_dynamics(model, data, q, v, a, out):
+    kernels.inverse_dynamics(model, data, q, v, a, out)
 
 
 @njit(cache=True, _nrt=False)
-def _mass_matrix(pk, ws, q, out):
-    kernels.mass_matrix(pk, ws, q, out)
+def _mass_matrix(model, data, q, out):
+    kernels.mass_matrix(model, data, q, out)
 
 
 @njit(cache=True, _nrt=False)
-def _bias_forces(pk, ws, q, v, out):
-    kernels.bias_forces(pk, ws, q, v, out)
+def _bias_forces(model, data, q, v, out):
+    kernels.bias_forces(model, data, q, v, out)
 
 
 @njit(cache=True, _nrt=False)
-def _gravity_forces(pk, ws, q, out):
-    kernels.gravity_forces(pk, ws, q, out)
+def _gravity_forces(model, data, q, out):
+    kernels.gravity_forces(model, data, q, out)
 
 
 @njit(cache=True, _nrt=False)
-def _forward_dynamics(pk, ws, q, v, tau, out):
-    kernels.forward_dynamics(pk, ws, q, v, tau, out)
+def _forward_dynamics(model, data, q, v, tau, out):
+    kernels.forward_dynamics(model, data, q, v, tau, out)
 
 
 _PK = types.Array(types.float64, 2, "C", readonly=True)  # Mechanism.packed

@@ -28,10 +28,10 @@ def rk4_scratch(nq: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def rk4_step(pk, ws, q, v, tau, dt, scratch):
+def rk4_step(model, data, q, v, tau, dt, scratch):
     """One classical RK4 step of q̇ = v, v̇ = M(q)⁻¹(τ − h(q, v)), in place on ``q`` and ``v``.
 
-    ``pk`` is ``Mechanism.packed``, ``ws`` a kernel workspace (``Dynamics.workspace`` or
+    ``model`` is ``Mechanism.packed``, ``data`` a kernel workspace (``Dynamics.workspace`` or
     ``np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))``), ``tau`` the generalized
     force held constant over the step (N·m / N, ordered as q), ``dt`` the step (s), ``scratch``
     from :func:`rk4_scratch`. Four forward-dynamics calls per step; tree mechanisms only (a
@@ -47,40 +47,40 @@ def rk4_step(pk, ws, q, v, tau, dt, scratch):
     v2 = scratch[6]
     v3 = scratch[7]
     # k1 = (v, a1) at (q, v)
-    forward_dynamics(pk, ws, q, v, tau, a1)
+    forward_dynamics(model, data, q, v, tau, a1)
     # k2 = (v2, a2) at (q + dt/2 v, v + dt/2 a1)
     for i in range(n):
         qk[i] = q[i] + 0.5 * dt * v[i]
         vk[i] = v[i] + 0.5 * dt * a1[i]
         v2[i] = vk[i]
-    forward_dynamics(pk, ws, qk, vk, tau, a2)
+    forward_dynamics(model, data, qk, vk, tau, a2)
     # k3 = (v3, a3) at (q + dt/2 v2, v + dt/2 a2)
     for i in range(n):
         qk[i] = q[i] + 0.5 * dt * v2[i]
         vk[i] = v[i] + 0.5 * dt * a2[i]
         v3[i] = vk[i]
-    forward_dynamics(pk, ws, qk, vk, tau, a3)
+    forward_dynamics(model, data, qk, vk, tau, a3)
     # k4 = (vk, a4) at (q + dt v3, v + dt a3)
     for i in range(n):
         qk[i] = q[i] + dt * v3[i]
         vk[i] = v[i] + dt * a3[i]
-    forward_dynamics(pk, ws, qk, vk, tau, a4)
+    forward_dynamics(model, data, qk, vk, tau, a4)
     for i in range(n):
         q[i] += dt / 6.0 * (v[i] + 2.0 * v2[i] + 2.0 * v3[i] + vk[i])
         v[i] += dt / 6.0 * (a1[i] + 2.0 * a2[i] + 2.0 * a3[i] + a4[i])
 
 
 @njit(cache=True)
-def simulate_energy(pk, ws, q, v, tau, dt, steps, every, scratch, energy_out):
+def simulate_energy(model, data, q, v, tau, dt, steps, every, scratch, energy_out):
     """Integrate ``steps`` RK4 steps in place on (q, v), sampling the energies.
 
     Every ``every`` steps (and at t = 0) one row (kinetic, potential) in J is written to
     ``energy_out``, which needs ``steps // every + 1`` rows of 2.
     """
-    energy(pk, ws, q, v, energy_out[0])
+    energy(model, data, q, v, energy_out[0])
     k = 1
     for s in range(1, steps + 1):
-        rk4_step(pk, ws, q, v, tau, dt, scratch)
+        rk4_step(model, data, q, v, tau, dt, scratch)
         if s % every == 0:
-            energy(pk, ws, q, v, energy_out[k])
+            energy(model, data, q, v, energy_out[k])
             k += 1

@@ -19,8 +19,9 @@ Tree coordinates map to the independent ones through the constant R_z of a ``<mi
 harmonic drive (Hidalgo & Rocón eqs. 23–27): z_i = k_i q_{j(i)} + c_i, so M = R_zᵀ M_z R_z,
 τ = R_zᵀ τ_z with no linear solve.
 
-Calling convention: ``kernel(pk, ws, inputs…, out)`` where ``pk`` is ``Mechanism.packed``
-and ``ws`` a workspace from :func:`workspace_size`. Nothing allocates; every function is
+Calling convention: ``kernel(model, data, inputs…, out)`` where ``model`` is
+``Mechanism.packed`` (read-only) and ``data`` a workspace from :func:`workspace_size` — the
+split of Pinocchio's model and data. Nothing allocates; every function is
 ``@njit(cache=True)`` and can be called from other njit code (the laws and the plant).
 """
 
@@ -31,8 +32,8 @@ import math
 from numba import njit
 
 from exo_rt.model.mechanism import (
-    H_GRAVITY,
-    H_NQ,
+    HDR_GRAVITY,
+    HDR_NQ,
     JOINT_REVOLUTE,
     P_AXIS,
     P_C,
@@ -47,16 +48,16 @@ from exo_rt.model.mechanism import (
     P_XYZ,
 )
 
-# --- workspace columns, one row per body
+# --- workspace (data) columns, one float64 row of W_WIDTH per body (width 1 unless given)
 W_A = 0  # world rotation of the body frame, row-major (9)
-W_O = 9  # world origin of the body frame = point r_i on the joint axis (3)
-W_B = 12  # b_i (6)
-W_Z = 18  # Z_i = [ṡ; ω] (6)
-W_ZD = 24  # Ż_i (6)
-W_F = 30  # accumulated wrench about the world origin (6)
-W_C = 36  # world COM (3)
-W_JG = 39  # world inertia about the COM (9)
-W_K = 48  # composite inertia: m, h = m c (3), J_O (9)  → 13
+W_O = 9  # m: world origin of the body frame = point r_i on the joint axis (3)
+W_B = 12  # b_i = [r × u (m); u] revolute, [u; 0] prismatic (6)
+W_Z = 18  # Z_i = [ṡ (m/s); ω (rad/s)] (6)
+W_ZD = 24  # Ż_i: [m/s²; rad/s²] (6)
+W_F = 30  # accumulated wrench about the world origin: [N; N·m] (6)
+W_C = 36  # m: world COM (3)
+W_JG = 39  # kg·m²: world inertia about the COM (9)
+W_K = 48  # composite inertia: m (kg), h = m c (kg·m, 3), J_O (kg·m², 9) → 13
 W_WIDTH = 61
 
 
@@ -71,9 +72,9 @@ def _cross(ax, ay, az, bx, by, bz):
 
 
 @njit(cache=True)
-def _dims(pk):
-    nb = pk.shape[0] - 1
-    return nb, int(pk[nb, H_NQ])
+def _dims(model):
+    nb = model.shape[0] - 1
+    return nb, int(model[nb, HDR_NQ])
 
 
 @njit(cache=True)
@@ -83,11 +84,11 @@ def _check(nq, x):
 
 
 @njit(cache=True)
-def positions(pk, ws, q):
+def positions(model, data, q):
     """Forward kinematics: world rotation A, origin r, joint column b, COM and J_G per body."""
-    nb, nq = _dims(pk)
+    nb, nq = _dims(model)
     _check(nq, q)
-    w = ws
+    w = data
     # base: identity frame at the world origin, at rest
     for k in range(W_JG):
         w[k] = 0.0
@@ -96,9 +97,9 @@ def positions(pk, ws, q):
     w[W_A + 8] = 1.0
     for i in range(1, nb):
         oi = i * W_WIDTH
-        p = int(pk[i, P_PARENT])
+        p = int(model[i, P_PARENT])
         op = p * W_WIDTH
-        z = pk[i, P_K] * q[int(pk[i, P_QIDX])] + pk[i, P_C]
+        z = model[i, P_K] * q[int(model[i, P_QIDX])] + model[i, P_C]
         # M1 = A_p · R0 (joint frame at zero displacement)
         for r in range(3):
             a0 = w[op + W_A + 3 * r]
@@ -106,19 +107,20 @@ def positions(pk, ws, q):
             a2 = w[op + W_A + 3 * r + 2]
             for c in range(3):
                 w[oi + W_A + 3 * r + c] = (
-                    a0 * pk[i, P_ROT + c] + a1 * pk[i, P_ROT + 3 + c] + a2 * pk[i, P_ROT + 6 + c]
+                    a0 * model[i, P_ROT + c] + a1 * model[i, P_ROT + 3 + c]
+                    + a2 * model[i, P_ROT + 6 + c]
                 )
         # world axis u = M1 · axis
-        ax, ay, az = pk[i, P_AXIS], pk[i, P_AXIS + 1], pk[i, P_AXIS + 2]
+        ax, ay, az = model[i, P_AXIS], model[i, P_AXIS + 1], model[i, P_AXIS + 2]
         ux = w[oi + W_A] * ax + w[oi + W_A + 1] * ay + w[oi + W_A + 2] * az
         uy = w[oi + W_A + 3] * ax + w[oi + W_A + 4] * ay + w[oi + W_A + 5] * az
         uz = w[oi + W_A + 6] * ax + w[oi + W_A + 7] * ay + w[oi + W_A + 8] * az
         # origin r_i = r_p + A_p · xyz
-        x, y, zz = pk[i, P_XYZ], pk[i, P_XYZ + 1], pk[i, P_XYZ + 2]
+        x, y, zz = model[i, P_XYZ], model[i, P_XYZ + 1], model[i, P_XYZ + 2]
         rx = w[op + W_O] + w[op + W_A] * x + w[op + W_A + 1] * y + w[op + W_A + 2] * zz
         ry = w[op + W_O + 1] + w[op + W_A + 3] * x + w[op + W_A + 4] * y + w[op + W_A + 5] * zz
         rz = w[op + W_O + 2] + w[op + W_A + 6] * x + w[op + W_A + 7] * y + w[op + W_A + 8] * zz
-        if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
+        if int(model[i, P_JTYPE]) == JOINT_REVOLUTE:
             # A_i = M1 · Rot(axis, z), with the local rotation from the constant unit axis
             # (Rodrigues): rounding errors then grow linearly along a chain, not geometrically
             cz, sz = math.cos(z), math.sin(z)
@@ -143,27 +145,27 @@ def positions(pk, ws, q):
             w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2] = ux, uy, uz
             w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5] = 0.0, 0.0, 0.0
         w[oi + W_O], w[oi + W_O + 1], w[oi + W_O + 2] = rx, ry, rz
-        _body_inertia(pk, w, i)
+        _body_inertia(model, w, i)
 
 
 @njit(cache=True)
-def _body_inertia(pk, w, i):
+def _body_inertia(model, w, i):
     """World COM c = r + A·com and J_G = A · I · Aᵀ of body i (after its frame is known)."""
     oi = i * W_WIDTH
     for r in range(3):
         w[oi + W_C + r] = (
             w[oi + W_O + r]
-            + w[oi + W_A + 3 * r] * pk[i, P_COM]
-            + w[oi + W_A + 3 * r + 1] * pk[i, P_COM + 1]
-            + w[oi + W_A + 3 * r + 2] * pk[i, P_COM + 2]
+            + w[oi + W_A + 3 * r] * model[i, P_COM]
+            + w[oi + W_A + 3 * r + 1] * model[i, P_COM + 1]
+            + w[oi + W_A + 3 * r + 2] * model[i, P_COM + 2]
         )
     # T = A · I (stored temporarily in the composite-inertia slot), J_G = T · Aᵀ
     for r in range(3):
         for c in range(3):
             w[oi + W_K + r * 3 + c] = (
-                w[oi + W_A + 3 * r] * pk[i, P_INERTIA + c]
-                + w[oi + W_A + 3 * r + 1] * pk[i, P_INERTIA + 3 + c]
-                + w[oi + W_A + 3 * r + 2] * pk[i, P_INERTIA + 6 + c]
+                w[oi + W_A + 3 * r] * model[i, P_INERTIA + c]
+                + w[oi + W_A + 3 * r + 1] * model[i, P_INERTIA + 3 + c]
+                + w[oi + W_A + 3 * r + 2] * model[i, P_INERTIA + 6 + c]
             )
     for r in range(3):
         for c in range(r, 3):
@@ -177,28 +179,28 @@ def _body_inertia(pk, w, i):
 
 
 @njit(cache=True)
-def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
+def _rnea_pass(model, data, q, v, a, vscale, ascale, gscale, out):
     """τ = R_zᵀ Σ bᵀ(M̄Ż − Q̄) for velocities v·vscale, accelerations a·ascale, gravity·gscale."""
-    nb, nq = _dims(pk)
+    nb, nq = _dims(model)
     _check(nq, v)
     _check(nq, a)
     _check(nq, out)
-    positions(pk, ws, q)
-    w = ws
-    gx = pk[nb, H_GRAVITY] * gscale
-    gy = pk[nb, H_GRAVITY + 1] * gscale
-    gz = pk[nb, H_GRAVITY + 2] * gscale
+    positions(model, data, q)
+    w = data
+    gx = model[nb, HDR_GRAVITY] * gscale
+    gy = model[nb, HDR_GRAVITY + 1] * gscale
+    gz = model[nb, HDR_GRAVITY + 2] * gscale
     for i in range(1, nb):
         oi = i * W_WIDTH
-        p = int(pk[i, P_PARENT])
+        p = int(model[i, P_PARENT])
         op = p * W_WIDTH
-        j = int(pk[i, P_QIDX])
-        kk = pk[i, P_K]
+        j = int(model[i, P_QIDX])
+        kk = model[i, P_K]
         zd = kk * v[j] * vscale
         zdd = kk * a[j] * ascale
         sx, sy, sz = w[op + W_Z], w[op + W_Z + 1], w[op + W_Z + 2]
         ox, oy, oz = w[op + W_Z + 3], w[op + W_Z + 4], w[op + W_Z + 5]
-        if int(pk[i, P_JTYPE]) == JOINT_REVOLUTE:
+        if int(model[i, P_JTYPE]) == JOINT_REVOLUTE:
             ux, uy, uz = w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5]
             bx, by, bz = w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2]
             t1 = _cross(sx, sy, sz, ux, uy, uz)
@@ -219,7 +221,7 @@ def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
         w[oi + W_ZD + 4] = w[op + W_ZD + 4] + w[oi + W_B + 4] * zdd + d4
         w[oi + W_ZD + 5] = w[op + W_ZD + 5] + w[oi + W_B + 5] * zdd + d5
         # Newton–Euler wrench about the world origin
-        m = pk[i, P_MASS]
+        m = model[i, P_MASS]
         cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
         sx, sy, sz = w[oi + W_Z], w[oi + W_Z + 1], w[oi + W_Z + 2]
         ox, oy, oz = w[oi + W_Z + 3], w[oi + W_Z + 4], w[oi + W_Z + 5]
@@ -248,46 +250,46 @@ def _rnea_pass(pk, ws, q, v, a, vscale, ascale, gscale, out):
         out[k] = 0.0
     for i in range(nb - 1, 0, -1):
         oi = i * W_WIDTH
-        p = int(pk[i, P_PARENT])
+        p = int(model[i, P_PARENT])
         op = p * W_WIDTH
         tau = 0.0
         for k in range(6):
             tau += w[oi + W_B + k] * w[oi + W_F + k]
             w[op + W_F + k] += w[oi + W_F + k]
-        out[int(pk[i, P_QIDX])] += pk[i, P_K] * tau
+        out[int(model[i, P_QIDX])] += model[i, P_K] * tau
 
 
 @njit(cache=True)
-def inverse_dynamics(pk, ws, q, v, a, out):
+def inverse_dynamics(model, data, q, v, a, out):
     """τ = M(q) a + C(q, v) v + g(q)  (N·m / N, ordered as q)."""
-    _rnea_pass(pk, ws, q, v, a, 1.0, 1.0, 1.0, out)
+    _rnea_pass(model, data, q, v, a, 1.0, 1.0, 1.0, out)
 
 
 @njit(cache=True)
-def bias_forces(pk, ws, q, v, out):
+def bias_forces(model, data, q, v, out):
     """h(q, v) = C(q, v) v + g(q): the inverse dynamics at zero acceleration."""
-    _rnea_pass(pk, ws, q, v, v, 1.0, 0.0, 1.0, out)
+    _rnea_pass(model, data, q, v, v, 1.0, 0.0, 1.0, out)
 
 
 @njit(cache=True)
-def gravity_forces(pk, ws, q, out):
+def gravity_forces(model, data, q, out):
     """g(q): generalized gravity forces (the inverse dynamics at rest)."""
-    _rnea_pass(pk, ws, q, q, q, 0.0, 0.0, 1.0, out)
+    _rnea_pass(model, data, q, q, q, 0.0, 0.0, 1.0, out)
 
 
 @njit(cache=True)
-def mass_matrix(pk, ws, q, out):
+def mass_matrix(model, data, q, out):
     """M(q) = R_zᵀ M_z R_z with M_z,ij = b_iᵀ M̄^Σ_j b_j for i an ancestor of j
     (Hidalgo & Rocón eq. 19)."""
-    nb, nq = _dims(pk)
+    nb, nq = _dims(model)
     if out.shape[0] != nq or out.shape[1] != nq:
         raise ValueError("mass-matrix output must be (nq, nq)")
-    positions(pk, ws, q)
-    w = ws
+    positions(model, data, q)
+    w = data
     # composite inertia (m, h = m c, J_O = J_G + m(|c|²1 − c cᵀ)), summed leaves → root
     for i in range(1, nb):
         oi = i * W_WIDTH
-        m = pk[i, P_MASS]
+        m = model[i, P_MASS]
         cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
         c2 = cx * cx + cy * cy + cz * cz
         w[oi + W_K] = m
@@ -305,7 +307,7 @@ def mass_matrix(pk, ws, q, out):
         w[oi + W_K + 12] = w[oi + W_JG + 8] + m * (c2 - cz * cz)
     for i in range(nb - 1, 0, -1):
         oi = i * W_WIDTH
-        p = int(pk[i, P_PARENT])
+        p = int(model[i, P_PARENT])
         op = p * W_WIDTH
         if p == 0:
             continue  # the base's composite inertia is never used
@@ -327,20 +329,20 @@ def mass_matrix(pk, ws, q, out):
         f3 = t[0] + w[oj + W_K + 4] * bax + w[oj + W_K + 5] * bay + w[oj + W_K + 6] * baz
         f4 = t[1] + w[oj + W_K + 7] * bax + w[oj + W_K + 8] * bay + w[oj + W_K + 9] * baz
         f5 = t[2] + w[oj + W_K + 10] * bax + w[oj + W_K + 11] * bay + w[oj + W_K + 12] * baz
-        qj = int(pk[j, P_QIDX])
-        kj = pk[j, P_K]
+        qj = int(model[j, P_QIDX])
+        kj = model[j, P_K]
         i = j
         while i > 0:
             oi = i * W_WIDTH
             val = (
                 w[oi + W_B] * f0 + w[oi + W_B + 1] * f1 + w[oi + W_B + 2] * f2
                 + w[oi + W_B + 3] * f3 + w[oi + W_B + 4] * f4 + w[oi + W_B + 5] * f5
-            ) * kj * pk[i, P_K]
-            qi = int(pk[i, P_QIDX])
+            ) * kj * model[i, P_K]
+            qi = int(model[i, P_QIDX])
             out[qi, qj] += val
             if i != j:
                 out[qj, qi] += val
-            i = int(pk[i, P_PARENT])
+            i = int(model[i, P_PARENT])
 
 
 @njit(cache=True)
@@ -376,40 +378,40 @@ def cholesky_solve(m, b, x):
 
 
 @njit(cache=True)
-def _q_ws(ws, nb, nq):
+def _q_ws(data, nb, nq):
     base = nb * W_WIDTH
-    mq = ws[base : base + nq * nq].reshape((nq, nq))
-    h = ws[base + nq * nq : base + nq * nq + nq]
-    r = ws[base + nq * nq + nq : base + nq * nq + 2 * nq]
+    mq = data[base : base + nq * nq].reshape((nq, nq))
+    h = data[base + nq * nq : base + nq * nq + nq]
+    r = data[base + nq * nq + nq : base + nq * nq + 2 * nq]
     return mq, h, r
 
 
 @njit(cache=True)
-def forward_dynamics(pk, ws, q, v, tau, out):
+def forward_dynamics(model, data, q, v, tau, out):
     """a = M(q)⁻¹ (τ − h(q, v)), by Cholesky on the small (nq × nq) mass matrix."""
-    nb, nq = _dims(pk)
+    nb, nq = _dims(model)
     _check(nq, tau)
-    mq, h, r = _q_ws(ws, nb, nq)
-    bias_forces(pk, ws, q, v, h)
-    mass_matrix(pk, ws, q, mq)
+    mq, h, r = _q_ws(data, nb, nq)
+    bias_forces(model, data, q, v, h)
+    mass_matrix(model, data, q, mq)
     for k in range(nq):
         r[k] = tau[k] - h[k]
     cholesky_solve(mq, r, out)
 
 
 @njit(cache=True)
-def energy(pk, ws, q, v, out):
+def energy(model, data, q, v, out):
     """out[0] = kinetic ½ Σ Zᵀ M̄ Z, out[1] = potential −Σ m gravity · c over the moving bodies."""
-    nb, nq = _dims(pk)
-    _, h, _ = _q_ws(ws, nb, nq)
-    _rnea_pass(pk, ws, q, v, v, 1.0, 0.0, 0.0, h)  # fills Z, c, J_G
-    w = ws
-    gx, gy, gz = pk[nb, H_GRAVITY], pk[nb, H_GRAVITY + 1], pk[nb, H_GRAVITY + 2]
+    nb, nq = _dims(model)
+    _, h, _ = _q_ws(data, nb, nq)
+    _rnea_pass(model, data, q, v, v, 1.0, 0.0, 0.0, h)  # fills Z, c, J_G
+    w = data
+    gx, gy, gz = model[nb, HDR_GRAVITY], model[nb, HDR_GRAVITY + 1], model[nb, HDR_GRAVITY + 2]
     ke = 0.0
     pe = 0.0
     for i in range(1, nb):
         oi = i * W_WIDTH
-        m = pk[i, P_MASS]
+        m = model[i, P_MASS]
         cx, cy, cz = w[oi + W_C], w[oi + W_C + 1], w[oi + W_C + 2]
         ox, oy, oz = w[oi + W_Z + 3], w[oi + W_Z + 4], w[oi + W_Z + 5]
         e = _cross(ox, oy, oz, cx, cy, cz)
@@ -427,11 +429,11 @@ def energy(pk, ws, q, v, out):
 
 
 @njit(cache=True)
-def frame_positions(pk, ws, q, out):
+def frame_positions(model, data, q, out):
     """World origin of every body frame (n_bodies × 3), base first."""
-    nb, _ = _dims(pk)
-    positions(pk, ws, q)
-    w = ws
+    nb, _ = _dims(model)
+    positions(model, data, q)
+    w = data
     for i in range(nb):
         oi = i * W_WIDTH
         out[i, 0] = w[oi + W_O]
@@ -440,11 +442,11 @@ def frame_positions(pk, ws, q, out):
 
 
 @njit(cache=True)
-def frame_rotations(pk, ws, q, out):
+def frame_rotations(model, data, q, out):
     """World rotation of every body frame (n_bodies × 3 × 3), base first."""
-    nb, _ = _dims(pk)
-    positions(pk, ws, q)
-    w = ws
+    nb, _ = _dims(model)
+    positions(model, data, q)
+    w = data
     for i in range(nb):
         oi = i * W_WIDTH
         for r in range(3):

@@ -39,7 +39,7 @@ from exo_rt.dynamics.kernels import (
     mass_matrix,
     positions,
 )
-from exo_rt.model.mechanism import H_NQ, P_K, P_PARENT, P_QIDX
+from exo_rt.model.mechanism import HDR_NQ, P_K, P_PARENT, P_QIDX
 
 # --- columns of a loop row in Closure.packed
 LOOP_KIND = 0  # 0 point, 1 revolute
@@ -99,58 +99,58 @@ def _views(cws, nz, nd, n_rows):
 
 
 @njit(cache=True)
-def _world_point(ws, body, lp, l, col):
+def _world_point(data, body, lp, l, col):
     o = body * W_WIDTH
     x, y, z = lp[l, col], lp[l, col + 1], lp[l, col + 2]
     return (
-        ws[o + W_O] + ws[o + W_A] * x + ws[o + W_A + 1] * y + ws[o + W_A + 2] * z,
-        ws[o + W_O + 1] + ws[o + W_A + 3] * x + ws[o + W_A + 4] * y + ws[o + W_A + 5] * z,
-        ws[o + W_O + 2] + ws[o + W_A + 6] * x + ws[o + W_A + 7] * y + ws[o + W_A + 8] * z,
+        data[o + W_O] + data[o + W_A] * x + data[o + W_A + 1] * y + data[o + W_A + 2] * z,
+        data[o + W_O + 1] + data[o + W_A + 3] * x + data[o + W_A + 4] * y + data[o + W_A + 5] * z,
+        data[o + W_O + 2] + data[o + W_A + 6] * x + data[o + W_A + 7] * y + data[o + W_A + 8] * z,
     )
 
 
 @njit(cache=True)
-def _world_vector(ws, body, lp, l, col):
+def _world_vector(data, body, lp, l, col):
     o = body * W_WIDTH
     x, y, z = lp[l, col], lp[l, col + 1], lp[l, col + 2]
     return (
-        ws[o + W_A] * x + ws[o + W_A + 1] * y + ws[o + W_A + 2] * z,
-        ws[o + W_A + 3] * x + ws[o + W_A + 4] * y + ws[o + W_A + 5] * z,
-        ws[o + W_A + 6] * x + ws[o + W_A + 7] * y + ws[o + W_A + 8] * z,
+        data[o + W_A] * x + data[o + W_A + 1] * y + data[o + W_A + 2] * z,
+        data[o + W_A + 3] * x + data[o + W_A + 4] * y + data[o + W_A + 5] * z,
+        data[o + W_A + 6] * x + data[o + W_A + 7] * y + data[o + W_A + 8] * z,
     )
 
 
 @njit(cache=True)
-def _point_columns(pk, ws, jac, r, body, px, py, pz, sign):
+def _point_columns(model, data, jac, r, body, px, py, pz, sign):
     """Add sign·∂P/∂z (P fixed in ``body``) to rows r…r+2 of the Jacobian."""
     k = body
     while k > 0:
         o = k * W_WIDTH
-        t = _cross(ws[o + W_B + 3], ws[o + W_B + 4], ws[o + W_B + 5], px, py, pz)
-        c = int(pk[k, P_QIDX])
-        f = sign * pk[k, P_K]
-        jac[r, c] += f * (ws[o + W_B] + t[0])
-        jac[r + 1, c] += f * (ws[o + W_B + 1] + t[1])
-        jac[r + 2, c] += f * (ws[o + W_B + 2] + t[2])
-        k = int(pk[k, P_PARENT])
+        t = _cross(data[o + W_B + 3], data[o + W_B + 4], data[o + W_B + 5], px, py, pz)
+        c = int(model[k, P_QIDX])
+        f = sign * model[k, P_K]
+        jac[r, c] += f * (data[o + W_B] + t[0])
+        jac[r + 1, c] += f * (data[o + W_B + 1] + t[1])
+        jac[r + 2, c] += f * (data[o + W_B + 2] + t[2])
+        k = int(model[k, P_PARENT])
 
 
 @njit(cache=True)
-def _axis_columns(pk, ws, jac, r, body, wx, wy, wz, sign):
+def _axis_columns(model, data, jac, r, body, wx, wy, wz, sign):
     """Add sign·u_k·w to row r for every joint k on the path of ``body`` (rotation rows)."""
     k = body
     while k > 0:
         o = k * W_WIDTH
-        c = int(pk[k, P_QIDX])
-        jac[r, c] += sign * pk[k, P_K] * (
-            ws[o + W_B + 3] * wx + ws[o + W_B + 4] * wy + ws[o + W_B + 5] * wz
+        c = int(model[k, P_QIDX])
+        jac[r, c] += sign * model[k, P_K] * (
+            data[o + W_B + 3] * wx + data[o + W_B + 4] * wy + data[o + W_B + 5] * wz
         )
-        k = int(pk[k, P_PARENT])
+        k = int(model[k, P_PARENT])
 
 
 @njit(cache=True)
-def constraints(pk, ws, lp, phi, jac, with_jacobian):
-    """Raw constraint values Φ(z) and (optionally) Φ_z, after ``positions(pk, ws, z)``."""
+def constraints(model, data, lp, phi, jac, with_jacobian):
+    """Raw constraint values Φ(z) and (optionally) Φ_z, after ``positions(model, data, z)``."""
     r = 0
     if with_jacobian:
         for i in range(jac.shape[0]):
@@ -159,74 +159,74 @@ def constraints(pk, ws, lp, phi, jac, with_jacobian):
     for l in range(lp.shape[0]):
         a = int(lp[l, LOOP_A])
         b = int(lp[l, LOOP_B])
-        pa = _world_point(ws, a, lp, l, LOOP_PA)
-        pb = _world_point(ws, b, lp, l, LOOP_PB)
+        pa = _world_point(data, a, lp, l, LOOP_PA)
+        pb = _world_point(data, b, lp, l, LOOP_PB)
         for k in range(3):
             phi[r + k] = pa[k] - pb[k]
         if with_jacobian:
-            _point_columns(pk, ws, jac, r, a, pa[0], pa[1], pa[2], 1.0)
-            _point_columns(pk, ws, jac, r, b, pb[0], pb[1], pb[2], -1.0)
+            _point_columns(model, data, jac, r, a, pa[0], pa[1], pa[2], 1.0)
+            _point_columns(model, data, jac, r, b, pb[0], pb[1], pb[2], -1.0)
         r += 3
         if int(lp[l, LOOP_KIND]) == KIND_REVOLUTE:
-            na = _world_vector(ws, a, lp, l, LOOP_NA)
+            na = _world_vector(data, a, lp, l, LOOP_NA)
             for col in (LOOP_M1, LOOP_M2):
-                m = _world_vector(ws, b, lp, l, col)
+                m = _world_vector(data, b, lp, l, col)
                 phi[r] = na[0] * m[0] + na[1] * m[1] + na[2] * m[2]
                 if with_jacobian:
                     w = _cross(na[0], na[1], na[2], m[0], m[1], m[2])
-                    _axis_columns(pk, ws, jac, r, a, w[0], w[1], w[2], 1.0)
-                    _axis_columns(pk, ws, jac, r, b, w[0], w[1], w[2], -1.0)
+                    _axis_columns(model, data, jac, r, a, w[0], w[1], w[2], 1.0)
+                    _axis_columns(model, data, jac, r, b, w[0], w[1], w[2], -1.0)
                 r += 1
 
 
 @njit(cache=True)
-def _point_acceleration(ws, body, px, py, pz):
+def _point_acceleration(data, body, px, py, pz):
     """Acceleration of the body-fixed point P from Z, Ż (Ż filled with z̈ = 0 gives γ)."""
     o = body * W_WIDTH
-    sx, sy, sz = ws[o + W_Z], ws[o + W_Z + 1], ws[o + W_Z + 2]
-    wx, wy, wz = ws[o + W_Z + 3], ws[o + W_Z + 4], ws[o + W_Z + 5]
+    sx, sy, sz = data[o + W_Z], data[o + W_Z + 1], data[o + W_Z + 2]
+    wx, wy, wz = data[o + W_Z + 3], data[o + W_Z + 4], data[o + W_Z + 5]
     t = _cross(wx, wy, wz, px, py, pz)
     vx, vy, vz = sx + t[0], sy + t[1], sz + t[2]
-    t1 = _cross(ws[o + W_ZD + 3], ws[o + W_ZD + 4], ws[o + W_ZD + 5], px, py, pz)
+    t1 = _cross(data[o + W_ZD + 3], data[o + W_ZD + 4], data[o + W_ZD + 5], px, py, pz)
     t2 = _cross(wx, wy, wz, vx, vy, vz)
     return (
-        ws[o + W_ZD] + t1[0] + t2[0],
-        ws[o + W_ZD + 1] + t1[1] + t2[1],
-        ws[o + W_ZD + 2] + t1[2] + t2[2],
+        data[o + W_ZD] + t1[0] + t2[0],
+        data[o + W_ZD + 1] + t1[1] + t2[1],
+        data[o + W_ZD + 2] + t1[2] + t2[2],
     )
 
 
 @njit(cache=True)
-def _vector_rates(ws, body, nx, ny, nz_):
+def _vector_rates(data, body, nx, ny, nz_):
     """First and second time derivative of a body-fixed vector n (with z̈ = 0)."""
     o = body * W_WIDTH
-    wx, wy, wz = ws[o + W_Z + 3], ws[o + W_Z + 4], ws[o + W_Z + 5]
+    wx, wy, wz = data[o + W_Z + 3], data[o + W_Z + 4], data[o + W_Z + 5]
     d1 = _cross(wx, wy, wz, nx, ny, nz_)
-    t1 = _cross(ws[o + W_ZD + 3], ws[o + W_ZD + 4], ws[o + W_ZD + 5], nx, ny, nz_)
+    t1 = _cross(data[o + W_ZD + 3], data[o + W_ZD + 4], data[o + W_ZD + 5], nx, ny, nz_)
     t2 = _cross(wx, wy, wz, d1[0], d1[1], d1[2])
     return d1, (t1[0] + t2[0], t1[1] + t2[1], t1[2] + t2[2])
 
 
 @njit(cache=True)
-def constraint_bias(ws, lp, gamma):
+def constraint_bias(data, lp, gamma):
     """γ = Φ̇_z ż (raw rows), after a velocity pass with zero acceleration filled Z and Ż."""
     r = 0
     for l in range(lp.shape[0]):
         a = int(lp[l, LOOP_A])
         b = int(lp[l, LOOP_B])
-        pa = _world_point(ws, a, lp, l, LOOP_PA)
-        pb = _world_point(ws, b, lp, l, LOOP_PB)
-        aa = _point_acceleration(ws, a, pa[0], pa[1], pa[2])
-        ab = _point_acceleration(ws, b, pb[0], pb[1], pb[2])
+        pa = _world_point(data, a, lp, l, LOOP_PA)
+        pb = _world_point(data, b, lp, l, LOOP_PB)
+        aa = _point_acceleration(data, a, pa[0], pa[1], pa[2])
+        ab = _point_acceleration(data, b, pb[0], pb[1], pb[2])
         for k in range(3):
             gamma[r + k] = aa[k] - ab[k]
         r += 3
         if int(lp[l, LOOP_KIND]) == KIND_REVOLUTE:
-            na = _world_vector(ws, a, lp, l, LOOP_NA)
-            dna, ddna = _vector_rates(ws, a, na[0], na[1], na[2])
+            na = _world_vector(data, a, lp, l, LOOP_NA)
+            dna, ddna = _vector_rates(data, a, na[0], na[1], na[2])
             for col in (LOOP_M1, LOOP_M2):
-                m = _world_vector(ws, b, lp, l, col)
-                dm, ddm = _vector_rates(ws, b, m[0], m[1], m[2])
+                m = _world_vector(data, b, lp, l, col)
+                dm, ddm = _vector_rates(data, b, m[0], m[1], m[2])
                 g = 0.0
                 for k in range(3):
                     g += ddna[k] * m[k] + 2.0 * dna[k] * dm[k] + na[k] * ddm[k]
@@ -294,21 +294,21 @@ def _dependent_jacobian(jac, rows, dep, lu):
 
 
 @njit(cache=True)
-def solve_positions(pk, ws, lp, cidx, cws, z):
+def solve_positions(model, data, lp, cidx, cws, z):
     """Newton's method on the dependent coordinates of z (independent ones held).
 
     Returns the number of iterations, −1 if it did not converge (the loop cannot close from
     there), −2 if Φ_d became singular (the partition is singular at this configuration).
     """
-    nz = int(pk[pk.shape[0] - 1, H_NQ])
+    nz = int(model[model.shape[0] - 1, HDR_NQ])
     nd = cidx.shape[0] - nz
     rows = cidx[:nd]
     dep = cidx[nd : 2 * nd]
     n_rows = _raw_rows(lp)
     phi, jac, lu, piv, _rz, _s, _hz, _zd, tmp, _mz, _rtm = _views(cws, nz, nd, n_rows)
     for it in range(NEWTON_MAX_ITER):
-        positions(pk, ws, z)
-        constraints(pk, ws, lp, phi, jac, True)
+        positions(model, data, z)
+        constraints(model, data, lp, phi, jac, True)
         err = 0.0
         for r in range(nd):
             err = max(err, abs(phi[rows[r]]))
@@ -336,14 +336,14 @@ def _raw_rows(lp):
 
 
 @njit(cache=True)
-def reduced_terms(pk, ws, lp, cidx, cws, z, q, qd, m_out, h_out, gscale, vscale):
+def reduced_terms(model, data, lp, cidx, cws, z, q, qd, m_out, h_out, gscale, vscale):
     """Close the loops at q and fill M̄ (ni × ni) and h̄ (ni) of the reduced equations (eq. 22).
 
     ``z`` is the warm start and receives the closed configuration. ``vscale`` = 0 gives the
     gravity term only, ``gscale`` = 0 the velocity terms only. Returns the Newton status of
     :func:`solve_positions` (negative on failure; then the outputs are not written).
     """
-    nz = int(pk[pk.shape[0] - 1, H_NQ])
+    nz = int(model[model.shape[0] - 1, HDR_NQ])
     nd = cidx.shape[0] - nz
     ni = nz - nd
     rows = cidx[:nd]
@@ -353,12 +353,12 @@ def reduced_terms(pk, ws, lp, cidx, cws, z, q, qd, m_out, h_out, gscale, vscale)
     phi, jac, lu, piv, rz, s, hz, zd, tmp, mz, rtm = _views(cws, nz, nd, n_rows)
     for k in range(ni):
         z[ind[k]] = q[k]
-    status = solve_positions(pk, ws, lp, cidx, cws, z)
+    status = solve_positions(model, data, lp, cidx, cws, z)
     if status < 0:
         return status
     # Jacobian at the solution; R_z = [−Φ_d⁻¹ Φ_i; I]
-    positions(pk, ws, z)
-    constraints(pk, ws, lp, phi, jac, True)
+    positions(model, data, z)
+    constraints(model, data, lp, phi, jac, True)
     _dependent_jacobian(jac, rows, dep, lu)
     if not lu_factor(lu, piv):
         return -2
@@ -377,8 +377,8 @@ def reduced_terms(pk, ws, lp, cidx, cws, z, q, qd, m_out, h_out, gscale, vscale)
             acc += rz[r, c] * qd[c] * vscale
         zd[r] = acc
     # h_z(z, ż) and, from the same pass, γ = Φ̇_z ż; S = [−Φ_d⁻¹ γ; 0]
-    _rnea_pass(pk, ws, z, zd, zd, 1.0, 0.0, gscale, hz)
-    constraint_bias(ws, lp, phi)
+    _rnea_pass(model, data, z, zd, zd, 1.0, 0.0, gscale, hz)
+    constraint_bias(data, lp, phi)
     for r in range(nd):
         tmp[r] = -phi[rows[r]]
     lu_solve(lu, piv, tmp)
@@ -386,7 +386,7 @@ def reduced_terms(pk, ws, lp, cidx, cws, z, q, qd, m_out, h_out, gscale, vscale)
         s[r] = 0.0
     for r in range(nd):
         s[dep[r]] = tmp[r]
-    mass_matrix(pk, ws, z, mz)
+    mass_matrix(model, data, z, mz)
     # h̄ = R_zᵀ (h_z + M_z S),  M̄ = R_zᵀ M_z R_z
     for r in range(nz):
         acc = hz[r]
@@ -423,11 +423,11 @@ def complete_velocities(cws, nz, nd, n_rows, zd_out):
 # --------------------------------------------------------------------------- set-up (Python)
 
 
-def _kin_jacobian(mech, lp, z, ws, n_rows):
+def _kin_jacobian(mech, lp, z, data, n_rows):
     phi = np.zeros(n_rows)
     jac = np.zeros((n_rows, mech.nz))
-    positions(mech.packed, ws, z)
-    constraints(mech.packed, ws, lp, phi, jac, True)
+    positions(mech.packed, data, z)
+    constraints(mech.packed, data, lp, phi, jac, True)
     return phi, jac
 
 
@@ -474,13 +474,13 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     """
     import dataclasses
 
-    from exo_rt.dynamics.kernels import workspace_size as tree_ws
+    from exo_rt.dynamics.kernels import workspace_size as tree_workspace_size
     from exo_rt.errors import ModelError, Where
     from exo_rt.model.mechanism import Closure
 
     lp = np.array(lp, dtype=float).reshape(-1, LOOP_WIDTH)
     nz = mech.nz
-    ws = np.zeros(tree_ws(mech.n_bodies, nz))
+    data = np.zeros(tree_workspace_size(mech.n_bodies, nz))
     z = np.zeros(nz)
     for key, value in (initial or {}).items():
         if key not in mech.coordinate_names:
@@ -506,12 +506,12 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     ).astype(np.int64)
     n_rows = raw_row_count(lp)
     for _ in range(100):
-        phi, jac = _kin_jacobian(mech, lp, z, ws, n_rows)
+        phi, jac = _kin_jacobian(mech, lp, z, data, n_rows)
         res = phi[point_rows]
         if np.max(np.abs(res)) < 1e-12:
             break
         z -= np.linalg.lstsq(jac[point_rows], res, rcond=None)[0]
-    phi, jac = _kin_jacobian(mech, lp, z, ws, n_rows)
+    phi, jac = _kin_jacobian(mech, lp, z, data, n_rows)
     res = np.abs(phi[point_rows])
     if not np.all(np.isfinite(res)) or np.max(res) > 1e-9:
         worst = loop_of_row(int(point_rows[int(np.nanargmax(res))]))
@@ -529,12 +529,12 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
             rot = np.zeros((mech.n_bodies, 3, 3))
             from exo_rt.dynamics.kernels import frame_rotations
 
-            frame_rotations(mech.packed, ws, z, rot)
+            frame_rotations(mech.packed, data, z, rot)
             n_world = rot[a] @ lp[i, LOOP_NA : LOOP_NA + 3]
             m1, m2 = _perpendiculars(rot[b].T @ n_world)
             lp[i, LOOP_M1 : LOOP_M1 + 3] = m1
             lp[i, LOOP_M2 : LOOP_M2 + 3] = m2
-    phi, jac = _kin_jacobian(mech, lp, z, ws, n_rows)
+    phi, jac = _kin_jacobian(mech, lp, z, data, n_rows)
     tol = 1e-9 * max(1.0, float(np.max(np.abs(jac))))
     rows_all, dep_all = _full_pivot(jac, tol)
     rank = len(rows_all)
@@ -586,7 +586,7 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     )
     cws = np.zeros(workspace_size(nz, len(dep), n_rows))
     zz = z.copy()
-    status = solve_positions(closed.packed, ws, closure.packed, closure.index, cws, zz)
+    status = solve_positions(closed.packed, data, closure.packed, closure.index, cws, zz)
     if status < 0:
         raise ModelError(
             "the loop partition is singular at the reference configuration",

@@ -21,22 +21,24 @@ import numpy as np
 
 from exo_rt.model.transmission import Transmission
 
-# --- columns of the packed model (one row per body; an extra last row is the header)
+# --- columns of the packed model, one float64 row per body (width 1 unless given); an extra
+# last row is the header. The kernels read it at these constants (docs/performance.md, "Named
+# layouts": a record array would be no faster for them); Mechanism fills it by the same names.
 P_PARENT = 0  # parent body index (−1 for the base)
-P_JTYPE = 1  # 0 base/fixed, 1 revolute, 2 prismatic
-P_QIDX = 2  # index into q of the coordinate that drives this body's joint
-P_K = 3  # mimic multiplier k (z = k q + c)
-P_C = 4  # mimic offset c
-P_XYZ = 5  # joint origin in the parent body frame (3)
+P_JTYPE = 1  # JOINT_*: 0 base/fixed, 1 revolute, 2 prismatic
+P_QIDX = 2  # index of the coordinate that drives this body's joint (in z; = q for a tree)
+P_K = 3  # mimic multiplier k (z = k q + c), 1
+P_C = 4  # mimic offset c: rad (revolute) or m (prismatic)
+P_XYZ = 5  # m: joint origin in the parent body frame (3)
 P_ROT = 8  # joint origin rotation in the parent body frame, row-major (9)
-P_AXIS = 17  # joint axis in the joint frame (3)
-P_MASS = 20  # body mass (kg)
-P_COM = 21  # COM in the body frame (3)
-P_INERTIA = 24  # inertia about the COM in the body frame, row-major (9)
+P_AXIS = 17  # joint axis in the joint frame, unit vector (3)
+P_MASS = 20  # kg: body mass
+P_COM = 21  # m: centre of mass in the body frame (3)
+P_INERTIA = 24  # kg·m²: inertia about the COM in the body frame, row-major (9)
 P_WIDTH = 33
-# header row (the last row): number of coordinates and gravity
-H_NQ = 0
-H_GRAVITY = 1  # (3)
+# header row (the last row)
+HDR_NQ = 0  # number of coordinates the kernels take (nz; = nq for a tree)
+HDR_GRAVITY = 1  # m/s²: gravity in the world frame (3)
 
 JOINT_BASE = 0
 JOINT_REVOLUTE = 1
@@ -111,8 +113,8 @@ class Mechanism:
         p[:nb, P_MASS] = self.mass
         p[:nb, P_COM : P_COM + 3] = self.com
         p[:nb, P_INERTIA : P_INERTIA + 9] = self.inertia.reshape(nb, 9)
-        p[nb, H_NQ] = self.nz
-        p[nb, H_GRAVITY : H_GRAVITY + 3] = self.gravity
+        p[nb, HDR_NQ] = self.nz
+        p[nb, HDR_GRAVITY : HDR_GRAVITY + 3] = self.gravity
         p.setflags(write=False)
         object.__setattr__(self, "packed", p)
         for name in (

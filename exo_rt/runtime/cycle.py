@@ -14,8 +14,9 @@ Its arrays (all preallocated by :class:`CycleArrays`):
 - ``v``: float64 (``V_WIDTH``, n) joint vectors, rows ``V_*`` (measured, estimated,
   reference, command and summary figures);
 - ``flags`` (drive flags) and ``missing`` (cycles without feedback), int64 (n);
-- the law's, safety's and transmission's parameter tables, the law's state and scratch, the
-  dynamics' packed model and workspace (robot, and exoskeleton alone);
+- the law's, safety's and transmission's parameter tables (records read by field name), the
+  law's state and scratch, the dynamics' packed model and workspace (``model``, ``data``; of
+  the robot, and ``model_exo``, ``data_exo`` of the exoskeleton alone);
 - ``rows`` (the recording ring's rows; ``s[S_SLOT]`` the row to fill, −1: not recording) and
   ``hist`` (the run's records in memory; ``s[S_HIST]`` the row, −1: not kept).
 """
@@ -222,7 +223,8 @@ def _figures(state, s, v):
 
 @njit(cache=True)
 def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, transmissions,
-                 coeffs, law_state, scratch, check_out, pk, ws, pk_exo, ws_exo, rows, hist):
+                 coeffs, law_state, scratch, check_out, model, data, model_exo, data_exo, rows,
+                 hist):
     """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``
     (``law_table``: the compiled control laws, :func:`exo_rt.control.registry.table`)."""
     state = int(s[S_STATE])
@@ -231,10 +233,9 @@ def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tr
     _reference(state, s, v, coeffs)
     if state == ALIGN or state == RUN or state == STOPPING:
         if _fresh(flags):
-            laws.law_torque(law_table, opts, pk, ws, pk_exo, ws_exo, gains, law_state, v[V_Q],
-                            v[V_QD],
-                            v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT], v[V_TAU],
-                            scratch)
+            laws.law_torque(law_table, opts, model, data, model_exo, data_exo, gains, law_state,
+                            v[V_Q], v[V_QD], v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT],
+                            v[V_TAU], scratch)
             laws.torque_to_current(v[V_TAU], laws.friction_speed(opts, v[V_QD], v[V_QDR]),
                                    v[V_QDDR], transmissions, s[S_FRICTION_COMP] > 0.5, v[V_CUR])
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
