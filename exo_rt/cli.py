@@ -87,6 +87,9 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
                                      "with slcan-server, all with udp_multicast)")
     p.add_argument("--pose", type=float, nargs="*", default=None,
                    help="initial joint angles (rad), default all 0")
+    p.add_argument("--plant", default="harmonic_drive", metavar="NAME",
+                   help="the plant model (a registered one: exo_rt.sim.plants; a top config's "
+                        "simulation: {plant: NAME}, set by exo-rt run) [harmonic_drive]")
     p.add_argument("--parent", type=int, default=None, metavar="PID",
                    help="end --linger s after this process is gone (set by exo-rt run)")
     p.add_argument("--linger", type=float, default=5.0, metavar="S",
@@ -114,6 +117,8 @@ def cmd_drives(args: argparse.Namespace) -> int:
     from exo_rt.bus.config import load_buses
     from exo_rt.errors import ConfigError
     from exo_rt.model import load_mechanism
+    from exo_rt.model.parsing import did_you_mean
+    from exo_rt.sim import plants
     from exo_rt.sim.simbus import SimWorld
 
     kind, _, group = args.bus.partition(":")
@@ -126,7 +131,11 @@ def cmd_drives(args: argparse.Namespace) -> int:
     if args.channel and args.channel not in channels:
         raise ConfigError(f"no bus '{args.channel}' in {args.buses}", None,
                           f"use one of {', '.join(channels)}")
-    world = SimWorld.open("drives", mech, buses)
+    if args.plant not in plants.NAMES:
+        names = list(plants.NAMES)
+        raise ConfigError(f"unknown plant model '{args.plant}'", None,
+                          did_you_mean(args.plant, names) or f"use one of {', '.join(names)}")
+    world = SimWorld.open("drives", mech, buses, plant_model=args.plant)
     world.warm_up(np.array(args.pose if args.pose else np.zeros(mech.nq)))
     signal.signal(signal.SIGINT, signal.SIG_IGN if args.parent else signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -28,9 +28,9 @@ inventing them. Adding a kernel is one line::
 a second time. That is how the plant step, one long chain of calls, spreads over the workers.
 
 Groups: ``controller`` (the cycle: dynamics, laws, safety, estimate, reference, and the
-controller's own warm-up), ``plant`` (the simulated leg's step), ``bench`` (the HIL bench
-loop), ``sim`` (the plant's read-outs, model-in-the-loop), ``dynamics`` (the rest of the
-dynamics facade, closed chains, the integrator).
+controller's own warm-up), ``plant`` (the built-in plant model's step), ``bench`` (the HIL
+bench loop), ``sim`` (the plant's read-outs, its step compiled for model-in-the-loop, the
+loop), ``dynamics`` (the rest of the dynamics facade, closed chains, the integrator).
 """
 
 from __future__ import annotations
@@ -181,20 +181,22 @@ class Context:
 
     @cached_property
     def plant(self):
-        """The simulated leg (building it runs the pre-twist kernels: entry ``plant.reset``)."""
-        from exo_rt.sim.plant import Plant
+        """The simulated leg of the built-in plant model, whose kernels the ``plant`` entries
+        compile (building it runs the pre-twist kernels: entry ``plant.reset``)."""
+        from exo_rt.sim.plant import HarmonicDrivePlant
 
-        return Plant(self.robot, dt=self.dt)
+        return HarmonicDrivePlant(self.robot, dt=self.dt)
 
     def plant_args(self) -> tuple:
-        """(pk, ws, tp, st, cmd, q, v, h, sc, x0): the plant step's arrays and views as the
-        sub-step passes them (q, v rows of st; h the sub-step, x0 the scratch's vector rows)."""
-        from exo_rt.sim.plant import ST_Q, ST_V
+        """(model, data, transmissions, state, cmd, q, v, h, scratch, x0): the plant step's
+        arrays and views as the sub-step passes them (q, v rows of state; h the sub-step, x0
+        the scratch's vector rows)."""
+        from exo_rt.sim.plants import ST_Q, ST_V
 
         p = self.plant
-        st = p.state
-        return (p.pk, p.ws, p.tp, st, p.cmd, st[ST_Q], st[ST_V], p.dt / p.substeps, p.scratch,
-                2 * st.shape[1])
+        state = p.state
+        return (p.model, p.data, p.transmissions, state, p.cmd, state[ST_Q], state[ST_V],
+                p.dt / p.substeps, p.scratch, 2 * state.shape[1])
 
 
 def _packed(mech) -> tuple[np.ndarray, np.ndarray]:
@@ -243,6 +245,14 @@ def _board_decode(c: Context) -> None:
     fd.decode_stream(data, len(frame), st, partial, other, raw, 200.0)
 
 
+def _bus_batches(c: Context) -> None:
+    """The cycle's frame I/O in batches (both wires) and a CiA 402 bus's PDO tables."""
+    from exo_rt.bus import fastio, pdo_cycle
+
+    fastio.warm_up()
+    pdo_cycle.warm_up()
+
+
 def _facade(c: Context) -> None:
     """The Dynamics facade: building one prepares its entry points (compiled, or loaded)."""
     from exo_rt.dynamics import Dynamics
@@ -253,13 +263,13 @@ def _facade(c: Context) -> None:
 def _plant_parts(c: Context) -> None:
     from exo_rt.sim import plant as p
 
-    pk, ws, tp, st, cmd, q, v, h, sc, x0 = c.plant_args()
-    p._begin(tp, st, cmd, q, v, sc)
-    p._current_slopes(tp, st, cmd, v, sc[x0 + p.X_A1], h, sc)
-    p._first_reversal(tp, st, sc[x0 + p.X_V0], v)
-    p._stop_reversals(tp, st, v)
-    p._hysteresis(tp, st, q, sc[x0 + p.X_TW])
-    p._restore(tp, st, q, v, sc)
+    _model, _data, transmissions, state, cmd, q, v, h, scratch, x0 = c.plant_args()
+    p._begin(transmissions, state, cmd, q, v, scratch)
+    p._current_slopes(transmissions, state, cmd, v, scratch[x0 + p.X_A1], h, scratch)
+    p._first_reversal(transmissions, state, scratch[x0 + p.X_V0], v)
+    p._stop_reversals(transmissions, state, v)
+    p._hysteresis(transmissions, state, q, scratch[x0 + p.X_TW])
+    p._restore(transmissions, state, q, v, scratch)
 
 
 def _plant(fn_name: str):
@@ -267,12 +277,14 @@ def _plant(fn_name: str):
     def run(c: Context) -> None:
         from exo_rt.sim import plant as p
 
-        pk, ws, tp, st, cmd, q, v, h, sc, x0 = c.plant_args()
-        args = {"_accelerations": (pk, ws, tp, st, q, v, sc, sc[x0 + p.X_A1]),
-                "_stick_or_slip": (pk, ws, tp, st, q, v, sc, sc[x0 + p.X_A1]),
-                "_rk4": (pk, ws, tp, st, q, v, h, sc),
-                "_forces": (tp, st, q, v, sc[x0 + p.X_T], sc[x0 + p.X_F]),
-                "_substep": (pk, ws, tp, st, cmd, q, v, h, sc)}[fn_name]
+        model, data, transmissions, state, cmd, q, v, h, scratch, x0 = c.plant_args()
+        rigid = (model, data, transmissions, state)
+        args = {"_accelerations": (*rigid, q, v, scratch, scratch[x0 + p.X_A1]),
+                "_stick_or_slip": (*rigid, q, v, scratch, scratch[x0 + p.X_A1]),
+                "_rk4": (*rigid, q, v, h, scratch),
+                "_forces": (transmissions, state, q, v, scratch[x0 + p.X_T],
+                            scratch[x0 + p.X_F]),
+                "_substep": (*rigid, cmd, q, v, h, scratch)}[fn_name]
         getattr(p, fn_name)(*args)
         c.plant.reset(np.zeros(c.robot.nq))
 
@@ -287,6 +299,13 @@ def _plant_step(c: Context) -> None:
 
 def _plant_readouts(c: Context) -> None:
     _ = c.plant.flexspline_torques, c.plant.energy()
+
+
+def _plant_compiled(c: Context) -> None:
+    """The built-in model's step compiled for model-in-the-loop (a cfunc, cached)."""
+    from exo_rt.sim import plants
+
+    plants.compiled_step(c.plant)
 
 
 def _cholesky_a(c: Context) -> None:
@@ -380,6 +399,7 @@ def _register() -> None:
                                                    0.5),
                    trajectory.phase_from_events(np.array([0.0, 1.0, 0.0]), 0.0)))
     add("board.decode", "controller", _board_decode)
+    add("bus.fastio", "controller", _bus_batches, cost=2.0)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "dyn.facade", "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",
@@ -406,8 +426,10 @@ def _register() -> None:
         lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
                            0, False, c.z(), c.zi(2)))
     add("plant.readouts", "sim", _plant_readouts, after=("plant.reset",), cost=1.5)
-    add("mil.loop", "sim", _mil, after=("law.torque", "law.torque_to_current", "plant.step",
-                                        "trajectory.gait", "estimate.velocity_update"), cost=8.0)
+    add("plant.compiled_step", "sim", _plant_compiled, after=("plant.step",), cost=1.0)
+    add("mil.loop", "sim", _mil, after=("law.torque", "law.torque_to_current",
+                                        "plant.compiled_step", "trajectory.gait",
+                                        "estimate.velocity_update"), cost=8.0)
     # the rest of the dynamics
     add("dyn.facade_rest", "dynamics", _facade_rest, after=(*dyn, "dyn.facade"))
     add("dyn.closed_chain", "dynamics", _closed_chain, after=(*dyn, "dyn.facade"), cost=5.0)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Model-in-the-loop gain design: ``python tools/mil.py [--controller NAME|FILE]
-[--robot FILE] [--cycles N] [--model-error F]`` prints per-joint RMS and max tracking error,
-the largest current and the simulation speed.
+[--robot FILE] [--cycles N] [--model-error F] [--plant NAME]`` prints per-joint RMS and max
+tracking error, the largest current and the simulation speed.
 
-The law runs on the controller's rigid model; the plant has compliant harmonic drives,
-friction, current loops and encoder quantisation; all inside njit (exo_rt.sim.mil).
+The law runs on the controller's rigid model; the plant (a registered plant model, by default
+harmonic_drive: compliant harmonic drives, friction, current loops) with encoder
+quantisation; all inside njit (exo_rt.sim.mil).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from exo_rt.config import load_controller
 from exo_rt.errors import ExoError
 from exo_rt.model import load_mechanism
+from exo_rt.sim import plants
 from exo_rt.sim.mil import run_mil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=float, default=10.0)
     ap.add_argument("--model-error", type=float, default=1.0,
                     help="scale the controller model's masses and inertias (e.g. 1.2)")
+    ap.add_argument("--plant", default="harmonic_drive",
+                    help="the plant model (a registered one: exo_rt.sim.plants)")
     args = ap.parse_args(argv)
     path = Path(args.controller)
     if not path.suffix:
@@ -41,15 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     except ExoError as err:
         print(f"mil: error: {err}", file=sys.stderr)
         return 2
+    if args.plant not in plants.NAMES:
+        print(f"mil: error: unknown plant model '{args.plant}' — use one of "
+              f"{', '.join(plants.NAMES)}", file=sys.stderr)
+        return 2
     model = dataclasses.replace(robot, mass=robot.mass * args.model_error,
                                 inertia=robot.inertia * args.model_error)
-    run_mil(robot, cfg, cycles=0.01, model=model)  # compile
+    run_mil(robot, cfg, cycles=0.01, model=model, plant_model=args.plant)  # compile
     t0 = time.perf_counter()
-    r = run_mil(robot, cfg, cycles=args.cycles, model=model)
+    r = run_mil(robot, cfg, cycles=args.cycles, model=model, plant_model=args.plant)
     wall = time.perf_counter() - t0
     sim = args.cycles * cfg.reference.period
-    print(f"{cfg.law} on {robot.name}: {args.cycles:g} gait cycles of {cfg.reference.period:g} s,"
-          f" controller model ×{args.model_error:g}")
+    print(f"{cfg.law} on {robot.name} ({args.plant}): {args.cycles:g} gait cycles of "
+          f"{cfg.reference.period:g} s, controller model ×{args.model_error:g}")
     print(f"  {'joint':<10} {'RMS (deg)':>10} {'max (deg)':>10} {'max |I| (A)':>12}")
     for j, name in enumerate(r.joint_names):
         print(f"  {name:<10} {r.rms_error_deg[j]:10.3f} {r.max_error_deg[j]:10.3f} "

@@ -1,7 +1,8 @@
 """Replay a recorded run against the simulated bus.
 
-- *plant*: the recorded motor-current commands drive the plant (emulated drives, compliant
-  harmonic drives, motors): how well does the model predict the recorded measurements?
+- *plant*: the recorded motor-current commands drive the plant (the top config's plant model,
+  by default compliant harmonic drives and motors): how well does the model predict the
+  recorded measurements?
 - *controller*: the recorded measurements feed the current controller: did its commands
   change? (Bit-identical for an unchanged controller; first difference and size otherwise.)
 - *closed-loop*: the session's scenario (config, start pose, duration, injections) runs again on
@@ -27,7 +28,8 @@ from exo_rt.runtime.controller import Controller, Injection
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
 from exo_rt.runtime.states import READY
-from exo_rt.sim.plant import ST_ON, Plant
+from exo_rt.sim import plants
+from exo_rt.sim.plants import ST_ON, T_JOINT, T_K
 
 MODES = ("plant", "controller", "closed-loop")
 F_NOT_ENABLED = 16
@@ -78,12 +80,12 @@ def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
     records, meta, config = load_run(run_dir)
     top = load_top(config)
     robot = robot or top.robot
-    plant = Plant(robot, dt=1.0 / top.rate_hz)
+    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
     start = meta.get("start_pose") or meta["q_initial"]
     plant.reset(np.asarray(start, float))
     n = robot.nq
-    k_mult = plant.tp[:, 2]
-    joint_of = plant.tp[:, 0].astype(int)
+    k_mult = plant.transmissions[:, T_K]
+    joint_of = plant.transmissions[:, T_JOINT].astype(int)
     cpr = np.array([next(d.scale.counts_per_rev for b in top.buses for d in b.drives
                          if d.joint == robot.joint_names[j]) for j in joint_of], float)
     # the drives receive torque in per mille of their rated torque: the same rounding here
@@ -313,12 +315,12 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
         raise LogError("the CAN log holds fewer than 3 control cycles of this robot's drives",
                        Where(str(log_path)), "check the bus file's node ids against the log")
     measured, commands, powered = np.array(measured), np.array(commands), np.array(powered)
-    plant = Plant(robot, dt=1.0 / top.rate_hz)
+    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
     # entry i: the command a SYNC applies, and the sample taken at the SYNC before it; that
     # command acts until the next SYNC, whose sample is entry i + 2's
     plant.reset(measured[1])
-    joint_of = plant.tp[:, 0].astype(int)
-    k_mult = plant.tp[:, 2]
+    joint_of = plant.transmissions[:, T_JOINT].astype(int)
+    k_mult = plant.transmissions[:, T_K]
     sim = np.zeros((len(measured) - 2, n))
     for k in range(len(measured) - 2):
         # a drive applies current only when its statusword said operation enabled

@@ -1,5 +1,6 @@
 """The top configuration (``configs/exo_leg.yaml``): robot, buses, controller, rate, the
-alignment and stop phases, safety and logging — one file a run starts from (docs/config.md)."""
+alignment and stop phases, safety, logging and the simulation's plant model — one file a run
+starts from (docs/config.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from exo_rt.model import load_mechanism
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.schema import core
-from exo_rt.schema.top import RealtimeConfig, SafetyConfig, TopFile
+from exo_rt.schema.top import RealtimeConfig, SafetyConfig, SimulationConfig, TopFile
 from exo_rt.yamlio import Node, read_yaml
 
-__all__ = ["RealtimeConfig", "SafetyConfig", "TopConfig", "load_top"]
+__all__ = ["RealtimeConfig", "SafetyConfig", "SimulationConfig", "TopConfig", "load_top"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class TopConfig:
     safety: SafetyConfig
     runs_dir: Path
     realtime: RealtimeConfig = RealtimeConfig()
+    simulation: SimulationConfig = SimulationConfig()  # only the simulated exoskeleton reads it
 
 
 def _file(node: Node, base: Path, kind: str) -> Path:
@@ -84,4 +86,5 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
         buses_path=buses_path, robot=robot, exo=exo, buses=buses, controller=ctrl,
         rate_hz=top.rate_hz, align_s=top.align.duration, stop_s=top.stop.duration,
         safety=top.safety, runs_dir=Path(top.logging.runs), realtime=top.realtime,
+        simulation=top.simulation,
     )

@@ -1,13 +1,15 @@
 """The top configuration (``configs/exo_leg.yaml``): the one file a run starts from — the
 robot, bus and controller files it names (relative to it), the control rate, the alignment and
-stop phases, the safety supervisor's limits, where runs are written and where the real-time
-thread runs (docs/config.md). :class:`SafetyConfig` and :class:`RealtimeConfig` are both the
+stop phases, the safety supervisor's limits, where runs are written, where the real-time
+thread runs and which plant model the simulated exoskeleton uses (docs/config.md).
+:class:`SafetyConfig`, :class:`RealtimeConfig` and :class:`SimulationConfig` are both the
 schema of their sections and what the run uses."""
 
 from __future__ import annotations
 
 from exo_rt.runtime.safety import ACTIONS
 from exo_rt.schema.core import REQUIRED, Choice, Name, Num, Sub, key, section
+from exo_rt.sim import plants
 
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
@@ -54,6 +56,17 @@ class RealtimeConfig:
                         doc="SCHED_FIFO priority of the control thread")
 
 
+@section("simulation", result=True)
+class SimulationConfig:
+    """The simulated exoskeleton (`--bus sim`, `sim-realtime`, replay): what stands in for
+    the leg behind the emulated drives (docs/architecture.md, "How to add a plant model")."""
+
+    plant: str = key(Choice(plants.NAMES, "plant model"), plants.DEFAULT,
+                     doc="the plant model (a registered one: exo_rt.sim.plants); "
+                         "`harmonic_drive`: rigid bodies, compliant harmonic drives with "
+                         "friction and hysteresis, motor current loops")
+
+
 @section("align")
 class Align:
     """ALIGN: the move from the measured posture to the reference's start."""
@@ -98,6 +111,8 @@ class TopFile:
     logging: Logging = key(Sub(Logging), Logging(), shown="", doc="where runs are written")
     realtime: RealtimeConfig = key(Sub(RealtimeConfig), RealtimeConfig(), shown="",
                                    doc="the control thread's CPU and priority")
+    simulation: SimulationConfig = key(Sub(SimulationConfig), SimulationConfig(), shown="",
+                                       doc="the simulated exoskeleton's plant model")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 

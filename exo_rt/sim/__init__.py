@@ -1,5 +1,7 @@
-"""Simulation: the plant (exoskeleton, wearer, compliant harmonic drives, motors)."""
+"""Simulation: the plant (exoskeleton, wearer, drives, motors: a registered plant model,
+:mod:`exo_rt.sim.plants`), the emulated drives and the simulated bus."""
 
-from exo_rt.sim.plant import Plant
+from exo_rt.sim.plant import HarmonicDrivePlant, Plant
+from exo_rt.sim.plants import PlantModel
 
-__all__ = ["Plant"]
+__all__ = ["HarmonicDrivePlant", "Plant", "PlantModel"]

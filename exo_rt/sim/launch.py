@@ -8,8 +8,9 @@
   python-can's ``udp_multicast`` interface and a pseudo-terminal — the controller's process is
   then exactly the one that runs on the exoskeleton, with nothing of the simulation inside.
 
-Either way the board's motor-power relay feeds the simulated drives, and faults are injected
-the same way (:meth:`SimulatedBuses.inject`, :meth:`SimulatedBuses.board_command`).
+Either way the leg is the top config's plant model (``simulation: {plant: …}``,
+:mod:`exo_rt.sim.plants`), the board's motor-power relay feeds the simulated drives, and faults
+are injected the same way (:meth:`SimulatedBuses.inject`, :meth:`SimulatedBuses.board_command`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class SimulatedBuses:
 
             name = f"run-{id(self)}"
             self.world = SimWorld.open(name, plant or top.robot, top.buses, dt=1.0 / top.rate_hz,
-                                       seed=seed)
+                                       seed=seed, plant_model=top.simulation.plant)
             self.world.reset(pose)
             self.buses = [can.Bus(interface="exo_sim", channel=b.channel, world=name)
                           for b in top.buses]
@@ -66,7 +67,8 @@ class SimulatedBuses:
                            "simulated bus only", None, "run without --realtime")
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
                 "--bus", f"udp_multicast:{group_for(0)}", "--board",
-                "--parent", str(os.getpid()), "--pose", *[repr(float(x)) for x in pose]]
+                "--parent", str(os.getpid()), "--plant", top.simulation.plant,
+                "--pose", *[repr(float(x)) for x in pose]]
         self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,
                               fifo=fifo)
         served = dict(item.split("=", 1) for item in self.process.ready_line.split()[1:])

@@ -1,6 +1,8 @@
 """Model-in-the-loop simulation: the law on the controller's rigid model against the plant
-(compliant drives, friction, current loops, encoder quantisation), entirely inside njit —
-for fast gain design (docs/config-controller.md; ``tools/mil.py``).
+(a registered plant model, :mod:`exo_rt.sim.plants`; by default ``harmonic_drive``: compliant
+drives, friction, current loops) with encoder quantisation, entirely inside njit — the plant
+through its compiled step — for fast gain design (docs/config-controller.md;
+``tools/mil.py``).
 
 The timing is that of drives on a SYNC-driven bus: a drive samples its encoder at a SYNC and
 applies, at that same SYNC, the command the controller computed from the *previous* sample.
@@ -25,16 +27,23 @@ from exo_rt.config import ControllerConfig, transmission_rows
 from exo_rt.control import estimate, laws, registry, trajectory
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.plant import ST_EXT, ST_Q, ST_V, T_JOINT, T_ROTOR, Plant, plant_step
+from exo_rt.sim import plants
+from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
 
 # log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true)
 LOG_T = 0
 
 
 @njit(cache=True)
-def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, gains, ls,
-             transmissions, sc_l, coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
+def mil_loop(model, data, model_exo, data_exo, leg_model, leg_data, leg_transmissions, leg_state,
+             leg_scratch, leg_step, table, opts, gains, law_state, transmissions, law_scratch,
+             coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
     """Run ``steps`` control periods; ``enc`` = [source (0 output, 1 motor), counts/rev, α].
+
+    ``model``/``data`` (``model_exo``/``data_exo``): the controller's packed rigid model and
+    workspace (of the exoskeleton alone); the ``leg_*`` arrays are the plant's (its model's
+    common layout, :mod:`exo_rt.sim.plants`) and ``leg_step`` its compiled step
+    (:func:`exo_rt.sim.plants.compiled_step`).
 
     Returns the largest |current| commanded (A) relative to its limit (≤ 1 by construction).
     """
@@ -47,8 +56,9 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
     vm = np.zeros(n)
     tau = np.zeros(n)
     cur = np.zeros(n)
-    cmd = np.zeros(tp.shape[0])  # A: what the drives apply this period (last period's law)
-    latched = np.zeros(tp.shape[0])  # A: this period's law, applied at the next SYNC
+    n_tr = leg_transmissions.shape[0]
+    cmd = np.zeros(n_tr)  # A: what the drives apply this period (last period's law)
+    latched = np.zeros(n_tr)  # A: this period's law, applied at the next SYNC
     assist = np.zeros(n)
     tw = np.zeros(n)
     qw = np.zeros(n)
@@ -56,57 +66,59 @@ def mil_loop(pk_c, ws_c, pk_exo, ws_exo, pk_p, ws_p, tp, st, sc_p, table, opts, 
     t_exo = np.zeros(n)
     worst = 0.0
     for j in range(n):
-        qm_prev[j] = st[ST_Q, j]
-        vm[j] = st[ST_V, j]
+        qm_prev[j] = leg_state[ST_Q, j]
+        vm[j] = leg_state[ST_V, j]
     for k in range(steps):
         t = k * dt
         trajectory.gait(t / period, period, coeffs, qr, qdr, qddr)
         # encoders → joint angles and filtered velocities
-        for m in range(tp.shape[0]):
-            j = int(tp[m, T_JOINT])
+        for m in range(n_tr):
+            j = int(leg_transmissions[m, T_JOINT])
             if enc[0] > 0.5:
-                rotor = estimate.quantize(st[ST_Q, int(tp[m, T_ROTOR])], enc[1])
-                qm[j] = estimate.joint_from_motor(rotor, tp[m, 2])
+                r = int(leg_transmissions[m, T_ROTOR])
+                rotor = estimate.quantize(leg_state[ST_Q, r], enc[1])
+                qm[j] = estimate.joint_from_motor(rotor, leg_transmissions[m, T_K])
             else:
-                qm[j] = estimate.quantize(st[ST_Q, j], enc[1])
+                qm[j] = estimate.quantize(leg_state[ST_Q, j], enc[1])
         estimate.velocity_update(qm, qm_prev, vm, dt, enc[2])
         # the wearer's own torque along the reference, for assistance
         if gains[0].assist > 0.0 or gains[n - 1].assist > 0.0:
-            kernels.inverse_dynamics(pk_c, ws_c, qr, qdr, qddr, assist)
-            kernels.inverse_dynamics(pk_exo, ws_exo, qr, qdr, qddr, t_exo)
+            kernels.inverse_dynamics(model, data, qr, qdr, qddr, assist)
+            kernels.inverse_dynamics(model_exo, data_exo, qr, qdr, qddr, t_exo)
             for j in range(n):
                 assist[j] -= t_exo[j]
-        laws.law_torque(table, opts, pk_c, ws_c, pk_exo, ws_exo, gains, ls, qm, vm, qr, qdr, qddr,
-                        assist, dt, tau, sc_l)
+        laws.law_torque(table, opts, model, data, model_exo, data_exo, gains, law_state, qm, vm,
+                        qr, qdr, qddr, assist, dt, tau, law_scratch)
         laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, transmissions,
                                opts[0].friction_compensation, cur)
         for j in range(n):
             lim = transmissions[j].current_limit
             if lim > 0.0:
                 worst = max(worst, abs(cur[j]) / lim)
-        for m in range(tp.shape[0]):
+        for m in range(n_tr):
             cmd[m] = latched[m]
-            latched[m] = cur[int(tp[m, T_JOINT])]
+            latched[m] = cur[int(leg_transmissions[m, T_JOINT])]
         # the wearer's muscles (true state: proprioception): their own limbs' inverse dynamics
         # along the reference plus a joint stiffness and damping towards it
         if wearer_gains[0] > 0.0:
             for j in range(n):
-                qw[j] = st[ST_Q, j]
-                vw[j] = st[ST_V, j]
-            kernels.inverse_dynamics(pk_c, ws_c, qw, vw, qddr, tw)
-            kernels.inverse_dynamics(pk_exo, ws_exo, qw, vw, qddr, t_exo)
+                qw[j] = leg_state[ST_Q, j]
+                vw[j] = leg_state[ST_V, j]
+            kernels.inverse_dynamics(model, data, qw, vw, qddr, tw)
+            kernels.inverse_dynamics(model_exo, data_exo, qw, vw, qddr, t_exo)
             for j in range(n):
-                st[ST_EXT, j] = (tw[j] - t_exo[j] + wearer_gains[0] * (qr[j] - qw[j])
-                                + wearer_gains[1] * (qdr[j] - vw[j]))
+                leg_state[ST_EXT, j] = (tw[j] - t_exo[j] + wearer_gains[0] * (qr[j] - qw[j])
+                                        + wearer_gains[1] * (qdr[j] - vw[j]))
         log[k, LOG_T] = t
         for j in range(n):
-            log[k, 1 + j] = st[ST_Q, j]
+            log[k, 1 + j] = leg_state[ST_Q, j]
             log[k, 1 + n + j] = qr[j]
             log[k, 1 + 2 * n + j] = cur[j]
             log[k, 1 + 3 * n + j] = tau[j]
-            log[k, 1 + 4 * n + j] = st[ST_EXT, j]
-            log[k, 1 + 5 * n + j] = st[ST_V, j]
-        plant_step(pk_p, ws_p, tp, st, cmd, dt, substeps, sc_p)
+            log[k, 1 + 4 * n + j] = leg_state[ST_EXT, j]
+            log[k, 1 + 5 * n + j] = leg_state[ST_V, j]
+        leg_step(leg_model, leg_data, leg_transmissions, leg_state, cmd, dt, substeps,
+                 leg_scratch)
     return worst
 
 
@@ -130,17 +142,18 @@ class MilResult:
 def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
             model: Mechanism | None = None, exo_model: Mechanism | None = None,
             wearer_gains: tuple[float, float] = (0.0, 0.0), dt: float = 1e-3,
-            substeps: int = 10) -> MilResult:
+            substeps: int = 10, plant_model: str = plants.DEFAULT) -> MilResult:
     """Track ``cycles`` gait cycles of the controller ``cfg`` on the plant of ``robot``.
 
     ``model`` is the controller's rigid model (default: the robot's own — nominal);
     ``exo_model`` the exoskeleton alone (transparent law); ``wearer_gains`` = (K_p, K_d) in
-    N·m/rad, N·m·s/rad of the wearer's tracking (0: no wearer torque).
+    N·m/rad, N·m·s/rad of the wearer's tracking (0: no wearer torque); ``plant_model`` the
+    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`).
     """
     model = model or robot
     exo_model = exo_model or model
     n = robot.nq
-    plant = Plant(robot, dt=dt, substeps=substeps)
+    plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
     ref = cfg.reference
     kinds = [ref.gait_joints.get(nm, nm if nm in ("hip", "knee") else
                                  ("hip" if nm.endswith("hip") else "knee"))
@@ -154,9 +167,9 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
     log = np.zeros((steps, 1 + 6 * n))
     enc = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev,
                     estimate.filter_gain(cfg.velocity_cutoff_hz, dt)])
-    worst = mil_loop(dyn_c.packed, dyn_c.workspace, dyn_e.packed, dyn_e.workspace, plant.pk,
-                     plant.ws, plant.tp, plant.state, plant.scratch, registry.table(),
-                     cfg.options(), cfg.gains,
+    worst = mil_loop(dyn_c.packed, dyn_c.workspace, dyn_e.packed, dyn_e.workspace, plant.model,
+                     plant.data, plant.transmissions, plant.state, plant.scratch,
+                     plants.compiled_step(plant), registry.table(), cfg.options(), cfg.gains,
                      laws.law_state(n), transmission_rows(robot, cfg), laws.law_scratch(n),
                      coeffs, ref.period, enc, np.array(wearer_gains, dtype=float), dt, substeps,
                      steps, log)

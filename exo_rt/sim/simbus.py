@@ -32,7 +32,8 @@ from exo_rt.bus import protocols
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.sim.plant import ST_ON, T_JOINT, T_ROTOR, Plant
+from exo_rt.sim import plants
+from exo_rt.sim.plants import ST_I, ST_ON, ST_Q, ST_V, T_JOINT, T_ROTOR
 
 
 @dataclass
@@ -47,14 +48,15 @@ class _Endpoint:
 
 
 class SimWorld:
-    """The plant and every emulated drive of one simulated robot."""
+    """The plant and every emulated drive of one simulated robot; ``plant_model`` names the
+    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`)."""
 
     _worlds: dict[str, SimWorld] = {}
 
     def __init__(self, robot: Mechanism, buses: tuple[BusConfig, ...], dt: float = 1e-3,
                  substeps: int = 10, encoder_noise: float = 0.0, seed: int = 0,
-                 fixture_node: int = fx.FIXTURE_NODE) -> None:
-        self.plant = Plant(robot, dt=dt, substeps=substeps)
+                 fixture_node: int = fx.FIXTURE_NODE, plant_model: str = plants.DEFAULT) -> None:
+        self.plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
         self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
         # the test rig's fixture (exo_rt.bus.fixture); 0: none, or when a drive has its node id
         taken = {d.node for bus in buses for d in bus.drives}
@@ -213,8 +215,9 @@ class SimWorld:
 
     def _rotor(self, t: int) -> tuple[float, float, float]:
         """(angle, speed, actual current) of transmission t's rotor."""
-        r = int(self.plant.tp[t, T_ROTOR])
-        return self.plant.state[0, r], self.plant.state[1, r], self.plant.currents[t]
+        state = self.plant.state
+        r = int(self.plant.transmissions[t, T_ROTOR])
+        return state[ST_Q, r], state[ST_V, r], state[ST_I, t]
 
     def _apply(self, ep: _Endpoint) -> None:
         """The drives' latched commands become the plant's current commands."""
@@ -269,7 +272,7 @@ class SimWorld:
             faults = self._active(ep.config.channel, drive.node)
             if "bus_off" in faults:
                 continue
-            rotor = plant.state[0, int(plant.tp[t, T_ROTOR])]
+            rotor = plant.state[ST_Q, int(plant.transmissions[t, T_ROTOR])]
             if self.encoder_noise > 0.0:  # counts, Gaussian, seeded: runs stay reproducible
                 rotor += self._rng.normal(0.0, self.encoder_noise) * 2 * math.pi / (
                     drive.scale.counts_per_rev)
@@ -296,8 +299,8 @@ class SimWorld:
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
             if due and not self.wall_heartbeats and "heartbeat_loss" not in faults:
                 self._queue(ep, *drive.heartbeat())  # (drives with heartbeat_ms)
-        if ep.fixture:  # the load cells: −T of each clamped output's flexspline
-            torques = plant.flexspline_torques
+        if ep.fixture:  # the load cells: −the torque each clamped output's transmission passes
+            torques = plant.output_torques
             self._queue(ep, *fx.measurement(self.fixture_node, [
                 -float(torques[t]) if ep.fixture >> k & 1 else 0.0
                 for k, (_, t) in enumerate(ep.drives)]))
@@ -317,7 +320,7 @@ class SimWorld:
             return out
 
     def joint_of(self, t: int) -> int:
-        return int(self.plant.tp[t, T_JOINT])
+        return int(self.plant.transmissions[t, T_JOINT])
 
 
 class SimBus(can.BusABC):

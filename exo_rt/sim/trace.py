@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.sim.plant import ST_I, ST_ON, ST_Q
+from exo_rt.sim.plants import ST_I, ST_ON, ST_Q
 
 
 class PlantTrace:
