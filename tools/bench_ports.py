@@ -2,10 +2,14 @@
 """Per-frame cost of the cycle's CAN I/O: python-can's own API against the frame ports
 (:mod:`exo_rt.bus.port`), on the interfaces this machine has.
 
-    python tools/bench_ports.py [--frames N]
+    python tools/bench_ports.py [--frames N] [--cycles N]
 
 udp_multicast (cross-process, what the real-time simulation uses): send, and receive of a
-frame that has arrived, through ``bus.send``/``bus.recv`` and through ``UdpMulticastPort``.
+frame that has arrived, through ``bus.send``/``bus.recv`` and through ``UdpMulticastPort``;
+then one control cycle's I/O as the leg's bus has it — read the two drives' answers, send two
+RPDOs and the SYNC, recorded — frame by frame against the compiled batches (one
+``recvmmsg``, one ``sendmmsg`` for the RPDOs and one for the SYNC), a millisecond's sleep
+before each cycle as in the loop (cold caches, as the real cycle finds them).
 socketcan: measured where a ``vcan0``/``can0`` interface is up (``ip link add dev vcan0 type
 vcan``); otherwise the ``struct can_frame`` codec alone.
 """
@@ -73,6 +77,54 @@ def udp(n: int) -> None:
         bus.shutdown()
 
 
+def cycle(n: int) -> None:
+    """One cycle's frame I/O, per frame and in batches (µs per cycle, median)."""
+    from exo_rt.record.rings import FrameRing
+
+    group = "239.74.251.2"
+    a = can.Bus(interface="udp_multicast", channel=group)
+    b = can.Bus(interface="udp_multicast", channel=group)
+    port, drives = open_port(a), open_port(b)
+    ring = FrameRing(1 << 16)
+    port.tap = ring
+    tpdo = b"\x37\x02\x10\x27\x00\x00\xe8\x03"
+    rx, rpdos, sync = port.batch(32), port.batch(2), port.batch(1)
+    for k in range(2):
+        rpdos.arbitration_id[k], rpdos.length[k] = 0x201 + k, 4
+    sync.arbitration_id[0] = 0x080
+
+    def answers() -> None:  # untimed: the drives answer the last SYNC, the loop sleeps
+        drives.send(0x181, tpdo)
+        drives.send(0x182, tpdo)
+        time.sleep(0.001)
+        ring.header[1] = ring.head  # (the recording process keeps up)
+        while drives.recv() is not None:
+            pass
+
+    def per_frame() -> None:
+        while port.recv() is not None:
+            pass
+        port.send(0x201, b"\x0f\x00\x10\x27")
+        port.send(0x202, b"\x0f\x00\x10\x27")
+        port.send(0x080, b"")
+
+    def batches() -> None:
+        while port.recv_batch(rx) == rx.capacity:
+            pass
+        port.send_batch(rpdos, 2)
+        port.send_batch(sync, 1)
+
+    blocks = max(50, n // 10)
+    frame_us = timed_blocks(answers, per_frame, blocks, 1)
+    batch_us = timed_blocks(answers, batches, blocks, 1)
+    print(f"  one cycle (2 frames in, 3 out, recorded): per frame {frame_us:6.1f} µs, batches "
+          f"{batch_us:6.1f} µs ({frame_us / batch_us:.1f}×)")
+    port.tap = None
+    ring.release()
+    for bus in (a, b):
+        bus.shutdown()
+
+
 def socketcan(n: int) -> None:
     try:
         bus = can.Bus(interface="socketcan", channel="vcan0")
@@ -98,9 +150,11 @@ def socketcan(n: int) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=20000)
+    ap.add_argument("--cycles", type=int, default=3000)
     args = ap.parse_args(argv)
     print("per-frame cost of the cycle's CAN I/O (median of 20 blocks):")
     udp(args.frames)
+    cycle(args.cycles)
     socketcan(args.frames)
     return 0
 
