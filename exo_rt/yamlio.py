@@ -140,6 +140,9 @@ def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
         if exc.problem_mark is not None and exc.problem_mark.line + 1 != line:
             noticed = f" (noticed at line {exc.problem_mark.line + 1})"
         what = "; ".join(str(x) for x in (exc.context, exc.problem) if x)
+        if "maximum nesting depth" in what:  # PyYAML ≥ 6.0.4 limits it itself
+            raise error("the YAML nests too deeply", Where(file, line),
+                        "flatten the brackets") from None
         raise error(f"YAML syntax error: {what}{noticed}", Where(file, line),
                          "fix the brackets, indentation or quoting there") from None
     except yaml.YAMLError as exc:
