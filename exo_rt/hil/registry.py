@@ -19,10 +19,10 @@ its own under the entry-point group ``exo_rt.procedures`` (name → the module d
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+
+from exo_rt import plugins
 
 GROUP = "exo_rt.procedures"
 BUILTIN = ("exo_rt.hil.procedures", "exo_rt.hil.response", "exo_rt.hil.identify")
@@ -57,29 +57,21 @@ def unregister(name: str) -> None:
     del _procedures[name]
 
 
-def _load_builtin() -> None:
-    for module in BUILTIN:
-        importlib.import_module(module)
+_NAMES = plugins.Names(GROUP, BUILTIN, _procedures)
 
 
 def names() -> tuple[str, ...]:
     """Every procedure: the registered ones and those installed packages offer."""
-    _load_builtin()
-    return (*_procedures, *(ep.name for ep in entry_points(group=GROUP)
-                            if ep.name not in _procedures))
+    _NAMES.load_builtin()
+    return (*_procedures, *_NAMES.installed())
 
 
 def get(name: str) -> Procedure | None:
     """The procedure ``name``, imported from its package on first use; None if none."""
-    _load_builtin()
-    if name not in _procedures:
-        for ep in entry_points(group=GROUP):
-            if ep.name == name:
-                ep.load()
-    return _procedures.get(name)
+    return _procedures[name] if name in _NAMES else None
 
 
 def registered() -> dict[str, Procedure]:
     """The registered procedures by name (built-in ones loaded)."""
-    _load_builtin()
+    _NAMES.load_builtin()
     return dict(_procedures)

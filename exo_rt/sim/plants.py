@@ -45,18 +45,18 @@ control laws do under ``exo_rt.laws``.
 from __future__ import annotations
 
 import abc
-import importlib
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from importlib.metadata import entry_points
 
 import numpy as np
 from numba import cfunc, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
+
+from exo_rt import plugins
 
 GROUP = "exo_rt.plants"
 BUILTIN = ("exo_rt.sim.plant",)  # modules whose import registers the built-in models
@@ -244,35 +244,7 @@ def unregister(name: str) -> None:
     _compiled.pop(entry.cls, None)
 
 
-def _load_builtin() -> None:
-    for module in BUILTIN:
-        importlib.import_module(module)
-
-
-def _from_entry_point(name: str) -> bool:
-    """Import the module an installed package names for the model ``name``; True if it
-    registered it."""
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            ep.load()
-            return name in _models
-    return False
-
-
-class _Names:
-    """The models' names, as the top config's schema checks them: every registered model, and
-    a third-party one on first mention."""
-
-    def __contains__(self, name: object) -> bool:
-        _load_builtin()
-        return isinstance(name, str) and (name in _models or _from_entry_point(name))
-
-    def __iter__(self) -> Iterator[str]:
-        _load_builtin()
-        return iter(list(_models))
-
-
-NAMES = _Names()
+NAMES = plugins.Names(GROUP, BUILTIN, _models)  # every model's name, as the schema checks it
 
 
 def get(name: str) -> type[PlantModel]:
@@ -284,7 +256,7 @@ def get(name: str) -> type[PlantModel]:
 
 def registered() -> dict[str, Entry]:
     """The registered models by name (built-in ones loaded)."""
-    _load_builtin()
+    NAMES.load_builtin()
     return dict(_models)
 
 
