@@ -27,22 +27,21 @@ from exo_rt.bus import cia402 as c
 from exo_rt.bus import fastio, pdo, pdo_cycle
 from exo_rt.bus.config import BusConfig
 from exo_rt.bus.errframe import decode_error_frame
+from exo_rt.bus.flags import (  # noqa: F401 (also read as drives.F_*)
+    F_BUS_ERROR,
+    F_DUPLICATE,
+    F_FAULT,
+    F_GLITCH,
+    F_HEARTBEAT,
+    F_LATE,
+    F_MALFORMED,
+    F_MISSING,
+    F_NOT_ENABLED,
+    F_SATURATED,
+)
 from exo_rt.bus.port import FramePort, open_port
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-
-# per-joint flags (bits)
-F_MISSING = 1  # no TPDO this cycle
-F_MALFORMED = 2  # a TPDO of the wrong length
-F_DUPLICATE = 4  # two TPDOs in one cycle
-F_FAULT = 8  # the drive reports FAULT (statusword) or sent an EMCY
-F_NOT_ENABLED = 16  # not in OPERATION ENABLED
-F_HEARTBEAT = 32  # no heartbeat for 3 of the configured periods
-F_GLITCH = 64  # the position jumped further than the joint's speed limit allows in one cycle
-F_SATURATED = 128  # the actual current fell short of last cycle's command by > 20 % of peak
-F_LATE = 256  # a TPDO that arrived before the last SYNC left (or, on a bus with its own
-# clock, stamped more than half a period before this cycle's): stale data
-F_BUS_ERROR = 512  # the CAN controller reported an error frame (cause in Drives.bus_errors)
 
 # the power states a drive that stopped itself (or was stopped) stays in until a reset
 STOPPED = (c.FAULT, c.FAULT_REACTION_ACTIVE, c.QUICK_STOP_ACTIVE)
@@ -223,7 +222,7 @@ class Drives:
         # where each quantity sits in each drive's PDOs (exo_rt.bus.pdo_cycle)
         self._tx_fields = np.stack([pdo_cycle.fields(t, pdo_cycle.TPDO_NAMES) for t in tpdos])
         self._rx_fields = np.stack([pdo_cycle.fields(r, pdo_cycle.RPDO_NAMES) for r in rpdos])
-        target = self._rx_fields[:, pdo_cycle.R_TARGET]
+        target = self._rx_fields[:, pdo_cycle.RPDO_TARGET]
         target["low"], target["high"] = np.array(self.torque_limits, np.int64).T
         self._tx_size = np.array([t.size for t in tpdos], np.int64)
         self._rx_size = np.array([r.size for r in rpdos], np.int64)

@@ -133,7 +133,7 @@ for _i, _k in enumerate(KEYS):
 _KEY_BYTES.setflags(write=False)
 _KEY_LENGTHS.setflags(write=False)
 
-V_BAD, V_NIL, V_BOOL, V_INT, V_FLOAT, V_BIN, V_STR = range(7)  # value kinds
+MP_BAD, MP_NIL, MP_BOOL, MP_INT, MP_FLOAT, MP_BIN, MP_STR = range(7)  # value kinds
 
 
 @njit(cache=True)
@@ -155,34 +155,34 @@ def _value(buf, at, end, out):
     b = buf[at]
     out[2] = at + 1
     if b <= 0x7F:  # positive fixint
-        out[0], out[1] = V_INT, b
+        out[0], out[1] = MP_INT, b
         return at + 1
     if b >= 0xE0:  # negative fixint
-        out[0], out[1] = V_INT, b - 256
+        out[0], out[1] = MP_INT, b - 256
         return at + 1
     if 0xA0 <= b <= 0xBF:  # fixstr
         n = b & 0x1F
-        out[0], out[1] = V_STR, n
+        out[0], out[1] = MP_STR, n
         return at + 1 + n if at + 1 + n <= end else -1
     if b == 0xC0:
-        out[0], out[1] = V_NIL, 0
+        out[0], out[1] = MP_NIL, 0
         return at + 1
     if b == 0xC2 or b == 0xC3:
-        out[0], out[1] = V_BOOL, b - 0xC2
+        out[0], out[1] = MP_BOOL, b - 0xC2
         return at + 1
     if b == 0xC4 or b == 0xC5 or b == 0xD9 or b == 0xDA:  # bin8/16, str8/16
         size = 1 if b == 0xC4 or b == 0xD9 else 2
         if at + 1 + size > end:
             return -1
         n = _uint(buf, at + 1, size)
-        out[0], out[1], out[2] = (V_BIN if b <= 0xC5 else V_STR), n, at + 1 + size
+        out[0], out[1], out[2] = (MP_BIN if b <= 0xC5 else MP_STR), n, at + 1 + size
         return at + 1 + size + n if at + 1 + size + n <= end else -1
     if 0xCC <= b <= 0xCF:  # uint 8/16/32/64
         size = 1 << (b - 0xCC)
         if at + 1 + size > end:
             return -1
         x = _uint(buf, at + 1, size)  # (above int64: negative here — true, and no CAN id)
-        out[0], out[1] = V_INT, x
+        out[0], out[1] = MP_INT, x
         return at + 1 + size
     if 0xD0 <= b <= 0xD3:  # int 8/16/32/64
         size = 1 << (b - 0xD0)
@@ -191,7 +191,7 @@ def _value(buf, at, end, out):
         x = _uint(buf, at + 1, size)
         if size < 8 and x >= 1 << (8 * size - 1):
             x -= 1 << (8 * size)
-        out[0], out[1] = V_INT, x
+        out[0], out[1] = MP_INT, x
         return at + 1 + size
     if b == 0xCA or b == 0xCB:  # float 32/64 (their value is not kept: only their truth)
         size = 4 if b == 0xCA else 8
@@ -199,7 +199,7 @@ def _value(buf, at, end, out):
             return -1
         x = _uint(buf, at + 1, size)
         mask = (1 << (8 * size - 1)) - 1  # nonzero unless ±0.0
-        out[0], out[1] = V_FLOAT, 1 if x & mask else 0
+        out[0], out[1] = MP_FLOAT, 1 if x & mask else 0
         return at + 1 + size
     return -1
 
@@ -238,7 +238,7 @@ def decode_datagram(buf, end, row, batch_id, batch_flags, batch_length, batch_da
     arb, have_id, flags, data_at, data_len = 0, False, 0, 0, 0
     for _ in range(count):
         at = _value(buf, at, end, scratch)
-        if at < 0 or scratch[0] != V_STR:
+        if at < 0 or scratch[0] != MP_STR:
             return False  # python-can's keys are strings
         key = _key(buf, scratch[2], scratch[1])
         at = _value(buf, at, end, scratch)
@@ -246,21 +246,21 @@ def decode_datagram(buf, end, row, batch_id, batch_flags, batch_length, batch_da
             return False
         kind, x = scratch[0], scratch[1]
         if key == K_ID:
-            if kind == V_INT or kind == V_BOOL:
+            if kind == MP_INT or kind == MP_BOOL:
                 arb, have_id = x, True
             else:
                 return False
         elif key == K_EXTENDED or key == K_REMOTE or key == K_ERROR:
-            if kind == V_BIN or kind == V_STR:
+            if kind == MP_BIN or kind == MP_STR:
                 truth = x > 0
             else:
-                truth = (kind == V_INT or kind == V_BOOL or kind == V_FLOAT) and x != 0
+                truth = (kind == MP_INT or kind == MP_BOOL or kind == MP_FLOAT) and x != 0
             bit = FB_EXTENDED if key == K_EXTENDED else FB_REMOTE if key == K_REMOTE else FB_ERROR
             flags = (flags | bit) if truth else (flags & ~bit)
         elif key == K_DATA:
-            if kind == V_BIN:
+            if kind == MP_BIN:
                 data_at, data_len = scratch[2], x
-            elif kind == V_NIL or ((kind == V_BOOL or kind == V_INT) and x == 0):
+            elif kind == MP_NIL or ((kind == MP_BOOL or kind == MP_INT) and x == 0):
                 data_at, data_len = 0, 0  # None, False, 0: "or b''" in the Python decoder
             else:
                 return False
@@ -386,7 +386,7 @@ def encode_can_frame(out, arb, flags, length, data, row):
 # ---------------------------------------------------------------- the recording ring
 # one slot of exo_rt.record.rings.FRAME ("<dIBBBx8s"): time, id, flags, length, bus, data
 RING_HEAD, RING_TAIL, RING_LOST = 0, 1, 3  # header words (exo_rt.record.rings HEAD, TAIL, LOST)
-R_RX, R_EXTENDED, R_ERROR = 1, 2, 4
+RING_RX, RING_EXTENDED, RING_ERROR = 1, 2, 4
 RING_SLOT = 24
 
 
@@ -412,8 +412,8 @@ def tap(header, slots, capacity, times, ids, flags, lengths, data, n, rx, bus, b
         for k in range(4):
             slots[at + 8 + k] = (a >> (8 * k)) & 0xFF
         f = flags[r]
-        slots[at + 12] = ((R_RX if rx else 0) | (R_EXTENDED if f & FB_EXTENDED else 0)
-                          | (R_ERROR if f & FB_ERROR else 0))
+        slots[at + 12] = ((RING_RX if rx else 0) | (RING_EXTENDED if f & FB_EXTENDED else 0)
+                          | (RING_ERROR if f & FB_ERROR else 0))
         m = min(lengths[r], 8)
         slots[at + 13] = lengths[r]
         slots[at + 14] = bus

@@ -21,18 +21,18 @@ import numpy as np
 from numba import njit
 
 from exo_rt.bus import fastio, pdo
+from exo_rt.bus.flags import F_DUPLICATE, F_GLITCH, F_LATE, F_MALFORMED, F_SATURATED
 
-# quantities of a TPDO, in Fields columns
-T_STATUSWORD, T_POSITION, T_CURRENT, T_VELOCITY, T_DIGITAL_INPUTS, T_ERROR_CODE = range(6)
+# quantities of a TPDO and of an RPDO: the columns of a drive's fields row
+(TPDO_STATUSWORD, TPDO_POSITION, TPDO_CURRENT, TPDO_VELOCITY, TPDO_DIGITAL_INPUTS,
+ TPDO_ERROR_CODE) = range(6)
 TPDO_QUANTITIES = 6
-R_CONTROLWORD, R_TARGET = range(2)  # quantities of an RPDO
+RPDO_CONTROLWORD, RPDO_TARGET = range(2)  # quantities of an RPDO
 RPDO_QUANTITIES = 2
 
 FIELD = np.dtype([("offset", np.int64), ("size", np.int64), ("signed", np.bool_),
                   ("low", np.int64), ("high", np.int64)])  # offset and size in bytes
 
-# the drives' per-joint flags (exo_rt.bus.drives F_*), as the compiled code sets them
-F_MALFORMED, F_DUPLICATE, F_GLITCH, F_SATURATED, F_LATE = 2, 4, 64, 128, 256
 
 TPDO1, HEARTBEAT, EMCY, SYNC = 0x180, 0x700, 0x080, 0x080  # COB-ID bases (CiA 301)
 
@@ -111,19 +111,19 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             if seen[k]:
                 flags[k] |= F_DUPLICATE
             f = tx[k]
-            sw = _read(data, r, f[T_STATUSWORD])
+            sw = _read(data, r, f[TPDO_STATUSWORD])
             statusword[k] = sw
-            q = _read(data, r, f[T_POSITION]) * scale[k, 0]
+            q = _read(data, r, f[TPDO_POSITION]) * scale[k, 0]
             last = rx_time[k]  # a joint moves at most its speed limit over the gap since its
             if last > 0 and abs(q - position[k]) > max(  # last sample (2 cycles at least)
                     scale[k, 2], scale[k, 3] * (t - last + period)):
                 flags[k] |= F_GLITCH
             position[k] = q
-            i = _read(data, r, f[T_CURRENT]) * scale[k, 1]
+            i = _read(data, r, f[TPDO_CURRENT]) * scale[k, 1]
             current[k] = i
-            for x in range(T_VELOCITY, TPDO_QUANTITIES):
+            for x in range(TPDO_VELOCITY, TPDO_QUANTITIES):
                 if f[x].offset >= 0:
-                    extras[k, x - T_VELOCITY] = _read(data, r, f[x])
+                    extras[k, x - TPDO_VELOCITY] = _read(data, r, f[x])
             if sw & 0x6F == 0x27 and abs(commanded[k] - i) > 0.2 * scale[k, 4]:
                 flags[k] |= F_SATURATED  # OPERATION ENABLED, short of the command
             rx_time[k] = t
@@ -152,11 +152,11 @@ def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, co
         commanded[k] = i
         f = rx[k]
         t = np.int64(np.rint(i * permille_per_A[k]))
-        t = min(max(t, f[R_TARGET].low), f[R_TARGET].high)
+        t = min(max(t, f[RPDO_TARGET].low), f[RPDO_TARGET].high)
         for b in range(rx_size[k]):
             data[k, b] = 0
-        _write(data, k, f[R_CONTROLWORD], controlword[k] & 0xFFFF)
-        _write(data, k, f[R_TARGET], t)
+        _write(data, k, f[RPDO_CONTROLWORD], controlword[k] & 0xFFFF)
+        _write(data, k, f[RPDO_TARGET], t)
         ids[k] = cob[k]
         bflags[k] = 0
         lengths[k] = rx_size[k]

@@ -37,16 +37,13 @@ import can
 import numpy as np
 
 from exo_rt.bus import fastio
+from exo_rt.bus.fastio import CAN_EFF_FLAG, CAN_EFF_MASK, CAN_ERR_FLAG, CAN_RTR_FLAG
 
 try:
     import msgpack
 except ImportError:  # pragma: no cover - msgpack is a dependency
     msgpack = None
 
-CAN_EFF_FLAG = 0x80000000
-CAN_RTR_FLAG = 0x40000000
-CAN_ERR_FLAG = 0x20000000
-CAN_EFF_MASK = 0x1FFFFFFF
 CAN_FRAME = struct.Struct("=IB3x8s")  # struct can_frame (classic CAN, 16 bytes)
 IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux <linux/in.h>
 SENT_REMEMBERED = 64  # own datagrams recognised when the group loops them back

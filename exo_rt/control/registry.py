@@ -34,17 +34,17 @@ as drive protocols do under ``exo_rt.protocols``.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 import numpy as np
 from numba import cfunc, from_dtype, njit, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.typed import List
+
+from exo_rt import plugins
 
 GROUP = "exo_rt.laws"
 BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-in laws
@@ -116,35 +116,7 @@ def unregister(name: str) -> None:
     _table = None
 
 
-def _load_builtin() -> None:
-    for module in BUILTIN:
-        importlib.import_module(module)
-
-
-def _from_entry_point(name: str) -> bool:
-    """Import the module an installed package names for the law ``name``; True if it
-    registered it."""
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            ep.load()
-            return name in _laws
-    return False
-
-
-class _Names:
-    """The laws' names, as the controller schema checks them: every registered law, and a
-    third-party one on first mention."""
-
-    def __contains__(self, name: object) -> bool:
-        _load_builtin()
-        return isinstance(name, str) and (name in _laws or _from_entry_point(name))
-
-    def __iter__(self) -> Iterator[str]:
-        _load_builtin()
-        return iter(list(_laws))
-
-
-NAMES = _Names()
+NAMES = plugins.Names(GROUP, BUILTIN, _laws)  # every law's name, as the schema checks it
 
 
 def get(name: str) -> Law:
@@ -180,7 +152,7 @@ def table():
     """Every registered law compiled, by code: what the control cycle calls through."""
     global _table
     if _table is None:
-        _load_builtin()
+        NAMES.load_builtin()
         functions = tuple(_compiled(entry.torque) for entry in _laws.values())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)

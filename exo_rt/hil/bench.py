@@ -24,7 +24,7 @@ import can
 import numpy as np
 from numba import njit
 
-from exo_rt.bus.drives import F_NOT_ENABLED
+from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.config import transmission_rows
 from exo_rt.control import laws
 from exo_rt.control.estimate import filter_gain, velocity_update

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.control import estimate
 from exo_rt.errors import LogError, Where
 from exo_rt.model.mechanism import Mechanism
@@ -32,7 +33,6 @@ from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_ON, T_JOINT, T_K
 
 MODES = ("plant", "controller", "closed-loop")
-F_NOT_ENABLED = 16
 SYNC = 0x080  # the cycle's tick on every family's bus (CiA 402's SYNC)
 
 

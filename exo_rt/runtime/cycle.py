@@ -28,6 +28,7 @@ import math
 import numpy as np
 from numba import njit
 
+from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, trajectory
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
@@ -111,7 +112,7 @@ def _estimate(s, v, flags):
     q, q_prev, qd, t_prev, settle = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV], v[V_SETTLE]
     dt, alpha, t = s[S_DT], s[S_ALPHA], s[S_SAMPLE_T]
     for j in range(q.shape[0]):
-        if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
+        if flags[j] & (F_MISSING | F_MALFORMED | F_LATE):
             settle[j] = SETTLE_SAMPLES
             continue
         if settle[j] > 0.0:
@@ -130,7 +131,7 @@ def _estimate(s, v, flags):
 def _fresh(flags):
     """Every joint's feedback arrived this cycle (none missing, late or malformed)."""
     for j in range(flags.shape[0]):
-        if flags[j] & (safety.F_MISSING | safety.F_MALFORMED | safety.F_LATE):
+        if flags[j] & (F_MISSING | F_MALFORMED | F_LATE):
             return False
     return True
 

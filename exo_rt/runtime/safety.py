@@ -15,6 +15,8 @@ import math
 import numpy as np
 from numba import njit
 
+from exo_rt.bus.flags import F_FAULT, F_GLITCH, F_HEARTBEAT, F_MALFORMED, F_MISSING
+
 OK = 0
 POSITION_LIMIT = 1
 VELOCITY_LIMIT = 2
@@ -54,9 +56,6 @@ SOPT_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
 SOPT_OVERRUN_STREAK = 2
 SOPT_WIDTH = 3
 
-# drive flag bits (exo_rt.bus.drives)
-F_MISSING, F_MALFORMED, F_DUPLICATE, F_FAULT, F_NOT_ENABLED = 1, 2, 4, 8, 16
-F_HEARTBEAT, F_GLITCH, F_SATURATED, F_LATE = 32, 64, 128, 256
 
 
 @njit(cache=True)

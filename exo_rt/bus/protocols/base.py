@@ -29,7 +29,9 @@ from collections.abc import Callable
 import can
 import numpy as np
 
-from exo_rt.bus.drives import (
+from exo_rt.bus.drives import arrivals
+from exo_rt.bus.errframe import decode_error_frame
+from exo_rt.bus.flags import (
     F_BUS_ERROR,
     F_FAULT,
     F_GLITCH,
@@ -38,9 +40,7 @@ from exo_rt.bus.drives import (
     F_MISSING,
     F_NOT_ENABLED,
     F_SATURATED,
-    arrivals,
 )
-from exo_rt.bus.errframe import decode_error_frame
 from exo_rt.bus.port import open_port
 from exo_rt.errors import BusError
 
