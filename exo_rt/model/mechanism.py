@@ -22,8 +22,9 @@ import numpy as np
 from exo_rt.model.transmission import Transmission
 
 # --- columns of the packed model, one float64 row per body (width 1 unless given); an extra
-# last row is the header. The kernels read it at these constants (docs/performance.md, "Named
-# layouts": a record array would be no faster for them); Mechanism fills it by the same names.
+# last row is the header. The kernels read it at these constants and Mechanism fills it by
+# the same names (docs/performance.md, "Named layouts": records, which the other tables are,
+# would read faster still; the kernels' own conversion is left for a change of its own).
 P_PARENT = 0  # parent body index (−1 for the base)
 P_JTYPE = 1  # JOINT_*: 0 base/fixed, 1 revolute, 2 prismatic
 P_QIDX = 2  # index of the coordinate that drives this body's joint (in z; = q for a tree)
