@@ -200,3 +200,67 @@ def test_the_recording_copy_equals_the_per_frame_one(group):
     finally:
         for r in (ring, ref):
             r.release()
+
+
+def _leg_drives():
+    from pathlib import Path
+
+    from exo_rt.bus.drives import Drives
+    from exo_rt.runtime.config import load_top
+
+    top = load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml")
+    return Drives(can.Bus(interface="virtual", channel=f"glitch{uuid.uuid4().hex}"),
+                  top.buses[0], top.robot)
+
+
+def _cycle(d, answers):
+    """One cycle's collection from the given (node, position rad, arrival s) answers."""
+    from exo_rt.bus.drives import collect_flags
+
+    d.seen[:] = 0
+    d.flags[:] = 0
+    b = fastio.FrameBatch(8)
+    for r, (node, q, t) in enumerate(answers):
+        k = list(d.nodes).index(node)
+        raw = struct.pack("<Hih", 0x0237, round(q / d._scale[k, 0]), 0)
+        b.arbitration_id[r], b.length[r], b.time[r] = 0x180 + node, len(raw), t
+        b.data[r, : len(raw)] = np.frombuffer(raw, np.uint8)
+    if answers:
+        d._take(b, len(answers), late_before=0.0)
+    d._expect = collect_flags(d.seen, d.statusword, d.rx_time, d.heartbeat_time, d._now[0], 0.0,
+                              d.period, d._expect, d.flags, d.missing_count, d._trusted,
+                              d._settle)
+    return d.flags.copy()
+
+
+def test_after_a_gap_the_glitch_check_bounds_motion_from_the_last_answer_before_it():
+    """A machine held up 15 ms, then catching up: the first answer read after the gap is an
+    older SYNC's, the next one a fresh one 0.3 ms later. The joint moved within its speed
+    limit over the 15 ms, not over the 0.3 ms between the two arrivals: no glitch. A jump no
+    joint can make in that time still is one."""
+    from exo_rt.bus.flags import F_GLITCH
+
+    d = _leg_drives()
+    node = int(d.nodes[1])
+    v = float(d._scale[1, 3])  # rad/s: the knee's speed limit
+    t, q = 100.0, 0.5
+    for _ in range(3):
+        assert not _cycle(d, [(node, q, t)])[1] & F_GLITCH
+        t += 1e-3
+    for _ in range(14):  # the gap: nothing arrives
+        _cycle(d, [])
+        t += 1e-3
+    assert not _cycle(d, [(node, q + 1e-4, t)])[1] & F_GLITCH  # an older SYNC's answer
+    moved = q + 0.6 * v * 0.017  # within the speed limit over the 17 ms since the last answer
+    assert 0.6 * v * 0.017 > v * 2.3e-3  # (more than it could move in 2.3 ms)
+    assert not _cycle(d, [(node, moved, t + 3e-4)])[1] & F_GLITCH
+    t += 1.3e-3
+    for _ in range(3):
+        assert not _cycle(d, [(node, moved, t)])[1] & F_GLITCH
+        t += 1e-3
+    for _ in range(5):
+        _cycle(d, [])
+        t += 1e-3
+    flags = _cycle(d, [(node, moved + 3 * v * 0.007, t)])  # faster than the joint can move
+    assert flags[1] & F_GLITCH
+    d.bus.shutdown()

@@ -61,11 +61,20 @@ def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
         yield msg
 
 
+SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
+
+
 @njit(cache=True)
 def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
-                  expect, flags, missing_count):
+                  expect, flags, missing_count, trusted, settle):
     """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
-    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period)."""
+    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period).
+
+    A drive that did not answer this cycle leaves its last answer's arrival in ``trusted`` and
+    :data:`SETTLE_CYCLES` in ``settle``: the answers that follow a gap may answer older SYNCs
+    (a drive, or a machine, held up, then catching up), so until it has answered in that many
+    cycles its glitch check bounds the motion from the last answer before the gap
+    (:func:`exo_rt.bus.pdo_cycle.take_tpdos`)."""
     newest = -1.0
     for k in range(seen.shape[0]):
         last = heartbeat_time[k]
@@ -75,7 +84,12 @@ def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_time
         if not seen[k]:
             flags[k] |= F_MISSING
             missing_count[k] += 1
+            if settle[k] == 0:
+                trusted[k] = rx_time[k]
+            settle[k] = SETTLE_CYCLES
         else:
+            if settle[k] > 0:
+                settle[k] -= 1
             newest = max(newest, rx_time[k])
             if sw & 0x4F == 0x08:  # FAULT
                 flags[k] |= F_FAULT
@@ -114,6 +128,8 @@ class Drives:
         self.flags = np.zeros(self.n, dtype=np.int64)
         self.seen = np.zeros(self.n, dtype=np.int64)
         self.missing_count = np.zeros(self.n, dtype=np.int64)
+        self._trusted = np.zeros(self.n)  # the last answer's arrival before a gap (s) …
+        self._settle = np.zeros(self.n, dtype=np.int64)  # … trusted for this many more cycles
         self.malformed_count = np.zeros(self.n, dtype=np.int64)
         self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
         self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
@@ -200,14 +216,16 @@ class Drives:
         """Compile the cycle's njit helpers (before any drive is enabled)."""
         collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
                       self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
-                      self.flags.copy(), self.missing_count.copy())
+                      self.flags.copy(), self.missing_count.copy(), self._trusted.copy(),
+                      self._settle.copy())
         b = self._rx_batch  # a table of no rows: nothing is written
         pdo_cycle.take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time,
                              self._slot_of_node, self._tx_fields, self._tx_size, self._scale,
                              self.period, 0.0, self.commanded, self.seen, self.flags,
                              self.statusword, self.position, self.current, self.rx_time,
-                             self.malformed_count, self._extras_raw, self.heartbeat_time,
-                             self._now, self._python_rows)
+                             self._trusted, self._settle, self.malformed_count,
+                             self._extras_raw, self.heartbeat_time, self._now,
+                             self._python_rows)
         t = self._tx_batch
         pdo_cycle.put_rpdos(np.zeros(self.n), self.controlword, self._rx_cobs, self._rx_fields,
                             self._rx_size, self._peaks, self._permille, self.commanded.copy(),
@@ -422,7 +440,8 @@ class Drives:
         self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
                                      self.heartbeat_time, self._now[0],
                                      3e-3 * self.config.heartbeat_ms, self.period, self._expect,
-                                     self.flags, self.missing_count)
+                                     self.flags, self.missing_count, self._trusted,
+                                     self._settle)
 
     def _frame(self, msg: can.Message) -> None:
         """One frame read on its own (during bring-up): through the cycle's compiled path."""
@@ -450,8 +469,8 @@ class Drives:
             self._tx_fields, self._tx_size, self._scale, self.period,
             self._late_before() if late_before is None else late_before, self.commanded,
             self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
-            self.malformed_count, self._extras_raw, self.heartbeat_time, self._now,
-            self._python_rows)
+            self._trusted, self._settle, self.malformed_count, self._extras_raw,
+            self.heartbeat_time, self._now, self._python_rows)
         for i in range(pending):
             arb, data, t, ext, err, _rtr = b.frame(int(self._python_rows[i]))
             if err:

@@ -79,11 +79,17 @@ def _write(out, r, f, x):
 @njit(cache=True)
 def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale, period,
                late_before, commanded, seen, flags, statusword, position, current, rx_time,
-               malformed, extras, heartbeat_time, now, python_rows):
+               trusted, settle, malformed, extras, heartbeat_time, now, python_rows):
     """Rows 0 … n−1 of a received frame table into the drives' arrays (``now[0]``: the newest
     frame time seen); the rows Python must handle (EMCY, error frames, frames of other
     devices) are listed in ``python_rows``; returns their count. ``scale`` per drive: rad per
-    increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A)."""
+    increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A).
+
+    The glitch check: a joint moves at most its speed limit over the time since its last
+    answer (two cycles at least) — or, while ``settle`` counts down after a gap in its answers,
+    since the last answer before the gap (``trusted``): an answer read after a gap may be an
+    older SYNC's, which makes the gap between two answers' arrivals no bound on the motion
+    between their samples (exo_rt.bus.drives.collect_flags)."""
     pending = 0
     for r in range(n):
         if bflags[r] & fastio.FB_ERROR:
@@ -114,9 +120,10 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             sw = _read(data, r, f[TPDO_STATUSWORD])
             statusword[k] = sw
             q = _read(data, r, f[TPDO_POSITION]) * scale[k, 0]
-            last = rx_time[k]  # a joint moves at most its speed limit over the gap since its
-            if last > 0 and abs(q - position[k]) > max(  # last sample (2 cycles at least)
-                    scale[k, 2], scale[k, 3] * (t - last + period)):
+            last = rx_time[k]
+            since = trusted[k] if settle[k] > 0 else last
+            if last > 0 and abs(q - position[k]) > max(scale[k, 2],
+                                                       scale[k, 3] * (t - since + period)):
                 flags[k] |= F_GLITCH
             position[k] = q
             i = _read(data, r, f[TPDO_CURRENT]) * scale[k, 1]
@@ -172,7 +179,7 @@ def warm_up() -> None:
     one, z, zi = np.ones(1), np.zeros(1), np.zeros(1, np.int64)
     take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time, np.full(128, -1),
                tx, zi.copy(), np.ones((1, 5)), 1e-3, 0.0, z.copy(), zi.copy(), zi.copy(),
-               zi.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), np.zeros((1, 3), np.int64),
-               z.copy(), z.copy(), zi.copy())
+               zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), zi.copy(),
+               np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
     put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
               b.arbitration_id, b.flags, b.length, b.data)
