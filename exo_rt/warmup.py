@@ -28,9 +28,11 @@ inventing them. Adding a kernel is one line::
 a second time. That is how the plant step, one long chain of calls, spreads over the workers.
 
 Groups: ``controller`` (the cycle: dynamics, laws, safety, estimate, reference, and the
-controller's own warm-up), ``plant`` (the built-in plant model's step), ``bench`` (the HIL
-bench loop), ``sim`` (the plant's read-outs, its step compiled for model-in-the-loop, the
-loop), ``dynamics`` (the rest of the dynamics facade, closed chains, the integrator).
+controller's own warm-up), ``io`` (the frame batches of socketcan and udp_multicast buses: a
+real bus, or the real-time simulation's; the lockstep simulated bus does not use them),
+``plant`` (the built-in plant model's step), ``bench`` (the HIL bench loop), ``sim`` (the
+plant's read-outs, its step compiled for model-in-the-loop, the loop), ``dynamics`` (the rest
+of the dynamics facade, closed chains, the integrator).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-GROUPS = ("controller", "plant", "bench", "sim", "dynamics")
+GROUPS = ("controller", "io", "plant", "bench", "sim", "dynamics")
 RUN_GROUPS = ("controller", "plant")  # what `exo-rt run` on the simulated leg needs
+REAL_BUS_GROUPS = ("controller", "io")  # … and on a real bus (or the simulation's own process)
 _WORKER_ENV = "EXO_RT_WARMUP_WORKER"  # set in worker processes: ensure() does nothing there
 
 
@@ -245,12 +248,18 @@ def _board_decode(c: Context) -> None:
     fd.decode_stream(data, len(frame), st, partial, other, raw, 200.0)
 
 
-def _bus_batches(c: Context) -> None:
-    """The cycle's frame I/O in batches (both wires) and a CiA 402 bus's PDO tables."""
-    from exo_rt.bus import fastio, pdo_cycle
+def _pdo_tables(c: Context) -> None:
+    """A CiA 402 bus's PDO tables (every bus, the simulated one too)."""
+    from exo_rt.bus import pdo_cycle
+
+    pdo_cycle.warm_up()
+
+
+def _frame_batches(c: Context) -> None:
+    """The cycle's frame I/O in batches on a real bus (socketcan, udp_multicast)."""
+    from exo_rt.bus import fastio
 
     fastio.warm_up()
-    pdo_cycle.warm_up()
 
 
 def _facade(c: Context) -> None:
@@ -399,11 +408,13 @@ def _register() -> None:
                                                    0.5),
                    trajectory.phase_from_events(np.array([0.0, 1.0, 0.0]), 0.0)))
     add("board.decode", "controller", _board_decode)
-    add("bus.fastio", "controller", _bus_batches, cost=2.0)
+    add("bus.pdo", "controller", _pdo_tables, cost=1.0)
+    add("bus.fastio", "io", _frame_batches, cost=4.5)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "dyn.facade", "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",
-               "trajectory.minimum_jerk", "trajectory.phase_events", "plant.reset"),
+               "trajectory.minimum_jerk", "trajectory.phase_events", "plant.reset",
+               "bus.pdo"),
         cost=6.0)
     # plant: the sub-step's call tree, leaves first, so that workers share it out
     add("plant.reset", "plant", lambda c: c.plant, after=dyn[:1])

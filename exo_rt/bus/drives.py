@@ -230,7 +230,7 @@ class Drives:
         pdo_cycle.put_rpdos(np.zeros(self.n), self.controlword, self._rx_cobs, self._rx_fields,
                             self._rx_size, self._peaks, self._permille, self.commanded.copy(),
                             t.arbitration_id, t.flags.copy(), t.length.copy(), t.data.copy())
-        fastio.warm_up()
+        self.port.warm_up()
 
     def _codec(self) -> None:
         """The in-loop PDO codec of each drive, precomputed from its mapping and units."""

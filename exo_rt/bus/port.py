@@ -127,6 +127,9 @@ class FramePort(abc.ABC):
         """A frame table for :meth:`recv_batch` / :meth:`send_batch` on this port."""
         return fastio.FrameBatch(capacity)
 
+    def warm_up(self) -> None:  # noqa: B027 (a hook: most ports have nothing to compile)
+        """Compile what this port's batches call (nothing: the per-frame path is Python)."""
+
     def recv_batch(self, batch: fastio.FrameBatch) -> int:
         """The frames that have arrived, up to the batch's capacity, into its rows (never
         waits); returns how many. A full batch may leave more waiting: call again."""
@@ -173,6 +176,9 @@ class CompiledBatches:
 
     def batch(self, capacity: int = 32) -> fastio.FrameBatch:
         return fastio.FrameBatch(capacity, self.wire, self.destination)
+
+    def warm_up(self) -> None:
+        fastio.warm_up()
 
     def recv_batch(self, b: fastio.FrameBatch) -> int:
         n = fastio.receive(self.sock.fileno(), self.wire, b.headers, b.buffers, b.control,

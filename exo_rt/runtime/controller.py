@@ -106,7 +106,8 @@ class Controller:
             if wall and rt_setup else None
         self.helper_cpus = other_cpus(self.rt_cpu)
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
-        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in str(bus_spec) else ("controller",))
+        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in str(bus_spec)
+                      else warmup.REAL_BUS_GROUPS)
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
         if injections and not hasattr(self.bus_set, "inject"):
