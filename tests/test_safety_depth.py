@@ -45,8 +45,10 @@ DRIVE_WATCHDOG_S = 0.05  # every drive off within 50 ms of the event
 # the board's relay: its watchdog is 50 ms after the last heartbeat (which came before the
 # event), seen in the trace at the end of the 1 ms physics period it fell in, by a stand-in
 # board that is a loop in a process of this machine — a virtual CPU holds it a few ms now and
-# then (54 ms seen once under a full test suite; a real board's watchdog is a hardware timer)
-RELAY_S = 0.05 + 0.005
+# then (54 and 55.01 ms seen under full test suites; this VM holds a process for more than
+# 5 ms three times a minute: tools/bench_machine.py; a real board's watchdog is a hardware
+# timer)
+RELAY_S = 0.05 + 0.010
 HOLD_DEG = 0.5  # every joint moves less than this over the 2 s after the event
 
 
