@@ -122,7 +122,9 @@ def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp
     report = json.loads((tmp_path / "run" / "recording.json").read_text())
     records, meta = read_cycle_log(tmp_path / "run" / "cycles.exolog")
     assert report["ended"] == "control process gone" and meta["truncated_bytes"] == 0
-    assert np.all(np.diff(records["cycle"]) == 1) and len(records) >= 1000 * EVENT_S - 5
+    # every cycle the loop ran up to the kill, less deadlines the loop skipped (a held-up VM)
+    skipped = records["overruns"][-1]
+    assert np.all(np.diff(records["cycle"]) == 1) and len(records) >= 1000 * EVENT_S - 5 - skipped
 
 
 @once_more_on_a_stall
