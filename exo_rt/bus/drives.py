@@ -258,16 +258,15 @@ class Drives:
         self._permille = 1000.0 * self.torque_constant / self.rated_torque  # ‰ per A
         self._peaks = self._scale[:, 4].copy()
         self._rx_batch = self.port.batch(max(32, 4 * self.n))  # one frame table each way
-        self._tx_batch = self.port.batch(self.n + 2)  # the RPDOs, the SYNC, the heartbeat
+        self._tx_batch = self.port.batch(self.n)
         self._slot_of_node = np.full(128, -1, np.int64)
         for node, k in self._node_slot.items():
             self._slot_of_node[node & 0x7F] = k
         self._python_rows = np.zeros(self._rx_batch.capacity, np.int64)
-        self._sync_batch = self.port.batch(2)  # the SYNC and the controller's heartbeat …
-        for b, at in ((self._sync_batch, 0), (self._tx_batch, self.n)):  # … also after RPDOs
-            b.arbitration_id[at: at + 2] = (c.SYNC, self._hb_cob)
-            b.length[at: at + 2] = (0, len(self._hb_data))
-            b.data[at + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        self._sync_batch = b = self.port.batch(2)  # the SYNC and the controller's heartbeat
+        b.arbitration_id[:2] = (c.SYNC, self._hb_cob)
+        b.length[:2] = (0, len(self._hb_data))
+        b.data[1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
         self._one = fastio.FrameBatch(1)  # a frame read on its own (bring-up)
 
     def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
@@ -388,41 +387,33 @@ class Drives:
 
     # ------------------------------------------------------------------ the cycle
     def send_commands(self, current_A: np.ndarray) -> None:
-        """RPDOs then SYNC (and the heartbeat when due) in one call — for a controller with
-        one bus; with several, every bus's RPDOs go before the SYNCs (:meth:`send_rpdos` on
-        each, then :meth:`send_sync` on each)."""
-        b = self._tx_batch
-        n = self._put_rpdos(current_A)  # rows n and n + 1 hold the SYNC and the heartbeat
-        self.port.send_batch(b, n + (2 if self._heartbeat_due() else 1))
-        self._sync_sent = self.port.sent_at
+        """RPDOs then SYNC (one bus; with several, send every bus's RPDOs before the SYNCs)."""
+        self.send_rpdos(current_A)
+        self.send_sync()
 
     def send_sync(self) -> None:
         """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
         drives' consumer, 1016h, stops them when it stays away)."""
-        self.port.send_batch(self._sync_batch, 2 if self._heartbeat_due() else 1)
-        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
-        self._sync_sent = self.port.sent_at
-
-    def _heartbeat_due(self) -> bool:
-        """Counts a SYNC; True when the controller's heartbeat goes with this one."""
+        b = self._sync_batch
+        n = 1  # row 0: the SYNC (no data)
         if self._hb_every:
             self._hb_count -= 1
             if self._hb_count <= 0 and not self._hb_hold:
                 self._hb_count = self._hb_every
-                return True
-        return False
+                n = 2  # row 1: the heartbeat
+        self.port.send_batch(b, n)
+        # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
+        self._sync_sent = self.port.sent_at
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
         line of the current limit; NaN/Inf → 0)."""
-        self.port.send_batch(self._tx_batch, self._put_rpdos(current_A))
-
-    def _put_rpdos(self, current_A: np.ndarray) -> int:
         b = self._tx_batch
-        return pdo_cycle.put_rpdos(np.ascontiguousarray(current_A, np.float64),
-                                   self.controlword, self._rx_cobs, self._rx_fields,
-                                   self._rx_size, self._peaks, self._permille, self.commanded,
-                                   b.arbitration_id, b.flags, b.length, b.data)
+        n = pdo_cycle.put_rpdos(np.ascontiguousarray(current_A, np.float64), self.controlword,
+                                self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
+                                self._permille, self.commanded, b.arbitration_id, b.flags,
+                                b.length, b.data)
+        self.port.send_batch(b, n)
 
     @property
     def now(self) -> float:

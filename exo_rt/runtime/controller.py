@@ -547,16 +547,11 @@ class Controller:
 
     # ------------------------------------------------------------------ write
     def _write(self) -> None:
-        """Every bus's commands (current clamped in the encoder), then every bus's SYNC — with
-        one bus, in one call."""
-        if len(self._commands) == 1:
-            d, view = self._commands[0]
-            d.send_commands(self.cur[d.joint_index] if view is None else view)
-        else:
-            for d, view in self._commands:
-                d.send_rpdos(self.cur[d.joint_index] if view is None else view)
-            for d in self.drives:
-                d.send_sync()
+        """Every bus's commands (current clamped in the encoder), then every bus's SYNC."""
+        for d, view in self._commands:
+            d.send_rpdos(self.cur[d.joint_index] if view is None else view)
+        for d in self.drives:
+            d.send_sync()
         self._t_sync = self.sched.instant(self.cycles - 1)  # the drives sample now
 
     # ------------------------------------------------------------------ summary
