@@ -19,6 +19,7 @@ import time
 import tty
 
 from firmware_bridge import protocol as p
+from firmware_bridge import ttyio
 
 
 class BoardEmulator:
@@ -34,6 +35,7 @@ class BoardEmulator:
             self.master, self._slave = a.detach(), b.detach()
             self.path = f"fd:{self._slave}"
         os.set_blocking(self.master, False)
+        self._count = ttyio.probe()
         self._out = bytearray()  # frames of one tick, written with one system call
         self.clock = clock
         self.answer_heartbeats = answer_heartbeats  # a status right after each heartbeat
@@ -98,7 +100,7 @@ class BoardEmulator:
             self._out.clear()
 
     def _receive(self) -> None:
-        while True:
+        while ttyio.waiting(self.master, self._count):  # never waits on the tty worker
             try:
                 data = os.read(self.master, 4096)
             except (BlockingIOError, OSError):

@@ -26,6 +26,7 @@ import serial
 from exo_rt.errors import BusError
 from firmware_bridge import fastdecode as fd
 from firmware_bridge import protocol as p
+from firmware_bridge import ttyio
 
 READ_SIZE = 4096  # bytes one poll reads at most (the board sends ~25 bytes a millisecond)
 
@@ -70,6 +71,7 @@ class BoardLink:
         self._st, self._partial, self._other, self._raw = fd.new_state()
         self._rbuf = np.zeros(READ_SIZE, dtype=np.uint8)
         self._rview = memoryview(self._rbuf)
+        self._count = ttyio.probe()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -98,11 +100,13 @@ class BoardLink:
     def poll(self) -> None:
         """Read and decode everything available (never blocks, never raises)."""
         try:
-            if self._fd is not None:  # a posix port: one non-blocking read system call
-                try:
-                    n = os.readv(self._fd, (self._rview,))
-                except BlockingIOError:
-                    n = 0
+            if self._fd is not None:  # a posix port: read only what the line holds (ttyio)
+                n = 0
+                if ttyio.waiting(self._fd, self._count):
+                    try:
+                        n = os.readv(self._fd, (self._rview,))
+                    except BlockingIOError:
+                        n = 0
             else:
                 waiting = self.port.in_waiting
                 data = self.port.read(min(waiting, READ_SIZE)) if waiting else b""

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from exo_rt.control import trajectory
 from firmware_bridge import protocol as p
+from firmware_bridge import ttyio
 from firmware_bridge.emulator import BoardEmulator
 from firmware_bridge.link import BoardLink
 
@@ -196,6 +197,40 @@ def test_watchdog_cuts_power_and_latches():
             time.sleep(0.002)
         assert not emu.motor_power
         assert link.wait_for_power(2.0) and emu.motor_power
+    finally:
+        link.close()
+        emu.close()
+
+
+@pytest.mark.parametrize("transport", ["pty", "socketpair"])
+def test_polls_read_only_what_the_line_holds(transport):
+    """The link and the emulator ask the line how many bytes it holds before reading
+    (firmware_bridge.ttyio): an idle line reads as 0, never as a read that waits on the tty
+    worker; what was written arrives whole, over one or more polls."""
+    emu = BoardEmulator(transport=transport)
+    link = BoardLink(emu.path)
+    try:
+        assert ttyio.waiting(link._fd, ttyio.probe()) == 0
+        link.poll()  # an idle line: nothing, no error
+        assert link.status is None
+        emu.tick()  # one status, one pressure and the firmware version
+        written = len(p.encode(p.Status(False, False, False, 24000), 0))
+        count = ttyio.probe()
+        end = time.monotonic() + 1.0
+        while ttyio.waiting(link._fd, count) < written and time.monotonic() < end:
+            time.sleep(0.001)  # a pty hands bytes over in a kernel worker
+        assert ttyio.waiting(link._fd, count) >= written
+        end = time.monotonic() + 1.0
+        while link.version is None and time.monotonic() < end:
+            link.poll()
+        assert link.status is not None and link.version == p.FirmwareVersion(1, 0, 0)
+        assert ttyio.waiting(link._fd, count) == 0
+        link.send_heartbeat(3, force=True)
+        end = time.monotonic() + 1.0
+        while emu.last_state != 3 and time.monotonic() < end:
+            emu.tick()
+        assert emu.last_state == 3
+        assert ttyio.waiting(-1, count) == 0  # a descriptor that cannot say: 0, no error
     finally:
         link.close()
         emu.close()

@@ -344,6 +344,9 @@ class UdpMulticastPort(CompiledBatches, FramePort):
                         "is_remote_frame": False, "is_error_frame": False, "channel": None,
                         "dlc": 0, "data": b"", "is_fd": False, "bitrate_switch": False,
                         "error_state_indicator": False}
+        # the compiled decoder loaded now, at open: not at the first frame, which it would
+        # hold up by the ~4 ms numba takes to load it from its cache
+        self.decode(b"", 0.0)
 
     def send(self, arbitration_id: int, data: bytes, extended: bool = False) -> None:
         f = self._fields
