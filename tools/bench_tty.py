@@ -8,9 +8,9 @@ board's threads both real-time, as in ``exo-rt run --realtime``.
 A pseudo-terminal pair: the "board" (SCHED_FIFO 70, first CPU) polls its end every 100 µs and
 writes a status frame every 1 ms; the "controller" (SCHED_FIFO 80, last CPU) polls its end
 once a millisecond and writes a heartbeat; a busy SCHED_OTHER process shares the first CPU
-(the recording writer does in a run; ``--no-hog`` leaves it out). Each side's poll times are printed for each way of
-reading; a plain read of an idle line waits on the kernel's tty worker thread, so its worst
-case is the worker's wait for a CPU.
+(the recording writer does in a run; ``--no-hog`` leaves it out). Each side's poll times are
+printed for each way of reading; a plain read of an idle line waits on the kernel's tty worker
+thread, so its worst case is the worker's wait for a CPU.
 """
 
 from __future__ import annotations
@@ -117,7 +117,9 @@ def run(mode: str, seconds: float, hog: bool) -> list[str]:
     os.close(r)
     for fd in (board, pc):
         os.close(fd)
-    return [f"{mode} ({how}{', a busy process beside the board' if hog else ''})", _line("controller", mode, np.array(times) * 1e6), board_line]
+    beside = ", a busy process beside the board" if hog else ""
+    return [f"{mode} ({how}{beside})", _line("controller", mode, np.array(times) * 1e6),
+            board_line]
 
 
 def main(argv=None) -> int:
