@@ -216,4 +216,4 @@ def test_python_values_are_read_like_a_file():
                                        r"number in 1…99 — SCHED_FIFO"):
         core.read(RealtimeConfig, node)
     assert core.read(RealtimeConfig, core.node_of({}, "<test>", "rt")) == RealtimeConfig()
-    assert core.doc_table(RealtimeConfig).count("\n") == 4  # header, rule, cpu, priority
+    assert core.doc_table(RealtimeConfig).count("\n") == 5  # header, rule, cpu, priority, latency

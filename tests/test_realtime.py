@@ -184,6 +184,36 @@ def test_a_thread_started_after_the_realtime_setup_is_not_fifo():
     assert out["thread"] == os.SCHED_OTHER and out["process"] == os.SCHED_OTHER
 
 
+def test_cpu_wake_latency_is_held_while_running_and_released_after():
+    """With ``cpu_latency_us`` the set-up holds a PM QoS request (every CPU wakes within it)
+    for as long as the loop runs; the teardown withdraws it. Reported either way."""
+    code = textwrap.dedent("""
+        import json, struct
+        from exo_rt.runtime.loop import CPU_LATENCY_DEVICE, realtime_setup, realtime_teardown
+        def now():
+            try:
+                with open(CPU_LATENCY_DEVICE, "rb") as f:
+                    return struct.unpack("i", f.read(4))[0]
+            except OSError:
+                return None
+        before = now()
+        setup = realtime_setup(10, None, lock_memory=False, freeze_gc=False, cpu_latency_us=7)
+        held = now()
+        realtime_teardown()
+        print(json.dumps({"item": setup.items["CPU wake-up latency"], "before": before,
+                          "held": held, "after": now()}))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    if out["item"].startswith("not available ("):  # not root: said so, and nothing held
+        assert out["held"] == out["before"]
+        return
+    assert out["item"] == "in effect (every CPU wakes within 7 µs while running)"
+    assert out["held"] == min(7, out["before"])
+    assert out["after"] == out["before"]
+
+
 # ---------------------------------------------------------------- whole runs
 def _hog(cpu: int) -> subprocess.Popen:
     """A CPU hog pinned to ``cpu``."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the machine itself gives a real-time thread: a bare SCHED_FIFO loop, nothing else.
 
-    python tools/bench_machine.py [--seconds 60] [--cpu N] [--priority 80]
+    python tools/bench_machine.py [--seconds 60] [--cpu N] [--priority 80] [--cpu-latency-us 0]
 
 It sleeps to absolute 1 ms deadlines (like the controller's scheduler, without any work) on
 one CPU and counts how late it wakes. Whatever it sees, the controller sees too: run it first
@@ -25,9 +25,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--cpu", type=int, default=None, help="default: the last CPU")
     ap.add_argument("--priority", type=int, default=80)
+    ap.add_argument("--cpu-latency-us", type=int, default=None, metavar="US",
+                    help="hold every CPU's wake-up latency to US µs, as `exo-rt run` does "
+                         "(realtime.cpu_latency_us); default: the machine's own setting")
     args = ap.parse_args(argv)
     cpu = last_cpu() if args.cpu is None else args.cpu
-    setup = realtime_setup(args.priority, cpu)
+    setup = realtime_setup(args.priority, cpu, cpu_latency_us=args.cpu_latency_us)
     n = int(args.seconds * 1000)
     late = np.zeros(n)
     t = time.monotonic() + 1e-3
@@ -46,7 +49,8 @@ def main(argv=None) -> int:
         realtime_teardown()
     us = late * 1e6
     print(f"bare SCHED_FIFO loop, 1 ms deadlines, {args.seconds:g} s on CPU {cpu} "
-          f"({os.cpu_count()} CPUs): " + "; ".join(setup.lines()[:2]))
+          f"({os.cpu_count()} CPUs): " + "; ".join(
+              line for line in setup.lines() if line.startswith(("SCHED", "CPU"))))
     print(f"  wake latency p50 {np.percentile(us, 50):.1f}  p99 {np.percentile(us, 99):.1f}  "
           f"p99.9 {np.percentile(us, 99.9):.1f}  max {us.max():.0f} µs")
     for limit in (100, 1000, 5000):

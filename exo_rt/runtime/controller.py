@@ -277,7 +277,8 @@ class Controller:
             # allocated before mlockall (which faults every later allocation in at once)
             self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
-                setup = realtime_setup(self.top.realtime.priority, self.rt_cpu)
+                rt = self.top.realtime
+                setup = realtime_setup(rt.priority, self.rt_cpu, cpu_latency_us=rt.cpu_latency_us)
                 self.setup_lines[:0] = setup.lines()
             if self.board is not None:
                 self._check_board_watchdog()

@@ -7,8 +7,8 @@ counts them — it never catches up in bursts. In lockstep simulation it runs th
 without waiting (the simulated bus keeps time); a cycle whose compute time exceeds the period
 still counts as an overrun.
 
-Optional real-time set-up (SCHED_FIFO, CPU affinity, mlockall, gc frozen and disabled) — each
-reported as in effect or unavailable, never a crash.
+Optional real-time set-up (SCHED_FIFO, CPU affinity, mlockall, gc frozen and disabled, every
+CPU kept awake) — each reported as in effect or unavailable, never a crash.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -157,6 +158,32 @@ def lock_all_memory() -> str:
         return f"not available ({exc})"
 
 
+CPU_LATENCY_DEVICE = "/dev/cpu_dma_latency"
+
+
+def hold_cpu_latency(us: int) -> str:
+    """Ask the kernel's power management (PM QoS) that no CPU take longer than ``us`` µs to
+    wake from idle, for as long as this process holds the request (released by
+    :func:`realtime_teardown` or at exit). 0 keeps every CPU out of its sleep states: a
+    deadline's timer, or a frame for the drives' process, then finds its CPU awake. An idle
+    x86 CPU otherwise takes up to ~100 µs to leave a deep C-state, and an idle virtual CPU is
+    handed back to the host — measured here, a sleep of 100 µs in the simulated drives'
+    process ended 0.5 ms late with nothing else running. Costs power while the loop runs.
+    "in effect", or why not."""
+    try:
+        fd = os.open(CPU_LATENCY_DEVICE, os.O_WRONLY)
+    except OSError as exc:
+        return (f"not available ({exc.strerror}: {CPU_LATENCY_DEVICE} is root's; see "
+                "docs/deploy.md)")
+    try:
+        os.write(fd, struct.pack("i", int(us)))
+    except OSError as exc:
+        os.close(fd)
+        return f"not available ({exc.strerror})"
+    _SAVED["latency_fd"] = fd
+    return f"in effect (every CPU wakes within {int(us)} µs while running)"
+
+
 def last_cpu() -> int | None:
     """The highest-numbered CPU this process may run on (the control thread's default)."""
     try:
@@ -166,11 +193,12 @@ def last_cpu() -> int | None:
 
 
 def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool = True,
-                   freeze_gc: bool = True) -> RealtimeSetup:
+                   freeze_gc: bool = True, cpu_latency_us: int | None = None) -> RealtimeSetup:
     """Make the CALLING thread the control thread: SCHED_FIFO (with SCHED_RESET_ON_FORK, so a
     thread or process started from it later runs SCHED_OTHER, never inheriting the real-time
-    policy), pinned to ``cpu``; mlockall; a frozen, disabled gc. Each reported as in effect or
-    why not. :func:`realtime_teardown` restores the policy and affinity it found.
+    policy), pinned to ``cpu``; mlockall; a frozen, disabled gc; with ``cpu_latency_us``, every
+    CPU's wake-up from idle bounded (:func:`hold_cpu_latency`). Each reported as in effect or
+    why not. :func:`realtime_teardown` restores what it found.
     """
     out = RealtimeSetup()
     try:
@@ -193,6 +221,8 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
             out.items["CPU affinity"] = f"not available ({exc})"
     if lock_memory:
         out.items["mlockall"] = lock_all_memory()
+    if cpu_latency_us is not None:
+        out.items["CPU wake-up latency"] = hold_cpu_latency(cpu_latency_us)
     if freeze_gc:
         gc.collect()
         gc.freeze()
@@ -209,7 +239,10 @@ _SAVED: dict = {}
 
 
 def realtime_teardown() -> None:
-    """Re-enable the garbage collector; restore the scheduling policy and CPU affinity."""
+    """Re-enable the garbage collector; restore the scheduling policy and CPU affinity; let
+    the CPUs sleep again."""
+    if "latency_fd" in _SAVED:
+        os.close(_SAVED.pop("latency_fd"))  # closing withdraws the PM QoS request
     gc.enable()
     gc.unfreeze()
     if "switch" in _SAVED:

@@ -54,6 +54,12 @@ class RealtimeConfig:
     priority: int = key(Num(integer=True, ge=1, le=99), 80,
                         fix="SCHED_FIFO priorities are 1 … 99",
                         doc="SCHED_FIFO priority of the control thread")
+    cpu_latency_us: int = key(
+        Num(integer=True, ge=0), 0, unit="µs", fix="give whole µs (0: CPUs never sleep)",
+        doc="the longest any CPU may take to wake from idle while the loop runs (PM QoS, "
+            "/dev/cpu_dma_latency): 0 keeps the CPUs out of their sleep states, so a deadline "
+            "or a drive's frame never waits for one to wake (it costs power); 1000000 puts "
+            "no bound on it")
 
 
 @section("simulation", result=True)
@@ -110,7 +116,8 @@ class TopFile:
                                doc="the safety supervisor")
     logging: Logging = key(Sub(Logging), Logging(), shown="", doc="where runs are written")
     realtime: RealtimeConfig = key(Sub(RealtimeConfig), RealtimeConfig(), shown="",
-                                   doc="the control thread's CPU and priority")
+                                   doc="the control thread's CPU and priority, the CPUs' "
+                                       "wake-up latency")
     simulation: SimulationConfig = key(Sub(SimulationConfig), SimulationConfig(), shown="",
                                        doc="the simulated exoskeleton's plant model")
     description: str = key(Name(), "", shown="", doc="free text, for people")
