@@ -31,8 +31,8 @@ Groups: ``controller`` (the cycle: dynamics, laws, safety, estimate, reference, 
 controller's own warm-up), ``io`` (the frame batches of socketcan and udp_multicast buses: a
 real bus, or the real-time simulation's; the lockstep simulated bus does not use them),
 ``plant`` (the built-in plant model's step), ``bench`` (the HIL bench loop), ``sim`` (the
-plant's read-outs, its step compiled for model-in-the-loop, the loop), ``dynamics`` (the rest
-of the dynamics facade, closed chains, the integrator).
+plant's read-outs, its step compiled for model-in-the-loop, the loop), ``dynamics`` (the
+Dynamics facade, closed chains, the integrator).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ class Context:
 def _packed(mech) -> tuple[np.ndarray, np.ndarray]:
     from exo_rt.dynamics import kernels
 
-    return mech.packed, np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
+    return kernels.model_and_data(mech)
 
 
 # ---------------------------------------------------------------- the registry
@@ -387,11 +387,10 @@ def _register() -> None:
         lambda c: k.inverse_dynamics(*c.dyn, c.z(), c.z(), c.z(), c.z()), after=dyn[:1])
     add("dyn.bias_forces", "controller",
         lambda c: k.bias_forces(*c.dyn, c.z(), c.z(), c.z()), after=dyn[:1])
-    add("dyn.facade", "controller", _facade, cost=5.0)
     add("law.torque", "controller", _law_torque, after=dyn, cost=1.5)
     add("law.torque_to_current", "controller",
         lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.transmissions, True, c.z()),
-        after=("dyn.mass_matrix", "dyn.facade"))  # transmission rows: the rotors' inertia
+        after=("dyn.mass_matrix",))  # transmission rows: the rotors' inertia
     add("safety.check", "controller",  # as the cycle kernel calls it: a float overrun streak
         lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
                            0.0, False, c.z(), c.zi(2)))
@@ -411,7 +410,7 @@ def _register() -> None:
     add("bus.pdo", "controller", _pdo_tables, cost=1.0)
     add("bus.fastio", "io", _frame_batches, cost=4.5)
     add("controller.warm_up", "controller", _controller,
-        after=(*dyn, "dyn.facade", "law.torque", "law.torque_to_current", "safety.check",
+        after=(*dyn, "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",
                "trajectory.minimum_jerk", "trajectory.phase_events", "plant.reset",
                "bus.pdo"),
@@ -441,7 +440,9 @@ def _register() -> None:
     add("mil.loop", "sim", _mil, after=("law.torque", "law.torque_to_current",
                                         "plant.compiled_step", "trajectory.gait",
                                         "estimate.velocity_update"), cost=8.0)
-    # the rest of the dynamics
+    # the Dynamics facade (tools, the HIL bench and model-in-the-loop; the run takes the
+    # packed model and workspace alone) and the rest of the dynamics
+    add("dyn.facade", "dynamics", _facade, cost=5.0)
     add("dyn.facade_rest", "dynamics", _facade_rest, after=(*dyn, "dyn.facade"))
     add("dyn.closed_chain", "dynamics", _closed_chain, after=(*dyn, "dyn.facade"), cost=5.0)
     add("dyn.integrate", "dynamics", _integrate, after=("dyn.facade_rest",))

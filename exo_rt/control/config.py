@@ -135,14 +135,15 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
 
 def rotor_inertias(mech: Mechanism) -> np.ndarray:
     """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
-    from exo_rt.dynamics import Dynamics
+    from exo_rt.dynamics import kernels
     from exo_rt.dynamics.couplings import released
 
     out = np.zeros(mech.nq)
     if not mech.transmissions or mech.closure is not None:
         return out
     plant = released(mech)
-    m = Dynamics(plant).mass_matrix(np.zeros(plant.nq))
+    m = np.zeros((plant.nq, plant.nq))  # the cycle's own mass-matrix kernel, not the facade
+    kernels.mass_matrix(*kernels.model_and_data(plant), np.zeros(plant.nq), m)
     for tr in mech.transmissions:
         r = plant.joint_names.index(tr.rotor_joint)
         out[mech.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]

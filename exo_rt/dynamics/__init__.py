@@ -126,8 +126,7 @@ class Dynamics:
     def __init__(self, mech: Mechanism) -> None:
         self.mech = mech
         self.nq = mech.nq
-        self._pk = mech.packed
-        self._ws = np.zeros(kernels.workspace_size(mech.n_bodies, mech.nz))
+        self._pk, self._ws = kernels.model_and_data(mech)
         ep = _entry_points()
         self._ep_id, self._ep_mass, self._ep_fd = ep["id"], ep["mass"], ep["fd"]
         self._ep_bias, self._ep_gravity = ep["bias"], ep["gravity"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from exo_rt.model.mechanism import (
@@ -64,6 +65,12 @@ W_WIDTH = 61
 def workspace_size(n_bodies: int, nq: int) -> int:
     """Length of the flat float64 workspace the kernels need."""
     return n_bodies * W_WIDTH + nq * nq + 3 * nq
+
+
+def model_and_data(mech) -> tuple[np.ndarray, np.ndarray]:
+    """A mechanism's packed model and a new workspace for it: the first two arguments of
+    every kernel (as Pinocchio's ``model`` and ``model.createData()``). Nothing compiles."""
+    return mech.packed, np.zeros(workspace_size(mech.n_bodies, mech.nz))
 
 
 @njit(cache=True, inline="always")

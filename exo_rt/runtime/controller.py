@@ -25,7 +25,7 @@ from exo_rt import STARTED, __version__
 from exo_rt.bus import protocols
 from exo_rt.config import transmission_rows
 from exo_rt.control import estimate, laws, registry, trajectory
-from exo_rt.dynamics import Dynamics
+from exo_rt.dynamics import kernels
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
@@ -172,8 +172,10 @@ class Controller:
 
     def _allocate(self, history: bool) -> None:
         n = self.n
-        self.dyn = Dynamics(self.robot)
-        self.dyn_exo = Dynamics(self.top.exo)
+        # the packed models and workspaces of the robot and of the exoskeleton alone (the
+        # cycle's kernels take them; the Dynamics facade's entry points are not needed here)
+        self.model, self.data = kernels.model_and_data(self.robot)
+        self.model_exo, self.data_exo = kernels.model_and_data(self.top.exo)
         self.gains = self.cfg.gains
         self.opts = self.cfg.options()
         self.law_table = registry.table()  # the compiled laws, the cycle's law among them
@@ -231,7 +233,7 @@ class Controller:
         return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.law_table,
                 self.opts, self.gains, self.transmissions, self.coeffs,
                 self.law_state if law_state is None else law_state, self.sc, a.check_out,
-                self.dyn.packed, self.dyn.workspace, self.dyn_exo.packed, self.dyn_exo.workspace,
+                self.model, self.data, self.model_exo, self.data_exo,
                 rows, a.hist)
 
     def _warm_up(self) -> None:

@@ -516,8 +516,7 @@ class HarmonicDrivePlant(plants.PlantModel):
         n = self.mech.nq
         n_tr = len(mech.transmissions)
         self.n_joints = mech.nq
-        self.model = self.mech.packed
-        self.data = np.zeros(kernels.workspace_size(self.mech.n_bodies, self.mech.nz))
+        self.model, self.data = kernels.model_and_data(self.mech)
         self.state = np.zeros((ST_ROWS, n))
         self.scratch = np.zeros(scratch_shape(n))
         self.cmd = np.zeros(n_tr)
