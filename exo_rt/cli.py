@@ -213,7 +213,8 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "file (interface, channel, bitrate), sim where none names one")
     p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
     p.add_argument("--duration", type=float, default=10.0, metavar="S", help="RUN time (s)")
-    p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>)")
+    p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>; a "
+                                                "previous run's files there are replaced)")
     p.add_argument("--realtime", action="store_true",
                    help="wall-clock rate on the sim bus: the simulation runs in its own process, "
                         "the control thread SCHED_FIFO on its own CPU (always so on real buses)")

@@ -4,8 +4,8 @@ A read of a tty (a USB-serial port, a pseudo-terminal) that finds no input in th
 discipline waits for the kernel's pending flip-buffer work (``n_tty_read`` calls
 ``tty_buffer_flush_work``) — even a non-blocking read. That work runs in a kernel worker thread
 of normal priority, so a real-time thread that reads an idle line waits for however long the
-worker waits for a CPU: measured here up to 1.7 ms for a 4 µs read, with two real-time
-threads on two CPUs. Asking the line discipline how many bytes it holds (``FIONREAD``) never
+worker waits for a CPU — milliseconds beside a busy process (``tools/bench_tty.py``,
+docs/performance.md). Asking the line discipline how many bytes it holds (``FIONREAD``) never
 waits, and a read of bytes it holds never does either: bytes still in the flip buffer are read
 one cycle later instead. For a socket, ``FIONREAD`` is the bytes queued, the same meaning.
 """

@@ -213,8 +213,9 @@ def _leg_drives():
                   top.buses[0], top.robot)
 
 
-def _cycle(d, answers):
-    """One cycle's collection from the given (node, position rad, arrival s) answers."""
+def _cycle(d, answers, sync):
+    """One cycle's collection from the given (node, position rad, arrival s) answers to the
+    SYNC sent at ``sync`` (s, the frames' clock)."""
     from exo_rt.bus.drives import collect_flags
 
     d.seen[:] = 0
@@ -226,10 +227,10 @@ def _cycle(d, answers):
         b.arbitration_id[r], b.length[r], b.time[r] = 0x180 + node, len(raw), t
         b.data[r, : len(raw)] = np.frombuffer(raw, np.uint8)
     if answers:
-        d._take(b, len(answers), late_before=0.0)
+        d._take(b, len(answers), late_before=sync)
     d._expect = collect_flags(d.seen, d.statusword, d.rx_time, d.heartbeat_time, d._now[0], 0.0,
-                              d.period, d._expect, d.flags, d.missing_count, d._trusted,
-                              d._settle)
+                              d.period, d._expect, d.flags, d.missing_count, d._sampled,
+                              d._trusted, d._settle)
     return d.flags.copy()
 
 
@@ -243,24 +244,54 @@ def test_after_a_gap_the_glitch_check_bounds_motion_from_the_last_answer_before_
     d = _leg_drives()
     node = int(d.nodes[1])
     v = float(d._scale[1, 3])  # rad/s: the knee's speed limit
-    t, q = 100.0, 0.5
+    t, q = 100.0, 0.5  # each answer arrives 0.2 ms after its SYNC
     for _ in range(3):
-        assert not _cycle(d, [(node, q, t)])[1] & F_GLITCH
+        assert not _cycle(d, [(node, q, t)], t - 2e-4)[1] & F_GLITCH
         t += 1e-3
     for _ in range(14):  # the gap: nothing arrives
-        _cycle(d, [])
+        _cycle(d, [], t - 2e-4)
         t += 1e-3
-    assert not _cycle(d, [(node, q + 1e-4, t)])[1] & F_GLITCH  # an older SYNC's answer
+    # an older SYNC's answer, read after the newest SYNC went out
+    assert not _cycle(d, [(node, q + 1e-4, t)], t - 2e-4)[1] & F_GLITCH
     moved = q + 0.6 * v * 0.017  # within the speed limit over the 17 ms since the last answer
     assert 0.6 * v * 0.017 > v * 2.3e-3  # (more than it could move in 2.3 ms)
-    assert not _cycle(d, [(node, moved, t + 3e-4)])[1] & F_GLITCH
+    assert not _cycle(d, [(node, moved, t + 3e-4)], t + 1e-4)[1] & F_GLITCH
     t += 1.3e-3
     for _ in range(3):
-        assert not _cycle(d, [(node, moved, t)])[1] & F_GLITCH
+        assert not _cycle(d, [(node, moved, t)], t - 2e-4)[1] & F_GLITCH
         t += 1e-3
     for _ in range(5):
-        _cycle(d, [])
+        _cycle(d, [], t - 2e-4)
         t += 1e-3
-    flags = _cycle(d, [(node, moved + 3 * v * 0.007, t)])  # faster than the joint can move
+    flags = _cycle(d, [(node, moved + 3 * v * 0.007, t)], t - 2e-4)  # faster than it can move
+    assert flags[1] & F_GLITCH
+    d.bus.shutdown()
+
+
+def test_after_the_controller_was_held_the_glitch_check_bounds_motion_between_syncs():
+    """The controller held up 5.8 ms (seen in a 10-minute run on the VM): the answer to the
+    SYNC before the hold-up is read late, right after it, and the answer to the next SYNC
+    0.5 ms later — with the 6.8 ms of motion between the two SYNCs in it. The drive samples
+    at the SYNC: the bound runs over the 6.8 ms between the SYNCs, not the 0.5 ms between the
+    arrivals (which flagged a knee moving at 3.5 rad/s as a glitch). A jump faster than the
+    speed limit over those 6.8 ms still is one."""
+    from exo_rt.bus.flags import F_GLITCH
+
+    d = _leg_drives()
+    node = int(d.nodes[1])
+    v = float(d._scale[1, 3])  # rad/s: the knee's speed limit
+    sync, q = 200.0, 0.6
+    for _ in range(4):  # answers 0.17 ms after each SYNC
+        assert not _cycle(d, [(node, q, sync + 1.7e-4)], sync)[1] & F_GLITCH
+        sync += 1e-3
+        q -= 3.5e-3
+    held = 6.8e-3
+    # the answer to `sync` arrives after the hold-up, when the next cycle reads it
+    assert not _cycle(d, [(node, q, sync + held - 5e-4)], sync)[1] & F_GLITCH
+    moved = q - 0.9 * v * held  # the hold-up's motion, within the speed limit
+    assert 0.9 * v * held > v * (5e-4 + 1e-3)  # (more than 0.5 ms + a period would allow)
+    assert not _cycle(d, [(node, moved, sync + held + 2e-5)], sync + held)[1] & F_GLITCH
+    sync += held + 1e-3
+    flags = _cycle(d, [(node, moved - 3 * v * 2e-3, sync + 1.7e-4)], sync)  # too fast
     assert flags[1] & F_GLITCH
     d.bus.shutdown()

@@ -106,6 +106,21 @@ def test_other_can_log_formats(tmp_path, fmt):
     assert sum(1 for _ in can.LogReader(str(tmp_path / "r" / f"can{fmt}"))) > 1000
 
 
+def test_a_run_folder_given_again_holds_the_new_run_whole(tmp_path):
+    """`--out DIR` a second time: every file of the run, run.mcap included, is the new run's
+    (run.mcap was once refused as "File exists" while the rest was replaced)."""
+    from exo_rt.record.mcap_log import read_mcap
+
+    out = tmp_path / "r"
+    for duration in (0.2, 0.4):
+        ctl = Controller(load_top(CONFIG), "sim")
+        result = ctl.run(duration, out)
+        assert not [e for e in ctl.events if e.get("event") == "recording_error"]
+    records, _ = read_mcap(out / "run.mcap")
+    logged, _ = read_cycle_log(out / "cycles.exolog")
+    assert len(records) == len(logged) == result.summary["cycles"]
+
+
 def test_kill_minus_nine_loses_at_most_100_ms(tmp_path):
     """The control process killed: the recording process, on its own, drains every record it
     was handed and closes a readable file (the loss is the cycle in flight, not 100 ms)."""

@@ -66,15 +66,15 @@ SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check i
 
 @njit(cache=True)
 def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
-                  expect, flags, missing_count, trusted, settle):
+                  expect, flags, missing_count, sampled, trusted, settle):
     """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
     lost); returns when the next cycle's TPDOs are due (the newest one seen + a period).
 
-    A drive that did not answer this cycle leaves its last answer's arrival in ``trusted`` and
-    :data:`SETTLE_CYCLES` in ``settle``: the answers that follow a gap may answer older SYNCs
-    (a drive, or a machine, held up, then catching up), so until it has answered in that many
-    cycles its glitch check bounds the motion from the last answer before the gap
-    (:func:`exo_rt.bus.pdo_cycle.take_tpdos`)."""
+    A drive that did not answer this cycle leaves the sample instant of its last answer
+    (``sampled``: the SYNC it answered) in ``trusted`` and :data:`SETTLE_CYCLES` in ``settle``:
+    the answers that follow a gap may answer older SYNCs (a drive, or a machine, held up, then
+    catching up), so until it has answered in that many cycles its glitch check bounds the
+    motion from the last answer before the gap (:func:`exo_rt.bus.pdo_cycle.take_tpdos`)."""
     newest = -1.0
     for k in range(seen.shape[0]):
         last = heartbeat_time[k]
@@ -85,7 +85,7 @@ def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_time
             flags[k] |= F_MISSING
             missing_count[k] += 1
             if settle[k] == 0:
-                trusted[k] = rx_time[k]
+                trusted[k] = sampled[k]
             settle[k] = SETTLE_CYCLES
         else:
             if settle[k] > 0:
@@ -128,7 +128,8 @@ class Drives:
         self.flags = np.zeros(self.n, dtype=np.int64)
         self.seen = np.zeros(self.n, dtype=np.int64)
         self.missing_count = np.zeros(self.n, dtype=np.int64)
-        self._trusted = np.zeros(self.n)  # the last answer's arrival before a gap (s) …
+        self._sampled = np.zeros(self.n)  # the SYNC the last answer answered (its send, s)
+        self._trusted = np.zeros(self.n)  # the last answer's SYNC before a gap (s) …
         self._settle = np.zeros(self.n, dtype=np.int64)  # … trusted for this many more cycles
         self.malformed_count = np.zeros(self.n, dtype=np.int64)
         self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
@@ -216,14 +217,14 @@ class Drives:
         """Compile the cycle's njit helpers (before any drive is enabled)."""
         collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
                       self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
-                      self.flags.copy(), self.missing_count.copy(), self._trusted.copy(),
-                      self._settle.copy())
+                      self.flags.copy(), self.missing_count.copy(), self._sampled.copy(),
+                      self._trusted.copy(), self._settle.copy())
         b = self._rx_batch  # a table of no rows: nothing is written
         pdo_cycle.take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time,
                              self._slot_of_node, self._tx_fields, self._tx_size, self._scale,
                              self.period, 0.0, self.commanded, self.seen, self.flags,
                              self.statusword, self.position, self.current, self.rx_time,
-                             self._trusted, self._settle, self.malformed_count,
+                             self._sampled, self._trusted, self._settle, self.malformed_count,
                              self._extras_raw, self.heartbeat_time, self._now,
                              self._python_rows)
         t = self._tx_batch
@@ -440,8 +441,8 @@ class Drives:
         self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
                                      self.heartbeat_time, self._now[0],
                                      3e-3 * self.config.heartbeat_ms, self.period, self._expect,
-                                     self.flags, self.missing_count, self._trusted,
-                                     self._settle)
+                                     self.flags, self.missing_count, self._sampled,
+                                     self._trusted, self._settle)
 
     def _frame(self, msg: can.Message) -> None:
         """One frame read on its own (during bring-up): through the cycle's compiled path."""
@@ -469,7 +470,7 @@ class Drives:
             self._tx_fields, self._tx_size, self._scale, self.period,
             self._late_before() if late_before is None else late_before, self.commanded,
             self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
-            self._trusted, self._settle, self.malformed_count, self._extras_raw,
+            self._sampled, self._trusted, self._settle, self.malformed_count, self._extras_raw,
             self.heartbeat_time, self._now, self._python_rows)
         for i in range(pending):
             arb, data, t, ext, err, _rtr = b.frame(int(self._python_rows[i]))

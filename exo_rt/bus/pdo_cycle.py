@@ -79,17 +79,21 @@ def _write(out, r, f, x):
 @njit(cache=True)
 def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale, period,
                late_before, commanded, seen, flags, statusword, position, current, rx_time,
-               trusted, settle, malformed, extras, heartbeat_time, now, python_rows):
+               sampled, trusted, settle, malformed, extras, heartbeat_time, now, python_rows):
     """Rows 0 … n−1 of a received frame table into the drives' arrays (``now[0]``: the newest
     frame time seen); the rows Python must handle (EMCY, error frames, frames of other
     devices) are listed in ``python_rows``; returns their count. ``scale`` per drive: rad per
     increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A).
 
-    The glitch check: a joint moves at most its speed limit over the time since its last
-    answer (two cycles at least) — or, while ``settle`` counts down after a gap in its answers,
-    since the last answer before the gap (``trusted``): an answer read after a gap may be an
-    older SYNC's, which makes the gap between two answers' arrivals no bound on the motion
-    between their samples (exo_rt.bus.drives.collect_flags)."""
+    The glitch check: a joint moves at most its speed limit, plus a period, over the time
+    between the SYNCs its answers answer — the drive samples its encoder at the SYNC — not
+    between their arrivals: after the controller itself was held up, the answer to the SYNC
+    before the hold-up arrives late and the next one a fraction of a period after it, with
+    the whole hold-up's motion between them. ``late_before`` is the last SYNC's send time,
+    the sample instant of every answer accepted now; ``sampled`` keeps it per drive. While
+    ``settle`` counts down after a gap in a drive's answers, the bound runs from the last
+    answer before the gap (``trusted``): an answer read after a gap may be an older SYNC's
+    (exo_rt.bus.drives.collect_flags)."""
     pending = 0
     for r in range(n):
         if bflags[r] & fastio.FB_ERROR:
@@ -120,10 +124,9 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             sw = _read(data, r, f[TPDO_STATUSWORD])
             statusword[k] = sw
             q = _read(data, r, f[TPDO_POSITION]) * scale[k, 0]
-            last = rx_time[k]
-            since = trusted[k] if settle[k] > 0 else last
-            if last > 0 and abs(q - position[k]) > max(scale[k, 2],
-                                                       scale[k, 3] * (t - since + period)):
+            since = trusted[k] if settle[k] > 0 else sampled[k]
+            if rx_time[k] > 0 and since == since and abs(q - position[k]) > max(
+                    scale[k, 2], scale[k, 3] * (late_before - since + period)):  # (NaN: none)
                 flags[k] |= F_GLITCH
             position[k] = q
             i = _read(data, r, f[TPDO_CURRENT]) * scale[k, 1]
@@ -134,6 +137,7 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             if sw & 0x6F == 0x27 and abs(commanded[k] - i) > 0.2 * scale[k, 4]:
                 flags[k] |= F_SATURATED  # OPERATION ENABLED, short of the command
             rx_time[k] = t
+            sampled[k] = late_before
             seen[k] = 1
         elif base == HEARTBEAT:
             if lengths[r] == 1 and data[r, 0] & 0x80 == 0:

@@ -179,7 +179,8 @@ class McapLog:
         self.ctx = foxglove.Context()
         options = MCAPWriteOptions(compression=MCAPCompression.Zstd, compression_threads=0,
                                    profile="")
-        self.writer = foxglove.open_mcap(str(self.path), allow_overwrite=False,
+        # a run folder given again (--out) is the new run's: its files all replaced alike
+        self.writer = foxglove.open_mcap(str(self.path), allow_overwrite=True,
                                          context=self.ctx, writer_options=options)
         self.channels = {topic: foxglove.Channel(topic, schema=schema, message_encoding="json",
                                                  context=self.ctx)

@@ -167,9 +167,8 @@ def hold_cpu_latency(us: int) -> str:
     :func:`realtime_teardown` or at exit). 0 keeps every CPU out of its sleep states: a
     deadline's timer, or a frame for the drives' process, then finds its CPU awake. An idle
     x86 CPU otherwise takes up to ~100 µs to leave a deep C-state, and an idle virtual CPU is
-    handed back to the host — measured here, a sleep of 100 µs in the simulated drives'
-    process ended 0.5 ms late with nothing else running. Costs power while the loop runs.
-    "in effect", or why not."""
+    handed back to its host, which may take far longer to resume it (docs/performance.md,
+    "Keeping the CPUs awake"). Costs power while the loop runs. "in effect", or why not."""
     try:
         fd = os.open(CPU_LATENCY_DEVICE, os.O_WRONLY)
     except OSError as exc:

@@ -75,6 +75,7 @@ class ReplyDrives(abc.ABC):
         self.flags = np.zeros(n, dtype=np.int64)
         self.seen = np.zeros(n, dtype=np.int64)
         self.rx_time = np.zeros(n)
+        self._sampled = np.zeros(n)  # the command the last reply answered (its send, s)
         self.missing_count = np.zeros(n, dtype=np.int64)
         self.malformed_count = np.zeros(n, dtype=np.int64)
         self.status = np.zeros(n, dtype=np.int64)  # the family's state word
@@ -252,21 +253,28 @@ class ReplyDrives(abc.ABC):
     def store(self, k: int, q: float, current: float, t: float) -> None:
         """A reply's joint angle (rad) and current (A) stamped ``t``: glitch, saturation and
         late flags (a reply older than this cycle's first command — or, on a bus with its own
-        clock, stamped over half a period before this cycle's — answers an earlier cycle)."""
+        clock, stamped over half a period before this cycle's — answers an earlier cycle).
+
+        The glitch bound runs over the time between the commands two replies answer (the
+        drive samples its encoder when the command arrives), not between the replies'
+        arrivals: after the controller was held up, the reply to the command before the
+        hold-up arrives late, the next one soon after it, the hold-up's motion between them."""
         sent = self._sent
-        if t < (self._expect - 0.5 * self.period if sent is None else sent):
+        sample = self._expect - 0.5 * self.period if sent is None else sent
+        if t < sample:
             self.flags[k] |= F_LATE
             return
-        last = self.rx_time[k]
-        if last > 0 and abs(q - self.position[k]) > max(
-                self._max_step[k], self._speed_limit[k] * (t - last + self.period)):
-            self.flags[k] |= F_GLITCH
+        since = self._sampled[k]
+        if self.rx_time[k] > 0 and since == since and abs(q - self.position[k]) > max(
+                self._max_step[k], self._speed_limit[k] * (sample - since + self.period)):
+            self.flags[k] |= F_GLITCH  # (NaN: no command's time known yet)
         self.position[k] = q
         self.current[k] = current
         if (self.enabled[k] and not self._disable
                 and abs(self.commanded[k] - current) > 0.2 * self._peak[k]):
             self.flags[k] |= F_SATURATED
         self.rx_time[k] = t
+        self._sampled[k] = sample
         self.seen[k] = 1
 
     def malformed(self, k: int) -> None:
