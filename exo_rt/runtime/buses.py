@@ -107,6 +107,26 @@ def describe(buses, specs) -> list[str]:
     return lines
 
 
+def check_specs(top: TopConfig, spec) -> None:
+    """Refuse a bus spec python-can has no interface for, before anything slow (a cold numba
+    cache compiles for seconds before the buses open): the same error as at opening."""
+    import can
+
+    from exo_rt.sim.launch import SIM_SPECS
+
+    specs = {b.name: spec for b in top.buses} if isinstance(spec, str) else dict(spec)
+    known = sorted(can.interfaces.VALID_INTERFACES)
+    for b in top.buses:
+        if specs.get(b.name) in SIM_SPECS or ":" not in specs.get(b.name, ""):
+            continue  # simulated, replayed or unreadable (said when the bus opens)
+        interface = parse_spec(specs[b.name])[0]
+        if interface not in known:
+            raise BusError(f"cannot open bus '{b.name}' on '{specs[b.name]}' (unknown "
+                           f"interface '{interface}')", None,
+                           did_you_mean(interface, known) or
+                           f"use one of python-can's interfaces: {', '.join(known)}")
+
+
 def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
                plant: Mechanism | None, cpus: set[int], rt_setup: bool = True):
     """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.

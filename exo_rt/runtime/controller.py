@@ -31,7 +31,7 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety
-from exo_rt.runtime.buses import open_buses
+from exo_rt.runtime.buses import check_specs, open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, last_cpu, realtime_setup, realtime_teardown
@@ -105,6 +105,7 @@ class Controller:
         self.rt_cpu = (top.realtime.cpu if top.realtime.cpu is not None else last_cpu()) \
             if wall and rt_setup else None
         self.helper_cpus = other_cpus(self.rt_cpu)
+        check_specs(top, bus_spec)  # a misspelt interface: said now, not after a cold compile
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
         warmup.ensure(top, warmup.RUN_GROUPS if ":" not in str(bus_spec)
                       else warmup.REAL_BUS_GROUPS)
