@@ -183,7 +183,7 @@ def warm_up() -> None:
     one, z, zi = np.ones(1), np.zeros(1), np.zeros(1, np.int64)
     take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time, np.full(128, -1),
                tx, zi.copy(), np.ones((1, 5)), 1e-3, 0.0, z.copy(), zi.copy(), zi.copy(),
-               zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), zi.copy(),
-               np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
+               zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(),
+               zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
     put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
               b.arbitration_id, b.flags, b.length, b.data)
