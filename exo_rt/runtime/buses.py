@@ -107,6 +107,11 @@ def describe(buses, specs) -> list[str]:
     return lines
 
 
+def per_bus(top: TopConfig, spec) -> dict[str, str]:
+    """Each bus's spec by name: one spec for all (a string), or a {name: spec} already."""
+    return {b.name: spec for b in top.buses} if isinstance(spec, str) else dict(spec)
+
+
 def check_specs(top: TopConfig, spec) -> None:
     """Refuse a bus spec python-can has no interface for, before anything slow (a cold numba
     cache compiles for seconds before the buses open): the same error as at opening."""
@@ -114,7 +119,7 @@ def check_specs(top: TopConfig, spec) -> None:
 
     from exo_rt.sim.launch import SIM_SPECS
 
-    specs = {b.name: spec for b in top.buses} if isinstance(spec, str) else dict(spec)
+    specs = per_bus(top, spec)
     known = sorted(can.interfaces.VALID_INTERFACES)
     for b in top.buses:
         if specs.get(b.name) in SIM_SPECS or ":" not in specs.get(b.name, ""):
@@ -157,7 +162,7 @@ class HardwareBuses:
 
         self.board_process = None
         self._cpus = cpus
-        specs = {b.name: spec for b in top.buses} if isinstance(spec, str) else dict(spec)
+        specs = per_bus(top, spec)
         self.buses, self.specs = [], []
         for b in top.buses:
             interface, channel, bitrate = parse_spec(specs[b.name])
