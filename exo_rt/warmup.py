@@ -239,13 +239,15 @@ def _board_decode(c: Context) -> None:
     """The board link's receive path, as BoardLink.poll calls it (a read of n bytes)."""
     from firmware_bridge import fastdecode as fd
     from firmware_bridge import protocol as p
-    from firmware_bridge.link import READ_SIZE
+    from firmware_bridge.link import FIONREAD, READ_SIZE
 
     st, partial, other, raw = fd.new_state()
     frame = np.frombuffer(p.encode(p.Status(False, True, False, 24000), 0), dtype=np.uint8)
     data = np.zeros(READ_SIZE, dtype=np.uint8)
     data[: len(frame)] = frame
     fd.decode_stream(data, len(frame), st, partial, other, raw, 200.0)
+    fd.feed(data, len(frame), st, partial, other, raw, 200.0)
+    fd.poll(-1, FIONREAD, np.zeros(1, np.int32), data, st, partial, other, raw, 200.0)
 
 
 def _pdo_tables(c: Context) -> None:
@@ -260,6 +262,13 @@ def _frame_batches(c: Context) -> None:
     from exo_rt.bus import fastio
 
     fastio.warm_up()
+
+
+def _cycle_io(c: Context) -> None:
+    """A CiA 402 bus's whole cycle I/O in one compiled call each way (socketcan, udp)."""
+    from exo_rt.bus import pdo_cycle
+
+    pdo_cycle.warm_up_io()
 
 
 def _facade(c: Context) -> None:
@@ -409,6 +418,7 @@ def _register() -> None:
     add("board.decode", "controller", _board_decode)
     add("bus.pdo", "controller", _pdo_tables, cost=1.0)
     add("bus.fastio", "io", _frame_batches, cost=4.5)
+    add("bus.pdo_io", "io", _cycle_io, after=("bus.fastio", "bus.pdo"), cost=2.0)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",

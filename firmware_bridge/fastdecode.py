@@ -22,7 +22,7 @@ gaps (tests/test_firmware_bridge.py feeds both the same streams) — on prealloc
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from firmware_bridge.protocol import (
     ERROR,
@@ -225,3 +225,41 @@ def decode_stream(data, n, st, partial, other, raw, contact):
         start = i + 1
     _append(data, start, n, st, partial)  # a frame still open: kept for the next read
     return st[D_FRAMES] - before
+
+
+# ---------------------------------------------------------------- the cycle's whole poll
+# what a poll brought (bits): a new STATUS, new heel strikes, frames of the rare kinds
+N_STATUS, N_HEEL, N_OTHER = 1, 2, 4
+# the board's word (bits, as the cycle's S_BOARD): e-stop pressed, link lost, motor power off
+B_ESTOP, B_LINK_LOST, B_POWER_OFF = 1, 2, 4
+WORD_SHIFT = 4  # poll's result: news | word << WORD_SHIFT
+
+_ioctl = types.ExternalFunction("ioctl", types.intc(types.intc, types.uint64, types.intp))
+_read = types.ExternalFunction("read", types.intp(types.intc, types.intp, types.uintp))
+
+
+@njit(cache=True)
+def feed(data, n, st, partial, other, raw, contact):
+    """:func:`decode_stream` of data[:n], reporting what it brought and the board's word:
+    ``news | word << WORD_SHIFT`` (``N_*``; ``B_ESTOP``, ``B_POWER_OFF`` — the link's loss is
+    the caller's, on its own clock)."""
+    status_n, heel_n = st[D_STATUS_N], st[D_HEEL_N]
+    if n > 0:
+        decode_stream(data, n, st, partial, other, raw, contact)
+    news = ((N_STATUS if st[D_STATUS_N] != status_n else 0)
+            | (N_HEEL if st[D_HEEL_N] != heel_n else 0) | (N_OTHER if st[D_OTHER] else 0))
+    known = st[D_STATUS_N] > 0
+    word = (B_ESTOP if known and st[D_ESTOP] else 0) | (0 if known and st[D_POWER] else B_POWER_OFF)
+    return news | (word << WORD_SHIFT)
+
+
+@njit(cache=True)
+def poll(fd, request, count, data, st, partial, other, raw, contact):
+    """One poll of a serial line in one compiled call: ask the line discipline how many bytes
+    it holds (``ioctl(fd, FIONREAD)``, ``request``; never waits on the kernel's tty worker:
+    :mod:`firmware_bridge.ttyio`), read only those into ``data``, and :func:`feed` them. A
+    descriptor that fails (closed, unplugged) reads as no bytes."""
+    n = 0
+    if _ioctl(fd, request, count.ctypes.data) == 0 and count[0] > 0:
+        n = _read(fd, data.ctypes.data, min(count[0], data.shape[0]))
+    return feed(data, n, st, partial, other, raw, contact)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+import termios
 import threading
 import time
 from collections import deque
@@ -26,9 +27,10 @@ import serial
 from exo_rt.errors import BusError
 from firmware_bridge import fastdecode as fd
 from firmware_bridge import protocol as p
-from firmware_bridge import ttyio
 
 READ_SIZE = 4096  # bytes one poll reads at most (the board sends ~25 bytes a millisecond)
+FIONREAD = termios.FIONREAD  # the bytes a tty's line discipline holds (firmware_bridge.ttyio)
+NEWS = fd.N_STATUS | fd.N_HEEL | fd.N_OTHER
 
 
 @dataclass
@@ -71,7 +73,12 @@ class BoardLink:
         self._st, self._partial, self._other, self._raw = fd.new_state()
         self._rbuf = np.zeros(READ_SIZE, dtype=np.uint8)
         self._rview = memoryview(self._rbuf)
-        self._count = ttyio.probe()
+        self._count = np.zeros(1, np.int32)  # the bytes the line holds (FIONREAD's int)
+        self._heel_seen = 0  # heel strikes queued so far
+        # the compiled poll loaded now (on no descriptor: nothing read), not at the first poll,
+        # which numba's cache load would hold up by ~0.1 s
+        fd.poll(-1, FIONREAD, self._count, self._rbuf, self._st, self._partial, self._other,
+                self._raw, self.contact_N)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -97,38 +104,40 @@ class BoardLink:
         self._send(p.Indicator(pattern, red, green, blue))
 
     # ------------------------------------------------------------------ board → PC
-    def poll(self) -> None:
-        """Read and decode everything available (never blocks, never raises)."""
-        try:
-            if self._fd is not None:  # a posix port: read only what the line holds (ttyio)
-                n = 0
-                if ttyio.waiting(self._fd, self._count):
-                    try:
-                        n = os.readv(self._fd, (self._rview,))
-                    except BlockingIOError:
-                        n = 0
-            else:
+    def poll(self) -> int:
+        """Read and decode everything available (never blocks, never raises); returns the
+        board's word: ``B_ESTOP`` (1) e-stop pressed, ``B_LINK_LOST`` (2) no status for the
+        link timeout, ``B_POWER_OFF`` (4) motor power off or not reported yet."""
+        if self._fd is not None:  # a posix port: one compiled call (fastdecode.poll)
+            out = fd.poll(self._fd, FIONREAD, self._count, self._rbuf, self._st, self._partial,
+                          self._other, self._raw, self.contact_N)
+        else:
+            try:
                 waiting = self.port.in_waiting
                 data = self.port.read(min(waiting, READ_SIZE)) if waiting else b""
-                n = len(data)
-                self._rbuf[:n] = np.frombuffer(data, dtype=np.uint8)
-        except (serial.SerialException, OSError):
-            return
-        if n:
-            self._feed(n)
+            except (serial.SerialException, OSError):
+                data = b""
+            n = len(data)
+            self._rbuf[:n] = np.frombuffer(data, dtype=np.uint8)
+            out = fd.feed(self._rbuf, n, self._st, self._partial, self._other, self._raw,
+                          self.contact_N)
+        now = self.clock()
+        if out & NEWS:
+            self._news(out, now)
+        word = out >> fd.WORD_SHIFT
+        return word | fd.B_LINK_LOST if now - self.status_time > self.link_timeout else word
 
-    def _feed(self, n: int) -> None:
-        """The first n bytes of the read buffer through the compiled decoder."""
+    def _news(self, out: int, now: float) -> None:
+        """What a poll brought: a status (the link is alive), heel strikes, rare frames."""
         st = self._st
-        status_n, heel_n = st[fd.D_STATUS_N], st[fd.D_HEEL_N]
-        fd.decode_stream(self._rbuf, n, st, self._partial, self._other, self._raw,
-                         self.contact_N)
-        if st[fd.D_STATUS_N] != status_n or st[fd.D_HEEL_N] != heel_n or st[fd.D_OTHER]:
-            now = self.clock()
-            if st[fd.D_STATUS_N] != status_n:
-                self.status_time = now
-            for _ in range(st[fd.D_HEEL_N] - heel_n):
+        if out & fd.N_STATUS:
+            self.status_time = now
+        if out & fd.N_HEEL:
+            heel_n = int(st[fd.D_HEEL_N])
+            for _ in range(heel_n - self._heel_seen):
                 self.heel_strikes.append(now)
+            self._heel_seen = heel_n
+        if out & fd.N_OTHER:
             for row in range(st[fd.D_OTHER]):  # the rare kinds: version, error
                 kind, length = int(self._other[row, 0]), int(self._other[row, 2])
                 body = p._body(kind, bytes(self._other[row, 3:3 + length]))

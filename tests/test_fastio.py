@@ -148,7 +148,7 @@ def test_a_batch_crosses_real_sockets_as_python_can_frames(group):
     """Sent in one sendmmsg, the frames reach the other port in one recvmmsg — not the
     sender itself — and a plain python-can bus reads the same frames."""
     pa, pb, plain = group
-    assert pa._compiled and pb._compiled
+    assert pa.compiled and pb.compiled
     rows = [(0x201, b"\x0f\x00\x10\x00"), (0x202, b"\x0f\x00\xf0\xff"), (0x080, b"")]
     tx = pa.batch(4)
     pa.send_batch(tx, _fill(tx, rows))

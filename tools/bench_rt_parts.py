@@ -6,7 +6,7 @@ a timer around each part of the cycle.
 
 Parts (µs per cycle, p50 and p99 over the RUN and ALIGN cycles): the board's poll, the drives'
 frames in (receive + decode + flags), the cycle kernel (one compiled call), the drives'
-commands out (RPDOs, then SYNC and heartbeat), the board's heartbeat, and the whole cycle;
+commands out (RPDOs, SYNC and heartbeat), the board's heartbeat, and the whole cycle;
 "rest" is the whole less the parts (state handling, Python between the parts). Each timer
 adds ~0.5 µs: the whole is a little slower than in an untimed run (tools/bench_rt.py).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("board poll", "frames in", "cycle kernel", "RPDOs out", "SYNC out", "board heartbeat")
+PARTS = ("board poll", "frames in", "cycle kernel", "commands out", "board heartbeat")
 
 
 def instrument(capacity: int) -> dict[str, np.ndarray]:
@@ -51,8 +51,7 @@ def instrument(capacity: int) -> dict[str, np.ndarray]:
     BoardLink.poll = timed("board poll", BoardLink.poll)
     BoardLink.send_heartbeat = timed("board heartbeat", BoardLink.send_heartbeat)
     Drives.collect = timed("frames in", Drives.collect)
-    Drives.send_rpdos = timed("RPDOs out", Drives.send_rpdos)
-    Drives.send_sync = timed("SYNC out", Drives.send_sync)
+    Drives.send_commands = timed("commands out", Drives.send_commands)
     cy.control_step = timed("cycle kernel", cy.control_step)
     whole = ctl.Controller._cycle
 

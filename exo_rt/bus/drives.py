@@ -61,41 +61,8 @@ def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
         yield msg
 
 
-SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
-
-
-@njit(cache=True)
-def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
-                  expect, flags, missing_count, sampled, trusted, settle):
-    """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
-    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period).
-
-    A drive that did not answer this cycle leaves the sample instant of its last answer
-    (``sampled``: the SYNC it answered) in ``trusted`` and :data:`SETTLE_CYCLES` in ``settle``:
-    the answers that follow a gap may answer older SYNCs (a drive, or a machine, held up, then
-    catching up), so until it has answered in that many cycles its glitch check bounds the
-    motion from the last answer before the gap (:func:`exo_rt.bus.pdo_cycle.take_tpdos`)."""
-    newest = -1.0
-    for k in range(seen.shape[0]):
-        last = heartbeat_time[k]
-        if heartbeat_timeout > 0 and now - (0.0 if last != last else last) > heartbeat_timeout:
-            flags[k] |= F_HEARTBEAT  # (NaN: none yet)
-        sw = statusword[k]
-        if not seen[k]:
-            flags[k] |= F_MISSING
-            missing_count[k] += 1
-            if settle[k] == 0:
-                trusted[k] = sampled[k]
-            settle[k] = SETTLE_CYCLES
-        else:
-            if settle[k] > 0:
-                settle[k] -= 1
-            newest = max(newest, rx_time[k])
-            if sw & 0x4F == 0x08:  # FAULT
-                flags[k] |= F_FAULT
-            elif sw & 0x6F != 0x27:  # not OPERATION ENABLED
-                flags[k] |= F_NOT_ENABLED
-    return newest + period if newest >= 0.0 else expect
+SETTLE_CYCLES = pdo_cycle.SETTLE_CYCLES
+collect_flags = pdo_cycle.collect_flags
 
 
 class Drives:
@@ -232,6 +199,8 @@ class Drives:
                             self._rx_size, self._peaks, self._permille, self.commanded.copy(),
                             t.arbitration_id, t.flags.copy(), t.length.copy(), t.data.copy())
         self.port.warm_up()
+        if self.port.compiled:  # the cycle's I/O in one call each way: on throw-away tables
+            pdo_cycle.warm_up_io(self.n)
 
     def _codec(self) -> None:
         """The in-loop PDO codec of each drive, precomputed from its mapping and units."""
@@ -259,7 +228,15 @@ class Drives:
         self._permille = 1000.0 * self.torque_constant / self.rated_torque  # ‰ per A
         self._peaks = self._scale[:, 4].copy()
         self._rx_batch = self.port.batch(max(32, 4 * self.n))  # one frame table each way
-        self._tx_batch = self.port.batch(self.n)
+        # the RPDOs, then the SYNC and the controller's heartbeat (sent with them in one call
+        # where the port's batches are compiled)
+        self._tx_batch = t = self.port.batch(self.n + 2)
+        t.arbitration_id[self.n: self.n + 2] = (c.SYNC, self._hb_cob)
+        t.length[self.n: self.n + 2] = (0, len(self._hb_data))
+        t.data[self.n + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        self._done = np.zeros(1, np.int64)  # pdo_cycle.gather: the cycle's frames are in
+        self._tx_errors = 0  # send errors the tx table had counted when last looked at
+        self._rx_fd, self._tx_fd = self.port.fds if self.port.compiled else (-1, -1)
         self._slot_of_node = np.full(128, -1, np.int64)
         for node, k in self._node_slot.items():
             self._slot_of_node[node & 0x7F] = k
@@ -388,21 +365,48 @@ class Drives:
 
     # ------------------------------------------------------------------ the cycle
     def send_commands(self, current_A: np.ndarray) -> None:
-        """RPDOs then SYNC (one bus; with several, send every bus's RPDOs before the SYNCs)."""
-        self.send_rpdos(current_A)
-        self.send_sync()
+        """RPDOs then SYNC (and the controller's heartbeat when due) — on a port with compiled
+        batches in one compiled call and one system call (:func:`exo_rt.bus.pdo_cycle.command`).
+        With several buses, send every other bus's RPDOs first and their SYNCs after (the
+        controller does: every RPDO before any SYNC)."""
+        port = self.port
+        tap = port.tap
+        if not port.compiled or (tap is not None and tap.block_when_full):
+            self.send_rpdos(current_A)
+            self.send_sync()
+            return
+        b = self._tx_batch
+        extra = self._sync_rows()
+        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
+                                   if tap is None else (tap.header, tap.slots, tap.capacity))
+        t = pdo_cycle.command(self._tx_fd, b.wire, b.headers, b.iov, b.buffers,
+                              b.arbitration_id, b.flags, b.length, b.data, b.time, b.counts,
+                              b.clock, b.bits, header, slots, capacity, port.channel_index,
+                              np.ascontiguousarray(current_A, np.float64), self.controlword,
+                              self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
+                              self._permille, self.commanded, extra)
+        if tap is not None:
+            tap.head = int(header[fastio.RING_HEAD])
+        errors = int(b.counts[1])
+        if errors != self._tx_errors:
+            port.send_errors += errors - self._tx_errors
+            self._tx_errors = errors
+        port.sent_at = self._sync_sent = t
 
-    def send_sync(self) -> None:
-        """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
-        drives' consumer, 1016h, stops them when it stays away)."""
-        b = self._sync_batch
-        n = 1  # row 0: the SYNC (no data)
+    def _sync_rows(self) -> int:
+        """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
+        when due (every few cycles; the drives' consumer, 1016h, stops them when it stays
+        away)."""
         if self._hb_every:
             self._hb_count -= 1
             if self._hb_count <= 0 and not self._hb_hold:
                 self._hb_count = self._hb_every
-                n = 2  # row 1: the heartbeat
-        self.port.send_batch(b, n)
+                return 2
+        return 1
+
+    def send_sync(self) -> None:
+        """The SYNC, then the controller's heartbeat when it is due."""
+        self.port.send_batch(self._sync_batch, self._sync_rows())
         # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
         self._sync_sent = self.port.sent_at
 
@@ -425,10 +429,16 @@ class Drives:
         """Read every frame that has arrived into the arrays — polling on until every drive
         has answered or ``deadline`` (monotonic s) passes, or, without a deadline (lockstep),
         until the queue is empty. (It always empties the queue: a reader that stopped at the
-        first complete set could stay a whole set behind for ever.)"""
+        first complete set could stay a whole set behind for ever.) On a port with compiled
+        batches the whole of it is one compiled call (:func:`exo_rt.bus.pdo_cycle.gather`)."""
+        port = self.port
+        tap = port.tap
+        if port.compiled and (tap is None or not tap.block_when_full):
+            self._gather(port, tap, -1.0 if deadline is None else deadline)
+            return
         self.seen[:] = 0
         self.flags[:] = 0
-        b, port = self._rx_batch, self.port
+        b = self._rx_batch
         late_before = self._late_before()
         while True:
             n = port.recv_batch(b)
@@ -438,6 +448,34 @@ class Drives:
                 continue  # more may be waiting
             if deadline is None or self.seen.all() or time.monotonic() >= deadline:
                 break
+        self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
+                                     self.heartbeat_time, self._now[0],
+                                     3e-3 * self.config.heartbeat_ms, self.period, self._expect,
+                                     self.flags, self.missing_count, self._sampled,
+                                     self._trusted, self._settle)
+
+    def _gather(self, port: FramePort, tap, deadline: float) -> None:
+        b, done = self._rx_batch, self._done
+        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
+                                   if tap is None else (tap.header, tap.slots, tap.capacity))
+        late_before = self._late_before()
+        first = True
+        while True:
+            pending = pdo_cycle.gather(
+                self._rx_fd, b.wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags,
+                b.length, b.data, b.time, b.counts, b.scratch, b.clock, header, slots, capacity,
+                port.channel_index, b.bits, self._slot_of_node, self._tx_fields, self._tx_size,
+                self._scale, self.period, late_before, self.commanded, self.seen, self.flags,
+                self.statusword, self.position, self.current, self.rx_time, self._sampled,
+                self._trusted, self._settle, self.malformed_count, self._extras_raw,
+                self.heartbeat_time, self._now, self._python_rows, deadline, first, done)
+            first = False
+            if pending:
+                self._python_frames(b, pending)
+            if done[0]:
+                break
+        if tap is not None:
+            tap.head = int(header[fastio.RING_HEAD])
         self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
                                      self.heartbeat_time, self._now[0],
                                      3e-3 * self.config.heartbeat_ms, self.period, self._expect,
@@ -472,6 +510,10 @@ class Drives:
             self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
             self._sampled, self._trusted, self._settle, self.malformed_count, self._extras_raw,
             self.heartbeat_time, self._now, self._python_rows)
+        self._python_frames(b, pending)
+
+    def _python_frames(self, b: fastio.FrameBatch, pending: int) -> None:
+        """The rows of a frame table the compiled path handed back (``_python_rows``)."""
         for i in range(pending):
             arb, data, t, ext, err, _rtr = b.frame(int(self._python_rows[i]))
             if err:

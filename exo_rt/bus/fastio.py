@@ -36,7 +36,7 @@ _sendmmsg = types.ExternalFunction(
     "sendmmsg", types.intc(types.intc, types.intp, types.uintc, types.intc))
 _clock_gettime = types.ExternalFunction("clock_gettime", types.intc(types.intc, types.intp))
 MSG_DONTWAIT = 0x40
-CLOCK_REALTIME = 0
+CLOCK_REALTIME, CLOCK_MONOTONIC = 0, 1
 
 # struct mmsghdr, LP64 Linux, as int64 words: msg_name, msg_namelen, msg_iov, msg_iovlen,
 # msg_control, msg_controllen, msg_flags, msg_len (the last two: int, unsigned int)
@@ -118,6 +118,13 @@ def _link(headers, iov, buffers, control, name, named):
 def wall_clock(ts):
     """time.time() from compiled code (``ts``: two int64 words for a struct timespec)."""
     _clock_gettime(CLOCK_REALTIME, ts.ctypes.data)
+    return ts[0] + ts[1] * 1e-9
+
+
+@njit(cache=True)
+def monotonic(ts):
+    """time.monotonic() from compiled code (the same clock: CLOCK_MONOTONIC)."""
+    _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
     return ts[0] + ts[1] * 1e-9
 
 

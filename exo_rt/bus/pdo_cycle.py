@@ -21,7 +21,17 @@ import numpy as np
 from numba import njit
 
 from exo_rt.bus import fastio, pdo
-from exo_rt.bus.flags import F_DUPLICATE, F_GLITCH, F_LATE, F_MALFORMED, F_SATURATED
+from exo_rt.bus.flags import (
+    F_DUPLICATE,
+    F_FAULT,
+    F_GLITCH,
+    F_HEARTBEAT,
+    F_LATE,
+    F_MALFORMED,
+    F_MISSING,
+    F_NOT_ENABLED,
+    F_SATURATED,
+)
 
 # quantities of a TPDO and of an RPDO: the columns of a drive's fields row
 (TPDO_STATUSWORD, TPDO_POSITION, TPDO_CURRENT, TPDO_VELOCITY, TPDO_DIGITAL_INPUTS,
@@ -93,7 +103,7 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
     the sample instant of every answer accepted now; ``sampled`` keeps it per drive. While
     ``settle`` counts down after a gap in a drive's answers, the bound runs from the last
     answer before the gap (``trusted``): an answer read after a gap may be an older SYNC's
-    (exo_rt.bus.drives.collect_flags)."""
+    (:func:`collect_flags`)."""
     pending = 0
     for r in range(n):
         if bflags[r] & fastio.FB_ERROR:
@@ -148,6 +158,43 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
     return pending
 
 
+SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
+
+
+@njit(cache=True)
+def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
+                  expect, flags, missing_count, sampled, trusted, settle):
+    """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
+    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period).
+
+    A drive that did not answer this cycle leaves the sample instant of its last answer
+    (``sampled``: the SYNC it answered) in ``trusted`` and :data:`SETTLE_CYCLES` in ``settle``:
+    the answers that follow a gap may answer older SYNCs (a drive, or a machine, held up, then
+    catching up), so until it has answered in that many cycles its glitch check bounds the
+    motion from the last answer before the gap (:func:`take_tpdos`)."""
+    newest = -1.0
+    for k in range(seen.shape[0]):
+        last = heartbeat_time[k]
+        if heartbeat_timeout > 0 and now - (0.0 if last != last else last) > heartbeat_timeout:
+            flags[k] |= F_HEARTBEAT  # (NaN: none yet)
+        sw = statusword[k]
+        if not seen[k]:
+            flags[k] |= F_MISSING
+            missing_count[k] += 1
+            if settle[k] == 0:
+                trusted[k] = sampled[k]
+            settle[k] = SETTLE_CYCLES
+        else:
+            if settle[k] > 0:
+                settle[k] -= 1
+            newest = max(newest, rx_time[k])
+            if sw & 0x4F == 0x08:  # FAULT
+                flags[k] |= F_FAULT
+            elif sw & 0x6F != 0x27:  # not OPERATION ENABLED
+                flags[k] |= F_NOT_ENABLED
+    return newest + period if newest >= 0.0 else expect
+
+
 @njit(cache=True)
 def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
               ids, bflags, lengths, data):
@@ -187,3 +234,91 @@ def warm_up() -> None:
                zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
     put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
               b.arbitration_id, b.flags, b.length, b.data)
+
+
+# ---------------------------------------------------------------- a cycle's I/O in one call
+# FrameRing arrays of "no recording": a ring of no capacity is never written
+NO_RING_HEADER = np.zeros(8, np.int64)
+NO_RING_SLOTS = np.zeros(fastio.RING_SLOT, np.uint8)
+
+
+@njit(cache=True)
+def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, times, counts,
+           scratch, clock, ring_header, ring_slots, ring_capacity, bus, bits, node_slot, tx,
+           tx_size, scale, period, late_before, commanded, seen, flags, statusword, position,
+           current, rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
+           python_rows, deadline, first, done):
+    """A cycle's TPDOs in one compiled call, on a socket the batches can read
+    (:class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → decode → the recording ring
+    (:func:`exo_rt.bus.fastio.tap`) → :func:`take_tpdos`, polling on until every drive has
+    answered or ``deadline`` (monotonic s; < 0: none, the queue emptied once) passes —
+    exactly what :meth:`exo_rt.bus.drives.Drives.collect` does frame
+    table by frame table, without returning to Python in between.
+
+    ``first``: this is the cycle's first call (``seen`` and ``flags`` start from zero). It
+    returns early when the last table read has rows for Python (``python_rows``: EMCY, error
+    frames, other devices' frames; the count is returned): Python handles them and calls again
+    (``first`` false) until ``done[0]`` is 1. (The flags of what did not arrive are
+    :func:`collect_flags`' after it.)"""
+    if first:
+        seen[:] = 0
+        flags[:] = 0
+    capacity = headers.shape[0]
+    done[0] = 0
+    while True:
+        n = fastio.receive(fd, wire, headers, buffers, control, ids, bflags, lengths, data,
+                           times, counts, scratch, clock)
+        if n and ring_capacity > 0:
+            fastio.tap(ring_header, ring_slots, ring_capacity, times, ids, bflags, lengths, data,
+                       n, True, bus, bits)
+        pending = take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale,
+                             period, late_before, commanded, seen, flags, statusword, position,
+                             current, rx_time, sampled, trusted, settle, malformed, extras,
+                             heartbeat_time, now, python_rows)
+        finished = n < capacity and (deadline < 0.0 or seen.all()
+                                     or fastio.monotonic(clock) >= deadline)
+        if finished:
+            done[0] = 1
+        if pending or finished:
+            return pending
+
+
+@njit(cache=True)
+def command(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, counts, clock,
+            bits, ring_header, ring_slots, ring_capacity, bus, current_A, controlword, cob, rx,
+            rx_size, peak, permille_per_A, commanded, extra):
+    """A cycle's commands in one compiled call and one ``sendmmsg``: each drive's RPDO
+    (:func:`put_rpdos`: the encoder's clamp, the last line of the current limit) in rows
+    0 … n−1, then the ``extra`` rows the table already holds after them (the SYNC, the
+    controller's heartbeat), in that order; the frames sent are copied into the recording
+    ring. Returns the send time (wall clock, s: the drives sample at this SYNC)."""
+    n = put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
+                  ids, bflags, lengths, data)
+    n += extra
+    t = fastio.send(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, n,
+                    counts, clock, bits)
+    if ring_capacity > 0:
+        fastio.tap(ring_header, ring_slots, ring_capacity, times, ids, bflags, lengths, data, n,
+                   False, bus, bits)
+    return t
+
+
+def warm_up_io(n: int = 1) -> None:
+    """Compile :func:`gather` and :func:`command` for ``n`` drives of the default mapping, on
+    both wires (on no socket: the calls fail harmlessly on the tables made here)."""
+    tx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)] * n)
+    rx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)] * n)
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    for wire in (fastio.WIRE_UDP, fastio.WIRE_SOCKETCAN):
+        b = fastio.FrameBatch(max(32, 4 * n), wire)
+        gather(-1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length,
+               b.data, b.time, b.counts, b.scratch, b.clock, NO_RING_HEADER, NO_RING_SLOTS, 0,
+               0, b.bits, np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, 0.0,
+               z.copy(), zi.copy(), zi.copy(), zi.copy(), z.copy(), z.copy(), z.copy(),
+               z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64), z.copy(),
+               np.zeros(1), np.zeros(b.capacity, np.int64), -1.0, True, np.zeros(1, np.int64))
+        t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
+        command(-1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length,
+                t.data, t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0,
+                z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), np.ones(n), np.ones(n), z.copy(),
+                0)

@@ -100,6 +100,7 @@ class FramePort(abc.ABC):
     """Send ``(arbitration id, data)`` and receive :class:`Frame` s on one bus, non-blocking."""
 
     kind = "generic"
+    compiled = False  # the batches are compiled calls on a socket (CompiledBatches)
 
     def __init__(self, bus: can.BusABC) -> None:
         self.bus = bus
@@ -173,6 +174,12 @@ class CompiledBatches:
 
     wire = fastio.WIRE_UDP
     destination = None  # (group, port) of udp datagrams
+    compiled = True
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The descriptors a compiled cycle reads and writes (exo_rt.bus.pdo_cycle)."""
+        return self.sock.fileno(), self._tx.fileno()
 
     def batch(self, capacity: int = 32) -> fastio.FrameBatch:
         return fastio.FrameBatch(capacity, self.wire, self.destination)
@@ -337,7 +344,7 @@ class UdpMulticastPort(CompiledBatches, FramePort):
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
         self._one = fastio.FrameBatch(1)  # the per-frame decoder's row
         # the compiled batches: an IPv4 group on lo, our own echo dropped by the kernel
-        self._compiled = self._filter is not None
+        self.compiled = self._filter is not None
         self._sent: deque = deque()  # our last datagrams (oldest first) …
         self._sent_set: set = set()  # … and the same as a set: one hash per received datagram
         self._fields = {"timestamp": 0.0, "arbitration_id": 0, "is_extended_id": False,
@@ -396,17 +403,17 @@ class UdpMulticastPort(CompiledBatches, FramePort):
         return self.frame.set(arb, data, timestamp, extended, error, remote)
 
     def batch(self, capacity: int = 32) -> fastio.FrameBatch:
-        if not self._compiled:
+        if not self.compiled:
             return FramePort.batch(self, capacity)
         return CompiledBatches.batch(self, capacity)
 
     def recv_batch(self, b: fastio.FrameBatch) -> int:
-        if not self._compiled:  # our own datagrams come back: the per-frame path knows them
+        if not self.compiled:  # our own datagrams come back: the per-frame path knows them
             return FramePort.recv_batch(self, b)
         return CompiledBatches.recv_batch(self, b)
 
     def send_batch(self, b: fastio.FrameBatch, n: int) -> None:
-        if not self._compiled:
+        if not self.compiled:
             FramePort.send_batch(self, b, n)
         else:
             CompiledBatches.send_batch(self, b, n)

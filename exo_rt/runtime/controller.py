@@ -378,9 +378,7 @@ class Controller:
         """The cycle's inputs: the board's state, the drives' frames, the loop's own timing."""
         s, b = self.a.s, self.board
         if b is not None:
-            b.poll()
-            s[cy.S_BOARD] = ((1 if b.estop else 0) | (2 if b.link_lost else 0)
-                             | (0 if b.motor_power else 4))
+            s[cy.S_BOARD] = b.poll()  # 1: e-stop pressed, 2: link lost, 4: motor power off
         deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
         for d in self.drives:
             d.collect(deadline)
@@ -551,10 +549,14 @@ class Controller:
 
     # ------------------------------------------------------------------ write
     def _write(self) -> None:
-        """Every bus's commands (current clamped in the encoder), then every bus's SYNC."""
-        for d, view in self._commands:
+        """Every bus's commands (current clamped in the encoder), then every bus's SYNC: the
+        last bus's commands and SYNC go together (one system call where its port allows)."""
+        cmds = self._commands
+        for d, view in cmds[:-1]:
             d.send_rpdos(self.cur[d.joint_index] if view is None else view)
-        for d in self.drives:
+        d, view = cmds[-1]
+        d.send_commands(self.cur[d.joint_index] if view is None else view)
+        for d, _view in cmds[:-1]:
             d.send_sync()
         self._t_sync = self.sched.instant(self.cycles - 1)  # the drives sample now
 
