@@ -5,6 +5,7 @@ through real sockets equals the per-frame path, frame for frame, recording inclu
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 
 import can
@@ -202,14 +203,23 @@ def test_the_recording_copy_equals_the_per_frame_one(group):
             r.release()
 
 
-def _leg_drives():
+def _leg_top():
     from pathlib import Path
 
-    from exo_rt.bus.drives import Drives
     from exo_rt.runtime.config import load_top
 
-    top = load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml")
-    return Drives(can.Bus(interface="virtual", channel=f"glitch{uuid.uuid4().hex}"),
+    return load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml")
+
+
+def _leg_robot():
+    return _leg_top().robot
+
+
+def _leg_drives(channel: str | None = None):
+    from exo_rt.bus.drives import Drives
+
+    top = _leg_top()
+    return Drives(can.Bus(interface="virtual", channel=channel or f"glitch{uuid.uuid4().hex}"),
                   top.buses[0], top.robot)
 
 
@@ -228,9 +238,9 @@ def _cycle(d, answers, sync):
         b.data[r, : len(raw)] = np.frombuffer(raw, np.uint8)
     if answers:
         d._take(b, len(answers), late_before=sync)
-    d._expect = collect_flags(d.seen, d.statusword, d.rx_time, d.heartbeat_time, d._now[0], 0.0,
-                              d.period, d._expect, d.flags, d.missing_count, d._sampled,
-                              d._trusted, d._settle)
+    d._expect[0] = collect_flags(d.seen, d.statusword, d.rx_time, d.heartbeat_time, d._now[0],
+                                 0.0, d.period, d._expect[0], d.flags, d.missing_count,
+                                 d._sampled, d._trusted, d._settle)
     return d.flags.copy()
 
 
@@ -295,3 +305,57 @@ def test_after_the_controller_was_held_the_glitch_check_bounds_motion_between_sy
     flags = _cycle(d, [(node, moved - 3 * v * 2e-3, sync + 1.7e-4)], sync)  # too fast
     assert flags[1] & F_GLITCH
     d.bus.shutdown()
+
+
+def _tpdo(d, k, q, current_permille):
+    raw = struct.pack("<Hih", 0x0237, round(q / d._scale[k, 0]), current_permille)
+    return 0x180 + int(d.nodes[k]), raw
+
+
+def test_a_cycle_in_compiled_calls_equals_the_frame_by_frame_path():
+    """The same cycle on a udp_multicast port (pdo_cycle.command: RPDOs + SYNC + heartbeat in
+    one sendmmsg; pdo_cycle.gather: recvmmsg, decode, take, flags in one call) and on a virtual
+    bus (python-can's send and recv, frame by frame): the same frames on the wire, the same
+    arrays and flags after the answers (an EMCY included), the same recording."""
+    from exo_rt.bus.drives import Drives
+    from exo_rt.bus.flags import F_FAULT
+
+    g = f"239.75.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}"
+    channel = f"cycle{uuid.uuid4().hex}"
+    ref = _leg_drives(channel)
+    fast = Drives(can.Bus(interface="udp_multicast", channel=g), ref.config, _leg_robot())
+    plain, ref_peer = loopback_bus(g), can.Bus(interface="virtual", channel=channel)
+    ring = FrameRing(64)
+    try:
+        assert fast.port.compiled and not ref.port.compiled
+        fast.port.tap = ring
+        currents = np.array([3.25, -7.5, 1.0, 0.5])[: fast.n]
+        for d in (fast, ref):
+            d.controlword[:] = 0x000F
+            d.send_commands(currents)
+        wire = [[(m.arbitration_id, bytes(m.data)) for m in (bus.recv(1.0)
+                                                             for _ in range(fast.n + 2))]
+                for bus in (plain, ref_peer)]
+        assert wire[0] == wire[1]
+        assert [a for a, _ in wire[0]] == [0x200 + int(n) for n in fast.nodes] + [0x080, 0x77F]
+        answers = [_tpdo(fast, k, 0.1 * (k + 1), 120 * (k + 1)) for k in range(fast.n)]
+        answers.append((0x080 + int(fast.nodes[0]), bytes([0x10, 0x23, 1, 0, 0, 0, 0, 0])))
+        for arb, data in answers:
+            for bus in (plain, ref_peer):
+                bus.send(can.Message(arbitration_id=arb, data=data, is_extended_id=False))
+        for d in (fast, ref):
+            d.collect(time.monotonic() + 0.2)
+        for name in ("position", "current", "statusword", "flags", "seen"):
+            assert np.array_equal(getattr(fast, name), getattr(ref, name)), name
+        assert fast.seen.all() and fast.flags[0] & F_FAULT
+        assert fast.emcy_codes == ref.emcy_codes == [(int(fast.nodes[0]), 0x2310)]
+        # the compiled calls' recording: every frame sent, then every frame received
+        # (a generic port leaves its recording to the Recording's tap on the bus)
+        expected = [(a, rx, len(data), data.ljust(8, b"\0"))
+                    for rows, rx in ((wire[0], 0), (answers, 1)) for a, data in rows]
+        assert [(s[1], s[2], s[3], s[5]) for s in ring.take()] == expected
+    finally:
+        fast.port.tap = None
+        for bus in (fast.bus, ref.bus, plain, ref_peer):
+            bus.shutdown()
+        ring.release()

@@ -14,14 +14,12 @@ never raised inside the cycle. SDO is used only during bring-up, never in the cy
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable
 
 import can
 import numpy as np
-from numba import njit
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import fastio, pdo, pdo_cycle
@@ -85,7 +83,8 @@ class Drives:
         self.peak_current = np.array([d.scale.peak_current for d in config.drives])
         self.sdo_timeout = sdo_timeout
         self.period = period
-        self._expect = math.nan  # when this cycle's TPDOs are stamped, from the last cycle
+        # when this cycle's TPDOs are stamped, from the last cycle (compiled code keeps it)
+        self._expect = np.full(1, np.nan)
         self._sync_sent = None  # when the last SYNC left, on the frames' (wall) clock
         # cycle arrays
         self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
@@ -235,6 +234,7 @@ class Drives:
         t.length[self.n: self.n + 2] = (0, len(self._hb_data))
         t.data[self.n + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
         self._done = np.zeros(1, np.int64)  # pdo_cycle.gather: the cycle's frames are in
+        self._hb_timeout = 3e-3 * self.config.heartbeat_ms  # s without one: F_HEARTBEAT
         self._tx_errors = 0  # send errors the tx table had counted when last looked at
         self._rx_fd, self._tx_fd = self.port.fds if self.port.compiled else (-1, -1)
         self._slot_of_node = np.full(128, -1, np.int64)
@@ -448,11 +448,11 @@ class Drives:
                 continue  # more may be waiting
             if deadline is None or self.seen.all() or time.monotonic() >= deadline:
                 break
-        self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
-                                     self.heartbeat_time, self._now[0],
-                                     3e-3 * self.config.heartbeat_ms, self.period, self._expect,
-                                     self.flags, self.missing_count, self._sampled,
-                                     self._trusted, self._settle)
+        self._expect[0] = collect_flags(self.seen, self.statusword, self.rx_time,
+                                        self.heartbeat_time, self._now[0], self._hb_timeout,
+                                        self.period, self._expect[0], self.flags,
+                                        self.missing_count, self._sampled, self._trusted,
+                                        self._settle)
 
     def _gather(self, port: FramePort, tap, deadline: float) -> None:
         b, done = self._rx_batch, self._done
@@ -468,7 +468,8 @@ class Drives:
                 self._scale, self.period, late_before, self.commanded, self.seen, self.flags,
                 self.statusword, self.position, self.current, self.rx_time, self._sampled,
                 self._trusted, self._settle, self.malformed_count, self._extras_raw,
-                self.heartbeat_time, self._now, self._python_rows, deadline, first, done)
+                self.heartbeat_time, self._now, self._python_rows, deadline, first, done,
+                self._hb_timeout, self.missing_count, self._expect)
             first = False
             if pending:
                 self._python_frames(b, pending)
@@ -476,11 +477,6 @@ class Drives:
                 break
         if tap is not None:
             tap.head = int(header[fastio.RING_HEAD])
-        self._expect = collect_flags(self.seen, self.statusword, self.rx_time,
-                                     self.heartbeat_time, self._now[0],
-                                     3e-3 * self.config.heartbeat_ms, self.period, self._expect,
-                                     self.flags, self.missing_count, self._sampled,
-                                     self._trusted, self._settle)
 
     def _frame(self, msg: can.Message) -> None:
         """One frame read on its own (during bring-up): through the cycle's compiled path."""
@@ -498,7 +494,7 @@ class Drives:
         """A TPDO stamped before this answers an earlier SYNC: the last SYNC's send time, or,
         where the bus's clock is not the wall clock, half a period before the expected one."""
         sync = self._sync_sent
-        return self._expect - 0.5 * self.period if sync is None else sync
+        return self._expect[0] - 0.5 * self.period if sync is None else sync
 
     def _take(self, b: fastio.FrameBatch, n: int, late_before: float | None = None) -> None:
         """Rows 0 … n−1 of a frame table into the arrays (:func:`exo_rt.bus.pdo_cycle.take_tpdos`);

@@ -247,7 +247,7 @@ def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, time
            scratch, clock, ring_header, ring_slots, ring_capacity, bus, bits, node_slot, tx,
            tx_size, scale, period, late_before, commanded, seen, flags, statusword, position,
            current, rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
-           python_rows, deadline, first, done):
+           python_rows, deadline, first, done, heartbeat_timeout, missing_count, expect):
     """A cycle's TPDOs in one compiled call, on a socket the batches can read
     (:class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → decode → the recording ring
     (:func:`exo_rt.bus.fastio.tap`) → :func:`take_tpdos`, polling on until every drive has
@@ -258,8 +258,8 @@ def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, time
     ``first``: this is the cycle's first call (``seen`` and ``flags`` start from zero). It
     returns early when the last table read has rows for Python (``python_rows``: EMCY, error
     frames, other devices' frames; the count is returned): Python handles them and calls again
-    (``first`` false) until ``done[0]`` is 1. (The flags of what did not arrive are
-    :func:`collect_flags`' after it.)"""
+    (``first`` false) until ``done[0]`` is 1. The last call ends with :func:`collect_flags`
+    (the flags of what did not arrive; ``expect[0]``: when the next cycle's TPDOs are due)."""
     if first:
         seen[:] = 0
         flags[:] = 0
@@ -279,6 +279,9 @@ def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, time
                                      or fastio.monotonic(clock) >= deadline)
         if finished:
             done[0] = 1
+            expect[0] = collect_flags(seen, statusword, rx_time, heartbeat_time, now[0],
+                                      heartbeat_timeout, period, expect[0], flags, missing_count,
+                                      sampled, trusted, settle)
         if pending or finished:
             return pending
 
@@ -316,7 +319,8 @@ def warm_up_io(n: int = 1) -> None:
                0, b.bits, np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, 0.0,
                z.copy(), zi.copy(), zi.copy(), zi.copy(), z.copy(), z.copy(), z.copy(),
                z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64), z.copy(),
-               np.zeros(1), np.zeros(b.capacity, np.int64), -1.0, True, np.zeros(1, np.int64))
+               np.zeros(1), np.zeros(b.capacity, np.int64), -1.0, True, np.zeros(1, np.int64),
+               0.3, zi.copy(), np.zeros(1))
         t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
         command(-1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length,
                 t.data, t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0,
