@@ -236,7 +236,7 @@ def _controller(c: Context) -> None:
 
 
 def _board_decode(c: Context) -> None:
-    """The board link's receive path, as BoardLink.poll calls it (a read of n bytes)."""
+    """The board link's receive path, as BoardLink.poll calls it (n bytes read)."""
     from firmware_bridge import fastdecode as fd
     from firmware_bridge import protocol as p
     from firmware_bridge.link import FIONREAD, READ_SIZE
@@ -245,9 +245,8 @@ def _board_decode(c: Context) -> None:
     frame = np.frombuffer(p.encode(p.Status(False, True, False, 24000), 0), dtype=np.uint8)
     data = np.zeros(READ_SIZE, dtype=np.uint8)
     data[: len(frame)] = frame
-    fd.decode_stream(data, len(frame), st, partial, other, raw, 200.0)
-    fd.feed(data, len(frame), st, partial, other, raw, 200.0)
-    fd.poll(-1, FIONREAD, np.zeros(1, np.int32), data, st, partial, other, raw, 200.0)
+    fd.poll(-1, FIONREAD, np.array([len(frame)], np.int32), data, st, partial, other, raw,
+            200.0)
 
 
 def _pdo_tables(c: Context) -> None:
@@ -415,7 +414,7 @@ def _register() -> None:
         lambda c: (trajectory.phase_on_heel_strike(np.array([0.0, 1.0, 0.0]), 1.0, 0.5, 2.0,
                                                    0.5),
                    trajectory.phase_from_events(np.array([0.0, 1.0, 0.0]), 0.0)))
-    add("board.decode", "controller", _board_decode)
+    add("board.decode", "controller", _board_decode, cost=1.5)
     add("bus.pdo", "controller", _pdo_tables, cost=1.0)
     add("bus.fastio", "io", _frame_batches, cost=4.5)
     add("bus.pdo_io", "io", _cycle_io, after=("bus.fastio", "bus.pdo"), cost=2.0)

@@ -75,8 +75,8 @@ class BoardLink:
         self._rview = memoryview(self._rbuf)
         self._count = np.zeros(1, np.int32)  # the bytes the line holds (FIONREAD's int)
         self._heel_seen = 0  # heel strikes queued so far
-        # the compiled poll loaded now (on no descriptor: nothing read), not at the first poll,
-        # which numba's cache load would hold up by ~0.1 s
+        # the compiled poll loaded now (on no descriptor and no bytes: nothing read), not at
+        # the first poll, which numba's cache load would hold up by ~0.1 s
         fd.poll(-1, FIONREAD, self._count, self._rbuf, self._st, self._partial, self._other,
                 self._raw, self.contact_N)
         self._thread: threading.Thread | None = None
@@ -108,7 +108,7 @@ class BoardLink:
         """Read and decode everything available (never blocks, never raises); returns the
         board's word: ``B_ESTOP`` (1) e-stop pressed, ``B_LINK_LOST`` (2) no status for the
         link timeout, ``B_POWER_OFF`` (4) motor power off or not reported yet."""
-        if self._fd is not None:  # a posix port: one compiled call (fastdecode.poll)
+        if self._fd is not None:  # a posix port: read and decoded in one compiled call
             out = fd.poll(self._fd, FIONREAD, self._count, self._rbuf, self._st, self._partial,
                           self._other, self._raw, self.contact_N)
         else:
@@ -117,10 +117,10 @@ class BoardLink:
                 data = self.port.read(min(waiting, READ_SIZE)) if waiting else b""
             except (serial.SerialException, OSError):
                 data = b""
-            n = len(data)
+            n = self._count[0] = len(data)
             self._rbuf[:n] = np.frombuffer(data, dtype=np.uint8)
-            out = fd.feed(self._rbuf, n, self._st, self._partial, self._other, self._raw,
-                          self.contact_N)
+            out = fd.poll(-1, FIONREAD, self._count, self._rbuf, self._st, self._partial,
+                          self._other, self._raw, self.contact_N)
         now = self.clock()
         if out & NEWS:
             self._news(out, now)

@@ -369,14 +369,23 @@ class Drives:
         batches in one compiled call and one system call (:func:`exo_rt.bus.pdo_cycle.command`).
         With several buses, send every other bus's RPDOs first and their SYNCs after (the
         controller does: every RPDO before any SYNC)."""
-        port = self.port
-        tap = port.tap
-        if not port.compiled or (tap is not None and tap.block_when_full):
+        if not self._compiled_out():
             self.send_rpdos(current_A)
             self.send_sync()
             return
-        b = self._tx_batch
-        extra = self._sync_rows()
+        self._sync_sent = self._command(current_A, self._sync_rows())
+
+    def _compiled_out(self) -> bool:
+        """The commands can go out in one compiled call (a port with compiled batches, and
+        no recording that must wait for room: lockstep's)."""
+        tap = self.port.tap
+        return self.port.compiled and (tap is None or not tap.block_when_full)
+
+    def _command(self, current_A: np.ndarray, extra: int) -> float:
+        """The RPDOs and the ``extra`` rows after them (0, the SYNC, the SYNC and heartbeat)
+        in one compiled call; returns the send time."""
+        port, b = self.port, self._tx_batch
+        tap = port.tap
         header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
                                    if tap is None else (tap.header, tap.slots, tap.capacity))
         t = pdo_cycle.command(self._tx_fd, b.wire, b.headers, b.iov, b.buffers,
@@ -391,7 +400,8 @@ class Drives:
         if errors != self._tx_errors:
             port.send_errors += errors - self._tx_errors
             self._tx_errors = errors
-        port.sent_at = self._sync_sent = t
+        port.sent_at = t
+        return t
 
     def _sync_rows(self) -> int:
         """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
@@ -413,6 +423,9 @@ class Drives:
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
         line of the current limit; NaN/Inf → 0)."""
+        if self._compiled_out():
+            self._command(current_A, 0)
+            return
         b = self._tx_batch
         n = pdo_cycle.put_rpdos(np.ascontiguousarray(current_A, np.float64), self.controlword,
                                 self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
