@@ -75,10 +75,13 @@ class BoardLink:
         self._rview = memoryview(self._rbuf)
         self._count = np.zeros(1, np.int32)  # the bytes the line holds (FIONREAD's int)
         self._heel_seen = 0  # heel strikes queued so far
-        # the compiled poll loaded now (on no descriptor and no bytes: nothing read), not at
-        # the first poll, which numba's cache load would hold up by ~0.1 s
-        fd.poll(-1, FIONREAD, self._count, self._rbuf, self._st, self._partial, self._other,
-                self._raw, self.contact_N)
+        # the compiled poll's arguments (fixed: one tuple), and the poll loaded now (on no
+        # descriptor and no bytes: nothing read), not at the first poll, which numba's cache
+        # load would hold up by ~0.1 s
+        self._poll_args = (-1 if self._fd is None else self._fd, FIONREAD, self._count,
+                           self._rbuf, self._st, self._partial, self._other, self._raw,
+                           self.contact_N)
+        fd.poll(-1, *self._poll_args[1:])
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -109,8 +112,7 @@ class BoardLink:
         board's word: ``B_ESTOP`` (1) e-stop pressed, ``B_LINK_LOST`` (2) no status for the
         link timeout, ``B_POWER_OFF`` (4) motor power off or not reported yet."""
         if self._fd is not None:  # a posix port: read and decoded in one compiled call
-            out = fd.poll(self._fd, FIONREAD, self._count, self._rbuf, self._st, self._partial,
-                          self._other, self._raw, self.contact_N)
+            out = fd.poll(*self._poll_args)
         else:
             try:
                 waiting = self.port.in_waiting
@@ -119,8 +121,7 @@ class BoardLink:
                 data = b""
             n = self._count[0] = len(data)
             self._rbuf[:n] = np.frombuffer(data, dtype=np.uint8)
-            out = fd.poll(-1, FIONREAD, self._count, self._rbuf, self._st, self._partial,
-                          self._other, self._raw, self.contact_N)
+            out = fd.poll(*self._poll_args)  # (no descriptor: the bytes in the buffer)
         now = self.clock()
         if out & NEWS:
             self._news(out, now)

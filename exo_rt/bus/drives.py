@@ -234,6 +234,11 @@ class Drives:
         t.length[self.n: self.n + 2] = (0, len(self._hb_data))
         t.data[self.n + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
         self._done = np.zeros(1, np.int64)  # pdo_cycle.gather: the cycle's frames are in
+        self._when = np.zeros(3)  # pdo_cycle.gather: late before, deadline, first call
+        self._extra = np.zeros(1, np.int64)  # pdo_cycle.command: rows after the RPDOs
+        # the compiled calls' arguments, built once (again when a recording is attached)
+        self._gather_args = self._command_args = None
+        self._gather_tap = self._command_tap = self._command_current = None
         self._hb_timeout = 3e-3 * self.config.heartbeat_ms  # s without one: F_HEARTBEAT
         self._tx_errors = 0  # send errors the tx table had counted when last looked at
         self._rx_fd, self._tx_fd = self.port.fds if self.port.compiled else (-1, -1)
@@ -384,24 +389,36 @@ class Drives:
     def _command(self, current_A: np.ndarray, extra: int) -> float:
         """The RPDOs and the ``extra`` rows after them (0, the SYNC, the SYNC and heartbeat)
         in one compiled call; returns the send time."""
-        port, b = self.port, self._tx_batch
+        port = self.port
         tap = port.tap
-        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
-                                   if tap is None else (tap.header, tap.slots, tap.capacity))
-        t = pdo_cycle.command(self._tx_fd, b.wire, b.headers, b.iov, b.buffers,
-                              b.arbitration_id, b.flags, b.length, b.data, b.time, b.counts,
-                              b.clock, b.bits, header, slots, capacity, port.channel_index,
-                              np.ascontiguousarray(current_A, np.float64), self.controlword,
-                              self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
-                              self._permille, self.commanded, extra)
+        if current_A is not self._command_current or tap is not self._command_tap:
+            self._command_current, self._command_tap = current_A, tap
+            self._command_args = self._command_arguments(current_A, port, tap)
+        self._extra[0] = extra
+        t = pdo_cycle.command(*self._command_args)
         if tap is not None:
-            tap.head = int(header[fastio.RING_HEAD])
-        errors = int(b.counts[1])
+            tap.head = int(tap.header[fastio.RING_HEAD])
+        errors = int(self._tx_batch.counts[1])
         if errors != self._tx_errors:
             port.send_errors += errors - self._tx_errors
             self._tx_errors = errors
         port.sent_at = t
         return t
+
+    def _command_arguments(self, current_A: np.ndarray, port: FramePort, tap) -> tuple:
+        """:func:`exo_rt.bus.pdo_cycle.command`'s arguments for commands in ``current_A`` (the
+        controller passes the same array every cycle)."""
+        b = self._tx_batch
+        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
+                                   if tap is None else (tap.header, tap.slots, tap.capacity))
+        current = current_A
+        if current.dtype != np.float64 or not current.flags.c_contiguous:
+            current = np.ascontiguousarray(current_A, np.float64)  # (a copy: not cached)
+            self._command_current = None
+        return (self._tx_fd, b.wire, b.headers, b.iov, b.buffers, b.arbitration_id, b.flags,
+                b.length, b.data, b.time, b.counts, b.clock, b.bits, header, slots, capacity,
+                port.channel_index, current, self.controlword, self._rx_cobs, self._rx_fields,
+                self._rx_size, self._peaks, self._permille, self.commanded, self._extra)
 
     def _sync_rows(self) -> int:
         """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
@@ -468,28 +485,36 @@ class Drives:
                                         self._settle)
 
     def _gather(self, port: FramePort, tap, deadline: float) -> None:
-        b, done = self._rx_batch, self._done
-        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
-                                   if tap is None else (tap.header, tap.slots, tap.capacity))
-        late_before = self._late_before()
-        first = True
+        if tap is not self._gather_tap or self._gather_args is None:
+            self._gather_tap = tap
+            self._gather_args = self._gather_arguments(port, tap)
+        args, done, when = self._gather_args, self._done, self._when
+        when[0] = self._late_before()
+        when[1] = deadline
+        when[2] = 1.0  # the cycle's first call
         while True:
-            pending = pdo_cycle.gather(
-                self._rx_fd, b.wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags,
-                b.length, b.data, b.time, b.counts, b.scratch, b.clock, header, slots, capacity,
-                port.channel_index, b.bits, self._slot_of_node, self._tx_fields, self._tx_size,
-                self._scale, self.period, late_before, self.commanded, self.seen, self.flags,
-                self.statusword, self.position, self.current, self.rx_time, self._sampled,
-                self._trusted, self._settle, self.malformed_count, self._extras_raw,
-                self.heartbeat_time, self._now, self._python_rows, deadline, first, done,
-                self._hb_timeout, self.missing_count, self._expect)
-            first = False
+            pending = pdo_cycle.gather(*args)
             if pending:
-                self._python_frames(b, pending)
+                self._python_frames(self._rx_batch, pending)
             if done[0]:
                 break
         if tap is not None:
-            tap.head = int(header[fastio.RING_HEAD])
+            tap.head = int(tap.header[fastio.RING_HEAD])
+
+    def _gather_arguments(self, port: FramePort, tap) -> tuple:
+        """:func:`exo_rt.bus.pdo_cycle.gather`'s arguments: arrays fixed for the run (built
+        again only when a recording is attached or removed)."""
+        b = self._rx_batch
+        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
+                                   if tap is None else (tap.header, tap.slots, tap.capacity))
+        return (self._rx_fd, b.wire, b.headers, b.buffers, b.control, b.arbitration_id,
+                b.flags, b.length, b.data, b.time, b.counts, b.scratch, b.clock, header, slots,
+                capacity, port.channel_index, b.bits, self._slot_of_node, self._tx_fields,
+                self._tx_size, self._scale, self.period, self.commanded, self.seen, self.flags,
+                self.statusword, self.position, self.current, self.rx_time, self._sampled,
+                self._trusted, self._settle, self.malformed_count, self._extras_raw,
+                self.heartbeat_time, self._now, self._python_rows, self._when, self._done,
+                self._hb_timeout, self.missing_count, self._expect)
 
     def _frame(self, msg: can.Message) -> None:
         """One frame read on its own (during bring-up): through the cycle's compiled path."""

@@ -245,24 +245,29 @@ NO_RING_SLOTS = np.zeros(fastio.RING_SLOT, np.uint8)
 @njit(cache=True)
 def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, times, counts,
            scratch, clock, ring_header, ring_slots, ring_capacity, bus, bits, node_slot, tx,
-           tx_size, scale, period, late_before, commanded, seen, flags, statusword, position,
-           current, rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
-           python_rows, deadline, first, done, heartbeat_timeout, missing_count, expect):
+           tx_size, scale, period, commanded, seen, flags, statusword, position, current,
+           rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
+           python_rows, when, done, heartbeat_timeout, missing_count, expect):
     """A cycle's TPDOs in one compiled call, on a socket the batches can read
     (:class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → decode → the recording ring
     (:func:`exo_rt.bus.fastio.tap`) → :func:`take_tpdos`, polling on until every drive has
-    answered or ``deadline`` (monotonic s; < 0: none, the queue emptied once) passes —
-    exactly what :meth:`exo_rt.bus.drives.Drives.collect` does frame
-    table by frame table, without returning to Python in between.
+    answered or the deadline passes — exactly what
+    :meth:`exo_rt.bus.drives.Drives.collect` does frame table by frame table, without
+    returning to Python in between. Its arguments never change within a run (Python keeps
+    them in one tuple): what changes per cycle is in ``when`` — the last SYNC's send time
+    (:func:`take_tpdos`' ``late_before``), the deadline (monotonic s; < 0: none, the queue
+    emptied once) and 1 for the cycle's first call (``seen`` and ``flags`` start from zero;
+    set back to 0 here).
 
-    ``first``: this is the cycle's first call (``seen`` and ``flags`` start from zero). It
-    returns early when the last table read has rows for Python (``python_rows``: EMCY, error
-    frames, other devices' frames; the count is returned): Python handles them and calls again
-    (``first`` false) until ``done[0]`` is 1. The last call ends with :func:`collect_flags`
+    It returns early when the last table read has rows for Python (``python_rows``: EMCY,
+    error frames, other devices' frames; the count is returned): Python handles them and
+    calls again until ``done[0]`` is 1. The last call ends with :func:`collect_flags`
     (the flags of what did not arrive; ``expect[0]``: when the next cycle's TPDOs are due)."""
-    if first:
+    late_before, deadline = when[0], when[1]
+    if when[2]:
         seen[:] = 0
         flags[:] = 0
+        when[2] = 0.0
     capacity = headers.shape[0]
     done[0] = 0
     while True:
@@ -293,11 +298,12 @@ def command(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, 
     """A cycle's commands in one compiled call and one ``sendmmsg``: each drive's RPDO
     (:func:`put_rpdos`: the encoder's clamp, the last line of the current limit) in rows
     0 … n−1, then the ``extra`` rows the table already holds after them (the SYNC, the
-    controller's heartbeat), in that order; the frames sent are copied into the recording
-    ring. Returns the send time (wall clock, s: the drives sample at this SYNC)."""
+    controller's heartbeat), in that order (``extra[0]`` of them); the frames sent are
+    copied into the recording ring. Returns the send time (wall clock, s: the drives sample
+    at this SYNC). Its arguments never change within a run (Python keeps them in a tuple)."""
     n = put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
                   ids, bflags, lengths, data)
-    n += extra
+    n += extra[0]
     t = fastio.send(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, n,
                     counts, clock, bits)
     if ring_capacity > 0:
@@ -316,13 +322,13 @@ def warm_up_io(n: int = 1) -> None:
         b = fastio.FrameBatch(max(32, 4 * n), wire)
         gather(-1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length,
                b.data, b.time, b.counts, b.scratch, b.clock, NO_RING_HEADER, NO_RING_SLOTS, 0,
-               0, b.bits, np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, 0.0,
-               z.copy(), zi.copy(), zi.copy(), zi.copy(), z.copy(), z.copy(), z.copy(),
-               z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64), z.copy(),
-               np.zeros(1), np.zeros(b.capacity, np.int64), -1.0, True, np.zeros(1, np.int64),
-               0.3, zi.copy(), np.zeros(1))
+               0, b.bits, np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, z.copy(),
+               zi.copy(), zi.copy(), zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
+               z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64), z.copy(),
+               np.zeros(1), np.zeros(b.capacity, np.int64), np.array([0.0, -1.0, 1.0]),
+               np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1))
         t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
         command(-1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length,
                 t.data, t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0,
                 z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), np.ones(n), np.ones(n), z.copy(),
-                0)
+                np.zeros(1, np.int64))

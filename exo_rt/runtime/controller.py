@@ -219,6 +219,7 @@ class Controller:
         s[cy.S_STATE] = BOOT
         # each bus's drives fill the cycle's arrays in place where their joints are contiguous
         self._gathers, self._commands = [], []
+        self._step_rows, self._step = None, ()  # control_step's arguments, built once
         for d in self.drives:
             idx = d.joint_index
             if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
@@ -231,6 +232,7 @@ class Controller:
                 self._commands.append((d, None))
 
     def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, law_state=None) -> tuple:
+        """:func:`exo_rt.runtime.cycle.control_step`'s arguments (arrays fixed for the run)."""
         return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.law_table,
                 self.opts, self.gains, self.transmissions, self.coeffs,
                 self.law_state if law_state is None else law_state, self.sc, a.check_out,
@@ -418,7 +420,9 @@ class Controller:
             s[cy.S_SLOT] = rec.records.slot_index()
             rows = rec.records.rows
         s[cy.S_HIST] = k if k < len(self.a.hist) else -1
-        cy.control_step(*self._step_args(self.a, rows))
+        if rows is not self._step_rows:  # the arguments, built again when recording starts
+            self._step_rows, self._step = rows, self._step_args(self.a, rows)
+        cy.control_step(*self._step)
         if rec is not None:
             rec.records.commit()
         self.cycles = k + 1
