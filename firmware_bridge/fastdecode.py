@@ -259,7 +259,7 @@ def poll(fd, request, count, data, st, partial, other, raw, contact):
     it holds (``ioctl(fd, FIONREAD)``, ``request``; never waits on the kernel's tty worker:
     :mod:`firmware_bridge.ttyio`), read only those into ``data``, and :func:`feed` them. A
     descriptor that fails (closed, unplugged) reads as no bytes. ``fd`` < 0: no descriptor
-    (pyserial's own reads, e.g. ``loop://``): ``data`` already holds ``count[0]`` bytes."""
+    (pyserial's own reads, e.g. ``rfc2217://``): ``data`` already holds ``count[0]`` bytes."""
     n = count[0] if fd < 0 else 0
     if fd >= 0 and _ioctl(fd, request, count.ctypes.data) == 0 and count[0] > 0:
         n = _read(fd, data.ctypes.data, min(count[0], data.shape[0]))

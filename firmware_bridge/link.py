@@ -1,5 +1,5 @@
-"""The PC side of the board link (docs/board.md): any pyserial URL (``/dev/ttyACM0``, a
-pseudo-terminal, ``loop://``).
+"""The PC side of the board link (docs/board.md): any pyserial URL of a serial line
+(``/dev/ttyACM0``, a pseudo-terminal, ``rfc2217://``), or ``fd:N`` (an open descriptor).
 
 :meth:`BoardLink.poll` reads what has arrived without blocking and decodes it — the control
 loop calls it every cycle, so board status enters the cycle deterministically; one read system
@@ -58,7 +58,7 @@ class BoardLink:
             self._fd = self.port.fileno()
             os.set_blocking(self._fd, False)
         except (AttributeError, OSError, io.UnsupportedOperation):
-            self._fd = None  # loop://, sockets …: pyserial's own reads
+            self._fd = None  # network URLs …: pyserial's own reads
         self.clock = clock
         self.heartbeat_period = 1.0 / heartbeat_hz
         self.link_timeout = link_timeout
@@ -69,6 +69,7 @@ class BoardLink:
         self.errors: deque = deque(maxlen=64)
         self.heel_strikes: deque = deque(maxlen=64)
         self._last_hb = -1e9
+        self._heartbeats: dict[int, bytes] = {}  # (state << 8 | sequence) → its frame
         self._sent = 0
         self._st, self._partial, self._other, self._raw = fd.new_state()
         self._rbuf = np.zeros(READ_SIZE, dtype=np.uint8)
@@ -87,18 +88,28 @@ class BoardLink:
 
     # ------------------------------------------------------------------ PC → board
     def _send(self, body) -> None:
+        self._write(p.encode(body, self.seq))
+
+    def _write(self, frame: bytes) -> None:
         try:
-            self.port.write(p.encode(body, self.seq))
+            self.port.write(frame)
             self.seq = (self.seq + 1) & 0xFF
             self._sent += 1
         except (serial.SerialException, OSError):
             pass  # a dead link shows as link loss, not as an exception in the cycle
 
     def send_heartbeat(self, state: int, force: bool = False) -> None:
+        """A HEARTBEAT with the controller's state, at most at ``heartbeat_hz`` unless forced.
+        Its frames are encoded once per (state, sequence number) and kept: the cycle sends
+        one every few milliseconds, and encoding one in Python costs several µs."""
         now = self.clock()
         if force or now - self._last_hb >= self.heartbeat_period * 0.999:
             self._last_hb = now
-            self._send(p.Heartbeat(state))
+            key = (state << 8) | self.seq
+            frame = self._heartbeats.get(key)
+            if frame is None:
+                frame = self._heartbeats[key] = p.encode(p.Heartbeat(state), self.seq)
+            self._write(frame)
 
     def set_power(self, on: bool) -> None:
         self._send(p.Power(on))

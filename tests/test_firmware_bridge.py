@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import tty
 from pathlib import Path
 
 import numpy as np
@@ -334,3 +335,31 @@ def test_the_boards_watchdog_cuts_the_simulated_drives_current():
         assert board.status.watchdog_tripped and not board.motor_power  # and the board says so
     finally:
         bs.close()
+
+
+def test_the_kept_heartbeat_frames_are_the_encoders():
+    """send_heartbeat keeps each (state, sequence) frame it encoded: every frame on the line is
+    p.encode's, its sequence numbers counting on, its state the one asked for — also after
+    the sequence wrapped and the kept frames are used again."""
+    import os
+
+    board, pc = os.openpty()
+    link = BoardLink(f"fd:{pc}")
+    dec = p.FrameDecoder()
+    try:
+        tty.setraw(board)
+        states = [k % 5 for k in range(600)]
+        line = b""
+        for k, state in enumerate(states):
+            expected = p.encode(p.Heartbeat(state), k & 0xFF)
+            link.send_heartbeat(state, force=True)
+            got = os.read(board, 4096)
+            assert got == expected
+            line += got
+        msgs = dec.feed(line)
+        assert [m.body for m in msgs] == [p.Heartbeat(s) for s in states]
+        assert [m.sequence for m in msgs] == [k & 0xFF for k in range(600)]
+        assert len(link._heartbeats) == len({(s, k & 0xFF) for k, s in enumerate(states)})
+    finally:
+        link.close()
+        os.close(board)
