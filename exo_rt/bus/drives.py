@@ -229,10 +229,7 @@ class Drives:
         self._rx_batch = self.port.batch(max(32, 4 * self.n))  # one frame table each way
         # the RPDOs, then the SYNC and the controller's heartbeat (sent with them in one call
         # where the port's batches are compiled)
-        self._tx_batch = t = self.port.batch(self.n + 2)
-        t.arbitration_id[self.n: self.n + 2] = (c.SYNC, self._hb_cob)
-        t.length[self.n: self.n + 2] = (0, len(self._hb_data))
-        t.data[self.n + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        self._tx_batch = self._sync_rows_at(self.port.batch(self.n + 2), self.n)
         self._done = np.zeros(1, np.int64)  # pdo_cycle.gather: the cycle's frames are in
         self._when = np.zeros(3)  # pdo_cycle.gather: late before, deadline, first call
         self._extra = np.zeros(1, np.int64)  # pdo_cycle.command: rows after the RPDOs
@@ -246,11 +243,16 @@ class Drives:
         for node, k in self._node_slot.items():
             self._slot_of_node[node & 0x7F] = k
         self._python_rows = np.zeros(self._rx_batch.capacity, np.int64)
-        self._sync_batch = b = self.port.batch(2)  # the SYNC and the controller's heartbeat
-        b.arbitration_id[:2] = (c.SYNC, self._hb_cob)
-        b.length[:2] = (0, len(self._hb_data))
-        b.data[1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        # the SYNC and the controller's heartbeat on their own (several buses: after them all)
+        self._sync_batch = self._sync_rows_at(self.port.batch(2), 0)
         self._one = fastio.FrameBatch(1)  # a frame read on its own (bring-up)
+
+    def _sync_rows_at(self, b: fastio.FrameBatch, row: int) -> fastio.FrameBatch:
+        """The SYNC in ``row`` of a frame table and the controller's heartbeat after it."""
+        b.arbitration_id[row: row + 2] = (c.SYNC, self._hb_cob)
+        b.length[row: row + 2] = (0, len(self._hb_data))
+        b.data[row + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
+        return b
 
     def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles.

@@ -1,5 +1,9 @@
 """A CiA 402 bus's cycle frames in compiled code: the TPDOs of a frame table into the drives'
-arrays, the current commands into RPDO rows.
+arrays and the flags of what did not come (:func:`take_tpdos`, :func:`collect_flags`), the
+current commands into RPDO rows (:func:`put_rpdos`) — and, on a port whose batches are
+compiled (socketcan, udp_multicast), the whole of a cycle's I/O in one call each way:
+:func:`gather` (receive, decode, record, take, flag) and :func:`command` (encode the RPDOs,
+send them with the SYNC in one system call, record).
 
 The arithmetic is :class:`exo_rt.bus.drives.Drives`' own, in the same order and the same
 IEEE operations (a controller replay stays bit-identical): joint angle = increments × rad per
@@ -9,7 +13,7 @@ peak current, then the mapped target's integer range — the last line of the cu
 Frames the compiled path does not own (EMCY, CAN error frames, another device's frames) are
 handed back to Python by row index.
 
-The mapping of each drive is a :class:`Fields` table: one row per drive, for each quantity
+The mapping of each drive is a :data:`FIELD` table: one row per drive, for each quantity
 its byte offset in the PDO (−1: not mapped), its size in bytes and its signedness.
 """
 
