@@ -73,7 +73,6 @@ class BoardLink:
         self._sent = 0
         self._st, self._partial, self._other, self._raw = fd.new_state()
         self._rbuf = np.zeros(READ_SIZE, dtype=np.uint8)
-        self._rview = memoryview(self._rbuf)
         self._count = np.zeros(1, np.int32)  # the bytes the line holds (FIONREAD's int)
         self._heel_seen = 0  # heel strikes queued so far
         # the compiled poll's arguments (fixed: one tuple), and the poll loaded now (on no

@@ -230,6 +230,10 @@ class Controller:
             else:
                 self._gathers.append(d)
                 self._commands.append((d, None))
+        # _write's order: every other bus's RPDOs, the last bus's RPDOs and SYNC together,
+        # then the other buses' SYNCs (split once: no list made per cycle)
+        self._commands_first = self._commands[:-1]
+        self._commands_last = self._commands[-1] if self._commands else None
 
     def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, law_state=None) -> tuple:
         """:func:`exo_rt.runtime.cycle.control_step`'s arguments (arrays fixed for the run)."""
@@ -555,12 +559,13 @@ class Controller:
     def _write(self) -> None:
         """Every bus's commands (current clamped in the encoder), then every bus's SYNC: the
         last bus's commands and SYNC go together (one system call where its port allows)."""
-        cmds = self._commands
-        for d, view in cmds[:-1]:
+        first = self._commands_first
+        for d, view in first:
             d.send_rpdos(self.cur[d.joint_index] if view is None else view)
-        d, view = cmds[-1]
-        d.send_commands(self.cur[d.joint_index] if view is None else view)
-        for d, _view in cmds[:-1]:
+        if self._commands_last is not None:
+            d, view = self._commands_last
+            d.send_commands(self.cur[d.joint_index] if view is None else view)
+        for d, _view in first:
             d.send_sync()
         self._t_sync = self.sched.instant(self.cycles - 1)  # the drives sample now
 
