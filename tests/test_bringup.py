@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import pdo
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import F_BUS_ERROR, F_MISSING, Drives
+from exo_rt.bus.drives import Drives
 from exo_rt.bus.eds import load_od, variable
 from exo_rt.bus.errframe import decode_error_frame
+from exo_rt.bus.flags import F_BUS_ERROR, F_MISSING
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.sim.simbus import SimWorld

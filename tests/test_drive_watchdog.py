@@ -22,7 +22,8 @@ import pytest
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.bringup import read_back
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import F_NOT_ENABLED, Drives
+from exo_rt.bus.drives import Drives
+from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.sim.plant import ST_ON

@@ -226,7 +226,7 @@ def _leg_drives(channel: str | None = None):
 def _cycle(d, answers, sync):
     """One cycle's collection from the given (node, position rad, arrival s) answers to the
     SYNC sent at ``sync`` (s, the frames' clock)."""
-    from exo_rt.bus.drives import collect_flags
+    from exo_rt.bus.pdo_cycle import collect_flags
 
     d.seen[:] = 0
     d.flags[:] = 0

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from exo_rt.bus import protocols
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import F_FAULT, F_MISSING, F_NOT_ENABLED
+from exo_rt.bus.flags import F_FAULT, F_MISSING, F_NOT_ENABLED
 from exo_rt.bus.protocols import rmdx
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism

@@ -25,18 +25,7 @@ from exo_rt.bus import cia402 as c
 from exo_rt.bus import fastio, pdo, pdo_cycle
 from exo_rt.bus.config import BusConfig
 from exo_rt.bus.errframe import decode_error_frame
-from exo_rt.bus.flags import (  # noqa: F401 (also read as drives.F_*)
-    F_BUS_ERROR,
-    F_DUPLICATE,
-    F_FAULT,
-    F_GLITCH,
-    F_HEARTBEAT,
-    F_LATE,
-    F_MALFORMED,
-    F_MISSING,
-    F_NOT_ENABLED,
-    F_SATURATED,
-)
+from exo_rt.bus.flags import F_BUS_ERROR, F_FAULT
 from exo_rt.bus.port import FramePort, open_port
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
@@ -57,10 +46,6 @@ def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
                 return
             continue
         yield msg
-
-
-SETTLE_CYCLES = pdo_cycle.SETTLE_CYCLES
-collect_flags = pdo_cycle.collect_flags
 
 
 class Drives:
@@ -181,10 +166,10 @@ class Drives:
 
     def warm_up(self) -> None:
         """Compile the cycle's njit helpers (before any drive is enabled)."""
-        collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
-                      self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
-                      self.flags.copy(), self.missing_count.copy(), self._sampled.copy(),
-                      self._trusted.copy(), self._settle.copy())
+        pdo_cycle.collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
+                                self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
+                                self.flags.copy(), self.missing_count.copy(),
+                                self._sampled.copy(), self._trusted.copy(), self._settle.copy())
         b = self._rx_batch  # a table of no rows: nothing is written
         pdo_cycle.take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time,
                              self._slot_of_node, self._tx_fields, self._tx_size, self._scale,
@@ -480,11 +465,10 @@ class Drives:
                 continue  # more may be waiting
             if deadline is None or self.seen.all() or time.monotonic() >= deadline:
                 break
-        self._expect[0] = collect_flags(self.seen, self.statusword, self.rx_time,
-                                        self.heartbeat_time, self._now[0], self._hb_timeout,
-                                        self.period, self._expect[0], self.flags,
-                                        self.missing_count, self._sampled, self._trusted,
-                                        self._settle)
+        self._expect[0] = pdo_cycle.collect_flags(
+            self.seen, self.statusword, self.rx_time, self.heartbeat_time, self._now[0],
+            self._hb_timeout, self.period, self._expect[0], self.flags, self.missing_count,
+            self._sampled, self._trusted, self._settle)
 
     def _gather(self, port: FramePort, tap, deadline: float) -> None:
         if tap is not self._gather_tap or self._gather_args is None:
