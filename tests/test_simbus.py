@@ -14,7 +14,8 @@ import pytest
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.config import load_buses
-from exo_rt.bus.drives import (
+from exo_rt.bus.drives import Drives
+from exo_rt.bus.flags import (
     F_DUPLICATE,
     F_FAULT,
     F_GLITCH,
@@ -22,7 +23,6 @@ from exo_rt.bus.drives import (
     F_MALFORMED,
     F_MISSING,
     F_SATURATED,
-    Drives,
 )
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
