@@ -29,6 +29,7 @@ from safety_depth import (
     VM_CONFIG,
     Controller,
     Hardware,
+    check_timing,
     gravity_and_hold,
     once_more_on_a_stall,
     reaction,
@@ -77,6 +78,8 @@ def _restart_refused(hw, tmp, config, *expect: str) -> float:
 
 def _assert_held(r, label: str, limit: float = DRIVE_WATCHDOG_S) -> None:
     tau, hold = gravity_and_hold(r.q_event_deg)
+    if np.any(r.stage_off_s > limit) or np.any(r.current_zero_s > limit):
+        check_timing(r, label)  # a timing the machine spoiled: once more
     assert np.all(r.stage_off_s <= limit), (label, r)
     assert np.all(r.current_zero_s <= limit), (label, r)
     assert r.stayed_off, (label, r)  # nothing re-enabled itself
@@ -115,6 +118,8 @@ def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp
     if layer == "drives_alone":
         assert r.relay_off_s == float("inf")  # no board: the drives did it alone
     else:
+        if r.relay_off_s > RELAY_S:
+            check_timing(r, layer)
         assert r.relay_off_s <= RELAY_S
     after = reaction(trace, t_restart, window=0.5)
     assert np.all(after.motion_deg < 0.01) and not np.any(
@@ -182,3 +187,27 @@ def test_a_cut_bus_stops_the_drives_and_the_controller_goes_safe(tmp_path):
     while first > 0 and missing[first - 1]:
         first -= 1
     assert stale - 1 <= safe - first <= stale + 3, (first, safe)
+
+
+def test_a_simulation_held_up_in_the_reaction_window_is_told_from_a_late_watchdog():
+    """The trace stamps each period when the simulation computed it: 12 ms of hold-up 20 ms
+    after the event shows as a 12 ms gap, and a stage-off it made late is retried (SimulationHeld),
+    while the same late stage-off with the simulation running on time is a failure to report."""
+    from safety_depth import SimulationHeld
+
+    def trace(gap_at: float | None) -> dict:
+        t = 100.0 + np.arange(0, 4.5, 1e-3)
+        if gap_at is not None:  # held up 12 ms, then 12 periods caught up at once
+            k = int(np.searchsorted(t, 101.9 + gap_at))
+            t[k:k + 12] = t[k + 11]
+        stage = (t < 101.9 + 0.055).astype(np.int8)[:, None].repeat(2, axis=1)
+        return {"t": t, "q": np.zeros((len(t), 2)), "current": stage * 1.0,
+                "power_stage": stage, "motor_power": np.ones(len(t), dtype=np.int8)}
+
+    held = reaction(trace(0.02), 101.9)
+    assert held.held_s == pytest.approx(0.012, abs=1.5e-3)
+    with pytest.raises(SimulationHeld, match="held the simulation's process up 1[12]"):
+        check_timing(held, "kill")
+    on_time = reaction(trace(None), 101.9)
+    assert on_time.held_s == pytest.approx(1e-3) and on_time.stage_off_s[0] > DRIVE_WATCHDOG_S
+    check_timing(on_time, "kill")  # not the machine's doing: the test's assertion reports it
