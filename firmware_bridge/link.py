@@ -64,7 +64,7 @@ class BoardLink:
         self.link_timeout = link_timeout
         self.contact_N = float(contact_N)
         self.seq = 0
-        self.status_time = clock()
+        self._status_time = np.array([clock()])  # (compiled code sets it too)
         self.version: p.FirmwareVersion | None = None
         self.errors: deque = deque(maxlen=64)
         self.heel_strikes: deque = deque(maxlen=64)
@@ -84,6 +84,24 @@ class BoardLink:
         fd.poll(-1, *self._poll_args[1:])
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+
+    @property
+    def status_time(self) -> float:
+        """When the last STATUS came (s, on ``clock``): the link's liveness."""
+        return float(self._status_time[0])
+
+    @status_time.setter
+    def status_time(self, t: float) -> None:
+        self._status_time[0] = t
+
+    def compiled_poll(self) -> tuple | None:
+        """What a compiled cycle needs to poll this link itself (:func:`exo_rt.runtime.
+        cycle_call.run`): :func:`~firmware_bridge.fastdecode.poll`'s arguments and the array
+        of the last status's time — or None where the poll needs Python (pyserial's own
+        reads; a clock other than CLOCK_MONOTONIC's)."""
+        if self._fd is None or self.clock is not time.monotonic:
+            return None
+        return self._poll_args, self._status_time
 
     # ------------------------------------------------------------------ PC → board
     def _send(self, body) -> None:
@@ -134,11 +152,11 @@ class BoardLink:
             out = fd.poll(*self._poll_args)  # (no descriptor: the bytes in the buffer)
         now = self.clock()
         if out & NEWS:
-            self._news(out, now)
+            self.take_news(out, now)
         word = out >> fd.WORD_SHIFT
         return word | fd.B_LINK_LOST if now - self.status_time > self.link_timeout else word
 
-    def _news(self, out: int, now: float) -> None:
+    def take_news(self, out: int, now: float) -> None:
         """What a poll brought: a status (the link is alive), heel strikes, rare frames."""
         st = self._st
         if out & fd.N_STATUS:

@@ -70,7 +70,9 @@ class Drives:
         self.period = period
         # when this cycle's TPDOs are stamped, from the last cycle (compiled code keeps it)
         self._expect = np.full(1, np.nan)
-        self._sync_sent = None  # when the last SYNC left, on the frames' (wall) clock
+        # when the last SYNC left, on the frames' (wall) clock (NaN: none yet; compiled code
+        # keeps it)
+        self._sync_at = np.full(1, np.nan)
         # cycle arrays
         self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
         self.current = np.zeros(self.n)  # actual motor current (A)
@@ -105,13 +107,14 @@ class Drives:
         # each drive as bring-up found it: {"state", "statusword", "error_code", "last_error",
         # "stopped"}
         self.found: list[dict] = [{} for _ in range(self.n)]
-        # the controller's heartbeat (CiA 301 producer): one frame every _hb_every SYNCs
+        # the controller's heartbeat (CiA 301 producer): one frame every _hb[0] SYNCs; _hb[1]
+        # counts down to it, _hb[2] holds it back while enable() runs (it starts with the
+        # cycle) — kept in an array that compiled code counts too (cycle_call.sync_rows)
         hb_ms = config.master_heartbeat_ms
-        self._hb_every = max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0
-        self._hb_count = 0
+        self._hb = np.array([max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0, 0, 0],
+                            np.int64)
         self._hb_cob = c.HEARTBEAT + config.master_node
         self._hb_data = bytes((c.HB_OPERATIONAL,))
-        self._hb_hold = False  # not while enable() runs: it starts with the cycle
         # the target torque's range (‰): its integer type's, narrowed by bring-up to the
         # drive's own object limits
         self.torque_limits = [next((e.low, e.high) for e in (d.profile or pdo.DEFAULT_PROFILE).rpdo
@@ -253,7 +256,7 @@ class Drives:
         stopped = [k for k in range(self.n) if self.found[k].get("stopped")]
         if stopped and not reset_faults:
             raise self._stopped_error(stopped)
-        self._hb_hold = True
+        self._hb[2] = 1
         try:
             if reset_faults:
                 self.fault_reset()
@@ -279,7 +282,7 @@ class Drives:
                     self.heartbeat_time[np.isnan(self.heartbeat_time)] = self._now[0]
                     return cycle + 1
         finally:
-            self._hb_hold = False
+            self._hb[2] = 0
         stuck = [k for k in range(self.n)
                  if self.seen[k] and c.state_of(int(self.statusword[k])) in STOPPED]
         if stuck:
@@ -365,7 +368,7 @@ class Drives:
             self.send_rpdos(current_A)
             self.send_sync()
             return
-        self._sync_sent = self._command(current_A, self._sync_rows())
+        self._sync_at[0] = self._command(current_A, self._sync_rows())
 
     def _compiled_out(self) -> bool:
         """The commands can go out in one compiled call (a port with compiled batches, and
@@ -383,14 +386,16 @@ class Drives:
             self._command_args = self._command_arguments(current_A, port, tap)
         self._extra[0] = extra
         t = pdo_cycle.command(*self._command_args)
-        if tap is not None:
-            tap.head = int(tap.header[fastio.RING_HEAD])
-        errors = int(self._tx_batch.counts[1])
-        if errors != self._tx_errors:
-            port.send_errors += errors - self._tx_errors
-            self._tx_errors = errors
+        self.count_send_errors()
         port.sent_at = t
         return t
+
+    def count_send_errors(self) -> None:
+        """The frames the compiled sends could not hand to the OS, into the port's count."""
+        errors = int(self._tx_batch.counts[1])
+        if errors != self._tx_errors:
+            self.port.send_errors += errors - self._tx_errors
+            self._tx_errors = errors
 
     def _command_arguments(self, current_A: np.ndarray, port: FramePort, tap) -> tuple:
         """:func:`exo_rt.bus.pdo_cycle.command`'s arguments for commands in ``current_A`` (the
@@ -411,10 +416,11 @@ class Drives:
         """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
         when due (every few cycles; the drives' consumer, 1016h, stops them when it stays
         away)."""
-        if self._hb_every:
-            self._hb_count -= 1
-            if self._hb_count <= 0 and not self._hb_hold:
-                self._hb_count = self._hb_every
+        hb = self._hb  # (as cycle_call.sync_rows counts in compiled code)
+        if hb[0]:
+            hb[1] -= 1
+            if hb[1] <= 0 and not hb[2]:
+                hb[1] = hb[0]
                 return 2
         return 1
 
@@ -422,7 +428,8 @@ class Drives:
         """The SYNC, then the controller's heartbeat when it is due."""
         self.port.send_batch(self._sync_batch, self._sync_rows())
         # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
-        self._sync_sent = self.port.sent_at
+        t = self.port.sent_at
+        self._sync_at[0] = np.nan if t is None else t
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
@@ -484,8 +491,6 @@ class Drives:
                 self._python_frames(self._rx_batch, pending)
             if done[0]:
                 break
-        if tap is not None:
-            tap.head = int(tap.header[fastio.RING_HEAD])
 
     def _gather_arguments(self, port: FramePort, tap) -> tuple:
         """:func:`exo_rt.bus.pdo_cycle.gather`'s arguments: arrays fixed for the run (built
@@ -502,6 +507,24 @@ class Drives:
                 self.heartbeat_time, self._now, self._python_rows, self._when, self._done,
                 self._hb_timeout, self.missing_count, self._expect)
 
+    def compiled_cycle(self, current_A: np.ndarray) -> tuple | None:
+        """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the arguments of
+        :func:`~exo_rt.bus.pdo_cycle.gather` and of :func:`~exo_rt.bus.pdo_cycle.command` (the
+        commands read from ``current_A``), the heartbeat counter, gather's ``when`` and
+        ``done``, the controlwords and the last SYNC's time — or None where its cycle cannot
+        be compiled (a port without compiled batches; a recording that waits for room)."""
+        if not self._compiled_out() or np.ascontiguousarray(current_A, np.float64) is not \
+                current_A:  # (commands that are not read in place)
+            return None
+        port, tap = self.port, self.port.tap
+        return (self._gather_arguments(port, tap), self._command_arguments(current_A, port, tap),
+                self._hb, self._when, self._done, self.controlword, self._sync_at)
+
+    def handed_back(self, pending: int) -> None:
+        """The ``pending`` frames the compiled cycle handed back (EMCY, error frames, other
+        devices' frames), taken here."""
+        self._python_frames(self._rx_batch, pending)
+
     def _frame(self, msg: can.Message) -> None:
         """One frame read on its own (during bring-up): through the cycle's compiled path."""
         one = self._one
@@ -517,8 +540,8 @@ class Drives:
     def _late_before(self) -> float:
         """A TPDO stamped before this answers an earlier SYNC: the last SYNC's send time, or,
         where the bus's clock is not the wall clock, half a period before the expected one."""
-        sync = self._sync_sent
-        return self._expect[0] - 0.5 * self.period if sync is None else sync
+        sync = self._sync_at[0]
+        return self._expect[0] - 0.5 * self.period if sync != sync else sync
 
     def _take(self, b: fastio.FrameBatch, n: int, late_before: float | None = None) -> None:
         """Rows 0 … n−1 of a frame table into the arrays (:func:`exo_rt.bus.pdo_cycle.take_tpdos`);

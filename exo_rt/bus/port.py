@@ -215,8 +215,8 @@ class CompiledBatches:
                     arb, data, t, ext, err, _rtr = b.frame(r)
                     tap.put(t, arb, data, rx, ext, err, self.channel_index)
             return
-        tap.head = fastio.tap(tap.header, tap.slots, tap.capacity, b.time, b.arbitration_id,
-                              b.flags, b.length, b.data, n, rx, self.channel_index, b.bits)
+        fastio.tap(tap.header, tap.slots, tap.capacity, b.time, b.arbitration_id, b.flags,
+                   b.length, b.data, n, rx, self.channel_index, b.bits)
 
 
 class GenericPort(FramePort):

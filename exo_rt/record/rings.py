@@ -74,7 +74,15 @@ class _Ring:
         self.name = self.shm.name
         self.capacity = int(self.header[CAPACITY])
         self.slot = int(self.header[SLOT])
-        self.head = int(self.header[HEAD])  # the producer's own count (no read-back per put)
+
+    @property
+    def head(self) -> int:
+        """Slots produced: the header's own word (compiled producers advance it too)."""
+        return int(self.header[HEAD])
+
+    @head.setter
+    def head(self, value: int) -> None:
+        self.header[HEAD] = value
 
     def free(self) -> int:
         return self.capacity - (self.head - int(self.header[TAIL]))
@@ -144,8 +152,7 @@ class RecordRing(_Ring):
         if self._spare:
             self.header[LOST] += 1
             return
-        self.head += 1
-        self.header[HEAD] = self.head
+        self.header[HEAD] += 1  # after the slot
 
     def put(self, row: np.ndarray) -> None:
         """Copy one record in and publish it."""
@@ -191,8 +198,7 @@ class FrameRing(_Ring):
         flags = (RX if rx else 0) | (EXTENDED if extended else 0) | (ERROR if error else 0)
         self._pack(self.raw, HEADER_BYTES + (self.head % self.capacity) * FRAME.size,
                    timestamp, arbitration_id, flags, len(data), bus, data)
-        self.head += 1
-        self.header[HEAD] = self.head
+        self.header[HEAD] += 1  # after the slot
 
     def take(self) -> list[tuple]:
         """(Consumer) the frames produced since the last take: (t, id, flags, dlc, bus, data)."""

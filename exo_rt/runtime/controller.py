@@ -15,6 +15,7 @@ process SCHED_OTHER on the others — each placement reported.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety
+from exo_rt.runtime import cycle_call, safety
 from exo_rt.runtime.buses import check_specs, open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
@@ -217,9 +218,15 @@ class Controller:
         s[cy.S_STIFFNESS] = sc.stiffness
         s[cy.S_RAMP] = sc.ramp_cycles
         s[cy.S_STATE] = BOOT
-        # each bus's drives fill the cycle's arrays in place where their joints are contiguous
-        self._gathers, self._commands = [], []
         self._step_rows, self._step = None, ()  # control_step's arguments, built once
+        self._io = np.zeros(cycle_call.IO_WIDTH)  # what Python and the one-call cycle share
+        self._call = None  # cycle_call.run's arguments (where the cycle is one compiled call)
+        self._wire_buses()
+
+    def _wire_buses(self) -> None:
+        """Each bus's drives fill the cycle's arrays in place where their joints are
+        contiguous (the others are gathered); the order in which their commands go out."""
+        self._gathers, self._commands = [], []
         for d in self.drives:
             idx = d.joint_index
             if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
@@ -283,6 +290,8 @@ class Controller:
                 d.configure()
                 self.setup_lines.extend(f"bring-up on bus '{d.config.name}': {w}"
                                         for w in getattr(d, "bringup_warnings", ()))
+            # the cycle (its tables are bring-up's): compiled now, before any drive is enabled
+            cycle = self._one_call() or self._cycle
             # allocated before mlockall (which faults every later allocation in at once)
             self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
@@ -317,7 +326,8 @@ class Controller:
                 self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
             self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
             self.a.v[cy.V_T_PREV] = self._t_sync - self.dt
-            self.sched.run(self._cycle, max_cycles=cap)
+            self._io[cycle_call.IO_T_SYNC] = self._t_sync
+            self.sched.run(cycle, max_cycles=cap)
         except KeyboardInterrupt:
             self.events.append({"cycle": self.cycles, "event": "operator",
                                 "action": "ctrl-C: safe stop"})
@@ -368,6 +378,8 @@ class Controller:
             self.bus_set.tick()
             self.board.close()
         self.close_buses()
+        self._call = None  # (it holds views of the recording's shared memory)
+        self._step_rows, self._step = None, ()
         if self.recording is not None:
             self.recording.close()
             self.events.extend(self.recording.events)
@@ -436,6 +448,12 @@ class Controller:
             for d in self.drives:
                 d.request_disable()
         self._write()
+        return self._after_write(k)
+
+    def _after_write(self, k: int) -> bool:
+        """The cycle's end, its commands sent: the board's heartbeat, state changes, operator
+        stops, injections, the recording's check; False: the run is over."""
+        s, plan, rec = self.a.s, self.plan, self.recording
         b = self.board
         if b is not None:
             b.send_heartbeat(self.state)
@@ -458,19 +476,86 @@ class Controller:
         return self.state != SHUTDOWN and not (self.state == SAFE and s[cy.S_SAFE_DONE])
 
     def _phase(self, k: int) -> None:
-        """The gait phase (RUN): from time, or from the wearer's heel strikes."""
+        """The gait phase (RUN): from time, or from the wearer's heel strikes (as
+        :func:`exo_rt.runtime.cycle_call.run` does in compiled code)."""
         ref = self.cfg.reference
         t = (k - self.k0[RUN]) * self.dt
         phase = t / ref.period
         if ref.phase == "events" and self.board is not None:
-            while self.board.heel_strikes:  # the wearer's heel strikes set the phase
-                trajectory.phase_on_heel_strike(self.phase_state,
-                                                self.board.heel_strikes.popleft() - self._t_run,
-                                                0.5 * ref.period, 2.0 * ref.period, 0.5)
+            self._heel_strikes()
             if self.phase_state[trajectory.PH_COUNT] > 0:
                 phase = trajectory.phase_from_events(self.phase_state, t)
         self.a.s[cy.S_PHASE] = phase
         self.a.s[cy.S_PERIOD] = self.phase_state[trajectory.PH_PERIOD]
+
+    def _heel_strikes(self) -> None:
+        """The wearer's heel strikes the board reported, into the phase estimate (RUN, with
+        ``reference.phase: events``)."""
+        ref = self.cfg.reference
+        if self.state != RUN or ref.phase != "events" or self.board is None:
+            return
+        while self.board.heel_strikes:
+            trajectory.phase_on_heel_strike(self.phase_state,
+                                            self.board.heel_strikes.popleft() - self._t_run,
+                                            0.5 * ref.period, 2.0 * ref.period, 0.5)
+
+    # ------------------------------------------------------------------ one compiled call
+    def _one_call(self):
+        """The cycle as one compiled call (:func:`exo_rt.runtime.cycle_call.run`) where every
+        part of it can be — real time, one CiA 402 bus on a compiled port filling the cycle's
+        arrays in place, a board on a descriptor (or none), nothing injected — else None
+        (:meth:`_cycle`, the same steps call by call). ``EXO_RT_ONE_CALL=0`` in the
+        environment always takes :meth:`_cycle` (to compare the two)."""
+        if (not self.realtime or len(self.drives) != 1 or self._gathers or self.injections
+                or os.environ.get("EXO_RT_ONE_CALL", "1") == "0"):
+            return None
+        d = self.drives[0]
+        bus = getattr(d, "compiled_cycle", lambda _c: None)(self._commands[0][1])
+        board = (None, np.zeros(1)) if self.board is None else self.board.compiled_poll()
+        if bus is None or board is None:
+            return None
+        rec = self.recording
+        if rec is None:
+            header, capacity, rows = cycle_call.NO_RECORDS, 0, self.a.no_rows
+        else:
+            header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
+        self._step_rows, self._step = rows, self._step_args(self.a, rows)
+        bus_in, bus_out, hb, when, done, controlword, sync_at = bus
+        poll_args, status_time = board
+        io = self._io
+        io[cycle_call.IO_BOARD] = self.board is not None
+        io[cycle_call.IO_EVENTS] = self.cfg.reference.phase == "events" and self.board is not None
+        if self.board is not None:
+            io[cycle_call.IO_LINK_TIMEOUT] = self.board.link_timeout
+        self._call = cycle_call.prepare((poll_args or cycle_call.no_board(), status_time, bus_in,
+                                         self._step, bus_out, hb, header, capacity, io,
+                                         np.zeros(2, np.int64), self.phase_state, when, done,
+                                         controlword, sync_at))
+        self._bus = d
+        self.setup_lines.append("cycle: one compiled call (board, frames in, control, frames out)")
+        return self._cycle_in_one_call
+
+    def _cycle_in_one_call(self, k: int) -> bool:
+        """One cycle in one compiled call; Python between calls only for what it owns."""
+        s, io, sched = self.a.s, self._io, self.sched
+        st = sched.stats
+        s[cy.S_OVERRUN_STREAK] = s[cy.S_OVERRUN_STREAK] + 1.0 if sched.late else 0.0
+        s[cy.S_WAKE_US] = sched.wake_us
+        s[cy.S_COMPUTE_US] = st.compute_us[st.n - 1] if st.n else 0.0
+        s[cy.S_OVERRUNS] = st.overruns
+        io[cycle_call.IO_K] = k
+        back = cycle_call.run(self._call)
+        while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
+            if back == cycle_call.BACK_BOARD:
+                self.board.take_news(int(io[cycle_call.IO_NEWS]), io[cycle_call.IO_NOW])
+                self._heel_strikes()
+            else:
+                self._bus.handed_back(int(io[cycle_call.IO_PENDING]))
+            back = cycle_call.run(self._call)
+        self.cycles = k + 1
+        if s[cy.S_NEW_FAULT]:
+            self._fault(k, int(s[cy.S_CAUSE]), int(s[cy.S_JOINT]))
+        return self._after_write(k)
 
     def _advance(self, k: int) -> None:
         if self.state == READY and k >= READY_CYCLES:
@@ -480,6 +565,7 @@ class Controller:
             self.law_state[:] = 0
             self._go(RUN, k + 1)
             self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
+            self._heel_strikes()  # those of ALIGN's last cycles
             if self.board_emulated:  # the emulated wearer starts walking
                 self.bus_set.board_command(f"walk {self._t_run!r}")
         elif self.state == RUN and (k + 1 - self.k0[RUN]) * self.dt >= self.duration:
@@ -496,6 +582,8 @@ class Controller:
         self.a.s[cy.S_STATE] = state
         if hasattr(self, "k0"):
             self.k0[state] = k
+        if state == ALIGN or state == RUN:  # (the one-call cycle's time in ALIGN, its phase)
+            self._io[cycle_call.IO_K0_ALIGN if state == ALIGN else cycle_call.IO_K0_RUN] = k
         self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "state",
                             "state": STATES[state]})
         if state == RUN:

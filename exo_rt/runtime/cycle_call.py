@@ -1,0 +1,217 @@
+"""The whole real-time cycle in one compiled call, where every part of it can be compiled:
+one CiA 402 bus on a port whose batches are compiled (socketcan, udp_multicast), the board on
+a serial descriptor or none, no injected faults.
+
+:func:`run` does, in the order of :meth:`exo_rt.runtime.controller.Controller._cycle`: the
+board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives' frames in
+(:func:`exo_rt.bus.pdo_cycle.gather`) → the cycle's inputs by state (time, time in ALIGN, the
+gait phase) → the recording row's slot → :func:`exo_rt.runtime.cycle.control_step` → the
+row published → the drives disabled once SAFE has ramped out → the commands, SYNC and
+heartbeat out (:func:`exo_rt.bus.pdo_cycle.command`). Python then keeps only what is not
+numeric: state changes, events, the board's heartbeat.
+
+Why: each compiled call costs its dispatcher's work on every argument and, on a machine whose
+caches the rest of the machine keeps cold between two cycles, ~2 µs more; the Python between
+four calls was ~140 interpreted lines a cycle. One call, one system call each way per bus
+(docs/performance.md, "The cycle in one compiled call").
+
+It hands back to Python, mid-cycle, only what Python owns — and resumes where it stopped
+(``io[IO_STAGE]``): the board's rare frames and heel strikes (:data:`BACK_BOARD`), the bus's
+EMCY, error and other devices' frames (:data:`BACK_FRAMES`). Its arguments never change
+within a run; what changes per cycle is in ``io``. They travel as one object,
+:class:`CycleArgs` (a numba structref made once, :func:`prepare`): numba's dispatcher unboxes
+every array of an argument on every call (~0.1 µs each on a cold cache, and the cycle has
+~115), but a structref in one step.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, types
+from numba.experimental import structref
+
+from exo_rt.bus import cia402 as c
+from exo_rt.bus import fastio, pdo_cycle
+from exo_rt.control import trajectory
+from exo_rt.runtime import cycle as cy
+from exo_rt.runtime.states import ALIGN, RUN, SAFE
+from firmware_bridge import fastdecode as fd
+
+# io: float64 values the control thread and the compiled cycle share
+IO_K = 0  # in: the cycle's index
+IO_STAGE = 1  # where the cycle resumes: 0 the board, 1 the frames in, 2 the rest (out: 0)
+IO_SYNC_SENT = 2  # s, wall clock: when the last SYNC left (an answer stamped before is stale)
+IO_T_SYNC = 3  # s, monotonic: the same instant on the loop's clock (the feedback's sample time)
+IO_K0_ALIGN = 4  # the cycle ALIGN began
+IO_K0_RUN = 5  # the cycle RUN began
+IO_EVENTS = 6  # 1: the gait phase follows the wearer's heel strikes
+IO_BOARD = 7  # 1: a board link to poll
+IO_LINK_TIMEOUT = 8  # s without a board status: link lost
+IO_NEWS = 9  # out: what the board's poll brought (fastdecode.N_*), for Python
+IO_NOW = 10  # out: when (monotonic s)
+IO_PENDING = 11  # out: frames Python must take (the bus's python rows)
+IO_DEADLINE = 12  # monotonic s: the frames in wait until then at most (0.7 periods)
+IO_WIDTH = 13
+
+BACK_DONE, BACK_BOARD, BACK_FRAMES = 0, 1, 2  # what run returns
+DEADLINE_PERIODS = 0.7  # the drives' answers are waited for this much of a period at most
+NO_RECORDS = np.zeros(8, np.int64)  # a recording ring's header where nothing is recorded
+
+
+@structref.register
+class CycleArgsType(types.StructRef):
+    """The numba type of :class:`CycleArgs` (its fields typed from what it was made of)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class CycleArgs(structref.StructRefProxy):
+    """:func:`whole_cycle`'s arguments in one object, for :func:`run` (made by :func:`prepare`)."""
+
+
+FIELDS = ("board", "status_time", "bus_in", "kernel", "bus_out", "hb", "rec_header",
+          "rec_capacity", "io", "ts", "phase_state", "when", "done", "controlword", "sync_time")
+structref.define_proxy(CycleArgs, CycleArgsType, list(FIELDS))
+
+
+@njit(cache=True)
+def _bundle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity, io, ts,
+            phase_state, when, done, controlword, sync_time):
+    return CycleArgs(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity,
+                     io, ts, phase_state, when, done, controlword, sync_time)
+
+
+def prepare(args: tuple) -> CycleArgs:
+    """:func:`whole_cycle`'s arguments (in :data:`FIELDS`' order) as one :class:`CycleArgs`, and
+    :func:`run` for it compiled — or loaded from numba's cache — now: before the drives are
+    enabled, whose heartbeat watchdog would not wait for a compiler."""
+    _bundle.compile(tuple(numba.typeof(a) for a in args))
+    bundle = _bundle(*args)
+    run.compile((numba.typeof(bundle),))
+    return bundle
+
+
+@njit(cache=True)
+def run(a):
+    """:func:`whole_cycle` on its arguments bundled (:class:`CycleArgs`): the cycle's one
+    call."""
+    return whole_cycle(a.board, a.status_time, a.bus_in, a.kernel, a.bus_out, a.hb,
+                       a.rec_header, a.rec_capacity, a.io, a.ts, a.phase_state, a.when, a.done,
+                       a.controlword, a.sync_time)
+
+
+def no_board() -> tuple:
+    """Poll arguments of the types a board's have (one compiled cycle for both), never
+    polled: ``io[IO_BOARD]`` = 0."""
+    from firmware_bridge.link import FIONREAD, READ_SIZE
+
+    return (-1, FIONREAD, np.zeros(1, np.int32), np.zeros(READ_SIZE, np.uint8),
+            *fd.new_state(), 200.0)
+
+
+@njit(cache=True)
+def sync_rows(hb):
+    """The frames after the RPDOs this cycle: 1 (the SYNC), or 2 (the SYNC and the
+    controller's heartbeat, every ``hb[0]`` cycles; ``hb[1]`` counts down, ``hb[2]`` holds it
+    back while set)."""
+    if hb[0]:
+        hb[1] -= 1
+        if hb[1] <= 0 and not hb[2]:
+            hb[1] = hb[0]
+            return 2
+    return 1
+
+
+@njit(cache=True)
+def record_slot(header, capacity):
+    """The recording ring's row for this cycle (:class:`exo_rt.record.rings.RecordRing`'s
+    ``slot_index``): ``capacity`` — the spare row, never published — when the ring is full."""
+    head = header[fastio.RING_HEAD]
+    if head - header[fastio.RING_TAIL] >= capacity:
+        return capacity
+    return head % capacity
+
+
+@njit(cache=True)
+def record_commit(header, capacity, slot):
+    """The row is written: publish it (the head is stored after the row), or count it lost."""
+    if slot == capacity:
+        header[fastio.RING_LOST] += 1
+    else:
+        header[fastio.RING_HEAD] += 1
+
+
+@njit(cache=True)
+def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity, io,
+                ts, phase_state, when, done, controlword, sync_time):
+    """One cycle (or the rest of one, from ``io[IO_STAGE]``); returns :data:`BACK_DONE`, or
+    what Python must handle before it calls again (:data:`BACK_BOARD`, :data:`BACK_FRAMES`).
+
+    ``board``, ``bus_in``, ``kernel`` and ``bus_out`` are the argument tuples of
+    :func:`~firmware_bridge.fastdecode.poll`, :func:`~exo_rt.bus.pdo_cycle.gather`,
+    :func:`~exo_rt.runtime.cycle.control_step` and :func:`~exo_rt.bus.pdo_cycle.command`;
+    ``status_time[0]`` the board's last status (monotonic s), ``hb`` :func:`sync_rows`'
+    counter, ``rec_header`` the recording ring's header (``rec_capacity`` 0: none), ``when``
+    and ``done`` gather's, ``sync_time[0]`` the drives' last SYNC (wall clock s)."""
+    s = kernel[0]
+    k = io[IO_K]
+    if io[IO_STAGE] == 0.0:
+        now = fastio.monotonic(ts)
+        io[IO_DEADLINE] = now + DEADLINE_PERIODS * s[cy.S_DT]
+        io[IO_STAGE] = 1.0
+        when[0] = sync_time[0]  # an answer stamped before the last SYNC answers an older one
+        when[1] = io[IO_DEADLINE]
+        when[2] = 1.0  # the cycle's first gather
+        if io[IO_BOARD]:
+            out = fd.poll(*board)
+            if out & fd.N_STATUS:
+                status_time[0] = now
+            word = out >> fd.WORD_SHIFT
+            if now - status_time[0] > io[IO_LINK_TIMEOUT]:
+                word |= fd.B_LINK_LOST
+            s[cy.S_BOARD] = word
+            if out & (fd.N_HEEL | fd.N_OTHER):
+                io[IO_NEWS] = out
+                io[IO_NOW] = now
+                return BACK_BOARD
+    if io[IO_STAGE] == 1.0:
+        while True:
+            pending = pdo_cycle.gather(*bus_in)
+            if pending:
+                io[IO_PENDING] = pending
+                return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
+            if done[0]:
+                break
+        io[IO_STAGE] = 2.0
+    io[IO_STAGE] = 0.0
+    s[cy.S_SAMPLE_T] = io[IO_T_SYNC]  # the feedback answers the last SYNC
+    s[cy.S_K] = k
+    s[cy.S_T] = k * s[cy.S_DT]
+    state = int(s[cy.S_STATE])
+    if state == ALIGN:
+        s[cy.S_ALIGN_T] = (k - io[IO_K0_ALIGN]) * s[cy.S_DT]
+    elif state == RUN:
+        t = (k - io[IO_K0_RUN]) * s[cy.S_DT]
+        phase = t / s[cy.S_PERIOD]
+        if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:
+            phase = trajectory.phase_from_events(phase_state, t)
+        s[cy.S_PHASE] = phase
+        s[cy.S_PERIOD] = phase_state[trajectory.PH_PERIOD]
+    hist = kernel[-1]
+    s[cy.S_HIST] = k if k < hist.shape[0] else -1.0
+    slot = 0
+    if rec_capacity > 0:
+        slot = record_slot(rec_header, rec_capacity)
+        s[cy.S_SLOT] = slot
+    cy.control_step(*kernel)
+    if rec_capacity > 0:
+        record_commit(rec_header, rec_capacity, slot)
+    if s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]:
+        controlword[:] = c.CW_DISABLE_VOLTAGE  # the power stage off (Drives.request_disable)
+    extra = bus_out[-1]
+    extra[0] = sync_rows(hb)
+    sync_time[0] = pdo_cycle.command(*bus_out)
+    io[IO_T_SYNC] = fastio.monotonic(ts)  # the drives sample now
+    return BACK_DONE
