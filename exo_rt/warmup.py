@@ -235,6 +235,19 @@ def _controller(c: Context) -> None:
                 d.bus.shutdown()
 
 
+def _cycle_call(c: Context) -> None:
+    """The real-time cycle in one compiled call (exo_rt.runtime.cycle_call), for the
+    controller's own cycle kernel arguments."""
+    from exo_rt.runtime import cycle_call
+    from exo_rt.runtime.controller import Controller
+
+    ctl = Controller(c.top, "sim", board=None)
+    try:
+        cycle_call.warm_up(ctl._step_args(ctl.a, ctl.a.no_rows), ctl.drives[0].n)
+    finally:
+        ctl.close_buses()
+
+
 def _board_decode(c: Context) -> None:
     """The board link's receive path, as BoardLink.poll calls it (n bytes read)."""
     from firmware_bridge import fastdecode as fd
@@ -418,6 +431,8 @@ def _register() -> None:
     add("bus.pdo", "controller", _pdo_tables, cost=1.0)
     add("bus.fastio", "io", _frame_batches, cost=4.5)
     add("bus.pdo_io", "io", _cycle_io, after=("bus.fastio", "bus.pdo"), cost=2.0)
+    add("runtime.cycle_call", "io", _cycle_call,
+        after=("controller.warm_up", "bus.pdo_io", "board.decode"), cost=3.0)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",

@@ -316,23 +316,34 @@ def command(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, 
     return t
 
 
-def warm_up_io(n: int = 1) -> None:
-    """Compile :func:`gather` and :func:`command` for ``n`` drives of the default mapping, on
-    both wires (on no socket: the calls fail harmlessly on the tables made here)."""
+def io_arguments(n: int, wire: int) -> tuple[tuple, tuple]:
+    """:func:`gather`'s and :func:`command`'s arguments for ``n`` drives of the default mapping,
+    of the types a bus's have, on no socket (a call fails harmlessly on the tables made here):
+    for compiling ahead of a run."""
     tx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)] * n)
     rx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)] * n)
     z, zi = np.zeros(n), np.zeros(n, np.int64)
+    b = fastio.FrameBatch(max(32, 4 * n), wire)
+    gather_args = (
+        -1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length, b.data,
+        b.time, b.counts, b.scratch, b.clock, NO_RING_HEADER, NO_RING_SLOTS, 0, 0, b.bits,
+        np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, z.copy(), zi.copy(), zi.copy(),
+        zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), zi.copy(),
+        np.zeros((n, 3), np.int64), z.copy(), np.zeros(1), np.zeros(b.capacity, np.int64),
+        np.array([0.0, -1.0, 1.0]), np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1))
+    t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
+    command_args = (
+        -1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length, t.data,
+        t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0, z.copy(),
+        zi.copy(), zi.copy(), rx, zi.copy(), np.ones(n), np.ones(n), z.copy(),
+        np.zeros(1, np.int64))
+    return gather_args, command_args
+
+
+def warm_up_io(n: int = 1) -> None:
+    """Compile :func:`gather` and :func:`command` for ``n`` drives of the default mapping, on
+    both wires (on no socket: the calls fail harmlessly on the tables made here)."""
     for wire in (fastio.WIRE_UDP, fastio.WIRE_SOCKETCAN):
-        b = fastio.FrameBatch(max(32, 4 * n), wire)
-        gather(-1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length,
-               b.data, b.time, b.counts, b.scratch, b.clock, NO_RING_HEADER, NO_RING_SLOTS, 0,
-               0, b.bits, np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, z.copy(),
-               zi.copy(), zi.copy(), zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
-               z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64), z.copy(),
-               np.zeros(1), np.zeros(b.capacity, np.int64), np.array([0.0, -1.0, 1.0]),
-               np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1))
-        t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
-        command(-1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length,
-                t.data, t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0,
-                z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), np.ones(n), np.ones(n), z.copy(),
-                np.zeros(1, np.int64))
+        gather_args, command_args = io_arguments(n, wire)
+        gather(*gather_args)
+        command(*command_args)

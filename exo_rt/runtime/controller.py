@@ -108,8 +108,8 @@ class Controller:
         self.helper_cpus = other_cpus(self.rt_cpu)
         check_specs(top, bus_spec)  # a misspelt interface: said now, not after a cold compile
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
-        warmup.ensure(top, warmup.RUN_GROUPS if ":" not in str(bus_spec)
-                      else warmup.REAL_BUS_GROUPS)
+        warmup.ensure(top, warmup.REAL_BUS_GROUPS if ":" in str(bus_spec)
+                      else warmup.RUN_GROUPS + (("io",) if realtime else ()))  # (its own process)
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
         if injections and not hasattr(self.bus_set, "inject"):

@@ -102,6 +102,17 @@ def run(a):
                        a.controlword, a.sync_time)
 
 
+def warm_up(kernel: tuple, n: int) -> None:
+    """Compile :func:`run` ahead of a run for a controller's :func:`~exo_rt.runtime.cycle.
+    control_step` arguments ``kernel`` and a CiA 402 bus of ``n`` drives (on no socket; the
+    types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`)."""
+    gather_args, command_args = pdo_cycle.io_arguments(n, fastio.WIRE_UDP)
+    when, done = gather_args[38], gather_args[39]
+    prepare((no_board(), np.zeros(1), gather_args, kernel, command_args, np.zeros(3, np.int64),
+             NO_RECORDS, 0, np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3), when, done,
+             np.zeros(n, np.int64), np.zeros(1)))
+
+
 def no_board() -> tuple:
     """Poll arguments of the types a board's have (one compiled cycle for both), never
     polled: ``io[IO_BOARD]`` = 0."""
