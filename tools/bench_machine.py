@@ -2,10 +2,15 @@
 """What the machine itself gives a real-time thread: a bare SCHED_FIFO loop, nothing else.
 
     python tools/bench_machine.py [--seconds 60] [--cpu N] [--priority 80] [--cpu-latency-us 0]
+                                  [--work-us 35]
 
-It sleeps to absolute 1 ms deadlines (like the controller's scheduler, without any work) on
-one CPU and counts how late it wakes. Whatever it sees, the controller sees too: run it first
-on a new PC (and on a virtual machine, where the host may hold a virtual CPU for ms).
+It sleeps to absolute 1 ms deadlines (like the controller's scheduler) on one CPU and counts
+how late it wakes. With ``--work-us`` it then does a fixed job of about that many µs (a
+Python loop, the same every cycle) and measures how long it took: how much the machine itself
+stretches a job of the cycle's size now and then (a virtual CPU held by its host, caches
+emptied by the rest of the machine) — the floor under the controller's compute p99.9.
+Whatever it sees, the controller sees too: run it first on a new PC (and on a virtual
+machine, where the host may hold a virtual CPU for ms).
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-latency-us", type=int, default=None, metavar="US",
                     help="hold every CPU's wake-up latency to US µs, as `exo-rt run` does "
                          "(realtime.cpu_latency_us); default: the machine's own setting")
+    ap.add_argument("--work-us", type=float, default=None, metavar="US",
+                    help="after each wake a fixed job of about US µs, timed")
     args = ap.parse_args(argv)
+    loops = _calibrate(args.work_us) if args.work_us else 0
     cpu = last_cpu() if args.cpu is None else args.cpu
     setup = realtime_setup(args.priority, cpu, cpu_latency_us=args.cpu_latency_us)
     n = int(args.seconds * 1000)
     late = np.zeros(n)
+    work = np.zeros(n)
     t = time.monotonic() + 1e-3
     try:
         for k in range(n):
@@ -42,6 +51,10 @@ def main(argv=None) -> int:
             while time.monotonic() < t:
                 pass
             late[k] = time.monotonic() - t
+            if loops:
+                t0 = time.perf_counter()
+                _job(loops)
+                work[k] = time.perf_counter() - t0
             t += 1e-3
             if time.monotonic() > t:  # skip, never burst
                 t += (int((time.monotonic() - t) / 1e-3) + 1) * 1e-3
@@ -56,7 +69,32 @@ def main(argv=None) -> int:
     for limit in (100, 1000, 5000):
         k = int((us > limit).sum())
         print(f"  wakes later than {limit:>5} µs: {k} ({60.0 * k / args.seconds:.1f} per minute)")
+    if loops:
+        p50, p99, p999 = np.percentile(work * 1e6, [50, 99, 99.9])
+        print(f"  a fixed job ({loops} loop turns): p50 {p50:.1f}  p99 {p99:.1f}  "
+              f"p99.9 {p999:.1f}  max {1e6 * work.max():.0f} µs; p99.9 / p50 {p999 / p50:.1f}")
     return 0
+
+
+def _job(loops: int) -> int:
+    """The fixed job: the same arithmetic every time."""
+    x = 0
+    for i in range(loops):
+        x += i * i
+    return x
+
+
+def _calibrate(us: float) -> int:
+    """Loop turns for a job of about ``us`` µs, back to back (warm)."""
+    loops = 100
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(50):
+            _job(loops)
+        took = (time.perf_counter() - t0) / 50 * 1e6
+        if took >= us:
+            return loops
+        loops = int(loops * max(1.05, min(2.0, us / took)))
 
 
 if __name__ == "__main__":

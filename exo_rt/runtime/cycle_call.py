@@ -52,7 +52,11 @@ IO_NEWS = 9  # out: what the board's poll brought (fastdecode.N_*), for Python
 IO_NOW = 10  # out: when (monotonic s)
 IO_PENDING = 11  # out: frames Python must take (the bus's python rows)
 IO_DEADLINE = 12  # monotonic s: the frames in wait until then at most (0.7 periods)
-IO_WIDTH = 13
+# out, monotonic s: when the cycle began and each part ended (the board's poll, the frames in,
+# the cycle kernel; the commands' end is IO_T_SYNC) — where a cycle's time went
+# (tools/bench_rt_parts.py); a clock read costs ~0.03 µs
+IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 13, 14, 15, 16
+IO_WIDTH = 17
 
 BACK_DONE, BACK_BOARD, BACK_FRAMES = 0, 1, 2  # what run returns
 DEADLINE_PERIODS = 0.7  # the drives' answers are waited for this much of a period at most
@@ -170,11 +174,13 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
     k = io[IO_K]
     if io[IO_STAGE] == 0.0:
         now = fastio.monotonic(ts)
+        io[IO_T_START] = now
         io[IO_DEADLINE] = now + DEADLINE_PERIODS * s[cy.S_DT]
         io[IO_STAGE] = 1.0
         when[0] = sync_time[0]  # an answer stamped before the last SYNC answers an older one
         when[1] = io[IO_DEADLINE]
         when[2] = 1.0  # the cycle's first gather
+        io[IO_T_BOARD] = now
         if io[IO_BOARD]:
             out = fd.poll(*board)
             if out & fd.N_STATUS:
@@ -183,6 +189,7 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
             if now - status_time[0] > io[IO_LINK_TIMEOUT]:
                 word |= fd.B_LINK_LOST
             s[cy.S_BOARD] = word
+            io[IO_T_BOARD] = fastio.monotonic(ts)
             if out & (fd.N_HEEL | fd.N_OTHER):
                 io[IO_NEWS] = out
                 io[IO_NOW] = now
@@ -196,6 +203,7 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
             if done[0]:
                 break
         io[IO_STAGE] = 2.0
+        io[IO_T_IN] = fastio.monotonic(ts)
     io[IO_STAGE] = 0.0
     s[cy.S_SAMPLE_T] = io[IO_T_SYNC]  # the feedback answers the last SYNC
     s[cy.S_K] = k
@@ -219,6 +227,7 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
     cy.control_step(*kernel)
     if rec_capacity > 0:
         record_commit(rec_header, rec_capacity, slot)
+    io[IO_T_KERNEL] = fastio.monotonic(ts)
     if s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]:
         controlword[:] = c.CW_DISABLE_VOLTAGE  # the power stage off (Drives.request_disable)
     extra = bus_out[-1]
