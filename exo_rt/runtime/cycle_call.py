@@ -41,22 +41,22 @@ from firmware_bridge import fastdecode as fd
 # io: float64 values the control thread and the compiled cycle share
 IO_K = 0  # in: the cycle's index
 IO_STAGE = 1  # where the cycle resumes: 0 the board, 1 the frames in, 2 the rest (out: 0)
-IO_SYNC_SENT = 2  # s, wall clock: when the last SYNC left (an answer stamped before is stale)
-IO_T_SYNC = 3  # s, monotonic: the same instant on the loop's clock (the feedback's sample time)
-IO_K0_ALIGN = 4  # the cycle ALIGN began
-IO_K0_RUN = 5  # the cycle RUN began
-IO_EVENTS = 6  # 1: the gait phase follows the wearer's heel strikes
-IO_BOARD = 7  # 1: a board link to poll
-IO_LINK_TIMEOUT = 8  # s without a board status: link lost
-IO_NEWS = 9  # out: what the board's poll brought (fastdecode.N_*), for Python
-IO_NOW = 10  # out: when (monotonic s)
-IO_PENDING = 11  # out: frames Python must take (the bus's python rows)
-IO_DEADLINE = 12  # monotonic s: the frames in wait until then at most (0.7 periods)
+IO_T_SYNC = 2  # s, monotonic: when the last SYNC left (the feedback's sample time; the wall
+# clock's, which the frames' time stamps compare with, is the bus's ``sync_time``)
+IO_K0_ALIGN = 3  # the cycle ALIGN began
+IO_K0_RUN = 4  # the cycle RUN began
+IO_EVENTS = 5  # 1: the gait phase follows the wearer's heel strikes
+IO_BOARD = 6  # 1: a board link to poll
+IO_LINK_TIMEOUT = 7  # s without a board status: link lost
+IO_NEWS = 8  # out: what the board's poll brought (fastdecode.N_*), for Python
+IO_NOW = 9  # out: when (monotonic s)
+IO_PENDING = 10  # out: frames Python must take (the bus's python rows)
+IO_DEADLINE = 11  # monotonic s: the frames in wait until then at most (0.7 periods)
 # out, monotonic s: when the cycle began and each part ended (the board's poll, the frames in,
 # the cycle kernel; the commands' end is IO_T_SYNC) — where a cycle's time went
 # (tools/bench_rt_parts.py); a clock read costs ~0.03 µs
-IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 13, 14, 15, 16
-IO_WIDTH = 17
+IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 12, 13, 14, 15
+IO_WIDTH = 16
 
 BACK_DONE, BACK_BOARD, BACK_FRAMES = 0, 1, 2  # what run returns
 DEADLINE_PERIODS = 0.7  # the drives' answers are waited for this much of a period at most
