@@ -109,7 +109,7 @@ class Drives:
         self.found: list[dict] = [{} for _ in range(self.n)]
         # the controller's heartbeat (CiA 301 producer): one frame every _hb[0] SYNCs; _hb[1]
         # counts down to it, _hb[2] holds it back while enable() runs (it starts with the
-        # cycle) — kept in an array that compiled code counts too (cycle_call.sync_rows)
+        # cycle) — an array that compiled code counts (pdo_cycle.sync_rows)
         hb_ms = config.master_heartbeat_ms
         self._hb = np.array([max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0, 0, 0],
                             np.int64)
@@ -416,13 +416,7 @@ class Drives:
         """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
         when due (every few cycles; the drives' consumer, 1016h, stops them when it stays
         away)."""
-        hb = self._hb  # (as cycle_call.sync_rows counts in compiled code)
-        if hb[0]:
-            hb[1] -= 1
-            if hb[1] <= 0 and not hb[2]:
-                hb[1] = hb[0]
-                return 2
-        return 1
+        return pdo_cycle.sync_rows(self._hb)
 
     def send_sync(self) -> None:
         """The SYNC, then the controller's heartbeat when it is due."""

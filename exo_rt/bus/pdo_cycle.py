@@ -226,8 +226,8 @@ def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, co
 
 
 def warm_up() -> None:
-    """Compile both tables' functions for one drive of the default mapping (nothing written
-    outside the arrays made here)."""
+    """Compile both tables' functions for one drive of the default mapping, and the
+    heartbeat's count (nothing written outside the arrays made here)."""
     b = fastio.FrameBatch(2)
     tx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)[None, :]
     rx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)[None, :]
@@ -238,6 +238,20 @@ def warm_up() -> None:
                zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
     put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
               b.arbitration_id, b.flags, b.length, b.data)
+    sync_rows(np.zeros(3, np.int64))
+
+
+@njit(cache=True)
+def sync_rows(hb):
+    """The frames after the RPDOs this cycle: 1 (the SYNC), or 2 (the SYNC and the
+    controller's heartbeat, every ``hb[0]`` cycles; ``hb[1]`` counts down, ``hb[2]`` holds it
+    back while set: the drives' consumer, 1016h, stops them when it stays away)."""
+    if hb[0]:
+        hb[1] -= 1
+        if hb[1] <= 0 and not hb[2]:
+            hb[1] = hb[0]
+            return 2
+    return 1
 
 
 # ---------------------------------------------------------------- a cycle's I/O in one call

@@ -127,19 +127,6 @@ def no_board() -> tuple:
 
 
 @njit(cache=True)
-def sync_rows(hb):
-    """The frames after the RPDOs this cycle: 1 (the SYNC), or 2 (the SYNC and the
-    controller's heartbeat, every ``hb[0]`` cycles; ``hb[1]`` counts down, ``hb[2]`` holds it
-    back while set)."""
-    if hb[0]:
-        hb[1] -= 1
-        if hb[1] <= 0 and not hb[2]:
-            hb[1] = hb[0]
-            return 2
-    return 1
-
-
-@njit(cache=True)
 def record_slot(header, capacity):
     """The recording ring's row for this cycle (:class:`exo_rt.record.rings.RecordRing`'s
     ``slot_index``): ``capacity`` — the spare row, never published — when the ring is full."""
@@ -167,9 +154,10 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
     ``board``, ``bus_in``, ``kernel`` and ``bus_out`` are the argument tuples of
     :func:`~firmware_bridge.fastdecode.poll`, :func:`~exo_rt.bus.pdo_cycle.gather`,
     :func:`~exo_rt.runtime.cycle.control_step` and :func:`~exo_rt.bus.pdo_cycle.command`;
-    ``status_time[0]`` the board's last status (monotonic s), ``hb`` :func:`sync_rows`'
-    counter, ``rec_header`` the recording ring's header (``rec_capacity`` 0: none), ``when``
-    and ``done`` gather's, ``sync_time[0]`` the drives' last SYNC (wall clock s)."""
+    ``status_time[0]`` the board's last status (monotonic s), ``hb`` the heartbeat
+    counter (:func:`~exo_rt.bus.pdo_cycle.sync_rows`), ``rec_header`` the recording ring's
+    header (``rec_capacity`` 0: none), ``when`` and ``done`` gather's, ``sync_time[0]`` the
+    drives' last SYNC (wall clock s)."""
     s = kernel[0]
     k = io[IO_K]
     if io[IO_STAGE] == 0.0:
@@ -231,7 +219,7 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
     if s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]:
         controlword[:] = c.CW_DISABLE_VOLTAGE  # the power stage off (Drives.request_disable)
     extra = bus_out[-1]
-    extra[0] = sync_rows(hb)
+    extra[0] = pdo_cycle.sync_rows(hb)
     sync_time[0] = pdo_cycle.command(*bus_out)
     io[IO_T_SYNC] = fastio.monotonic(ts)  # the drives sample now
     return BACK_DONE
