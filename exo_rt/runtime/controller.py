@@ -377,6 +377,8 @@ class Controller:
             self.board.set_power(False)
             self.bus_set.tick()
             self.board.close()
+        if self._call is not None:  # the one-call cycle's sends the OS refused, counted
+            self._bus.count_send_errors()
         self.close_buses()
         self._call = None  # (it holds views of the recording's shared memory)
         self._step_rows, self._step = None, ()
