@@ -3,8 +3,8 @@ call by call (Controller._cycle, whose parts have their own references): two con
 side by side, each on its own udp_multicast bus and its own board line (a pty), fed the same
 drive answers and board frames cycle after cycle — READY, ALIGN, RUN, an EMCY that faults a
 drive, SAFE's ramp and the drives disabled — must put the same frames on the wire and the
-same numbers in the cycle's arrays, and take the board's rare frames and the EMCY in Python
-as the call-by-call cycle does."""
+same numbers in the cycle's arrays and in the recording's rings, and take the board's rare
+frames and the EMCY in Python as the call-by-call cycle does."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import pytest
 
 from exo_rt.bus.drives import Drives
 from exo_rt.bus.port import loopback_bus
+from exo_rt.record.recorder import cycle_columns
+from exo_rt.record.rings import FrameRing, RecordRing
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import cycle_call
 from exo_rt.runtime.config import load_top
@@ -37,6 +39,22 @@ RUN_AT, EMCY_AT, CYCLES = 40, 70, 140  # ALIGN from READY_CYCLES (20); SAFE ramp
 # the values that are the loop's clock (they differ between two runs of the same cycle)
 CLOCK_S = (cy.S_WAKE_US, cy.S_COMPUTE_US, cy.S_SAMPLE_T)
 CLOCK_V = (cy.V_T_PREV,)
+
+
+class Rings:
+    """The recording's two rings, as the control process holds them (no writer process: the
+    test reads them)."""
+
+    def __init__(self, width: int) -> None:
+        self.records = RecordRing(CYCLES + 8, width)
+        self.frames = FrameRing(8 * CYCLES)
+
+    def check(self, t: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        self.records.release()
+        self.frames.release()
 
 
 class Side:
@@ -60,6 +78,8 @@ class Side:
         ctl.plan = InjectionPlan((), ctl.dt, top.safety.overrun_streak, top.robot.joint_names)
         ctl.sched = Scheduler(ctl.dt, capacity=CYCLES + 4)
         ctl.duration, ctl._next_check, ctl.k0 = 10.0, 10**9, {}
+        ctl.recording = self.rings = Rings(ctl.width)
+        self.drives.port.tap = self.rings.frames
         self.drives.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
         self.cycle = ctl._one_call() if one_call else ctl._cycle
         assert self.cycle is not None
@@ -77,11 +97,15 @@ class Side:
 
     def close(self) -> None:
         ctl = self.ctl
-        ctl._call = None
+        ctl._call = ctl._step = ctl._step_rows = None
+        self.drives.port.tap = None
+        self.drives._gather_args = self.drives._command_args = None
         ctl.board.close()
         os.close(self.line)
         self.drives.bus.shutdown()
         self.peer.shutdown()
+        ctl.recording = None
+        self.rings.release()
 
 
 def _answers(d: Drives, k: int, counts: np.ndarray) -> list[tuple[int, bytes]]:
@@ -153,6 +177,17 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call():
         assert len(a.board.heel_strikes) == len(b.board.heel_strikes) == strikes >= 3
         for side in sides:  # SAFE ramped out: disable voltage
             assert (side.drives.controlword == 0).all()
+        # the recording: a row per cycle, the same numbers (less the loop's clock readings);
+        # the same frames each way, in the same order (less their time stamps)
+        rows = [side.rings.records.rows[: int(side.rings.records.header[0])] for side in sides]
+        assert len(rows[0]) == len(rows[1]) == k + 1
+        cols = cycle_columns(a.n)
+        keep = np.ones(rows[0].shape[1], bool)
+        for name in ("wake_us", "compute_us", "sample_t"):
+            keep[slice(*cols[name])] = False
+        assert np.array_equal(rows[0][:, keep], rows[1][:, keep])
+        frames = [[f[1:] for f in side.rings.frames.take()] for side in sides]
+        assert frames[0] == frames[1] and len(frames[0]) > 4 * k
     finally:
         for side in sides:
             side.close()
