@@ -40,7 +40,7 @@ from firmware_bridge import fastdecode as fd
 
 # io: float64 values the control thread and the compiled cycle share
 IO_K = 0  # in: the cycle's index
-IO_STAGE = 1  # where the cycle resumes: 0 the board, 1 the frames in, 2 the rest (out: 0)
+IO_STAGE = 1  # where the cycle resumes: 0 from its start, 1 at the frames in (0 when done)
 IO_T_SYNC = 2  # s, monotonic: when the last SYNC left (the feedback's sample time; the wall
 # clock's, which the frames' time stamps compare with, is the bus's ``sync_time``)
 IO_K0_ALIGN = 3  # the cycle ALIGN began
@@ -190,7 +190,6 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
                 return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
             if done[0]:
                 break
-        io[IO_STAGE] = 2.0
         io[IO_T_IN] = fastio.monotonic(ts)
     io[IO_STAGE] = 0.0
     s[cy.S_SAMPLE_T] = io[IO_T_SYNC]  # the feedback answers the last SYNC
