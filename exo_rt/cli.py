@@ -242,6 +242,9 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the controller: BOOT → … → RUN for --duration → SHUTDOWN, or SAFE on a fault."""
+    from exo_rt import compile_workers
+
+    compile_workers.prestart()  # a cold numba cache: the compile workers start with us
     import datetime
     from pathlib import Path
 
@@ -446,10 +449,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setup_bench_test(p: argparse.ArgumentParser) -> None:
+class _LazyChoices:
+    """An argument's choices, looked up only when argparse checks or shows them: building the
+    parser for another command (``exo-rt run``) must not import what they come from."""
+
+    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+        self._load = load
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._load()
+
+    def __iter__(self):
+        return iter(self._load())
+
+
+def _procedure_names() -> tuple[str, ...]:
     from exo_rt.hil import registry
 
-    p.add_argument("name", choices=registry.names(), help="the procedure (docs/bench.md)")
+    return registry.names()
+
+
+def _setup_bench_test(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", choices=_LazyChoices(_procedure_names), metavar="PROCEDURE",
+                   help="the procedure: %(choices)s (docs/bench.md)")
     p.add_argument("--config", default=None, metavar="FILE", help="top config")
     p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
                    help="sim, or INTERFACE:CHANNEL[@BITRATE] (e.g. slcan:/dev/pts/5) for every "
@@ -553,6 +575,10 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     """Compile every njit kernel the run, the simulator and the bench use into numba's on-disk
     cache, in parallel processes (exo_rt/warmup.py): the next start loads instead of compiling.
     Exit 1 when an entry failed (its kernel's arguments changed: fix its registry line)."""
+    from exo_rt import compile_workers
+
+    if not args.list:
+        compile_workers.prestart()  # a cold cache: the workers start while this one imports
     from exo_rt import warmup
     from exo_rt.errors import ConfigError
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -51,10 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
+from exo_rt import compile_workers
+
 GROUPS = ("controller", "io", "plant", "bench", "sim", "dynamics")
 RUN_GROUPS = ("controller", "plant")  # what `exo-rt run` on the simulated leg needs
 REAL_BUS_GROUPS = ("controller", "io")  # … and on a real bus (or the simulation's own process)
-_WORKER_ENV = "EXO_RT_WARMUP_WORKER"  # set in worker processes: ensure() does nothing there
 
 
 @dataclass(frozen=True)
@@ -67,19 +67,21 @@ class Entry:
     run: Callable[[Context], object]
     after: tuple[str, ...] = ()
     cost: float = 0.5
+    per_law: bool = False  # compiles the configured control law: warm per law, not once
 
 
 ENTRIES: dict[str, Entry] = {}
 
 
 def add(name: str, group: str, run: Callable[[Context], object],
-        after: Iterable[str] = (), cost: float = 0.5) -> None:
-    """Register ``run`` under ``name`` (unique) in ``group`` (one of :data:`GROUPS`)."""
+        after: Iterable[str] = (), cost: float = 0.5, per_law: bool = False) -> None:
+    """Register ``run`` under ``name`` (unique) in ``group`` (one of :data:`GROUPS`);
+    ``per_law``: it compiles the context's control law, so another law makes it cold."""
     if group not in GROUPS:
         raise ValueError(f"unknown warm-up group '{group}' (one of {', '.join(GROUPS)})")
     if name in ENTRIES:
         raise ValueError(f"warm-up entry '{name}' is registered twice")
-    ENTRIES[name] = Entry(name, group, run, tuple(after), cost)
+    ENTRIES[name] = Entry(name, group, run, tuple(after), cost, per_law)
 
 
 def default_config() -> Path:
@@ -213,9 +215,17 @@ def _law_torque(c: Context) -> None:
     from exo_rt.control import laws, registry
 
     z, n = c.z, c.n
-    laws.law_torque(registry.table(), c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains,
+    laws.law_torque(registry.table(c.cfg.law), c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains,
                     laws.law_state(n), z(),
                     z(), z(), z(), z(), z(), c.dt, z(), laws.law_scratch(n))
+
+
+def _law_table(c: Context) -> None:
+    """Every registered law compiled (model-in-the-loop, the tools and the tests take the
+    whole table; a run compiles its own law alone)."""
+    from exo_rt.control import registry
+
+    registry.table()
 
 
 def _controller(c: Context) -> None:
@@ -313,8 +323,7 @@ def _plant(fn_name: str):
                 "_stick_or_slip": (*rigid, q, v, scratch, scratch[x0 + p.X_A1]),
                 "_rk4": (*rigid, q, v, h, scratch),
                 "_forces": (transmissions, state, q, v, scratch[x0 + p.X_T],
-                            scratch[x0 + p.X_F]),
-                "_substep": (*rigid, cmd, q, v, h, scratch)}[fn_name]
+                            scratch[x0 + p.X_F])}[fn_name]
         getattr(p, fn_name)(*args)
         c.plant.reset(np.zeros(c.robot.nq))
 
@@ -408,13 +417,14 @@ def _register() -> None:
         lambda c: k.inverse_dynamics(*c.dyn, c.z(), c.z(), c.z(), c.z()), after=dyn[:1])
     add("dyn.bias_forces", "controller",
         lambda c: k.bias_forces(*c.dyn, c.z(), c.z(), c.z()), after=dyn[:1])
-    add("law.torque", "controller", _law_torque, after=dyn, cost=1.5)
+    add("law.torque", "controller", _law_torque, after=dyn, cost=1.5, per_law=True)
+    add("law.table", "sim", _law_table, after=dyn, cost=2.5)
     add("law.torque_to_current", "controller",
         lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.transmissions, True, c.z()),
         after=("dyn.mass_matrix",))  # transmission rows: the rotors' inertia
-    add("safety.check", "controller",  # as the cycle kernel calls it: a float overrun streak
+    add("safety.check", "controller",  # as the cycle kernel and the HIL bench call it
         lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
-                           0.0, False, c.z(), c.zi(2)))
+                           0, False, c.z(), c.zi(2)))
     add("safety.safe_action", "controller",
         lambda c: sf.safe_action(0, c.z(), c.z(), c.z(), 1.0, 1.0, 1.0, c.z()))
     add("estimate.velocity_update", "controller",
@@ -450,18 +460,13 @@ def _register() -> None:
     add("plant.stick_or_slip", "plant", _plant("_stick_or_slip"), after=("plant.accelerations",),
         cost=1.0)
     add("plant.rk4", "plant", _plant("_rk4"), after=("plant.accelerations",), cost=1.0)
-    add("plant.substep", "plant", _plant("_substep"),
+    add("plant.step", "plant", _plant_step,  # the sub-step compiles into the step (inlined)
         after=("plant.parts", "plant.stick_or_slip", "plant.rk4"), cost=1.5)
-    add("plant.step", "plant", _plant_step, after=("plant.substep",), cost=1.5)
-    # the HIL bench (its check takes the overrun streak as an int), the simulator's read-outs
-    # and model-in-the-loop
+    # the HIL bench, the simulator's read-outs and model-in-the-loop
     add("hil.loop_acceleration", "bench", _hil_loop)
-    add("hil.safety_check", "bench",
-        lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
-                           0, False, c.z(), c.zi(2)))
     add("plant.readouts", "sim", _plant_readouts, after=("plant.reset",), cost=1.5)
     add("plant.compiled_step", "sim", _plant_compiled, after=("plant.step",), cost=1.0)
-    add("mil.loop", "sim", _mil, after=("law.torque", "law.torque_to_current",
+    add("mil.loop", "sim", _mil, after=("law.table", "law.torque_to_current",
                                         "plant.compiled_step", "trajectory.gait",
                                         "estimate.velocity_update"), cost=8.0)
     # the Dynamics facade (tools, the HIL bench and model-in-the-loop; the run takes the
@@ -589,11 +594,15 @@ def _remember(results: list[dict]) -> None:
         pass
 
 
-def _priorities(todo: list[str]) -> dict[str, float]:
-    """Seconds of the longest chain from each entry through its dependents (measured times,
-    else the entries' guesses): the critical path goes first."""
+def _costs(todo: list[str]) -> dict[str, float]:
+    """Each entry's compile time (s): measured on this machine, else the entry's guess."""
     cost = {n: ENTRIES[n].cost for n in todo}
     cost.update({n: t for n, t in _measured().items() if n in cost})
+    return cost
+
+
+def _critical_paths(todo: list[str], cost: dict[str, float]) -> dict[str, float]:
+    """Seconds of the longest chain from each entry through its dependents."""
     below: dict[str, list[str]] = {n: [] for n in todo}
     for n in todo:
         for a in ENTRIES[n].after:
@@ -609,86 +618,45 @@ def _priorities(todo: list[str]) -> dict[str, float]:
     return {n: depth(n) for n in todo}
 
 
-# Forked workers share the parent's numba and LLVM state; with them the parent process was
-# seen to abort at exit with a corrupted heap (intermittently, after a cold parallel warm-up).
-# Workers are fresh interpreters instead: a second or two of imports, no shared state.
-FORK_WORKERS = False
+def _makespan(todo: list[str], cost: dict[str, float], prio: dict[str, float],
+              jobs: int) -> float:
+    """When the last entry ends, were the processes to take the ready entry of highest
+    ``prio`` whenever one is free (as :func:`compile_entries` does), at the costs given."""
+    free = [0.0] * jobs  # when each process is next free
+    end: dict[str, float] = {}  # entries taken: when each ends
+    left = set(todo)
+    while left:
+        w = min(range(jobs), key=free.__getitem__)
+        now = free[w]
+        ready = [n for n in left
+                 if all(end.get(a, 0.0 if a not in left else np.inf) <= now
+                        for a in ENTRIES[n].after)]
+        if not ready:  # it waits for the next entry to end
+            free[w] = min(e for e in end.values() if e > now)
+            continue
+        n = max(ready, key=lambda m: (prio[m], -todo.index(m)))  # as compile_entries
+        end[n] = free[w] = now + cost[n]
+        left.discard(n)
+    return max(end.values(), default=0.0)
 
 
-class _Worker:
-    """A worker process serving entries: sent their names one per line, it answers one JSON
-    result per line. Forked from this process where that is safe (Linux, no other thread
-    running: the child starts with numba, exo_rt and the context already loaded), else a new
-    interpreter that imports them and builds the context from :meth:`Context.spec`."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.pid = None
-        self.proc = None
-        if FORK_WORKERS and sys.platform.startswith("linux") and threading.active_count() == 1:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            r_task, w_task = os.pipe()
-            r_reply, w_reply = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: serve, then leave without the parent's exit handlers
-                code = 1
-                try:
-                    os.close(w_task)
-                    os.close(r_reply)
-                    _quiet_child()
-                    _serve(os.fdopen(r_task), os.fdopen(w_reply, "w", buffering=1), ctx)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(r_task)
-            os.close(w_reply)
-            self.pid = pid
-            self.tasks = os.fdopen(w_task, "w", buffering=1)
-            self.replies = os.fdopen(r_reply)
-        else:
-            env = dict(os.environ, **{_WORKER_ENV: "1"})
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from exo_rt.warmup import _worker; _worker()",
-                 json.dumps(ctx.spec())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
-            self.tasks, self.replies = self.proc.stdin, self.proc.stdout
-
-    def run(self, name: str) -> dict:
-        try:
-            self.tasks.write(name + "\n")
-            self.tasks.flush()
-            line = self.replies.readline()
-        except OSError:
-            line = ""
-        if not line:
-            raise RuntimeError("the worker process died")
-        return json.loads(line)
-
-    def close(self) -> None:
-        try:
-            self.tasks.close()
-        except OSError:
-            pass
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        else:
-            os.waitpid(self.pid, 0)
-        self.replies.close()
-
-
-def _quiet_child() -> None:
-    """In a forked worker: no warm-up of its own, no compile reports, output to /dev/null."""
-    global _ACTIVE
-    _ACTIVE = True
-    os.environ[_WORKER_ENV] = "1"
-    _compiles().report = None
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
+def _priorities(todo: list[str], jobs: int = 2) -> dict[str, float]:
+    """The order in which ready entries are taken: the critical path first, its ties and
+    near-ties settled by planning — of the critical-path order and 64 slight perturbations
+    of it (fixed seeds), the one whose schedule at the measured costs ends first."""
+    cost = _costs(todo)
+    best = _critical_paths(todo, cost)
+    if jobs < 2 or len(todo) < 3:
+        return best
+    rng = np.random.default_rng(0)
+    span = _makespan(todo, cost, best, jobs)
+    for _ in range(64):
+        noisy = {n: c * (1.0 + rng.uniform(-0.3, 0.3)) for n, c in cost.items()}
+        prio = _critical_paths(todo, noisy)
+        s = _makespan(todo, cost, prio, jobs)
+        if s < span - 1e-9:
+            best, span = prio, s
+    return best
 
 
 def _serve(inp, out, ctx: Context) -> None:
@@ -699,12 +667,21 @@ def _serve(inp, out, ctx: Context) -> None:
             out.write(json.dumps(comp.run(ENTRIES[name], ctx)) + "\n")
 
 
-def _worker() -> None:
-    """Entry point of a spawned worker process (see :class:`_Worker`)."""
+def serve_worker() -> None:
+    """Entry point of a worker process (:class:`exo_rt.compile_workers.Worker`): numba's
+    code generator made ready and the config loader imported while the parent is still
+    starting, then its context from the first stdin line, then entries until stdin closes."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed goes to stderr, never into the replies
-    spec = json.loads(sys.argv[1])
-    _serve(sys.stdin, out, Context(config=spec["config"], controller=spec["controller"]))
+    from numba.core.registry import cpu_target
+
+    from exo_rt.runtime import config  # noqa: F401  (what the context loads)
+
+    cpu_target.target_context.codegen()  # LLVM's target machine: the first compile's start
+    line = sys.stdin.readline()
+    if line:
+        spec = json.loads(line)
+        _serve(sys.stdin, out, Context(config=spec["config"], controller=spec["controller"]))
 
 
 def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
@@ -716,8 +693,8 @@ def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
     Returns one result per entry (``name``, ``s``, ``compiled``, ``error``, ``worker``).
     """
     global _ACTIVE
-    jobs = max(1, min(jobs or _default_jobs(), len(names)))
-    prio = _priorities(names)
+    jobs = max(1, min(jobs or compile_workers.default_jobs(), len(names)))
+    prio = _priorities(names, jobs)
     todo = set(names)
     done: set[str] = set()
     running: set[str] = set()
@@ -752,11 +729,11 @@ def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
         while (n := take()) is not None:
             finish(dict(comp.run(ENTRIES[n], ctx), worker=0))
 
-    def remote(w: int, worker: _Worker) -> None:
+    def remote(w: int, worker: compile_workers.Worker) -> None:
         try:
             while (n := take()) is not None:
                 try:
-                    res = worker.run(n)
+                    res = worker.run(n, spec)
                 except (RuntimeError, ValueError) as exc:
                     finish({"name": n, "s": 0.0, "compiled": [], "error": str(exc),
                             "worker": w})
@@ -767,9 +744,9 @@ def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
 
     _ACTIVE = True  # an entry that builds a Controller must not start a warm-up of its own
     try:
-        if jobs > 1:
-            ctx.spec()  # load the config before forking: the workers inherit it
-        workers = [_Worker(ctx) for _ in range(1, jobs)]  # forks before any thread starts
+        spec = ctx.spec() if jobs > 1 else {}
+        workers = compile_workers.workers(jobs - 1)
+        compile_workers.discard_spares()  # started ahead for more entries than there are
         threads = [threading.Thread(target=remote, args=(w, worker), daemon=True)
                    for w, worker in enumerate(workers, 1)]
         for t in threads:
@@ -782,30 +759,9 @@ def compile_entries(names: list[str], ctx: Context, *, jobs: int | None = None,
     return results
 
 
-def _default_jobs() -> int:
-    env = os.environ.get("EXO_RT_WARMUP_JOBS")
-    if env:
-        return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 # ---------------------------------------------------------------- the warm marker
-def _marker() -> Path | None:
-    """A file in numba's cache folder that lists the entries compiled into it, named after
-    the hash of the kernel sources (so a user-chosen NUMBA_CACHE_DIR is safe too)."""
-    cache = os.environ.get("NUMBA_CACHE_DIR")
-    if not cache:
-        return None
-    from exo_rt import code_key
-
-    return Path(cache) / f"exo-rt-warm-{code_key()}.json"
-
-
 def _warm_set() -> set[str]:
-    path = _marker()
+    path = compile_workers.marker()
     try:
         return set(json.loads(path.read_text())) if path else set()
     except (OSError, ValueError):
@@ -813,7 +769,7 @@ def _warm_set() -> set[str]:
 
 
 def _mark(tags: Iterable[str]) -> None:
-    path = _marker()
+    path = compile_workers.marker()
     if path is None:
         return
     try:
@@ -826,7 +782,8 @@ def _mark(tags: Iterable[str]) -> None:
 
 
 def _tags(names: Iterable[str], ctx: Context) -> set[str]:
-    return {f"{n}@{ctx.variant}" for n in names}
+    return {f"{n}@{ctx.variant}" + (f"/{ctx.cfg.law}" if ENTRIES[n].per_law else "")
+            for n in names}
 
 
 # ---------------------------------------------------------------- front ends
@@ -840,21 +797,23 @@ def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
     ctx = ctx or Context()
     todo = select(groups, names)
     if not force and _tags(todo, ctx) <= _warm_set():
+        compile_workers.discard_spares()
         return []
     t0 = time.perf_counter()
-    jobs = max(1, min(jobs or _default_jobs(), len(todo)))
+    jobs = max(1, min(jobs or compile_workers.default_jobs(), len(todo)))
     print(header or f"numba: compiling {len(todo)} warm-up entries in {jobs} "
           f"process{'es' if jobs > 1 else ''} …", file=out, flush=True)
     width = max(len(n) for n in todo)
 
     def progress(res: dict) -> None:
         if res["error"]:
-            print(f"  {res['name']:<{width}}  FAILED: {res['error']}", file=out, flush=True)
+            out.write(f"  {res['name']:<{width}}  FAILED: {res['error']}\n")
+            out.flush()
         elif res["compiled"]:
             k = len(res["compiled"])
-            print(f"  {res['name']:<{width}}  {res['s']:6.2f} s  {k} kernel{'s' * (k > 1)}"
-                  f"  [{time.perf_counter() - t0:5.1f} s, worker {res['worker']}]",
-                  file=out, flush=True)
+            out.write(f"  {res['name']:<{width}}  {res['s']:6.2f} s  {k} kernel{'s' * (k > 1)}"
+                      f"  [{time.perf_counter() - t0:5.1f} s, worker {res['worker']}]\n")
+            out.flush()  # one write per line: the workers' threads report at once
 
     results = compile_entries(todo, ctx, jobs=jobs, progress=progress)
     ok = [r["name"] for r in results if not r["error"]]
@@ -881,7 +840,7 @@ def ensure(top=None, groups: Iterable[str] = RUN_GROUPS, *, stream=None) -> None
     EXO_RT_WARMUP=0 kernels compile lazily on first call, one after the other, as numba does
     by default (each still reported with its time).
     """
-    if os.environ.get(_WORKER_ENV) or _ACTIVE:
+    if os.environ.get(compile_workers.WORKER_ENV) or _ACTIVE:
         return
     if os.environ.get("EXO_RT_WARMUP") == "0":
         report_compiles(stream)

@@ -79,7 +79,9 @@ def new_state() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             np.zeros(MAX_FRAME + 8, dtype=np.uint8))
 
 
-@njit(cache=True)
+# inline="always": the small steps compile into :func:`_frame` and :func:`decode_stream`
+# (numba IR inlining), not as kernels of their own: less to compile on a cold start.
+@njit(cache=True, inline="always")
 def _cobs(enc, n, raw):
     """COBS-decode enc[:n] into raw; the decoded length, or −1 (the ``cobs`` package's
     DecodeError: a zero byte, or a length code past the end)."""
@@ -105,7 +107,7 @@ def _cobs(enc, n, raw):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _valid_body(kind, raw, plen):
     """Whether a CRC-checked frame's payload fits its type (protocol._body's rules)."""
     if kind == HEARTBEAT:
@@ -189,7 +191,7 @@ def _frame(enc, n, st, other, raw, contact):
             st[D_OTHER] = row + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _append(data, start, end, st, partial):
     """data[start:end] onto the partial frame (FrameDecoder._append: past MAX_FRAME the frame
     is dropped, and so is the rest of it up to its delimiter)."""
@@ -238,7 +240,7 @@ _ioctl = types.ExternalFunction("ioctl", types.intc(types.intc, types.uint64, ty
 _read = types.ExternalFunction("read", types.intp(types.intc, types.intp, types.uintp))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def feed(data, n, st, partial, other, raw, contact):
     """:func:`decode_stream` of data[:n], reporting what it brought and the board's word:
     ``news | word << WORD_SHIFT`` (``N_*``; ``B_ESTOP``, ``B_POWER_OFF`` — the link's loss is

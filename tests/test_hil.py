@@ -286,3 +286,19 @@ def test_a_procedure_defined_here_runs_through_the_registry(tmp_path):
     finally:
         registry.unregister("drift")
     assert "drift" not in registry.names()
+
+
+def test_procedure_names_load_only_for_bench_test():
+    """The procedure names (bench-test's choices) are looked up when bench-test parses, not
+    when the parser is built for another command: `exo-rt run` does not import them (~0.3 s
+    of every start). A name that is none of them is one clear line listing them."""
+    probe = ("import sys; from exo_rt.cli import build_parser; "
+             "build_parser().parse_args(['run', '--duration', '1']); "
+             "print('exo_rt.hil.procedures' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "bench-test", "nope"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 2 and "invalid choice: 'nope'" in res.stderr
+    assert "'stiffness'" in res.stderr and "Traceback" not in res.stderr

@@ -70,3 +70,34 @@ def test_names_are_unique_and_only_the_last_is_removed(registered):
         registry.law("computed_torque")(pd_gravity)
     with pytest.raises(ValueError, match="not the law registered last"):
         registry.unregister("pid")
+
+
+def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
+    """registry.table("pid") — what a run builds — holds the PID law compiled and, at every
+    other code, a stand-in whose torques are NaN: a law never compiled can never act, and the
+    safety check turns NaN into a fault (test_runtime's non-finite cases)."""
+    from exo_rt.control import laws
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    cfg = load_controller(ROOT / "configs" / "controllers" / "pid.yaml", robot)
+    pk, ws = kernels.model_and_data(robot)
+    n = robot.nq
+
+    def torque(table, law):
+        opts = cfg.options()
+        opts[0]["law"] = registry.code(law)
+        q, tau = np.array([0.2, 0.4]), np.zeros(n)
+        laws.law_torque(table, opts, pk, ws, pk, ws.copy(), cfg.gains, laws.law_state(n), q,
+                        np.zeros(n), q + 0.01, np.zeros(n), np.zeros(n), np.zeros(n), 1e-3,
+                        tau, laws.law_scratch(n))
+        return tau
+
+    own = registry.table("pid")
+    assert own is registry.table("pid")  # built once, then shared
+    assert np.all(np.isfinite(torque(own, "pid"))) and np.any(torque(own, "pid") != 0.0)
+    assert np.all(np.isnan(torque(own, "computed_torque")))
+    every = registry.table()
+    np.testing.assert_array_equal(torque(every, "pid"), torque(own, "pid"))
+    assert np.all(np.isfinite(torque(every, "computed_torque")))
+    with pytest.raises(KeyError):
+        registry.table("no_such_law")

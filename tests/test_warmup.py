@@ -53,6 +53,53 @@ def test_registry_is_consistent():
     assert set(warmup.select(warmup.RUN_GROUPS)) >= {"controller.warm_up", "plant.step"}
 
 
+def test_the_plan_follows_the_dependencies_and_beats_the_critical_path_order(monkeypatch):
+    """_makespan models compile_entries' list scheduling; the planned order of _priorities
+    never ends later than the plain critical-path order, and is never shorter than what two
+    processes can do (half the work, the longest chain)."""
+    def entry(name, after=()):
+        monkeypatch.setitem(warmup.ENTRIES, name, warmup.Entry(name, "dynamics", None, after))
+
+    # a(3) → c(1), b(2), d(2) on two processes: a | b then d, then c when a ends: 4 s
+    for name, after in (("t.a", ()), ("t.b", ()), ("t.c", ("t.a",)), ("t.d", ())):
+        entry(name, after)
+    todo = ["t.a", "t.b", "t.c", "t.d"]
+    cost = {"t.a": 3.0, "t.b": 2.0, "t.c": 1.0, "t.d": 2.0}
+    assert warmup._makespan(todo, cost, warmup._critical_paths(todo, cost), 2) == 4.0
+    assert warmup._makespan(todo, cost, warmup._critical_paths(todo, cost), 1) == 8.0
+    # the run's own entries at made-up costs: planned ≤ critical path order, ≥ the bounds
+    names = warmup.select(warmup.RUN_GROUPS)
+    monkeypatch.setattr(warmup, "_measured", lambda: {n: 0.1 + sum(map(ord, n)) % 17 / 10
+                                                      for n in names})
+    cost = warmup._costs(names)
+    chain = warmup._critical_paths(names, cost)
+    plain = warmup._makespan(names, cost, chain, 2)
+    planned = warmup._makespan(names, cost, warmup._priorities(names, 2), 2)
+    assert max(sum(cost.values()) / 2, max(chain.values())) - 1e-9 <= planned <= plain
+
+
+def test_workers_started_ahead_serve_the_warm_up(tmp_path, monkeypatch):
+    """On a cold cache `exo-rt run` starts the compile workers first thing; the warm-up then
+    uses them (its context sent on first use), and a warm cache starts none."""
+    from exo_rt import compile_workers
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setenv("EXO_RT_WARMUP_JOBS", "2")
+    assert compile_workers.cold()
+    assert compile_workers.prestart() == 1
+    spare = compile_workers._SPARE[0]
+    (worker,) = compile_workers.workers(1)
+    assert worker is spare and not compile_workers._SPARE
+    try:
+        res = worker.run("estimate.velocity_update", warmup.Context().spec())
+    finally:
+        worker.close()
+    assert res["error"] is None and res["compiled"] == [
+        "exo_rt.control.estimate.velocity_update"], res
+    warmup._mark({"estimate.velocity_update@tree"})
+    assert not compile_workers.cold() and compile_workers.prestart() == 0
+
+
 @pytest.mark.slow
 def test_after_warmup_a_run_compiles_nothing(tmp_path):
     """``exo-rt warmup`` of the run's groups into an empty cache (in parallel processes), then

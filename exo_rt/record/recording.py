@@ -49,9 +49,20 @@ class Recording:
         if live is not None:  # live telemetry ([HOST:]PORT), served by the recording process
             args += ["--live", live] + (["--live-remote"] if live_remote else [])
         self.process = Helper("recording", "exo_rt.record.writer",
-                              args + (["--status"] if status else []), cpus=cpus)
+                              args + (["--status"] if status else []), cpus=cpus,
+                              wait=live is not None)  # a live port: known before anything moves
         self.live_url: str | None = None
-        ready = self.process.ready_line
+        self._up = False
+        if live is not None:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until the recording process is up (the frames of the bring-up wait in the
+        rings meanwhile); a live-telemetry port it could not open ends the run here."""
+        if self._up:
+            return
+        ready = self.process.wait_ready()
+        self._up = True
         if ready.startswith("serving live telemetry on "):
             self.live_url = ready.rsplit(" ", 1)[1]
         elif ready.startswith("serving no live telemetry"):  # asked for, it must be there

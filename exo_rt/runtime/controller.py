@@ -180,7 +180,7 @@ class Controller:
         self.model_exo, self.data_exo = kernels.model_and_data(self.top.exo)
         self.gains = self.cfg.gains
         self.opts = self.cfg.options()
-        self.law_table = registry.table()  # the compiled laws, the cycle's law among them
+        self.law_table = registry.table(self.cfg.law)  # the cycle's law compiled, the rest not
         self.transmissions = transmission_rows(self.robot, self.cfg)
         self.law_state = laws.law_state(n)
         self.sc = laws.law_scratch(n)
@@ -292,6 +292,8 @@ class Controller:
                                         for w in getattr(d, "bringup_warnings", ()))
             # the cycle (its tables are bring-up's): compiled now, before any drive is enabled
             cycle = self._one_call() or self._cycle
+            if self.recording is not None:  # started before the bring-up: up by now, mostly
+                self.recording.ready()
             # allocated before mlockall (which faults every later allocation in at once)
             self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time

@@ -106,10 +106,14 @@ def _exit_watch(pid: int) -> tuple[int | None, object]:
 
 class Helper:
     """A helper process: ``python -m MODULE ARGS``, started, waited for until it prints its
-    ready line (``ready`` or any line starting with ``serving``), placed, and stopped."""
+    ready line (``ready`` or any line starting with ``serving``), placed, and stopped.
+
+    ``wait=False``: not waited for here; :meth:`wait_ready` does, later (its interpreter's
+    start, ~0.2 s, then overlaps the caller's own work)."""
 
     def __init__(self, name: str, module: str, args: list[str], *, ready_timeout: float = 60.0,
-                 cpus: set[int] | None = None, nice: int = 0, fifo: int | None = None) -> None:
+                 cpus: set[int] | None = None, nice: int = 0, fifo: int | None = None,
+                 wait: bool = True) -> None:
         self.name = name
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -124,7 +128,16 @@ class Helper:
         self.pid = self.proc.pid
         self._pidfd, self._exited = _exit_watch(self.pid)
         self.placement = place(self.pid, cpus if cpus is not None else set(), nice, fifo)
-        self.ready_line = self._wait_ready(ready_timeout)
+        self.ready_timeout = ready_timeout
+        self.ready_line: str | None = None
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> str:
+        """Its ready line, waited for the first time (BusError if it does not start)."""
+        if self.ready_line is None:
+            self.ready_line = self._wait_ready(self.ready_timeout)
+        return self.ready_line
 
     def _wait_ready(self, timeout: float) -> str:
         end = time.monotonic() + timeout

@@ -143,7 +143,10 @@ def scratch_shape(n: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ forces of drives and motors
-@njit(cache=True)
+# inline="always" (here and below, for the smallest helpers and the sub-step): compiled into
+# their callers, not as kernels of their own — measured, it pays only for code that small
+# (or, for the sub-step, called from one place): larger functions cost more to inline.
+@njit(cache=True, inline="always")
 def twist(transmissions, t, q):
     """(Δ, −∂Δ/∂q_r) of transmission t: Δ = q_j − q_r/k − e(q_r) (rad), −∂Δ/∂q_r = 1/k + e'."""
     k = transmissions[t, T_K]
@@ -175,7 +178,7 @@ def _forces(transmissions, state, q, v, tq, out):
             out[r] -= _brake(transmissions, state, t) * state[ST_DIR, t]  # a slipping brake drags
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _brake(transmissions, state, t):
     """The power-off brake's torque (N·m at the rotor) on transmission t: its holding torque
     while the drive's power stage is off, else 0 (released)."""
@@ -226,7 +229,7 @@ def _accelerations(model, data, transmissions, state, q, v, scratch, acc):
         acc[int(free[a])] = x[a]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reaction(scratch, n, acc, r):
     """(M q̈ + h − Q)_r: the torque (N·m) a lock must supply on coordinate r."""
     x0 = 2 * n
@@ -413,7 +416,7 @@ def _restore(transmissions, state, q, v, scratch):
         state[ST_I, t] = scratch[x0 + X_I0, t]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _substep(model, data, transmissions, state, cmd, q, v, h, scratch):
     """Advance by h (s). A sliding rotor whose velocity reverses inside the step is stopped at
     the (linearly estimated) crossing and locked there; the step then continues from that
