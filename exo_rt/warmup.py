@@ -307,8 +307,7 @@ def _plant_parts(c: Context) -> None:
     p._begin(transmissions, state, cmd, q, v, scratch)
     p._current_slopes(transmissions, state, cmd, v, scratch[x0 + p.X_A1], h, scratch)
     p._first_reversal(transmissions, state, scratch[x0 + p.X_V0], v)
-    p._stop_reversals(transmissions, state, v)
-    p._hysteresis(transmissions, state, q, scratch[x0 + p.X_TW])
+    p._end_substep(transmissions, state, q, v, scratch[x0 + p.X_TW])
     p._restore(transmissions, state, q, v, scratch)
 
 
@@ -669,15 +668,16 @@ def _serve(inp, out, ctx: Context) -> None:
 
 def serve_worker() -> None:
     """Entry point of a worker process (:class:`exo_rt.compile_workers.Worker`): numba's
-    code generator made ready and the config loader imported while the parent is still
-    starting, then its context from the first stdin line, then entries until stdin closes."""
+    registries loaded and the config loader imported while the parent is still starting,
+    then its context from the first stdin line, then entries until stdin closes."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed goes to stderr, never into the replies
     from numba.core.registry import cpu_target
 
     from exo_rt.runtime import config  # noqa: F401  (what the context loads)
 
-    cpu_target.target_context.codegen()  # LLVM's target machine: the first compile's start
+    cpu_target.typing_context.refresh()  # numba's registries: ~0.1 s of the first compile
+    cpu_target.target_context.refresh()
     line = sys.stdin.readline()
     if line:
         spec = json.loads(line)

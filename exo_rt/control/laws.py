@@ -89,7 +89,7 @@ def torque_to_current(tau, qd, qdd, transmissions, friction_comp, current):
         current[j] = min(max(i, -lim), lim)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # a few operations: compiled into its caller
 def friction_speed(opts, qd, qdr):
     """The joint speeds (rad/s) friction is compensated along: a tracking law's reference
     (a joint that sticks reads zero speed, and compensating on that leaves the loop hunting in

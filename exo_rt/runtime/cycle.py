@@ -127,7 +127,7 @@ def _estimate(s, v, flags):
         t_prev[j] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # a few operations: compiled into its caller
 def _fresh(flags):
     """Every joint's feedback arrived this cycle (none missing, late or malformed)."""
     for j in range(flags.shape[0]):

@@ -316,21 +316,6 @@ def _rk4(model, data, transmissions, state, q, v, dt, scratch):
 
 # ------------------------------------------------------------------ one sub-step, one period
 @njit(cache=True)
-def _current_targets(transmissions, state, cmd, v, i0, target):
-    """Start current and the value the loop tends to over this sub-step (A): the command within
-    the drive's and the supply's limits at the rotor speed of the sub-step's start (0 if off)."""
-    for t in range(transmissions.shape[0]):
-        i0[t] = state[ST_I, t]
-        if state[ST_ON, t] > 0.5:
-            target[t] = current_target(cmd[t], v[int(transmissions[t, T_ROTOR])],
-                                       transmissions[t, T_MOTOR:])
-        else:  # the power stage is off: no current at once
-            target[t] = 0.0
-            i0[t] = 0.0
-            state[ST_I, t] = 0.0
-
-
-@njit(cache=True)
 def _current_slopes(transmissions, state, cmd, v, acc, h, scratch):
     """Rate (A/s) at which each target moves over the step: the voltage limit follows the rotor
     speed, predicted as ω_r + q̈_r·τ from the first stage."""
@@ -357,20 +342,16 @@ def _stage_currents(transmissions, state, scratch, n, tau):
 
 
 @njit(cache=True)
-def _stop_reversals(transmissions, state, v):
-    """A sliding rotor (with dry friction) whose velocity reversed stops and sticks."""
+def _end_substep(transmissions, state, q, v, tw0):
+    """End of a (partial) sub-step: a sliding rotor (with dry friction) whose velocity
+    reversed stops and sticks; Dahl's hysteresis torque follows the sub-step's twist
+    increment (from ``tw0``)."""
     for t in range(transmissions.shape[0]):
         r = int(transmissions[t, T_ROTOR])
         if (state[ST_STUCK, t] < 0.5 and v[r] * state[ST_DIR, t] < 0.0
                 and has_dry_friction(transmissions[t, T_DRIVE:T_MOTOR])):
             v[r] = 0.0
             state[ST_STUCK, t] = 1.0
-
-
-@njit(cache=True)
-def _hysteresis(transmissions, state, q, tw0):
-    """Dahl's hysteresis torque over the sub-step's twist increment."""
-    for t in range(transmissions.shape[0]):
         delta, _ = twist(transmissions, t, q)
         state[ST_TH, t] = hysteresis_update(state[ST_TH, t], delta - tw0[t],
                                             transmissions[t, T_DRIVE:T_MOTOR])
@@ -395,12 +376,22 @@ def _first_reversal(transmissions, state, v0, v):
 
 @njit(cache=True)
 def _begin(transmissions, state, cmd, q, v, scratch):
-    """Start of a (partial) sub-step: current targets, twists, sliding directions."""
+    """Start of a (partial) sub-step: per transmission, the start current and the value the
+    loop tends to over the sub-step (A) — the command within the drive's and the supply's
+    limits at the rotor speed of the sub-step's start, 0 with the power stage off —, the
+    twist, and the sliding direction."""
     x0 = 2 * q.shape[0]
-    _current_targets(transmissions, state, cmd, v, scratch[x0 + X_I0], scratch[x0 + X_IT])
+    i0, target = scratch[x0 + X_I0], scratch[x0 + X_IT]
     for t in range(transmissions.shape[0]):
-        scratch[x0 + X_TW, t], _ = twist(transmissions, t, q)
         r = int(transmissions[t, T_ROTOR])
+        i0[t] = state[ST_I, t]
+        if state[ST_ON, t] > 0.5:
+            target[t] = current_target(cmd[t], v[r], transmissions[t, T_MOTOR:])
+        else:  # the power stage is off: no current at once
+            target[t] = 0.0
+            i0[t] = 0.0
+            state[ST_I, t] = 0.0
+        scratch[x0 + X_TW, t], _ = twist(transmissions, t, q)
         if state[ST_STUCK, t] < 0.5 and v[r] != 0.0:
             state[ST_DIR, t] = 1.0 if v[r] > 0.0 else -1.0
 
@@ -430,16 +421,14 @@ def _substep(model, data, transmissions, state, cmd, q, v, h, scratch):
         _rk4(model, data, transmissions, state, q, v, left, scratch)
         theta, first = _first_reversal(transmissions, state, scratch[x0 + X_V0], v)
         if first < 0 or split == transmissions.shape[0] or theta * left < MIN_SPLIT * h:
-            _stop_reversals(transmissions, state, v)
-            _hysteresis(transmissions, state, q, scratch[x0 + X_TW])
+            _end_substep(transmissions, state, q, v, scratch[x0 + X_TW])
             return
         _restore(transmissions, state, q, v, scratch)
         # stage 1 and the stick set still hold
         _rk4(model, data, transmissions, state, q, v, theta * left, scratch)
         v[int(transmissions[first, T_ROTOR])] = 0.0
         state[ST_STUCK, first] = 1.0
-        _stop_reversals(transmissions, state, v)
-        _hysteresis(transmissions, state, q, scratch[x0 + X_TW])
+        _end_substep(transmissions, state, q, v, scratch[x0 + X_TW])
         left -= theta * left
 
 
