@@ -243,8 +243,10 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the controller: BOOT → … → RUN for --duration → SHUTDOWN, or SAFE on a fault."""
     from exo_rt import compile_workers
+    from exo_rt.runtime import processes
 
     compile_workers.prestart()  # a cold numba cache: the compile workers start with us
+    processes.request("exo_rt.record.writer")  # the recording process: started ahead
     import datetime
     from pathlib import Path
 

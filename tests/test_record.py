@@ -241,3 +241,29 @@ def test_the_run_goes_on_when_the_recording_process_dies(tmp_path):
     assert stopped is not None and killed_at_cycle / 1000 <= stopped <= killed_at_cycle / 1000 + 1.1
     events = (tmp_path / "r" / "events.jsonl").read_text()
     assert "recording_stopped" in events
+
+
+def test_a_recording_process_started_ahead_is_adopted_and_an_unused_one_ends(tmp_path):
+    """`exo-rt run` starts its recording process ahead (it imports while the controller
+    starts): the run's Recording adopts that very process and records everything; a process
+    started ahead and never used ends with the controller's process."""
+    from exo_rt.runtime import processes
+
+    processes.request("exo_rt.record.writer")
+    processes.start_requested()
+    spare = processes._spares["exo_rt.record.writer"]
+    ctl = Controller(load_top(CONFIG), "sim")
+    result = ctl.run(0.2, tmp_path / "r")
+    assert ctl.recording.process.proc is spare and not processes._spares
+    report = json.loads((tmp_path / "r" / "recording.json").read_text())
+    assert report["records"] == result.summary["cycles"] and report["records_lost"] == 0
+    assert report["ended"] == "closed" and not report["errors"]
+    probe = ("from exo_rt.runtime import processes; processes.request('exo_rt.record.writer'); "
+             "processes.start_requested(); print(processes._spares['exo_rt.record.writer'].pid)")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    pid = int(res.stdout)
+    deadline = time.time() + 10
+    while time.time() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()

@@ -36,6 +36,7 @@ import can
 import numpy as np
 
 from exo_rt.record.rings import CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
+from exo_rt.runtime.processes import ARGS_ON_STDIN
 
 FLUSH_S = 0.02
 
@@ -222,6 +223,14 @@ class Writer:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == [ARGS_ON_STDIN]:  # started ahead: imports done, the arguments come now
+        from exo_rt.record import mcap_log, recorder, telemetry  # noqa: F401  (ahead too)
+
+        line = sys.stdin.readline()
+        if not line:  # not needed after all
+            return 0
+        argv = json.loads(line)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", required=True)
     ap.add_argument("--frames", required=True)

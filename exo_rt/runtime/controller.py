@@ -31,7 +31,7 @@ from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call, safety
+from exo_rt.runtime import cycle_call, processes, safety
 from exo_rt.runtime.buses import check_specs, open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
@@ -110,6 +110,7 @@ class Controller:
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
         warmup.ensure(top, warmup.REAL_BUS_GROUPS if ":" in str(bus_spec)
                       else warmup.RUN_GROUPS + (("io",) if realtime else ()))  # (its own process)
+        processes.start_requested()  # helpers asked for ahead (exo-rt run: the recording's)
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
         if injections and not hasattr(self.bus_set, "inject"):

@@ -5,10 +5,16 @@ The control thread runs SCHED_FIFO on one CPU (:func:`exo_rt.runtime.loop.realti
 every helper process runs SCHED_OTHER on the other CPUs. A process inherits its parent's
 policy and affinity, so each helper is placed explicitly right after it starts — never left to
 inheritance — and the placement is reported ("SCHED_OTHER on CPUs 0-14" or why not).
+
+A helper can be started ahead (:func:`request`, then :func:`start_requested`): its interpreter
+and imports (~0.2 s) then overlap the controller's own start, and :class:`Helper` adopts it,
+handing it its arguments on its first stdin line (``--args-on-stdin``).
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import select
 import subprocess
@@ -104,6 +110,59 @@ def _exit_watch(pid: int) -> tuple[int | None, object]:
     return fd, watch
 
 
+ARGS_ON_STDIN = "--args-on-stdin"  # a helper started ahead: its arguments come on stdin
+_requested: set[str] = set()  # modules whose helper is to be started ahead
+_spares: dict[str, subprocess.Popen] = {}  # started ahead, not adopted yet
+
+
+def _spawn(module: str, args: list[str]) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)  # ctrl-C goes to the controller
+
+
+def request(module: str) -> None:
+    """Ask for ``module``'s helper to be started ahead, at :func:`start_requested`."""
+    _requested.add(module)
+
+
+def start_requested() -> None:
+    """Start the helpers :func:`request` asked for (the controller calls it once numba's
+    warm-up is done, so that a cold compile does not share its CPUs with them)."""
+    for module in sorted(_requested - set(_spares)):
+        try:
+            _spares[module] = _spawn(module, [ARGS_ON_STDIN])
+        except OSError:
+            pass  # Helper will start it the usual way and say why it cannot
+    _requested.clear()
+
+
+@atexit.register
+def _end_spares() -> None:
+    while _spares:
+        proc = _spares.popitem()[1]
+        try:
+            proc.stdin.close()  # its first line never comes: it ends
+            proc.wait(5.0)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+
+
+def _adopt(module: str, args: list[str]) -> subprocess.Popen | None:
+    proc = _spares.pop(module, None)
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        proc.stdin.write(json.dumps(args) + "\n")
+        proc.stdin.flush()
+    except OSError:
+        proc.kill()
+        return None
+    return proc
+
+
 class Helper:
     """A helper process: ``python -m MODULE ARGS``, started, waited for until it prints its
     ready line (``ready`` or any line starting with ``serving``), placed, and stopped.
@@ -115,13 +174,8 @@ class Helper:
                  cpus: set[int] | None = None, nice: int = 0, fifo: int | None = None,
                  wait: bool = True) -> None:
         self.name = name
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", module, *args],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True, env=env,
-                                         start_new_session=True)  # ctrl-C goes to the controller
+            self.proc = _adopt(module, args) or _spawn(module, args)
         except OSError as exc:
             raise BusError(f"cannot start the {name} process ({exc})", None,
                            "check the Python installation") from None
