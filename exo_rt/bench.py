@@ -82,9 +82,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from numba import njit, typeof
+from numba import typeof
 
 from exo_rt.dynamics import Dynamics, kernels
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.topology import JointSpec, LinkSpec, build_mechanism
 

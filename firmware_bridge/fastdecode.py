@@ -22,7 +22,9 @@ gaps (tests/test_firmware_bridge.py feeds both the same streams) — on prealloc
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from exo_rt.jit import njit
 
 from firmware_bridge.protocol import (
     ERROR,

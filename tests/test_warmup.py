@@ -183,6 +183,23 @@ def test_kernel_key_follows_what_kernels_read(tmp_path):
     assert kernel_key(pkg) != before
 
 
+def test_a_kernel_module_that_takes_its_decorator_from_the_package_is_in_the_key(tmp_path):
+    """A module whose text never names numba — it imports ``njit`` from the package's own
+    wrapper (exo_rt/jit.py) — is a kernel module all the same, and so is that wrapper."""
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "jit.py": "from numba import njit as _njit\n\n\ndef njit(*a, **k):\n"
+                  "    return _njit(*a, **k)\n",
+        "kernel.py": "from pkg.jit import njit\n\n\n@njit(cache=True)\ndef f(x):\n"
+                     "    return x\n",
+        "app.py": "from pkg.kernel import f\n",
+    })
+    assert {p.name for p in kernel_files(pkg)} == {"__init__.py", "jit.py", "kernel.py"}
+    before = kernel_key(pkg)
+    (pkg / "kernel.py").write_text((pkg / "kernel.py").read_text().replace("x\n", "x + 1\n"))
+    assert kernel_key(pkg) != before
+
+
 def test_kernel_key_is_conservative_when_unsure(tmp_path):
     """A star import widens the set to the whole module; an unparsable file to every file."""
     pkg = _package(tmp_path, {

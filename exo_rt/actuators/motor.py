@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.model.transmission import Motor
 

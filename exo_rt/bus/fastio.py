@@ -27,7 +27,9 @@ import socket
 import struct
 
 import numpy as np
-from numba import njit, types
+from numba import types
+
+from exo_rt.jit import njit
 
 # ---------------------------------------------------------------- the C library's calls
 _recvmmsg = types.ExternalFunction(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from exo_rt.jit import njit
 
 
 @njit(cache=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.control import registry
 from exo_rt.dynamics import kernels

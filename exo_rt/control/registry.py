@@ -43,11 +43,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cfunc, from_dtype, njit, types
+from numba import cfunc, from_dtype, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.typed import List
 
 from exo_rt import plugins
+from exo_rt.jit import njit
 
 GROUP = "exo_rt.laws"
 BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-in laws

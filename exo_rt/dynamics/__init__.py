@@ -27,10 +27,11 @@ size, so the facade checks the rest itself, as cheaply as it can while staying s
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from exo_rt.dynamics import kernels, loops
 from exo_rt.errors import ModelError
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 
 __all__ = ["ClosedChainDynamics", "Dynamics", "kernels"]

@@ -17,7 +17,7 @@ Usage::
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.dynamics.kernels import energy, forward_dynamics
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import can
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.config import transmission_rows

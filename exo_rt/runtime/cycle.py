@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, trajectory

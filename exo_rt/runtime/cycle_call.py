@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.experimental import structref
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import fastio, pdo_cycle
 from exo_rt.control import trajectory
+from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.states import ALIGN, RUN, SAFE
 from firmware_bridge import fastdecode as fd

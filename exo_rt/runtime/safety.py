@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_FAULT, F_GLITCH, F_HEARTBEAT, F_MALFORMED, F_MISSING
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.config import ControllerConfig, transmission_rows
 from exo_rt.control import estimate, laws, registry, trajectory

@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from exo_rt.jit import njit
 
 from exo_rt.actuators.harmonic_drive import (
     D_WIDTH,
