@@ -253,7 +253,7 @@ def _cycle_call(c: Context) -> None:
 
     ctl = Controller(c.top, "sim", board=None)
     try:
-        cycle_call.warm_up(ctl._step_args(ctl.a, ctl.a.no_rows), ctl.drives[0].n)
+        cycle_call.warm_up(ctl._step_args(ctl.a, ctl.a.no_rows), [d.n for d in ctl.drives])
     finally:
         ctl.close_buses()
 

@@ -4,7 +4,9 @@ side by side, each on its own udp_multicast bus and its own board line (a pty), 
 drive answers and board frames cycle after cycle — READY, ALIGN, RUN, an EMCY that faults a
 drive, SAFE's ramp and the drives disabled — must put the same frames on the wire and the
 same numbers in the cycle's arrays and in the recording's rings, and take the board's rare
-frames and the EMCY in Python as the call-by-call cycle does."""
+frames and the EMCY in Python as the call-by-call cycle does. With two buses (exo_2leg) as
+with one: the frames compared bus by bus (the one-call cycle sends each bus's RPDOs and SYNC
+together, bus after bus; the call-by-call cycle every RPDO first)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from firmware_bridge.link import BoardLink
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pty (POSIX)")
 
-CONFIG = "tests/data/exo_leg_vm.yaml"
+CONFIGS = ("tests/data/exo_leg_vm.yaml", "configs/exo_2leg.yaml")  # one bus, two buses
 RUN_AT, EMCY_AT, CYCLES = 40, 70, 140  # ALIGN from READY_CYCLES (20); SAFE ramps out after
 # the values that are the loop's clock (they differ between two runs of the same cycle)
 CLOCK_S = (cy.S_WAKE_US, cy.S_COMPUTE_US, cy.S_SAMPLE_T)
@@ -58,20 +60,23 @@ class Rings:
 
 
 class Side:
-    """A controller wired to a udp_multicast bus of its own (compiled I/O) and a board on a
-    pty; the test plays the drives (``peer``) and the board (``line``)."""
+    """A controller wired to udp_multicast buses of its own (compiled I/O) and a board on a
+    pty; the test plays the drives (``peers``, one per bus) and the board (``line``)."""
 
-    def __init__(self, one_call: bool) -> None:
-        top = load_top(CONFIG)
+    def __init__(self, one_call: bool, config: str) -> None:
+        top = load_top(config)
         self.ctl = ctl = Controller(top, "sim", board=None)  # its arrays, laws and states
-        group = f"239.76.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}"
-        self.drives = Drives(can.Bus(interface="udp_multicast", channel=group), top.buses[0],
-                             top.robot, period=ctl.dt)
-        self.peer = loopback_bus(group)
+        self.buses, self.peers = [], []
+        for bus in top.buses:
+            group = f"239.76.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}"
+            self.buses.append(Drives(can.Bus(interface="udp_multicast", channel=group), bus,
+                                     top.robot, period=ctl.dt))
+            self.peers.append(loopback_bus(group))
+        self.drives = self.buses[0]  # the hip's bus (the EMCY's)
         self.line, pc = os.openpty()
         tty.setraw(self.line)
         ctl.close_buses()
-        ctl.drives = [self.drives]
+        ctl.drives = list(self.buses)
         ctl._wire_buses()
         ctl.realtime = True
         ctl.board = BoardLink(f"fd:{pc}", link_timeout=0.5, heartbeat_hz=250.0)
@@ -79,45 +84,54 @@ class Side:
         ctl.sched = Scheduler(ctl.dt, capacity=CYCLES + 4)
         ctl.duration, ctl._next_check, ctl.k0 = 10.0, 10**9, {}
         ctl.recording = self.rings = Rings(ctl.width)
-        self.drives.port.tap = self.rings.frames
-        self.drives.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
+        for i, d in enumerate(self.buses):
+            d.port.tap = self.rings.frames
+            d.port.channel_index = i
+            d.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
         self.cycle = ctl._one_call() if one_call else ctl._cycle
         assert self.cycle is not None
         ctl._go(READY, 0)
-        self.drives.send_commands(ctl.cur)  # the first SYNC (run() does: _write)
+        for d, view in ctl._commands:  # the first SYNCs (run() does: _write)
+            d.send_commands(view)
         ctl._t_sync = ctl._io[cycle_call.IO_T_SYNC] = time.monotonic()
         self.wire()
 
-    def wire(self) -> list[tuple[int, bytes]]:
-        """The frames the controller sent since the last look."""
-        out = []
-        while (m := self.peer.recv(0.05 if not out else 0.002)) is not None:
-            out.append((m.arbitration_id, bytes(m.data)))
-        return out
+    def wire(self) -> list[list[tuple[int, bytes]]]:
+        """The frames the controller sent on each bus since the last look."""
+        wires = []
+        for peer in self.peers:
+            out = []
+            while (m := peer.recv(0.05 if not out else 0.002)) is not None:
+                out.append((m.arbitration_id, bytes(m.data)))
+            wires.append(out)
+        return wires
 
     def close(self) -> None:
         ctl = self.ctl
         ctl._call = ctl._step = ctl._step_rows = None
-        self.drives.port.tap = None
-        self.drives._gather_args = self.drives._command_args = None
+        for d in self.buses:
+            d.port.tap = None
+            d._gather_args = d._command_args = None
         ctl.board.close()
         os.close(self.line)
-        self.drives.bus.shutdown()
-        self.peer.shutdown()
+        for d, peer in zip(self.buses, self.peers):
+            d.bus.shutdown()
+            peer.shutdown()
         ctl.recording = None
         self.rings.release()
 
 
-def _answers(d: Drives, k: int, counts: np.ndarray) -> list[tuple[int, bytes]]:
-    """The drives' TPDOs for cycle k (joints still at ``counts``: the velocity estimate needs
-    no clock, and the gait's start is near enough for the tracking check), their
-    heartbeats, and an EMCY (2310h, current) from the hip at EMCY_AT."""
+def _answers(d: Drives, k: int, counts: np.ndarray, emcy: bool) -> list[tuple[int, bytes]]:
+    """A bus's TPDOs for cycle k (joints still at ``counts``, the bus's own: the velocity
+    estimate needs no clock, and the gait's start is near enough for the tracking check),
+    their heartbeats, and (``emcy``) an EMCY (2310h, current) from the hip at EMCY_AT."""
     out = [(0x180 + int(node), struct.pack("<Hih", 0x0237, int(counts[j]),
                                           (37 * k + 11 * j) % 400 - 200))
            for j, node in enumerate(d.nodes)]
-    if k % 20 == 0:  # their heartbeats (operational), every 100 ms of drive time
-        out += [(0x700 + int(node), bytes([0x05])) for node in d.nodes]
-    if k == EMCY_AT:
+    # their heartbeats (operational), every cycle: a kernel compiled mid-run on a cold cache
+    # (seconds) is not to look like heartbeats lost
+    out += [(0x700 + int(node), bytes([0x05])) for node in d.nodes]
+    if emcy and k == EMCY_AT:
         out.append((0x080 + int(d.nodes[0]), bytes([0x10, 0x23, 1, 0, 0, 0, 0, 0])))
     return out
 
@@ -133,18 +147,22 @@ def _board_frames(k: int) -> bytes:
     return out
 
 
-def test_the_cycle_in_one_call_equals_the_cycle_call_by_call():
-    sides = [Side(one_call=False), Side(one_call=True)]
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
+    one_call = Side(one_call=True, config=config)  # first: it may compile its cycle (seconds,
+    sides = [Side(one_call=False, config=config), one_call]  # which the other would not wait)
     try:
-        scale = sides[0].drives._scale[:, 0]
-        counts = np.round(sides[0].ctl.q_start / scale)  # the joints, still, at the gait's start
+        q_start = sides[0].ctl.q_start  # the joints, still, at the gait's start
+        counts = [np.round(q_start[d.joint_index] / d._scale[:, 0]) for d in sides[0].buses]
         for side in sides:
-            side.ctl.q_prev[:] = counts * scale  # (as take_tpdos computes them)
+            for d, c in zip(side.buses, counts):
+                side.ctl.q_prev[d.joint_index] = c * d._scale[:, 0]  # (as take_tpdos does)
         for k in range(CYCLES):
             for side in sides:
-                for arb, data in _answers(side.drives, k, counts):
-                    side.peer.send(can.Message(arbitration_id=arb, data=data,
-                                               is_extended_id=False))
+                for b, (d, peer) in enumerate(zip(side.buses, side.peers)):
+                    for arb, data in _answers(d, k, counts[b], emcy=b == 0):
+                        peer.send(can.Message(arbitration_id=arb, data=data,
+                                              is_extended_id=False))
                 os.write(side.line, _board_frames(k))
             time.sleep(0.003)  # every answer and byte arrived
             went_on = [side.cycle(k) for side in sides]
@@ -154,7 +172,8 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call():
             if not went_on[0]:  # SAFE has ramped out and disabled the drives: the run ends
                 break
             assert wires[0] == wires[1], (k, wires)
-            assert len(wires[0]) >= 3  # RPDOs + SYNC (+ the heartbeat every 10th)
+            for d, wire in zip(sides[0].buses, wires[0]):  # RPDOs + SYNC (+ the heartbeat)
+                assert len(wire) >= d.n + 1, (k, wire)
             s_a, s_b = a.a.s.copy(), b.a.s.copy()
             s_a[list(CLOCK_S)] = s_b[list(CLOCK_S)] = 0.0
             assert np.array_equal(s_a, s_b), (k, np.flatnonzero(s_a != s_b))
@@ -176,7 +195,7 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call():
         strikes = sum(1 for j in range(k + 1) if j % 25 == 5)
         assert len(a.board.heel_strikes) == len(b.board.heel_strikes) == strikes >= 3
         for side in sides:  # SAFE ramped out: disable voltage
-            assert (side.drives.controlword == 0).all()
+            assert all((d.controlword == 0).all() for d in side.buses)
         # the recording: a row per cycle, the same numbers (less the loop's clock readings);
         # the same frames each way, in the same order (less their time stamps)
         rows = [side.rings.records.rows[: int(side.rings.records.header[0])] for side in sides]
@@ -186,8 +205,10 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call():
         for name in ("wake_us", "compute_us", "sample_t"):
             keep[slice(*cols[name])] = False
         assert np.array_equal(rows[0][:, keep], rows[1][:, keep])
-        frames = [[f[1:] for f in side.rings.frames.take()] for side in sides]
-        assert frames[0] == frames[1] and len(frames[0]) > 4 * k
+        frames = [side.rings.frames.take() for side in sides]
+        for b in range(len(sides[0].buses)):  # (t, id, flags, dlc, bus, data): bus by bus
+            one = [[f[1:] for f in side_frames if f[4] == b] for side_frames in frames]
+            assert one[0] == one[1] and len(one[0]) > 4 * k, b
     finally:
         for side in sides:
             side.close()

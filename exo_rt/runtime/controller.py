@@ -222,6 +222,7 @@ class Controller:
         self._step_rows, self._step = None, ()  # control_step's arguments, built once
         self._io = np.zeros(cycle_call.IO_WIDTH)  # what Python and the one-call cycle share
         self._call = None  # cycle_call.run's arguments (where the cycle is one compiled call)
+        self._buses: list = []  # the one-call cycle's buses, in its order
         self._wire_buses()
 
     def _wire_buses(self) -> None:
@@ -381,7 +382,8 @@ class Controller:
             self.bus_set.tick()
             self.board.close()
         if self._call is not None:  # the one-call cycle's sends the OS refused, counted
-            self._bus.count_send_errors()
+            for d in self._buses:
+                d.count_send_errors()
         self.close_buses()
         self._call = None  # (it holds views of the recording's shared memory)
         self._step_rows, self._step = None, ()
@@ -507,17 +509,17 @@ class Controller:
     # ------------------------------------------------------------------ one compiled call
     def _one_call(self):
         """The cycle as one compiled call (:func:`exo_rt.runtime.cycle_call.run`) where every
-        part of it can be — real time, one CiA 402 bus on a compiled port filling the cycle's
+        part of it can be — real time, CiA 402 buses on compiled ports filling the cycle's
         arrays in place, a board on a descriptor (or none), nothing injected — else None
         (:meth:`_cycle`, the same steps call by call). ``EXO_RT_ONE_CALL=0`` in the
         environment always takes :meth:`_cycle` (to compare the two)."""
-        if (not self.realtime or len(self.drives) != 1 or self._gathers or self.injections
+        if (not self.realtime or not self.drives or self._gathers or self.injections
                 or os.environ.get("EXO_RT_ONE_CALL", "1") == "0"):
             return None
-        d = self.drives[0]
-        bus = getattr(d, "compiled_cycle", lambda _c: None)(self._commands[0][1])
+        buses = tuple(getattr(d, "compiled_cycle", lambda _c: None)(view)
+                      for d, view in self._commands)
         board = (None, np.zeros(1)) if self.board is None else self.board.compiled_poll()
-        if bus is None or board is None:
+        if any(bus is None for bus in buses) or board is None:
             return None
         rec = self.recording
         if rec is None:
@@ -525,18 +527,16 @@ class Controller:
         else:
             header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
         self._step_rows, self._step = rows, self._step_args(self.a, rows)
-        bus_in, bus_out, hb, when, done, controlword, sync_at = bus
         poll_args, status_time = board
         io = self._io
         io[cycle_call.IO_BOARD] = self.board is not None
         io[cycle_call.IO_EVENTS] = self.cfg.reference.phase == "events" and self.board is not None
         if self.board is not None:
             io[cycle_call.IO_LINK_TIMEOUT] = self.board.link_timeout
-        self._call = cycle_call.prepare((poll_args or cycle_call.no_board(), status_time, bus_in,
-                                         self._step, bus_out, hb, header, capacity, io,
-                                         np.zeros(2, np.int64), self.phase_state, when, done,
-                                         controlword, sync_at))
-        self._bus = d
+        self._call = cycle_call.prepare((poll_args or cycle_call.no_board(), status_time, buses,
+                                         self._step, header, capacity, io,
+                                         np.zeros(2, np.int64), self.phase_state))
+        self._buses = [d for d, _view in self._commands]
         self.setup_lines.append("cycle: one compiled call (board, frames in, control, frames out)")
         return self._cycle_in_one_call
 
@@ -555,7 +555,8 @@ class Controller:
                 self.board.take_news(int(io[cycle_call.IO_NEWS]), io[cycle_call.IO_NOW])
                 self._heel_strikes()
             else:
-                self._bus.handed_back(int(io[cycle_call.IO_PENDING]))
+                self._buses[int(io[cycle_call.IO_BUS])].handed_back(
+                    int(io[cycle_call.IO_PENDING]))
             back = cycle_call.run(self._call)
         self.cycles = k + 1
         if s[cy.S_NEW_FAULT]:

@@ -1,13 +1,15 @@
 """The whole real-time cycle in one compiled call, where every part of it can be compiled:
-one CiA 402 bus on a port whose batches are compiled (socketcan, udp_multicast), the board on
-a serial descriptor or none, no injected faults.
+CiA 402 buses (one or more) on ports whose batches are compiled (socketcan, udp_multicast),
+the board on a serial descriptor or none, no injected faults.
 
 :func:`run` does, in the order of :meth:`exo_rt.runtime.controller.Controller._cycle`: the
 board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives' frames in
-(:func:`exo_rt.bus.pdo_cycle.gather`) → the cycle's inputs by state (time, time in ALIGN, the
-gait phase) → the recording row's slot → :func:`exo_rt.runtime.cycle.control_step` → the
-row published → the drives disabled once SAFE has ramped out → the commands, SYNC and
-heartbeat out (:func:`exo_rt.bus.pdo_cycle.command`). Python then keeps only what is not
+(:func:`exo_rt.bus.pdo_cycle.gather`, bus after bus) → the cycle's inputs by state (time,
+time in ALIGN, the gait phase) → the recording row's slot →
+:func:`exo_rt.runtime.cycle.control_step` → the row published → the drives disabled once SAFE
+has ramped out → the commands, SYNC and heartbeat out (:func:`exo_rt.bus.pdo_cycle.command`,
+each bus's RPDOs and SYNC in one system call, bus after bus: the buses' SYNCs leave one
+system call apart, as in the call-by-call cycle's order). Python then keeps only what is not
 numeric: state changes, events, the board's heartbeat.
 
 Why: each compiled call costs its dispatcher's work on every argument and, on a machine whose
@@ -57,41 +59,75 @@ IO_DEADLINE = 11  # monotonic s: the frames in wait until then at most (0.7 peri
 # the cycle kernel; the commands' end is IO_T_SYNC) — where a cycle's time went
 # (tools/bench_rt_parts.py); a clock read costs ~0.03 µs
 IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 12, 13, 14, 15
-IO_WIDTH = 16
+IO_BUS = 16  # the bus whose frames are being gathered (out: whose frames Python must take)
+IO_WIDTH = 17
 
 BACK_DONE, BACK_BOARD, BACK_FRAMES = 0, 1, 2  # what run returns
 DEADLINE_PERIODS = 0.7  # the drives' answers are waited for this much of a period at most
 NO_RECORDS = np.zeros(8, np.int64)  # a recording ring's header where nothing is recorded
 
 
-@structref.register
-class CycleArgsType(types.StructRef):
-    """The numba type of :class:`CycleArgs` (its fields typed from what it was made of)."""
+class _Bundle(types.StructRef):
+    """A numba structref type whose fields are typed from what it was made of."""
 
     def preprocess_fields(self, fields):
         return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+@structref.register
+class CycleArgsType(_Bundle):
+    """The numba type of :class:`CycleArgs`."""
 
 
 class CycleArgs(structref.StructRefProxy):
     """:func:`whole_cycle`'s arguments in one object, for :func:`run` (made by :func:`prepare`)."""
 
 
-FIELDS = ("board", "status_time", "bus_in", "kernel", "bus_out", "hb", "rec_header",
-          "rec_capacity", "io", "ts", "phase_state", "when", "done", "controlword", "sync_time")
+@structref.register
+class BusArgsType(_Bundle):
+    """The numba type of :class:`BusArgs`."""
+
+
+class BusArgs(structref.StructRefProxy):
+    """One bus's part of the cycle in one object (:meth:`exo_rt.bus.drives.Drives.
+    compiled_cycle`'s tuple, fields in :data:`BUS_FIELDS`' order): a tuple of these is a tuple
+    of pointers, which the cycle indexes at run time without copying a bus's ~70 arrays."""
+
+
+# gather's and command's arguments, the heartbeat counter, gather's ``when`` and ``done``, the
+# controlwords, the last SYNC's send time (wall clock s)
+BUS_FIELDS = ("bus_in", "bus_out", "hb", "when", "done", "controlword", "sync_time")
+structref.define_proxy(BusArgs, BusArgsType, list(BUS_FIELDS))
+
+
+FIELDS = ("board", "status_time", "buses", "kernel", "rec_header", "rec_capacity", "io", "ts",
+          "phase_state")
 structref.define_proxy(CycleArgs, CycleArgsType, list(FIELDS))
 
 
 @njit(cache=True)
-def _bundle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity, io, ts,
-            phase_state, when, done, controlword, sync_time):
-    return CycleArgs(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity,
-                     io, ts, phase_state, when, done, controlword, sync_time)
+def _bundle(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts, phase_state):
+    return CycleArgs(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts,
+                     phase_state)
+
+
+@njit(cache=True)
+def _bus_bundle(bus_in, bus_out, hb, when, done, controlword, sync_time):
+    return BusArgs(bus_in, bus_out, hb, when, done, controlword, sync_time)
 
 
 def prepare(args: tuple) -> CycleArgs:
-    """:func:`whole_cycle`'s arguments (in :data:`FIELDS`' order) as one :class:`CycleArgs`, and
+    """:func:`whole_cycle`'s arguments (in :data:`FIELDS`' order; ``buses`` a tuple of
+    :meth:`~exo_rt.bus.drives.Drives.compiled_cycle` tuples) as one :class:`CycleArgs`, and
     :func:`run` for it compiled — or loaded from numba's cache — now: before the drives are
     enabled, whose heartbeat watchdog would not wait for a compiler."""
+    args = list(args)
+    i = FIELDS.index("buses")
+    buses = []
+    for bus in args[i]:
+        _bus_bundle.compile(tuple(numba.typeof(a) for a in bus))
+        buses.append(_bus_bundle(*bus))
+    args[i] = tuple(buses)
     _bundle.compile(tuple(numba.typeof(a) for a in args))
     bundle = _bundle(*args)
     run.compile((numba.typeof(bundle),))
@@ -102,20 +138,22 @@ def prepare(args: tuple) -> CycleArgs:
 def run(a):
     """:func:`whole_cycle` on its arguments bundled (:class:`CycleArgs`): the cycle's one
     call."""
-    return whole_cycle(a.board, a.status_time, a.bus_in, a.kernel, a.bus_out, a.hb,
-                       a.rec_header, a.rec_capacity, a.io, a.ts, a.phase_state, a.when, a.done,
-                       a.controlword, a.sync_time)
+    return whole_cycle(a.board, a.status_time, a.buses, a.kernel, a.rec_header,
+                       a.rec_capacity, a.io, a.ts, a.phase_state)
 
 
-def warm_up(kernel: tuple, n: int) -> None:
+def warm_up(kernel: tuple, drives: list[int]) -> None:
     """Compile :func:`run` ahead of a run for a controller's :func:`~exo_rt.runtime.cycle.
-    control_step` arguments ``kernel`` and a CiA 402 bus of ``n`` drives (on no socket; the
-    types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`)."""
-    gather_args, command_args = pdo_cycle.io_arguments(n, fastio.WIRE_UDP)
-    when, done = gather_args[38], gather_args[39]
-    prepare((no_board(), np.zeros(1), gather_args, kernel, command_args, np.zeros(3, np.int64),
-             NO_RECORDS, 0, np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3), when, done,
-             np.zeros(n, np.int64), np.zeros(1)))
+    control_step` arguments ``kernel`` and CiA 402 buses of ``drives[b]`` drives each (on no
+    socket; the types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the
+    compiled cycle depends on the number of buses, not of drives)."""
+    buses = []
+    for n in drives:
+        gather_args, command_args = pdo_cycle.io_arguments(n, fastio.WIRE_UDP)
+        buses.append((gather_args, command_args, np.zeros(3, np.int64), gather_args[38],
+                      gather_args[39], np.zeros(n, np.int64), np.zeros(1)))
+    prepare((no_board(), np.zeros(1), tuple(buses), kernel, NO_RECORDS, 0,
+             np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3)))
 
 
 def no_board() -> tuple:
@@ -147,18 +185,20 @@ def record_commit(header, capacity, slot):
 
 
 @njit(cache=True)
-def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec_capacity, io,
-                ts, phase_state, when, done, controlword, sync_time):
+def whole_cycle(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts,
+                phase_state):
     """One cycle (or the rest of one, from ``io[IO_STAGE]``); returns :data:`BACK_DONE`, or
-    what Python must handle before it calls again (:data:`BACK_BOARD`, :data:`BACK_FRAMES`).
+    what Python must handle before it calls again (:data:`BACK_BOARD`, :data:`BACK_FRAMES`:
+    ``io[IO_BUS]``'s frames).
 
-    ``board``, ``bus_in``, ``kernel`` and ``bus_out`` are the argument tuples of
-    :func:`~firmware_bridge.fastdecode.poll`, :func:`~exo_rt.bus.pdo_cycle.gather`,
-    :func:`~exo_rt.runtime.cycle.control_step` and :func:`~exo_rt.bus.pdo_cycle.command`;
-    ``status_time[0]`` the board's last status (monotonic s), ``hb`` the heartbeat
-    counter (:func:`~exo_rt.bus.pdo_cycle.sync_rows`), ``rec_header`` the recording ring's
-    header (``rec_capacity`` 0: none), ``when`` and ``done`` gather's, ``sync_time[0]`` the
-    drives' last SYNC (wall clock s)."""
+    ``board`` and ``kernel`` are the argument tuples of
+    :func:`~firmware_bridge.fastdecode.poll` and :func:`~exo_rt.runtime.cycle.control_step`;
+    ``buses`` one :class:`BusArgs` per bus — :func:`~exo_rt.bus.pdo_cycle.gather`'s and
+    :func:`~exo_rt.bus.pdo_cycle.command`'s arguments, the heartbeat counter
+    (:func:`~exo_rt.bus.pdo_cycle.sync_rows`), gather's ``when`` and ``done``, the
+    controlwords and ``[0]`` the last SYNC's time (wall clock s); ``status_time[0]`` the
+    board's last status (monotonic s),
+    ``rec_header`` the recording ring's header (``rec_capacity`` 0: none)."""
     s = kernel[0]
     k = io[IO_K]
     if io[IO_STAGE] == 0.0:
@@ -166,9 +206,12 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
         io[IO_T_START] = now
         io[IO_DEADLINE] = now + DEADLINE_PERIODS * s[cy.S_DT]
         io[IO_STAGE] = 1.0
-        when[0] = sync_time[0]  # an answer stamped before the last SYNC answers an older one
-        when[1] = io[IO_DEADLINE]
-        when[2] = 1.0  # the cycle's first gather
+        io[IO_BUS] = 0.0
+        for bus in buses:
+            when = bus.when
+            when[0] = bus.sync_time[0]  # an answer stamped before the last SYNC answers
+            when[1] = io[IO_DEADLINE]  # an older one
+            when[2] = 1.0  # the cycle's first gather
         io[IO_T_BOARD] = now
         if io[IO_BOARD]:
             out = fd.poll(*board)
@@ -184,13 +227,16 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
                 io[IO_NOW] = now
                 return BACK_BOARD
     if io[IO_STAGE] == 1.0:
-        while True:
-            pending = pdo_cycle.gather(*bus_in)
+        b = int(io[IO_BUS])
+        while b < len(buses):
+            bus = buses[b]
+            pending = pdo_cycle.gather(*bus.bus_in)
             if pending:
                 io[IO_PENDING] = pending
                 return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
-            if done[0]:
-                break
+            if bus.done[0]:
+                b += 1
+                io[IO_BUS] = b
         io[IO_T_IN] = fastio.monotonic(ts)
     io[IO_STAGE] = 0.0
     s[cy.S_SAMPLE_T] = io[IO_T_SYNC]  # the feedback answers the last SYNC
@@ -216,10 +262,13 @@ def whole_cycle(board, status_time, bus_in, kernel, bus_out, hb, rec_header, rec
     if rec_capacity > 0:
         record_commit(rec_header, rec_capacity, slot)
     io[IO_T_KERNEL] = fastio.monotonic(ts)
-    if s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]:
-        controlword[:] = c.CW_DISABLE_VOLTAGE  # the power stage off (Drives.request_disable)
-    extra = bus_out[-1]
-    extra[0] = pdo_cycle.sync_rows(hb)
-    sync_time[0] = pdo_cycle.command(*bus_out)
+    disable = s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]
+    for bus in buses:
+        if disable:  # the power stage off (Drives.request_disable)
+            bus.controlword[:] = c.CW_DISABLE_VOLTAGE
+        out_args = bus.bus_out
+        extra = out_args[-1]
+        extra[0] = pdo_cycle.sync_rows(bus.hb)
+        bus.sync_time[0] = pdo_cycle.command(*out_args)
     io[IO_T_SYNC] = fastio.monotonic(ts)  # the drives sample now
     return BACK_DONE
