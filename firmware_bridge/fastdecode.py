@@ -25,7 +25,6 @@ import numpy as np
 from numba import types
 
 from exo_rt.jit import njit
-
 from firmware_bridge.protocol import (
     ERROR,
     FW_VERSION,

@@ -114,7 +114,7 @@ class Side:
             d._gather_args = d._command_args = None
         ctl.board.close()
         os.close(self.line)
-        for d, peer in zip(self.buses, self.peers):
+        for d, peer in zip(self.buses, self.peers, strict=True):
             d.bus.shutdown()
             peer.shutdown()
         ctl.recording = None
@@ -155,11 +155,11 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
         q_start = sides[0].ctl.q_start  # the joints, still, at the gait's start
         counts = [np.round(q_start[d.joint_index] / d._scale[:, 0]) for d in sides[0].buses]
         for side in sides:
-            for d, c in zip(side.buses, counts):
+            for d, c in zip(side.buses, counts, strict=True):
                 side.ctl.q_prev[d.joint_index] = c * d._scale[:, 0]  # (as take_tpdos does)
         for k in range(CYCLES):
             for side in sides:
-                for b, (d, peer) in enumerate(zip(side.buses, side.peers)):
+                for b, (d, peer) in enumerate(zip(side.buses, side.peers, strict=True)):
                     for arb, data in _answers(d, k, counts[b], emcy=b == 0):
                         peer.send(can.Message(arbitration_id=arb, data=data,
                                               is_extended_id=False))
@@ -172,7 +172,7 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
             if not went_on[0]:  # SAFE has ramped out and disabled the drives: the run ends
                 break
             assert wires[0] == wires[1], (k, wires)
-            for d, wire in zip(sides[0].buses, wires[0]):  # RPDOs + SYNC (+ the heartbeat)
+            for d, wire in zip(sides[0].buses, wires[0], strict=True):  # RPDOs + SYNC (+ HB)
                 assert len(wire) >= d.n + 1, (k, wire)
             s_a, s_b = a.a.s.copy(), b.a.s.copy()
             s_a[list(CLOCK_S)] = s_b[list(CLOCK_S)] = 0.0

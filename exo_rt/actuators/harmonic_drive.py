@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
+from exo_rt.jit import njit
 from exo_rt.model.transmission import HarmonicDrive
 
 # --- columns of a drive's parameter row

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
+from exo_rt.jit import njit
 from exo_rt.model.transmission import Motor
 
 M_KT = 0  # N·m/A

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.bus import fastio, pdo
 from exo_rt.bus.flags import (
@@ -36,6 +35,7 @@ from exo_rt.bus.flags import (
     F_NOT_ENABLED,
     F_SATURATED,
 )
+from exo_rt.jit import njit
 
 # quantities of a TPDO and of an RPDO: the columns of a drive's fields row
 (TPDO_STATUSWORD, TPDO_POSITION, TPDO_CURRENT, TPDO_VELOCITY, TPDO_DIGITAL_INPUTS,

@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.control import registry
 from exo_rt.dynamics import kernels
+from exo_rt.jit import njit
 
 LAW_PASSIVE = 0
 LAW_PID = 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from exo_rt.jit import njit
 
 # fit to gaitutils 0.13.9 data/normal.gcd, degrees: θ = a0 + Σ (a_n cos 2πnφ + b_n sin 2πnφ)

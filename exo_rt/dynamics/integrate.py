@@ -17,9 +17,9 @@ Usage::
 from __future__ import annotations
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.dynamics.kernels import energy, forward_dynamics
+from exo_rt.jit import njit
 
 
 def rk4_scratch(nq: int) -> np.ndarray:

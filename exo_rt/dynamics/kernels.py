@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import (
     HDR_GRAVITY,
     HDR_NQ,

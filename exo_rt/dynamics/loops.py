@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.dynamics.kernels import (
     W_A,
@@ -39,6 +38,7 @@ from exo_rt.dynamics.kernels import (
     mass_matrix,
     positions,
 )
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import HDR_NQ, P_K, P_PARENT, P_QIDX
 
 # --- columns of a loop row in Closure.packed

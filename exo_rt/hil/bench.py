@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import can
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.config import transmission_rows
@@ -31,6 +30,7 @@ from exo_rt.control.estimate import filter_gain, velocity_update
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError
 from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
+from exo_rt.jit import njit
 from exo_rt.runtime import safety
 from exo_rt.runtime.config import TopConfig
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, trajectory
+from exo_rt.jit import njit
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.bus.flags import F_FAULT, F_GLITCH, F_HEARTBEAT, F_MALFORMED, F_MISSING
+from exo_rt.jit import njit
 
 OK = 0
 POSITION_LIMIT = 1

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.config import ControllerConfig, transmission_rows
 from exo_rt.control import estimate, laws, registry, trajectory
 from exo_rt.dynamics import Dynamics, kernels
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR

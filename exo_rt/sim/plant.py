@@ -56,7 +56,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from exo_rt.jit import njit
 
 from exo_rt.actuators.harmonic_drive import (
     D_WIDTH,
@@ -80,6 +79,7 @@ from exo_rt.actuators.motor import (
 )
 from exo_rt.dynamics import kernels
 from exo_rt.dynamics.couplings import released
+from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.plants import (
