@@ -230,7 +230,6 @@ def _numba_cache_dir() -> None:
         _config.CACHE_DIR = str(cache)
 
 
-
 def _numba_codegen() -> None:
     """LLVM's loop vectoriser off and optimisation level 2 for this package's kernels, unless
     the user set ``NUMBA_LOOP_VECTORIZE`` / ``NUMBA_OPT``. The kernels loop over 2–12 joints:

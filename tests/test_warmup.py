@@ -222,3 +222,24 @@ def test_the_package_key_excludes_the_runtime_glue():
     assert {"control/laws.py", "dynamics/kernels.py", "sim/plant.py",
             "model/mechanism.py"} <= names
     assert not names & {"cli.py", "warmup.py", "record/replay.py"}
+
+
+def test_kernels_compile_without_the_c_callable_wrapper_and_with_the_package_settings():
+    """exo_rt.jit's njit drops numba's C-callable wrapper (unless asked for), and importing the
+    package sets LLVM's vectoriser off and -O2 for numba in a fresh process (a user's own
+    environment wins)."""
+    from exo_rt.jit import njit
+    from exo_rt.sim.plant import plant_step
+
+    assert plant_step.targetoptions["no_cfunc_wrapper"] is True
+    assert njit(no_cfunc_wrapper=False)(lambda x: x).targetoptions["no_cfunc_wrapper"] is False
+    code = ("import exo_rt, numba.core.config as c; "
+            "print(int(c.OPT), int(c.LOOP_VECTORIZE))")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_OPT", "NUMBA_LOOP_VECTORIZE")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["2", "0"]
+    env["NUMBA_OPT"] = "3"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["3", "0"]
