@@ -68,20 +68,24 @@ class Entry:
     after: tuple[str, ...] = ()
     cost: float = 0.5
     per_law: bool = False  # compiles the configured control law: warm per law, not once
+    per_buses: bool = False  # compiled for the configured number of buses: warm per count
 
 
 ENTRIES: dict[str, Entry] = {}
 
 
 def add(name: str, group: str, run: Callable[[Context], object],
-        after: Iterable[str] = (), cost: float = 0.5, per_law: bool = False) -> None:
+        after: Iterable[str] = (), cost: float = 0.5, per_law: bool = False,
+        per_buses: bool = False) -> None:
     """Register ``run`` under ``name`` (unique) in ``group`` (one of :data:`GROUPS`);
-    ``per_law``: it compiles the context's control law, so another law makes it cold."""
+    ``per_law``: it compiles the context's control law, so another law makes it cold;
+    ``per_buses``: likewise for the number of buses (the one-call cycle's type has one part
+    per bus)."""
     if group not in GROUPS:
         raise ValueError(f"unknown warm-up group '{group}' (one of {', '.join(GROUPS)})")
     if name in ENTRIES:
         raise ValueError(f"warm-up entry '{name}' is registered twice")
-    ENTRIES[name] = Entry(name, group, run, tuple(after), cost, per_law)
+    ENTRIES[name] = Entry(name, group, run, tuple(after), cost, per_law, per_buses)
 
 
 def default_config() -> Path:
@@ -397,7 +401,7 @@ def _integrate(c: Context) -> None:
     pk, ws = c.dyn
     scratch = rk4_scratch(c.n)
     rk4_step(pk, ws, c.z(), c.z(), c.z(), 1e-3, scratch)
-    simulate_energy(pk, ws, c.z(), c.z(), c.z(), 1e-3, 2, 1, scratch, c.z(2, 2))
+    simulate_energy(pk, ws, c.z(), c.z(), c.z(), 1e-3, 2, 1, scratch, c.z(3, 2))
 
 
 def _register() -> None:
@@ -441,7 +445,7 @@ def _register() -> None:
     add("bus.fastio", "io", _frame_batches, cost=4.5)
     add("bus.pdo_io", "io", _cycle_io, after=("bus.fastio", "bus.pdo"), cost=2.0)
     add("runtime.cycle_call", "io", _cycle_call,
-        after=("controller.warm_up", "bus.pdo_io", "board.decode"), cost=3.0)
+        after=("controller.warm_up", "bus.pdo_io", "board.decode"), cost=3.0, per_buses=True)
     add("controller.warm_up", "controller", _controller,
         after=(*dyn, "law.torque", "law.torque_to_current", "safety.check",
                "safety.safe_action", "estimate.velocity_update", "trajectory.gait",
@@ -783,7 +787,7 @@ def _mark(tags: Iterable[str]) -> None:
 
 def _tags(names: Iterable[str], ctx: Context) -> set[str]:
     return {f"{n}@{ctx.variant}" + (f"/{ctx.cfg.law}" if ENTRIES[n].per_law else "")
-            for n in names}
+            + (f"/{len(ctx.top.buses)}buses" if ENTRIES[n].per_buses else "") for n in names}
 
 
 # ---------------------------------------------------------------- front ends

@@ -104,3 +104,15 @@ def test_random_tree_energy_integral(seed):
     d = drift(energies)
     print(f"random tree {seed} ({mech.n_bodies} bodies, {mech.joint_types}): drift {d:.2e}")
     assert d <= 1e-6, f"relative energy drift {d:.2e}"
+
+
+def test_simulate_energy_refuses_an_output_too_short_for_its_samples():
+    """Compiled code does not check indices: an energy table one row short would be written
+    past its end (over the heap). The kernel refuses it instead, and writes nothing."""
+    mech = load_mechanism(CONFIGS / "exo_leg.yaml")
+    dyn = Dynamics(mech)
+    short = np.full((2, 2), 7.0)  # 2 steps sampled every step need 3 rows
+    with pytest.raises(ValueError, match="steps // every \\+ 1 rows"):
+        simulate_energy(dyn.packed, dyn.workspace, np.zeros(mech.nq), np.zeros(mech.nq),
+                        np.zeros(mech.nq), DT, 2, 1, rk4_scratch(mech.nq), short)
+    assert (short == 7.0).all()

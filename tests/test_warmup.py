@@ -243,3 +243,14 @@ def test_kernels_compile_without_the_c_callable_wrapper_and_with_the_package_set
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["3", "0"]
+
+
+def test_the_one_call_cycle_is_warm_per_number_of_buses():
+    """The one-call cycle's compiled type has a part per bus: warming it for one bus does not
+    mark it warm for two (a two-bus run then compiles it ahead, not after set-up); entries
+    that do not depend on the buses share one mark."""
+    one = warmup.Context(config=ROOT / "configs" / "exo_leg.yaml")
+    two = warmup.Context(config=ROOT / "configs" / "exo_2leg.yaml")
+    names = ["runtime.cycle_call", "safety.check"]
+    assert warmup._tags(names, one) == {"runtime.cycle_call@tree/1buses", "safety.check@tree"}
+    assert warmup._tags(names, two) == {"runtime.cycle_call@tree/2buses", "safety.check@tree"}

@@ -75,8 +75,11 @@ def simulate_energy(model, data, q, v, tau, dt, steps, every, scratch, energy_ou
     """Integrate ``steps`` RK4 steps in place on (q, v), sampling the energies.
 
     Every ``every`` steps (and at t = 0) one row (kinetic, potential) in J is written to
-    ``energy_out``, which needs ``steps // every + 1`` rows of 2.
+    ``energy_out``, which needs ``steps // every + 1`` rows of 2 (fewer: ValueError — compiled
+    code does not check its indices, a row past the end would be written over the heap).
     """
+    if every < 1 or energy_out.shape[0] < steps // every + 1 or energy_out.shape[1] < 2:
+        raise ValueError("simulate_energy: energy_out needs steps // every + 1 rows of 2")
     energy(model, data, q, v, energy_out[0])
     k = 1
     for s in range(1, steps + 1):
