@@ -254,3 +254,22 @@ def test_the_one_call_cycle_is_warm_per_number_of_buses():
     names = ["runtime.cycle_call", "safety.check"]
     assert warmup._tags(names, one) == {"runtime.cycle_call@tree/1buses", "safety.check@tree"}
     assert warmup._tags(names, two) == {"runtime.cycle_call@tree/2buses", "safety.check@tree"}
+
+
+@pytest.mark.slow
+def test_every_warm_up_entry_and_a_run_index_within_bounds(tmp_path):
+    """Compiled code does not check its indices: a row past an array's end is written over
+    the heap, silently, and the process aborts later, anywhere (the warm-up's own energy
+    entry did). With numba's bounds checking on, every warm-up entry of every group and a
+    default run index within their arrays (an IndexError would fail the entry or the run)."""
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    warm = subprocess.run([sys.executable, "-m", "exo_rt", "warmup"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert warm.returncode == 0, warm.stderr
+    assert "kernels compiled" in warm.stderr and "FAILED" not in warm.stderr, warm.stderr
+    run = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.5", "--out",
+                          str(tmp_path / "run")], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "final state SHUTDOWN" in run.stdout + run.stderr, run.stdout + run.stderr
