@@ -84,9 +84,39 @@ def _retune(snap: dict, name: str) -> None:
     snap["velocity_cutoff_hz"] = new_hz
 
 
+def _widen_packed(node) -> None:
+    """The packed model's columns added since the snapshot, each mechanism's (``Mechanism.
+    packed``'s last two: its joints' origin rotation exactly the identity, 1.0; its axis
+    exactly ±x, ±y, ±z: 0, 1, 2, else −1), derived here from the snapshot's own
+    ``origin_rot`` and ``axis``, everywhere a mechanism appears."""
+    if isinstance(node, list):
+        for v in node:
+            _widen_packed(v)
+    if not isinstance(node, dict):
+        return
+    for v in node.values():
+        _widen_packed(v)
+    if node.get("__class__") != "Mechanism":
+        return
+    packed = node["packed"]
+    rows, width = packed["shape"]
+    rot = np.reshape(node["origin_rot"]["data"], (-1, 9))
+    axis = np.reshape(node["axis"]["data"], (-1, 3))
+    table = np.reshape(packed["data"], (rows, width))
+    extra = np.zeros((rows, 2))
+    for i in range(rows - 1):  # the last row is the header
+        extra[i, 0] = float(list(rot[i]) == [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0])
+        nonzero = [k for k in range(3) if axis[i, k] != 0.0]
+        extra[i, 1] = nonzero[0] if len(nonzero) == 1 and abs(axis[i, nonzero[0]]) == 1.0 \
+            else -1.0
+    packed["shape"] = [rows, width + 2]
+    packed["data"] = np.hstack([table, extra]).ravel().tolist()
+
+
 def before() -> dict:
-    """The snapshot taken with the hand-written loaders, with the retuned values (RETUNED) and
-    the top config's added keys (TOP_ADDED, REALTIME_ADDED)."""
+    """The snapshot taken with the hand-written loaders, with the retuned values (RETUNED),
+    the top config's added keys (TOP_ADDED, REALTIME_ADDED) and the packed models' added
+    columns (:func:`_widen_packed`)."""
     import gzip
 
     snap = json.loads(gzip.decompress(FIXTURE.read_bytes()))
@@ -98,6 +128,7 @@ def before() -> dict:
         _retune(value["controller"], TOP_CONTROLLER)
         value.update(TOP_ADDED)
         value["realtime"].update(REALTIME_ADDED)
+    _widen_packed(snap)
     return snap
 
 

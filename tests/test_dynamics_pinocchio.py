@@ -13,6 +13,7 @@ import pytest
 
 from exo_rt.dynamics import Dynamics
 from exo_rt.model import load_urdf
+from exo_rt.model.mechanism import P_AXIS_INDEX, P_ROT_IDENTITY
 from tests.pinref import PinTwin, assert_close
 from tests.treegen import random_tree
 
@@ -20,10 +21,10 @@ REL = 1e-9
 SEEDS = range(40)
 
 
-def _random_case(seed: int):
+def _random_case(seed: int, aligned: bool = False):
     rng = np.random.default_rng(seed)
     n_bodies = int(rng.integers(2, 21))
-    text, _info = random_tree(rng, n_bodies, prismatic=True, fixed=True)
+    text, _info = random_tree(rng, n_bodies, prismatic=True, fixed=True, aligned=aligned)
     mech = load_urdf(text)
     gravity = rng.normal(size=3)
     mech = mech.with_gravity(9.81 * gravity / np.linalg.norm(gravity))
@@ -35,9 +36,15 @@ def _states(rng, nq, count=3):
         yield rng.uniform(-2, 2, nq), rng.normal(0, 2, nq), rng.normal(0, 3, nq)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_tree_matches_pinocchio(seed):
-    rng, mech, ref = _random_case(seed)
+@pytest.mark.parametrize("seed, aligned", [(s, False) for s in SEEDS]
+                         + [pytest.param(s, True, id=f"aligned{s}") for s in range(12)])
+def test_random_tree_matches_pinocchio(seed, aligned):
+    """``aligned``: most joints about ±x/±y/±z with no origin rotation — the kernels' fast
+    paths (``P_ROT_IDENTITY``, ``P_AXIS_INDEX``) — the rest general, in one tree."""
+    rng, mech, ref = _random_case(seed, aligned)
+    if aligned:  # the fast paths are taken, and not everywhere
+        flags = mech.packed[1:-1, [P_ROT_IDENTITY, P_AXIS_INDEX]]
+        assert flags[:, 0].any() and (flags[:, 1] >= 0).any()
     dyn = Dynamics(mech)
     for q, v, a in _states(rng, mech.nq):
         assert_close(dyn.mass_matrix(q), ref.crba(q), REL, "mass matrix")

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exo_rt.dynamics import Dynamics
+from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.model import load_mechanism
+from exo_rt.model.mechanism import P_AXIS_INDEX, P_ROT_IDENTITY, _axis_index
 from exo_rt.model.topology import JointSpec, LinkSpec, build_mechanism
 from tests.randmech import random_mechanism
 
@@ -155,3 +156,34 @@ def test_out_calls_allocate_no_array():
     e = np.empty(2)
     dyn.energy(q, v, out=e)
     assert _peak_bytes(dyn.energy, q, v, out=e) < threshold
+
+
+@pytest.mark.parametrize("build", MECHANISMS)
+def test_the_fast_paths_give_the_general_paths_values(build):
+    """Joints about ±x/±y/±z with no origin rotation take the kernels' fast paths
+    (``P_ROT_IDENTITY``, ``P_AXIS_INDEX``); the same model with both flags cleared takes the
+    general matrix products and Rodrigues' formula. Every result agrees to rounding (the
+    general path's 1 − cos + cos is not always exactly 1). A closed chain's kernels run on
+    its spanning tree's coordinates z."""
+    mech = build()
+    general = np.array(mech.packed)
+    general[:-1, P_ROT_IDENTITY] = 0.0
+    general[:-1, P_AXIS_INDEX] = -1.0
+    rng = np.random.default_rng(3)
+    ws = np.zeros_like(Dynamics(mech).workspace)
+    n = mech.nz
+    for _ in range(3):
+        q, v, a = rng.uniform(-1.5, 1.5, n), rng.normal(0, 1.5, n), rng.normal(0, 2, n)
+        for model in (mech.packed, general):
+            m, tau = np.empty((n, n)), np.empty(n)
+            kernels.mass_matrix(model, ws, q, m)
+            kernels.inverse_dynamics(model, ws, q, v, a, tau)
+            if model is mech.packed:
+                m_fast, tau_fast = m, tau
+        np.testing.assert_allclose(m_fast, m, rtol=0, atol=1e-14 * np.abs(m).max())
+        np.testing.assert_allclose(tau_fast, tau, rtol=0, atol=1e-14 * np.abs(tau).max())
+
+
+def test_axis_index():
+    assert [_axis_index(a) for a in ([1.0, 0, 0], [0, -1.0, 0], [-0.0, 0, 1.0])] == [0, 1, 2]
+    assert [_axis_index(a) for a in ([0.6, 0.8, 0], [0, 0.5, 0], [0, 0, 0])] == [-1, -1, -1]

@@ -32,6 +32,10 @@ def test_bench_machine_times_a_fixed_job_of_the_size_asked():
     assert m, text
     p50, p99, p999 = (float(m[i]) for i in (2, 3, 4))
     assert 15.0 <= p50 <= 300.0 and p50 <= p99 <= p999 and int(m[1]) > 100
+    # the deadlines it skipped, as the controller counts its overruns: a share of 500 cycles
+    m = re.search(r"deadlines missed: (\d+) \(([\d.]+) % of the cycles", text)
+    assert m, text
+    assert float(m[2]) == pytest.approx(100.0 * int(m[1]) / 500, abs=1e-4)
 
 
 @pytest.mark.slow

@@ -65,8 +65,11 @@ def _add_mimics(rng: np.random.Generator, joints: list[dict]) -> None:
 
 
 def random_tree_specs(rng: np.random.Generator, n_bodies: int, *, prismatic: bool = True,
-                      fixed: bool = True, mimic: bool = False) -> dict:
+                      fixed: bool = True, mimic: bool = False, aligned: bool = False) -> dict:
     """A random tree as plain data, with what a loader should make of it.
+
+    ``aligned``: most joints then turn about ±x, ±y or ±z, and most have no origin rotation
+    (the kernels' fast paths, as an exoskeleton's joints usually are; the rest stay general).
 
     Keys: ``links`` (name, mass, com, inertia), ``joints`` (name, type, parent, child, xyz,
     rpy, axis, and ``mimic`` = (master, multiplier, offset) on mimic joints), ``nq`` (number
@@ -85,6 +88,12 @@ def random_tree_specs(rng: np.random.Generator, n_bodies: int, *, prismatic: boo
         joints.append({"name": f"j{i}", "type": kind, "parent": parent,
                        "child": f"b{i}", "xyz": rng.normal(0, 0.3, 3),
                        "rpy": rng.uniform(-np.pi, np.pi, 3), "axis": _unit(rng)})
+    if aligned:
+        for i, j in enumerate(joints):  # the first one always, the others mostly
+            if rng.uniform() < 0.8 or i == 0:
+                j["axis"] = np.eye(3)[int(rng.integers(0, 3))] * rng.choice([-1.0, 1.0])
+            if rng.uniform() < 0.7 or i == 0:
+                j["rpy"] = np.zeros(3)
     if mimic:
         _add_mimics(rng, joints)
     movable = [j for j in joints if j["type"] != "fixed"]
@@ -165,12 +174,14 @@ def specs_yaml(specs: dict, name: str = "random") -> str:
 
 
 def random_tree(rng: np.random.Generator, n_bodies: int, *, prismatic: bool = True,
-                fixed: bool = True, mimic: bool = False) -> tuple[str, dict]:
+                fixed: bool = True, mimic: bool = False,
+                aligned: bool = False) -> tuple[str, dict]:
     """(URDF text, specs) of a random tree with ``n_bodies`` links (the base included).
 
     ``specs`` is :func:`random_tree_specs`'s dict (links, joints, nq, n_bodies, joint_names).
     """
-    specs = random_tree_specs(rng, n_bodies, prismatic=prismatic, fixed=fixed, mimic=mimic)
+    specs = random_tree_specs(rng, n_bodies, prismatic=prismatic, fixed=fixed, mimic=mimic,
+                              aligned=aligned)
     return specs_urdf(specs), specs
 
 

@@ -37,6 +37,7 @@ from exo_rt.model.mechanism import (
     HDR_NQ,
     JOINT_REVOLUTE,
     P_AXIS,
+    P_AXIS_INDEX,
     P_C,
     P_COM,
     P_INERTIA,
@@ -46,6 +47,7 @@ from exo_rt.model.mechanism import (
     P_PARENT,
     P_QIDX,
     P_ROT,
+    P_ROT_IDENTITY,
     P_XYZ,
 )
 
@@ -107,16 +109,20 @@ def positions(model, data, q):
         p = int(model[i, P_PARENT])
         op = p * W_WIDTH
         z = model[i, P_K] * q[int(model[i, P_QIDX])] + model[i, P_C]
-        # M1 = A_p · R0 (joint frame at zero displacement)
-        for r in range(3):
-            a0 = w[op + W_A + 3 * r]
-            a1 = w[op + W_A + 3 * r + 1]
-            a2 = w[op + W_A + 3 * r + 2]
-            for c in range(3):
-                w[oi + W_A + 3 * r + c] = (
-                    a0 * model[i, P_ROT + c] + a1 * model[i, P_ROT + 3 + c]
-                    + a2 * model[i, P_ROT + 6 + c]
-                )
+        # M1 = A_p · R0 (joint frame at zero displacement); R0 = 1: M1 = A_p
+        if model[i, P_ROT_IDENTITY] != 0.0:
+            for k in range(9):
+                w[oi + W_A + k] = w[op + W_A + k]
+        else:
+            for r in range(3):
+                a0 = w[op + W_A + 3 * r]
+                a1 = w[op + W_A + 3 * r + 1]
+                a2 = w[op + W_A + 3 * r + 2]
+                for c in range(3):
+                    w[oi + W_A + 3 * r + c] = (
+                        a0 * model[i, P_ROT + c] + a1 * model[i, P_ROT + 3 + c]
+                        + a2 * model[i, P_ROT + 6 + c]
+                    )
         # world axis u = M1 · axis
         ax, ay, az = model[i, P_AXIS], model[i, P_AXIS + 1], model[i, P_AXIS + 2]
         ux = w[oi + W_A] * ax + w[oi + W_A + 1] * ay + w[oi + W_A + 2] * az
@@ -128,20 +134,33 @@ def positions(model, data, q):
         ry = w[op + W_O + 1] + w[op + W_A + 3] * x + w[op + W_A + 4] * y + w[op + W_A + 5] * zz
         rz = w[op + W_O + 2] + w[op + W_A + 6] * x + w[op + W_A + 7] * y + w[op + W_A + 8] * zz
         if int(model[i, P_JTYPE]) == JOINT_REVOLUTE:
-            # A_i = M1 · Rot(axis, z), with the local rotation from the constant unit axis
-            # (Rodrigues): rounding errors then grow linearly along a chain, not geometrically
             cz, sz = math.cos(z), math.sin(z)
-            t = 1.0 - cz
-            r00, r01, r02 = cz + t * ax * ax, t * ax * ay - sz * az, t * ax * az + sz * ay
-            r10, r11, r12 = t * ay * ax + sz * az, cz + t * ay * ay, t * ay * az - sz * ax
-            r20, r21, r22 = t * az * ax - sz * ay, t * az * ay + sz * ax, cz + t * az * az
-            for r in range(3):
-                m0 = w[oi + W_A + 3 * r]
-                m1 = w[oi + W_A + 3 * r + 1]
-                m2 = w[oi + W_A + 3 * r + 2]
-                w[oi + W_A + 3 * r] = m0 * r00 + m1 * r10 + m2 * r20
-                w[oi + W_A + 3 * r + 1] = m0 * r01 + m1 * r11 + m2 * r21
-                w[oi + W_A + 3 * r + 2] = m0 * r02 + m1 * r12 + m2 * r22
+            k = int(model[i, P_AXIS_INDEX])
+            if k >= 0:
+                # about ±x, ±y or ±z: two columns of M1 turn, the third stays (Rodrigues
+                # below, its zero terms dropped: the same values)
+                sg = sz * model[i, P_AXIS + k]
+                ca, cb = (k + 1) % 3, (k + 2) % 3
+                for r in range(3):
+                    ma = w[oi + W_A + 3 * r + ca]
+                    mb = w[oi + W_A + 3 * r + cb]
+                    w[oi + W_A + 3 * r + ca] = ma * cz + mb * sg
+                    w[oi + W_A + 3 * r + cb] = mb * cz - ma * sg
+            else:
+                # A_i = M1 · Rot(axis, z), with the local rotation from the constant unit
+                # axis (Rodrigues): rounding errors then grow linearly along a chain, not
+                # geometrically
+                t = 1.0 - cz
+                r00, r01, r02 = cz + t * ax * ax, t * ax * ay - sz * az, t * ax * az + sz * ay
+                r10, r11, r12 = t * ay * ax + sz * az, cz + t * ay * ay, t * ay * az - sz * ax
+                r20, r21, r22 = t * az * ax - sz * ay, t * az * ay + sz * ax, cz + t * az * az
+                for r in range(3):
+                    m0 = w[oi + W_A + 3 * r]
+                    m1 = w[oi + W_A + 3 * r + 1]
+                    m2 = w[oi + W_A + 3 * r + 2]
+                    w[oi + W_A + 3 * r] = m0 * r00 + m1 * r10 + m2 * r20
+                    w[oi + W_A + 3 * r + 1] = m0 * r01 + m1 * r11 + m2 * r21
+                    w[oi + W_A + 3 * r + 2] = m0 * r02 + m1 * r12 + m2 * r22
             bx, by, bz = _cross(rx, ry, rz, ux, uy, uz)
             w[oi + W_B], w[oi + W_B + 1], w[oi + W_B + 2] = bx, by, bz
             w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5] = ux, uy, uz

@@ -36,7 +36,12 @@ P_AXIS = 17  # joint axis in the joint frame, unit vector (3)
 P_MASS = 20  # kg: body mass
 P_COM = 21  # m: centre of mass in the body frame (3)
 P_INERTIA = 24  # kg·m²: inertia about the COM in the body frame, row-major (9)
-P_WIDTH = 33
+# derived, for the kernels' fast paths (as Pinocchio's RX/RY/RZ joints): 1.0 where P_ROT is
+# exactly the identity; 0, 1, 2 where P_AXIS is exactly ±x, ±y, ±z (the sign in P_AXIS), −1
+# otherwise
+P_ROT_IDENTITY = 33
+P_AXIS_INDEX = 34
+P_WIDTH = 35
 # header row (the last row)
 HDR_NQ = 0  # number of coordinates the kernels take (nz; = nq for a tree)
 HDR_GRAVITY = 1  # m/s²: gravity in the world frame (3)
@@ -44,6 +49,14 @@ HDR_GRAVITY = 1  # m/s²: gravity in the world frame (3)
 JOINT_BASE = 0
 JOINT_REVOLUTE = 1
 JOINT_PRISMATIC = 2
+
+
+def _axis_index(axis) -> int:
+    """0, 1, 2 where ``axis`` is exactly ±x, ±y, ±z; −1 otherwise (:data:`P_AXIS_INDEX`)."""
+    nonzero = np.flatnonzero(np.asarray(axis) != 0.0)
+    if len(nonzero) == 1 and abs(axis[nonzero[0]]) == 1.0:
+        return int(nonzero[0])
+    return -1
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +127,9 @@ class Mechanism:
         p[:nb, P_MASS] = self.mass
         p[:nb, P_COM : P_COM + 3] = self.com
         p[:nb, P_INERTIA : P_INERTIA + 9] = self.inertia.reshape(nb, 9)
+        p[:nb, P_ROT_IDENTITY] = [np.array_equal(r, np.eye(3)) for r in
+                                  self.origin_rot.reshape(nb, 3, 3)]
+        p[:nb, P_AXIS_INDEX] = [_axis_index(a) for a in np.reshape(self.axis, (nb, 3))]
         p[nb, HDR_NQ] = self.nz
         p[nb, HDR_GRAVITY : HDR_GRAVITY + 3] = self.gravity
         p.setflags(write=False)
