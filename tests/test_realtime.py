@@ -214,6 +214,25 @@ def test_cpu_wake_latency_is_held_while_running_and_released_after():
     assert out["after"] == out["before"]
 
 
+
+def test_the_setup_says_whether_this_is_a_virtual_machine(tmp_path):
+    """The set-up report names a virtual machine, from the x86 flag or the kernel's
+    /sys/hypervisor/type, and says what it means for real time; bare metal: none seen."""
+    from exo_rt.runtime.loop import machine_kind
+
+    cpuinfo, hyp = tmp_path / "cpuinfo", tmp_path / "type"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor lahf_lm\n")
+    said = machine_kind(str(cpuinfo), str(hyp))
+    assert said.startswith("a virtual machine (the CPU's hypervisor flag)")
+    assert "tools/bench_machine.py" in said
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu vme sse2 lahf_lm\n")
+    assert machine_kind(str(cpuinfo), str(hyp)) == "no hypervisor seen"
+    hyp.write_text("xen\n")
+    assert machine_kind(str(cpuinfo), str(hyp)).startswith(
+        "a virtual machine (/sys/hypervisor/type: xen)")
+    assert machine_kind(str(tmp_path / "none"), str(tmp_path / "none")) == "no hypervisor seen"
+
+
 # ---------------------------------------------------------------- whole runs
 def _hog(cpu: int) -> subprocess.Popen:
     """A CPU hog pinned to ``cpu``."""

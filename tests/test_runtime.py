@@ -60,8 +60,9 @@ def test_realtime_setup_degrades_gracefully():
     setup = realtime_setup(priority=99, cpu=0)
     try:
         assert set(setup.items) >= {"SCHED_FIFO", "CPU affinity", "mlockall", "gc"}
-        for v in setup.items.values():
-            assert v.startswith(("in effect", "not available", "frozen"))
+        for k, v in setup.items.items():  # each setting applied or said why not; the machine
+            assert v.startswith(("a virtual machine (", "no hypervisor seen") if k == "machine"
+                                else ("in effect", "not available", "frozen")), (k, v)
     finally:
         realtime_teardown()
 

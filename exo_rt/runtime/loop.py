@@ -231,7 +231,37 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
     _SAVED["switch"] = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)
     out.items["GIL switch interval"] = "in effect (100 µs while running)"
+    out.items["machine"] = machine_kind()
     return out
+
+
+def machine_kind(cpuinfo: str = "/proc/cpuinfo",
+                 hypervisor: str = "/sys/hypervisor/type") -> str:
+    """Whether this is a virtual machine, for the set-up report: a VM's host can hold a virtual
+    CPU for milliseconds, which no set-up inside it prevents (docs/performance.md measures
+    such holds with ``tools/bench_machine.py``). Seen from the x86 CPU flag ``hypervisor`` or
+    the kernel's ``/sys/hypervisor/type`` (Xen, and others on other architectures)."""
+    seen = ""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags") and " hypervisor" in line:
+                    seen = "the CPU's hypervisor flag"
+                    break
+    except OSError:
+        pass
+    if not seen:
+        try:
+            with open(hypervisor, encoding="ascii", errors="replace") as f:
+                kind = f.read().strip()
+            if kind:
+                seen = f"/sys/hypervisor/type: {kind}"
+        except OSError:
+            pass
+    if seen:
+        return (f"a virtual machine ({seen}): its host can hold a CPU for ms, which no set-up "
+                "here prevents; measure it with tools/bench_machine.py (docs/performance.md)")
+    return "no hypervisor seen"
 
 
 _SAVED: dict = {}
