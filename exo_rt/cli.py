@@ -16,6 +16,73 @@ from collections.abc import Callable
 from exo_rt import __version__
 from exo_rt.errors import ExoError
 
+MAX_DURATION_S = 86400.0  # the longest --duration: 24 h (a run's log is ~14 GB then)
+MAX_JOBS = 1024
+MAX_PID = 4194304  # Linux's largest pid_max (2^22)
+
+# Every number a command takes: (low, high, low included, unit, what it is). Checked after
+# parsing (:func:`_check_numbers`): not finite or out of range → one line, exit 2.
+NUMBERS: dict[str, dict[str, tuple[float, float, bool, str]]] = {
+    "run": {"duration": (0.0, MAX_DURATION_S, False, "s")},
+    "check": {"rate": (0.0, 100_000.0, False, "Hz")},
+    "drives": {"parent": (1, MAX_PID, True, ""), "linger": (0.0, 3600.0, True, "s")},
+    "replay": {"jobs": (1, MAX_JOBS, True, "")},
+    "sweep": {"cycles": (0.0, 1000.0, False, "gait cycles"),
+              "max_saturation": (0.0, 1.0, True, ""), "jobs": (1, MAX_JOBS, True, "")},
+    "bench-test": {"reply_timeout": (0.0, 1000.0, False, "ms")},
+    "warmup": {"jobs": (1, MAX_JOBS, True, "")},
+}
+POSES = {"run": "start_pose", "drives": "pose", "bench-test": "pose"}  # rad, per joint
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option of ``args.command`` finite and in its range (:data:`NUMBERS`), and
+    its joint angles finite (their joint limits: :func:`_check_pose`); ConfigError else."""
+    import math
+
+    from exo_rt.errors import ConfigError
+
+    for dest, (lo, hi, closed, unit) in NUMBERS.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        ok = math.isfinite(value) and (value >= lo if closed else value > lo) and value <= hi
+        if not ok:
+            bound = f"[{lo:g}, {hi:g}]" if closed else f"({lo:g}, {hi:g}]"
+            raise ConfigError(f"{_option(dest)} {value:g} is out of range", None,
+                              f"give a finite number in {bound}{' ' + unit if unit else ''}")
+    pose = getattr(args, POSES[args.command], None) if args.command in POSES else None
+    for x in pose or ():
+        if not math.isfinite(x):
+            raise ConfigError(f"{_option(POSES[args.command])} {x:g} is not a finite angle",
+                              None,
+                              "give one finite angle (rad) per joint")
+
+
+def _check_pose(pose, mech, option: str) -> None:
+    """A pose given on the command line: one angle per joint of ``mech``, each inside the
+    robot's joint limits (rad); ConfigError else."""
+    import numpy as np
+
+    from exo_rt.errors import ConfigError
+
+    if pose is None:
+        return
+    if len(pose) != mech.nq:
+        raise ConfigError(f"{option} gives {len(pose)} angle(s) for {mech.nq} joints", None,
+                          f"give one angle (rad) per joint: {', '.join(mech.joint_names)}")
+    c = [mech.coordinate_names.index(n) for n in mech.joint_names]
+    lo, hi = np.asarray(mech.lower)[c], np.asarray(mech.upper)[c]
+    for j, name in enumerate(mech.joint_names):
+        if not lo[j] <= pose[j] <= hi[j]:
+            raise ConfigError(f"{option}: {name} {pose[j]:g} rad is outside its joint limits "
+                              f"[{lo[j]:.4g}, {hi[j]:.4g}] rad", None,
+                              "give a pose inside the robot's joint limits")
+
 
 def _setup_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a robot .yaml or .urdf file")
@@ -151,6 +218,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
         return 0
     import can
 
+    _check_pose(args.pose, mech, "--pose")
     from exo_rt.bus.port import open_port
     from exo_rt.sim.launch import group_for
     from exo_rt.sim.server import RealtimeServer
@@ -280,6 +348,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ctl.request_stop(f"signal {signal.Signals(signum).name}: safe stop")
 
     signal.signal(signal.SIGINT, stop)
+    _check_pose(args.start_pose, top.robot, "--start-pose")
     signal.signal(signal.SIGTERM, stop)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     from exo_rt.resources import runs_root
@@ -315,7 +384,11 @@ def _setup_replay(p: argparse.ArgumentParser) -> None:
                    help="run folders, folders of runs (an archive, at any depth), or bare CAN "
                         "logs (.blf/.asc/.log) with --config")
     p.add_argument("--config", metavar="FILE",
-                   help="top config naming the bus mapping, to replay a bare CAN log")
+                   help="top config naming the bus mapping, to replay a bare CAN log; for a "
+                        "run folder, refused where it differs from the run's own copy")
+    p.add_argument("--allow-config-change", action="store_true",
+                   help="replay run folders with --config although it differs from the "
+                        "config they recorded (each difference is printed)")
     p.add_argument("--mode", required=True, choices=("plant", "controller", "closed-loop"))
     p.add_argument("--controller", metavar="NAME|FILE",
                    help="controller to compare with (controller and closed-loop modes)")
@@ -341,7 +414,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     b = run_batch(args.run_dirs, args.mode, controller=args.controller, config=args.config,
                   engine=args.engine, jobs=args.jobs, address=args.address, out=args.out,
-                  force=args.force)
+                  force=args.force, allow_config_change=args.allow_config_change)
     for row in b.results:
         r = row["result"]
         if r is None:
@@ -402,6 +475,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"sweep-{Path(args.config).stem}")
     s = sw.run_sweep(args.config, args.grid, model_errors=errors, wearers=wearers,
                      robot=args.robot, cycles=args.cycles, engine=args.engine, jobs=args.jobs,
+        for note in r.get("notes", ()):  # not finished, no snapshot, a changed config
+            print(f"exo-rt: warning: {note}", file=sys.stderr)
                      address=args.address, max_saturation=args.max_saturation, out=out)
     print(f"{len(s.points)} points × {len(errors)} model errors × {len(wearers or [0])} "
           f"wearers = {len(s.tasks)} tasks in {s.wall_s:.1f} s on {args.engine}")
@@ -433,7 +508,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     """PNG plots and a text summary of a run (needs the plot extra)."""
     from exo_rt.record.report import report
 
-    for f in report(args.run_dir):
+    notes: list[str] = []
+    files = report(args.run_dir, notes)
+    for note in notes:  # a run that did not finish
+        print(f"exo-rt: warning: {note}", file=sys.stderr)
+    for f in files:
         print(f)
     return 0
 
@@ -593,6 +672,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             print(f"{e.group:<10} {e.name:<26} after {', '.join(e.after) or '-'}")
         return 0
     config = args.config or _default_config()
+    _check_pose(args.pose, top.robot, "--pose")
     code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
                        force=args.force)
     # Everything is in the on-disk cache now. End without the interpreter's teardown (freeing
@@ -682,3 +762,4 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("exo-rt: interrupted", file=sys.stderr)
         return 130
+        _check_numbers(args)

@@ -86,9 +86,11 @@ def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError],
     line = n.start_mark.line + 1
     budget[0] -= 1
     if budget[0] < 0 or id(n) in path:
-        why = "an alias refers to itself" if id(n) in path else "aliases expand too far"
+        why = "an alias refers to itself" if id(n) in path else \
+            f"more than {MAX_NODES} values, aliases expanded"
         raise error(f"cannot expand the YAML ({why})", Where(file, line, key),
-                    "write the values out instead of using '&anchor' / '*alias'")
+                    "write the values out instead of using '&anchor' / '*alias'"
+                    if id(n) in path else "no config needs that many: check the file")
     if isinstance(n, yaml.MappingNode):
         inner = path | {id(n)}
         out: dict[str, Node] = {}
@@ -118,9 +120,32 @@ def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError],
     return Node(value, file, line, key, error)
 
 
+# The largest config file of each kind, in bytes: refused before it is read (docs/config.md).
+# The shipped files are ≤ 12 kB (YAML) and ≤ 110 kB (EDS/DCF); a vendor's EDS of a large
+# device or a CAD-exported URDF can reach a few MB.
+MAX_BYTES = {"YAML": 1 << 20, "EDS": 16 << 20, "URDF": 16 << 20}
+
+
+def check_size(path: str | Path, kind: str, error: type[ExoError] = ModelError) -> None:
+    """``error`` when the file at ``path`` is larger than :data:`MAX_BYTES` for its ``kind``
+    (YAML, EDS, URDF) — said before it is parsed (a 50 MB list would take minutes and GBs).
+    A file that cannot be stat'ed is left to the reader's own error."""
+    limit = MAX_BYTES[kind]
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return
+    if size > limit:
+        raise error(f"the file is {size / (1 << 20):.1f} MiB, more than the {kind} limit of "
+                    f"{limit >> 20} MiB", Where(str(path)),
+                    f"a {kind} config file is far smaller: check that this is the right file")
+
+
 def read_yaml(path: Path, error: type[ExoError] = ModelError) -> Node:
-    """Parse a YAML file into :class:`Node` values; ModelError on a missing or bad file."""
+    """Parse a YAML file into :class:`Node` values; ModelError on a missing, oversized
+    (:data:`MAX_BYTES`) or bad file."""
     file = str(path)
+    check_size(path, "YAML", error)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -121,7 +121,12 @@ def _read(path: Path) -> bytes:
 
 
 def _logged_config(run: Path) -> Path | None:
-    """The top config a run names: its cycle log's header, else summary.json."""
+    """The top config a run's replay reads: its snapshot's, else (a run recorded before
+    exo-rt kept one) the one its cycle log's header names, else summary.json's."""
+    from exo_rt.runtime import snapshot
+
+    if (run / snapshot.MANIFEST).exists():
+        return run / snapshot.TOP
     try:
         with open(run / "cycles.exolog", "rb") as f:
             head = f.read(16)
@@ -152,8 +157,10 @@ def _controller_file(config: Path, controller: str | None) -> Path | None:
 
 
 def session_key(session: Session, mode: str, controller: str | None = None,
-                config: str | None = None) -> str:
-    """SHA-256 (hex) of everything the session's replay reads, with the mode and version."""
+                config: str | None = None, allow_config_change: bool = False) -> str:
+    """SHA-256 (hex) of everything the session's replay reads (the snapshot's manifest holds
+    each copied config file's SHA-256), with the mode, the version and, for a run folder,
+    the ``--config`` given and whether a change is allowed."""
     h = hashlib.sha256()
 
     def part(label: str, data: bytes) -> None:
@@ -169,6 +176,9 @@ def session_key(session: Session, mode: str, controller: str | None = None,
         log = path / "cycles.exolog"
         part("run", _read(log if log.exists() else path / "run.mcap"))
         part("summary", _read(path / "summary.json"))
+        part("snapshot", _read(path / "config-snapshot.json"))
+        if config:
+            part("given-config", _read(Path(config)) + bytes([allow_config_change]))
         top = _logged_config(path)
     if top is not None:
         part("config", _read(top))
@@ -213,7 +223,9 @@ def replay_session(task: dict) -> dict:
             out["result"] = replay_can_log(path, task["config"])
         else:
             out["recorded_faults"] = _recorded_faults(path)
-            out["result"] = replay(path, task["mode"], task.get("controller"))
+            out["result"] = replay(path, task["mode"], task.get("controller"),
+                                   config=task.get("config"),
+                                   allow_config_change=bool(task.get("allow_config_change")))
     except ExoError as err:  # the session's own data or files: reported, deterministic
         out.update(status="failed", error=str(err))
     except Exception as exc:  # anything else: reported with its type, tried again next time
@@ -245,10 +257,12 @@ def _write_atomic(path: Path, text: str) -> None:
 def run_batch(archives: list[str | Path], mode: str, *, controller: str | None = None,
               config: str | None = None, engine: str = "local", jobs: int = 1,
               address: str | None = None, out: str | Path | None = None, force: bool = False,
-              status: bool = True, on_result=None) -> Batch:
+              status: bool = True, on_result=None, allow_config_change: bool = False) -> Batch:
     """Replay every session of ``archives``; with ``out`` (or a folder of runs among the
     archives), cache each result there and write the table and plot. ``force`` replays the
-    cached sessions again. ``on_result(row)`` is called as each session finishes."""
+    cached sessions again. ``on_result(row)`` is called as each session finishes. ``config``
+    is the bare CAN logs' bus mapping and, for run folders, replaces their recorded config
+    only with ``allow_config_change`` (it is refused where it differs)."""
     from exo_rt.batch.engine import check_engine, run_tasks
     from exo_rt.progress import progress
 
@@ -261,7 +275,8 @@ def run_batch(archives: list[str | Path], mode: str, *, controller: str | None =
         cache = out / CACHE
         cache.mkdir(parents=True, exist_ok=True)
     tasks = [{"name": s.name, "path": s.path, "mode": mode, "controller": controller,
-              "config": config, "key": session_key(s, mode, controller, config)}
+              "config": config, "allow_config_change": allow_config_change,
+              "key": session_key(s, mode, controller, config, allow_config_change)}
              for s in sessions]
     batch = Batch(mode, [], out=out)
     rows: dict[str, dict] = {}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exo_rt.errors import ConfigError, Where
+from exo_rt.yamlio import check_size
 
 DEFAULT_EDS = Path(__file__).with_name("exo_drive.eds")
 STRING_TYPES = (0x0009, 0x000A, 0x000B, 0x000F)  # visible/octet/unicode string, domain
@@ -47,6 +48,7 @@ def _int(text: str) -> int:
 
 def read_eds(path: str | Path) -> dict[tuple[int, int], Entry]:
     """The object dictionary of an EDS file; ConfigError naming the file and section."""
+    check_size(path, "EDS", ConfigError)  # refused before it is parsed (docs/config.md)
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

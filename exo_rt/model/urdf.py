@@ -26,6 +26,7 @@ from exo_rt.model.topology import (
     build_mechanism,
     rpy_matrix,
 )
+from exo_rt.yamlio import check_size
 
 
 @dataclass
@@ -234,6 +235,7 @@ def _read_text(path_or_text, source: str | None) -> tuple[str, str]:
     s = str(path_or_text)
     if isinstance(path_or_text, Path) or (not s.lstrip().startswith("<") and "\n" not in s):
         path = Path(s)
+        check_size(path, "URDF")  # refused before it is parsed (docs/config.md)
         try:
             return path.read_text(encoding="utf-8"), source or str(path)
         except FileNotFoundError:

@@ -14,16 +14,18 @@ Each writes ``replay-<mode>.json`` in the run folder.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from exo_rt.bus.flags import F_NOT_ENABLED
 from exo_rt.control import estimate
-from exo_rt.errors import LogError, Where
+from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.record.recorder import read_cycle_log
+from exo_rt.record import integrity
 from exo_rt.runtime import cycle as cy
+from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
 from exo_rt.runtime.injections import InjectionPlan
@@ -36,49 +38,118 @@ MODES = ("plant", "controller", "closed-loop")
 SYNC = 0x080  # the cycle's tick on every family's bus (CiA 402's SYNC)
 
 
-def load_run(run_dir: Path):
-    """(records, meta, top config) of a run folder: its cycle log, or else its run.mcap (the
-    same records, e.g. a run shared as MCAP alone)."""
-    run_dir = Path(run_dir)
-    path = run_dir / "cycles.exolog"
-    if path.exists():
-        records, meta = read_cycle_log(path)
-    elif (run_dir / "run.mcap").exists():
-        from exo_rt.record.mcap_log import read_mcap
+@dataclass
+class Run:
+    """A run folder opened for replay: its records (checked whole: :mod:`exo_rt.record.
+    integrity`), their metadata, the top config the replay loads (the run's snapshot, or
+    ``--config``), and the notes the user must see (a run that did not finish, a run without
+    a snapshot, a config that differs from the recorded one)."""
 
-        path = run_dir / "run.mcap"
-        records, meta = read_mcap(path)
+    path: Path  # the run folder
+    records: np.ndarray
+    meta: dict
+    config: Path
+    notes: list[str] = field(default_factory=list)
+    finished: bool = True
+
+
+def _config(run_dir: Path, meta: dict, path: Path, config, allow: bool,
+            controller) -> tuple[Path, list[str]]:
+    """The top config to replay with, and notes: the run's snapshot (its copies checked
+    against their recorded SHA-256), else — a run recorded before exo-rt kept one — the
+    config the log names, as it is now, with a warning. A ``config`` that differs from the
+    recorded one is refused unless ``allow`` (then each difference is a note)."""
+    notes: list[str] = []
+    doc = snapshot.manifest(run_dir)
+    recorded_files = None
+    if doc is not None:
+        snapshot.verify(run_dir, doc)
+        recorded = run_dir / doc["top"]
+        recorded_files = snapshot.recorded_files(run_dir, doc)
     else:
-        raise LogError("no cycle log in this folder", Where(str(run_dir)),
-                       "give a run folder written by `exo-rt run` (it holds cycles.exolog "
-                       "or run.mcap)")
+        recorded = Path(meta.get("config", ""))
+        if not recorded.is_file() and config is None:
+            raise LogError(f"the run's config {recorded} is gone (the run keeps no copy of "
+                           "it: recorded before exo-rt kept a config snapshot)",
+                           Where(str(path)), "replay where the run was recorded, or give "
+                           "--config FILE --allow-config-change")
+        if recorded.is_file():
+            changed = meta.get("config_sha256") not in (None, snapshot.sha_of(recorded))
+            notes.append(f"{run_dir}: no config snapshot (recorded before exo-rt kept one): "
+                         f"replaying with the config files as they are now ({recorded}"
+                         + ("; the top config changed since the run)" if changed else ")"))
+    if config is None:
+        return recorded, notes
+    config = Path(config)
+    given = snapshot.given_files(config, controller)
+    if recorded_files is None and recorded.is_file():
+        recorded_files = snapshot.given_files(recorded, controller)
+    if recorded_files is None:
+        changes = [f"the recorded config {recorded} is gone: nothing to compare with"]
+    else:
+        if controller is not None:  # --controller changes the controller on purpose
+            recorded_files = [f for f in recorded_files if f[0] != "controller"]
+            given = [f for f in given if f[0] != "controller"]
+        changes = snapshot.differences(recorded_files, given)
+    if changes and not allow:
+        raise ConfigError(f"--config {config} differs from the config the run recorded in "
+                          f"{len(changes)} file(s), e.g. {changes[0]}", Where(str(run_dir)),
+                          "replay without --config (the run's own copy), or add "
+                          "--allow-config-change to replay with it")
+    notes += [f"{run_dir}: replaying with --config {config}, not the recorded config: {c}"
+              for c in changes]
+    return config, notes
+
+
+def open_run(run_dir: Path, config: str | Path | None = None, allow_config_change: bool = False,
+             controller: str | Path | None = None) -> Run:
+    """Open a run folder for replay: its records (LogError when damaged), the config to
+    replay with and the notes to show (see :class:`Run`)."""
+    run_dir = Path(run_dir)
+    records, meta, path = integrity.read_records(run_dir)
+    status = integrity.check(records, meta, path, run_dir)
     if len(records) < 2:
         raise LogError("the cycle log holds fewer than 2 cycles", Where(str(path)),
                        "record a longer run")
-    config = Path(meta.get("config", ""))
-    if not config.exists():
-        raise LogError(f"the run's config {config} is gone", Where(str(path)),
-                       "replay where the run was recorded, or restore the config files")
-    return records, meta, config
+    if "q_initial" not in meta:
+        raise LogError("the log's header lacks q_initial (the run stopped before READY)",
+                       Where(str(path)), "replay a run that reached READY")
+    cfg, notes = _config(run_dir, meta, path, config, allow_config_change, controller)
+    return Run(run_dir, records, meta, cfg, status.notes + notes, status.finished)
+
+
+def load_run(run_dir: Path):
+    """(records, meta, top config) of a run folder: its cycle log, or else its run.mcap (the
+    same records, e.g. a run shared as MCAP alone), checked whole, and the config it recorded
+    (:func:`open_run`)."""
+    run = open_run(run_dir)
+    return run.records, run.meta, run.config
 
 
 def _errors(sim: np.ndarray, rec: np.ndarray, names) -> tuple[dict, int | None]:
+    """Per joint RMS and largest difference (deg) of ``sim`` from ``rec``. A recorded
+    measurement that is not finite (a sensor's NaN the controller faulted on) has nothing to
+    compare with and is left out; a simulated value that is not finite against a finite
+    measurement is an infinite difference (never 0)."""
     err = np.degrees(sim - rec)
-    ok = np.isfinite(err)
-    err = np.where(ok, err, 0.0)
-    joints = {n: {"rms_error_deg": float(np.sqrt(np.mean(err[:, j] ** 2))),
-                  "max_error_deg": float(np.max(np.abs(err[:, j])))}
-              for j, n in enumerate(names)}
-    over = np.flatnonzero(np.any(np.abs(err) > 0.1, axis=1))  # where they diverge (> 0.1°)
+    measured = np.isfinite(rec)
+    err = np.where(measured & ~np.isfinite(err), np.inf, err)
+    joints = {}
+    for j, n in enumerate(names):
+        e = err[measured[:, j], j]
+        joints[n] = {"rms_error_deg": float(np.sqrt(np.mean(e ** 2))) if len(e) else 0.0,
+                     "max_error_deg": float(np.max(np.abs(e))) if len(e) else 0.0}
+    over = np.flatnonzero(np.any(measured & (np.abs(err) > 0.1), axis=1))  # diverging (> 0.1°)
     return joints, (int(over[0]) if len(over) else None)
 
 
-def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
+def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     """The recorded commands into the plant; the predicted motor-encoder joint angles against
     the recorded ones. Cycle k's command is applied at its SYNC and acts until the next one,
     whose sample cycle k + 2 reads (the drives sample at a SYNC, before its command acts)."""
-    records, meta, config = load_run(run_dir)
-    top = load_top(config)
+    run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
+    records, meta = run.records, run.meta
+    top = load_top(run.config)
     robot = robot or top.robot
     plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
     start = meta.get("start_pose") or meta["q_initial"]
@@ -95,7 +166,7 @@ def replay_plant(run_dir: Path, robot: Mechanism | None = None) -> dict:
     sim = np.zeros((len(records) - 2, n))
     cmd = np.zeros(len(k_mult))
     for k in range(len(records) - 2):
-        cmd[:] = np.round(np.nan_to_num(records["command"][k][joint_of]) / scale) * scale
+        cmd[:] = np.round(records["command"][k][joint_of] / scale) * scale  # finite: checked
         # the drives' power stages as sampled at the SYNC that applies the command
         flags = records["flags"][k + 1][joint_of].astype(np.int64)
         plant.state[ST_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)
@@ -197,14 +268,14 @@ class _ReplayController(Controller):
         pass
 
 
-def replay_controller(run_dir: Path, controller: str | Path | None = None) -> dict:
-    """The recorded measurements into the (current, or ``controller``) controller."""
-    records, meta, config = load_run(run_dir)
-    top = load_top(config, controller=controller)
+def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
+    """The recorded measurements into the (recorded, or ``controller``) controller."""
+    run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
+    records, meta = run.records, run.meta
+    top = load_top(run.config, controller=controller)
     ctl = _ReplayController(top, "replay")
     commands = ctl.start(records, meta)
-    diff = np.abs(commands - records["command"])
-    diff = np.where(np.isfinite(diff), diff, 0.0)
+    diff = _command_diff(commands, records["command"])
     changed = np.flatnonzero(np.any(diff > 0.0, axis=1))
     return {"mode": "controller", "cycles": int(len(records)),
             "max_abs_command_diff_A": float(diff.max()),
@@ -212,22 +283,31 @@ def replay_controller(run_dir: Path, controller: str | Path | None = None) -> di
             "cycles_with_differences": int(len(changed))}
 
 
-def replay_closed_loop(run_dir: Path, controller: str | Path | None = None) -> dict:
+def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
     """The session's scenario again on the simulated exoskeleton, compared with the record."""
-    records, meta, config = load_run(run_dir)
-    top = load_top(config, controller=controller)
+    run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
+    records, meta = run.records, run.meta
+    top = load_top(run.config, controller=controller)
     inj = tuple(Injection(k, j, t, d) for k, j, t, d in meta.get("injections", []))
-    ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"))
+    ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"),
+                     history=True)  # every cycle's record, to compare
     result = ctl.run(float(meta["duration_s"]), None)
-    m = min(len(records), result.summary["cycles"])
     log = ctl.log
+    m = min(len(records), result.summary["cycles"], len(log))
     joints, first = _errors(log["q"][:m], records["q"][:m], top.robot.joint_names)
-    cmd = log["command"][:m]
-    diff = np.abs(np.where(np.isfinite(cmd), cmd, 0) - np.nan_to_num(records["command"][:m]))
+    diff = _command_diff(log["command"][:m], records["command"][:m])
     return {"mode": "closed-loop", "cycles": int(m), "joints": joints,
             "max_abs_command_diff_A": float(diff.max()), "first_diff_cycle": first,
             "final_state": result.summary["final_state"],
-            "recorded_final_state": _recorded_final_state(Path(run_dir))}
+            "recorded_final_state": _recorded_final_state(run.path)}
+
+
+def _command_diff(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
+    """|replayed − recorded| (A); a command that is not finite on one side only is an infinite
+    difference (never 0), the same non-finite value on both sides none."""
+    diff = np.abs(replayed - recorded)
+    same = ~np.isfinite(replayed) & ~np.isfinite(recorded)
+    return np.where(np.isfinite(diff), diff, np.where(same, 0.0, np.inf))
 
 
 def _recorded_final_state(run_dir: Path) -> str | None:
@@ -237,17 +317,27 @@ def _recorded_final_state(run_dir: Path) -> str | None:
         return None
 
 
-def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None) -> dict:
-    """Run one replay mode and write ``replay-<mode>.json`` into the run folder."""
+def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None, *,
+           config: str | Path | None = None, allow_config_change: bool = False) -> dict:
+    """Run one replay mode and write ``replay-<mode>.json`` into the run folder: with the
+    run's config snapshot, or ``config`` (refused when it differs from the recorded one,
+    unless ``allow_config_change``). The result's ``notes`` are for the user (a run that did
+    not finish, no snapshot, each config difference)."""
     run_dir = Path(run_dir)
-    if mode == "plant":
-        out = replay_plant(run_dir)
-    elif mode == "controller":
-        out = replay_controller(run_dir, controller)
-    elif mode == "closed-loop":
-        out = replay_closed_loop(run_dir, controller)
-    else:
+    if mode not in MODES:
         raise LogError(f"unknown replay mode '{mode}'", None, f"use one of {', '.join(MODES)}")
+    run = open_run(run_dir, config, allow_config_change,
+                   controller if mode != "plant" else None)
+    if mode == "plant":
+        out = replay_plant(run)
+    elif mode == "controller":
+        out = replay_controller(run, controller)
+    else:
+        out = replay_closed_loop(run, controller)
+    if not run.finished:
+        out["did_not_finish"] = True
+    if run.notes:
+        out["notes"] = run.notes
     (run_dir / f"replay-{mode}.json").write_text(json.dumps(out, indent=2) + "\n")
     return out
 

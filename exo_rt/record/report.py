@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +34,66 @@ def export_csv(run_dir: str | Path) -> Path:
     return out
 
 
-def report(run_dir: str | Path) -> list[Path]:
-    """PNG plots (tracking, errors, currents against limits, timing, faults) + report.txt."""
+def summary_from_records(records: np.ndarray, meta: dict) -> dict:
+    """The figures of ``summary.json`` that a report shows, computed from the records of a run
+    that did not finish (it wrote no summary): per joint the RMS and largest tracking error in
+    RUN (deg), the largest |current| (A) and the range of positions (deg); compute and wake
+    times (µs); the faults as the records show them (where SAFE began, and its cause)."""
+    states = list(meta.get("states") or [])
+    causes = list(meta.get("causes") or [])
+    state = records["state"].astype(int)
+    run = state == states.index("RUN") if "RUN" in states else np.zeros(len(records), bool)
+    err = np.degrees(records["q"] - records["q_ref"])
+    joints = {}
+    for j, n in enumerate(meta["joint_names"]):
+        e = err[run, j]
+        e = e[np.isfinite(e)]
+        q = records["q"][:, j]
+        q = np.degrees(q[np.isfinite(q)])
+        cur = np.abs(records["current"][:, j])
+        cur = cur[np.isfinite(cur)]
+        joints[n] = {"rms_error_deg": float(np.sqrt(np.mean(e ** 2))) if len(e) else 0.0,
+                     "max_error_deg": float(np.max(np.abs(e))) if len(e) else 0.0,
+                     "max_abs_current_A": float(cur.max()) if len(cur) else 0.0,
+                     "min_position_deg": float(q.min()) if len(q) else 0.0,
+                     "max_position_deg": float(q.max()) if len(q) else 0.0}
+    compute = records["compute_us"][records["compute_us"] > 0]
+    wake = records["wake_us"]
+
+    def pct(x, p):
+        return float(np.percentile(x, p)) if len(x) else 0.0
+
+    safe = state == states.index("SAFE") if "SAFE" in states else np.zeros(len(records), bool)
+    starts = np.flatnonzero(safe & ~np.r_[False, safe[:-1]])
+    faults = []
+    for k in starts:
+        c = int(records["cause"][k])
+        faults.append({"t": float(records["t"][k]),
+                       "cause": causes[c] if 0 <= c < len(causes) else str(c)})
+    last = int(state[-1])
+    return {"controller": meta.get("law"), "bus": meta.get("bus"), "cycles": len(records),
+            "rate_hz": float(meta.get("rate_hz", 0.0)),
+            "final_state": states[last] if 0 <= last < len(states) else str(last),
+            "joints": joints, "faults": faults,
+            "timing": {"compute_us": {"p50": pct(compute, 50), "p99": pct(compute, 99)},
+                       "wake_latency_us": {"p99": pct(wake, 99)},
+                       "overruns": int(records["overruns"][-1])}}
+
+
+def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
+    """PNG plots (tracking, errors, currents against limits, timing, faults) + report.txt.
+
+    The cycle log is checked whole first (:mod:`exo_rt.record.integrity`: LogError when it
+    is damaged). A run that did not finish (no summary.json) is reported from its records,
+    saying so in report.txt and in ``notes`` (lines for the user)."""
+    from exo_rt.record import integrity
+
+    run_dir = Path(run_dir)
+    records, meta, path = integrity.read_records(run_dir)
+    status = integrity.check(records, meta, path, run_dir)
+    if notes is not None:
+        notes.extend(status.notes)
+    summary = status.summary if status.finished else summary_from_records(records, meta)
     try:
         import matplotlib
 
@@ -45,9 +102,6 @@ def report(run_dir: str | Path) -> list[Path]:
     except ImportError:
         raise ConfigError("plots need matplotlib", None,
                           "pip install 'exo-rt[plot]' (or pip install matplotlib)") from None
-    run_dir = Path(run_dir)
-    records, meta = read_cycle_log(run_dir / "cycles.exolog")
-    summary = json.loads((run_dir / "summary.json").read_text())
     names = meta["joint_names"]
     t = records["t"]
     faults = summary.get("faults", [])
@@ -96,9 +150,14 @@ def report(run_dir: str | Path) -> list[Path]:
     ax.set_yscale("log")
     files.append(_save(fig, run_dir / "timing.png", plt))
 
-    lines = [f"run {run_dir}", f"controller {summary.get('controller')} on {summary.get('bus')}, "
-             f"{summary['cycles']} cycles at {summary['rate_hz']:g} Hz, final state "
-             f"{summary['final_state']}"]
+    lines = [f"run {run_dir}"]
+    if not status.finished:
+        lines.append(f"THE RUN DID NOT FINISH (no summary.json): the figures below are from "
+                     f"its {path.name}'s {len(records)} records")
+    lines.append(f"controller {summary.get('controller')} on {summary.get('bus')}, "
+                 f"{summary['cycles']} cycles at {summary['rate_hz']:g} Hz, "
+                 + ("last state " if not status.finished else "final state ")
+                 + f"{summary['final_state']}")
     for n, j in summary["joints"].items():
         lines.append(f"  {n:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
                      f"|I| ≤ {j['max_abs_current_A']:.2f} A  range [{j['min_position_deg']:.1f}, "
@@ -108,6 +167,9 @@ def report(run_dir: str | Path) -> list[Path]:
     lines.append(f"  compute p50 {cu['p50']:.1f} µs, p99 {cu['p99']:.1f} µs; wake latency p99 "
                  f"{tm['wake_latency_us']['p99']:.1f} µs; overruns {tm['overruns']}")
     for f in faults:
+        if "reaction_cycles" not in f:  # from the records: where SAFE began, and why
+            lines.append(f"  FAULT {f['cause']} at {f['t']:.3f} s (SAFE from the records)")
+            continue
         lines.append(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s, reacted in "
                      f"{f['reaction_cycles']} cycles ({f['action']})")
     (run_dir / "report.txt").write_text("\n".join(lines) + "\n")

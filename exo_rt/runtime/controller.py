@@ -31,7 +31,7 @@ from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call, processes, safety
+from exo_rt.runtime import cycle_call, processes, safety, snapshot
 from exo_rt.runtime.buses import check_specs, open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
@@ -287,6 +287,7 @@ class Controller:
         try:
             self._warm_up()
             self._start_recording(out_dir)
+            snapshot.write_at_start(self.top, out_dir, self.events)  # every config file, copied
             self._go(CONFIGURE, 0)
             for d in self.drives:
                 d.configure()
@@ -716,7 +717,6 @@ class Controller:
             return None
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        (out_dir / "config.yaml").write_text(self.top.path.read_text())
         with open(out_dir / "events.jsonl", "w") as f:
             for e in self.events:
                 f.write(json.dumps(e) + "\n")
