@@ -176,8 +176,9 @@ class Context:
 
     @cached_property
     def sopts(self) -> np.ndarray:
-        s = self.top.safety
-        return np.array([s.stop_time, s.stale_cycles, s.overrun_streak], dtype=float)
+        from exo_rt.runtime import safety
+
+        return safety.options(self.top.safety)
 
     @cached_property
     def coeffs(self) -> np.ndarray:
@@ -426,8 +427,8 @@ def _register() -> None:
         lambda c: lw.torque_to_current(c.z(), c.z(), c.z(), c.transmissions, True, c.z()),
         after=("dyn.mass_matrix",))  # transmission rows: the rotors' inertia
     add("safety.check", "controller",  # as the cycle kernel and the HIL bench call it
-        lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(), c.zi(),
-                           0, False, c.z(), c.zi(2)))
+        lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(),
+                           np.zeros((sf.STREAKS, c.n), np.int64), 0, False, c.z(), c.zi(2)))
     add("safety.safe_action", "controller",
         lambda c: sf.safe_action(0, c.z(), c.z(), c.z(), 1.0, 1.0, 1.0, c.z()))
     add("estimate.velocity_update", "controller",

@@ -69,6 +69,7 @@ TOP_CONTROLLER = "computed_torque"  # the controller every shipped top config na
 # sets none of them: their defaults).
 TOP_ADDED = {"simulation": {"__class__": "SimulationConfig", "plant": "harmonic_drive"}}
 REALTIME_ADDED = {"cpu_latency_us": 0}  # keys added to the top config's `realtime` since
+SAFETY_ADDED = {"saturation_cycles": 20}  # keys added to the top config's `safety` since
 
 
 def _retune(snap: dict, name: str) -> None:
@@ -115,8 +116,8 @@ def _widen_packed(node) -> None:
 
 def before() -> dict:
     """The snapshot taken with the hand-written loaders, with the retuned values (RETUNED),
-    the top config's added keys (TOP_ADDED, REALTIME_ADDED) and the packed models' added
-    columns (:func:`_widen_packed`)."""
+    the top config's added keys (TOP_ADDED, REALTIME_ADDED, SAFETY_ADDED) and the packed
+    models' added columns (:func:`_widen_packed`)."""
     import gzip
 
     snap = json.loads(gzip.decompress(FIXTURE.read_bytes()))
@@ -128,6 +129,7 @@ def before() -> dict:
         _retune(value["controller"], TOP_CONTROLLER)
         value.update(TOP_ADDED)
         value["realtime"].update(REALTIME_ADDED)
+        value["safety"].update(SAFETY_ADDED)
     _widen_packed(snap)
     return snap
 

@@ -179,7 +179,7 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
             assert np.array_equal(s_a, s_b), (k, np.flatnonzero(s_a != s_b))
             v_a, v_b = np.delete(a.a.v, CLOCK_V, axis=0), np.delete(b.a.v, CLOCK_V, axis=0)
             assert np.array_equal(v_a, v_b), (k, np.argwhere(v_a != v_b))
-            assert np.array_equal(a.flags, b.flags) and np.array_equal(a.a.missing, b.a.missing)
+            assert np.array_equal(a.flags, b.flags) and np.array_equal(a.a.streaks, b.a.streaks)
             assert a.state == b.state, k
             for side in sides:  # what _advance does at the end of ALIGN (here sooner)
                 if k == RUN_AT - 1:

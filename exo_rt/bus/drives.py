@@ -114,6 +114,10 @@ class Drives:
         self._hb = np.array([max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0, 0, 0],
                             np.int64)
         self._hb_cob = c.HEARTBEAT + config.master_node
+        # frames of another master on this bus (pdo_cycle.take_tpdos): the controller's node
+        # id, how many were seen, the first one's COB-ID (−1: none) — the safety check's
+        # foreign_master names it
+        self.foreign = np.array([config.master_node, 0, -1], np.int64)
         self._hb_data = bytes((c.HB_OPERATIONAL,))
         # the target torque's range (‰): its integer type's, narrowed by bring-up to the
         # drive's own object limits
@@ -180,7 +184,7 @@ class Drives:
                              self.statusword, self.position, self.current, self.rx_time,
                              self._sampled, self._trusted, self._settle, self.malformed_count,
                              self._extras_raw, self.heartbeat_time, self._now,
-                             self._python_rows)
+                             self._python_rows, self.foreign.copy())
         t = self._tx_batch
         pdo_cycle.put_rpdos(np.zeros(self.n), self.controlword, self._rx_cobs, self._rx_fields,
                             self._rx_size, self._peaks, self._permille, self.commanded.copy(),
@@ -499,7 +503,7 @@ class Drives:
                 self.statusword, self.position, self.current, self.rx_time, self._sampled,
                 self._trusted, self._settle, self.malformed_count, self._extras_raw,
                 self.heartbeat_time, self._now, self._python_rows, self._when, self._done,
-                self._hb_timeout, self.missing_count, self._expect)
+                self._hb_timeout, self.missing_count, self._expect, self.foreign)
 
     def compiled_cycle(self, current_A: np.ndarray) -> tuple | None:
         """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the arguments of
@@ -546,7 +550,7 @@ class Drives:
             self._late_before() if late_before is None else late_before, self.commanded,
             self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
             self._sampled, self._trusted, self._settle, self.malformed_count, self._extras_raw,
-            self.heartbeat_time, self._now, self._python_rows)
+            self.heartbeat_time, self._now, self._python_rows, self.foreign)
         self._python_frames(b, pending)
 
     def _python_frames(self, b: fastio.FrameBatch, pending: int) -> None:

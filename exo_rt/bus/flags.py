@@ -13,3 +13,6 @@ F_SATURATED = 128  # the actual current fell short of last cycle's command by > 
 F_LATE = 256  # an answer that arrived before the last SYNC left (or, on a bus with its own
 # clock, stamped more than half a period before this cycle's): stale data
 F_BUS_ERROR = 512  # the CAN controller reported an error frame (cause in Drives.bus_errors)
+F_FOREIGN = 1024  # a frame only the controller may send on this bus (a SYNC, an NMT command,
+# an SDO request or RPDO to this drive, a heartbeat with the controller's node id) came from
+# another node: a second master (pdo_cycle.take_tpdos; the COB-ID in Drives.foreign)

@@ -27,6 +27,7 @@ from exo_rt.bus import fastio, pdo
 from exo_rt.bus.flags import (
     F_DUPLICATE,
     F_FAULT,
+    F_FOREIGN,
     F_GLITCH,
     F_HEARTBEAT,
     F_LATE,
@@ -49,6 +50,10 @@ FIELD = np.dtype([("offset", np.int64), ("size", np.int64), ("signed", np.bool_)
 
 
 TPDO1, HEARTBEAT, EMCY, SYNC = 0x180, 0x700, 0x080, 0x080  # COB-ID bases (CiA 301)
+NMT, RPDO1, RPDO4, SDO_REQUEST = 0x000, 0x200, 0x500, 0x600  # frames only a master sends
+# a bus's foreign-master watch (int64[3]): the controller's node id, frames seen from another
+# master this run, the first one's COB-ID (−1: none)
+FOREIGN_OWN_NODE, FOREIGN_COUNT, FOREIGN_FIRST = range(3)
 
 
 def fields(layout: pdo.Layout, quantities: tuple[tuple[str, ...], ...]) -> np.ndarray:
@@ -93,11 +98,20 @@ def _write(out, r, f, x):
 @njit(cache=True)
 def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale, period,
                late_before, commanded, seen, flags, statusword, position, current, rx_time,
-               sampled, trusted, settle, malformed, extras, heartbeat_time, now, python_rows):
+               sampled, trusted, settle, malformed, extras, heartbeat_time, now, python_rows,
+               foreign):
     """Rows 0 … n−1 of a received frame table into the drives' arrays (``now[0]``: the newest
     frame time seen); the rows Python must handle (EMCY, error frames, frames of other
     devices) are listed in ``python_rows``; returns their count. ``scale`` per drive: rad per
     increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A).
+
+    The controller is the only master on its buses, and a port never hands it its own
+    frames: a SYNC, an NMT command or a heartbeat with the controller's node id
+    (``foreign[FOREIGN_OWN_NODE]``) read here flags every drive of the bus :data:`F_FOREIGN`,
+    an SDO request or an RPDO addressed to one of its drives flags that drive; each is
+    counted in ``foreign`` with the first one's COB-ID (the safety check's
+    ``foreign_master``). Another node's SYNC makes the drives answer twice a cycle
+    (:data:`F_DUPLICATE`); its SDO write may change a drive's mode unseen otherwise.
 
     The glitch check: a joint moves at most its speed limit, plus a period, over the time
     between the SYNCs its answers answer — the drive samples its encoder at the SYNC — not
@@ -120,6 +134,17 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             now[0] = t
         base, node = arb & 0x780, arb & 0x7F
         k = node_slot[node]
+        if not bflags[r] & fastio.FB_EXTENDED and (
+                arb == NMT or arb == SYNC or arb == HEARTBEAT + foreign[FOREIGN_OWN_NODE]):
+            for d in range(flags.shape[0]):  # another master, for the whole bus
+                flags[d] |= F_FOREIGN
+            _foreign(foreign, arb)
+            continue
+        if k >= 0 and not bflags[r] & fastio.FB_EXTENDED and (
+                base == SDO_REQUEST or RPDO1 <= base <= RPDO4):
+            flags[k] |= F_FOREIGN  # another master writes to one of our drives
+            _foreign(foreign, arb)
+            continue
         if k < 0:
             python_rows[pending] = r  # another device's frame (a listener's)
             pending += 1
@@ -160,6 +185,14 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             python_rows[pending] = r
             pending += 1
     return pending
+
+
+@njit(cache=True, inline="always")
+def _foreign(foreign, arb):
+    """Count a frame of another master, keeping the first one's COB-ID."""
+    if foreign[FOREIGN_COUNT] == 0:
+        foreign[FOREIGN_FIRST] = arb
+    foreign[FOREIGN_COUNT] += 1
 
 
 SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
@@ -235,7 +268,8 @@ def warm_up() -> None:
     take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time, np.full(128, -1),
                tx, zi.copy(), np.ones((1, 5)), 1e-3, 0.0, z.copy(), zi.copy(), zi.copy(),
                zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(),
-               zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy())
+               zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy(),
+               np.array([127, 0, -1]))
     put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
               b.arbitration_id, b.flags, b.length, b.data)
     sync_rows(np.zeros(3, np.int64))
@@ -265,7 +299,7 @@ def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, time
            scratch, clock, ring_header, ring_slots, ring_capacity, bus, bits, node_slot, tx,
            tx_size, scale, period, commanded, seen, flags, statusword, position, current,
            rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
-           python_rows, when, done, heartbeat_timeout, missing_count, expect):
+           python_rows, when, done, heartbeat_timeout, missing_count, expect, foreign):
     """A cycle's TPDOs in one compiled call, on a socket the batches can read
     (:class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → decode → the recording ring
     (:func:`exo_rt.bus.fastio.tap`) → :func:`take_tpdos`, polling on until every drive has
@@ -297,7 +331,7 @@ def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, time
         pending = take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale,
                              period, late_before, commanded, seen, flags, statusword, position,
                              current, rx_time, sampled, trusted, settle, malformed, extras,
-                             heartbeat_time, now, python_rows)
+                             heartbeat_time, now, python_rows, foreign)
         finished = n < capacity and (deadline < 0.0 or seen.all()
                                      or fastio.monotonic(clock) >= deadline)
         if finished:
@@ -344,7 +378,8 @@ def io_arguments(n: int, wire: int) -> tuple[tuple, tuple]:
         np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, z.copy(), zi.copy(), zi.copy(),
         zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), zi.copy(),
         np.zeros((n, 3), np.int64), z.copy(), np.zeros(1), np.zeros(b.capacity, np.int64),
-        np.array([0.0, -1.0, 1.0]), np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1))
+        np.array([0.0, -1.0, 1.0]), np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1),
+        np.array([127, 0, -1]))
     t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
     command_args = (
         -1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length, t.data,

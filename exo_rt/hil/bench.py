@@ -105,7 +105,7 @@ class Bench:
         self.limits = safety.limits_array(self.robot, top.safety.joint_margin,
                                           top.safety.tracking_error, cfg.current_limit)
         s = top.safety  # as the controller's; the bench counts no overruns (streak 0)
-        self.sopts = np.array([s.stop_time, s.stale_cycles, s.overrun_streak], dtype=float)
+        self.sopts = safety.options(s)
         self.alpha = filter_gain(cfg.velocity_cutoff_hz, self.dt)
         self.dyn = Dynamics(self.robot)
         self.q = np.zeros(n)
@@ -114,7 +114,7 @@ class Bench:
         self.i_meas = np.zeros(n)
         self.i_cmd = np.zeros(n)
         self.flags = np.zeros(n, dtype=np.int64)
-        self._streak = np.zeros(n, dtype=np.int64)
+        self._streak = np.zeros((safety.STREAKS, n), dtype=np.int64)
         self._out = np.zeros(2, dtype=np.int64)
         self._tau = np.zeros(n)
         self._cur = np.zeros(n)
@@ -133,7 +133,7 @@ class Bench:
         velocity_update(z.copy(), z.copy(), z.copy(), self.dt, self.alpha)
         loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, self._tau)
         safety.check(self.limits, self.sopts, z, z, z, z, z, np.zeros(self.n, dtype=np.int64),
-                     np.zeros(self.n, dtype=np.int64), 0, False, z, self._out)
+                     np.zeros((safety.STREAKS, self.n), dtype=np.int64), 0, False, z, self._out)
         self._tau[:] = 0.0
 
     # ------------------------------------------------------------------ the cycle

@@ -6,12 +6,15 @@ into the ring's next row) and, per CAN frame, one 24-byte copy (the bus ports' t
 object per frame, no lock, no file: a slow or full disk, or a dead recording process, never
 reaches the loop. The recording process is checked once a second (a ``waitpid``): when it has
 died, :attr:`stopped_at` is the last record time it had written and the run goes on unrecorded.
+A write error stops the recording in the recording process (one line there); its report
+(:meth:`close`) says when and why, and becomes a ``recording_stopped`` event.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import can
@@ -38,10 +41,22 @@ class Recording:
         self.stopped_at: float | None = None
         self.report: dict = {}
         self.meta = dict(meta)
-        write_header(self.out / "cycles.exolog", self.columns, self.meta)
+        try:
+            write_header(self.out / "cycles.exolog", self.columns, self.meta)
+        except OSError as exc:  # a full disk: no cycle log at all, not a header cut short
+            try:
+                (self.out / "cycles.exolog").unlink()
+            except OSError:
+                pass
+            raise OSError(exc.errno, exc.strerror, str(self.out / "cycles.exolog")) from None
         self.records = RecordRing(RECORD_RING, self.width, block_when_full=lockstep,
                                   consumer_alive=self._alive)
-        self.frames = FrameRing(FRAME_RING, block_when_full=lockstep, consumer_alive=self._alive)
+        try:
+            self.frames = FrameRing(FRAME_RING, block_when_full=lockstep,
+                                    consumer_alive=self._alive)
+        except OSError:
+            self.records.release()
+            raise
         self.process = None
         args = ["--records", self.records.name, "--frames", self.frames.name,
                 "--out", str(self.out), "--can-format", can_format,
@@ -94,19 +109,25 @@ class Recording:
                                 "exit_code": self.process.proc.returncode})
         return self.stopped_at is None
 
-    def tap(self, bus: can.BusABC, index: int) -> None:
-        """Record what ``bus`` sends and receives through python-can's own API (bring-up)."""
+    def tap(self, bus: can.BusABC, index: int, clock=None, epoch: float = 0.0) -> None:
+        """Record what ``bus`` sends and receives through python-can's own API (bring-up; the
+        lockstep loop). Every frame of the CAN log is on one clock: with ``clock`` (the
+        lockstep bus's simulated time, s) a frame is stamped ``epoch`` + simulated time, sent
+        ones at their sending and received ones at their own (simulated) stamp; without it,
+        by its own stamp or the wall clock (real time, where both are the wall clock)."""
         send, recv, ring = bus.send, bus.recv, self.frames
 
         def send_recorded(msg, timeout=None):
             send(msg, timeout)
-            ring.put(msg.timestamp or _now(), msg.arbitration_id, bytes(msg.data), False,
+            t = epoch + clock() if clock is not None else msg.timestamp or _now()
+            ring.put(t, msg.arbitration_id, bytes(msg.data), False,
                      msg.is_extended_id, msg.is_error_frame, index)
 
         def recv_recorded(timeout=None):
             msg = recv(timeout)
             if msg is not None:  # (a simulated device's reply may carry no time stamp)
-                ring.put(msg.timestamp or _now(), msg.arbitration_id, bytes(msg.data), True,
+                t = epoch + msg.timestamp if clock is not None else msg.timestamp or _now()
+                ring.put(t, msg.arbitration_id, bytes(msg.data), True,
                          msg.is_extended_id, msg.is_error_frame, index)
             return msg
 
@@ -114,19 +135,40 @@ class Recording:
         bus.recv = recv_recorded
 
     def close(self, timeout: float = 60.0) -> None:
-        """Close the rings; the recording process drains them, writes its report and ends."""
+        """Close the rings; the recording process drains them, writes its report and ends.
+        The report comes on its standard output (``report {…}``; recording.json when that
+        line is missing); a write error it met becomes a ``recording_stopped`` event."""
         self.records.close()
         self.frames.close()
+        proc = self.process.proc
         if self.process.alive():
-            self.process.wait(timeout)
-        else:
-            self.process.stop()
-        try:
-            self.report = json.loads((self.out / "recording.json").read_text())
-        except (OSError, ValueError):
-            self.report = {"ended": "recording process died", "errors": []}
-        for err in self.report.get("errors", []):
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        report = None
+        if proc.poll() is not None and proc.stdout is not None:
+            try:
+                for line in proc.stdout.read().splitlines():
+                    if line.startswith("report "):
+                        report = json.loads(line[len("report "):])
+            except (OSError, ValueError):
+                report = None
+        self.process.stop()
+        if report is None:
+            try:
+                report = json.loads((self.out / "recording.json").read_text())
+            except (OSError, ValueError):
+                report = {"ended": "recording process died", "errors": []}
+        self.report = report
+        for err in report.get("errors", []):
             self.events.append({"event": "recording_error", "error": err})
+        stop = report.get("stopped")
+        if stop is not None:
+            if self.stopped_at is None:
+                self.stopped_at = stop.get("t")
+            self.events.append({"t": stop.get("t"), "event": "recording_stopped",
+                                "error": stop.get("error"), "errno": stop.get("errno")})
         self.records.release()
         self.frames.release()
 

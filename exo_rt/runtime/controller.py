@@ -53,6 +53,8 @@ from exo_rt.runtime.states import (
 __all__ = ["Controller", "Injection", "RunResult", "Fault", "INJECT_KINDS", "SIM_KIND", "STATES",
            "BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN"]
 
+HISTORY_S = 60.0  # s: Controller.log keeps the run's first minute by default (lockstep)
+
 
 @dataclass
 class Fault:
@@ -62,6 +64,7 @@ class Fault:
     reaction_cycles: int
     action: str
     cycle: int = 0
+    detail: str | None = None  # what else names the cause (foreign_master: the COB-ID, the bus)
 
 
 @dataclass
@@ -118,7 +121,7 @@ class Controller:
             raise ConfigError("--inject works on the simulated bus only", None,
                               "drop --inject, or run with --bus sim")
         self._open_board(board)
-        self._allocate(history if history is not None else not self.realtime)
+        self._allocate(False if history is None and self.realtime else history)
 
     # ------------------------------------------------------------------ set-up
     def _open(self, start_pose, seed: int, plant: Mechanism | None, realtime: bool) -> None:
@@ -173,7 +176,7 @@ class Controller:
             self.board = BoardLink(url, link_timeout=self.top.safety.board_timeout,
                                    heartbeat_hz=250.0)
 
-    def _allocate(self, history: bool) -> None:
+    def _allocate(self, history: bool | None) -> None:
         n = self.n
         # the packed models and workspaces of the robot and of the exoskeleton alone (the
         # cycle's kernels take them; the Dynamics facade's entry points are not needed here)
@@ -208,7 +211,7 @@ class Controller:
         sc = self.top.safety
         self.limits = safety.limits_array(self.robot, sc.joint_margin, sc.tracking_error,
                                           self.cfg.current_limit)
-        self.sopts = np.array([sc.stop_time, sc.stale_cycles, sc.overrun_streak], dtype=float)
+        self.sopts = safety.options(sc)
         s[cy.S_DT] = self.dt
         s[cy.S_ALPHA] = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
         s[cy.S_PERIOD] = ref.period
@@ -246,7 +249,7 @@ class Controller:
 
     def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, law_state=None) -> tuple:
         """:func:`exo_rt.runtime.cycle.control_step`'s arguments (arrays fixed for the run)."""
-        return (a.s, a.v, a.flags, a.missing, self.limits, self.sopts, self.law_table,
+        return (a.s, a.v, a.flags, a.streaks, self.limits, self.sopts, self.law_table,
                 self.opts, self.gains, self.transmissions, self.coeffs,
                 self.law_state if law_state is None else law_state, self.sc, a.check_out,
                 self.model, self.data, self.model_exo, self.data_exo,
@@ -272,7 +275,18 @@ class Controller:
                 d.warm_up()
 
     def _log_capacity(self, duration: float) -> int:
+        """The most cycles a run of ``duration`` s (RUN) takes: BOOT to SHUTDOWN, 2 s spare."""
         return int((duration + self.top.align_s + self.top.stop_s + 2.0) * self.top.rate_hz)
+
+    def _history_rows(self, cap: int) -> int:
+        """Rows of :attr:`log` for a run of at most ``cap`` cycles: the first ``HISTORY_S`` s
+        by default (lockstep), every cycle with ``history=True`` (memory then grows with the
+        run: 190 B a cycle), none with ``history=False`` (real time's default)."""
+        if self._history is True:
+            return cap
+        if self._history is None:
+            return min(cap, int(HISTORY_S * self.top.rate_hz))
+        return 0
 
     # ------------------------------------------------------------------ the run
     def run(self, duration: float, out_dir: Path | None = None) -> RunResult:
@@ -280,8 +294,9 @@ class Controller:
         t_boot = time.monotonic()
         self.duration = duration
         cap = self._log_capacity(duration)
-        if self._history:
-            self.a.hist = np.zeros((cap, self.width))
+        rows = self._history_rows(cap)
+        if rows:
+            self.a.hist = np.zeros((rows, self.width))
         self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
         setup = None
         try:
@@ -298,7 +313,7 @@ class Controller:
             if self.recording is not None:  # started before the bring-up: up by now, mostly
                 self.recording.ready()
             # allocated before mlockall (which faults every later allocation in at once)
-            self.sched = Scheduler(self.dt, lockstep=not self.realtime, capacity=cap + 16)
+            self.sched = Scheduler(self.dt, lockstep=not self.realtime)
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
                 rt = self.top.realtime
                 setup = realtime_setup(rt.priority, self.rt_cpu, cpu_latency_us=rt.cpu_latency_us)
@@ -328,7 +343,11 @@ class Controller:
             self._schedule_sim_injections()
             self._next_check = 0
             if self.recording is not None:  # where the loop starts from, and when
-                self.recording.update_meta(q_initial=self.q.tolist(), wall_start=time.time())
+                # lockstep: the loop's start on the CAN log's clock (frames stamped epoch +
+                # simulated time), so that the recording's cycles and frames line up
+                start = time.time() if self.realtime else self._frame_epoch + \
+                    self.bus_set.clock()
+                self.recording.update_meta(q_initial=self.q.tolist(), wall_start=start)
             self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
             self.a.v[cy.V_T_PREV] = self._t_sync - self.dt
             self._io[cycle_call.IO_T_SYNC] = self._t_sync
@@ -349,15 +368,22 @@ class Controller:
     def _start_recording(self, out_dir: Path | None) -> None:
         if out_dir is None:
             return
+        from exo_rt.record import runfolder
         from exo_rt.record.recording import Recording
 
-        out_dir.mkdir(parents=True, exist_ok=True)
+        # the folder is this run's alone (a live run's: refused here, before any bring-up)
+        self.run_folder = folder = runfolder.claim(out_dir)
+        if folder.error is not None:  # a full disk, a read-only folder: the run goes on
+            self._not_recording(folder.error)
+            return
         meta = {"joint_names": list(self.robot.joint_names), "rate_hz": self.top.rate_hz,
                 "config": str(self.top.path), "config_sha256": self.top.sha256,
                 "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
                 "duration_s": self.duration, "start_pose": self.start_pose,
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
                 "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
+        # lockstep: every CAN frame stamped on one clock, the simulated time from this epoch
+        self._frame_epoch = meta["wall_boot"] - (0.0 if self.realtime else self.bus_set.clock())
         try:
             self.recording = rec = Recording(
                 out_dir, self.n, meta, can_format=self.can_format,
@@ -365,15 +391,26 @@ class Controller:
                 status=self.status, cpus=self.helper_cpus, live=self.live,
                 live_remote=self.live_remote)
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
-            self.events.append({"event": "recording_error", "error": str(exc)})
+            self._not_recording(runfolder.describe(exc, exc.filename or out_dir))
             return
         self.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
         if rec.live_url:
             self.setup_lines.append(f"live telemetry on {rec.live_url}")
         for i, d in enumerate(self.drives):
-            rec.tap(d.bus, i)
+            rec.tap(d.bus, i, *(() if self.realtime else (self.bus_set.clock,
+                                                            self._frame_epoch)))
             d.port.tap = rec.frames
             d.port.channel_index = i
+
+    def _not_recording(self, why: str) -> None:
+        """The run folder cannot be written at the start: one line now, an event, and the
+        run goes on unrecorded (the wearer's safety does not depend on the disk)."""
+        import sys
+
+        self.recording_error = why
+        self.events.append({"cycle": 0, "t": 0.0, "event": "recording_stopped", "error": why})
+        print(f"exo-rt: not recording this run: {why} — the run goes on unrecorded",
+              file=sys.stderr, flush=True)
 
     def _close(self) -> None:
         for d in self.drives:
@@ -418,7 +455,7 @@ class Controller:
             s[cy.S_OVERRUN_STREAK] = 0.0
         st = sched.stats
         s[cy.S_WAKE_US] = sched.wake_us
-        s[cy.S_COMPUTE_US] = st.compute_us[st.n - 1] if st.n else 0.0
+        s[cy.S_COMPUTE_US] = st.last_compute_us
         s[cy.S_OVERRUNS] = st.overruns
         s[cy.S_SAMPLE_T] = self._t_sync  # the feedback read is the answer to the last SYNC
 
@@ -547,7 +584,7 @@ class Controller:
         st = sched.stats
         s[cy.S_OVERRUN_STREAK] = s[cy.S_OVERRUN_STREAK] + 1.0 if sched.late else 0.0
         s[cy.S_WAKE_US] = sched.wake_us
-        s[cy.S_COMPUTE_US] = st.compute_us[st.n - 1] if st.n else 0.0
+        s[cy.S_COMPUTE_US] = st.last_compute_us
         s[cy.S_OVERRUNS] = st.overruns
         io[cycle_call.IO_K] = k
         back = cycle_call.run(self._call)
@@ -638,11 +675,23 @@ class Controller:
         onset = self.plan.onset(k, name)
         self.faults.append(Fault(t=onset * self.dt, cause=safety.CAUSES[cause], joint=name,
                                  reaction_cycles=k - onset + 1, action=self.top.safety.action,
-                                 cycle=k))
+                                 cycle=k, detail=self._fault_detail(cause)))
         f = self.faults[-1]
         self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "fault",
-                            "cause": f.cause, "joint": f.joint, "action": f.action})
+                            "cause": f.cause, "joint": f.joint, "action": f.action}
+                           | ({"detail": f.detail} if f.detail else {}))
         self._go(SAFE, k)
+
+    def _fault_detail(self, cause: int) -> str | None:
+        """foreign_master: the first frame of another master, by COB-ID and bus."""
+        if cause != safety.FOREIGN_MASTER:
+            return None
+        for d in self.drives:
+            watch = getattr(d, "foreign", None)  # (CiA 402 buses watch for other masters)
+            if watch is not None and watch[1] > 0:
+                return (f"COB-ID 0x{int(watch[2]):03X} from another node on bus "
+                        f"'{d.config.name}' ({int(watch[1])} such frames)")
+        return None
 
     def reset(self) -> None:
         """The explicit operator action that leaves SAFE (drives fault-reset, then READY)."""
@@ -667,7 +716,11 @@ class Controller:
     # ------------------------------------------------------------------ summary
     @property
     def log(self) -> np.ndarray:
-        """The run's records in memory (a structured view: ``log["q"]``, ``log["state"]`` …)."""
+        """The run's records in memory (a structured view: ``log["q"]``, ``log["state"]`` …),
+        from cycle 0: the first ``HISTORY_S`` s by default, so memory does not grow with the
+        run (``history=True``: every cycle; ``history=False``, real time's default: none). The
+        whole run is in the run folder's cycle log
+        (:func:`exo_rt.record.recorder.read_cycle_log`)."""
         hist = self.a.hist[: self.cycles]
         return hist.view(columns_dtype(self.columns))[:, 0]
 
@@ -700,7 +753,7 @@ class Controller:
             "joints": joints,
             "faults": [{"t": round(f.t, 6), "cause": f.cause, "joint": f.joint,
                         "reaction_cycles": f.reaction_cycles, "action": f.action}
-                       for f in self.faults],
+                       | ({"detail": f.detail} if f.detail else {}) for f in self.faults],
             "final_state": STATES[self.state],
             "setup": list(self.setup_lines),
         }
@@ -713,12 +766,48 @@ class Controller:
         return summary
 
     def _write_run(self, summary: dict, out_dir: Path | None) -> Path | None:
+        """The run's events, then its summary (with what failed: the recording, a file),
+        each written whole or not at all; then the folder is let go. Nothing here raises: a
+        file the disk does not take is said on stderr, with the events it would have held."""
         if out_dir is None:
             return None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        with open(out_dir / "events.jsonl", "w") as f:
-            for e in self.events:
-                f.write(json.dumps(e) + "\n")
+        from exo_rt.record import runfolder
+
+        rec = summary.setdefault("recording", {})
+        why = getattr(self, "recording_error", None)
+        if why is not None:
+            rec.update(recorded=False, error=why)
+        stop = next((e for e in self.events if e.get("event") == "recording_stopped"), None)
+        if stop is not None and why is None:
+            rec["stopped"] = {"t": stop.get("t"), "error": stop.get("error")}
+        errors = [e["error"] for e in self.events if e.get("event") == "recording_error"]
+        if errors:
+            rec["errors"] = errors
+        not_written: list[str] = []
+        for name in ("events.jsonl", "summary.json"):
+            if name == "events.jsonl":
+                text = "".join(json.dumps(e) + "\n" for e in self.events)
+            else:
+                if not_written:
+                    summary["files_not_written"] = list(not_written)
+                text = json.dumps(summary, indent=2) + "\n"
+            try:
+                runfolder.write_atomic(out_dir / name, text)
+            except OSError as exc:
+                not_written.append(runfolder.describe(exc, out_dir / name))
+        folder = getattr(self, "run_folder", None)
+        if folder is not None:
+            folder.release()
+        if not_written:
+            import sys
+
+            summary["files_not_written"] = not_written
+            events_lost = not_written[0].startswith(f"cannot write {out_dir / 'events.jsonl'}")
+            shown = [e for e in self.events if e.get("event") != "state"][:10]
+            print(f"exo-rt: {'; '.join(not_written)}" + (
+                " — the run's events:" if events_lost and shown
+                else " (the events are in events.jsonl)"), file=sys.stderr)
+            for e in shown if events_lost else ():
+                print(f"  {json.dumps(e)}", file=sys.stderr)
         return out_dir
 

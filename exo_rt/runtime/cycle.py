@@ -13,7 +13,9 @@ Its arrays (all preallocated by :class:`CycleArrays`):
   the Python side sets, outputs it reads);
 - ``v``: float64 (``V_WIDTH``, n) joint vectors, rows ``V_*`` (measured, estimated,
   reference, command and summary figures);
-- ``flags`` (drive flags) and ``missing`` (cycles without feedback), int64 (n);
+- ``flags`` (drive flags), int64 (n), and ``streaks`` (per joint, consecutive cycles
+  without feedback and with the current short of its command: :func:`exo_rt.runtime.safety.
+  check`), int64 (``safety.STREAKS``, n);
 - the law's, safety's and transmission's parameter tables (records read by field name), the
   law's state and scratch, the dynamics' packed model and workspace (``model``, ``data``; of
   the robot, and ``model_exo``, ``data_exo`` of the exoskeleton alone);
@@ -223,7 +225,7 @@ def _figures(state, s, v):
 
 
 @njit(cache=True)
-def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, transmissions,
+def control_step(s, v, flags, streaks, limits, sopts, law_table, opts, gains, transmissions,
                  coeffs, law_state, scratch, check_out, model, data, model_exo, data_exo, rows,
                  hist):
     """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``
@@ -247,7 +249,7 @@ def control_step(s, v, flags, missing, limits, sopts, law_table, opts, gains, tr
     if state != SAFE:
         tracking = state == ALIGN or state == RUN
         safety.check(limits, sopts, v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR], v[V_TAU], flags,
-                     missing, int(s[S_OVERRUN_STREAK]), tracking, v[V_QR], check_out)
+                     streaks, int(s[S_OVERRUN_STREAK]), tracking, v[V_QR], check_out)
         board = int(s[S_BOARD])
         if check_out[0] == safety.OK and board & 1:
             check_out[0], check_out[1] = safety.ESTOP, -1
@@ -293,7 +295,7 @@ class CycleArrays:
         self.v[V_Q_MIN] = np.inf
         self.v[V_Q_MAX] = -np.inf
         self.flags = np.zeros(n, dtype=np.int64)
-        self.missing = np.zeros(n, dtype=np.int64)
+        self.streaks = np.zeros((safety.STREAKS, n), dtype=np.int64)
         self.check_out = np.zeros(_OUT, dtype=np.int64)
         self.hist = np.zeros((max(history, 0), width))
         self.no_rows = np.zeros((1, width))

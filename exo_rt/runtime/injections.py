@@ -1,7 +1,12 @@
 """Fault injection on the simulated bus: ``--inject KIND[:JOINT]@T[+DURATION]``.
 
-Kinds the simulated drives act out (``drop``, ``delay``, ``corrupt``, ``heartbeat_loss``,
-``emcy``, ``bus_off``, ``encoder_glitch``, ``overcurrent``), kinds the controller acts out on
+Kinds the simulated drives act out (``drop``, ``delay``, ``corrupt``, ``duplicate``,
+``heartbeat_loss``, ``emcy``, ``bus_off``, ``encoder_glitch``, ``overcurrent``,
+``current_saturation``: at most 20 % of its peak current), another node acting as a master
+on the simulated bus (``foreign_sync``: its own SYNC every period, which the drives answer
+too; ``foreign_nmt_stop``, ``foreign_nmt_reset``: an NMT command to the joint's drive;
+``foreign_sdo``: an SDO write of its target torque, 6071h; ``foreign_heartbeat``: a
+heartbeat with the controller's node id), kinds the controller acts out on
 itself (``nan``: a joint's measurement becomes NaN; ``overrun``: cycles compute for 1.5
 periods), and kinds the board emulator acts out (``estop``, ``board_link_loss``).
 """
@@ -12,11 +17,16 @@ from dataclasses import dataclass
 
 from exo_rt.errors import ConfigError
 
-INJECT_KINDS = ("drop", "delay", "corrupt", "heartbeat_loss", "emcy", "bus_off",
-                "encoder_glitch", "overcurrent", "overrun", "nan", "estop", "board_link_loss")
-SIM_KIND = {"drop": "drop", "delay": "delay", "corrupt": "corrupt",
+FOREIGN_KINDS = ("foreign_sync", "foreign_nmt_stop", "foreign_nmt_reset", "foreign_sdo",
+                 "foreign_heartbeat")
+INJECT_KINDS = ("drop", "delay", "corrupt", "duplicate", "heartbeat_loss", "emcy", "bus_off",
+                "encoder_glitch", "overcurrent", "current_saturation", "overrun", "nan", "estop",
+                "board_link_loss", *FOREIGN_KINDS)
+SIM_KIND = {"drop": "drop", "delay": "delay", "corrupt": "corrupt", "duplicate": "duplicate",
+            "current_saturation": "current_saturation",
             "heartbeat_loss": "heartbeat_loss", "emcy": "fault", "bus_off": "bus_off",
-            "encoder_glitch": "encoder_glitch", "overcurrent": "overcurrent"}
+            "encoder_glitch": "encoder_glitch", "overcurrent": "overcurrent",
+            **{k: k for k in FOREIGN_KINDS}}
 BOARD_KINDS = ("estop", "board_link_loss")
 
 
@@ -85,7 +95,8 @@ class InjectionPlan:
         """The cycle a fault detected at cycle k started: its injection's, if one explains it."""
         onset = k
         for ik, kind, jname in self.onsets:
-            anywhere = jname is None or joint is None or kind in ("bus_off", "overrun")
+            anywhere = (jname is None or joint is None
+                        or kind in ("bus_off", "overrun", *FOREIGN_KINDS))
             if ik <= k and (anywhere or joint == jname):
                 # a heartbeat loss is only detectable once the consumer timeout has passed
                 onset = ik if kind != "heartbeat_loss" else k

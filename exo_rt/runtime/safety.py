@@ -14,7 +14,16 @@ import math
 
 import numpy as np
 
-from exo_rt.bus.flags import F_FAULT, F_GLITCH, F_HEARTBEAT, F_MALFORMED, F_MISSING
+from exo_rt.bus.flags import (
+    F_DUPLICATE,
+    F_FAULT,
+    F_FOREIGN,
+    F_GLITCH,
+    F_HEARTBEAT,
+    F_MALFORMED,
+    F_MISSING,
+    F_SATURATED,
+)
 from exo_rt.jit import njit
 
 OK = 0
@@ -32,9 +41,14 @@ OPERATOR_STOP = 11
 ESTOP = 12
 BOARD_LINK_LOSS = 13
 MOTOR_POWER_OFF = 14  # the board cut motor power (its watchdog, or a relay fault)
+FOREIGN_MASTER = 15  # another node sent what only the controller may send on its bus
+DUPLICATE_ANSWER = 16  # a drive answered twice for one SYNC (someone else's SYNC, or a drive
+# whose TPDO is not SYNC-triggered): which answer is this cycle's is unknown
+CURRENT_SATURATION = 17  # a drive's current fell short of its command for too many cycles
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
-          "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off")
+          "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off",
+          "foreign_master", "duplicate_answer", "current_saturation")
 
 ACTION_ZERO_CURRENT = 0
 ACTION_DAMPING = 1
@@ -54,25 +68,52 @@ LIMITS = np.dtype([
 SOPT_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a soft limit
 SOPT_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
 SOPT_OVERRUN_STREAK = 2
-SOPT_WIDTH = 3
+SOPT_SATURATION_CYCLES = 3  # consecutive cycles a drive's current falls short of its command
+SOPT_WIDTH = 4
+# the per-joint streaks the check keeps (rows of an int64 (STREAKS, n) array)
+STREAK_MISSING, STREAK_SATURATED = range(2)
+STREAKS = 2
+
+
+def options(sc) -> np.ndarray:
+    """The check's options row (``SOPT_*``) from a top config's ``safety`` section."""
+    opts = np.zeros(SOPT_WIDTH)
+    opts[SOPT_STOP_TIME] = sc.stop_time
+    opts[SOPT_STALE_CYCLES] = sc.stale_cycles
+    opts[SOPT_OVERRUN_STREAK] = sc.overrun_streak
+    opts[SOPT_SATURATION_CYCLES] = sc.saturation_cycles
+    return opts
 
 
 
 @njit(cache=True)
-def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_streak,
+def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, streaks,
           overrun_streak, tracking_on, q_ref, out):
     """First safety cause (out[0]) and its joint (out[1]); out[0] = OK if all is well.
 
-    ``missing_streak`` (per joint) is updated here from the F_MISSING/F_MALFORMED flags.
+    ``streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
+    feedback (F_MISSING/F_MALFORMED) and with the current short of its command
+    (F_SATURATED), updated here. Another master on the bus (F_FOREIGN) and a second answer to
+    one SYNC (F_DUPLICATE) are causes in the cycle they are read: after either, which frames
+    move the motors is no longer the controller's to say.
     """
     n = q.shape[0]
     out[0] = OK
     out[1] = -1
     for j in range(n):
         if flags[j] & (F_MISSING | F_MALFORMED):  # a late frame leaves the cycle missing too
-            missing_streak[j] += 1
+            streaks[STREAK_MISSING, j] += 1
         else:
-            missing_streak[j] = 0
+            streaks[STREAK_MISSING, j] = 0
+        if flags[j] & F_SATURATED:
+            streaks[STREAK_SATURATED, j] += 1
+        else:
+            streaks[STREAK_SATURATED, j] = 0
+    for j in range(n):
+        if flags[j] & F_FOREIGN:
+            out[0] = FOREIGN_MASTER
+            out[1] = j
+            return
     for j in range(n):
         if not (math.isfinite(q[j]) and math.isfinite(qd[j]) and math.isfinite(tau[j])
                 and math.isfinite(current_cmd[j]) and math.isfinite(current_meas[j])):
@@ -82,14 +123,18 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, missing_st
     for j in range(n):
         if flags[j] & F_FAULT:
             out[0] = DRIVE_FAULT
-        elif missing_streak[j] >= opts[SOPT_STALE_CYCLES]:
+        elif streaks[STREAK_MISSING, j] >= opts[SOPT_STALE_CYCLES]:
             out[0] = STALE_FEEDBACK
+        elif flags[j] & F_DUPLICATE:
+            out[0] = DUPLICATE_ANSWER
         elif flags[j] & F_HEARTBEAT:
             out[0] = HEARTBEAT_LOSS
         elif flags[j] & F_GLITCH:
             out[0] = ENCODER_GLITCH
         elif abs(current_meas[j]) > limits[j].current:
             out[0] = CURRENT_LIMIT
+        elif streaks[STREAK_SATURATED, j] >= opts[SOPT_SATURATION_CYCLES]:
+            out[0] = CURRENT_SATURATION
         elif abs(qd[j]) > limits[j].velocity:
             out[0] = VELOCITY_LIMIT
         else:

@@ -33,6 +33,11 @@ ABORT_CONNECTION = {"fault": 1, "disable_voltage": 2, "quick_stop": 3}
 ERROR_BEHAVIOUR = {"pre_operational": 0, "no_change": 1, "stopped": 2}
 FAULT_KINDS = ("drop", "corrupt", "duplicate", "delay", "encoder_glitch", "heartbeat_loss",
                "bus_off", "current_saturation", "overcurrent", "fault")
+# another node on the bus acting as a master (the simulated bus sends its frames: every node,
+# the controller included, sees them, and the drives obey them as real drives would)
+FOREIGN_KINDS = ("foreign_sync", "foreign_nmt_stop", "foreign_nmt_reset", "foreign_sdo",
+                 "foreign_heartbeat")
+FAULT_KINDS += FOREIGN_KINDS
 NODE_ID = Num(integer=True, ge=1, le=127)
 MS16 = Num(integer=True, ge=0, le=65535)
 

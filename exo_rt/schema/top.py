@@ -29,6 +29,10 @@ class SafetyConfig:
     stale_cycles: int = key(COUNT, 2, doc="consecutive cycles without (or with late or "
                                           "malformed) feedback from a drive")
     overrun_streak: int = key(COUNT, 2, doc="consecutive overrunning cycles")
+    saturation_cycles: int = key(COUNT, 20, doc="consecutive cycles a drive's actual current "
+                                                "falls short of its command by more than 20 % "
+                                                "of its peak (the drive cannot deliver, or "
+                                                "obeys someone else)")
     action: str = key(Choice(tuple(ACTIONS), "safe action"), "zero_current",
                       doc="the reaction: `zero_current` (the harmonic drives hold by friction),"
                           " `damping`, `hold`")

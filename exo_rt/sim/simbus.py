@@ -32,6 +32,7 @@ from exo_rt.bus import protocols
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.schema.buses import FOREIGN_KINDS
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_I, ST_ON, ST_Q, ST_V, T_JOINT, T_ROTOR
 
@@ -127,6 +128,16 @@ class SimWorld:
             for frame in drive.inject_fault():
                 self._queue(ep, *frame)
             return
+        if kind in FOREIGN_KINDS and kind != "foreign_sync":  # another master, one frame
+            ep = self.endpoints[channel]
+            self._foreign(ep, *{
+                "foreign_nmt_stop": c.nmt(c.NMT_STOP, node),
+                "foreign_nmt_reset": c.nmt(c.NMT_RESET_NODE, node),
+                # its target torque, 6071h, set to half the rated torque (500 ‰)
+                "foreign_sdo": c.sdo_download(node, 0x6071, 0, 500, 2),
+                "foreign_heartbeat": c.heartbeat(ep.config.master_node, c.HB_OPERATIONAL),
+            }[kind])
+            return
         if kind == "bus_off":  # what socketcan hands the host: an error frame, bus-off class
             self.endpoints[channel].rx.append(can.Message(
                 timestamp=self.t, arbitration_id=0x040, data=bytes(8), is_extended_id=False,
@@ -192,6 +203,15 @@ class SimWorld:
             for drive, _t in ep.drives:
                 for arb, payload in drive.handle(msg.arbitration_id, data):
                     self._queue(ep, arb, payload)
+
+    def _foreign(self, ep: _Endpoint, arb: int, data: bytes) -> None:
+        """Another node on the bus sends a frame: every node sees it (the controller too, in
+        its receive queue) and the drives act on it as on any frame."""
+        self._queue(ep, arb, data)
+        with self._lock:
+            for drive, _t in ep.drives:
+                for reply in drive.handle(arb, data):
+                    self._queue(ep, *reply)
 
     def _clamp(self, ep: _Endpoint, mask: int | None) -> None:
         """The fixture clamps (bit set) or releases the outputs of the bus's drives' joints."""
@@ -299,6 +319,14 @@ class SimWorld:
             due = hb and self.cycle % max(1, int(round(hb * 1e-3 / self.dt))) == 0
             if due and not self.wall_heartbeats and "heartbeat_loss" not in faults:
                 self._queue(ep, *drive.heartbeat())  # (drives with heartbeat_ms)
+        if any(f[0] == "foreign_sync" and f[1] == ep.config.channel and f[3] >= self.cycle
+               for f in self.faults):  # another node's SYNC: the drives answer it too
+            self._queue(ep, c.SYNC, b"")
+            self._apply(ep)
+            for drive, t in ep.drives:
+                rotor = plant.state[ST_Q, int(plant.transmissions[t, T_ROTOR])]
+                for frame in drive.sync_frames(rotor, plant.currents[t]):
+                    self._queue(ep, *frame)
         if ep.fixture:  # the load cells: −the torque each clamped output's transmission passes
             torques = plant.output_torques
             self._queue(ep, *fx.measurement(self.fixture_node, [

@@ -1,0 +1,186 @@
+"""The controller is the only master on its buses, and knows it: another node's SYNC, NMT
+command, SDO request or RPDO to one of its drives, or a heartbeat with its node id is the
+safety cause ``foreign_master`` (naming the COB-ID) within 3 cycles; a second answer to one
+SYNC (``duplicate_answer``) and a drive whose current stays short of its command
+(``current_saturation``, ``safety.saturation_cycles``) are causes too (docs/safety.md).
+
+Each case runs the default leg in lockstep on the simulated bus, whose other node (an
+``--inject`` kind) sends the frames while the gait runs; the emulated drives obey them as
+real drives would (a foreign SYNC makes each answer twice a cycle).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exo_rt.bus import pdo_cycle
+from exo_rt.bus.flags import F_DUPLICATE, F_FOREIGN, F_SATURATED
+from exo_rt.runtime import controller as ctl
+from exo_rt.runtime import safety
+from exo_rt.runtime.config import load_top
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "exo_leg.yaml"
+AT = 2.4  # s from the start: RUN (ALIGN ends at 2.0 s)
+DURATION = 1.0  # s of RUN: the fault comes 0.4 s into the gait
+
+
+def _run(*injections: str):
+    top = load_top(CONFIG)
+    inj = tuple(ctl.Injection.parse(s, top.robot.joint_names) for s in injections)
+    c = ctl.Controller(top, "sim", injections=inj)
+    return top, c, c.run(DURATION, None)
+
+
+@pytest.fixture(scope="module")
+def normal_peaks() -> dict[str, float]:
+    """Each joint's largest commanded current in the same run without another master (A)."""
+    _top, _c, result = _run()
+    assert result.summary["final_state"] == "SHUTDOWN"
+    return {j: v["max_abs_current_A"] for j, v in result.summary["joints"].items()}
+
+
+FOREIGN = {  # kind → the COB-ID the fault names (knee: node 2, the controller: 127)
+    "foreign_sync": 0x080, "foreign_nmt_stop": 0x000, "foreign_nmt_reset": 0x000,
+    "foreign_sdo": 0x602, "foreign_heartbeat": 0x77F}
+
+
+@pytest.mark.parametrize("kind", list(FOREIGN))
+def test_another_master_is_a_fault_within_three_cycles(kind, normal_peaks):
+    top, c, result = _run(f"{kind}:knee@{AT}")
+    s = result.summary
+    assert s["final_state"] == "SAFE" and result.exit_code != 0
+    (fault,) = s["faults"]
+    assert fault["cause"] == "foreign_master"
+    assert fault["reaction_cycles"] <= 3
+    assert fault["t"] == pytest.approx(AT, abs=1e-9)
+    assert f"COB-ID 0x{FOREIGN[kind]:03X}" in fault["detail"]
+    assert any(e.get("cause") == "foreign_master" and "COB-ID" in e.get("detail", "")
+               for e in c.events)
+    # no current above the run's normal peak (the commands then ramp to zero)
+    for j, peak in normal_peaks.items():
+        assert s["joints"][j]["max_abs_current_A"] <= peak + 1e-9, (j, peak)
+
+
+def test_two_answers_to_one_sync_are_a_fault():
+    _top, _c, result = _run(f"duplicate:knee@{AT}")
+    (fault,) = result.summary["faults"]
+    assert (fault["cause"], fault["joint"]) == ("duplicate_answer", "knee")
+    assert fault["reaction_cycles"] <= 3
+
+
+def _streaks(flags: np.ndarray, bit: int) -> np.ndarray:
+    """Per cycle, how many cycles in a row (this one included) carry ``bit``."""
+    out = np.zeros(len(flags), np.int64)
+    run = 0
+    for k, f in enumerate(flags.astype(np.int64)):
+        run = run + 1 if f & bit else 0
+        out[k] = run
+    return out
+
+
+def test_a_drive_that_cannot_follow_its_command_is_a_fault():
+    """The hip's drive delivers at most 20 % of its peak from 2.4 s on: once the gait asks it
+    for more (by over 20 % of peak) for ``saturation_cycles`` cycles in a row, SAFE — in the
+    cycle that completes the streak, not before."""
+    top, c, result = _run(f"current_saturation:hip@{AT}+1.0")
+    (fault,) = result.summary["faults"]
+    assert (fault["cause"], fault["joint"]) == ("current_saturation", "hip")
+    n = top.safety.saturation_cycles
+    streak = _streaks(c.log["flags"][:, 0], F_SATURATED)
+    first_full = int(np.argmax(streak >= n))
+    assert streak[first_full] == n
+    (event,) = [e for e in c.events if e.get("event") == "fault"]
+    assert event["cycle"] == int(c.log["cycle"][first_full])
+
+
+def test_a_normal_gait_never_saturates_for_long():
+    """The default limit (20 cycles) is far from what a normal run shows: its longest streak
+    of F_SATURATED cycles (2 in this run)."""
+    top, c, result = _run()
+    assert result.summary["final_state"] == "SHUTDOWN"
+    longest = max(_streaks(c.log["flags"][:, j], F_SATURATED).max() for j in range(2))
+    assert longest <= top.safety.saturation_cycles // 5
+
+
+def _table(frames):
+    """A received frame table (pdo_cycle.take_tpdos' arguments) holding ``frames``."""
+    from exo_rt.bus import fastio
+
+    b = fastio.FrameBatch(max(1, len(frames)))
+    for r, (arb, data) in enumerate(frames):
+        b.arbitration_id[r] = arb
+        b.length[r] = len(data)
+        b.data[r, : len(data)] = np.frombuffer(bytes(data), np.uint8)
+        b.time[r] = 1.0
+    return b
+
+
+@pytest.mark.parametrize("arb,data,which", [
+    (0x080, b"", "all"), (0x000, b"\x02\x00", "all"), (0x000, b"\x81\x02", "all"),
+    (0x77F, b"\x05", "all"), (0x602, b"\x2b\x71\x60\x00\xf4\x01\x00\x00", 1),
+    (0x202, b"\x0f\x00\x00\x00", 1), (0x501, b"\x00", 0)])
+def test_take_tpdos_flags_every_frame_only_a_master_sends(arb, data, which):
+    """The decoder itself: the COB-IDs of CiA 301 that only the master sends, from anyone
+    but the controller (a port never hands it its own frames), flag the bus or the drive."""
+    b = _table([(arb, data)])
+    n = 2
+    flags = np.zeros(n, np.int64)
+    foreign = np.array([127, 0, -1], np.int64)
+    slot = np.full(128, -1, np.int64)
+    slot[1], slot[2] = 0, 1
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    from exo_rt.bus import pdo
+    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
+                                    pdo_cycle.TPDO_NAMES)] * n)
+    pdo_cycle.take_tpdos(1, b.arbitration_id, b.flags, b.length, b.data, b.time, slot, tx,
+                         np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0, z.copy(),
+                         zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
+                         z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
+                         z.copy(), np.zeros(1), np.zeros(4, np.int64), foreign)
+    expect = [F_FOREIGN] * n if which == "all" else [F_FOREIGN if k == which else 0
+                                                     for k in range(n)]
+    assert flags.tolist() == expect
+    assert foreign.tolist() == [127, 1, arb]
+
+
+def test_a_drives_own_frames_and_other_nodes_are_not_foreign():
+    """TPDOs, EMCYs, SDO answers and heartbeats of the drives, and another device's frames
+    (a fixture on node 3), are not another master."""
+    frames = [(0x181, bytes(8)), (0x081, bytes(8)), (0x581, bytes(8)), (0x701, b"\x05"),
+              (0x203, bytes(4)), (0x603, bytes(8)), (0x183, bytes(8))]
+    b = _table(frames)
+    n = 2
+    flags = np.zeros(n, np.int64)
+    foreign = np.array([127, 0, -1], np.int64)
+    slot = np.full(128, -1, np.int64)
+    slot[1], slot[2] = 0, 1
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    from exo_rt.bus import pdo
+    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
+                                    pdo_cycle.TPDO_NAMES)] * n)
+    pdo_cycle.take_tpdos(len(frames), b.arbitration_id, b.flags, b.length, b.data, b.time,
+                         slot, tx, np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0,
+                         z.copy(), zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(),
+                         z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
+                         z.copy(), np.zeros(1), np.zeros(len(frames), np.int64), foreign)
+    assert not (flags & (F_FOREIGN | F_DUPLICATE)).any() and foreign[1] == 0
+
+
+def test_the_check_orders_foreign_first():
+    """Another master outranks every other cause (it explains them: stale feedback after its
+    NMT stop, duplicates after its SYNC)."""
+    n = 2
+    limits = np.zeros(n, safety.LIMITS)
+    limits["lower"], limits["upper"] = -1.0, 1.0
+    limits["velocity"] = limits["current"] = limits["tracking"] = 10.0
+    opts = np.array([0.05, 2, 2, 20], float)
+    out = np.zeros(2, np.int64)
+    flags = np.array([F_DUPLICATE, F_FOREIGN], np.int64)
+    z = np.zeros(n)
+    safety.check(limits, opts, z, z, z, z, z, flags, np.zeros((safety.STREAKS, n), np.int64),
+                 0, True, z, out)
+    assert (safety.CAUSES[out[0]], out[1]) == ("foreign_master", 1)
