@@ -87,10 +87,10 @@ def _to_node(n: yaml.Node, file: str, key: str, error: type[ExoError],
     budget[0] -= 1
     if budget[0] < 0 or id(n) in path:
         why = "an alias refers to itself" if id(n) in path else \
-            f"more than {MAX_NODES} values, aliases expanded"
+            f"more than {MAX_NODES} values: aliases expand too far, or a list is that long"
         raise error(f"cannot expand the YAML ({why})", Where(file, line, key),
-                    "write the values out instead of using '&anchor' / '*alias'"
-                    if id(n) in path else "no config needs that many: check the file")
+                    "write the values out instead of using '&anchor' / '*alias' (no config "
+                    "holds that many values)")
     if isinstance(n, yaml.MappingNode):
         inner = path | {id(n)}
         out: dict[str, Node] = {}

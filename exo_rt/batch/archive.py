@@ -59,7 +59,9 @@ def make_archive(root: Path, n_good: int = 20, *, broken: bool = True,
         (bad / "run.mcap").unlink()
         missing = root / "archive" / "w2/day2/run_missing"
         for f in missing.iterdir():
-            if f.name != "summary.json":
+            if f.is_dir():  # the run's copy of its config files
+                shutil.rmtree(f)
+            elif f.name != "summary.json":
                 f.unlink()
     return names
 
