@@ -170,6 +170,28 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
                         "currents, power stages, the relay) and save it to FILE.npz at the end "
                         "(exo_rt.sim.trace: what the drives and the board did once the "
                         "controller could not)")
+    p.add_argument("--fifo", type=int, default=None, metavar="PRIORITY",
+                   help="with udp_multicast: the simulation's SCHED_FIFO priority, below the "
+                        "controller's (it stands in for the drives' hardware) [70: 10 below "
+                        "the control thread's default 80]; 0 leaves the scheduling as started")
+
+
+def _drives_fifo(priority: int | None) -> str:
+    """The real-time simulation's scheduling, taken by itself (started by hand or by
+    ``exo-rt run --realtime``): SCHED_FIFO ``priority`` (default: 10 below the control thread's
+    default), or one line saying why not."""
+    from exo_rt.runtime.loop import take_fifo
+    from exo_rt.runtime.processes import policy_of
+    from exo_rt.sim.launch import hardware_fifo
+
+    if priority == 0:
+        return f"set-up: scheduling: {policy_of(0)} as started (--fifo 0)"
+    priority = hardware_fifo() if priority is None else priority
+    took = take_fifo(priority)
+    if took.startswith("in effect"):
+        return f"set-up: SCHED_FIFO: {took}"
+    return (f"set-up: SCHED_FIFO: {took}; the simulated drives run {policy_of(0)} and may "
+            f"answer late (a stale-feedback stop): start them with chrt -f {priority}")
 
 
 def cmd_drives(args: argparse.Namespace) -> int:
@@ -192,7 +214,11 @@ def cmd_drives(args: argparse.Namespace) -> int:
     if kind not in ("slcan-server", "udp_multicast"):
         raise ConfigError(f"unsupported --bus '{args.bus}' for exo-rt drives", None,
                           "use --bus slcan-server or --bus udp_multicast[:GROUP]")
+    if args.fifo is not None and not 0 <= args.fifo <= 99:
+        raise ConfigError(f"--fifo {args.fifo} is not a SCHED_FIFO priority", None,
+                          "give 1 … 99, below the controller's (80 by default), or 0")
     mech = load_mechanism(args.config)
+    _check_pose(args.pose, mech, "--pose")
     buses = load_buses(args.buses, mech)
     channels = [b.channel for b in buses]
     if args.channel and args.channel not in channels:
@@ -218,7 +244,6 @@ def cmd_drives(args: argparse.Namespace) -> int:
         return 0
     import can
 
-    _check_pose(args.pose, mech, "--pose")
     from exo_rt.bus.port import open_port
     from exo_rt.sim.launch import group_for
     from exo_rt.sim.server import RealtimeServer
@@ -258,6 +283,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
     # like the controller: no page of the simulation is reclaimed and read back mid-run (a
     # disk read stalls the drives for ms); locked beside the serving loop, not before it
     threading.Thread(target=lock_all_memory, name="mlockall", daemon=True).start()
+    print(_drives_fifo(args.fifo), flush=True)
     print("serving " + " ".join(served), flush=True)
     try:
         server.serve(parent=args.parent, linger=args.linger)
@@ -287,7 +313,8 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="wall-clock rate on the sim bus: the simulation runs in its own process, "
                         "the control thread SCHED_FIFO on its own CPU (always so on real buses)")
     p.add_argument("--inject", action="append", default=[], metavar="KIND[:JOINT]@T[+D]",
-                   help="fault injection on the simulated bus (repeatable)")
+                   help="fault injection on the simulated bus (repeatable): T in s from the "
+                        "start of RUN, D how long, e.g. drop:knee@2.0+0.05 (docs/cli.md)")
     p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
                    help="initial joint angles of the simulated leg (default 0)")
     p.add_argument("--board", default="emulator", metavar="URL",
@@ -315,7 +342,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     compile_workers.prestart()  # a cold numba cache: the compile workers start with us
     processes.request("exo_rt.record.writer")  # the recording process: started ahead
-    import datetime
     from pathlib import Path
 
     from exo_rt.runtime.config import load_top
@@ -323,6 +349,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = Path(args.config) if args.config else _default_config()
     top = load_top(config, controller=args.controller)
+    _check_pose(args.start_pose, top.robot, "--start-pose")
     for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
         print(f"model warning: {w}", file=sys.stderr)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
@@ -336,6 +363,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         host, port = parse_live(args.live, args.live_remote)
         if args.live_remote and host not in ("127.0.0.1", "localhost", "::1"):
             print(remote_warning(host, port), file=sys.stderr)
+    from exo_rt.record import runfolder
+    from exo_rt.resources import runs_root
+
+    # the run folder, taken before anything starts (one held by a live run: refused here)
+    out = Path(args.out) if args.out else _new_run_folder(runs_root(config) / top.runs_dir)
+    runfolder.claim(out)
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=args.start_pose,
                      status=True, rt_setup=not args.no_rt_setup, board=args.board,
@@ -348,12 +381,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ctl.request_stop(f"signal {signal.Signals(signum).name}: safe stop")
 
     signal.signal(signal.SIGINT, stop)
-    _check_pose(args.start_pose, top.robot, "--start-pose")
     signal.signal(signal.SIGTERM, stop)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    from exo_rt.resources import runs_root
-
-    out = Path(args.out) if args.out else runs_root(config) / top.runs_dir / stamp
     result = ctl.run(args.duration, out)
     s = result.summary
     for line in result.setup:
@@ -367,10 +395,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  {name:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
               f"|I| ≤ {j['max_abs_current_A']:.2f} A")
     for f in s["faults"]:
-        print(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s: reacted in "
-              f"{f['reaction_cycles']} cycles ({f['action']})")
-    print(f"run folder: {result.run_dir}")
+        into = f"; RUN + {f['t_run']:.3f} s" if f.get("t_run") is not None else ""
+        print(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s{into}: reacted in "
+              f"{f['reaction_cycles']} cycles ({f['action']})"
+              + (f" — {f['detail']}" if f.get("detail") else ""))
+    rec = s.get("recording", {})
+    if rec.get("recorded") is False:
+        where = f" (not recorded: {rec.get('error')})"
+    elif rec.get("stopped"):
+        where = (f" (recording stopped at t = {rec['stopped']['t']:.3f} s: "
+                 f"{rec['stopped']['error']})")
+    else:
+        where = ""
+    if s.get("files_not_written"):
+        where += f" ({'; '.join(s['files_not_written'])})"
+    print(f"run folder: {result.run_dir}{where}")
     return result.exit_code
+
+
+def _new_run_folder(root):
+    """``root/<date-time>``, made here (``-2``, ``-3`` … for a second run in the same
+    second): a new run never takes an earlier run's folder. A folder that cannot be made is
+    returned as is (the run says why it is not recorded)."""
+    import datetime
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        path = root / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue
+        except OSError:
+            return path
+    return root / stamp
 
 
 def _default_config():
@@ -419,6 +478,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         r = row["result"]
         if r is None:
             continue
+        for note in r.get("notes", ()):  # not finished, no snapshot, a changed config
+            print(f"exo-rt: warning: {note}", file=sys.stderr)
         head = f"{row['path']}: {r['mode']} replay of {r['cycles']} cycles"
         if "joints" in r:
             head += "; " + ", ".join(f"{n} RMS {j['rms_error_deg']:.4f}° max "
@@ -475,8 +536,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"sweep-{Path(args.config).stem}")
     s = sw.run_sweep(args.config, args.grid, model_errors=errors, wearers=wearers,
                      robot=args.robot, cycles=args.cycles, engine=args.engine, jobs=args.jobs,
-        for note in r.get("notes", ()):  # not finished, no snapshot, a changed config
-            print(f"exo-rt: warning: {note}", file=sys.stderr)
                      address=args.address, max_saturation=args.max_saturation, out=out)
     print(f"{len(s.points)} points × {len(errors)} model errors × {len(wearers or [0])} "
           f"wearers = {len(s.tasks)} tasks in {s.wall_s:.1f} s on {args.engine}")
@@ -502,6 +561,20 @@ def _setup_export(p: argparse.ArgumentParser) -> None:
     what.add_argument("--csv", action="store_true", help="write cycles.csv")
     what.add_argument("--mcap", action="store_true",
                       help="write run.mcap (runs recorded before exo-rt wrote it)")
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    """Make a run folder's run.mcap whole after a crash (power loss, kill, full disk): every
+    record that reached the disk whole, into a new file any MCAP reader reads; the damaged
+    original kept as run.mcap.damaged. Exit 0 also when there is nothing to recover."""
+    from exo_rt.record.runfolder import recover_folder
+
+    rec = recover_folder(args.run_dir)
+    if rec is None:
+        print(f"{args.run_dir}: run.mcap is whole, nothing to recover")
+    else:
+        print(rec.line())
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -602,6 +675,7 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
 
     config = Path(args.config) if args.config else _default_config()
     top = load_top(config)
+    _check_pose(args.pose, top.robot, "--pose")
     options = load_options(args.options, args.name) if args.options else {}
     for line in checklist(args.name, top, args.joint):
         print(line)
@@ -672,7 +746,6 @@ def cmd_warmup(args: argparse.Namespace) -> int:
             print(f"{e.group:<10} {e.name:<26} after {', '.join(e.after) or '-'}")
         return 0
     config = args.config or _default_config()
-    _check_pose(args.pose, top.robot, "--pose")
     code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
                        force=args.force)
     # Everything is in the on-disk cache now. End without the interpreter's teardown (freeing
@@ -724,6 +797,7 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
     "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
     "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
+    "recover": (_setup_run_dir, cmd_recover, "make a crashed run's run.mcap whole again"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
     "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),
@@ -753,6 +827,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_numbers(args)
         return COMMANDS[args.command][1](args)
     except ExoError as err:
         if args.debug:
@@ -762,4 +837,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("exo-rt: interrupted", file=sys.stderr)
         return 130
-        _check_numbers(args)

@@ -264,8 +264,8 @@ def test_gait_phase_from_emulated_foot_contacts():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("spec", "cause", "limit"), [("estop@2.5", "estop", 3),
-                                                      ("board_link_loss@2.5+0.1",
+@pytest.mark.parametrize(("spec", "cause", "limit"), [("estop@0.5", "estop", 3),
+                                                      ("board_link_loss@0.5+0.1",
                                                        "board_link_loss", 20 + 3)])
 def test_runtime_reacts_to_the_board(spec, cause, limit):
     from exo_rt.runtime.config import load_top

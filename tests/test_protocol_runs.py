@@ -47,9 +47,9 @@ def test_the_gait_is_tracked_and_the_run_shuts_down(family):
 
 # every injection these families can act out (no heartbeats: heartbeat_loss does not apply;
 # board_link_loss is the board's own 20 ms timeout, whatever the drives)
-INJECT = ["drop:knee@2.4+0.05", "delay:knee@2.4+0.05", "corrupt:knee@2.4+0.05",
-          "emcy:knee@2.4", "bus_off@2.4+0.05", "encoder_glitch:hip@2.4", "overcurrent:knee@2.4",
-          "overrun@2.4+0.01", "nan:hip@2.4", "estop@2.4"]
+INJECT = ["drop:knee@0.4+0.05", "delay:knee@0.4+0.05", "corrupt:knee@0.4+0.05",
+          "emcy:knee@0.4", "bus_off@0.4+0.05", "encoder_glitch:hip@0.4", "overcurrent:knee@0.4",
+          "overrun@0.4+0.01", "nan:hip@0.4", "estop@0.4"]
 EXPECTED = {"drop": "stale_feedback", "delay": "stale_feedback", "corrupt": "stale_feedback",
             "estop": "estop", "emcy": "drive_fault", "bus_off": "stale_feedback",
             "encoder_glitch": "encoder_glitch", "overcurrent": "current_limit",

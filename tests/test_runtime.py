@@ -87,9 +87,9 @@ def _within_limits(top, log):
     return bool(np.all(finite >= lo - 1e-3) and np.all(finite <= hi + 1e-3))
 
 
-INJECT = ["drop:knee@2.4+0.05", "delay:knee@2.4+0.05", "corrupt:knee@2.4+0.05",
-          "heartbeat_loss:knee@2.4+0.6", "emcy:knee@2.4", "bus_off@2.4+0.05",
-          "encoder_glitch:hip@2.4", "overcurrent:knee@2.4", "overrun@2.4+0.01", "nan:hip@2.4"]
+INJECT = ["drop:knee@0.4+0.05", "delay:knee@0.4+0.05", "corrupt:knee@0.4+0.05",
+          "heartbeat_loss:knee@0.4+0.6", "emcy:knee@0.4", "bus_off@0.4+0.05",
+          "encoder_glitch:hip@0.4", "overcurrent:knee@0.4", "overrun@0.4+0.01", "nan:hip@0.4"]
 
 
 @pytest.mark.slow
@@ -138,7 +138,7 @@ def test_default_run_through_the_command(tmp_path):
 @pytest.mark.slow
 def test_injected_fault_exits_non_zero_without_traceback(tmp_path):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "3", "--out",
-                          str(tmp_path / "r"), "--inject", "drop:knee@2.5+0.05"],
+                          str(tmp_path / "r"), "--inject", "drop:knee@0.5+0.05"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "FAULT stale_feedback on knee" in res.stdout

@@ -291,6 +291,9 @@ def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None
     inj = tuple(Injection(k, j, t, d) for k, j, t, d in meta.get("injections", []))
     ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"),
                      history=True)  # every cycle's record, to compare
+    if meta.get("injections_from") != "RUN":  # recorded before T counted from RUN's start
+        ctl.injections = tuple(Injection(i.kind, i.joint, i.t - ctl.run_cycle() * ctl.dt,
+                                         i.duration) for i in inj)
     result = ctl.run(float(meta["duration_s"]), None)
     log = ctl.log
     m = min(len(records), result.summary["cycles"], len(log))

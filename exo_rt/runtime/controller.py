@@ -339,7 +339,7 @@ class Controller:
             self.to_run_s = float("nan")
             self.k0 = {READY: 0}
             self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
-                                      self.robot.joint_names)
+                                      self.robot.joint_names, self.run_cycle())
             self._schedule_sim_injections()
             self._next_check = 0
             if self.recording is not None:  # where the loop starts from, and when
@@ -381,6 +381,7 @@ class Controller:
                 "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
                 "duration_s": self.duration, "start_pose": self.start_pose,
                 "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
+                "injections_from": "RUN",  # their t: s from the start of RUN
                 "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
         # lockstep: every CAN frame stamped on one clock, the simulated time from this epoch
         self._frame_epoch = meta["wall_boot"] - (0.0 if self.realtime else self.bus_set.clock())
@@ -621,6 +622,14 @@ class Controller:
             self._write()
             self._go(SHUTDOWN, k + 1)
 
+    def run_cycle(self) -> int:
+        """The control cycle RUN starts in (as :meth:`_advance` steps READY → ALIGN → RUN):
+        where ``--inject``'s T counts from."""
+        align = 1
+        while align * self.dt < self.top.align_s:
+            align += 1
+        return READY_CYCLES + 1 + align
+
     def _go(self, state: int, k: int) -> None:
         self.state = state
         self.a.s[cy.S_STATE] = state
@@ -752,7 +761,9 @@ class Controller:
             "timing": self.sched.stats.summary() if hasattr(self, "sched") else {},
             "joints": joints,
             "faults": [{"t": round(f.t, 6), "cause": f.cause, "joint": f.joint,
-                        "reaction_cycles": f.reaction_cycles, "action": f.action}
+                        "reaction_cycles": f.reaction_cycles, "action": f.action,
+                        "t_run": (round(f.t - self.k0[RUN] * self.dt, 6)
+                                  if RUN in getattr(self, "k0", {}) else None)}
                        | ({"detail": f.detail} if f.detail else {}) for f in self.faults],
             "final_state": STATES[self.state],
             "setup": list(self.setup_lines),

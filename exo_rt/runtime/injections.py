@@ -1,4 +1,6 @@
-"""Fault injection on the simulated bus: ``--inject KIND[:JOINT]@T[+DURATION]``.
+"""Fault injection on the simulated bus: ``--inject KIND[:JOINT]@T[+DURATION]``, ``T`` in
+seconds from the start of RUN (the gait; ALIGN before it takes ``align_s``), ``DURATION``
+how long it lasts.
 
 Kinds the simulated drives act out (``drop``, ``delay``, ``corrupt``, ``duplicate``,
 ``heartbeat_loss``, ``emcy``, ``bus_off``, ``encoder_glitch``, ``overcurrent``,
@@ -68,7 +70,9 @@ class InjectionPlan:
     """The controller-side windows of a run's injections, by cycle."""
 
     def __init__(self, injections: tuple[Injection, ...], dt: float, overrun_streak: int,
-                 joint_names: tuple[str, ...]) -> None:
+                 joint_names: tuple[str, ...], run_cycle: int = 0) -> None:
+        """``run_cycle``: the control cycle RUN starts in, where an injection's T counts from
+        (its windows here are control cycles from the loop's start)."""
         self.nan: list[tuple[int, int, int]] = []  # (from, to, joint index)
         self.overrun: list[tuple[int, int]] = []
         self.board: list[tuple[int, str, int]] = []  # (cycle, kind, cycles)
@@ -76,6 +80,7 @@ class InjectionPlan:
         self.onsets: list[tuple[int, str, str | None]] = []  # (cycle, kind, joint)
         for inj in injections:
             k, n = inj.cycles(dt)
+            k += run_cycle
             self.onsets.append((k, inj.kind, inj.joint))
             if inj.kind == "nan":
                 self.nan.append((k, k + n, joint_names.index(inj.joint) if inj.joint else 0))

@@ -1,0 +1,40 @@
+"""What a new user meets first with ``exo-rt run`` (README, docs/cli.md): the README's fault
+example fires while the leg walks, and the fault line says when."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_inject_example() -> str:
+    """The ``--inject`` example the README shows."""
+    m = re.search(r"`--inject ([^`]+)`", (ROOT / "README.md").read_text())
+    assert m, "the README shows an --inject example"
+    return m.group(1)
+
+
+def test_the_readmes_inject_example_fires_while_walking(tmp_path):
+    """``--inject KIND:JOINT@T+D`` counts T from the start of RUN: the README's example ends
+    SAFE in RUN, with the tracking figures of the gait walked before it (not nan / 0)."""
+    spec = _readme_inject_example()
+    t = float(spec.split("@")[1].split("+")[0])
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", str(t + 1.0),
+                          "--inject", spec, "--out", str(out)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert res.returncode == 1, res.stderr  # 1: ended SAFE
+    s = json.loads((out / "summary.json").read_text())
+    (fault,) = s["faults"]
+    assert fault["t_run"] == t and fault["reaction_cycles"] <= 3
+    states = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    order = [e["state"] for e in states if e.get("event") == "state"]
+    assert order[-2:] == ["RUN", "SAFE"]
+    for j in s["joints"].values():
+        assert 0.0 < j["rms_error_deg"] < 1.0 and j["max_error_deg"] > 0.0
+    assert f"RUN + {t:.3f} s" in res.stdout
