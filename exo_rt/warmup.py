@@ -851,9 +851,28 @@ def ensure(top=None, groups: Iterable[str] = RUN_GROUPS, *, stream=None) -> None
         report_compiles(stream)
         return
     report_compiles(stream, " — missed by exo_rt/warmup.py's registry")
-    warm_up(groups, ctx=Context(top), stream=stream,
-            header="numba: cache is cold (first start after a kernel module changed) — "
-                   "compiling in parallel; `exo-rt warmup` does this ahead of time …")
+    ctx = Context(top)
+    warm_up(groups, ctx=ctx, stream=stream,
+            header=f"numba: {why_cold(select(groups, ()), ctx)} — compiling in parallel; "
+                   "`exo-rt warmup` does this ahead of time …")
+
+
+def why_cold(names: Iterable[str], ctx: Context) -> str:
+    """Why this run's kernels are not all in the cache, in a few words: an empty cache (a
+    fresh install, or the kernels' sources changed: the cache is keyed to them), or the
+    first run of this control law, of this many buses, of this robot's shape."""
+    names = list(names)
+    warm = _warm_set()
+    if not warm:
+        return ("the compile cache is empty (first start after installing, or after a kernel "
+                "module changed)")
+    missing = {n for n in names if not _tags([n], ctx) <= warm}
+    if missing and all(ENTRIES[n].per_law for n in missing):
+        return f"the compile cache lacks control law '{ctx.cfg.law}' (its first run)"
+    if missing and all(ENTRIES[n].per_buses for n in missing):
+        return f"the compile cache lacks the cycle for {len(ctx.top.buses)} buses (its first run)"
+    return (f"the compile cache lacks {len(missing)} of this run's kernels "
+            f"({', '.join(sorted(missing)[:3])}{' …' if len(missing) > 3 else ''})")
 
 
 def main(groups: Iterable[str] = GROUPS, *, config=None, controller=None, jobs=None,

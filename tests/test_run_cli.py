@@ -38,3 +38,22 @@ def test_the_readmes_inject_example_fires_while_walking(tmp_path):
     for j in s["joints"].values():
         assert 0.0 < j["rms_error_deg"] < 1.0 and j["max_error_deg"] > 0.0
     assert f"RUN + {t:.3f} s" in res.stdout
+
+
+def test_a_cold_cache_says_why(monkeypatch):
+    """"cold" only when it is, saying which: an empty cache, or one that lacks this run's
+    control law (another ``--controller``)."""
+    from exo_rt import warmup
+    from exo_rt.runtime.config import load_top
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    names = warmup.select(warmup.RUN_GROUPS, ())
+    ctx = warmup.Context(top)
+    monkeypatch.setattr(warmup, "_warm_set", lambda: set())
+    assert "cache is empty" in warmup.why_cold(names, ctx)
+    warm = warmup._tags(names, ctx)  # everything for computed_torque
+    monkeypatch.setattr(warmup, "_warm_set", lambda: warm)
+    other = warmup.Context(load_top(ROOT / "configs" / "exo_leg.yaml",
+                                    controller="sliding_mode"))
+    assert warmup.why_cold(names, other) == \
+        "the compile cache lacks control law 'sliding_mode' (its first run)"
