@@ -28,6 +28,7 @@ loop stamps its frames with run time, counted from the same origin as t).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -163,9 +164,69 @@ def log_time_origin(meta: dict) -> float:
     return float(meta.get("wall_start") or meta.get("wall_boot") or 0.0)
 
 
+class _GuardedFile:
+    """The file under the Foxglove SDK's MCAP writer, which writes through it (Python
+    file-like: write, seek, flush). A write error (full disk, file-size limit, read-only) is
+    kept here and every later write is dropped: the native writer never sees an error, so it
+    neither logs one per message nor panics at close; :class:`McapLog` reads :attr:`error`
+    after each batch and the recording stops."""
+
+    def __init__(self, path: Path) -> None:
+        self.f = open(path, "wb", buffering=0)  # noqa: SIM115 (closed in close)
+        self.error: OSError | None = None
+        self.pos = 0
+
+    def write(self, data) -> int:
+        n = len(data)
+        if self.error is None:
+            try:
+                n = self.f.write(data)
+            except OSError as exc:
+                self.error = exc
+                n = len(data)
+        self.pos += n
+        return n
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if self.error is None:
+            try:
+                self.pos = self.f.seek(offset, whence)
+                return self.pos
+            except OSError as exc:
+                self.error = exc
+        if whence == 0:
+            self.pos = offset
+        elif whence == 1:
+            self.pos += offset
+        return self.pos
+
+    def flush(self) -> None:
+        pass  # the file is unbuffered; :meth:`sync` makes it durable
+
+    def sync(self) -> None:
+        """Everything written reaches the disk (fsync)."""
+        if self.error is None:
+            try:
+                os.fsync(self.f.fileno())
+            except OSError as exc:
+                self.error = exc
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        except OSError as exc:
+            self.error = self.error or exc
+
+
 class McapLog:
     """``run.mcap`` through the Foxglove SDK's native writer (its own context, so a live
-    server in the same process sees none of it)."""
+    server in the same process sees none of it).
+
+    Written so that a crash leaves a file a standard MCAP reader reads after
+    :func:`exo_rt.record.runfolder.recover`: the metadata record ``exo-rt`` as soon as the
+    loop's origin is known (and again, with the message counts, at the end), and the writer
+    calls :meth:`flush` at least once a second (the open chunk closed, the file fsynced). A
+    write error stops the file at the first one: :attr:`error`."""
 
     def __init__(self, path: Path, columns: dict[str, tuple[int, int]], meta: dict,
                  channels: list[str] | None = None) -> None:
@@ -179,18 +240,38 @@ class McapLog:
         self.ctx = foxglove.Context()
         options = MCAPWriteOptions(compression=MCAPCompression.Zstd, compression_threads=0,
                                    profile="")
-        # a run folder given again (--out) is the new run's: its files all replaced alike
-        self.writer = foxglove.open_mcap(str(self.path), allow_overwrite=True,
-                                         context=self.ctx, writer_options=options)
+        # the run folder is the run's alone (exo_rt.record.runfolder.claim): a file of an
+        # earlier run there was removed before this one started
+        self.file = _GuardedFile(self.path)
+        self.writer = foxglove.open_mcap(self.file, context=self.ctx, writer_options=options)
         self.channels = {topic: foxglove.Channel(topic, schema=schema, message_encoding="json",
                                                  context=self.ctx)
                          for topic, schema in schemas(self.enc.names).items()}
         self.t0_ns: int | None = None
         self.messages = dict.fromkeys(TOPICS, 0)
 
+    @property
+    def error(self) -> OSError | None:
+        """The first write error (the file is cut there), or None."""
+        return self.file.error
+
     def set_origin(self, meta: dict) -> None:
         self.meta = meta
         self.t0_ns = int(round(log_time_origin(meta) * 1e9))
+        if meta.get("wall_start"):  # the loop's origin: what a recovered file needs to read
+            self._write_metadata(meta, with_counts=False)
+
+    def _write_metadata(self, meta: dict, with_counts: bool = True) -> None:
+        record = {"columns": json.dumps(self.enc.columns), "meta": json.dumps(meta)}
+        if with_counts:
+            record["messages"] = json.dumps(self.messages)
+        self.writer.write_metadata(METADATA, record)
+
+    def flush(self) -> None:
+        """Close the open chunk and make the file durable (the recording process calls it at
+        least once a second: what a crash can lose)."""
+        self.writer.flush()
+        self.file.sync()
 
     def rows(self, rows: np.ndarray) -> None:
         if not len(rows):
@@ -229,10 +310,13 @@ class McapLog:
     def close(self, meta: dict | None = None) -> None:
         """Write the run's metadata and finish the file (its summary and index)."""
         meta = self.meta if meta is None else meta
-        self.writer.write_metadata(METADATA, {
-            "columns": json.dumps(self.enc.columns), "meta": json.dumps(meta),
-            "messages": json.dumps(self.messages)})
-        self.writer.close()
+        try:
+            if self.error is None:
+                self._write_metadata(meta)
+            self.writer.close()
+            self.file.sync()
+        finally:
+            self.file.close()
 
 
 # ----------------------------------------------------------------------------- reading
@@ -242,8 +326,11 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
     from mcap.reader import make_reader
 
     from exo_rt.record.recorder import columns_dtype
+    from exo_rt.record.runfolder import recover_on_read
 
     path = Path(path)
+    if path.name == "run.mcap":  # a run's, cut short by a crash: made whole first
+        recover_on_read(path)
     try:
         with open(path, "rb") as f:
             reader = make_reader(f)
@@ -309,6 +396,11 @@ def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
         raise LogError("no cycle log in this folder", Where(str(run_dir)),
                        "give a run folder written by `exo-rt run` (it holds cycles.exolog)")
     out = Path(out) if out is not None else run_dir / "run.mcap"
+    if out == run_dir / "run.mcap":
+        from exo_rt.record.runfolder import recover_on_read
+
+        if recover_on_read(run_dir) is not None:  # the run's own, cut short: now whole
+            return out
     if out.exists():
         raise LogError(f"{out.name} exists already", Where(str(out)),
                        "delete it first to write it again")

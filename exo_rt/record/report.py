@@ -9,11 +9,13 @@ import numpy as np
 
 from exo_rt.errors import ConfigError
 from exo_rt.record.recorder import read_cycle_log
+from exo_rt.record.runfolder import recover_on_read
 
 
 def export_csv(run_dir: str | Path) -> Path:
     """``cycles.csv``: one row per cycle, one column per scalar (q_hip, q_knee, …)."""
     run_dir = Path(run_dir)
+    recover_on_read(run_dir)  # a crashed run's run.mcap made whole (exo-rt recover)
     records, meta = read_cycle_log(run_dir / "cycles.exolog")
     names = meta["joint_names"]
     header, columns = [], []
@@ -89,6 +91,7 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
     from exo_rt.record import integrity
 
     run_dir = Path(run_dir)
+    recover_on_read(run_dir)  # a crashed run's run.mcap made whole (exo-rt recover)
     records, meta, path = integrity.read_records(run_dir)
     status = integrity.check(records, meta, path, run_dir)
     if notes is not None:

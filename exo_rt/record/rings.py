@@ -23,6 +23,8 @@ head only.
 
 from __future__ import annotations
 
+import errno
+import resource
 import struct
 import time
 from multiprocessing import resource_tracker, shared_memory
@@ -52,14 +54,26 @@ def _untrack(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
+def _check_size_limit(size: int) -> None:
+    """OSError (EFBIG) when the file-size limit (``ulimit -f``, which shared memory obeys too)
+    is below ``size``: refused here, because Python's shared_memory, failing in its
+    ``ftruncate``, unregisters a block it never registered and its resource tracker prints a
+    traceback."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size > limit:
+        raise OSError(errno.EFBIG, f"File too large: a shared-memory ring of {size} bytes, "
+                                   f"over the file-size limit of {limit} bytes (ulimit -f)")
+
+
 class _Ring:
     """A block of shared memory: header words and ``capacity`` slots of ``slot`` bytes."""
 
     def __init__(self, capacity: int | None = None, slot: int | None = None,
                  name: str | None = None, extra: int = 0) -> None:
         if name is None:
-            self.shm = shared_memory.SharedMemory(create=True,
-                                                  size=HEADER_BYTES + capacity * slot + extra)
+            size = HEADER_BYTES + capacity * slot + extra
+            _check_size_limit(size)
+            self.shm = shared_memory.SharedMemory(create=True, size=size)
             _CREATED.add(self.shm._name)
             self.header = np.ndarray((8,), np.int64, self.shm.buf)
             self.header[:] = 0

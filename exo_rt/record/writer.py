@@ -15,16 +15,29 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 
 All of it costs the control thread nothing beyond its one record copy into shared memory.
 
+What a crash can lose: at least every ``SYNC_S`` (of wall-clock time, and of run time: a
+lockstep run is faster than real time) the cycle log and the CAN log are flushed and fsynced
+and run.mcap's open chunk is closed and fsynced — a power loss loses at most that much, and
+:func:`exo_rt.record.runfolder.recover` makes the cut run.mcap whole again.
+
 It stops when the control process closes the rings (after draining them), or when the control
 process has died (its parent pid changes): then it drains what was handed over — at most the
 cycle in flight is lost — and closes a readable file. At the end it writes ``recording.json``
-(records and frames written, records lost, errors). A write error (full disk) is noted there
-and recording goes on where it can; the control loop never sees it.
+(records and frames written, records lost, errors) and hands the same report to the control
+process on its standard output (a line ``report {…}``: it arrives when the disk does not take
+the file).
+
+A write error on any file of the run (a full disk, a file-size limit, a read-only or
+unwritable folder: ENOSPC, EFBIG, EROFS, EACCES …) stops the recording at once and whole: one
+line on stderr, the files closed where they are (each readable up to there), nothing more
+written; the rings are still drained (the control loop never waits for the disk, and never
+sees the error), the status line and live telemetry go on. The report says when and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -36,9 +49,11 @@ import can
 import numpy as np
 
 from exo_rt.record.rings import CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
+from exo_rt.record.runfolder import describe, write_atomic
 from exo_rt.runtime.processes import ARGS_ON_STDIN
 
 FLUSH_S = 0.02
+SYNC_S = 0.5  # flush + fsync of every file at least this often (wall clock and run time)
 
 
 class Writer:
@@ -54,29 +69,44 @@ class Writer:
         self.errors: list[str] = []
         self.rows_written = 0
         self.frames_written = 0
-        self.last_t = 0.0
+        self.last_t = 0.0  # t of the last record written to the cycle log
+        self.stopped: dict | None = None  # a write error stopped the recording: when, why
+        self.log = self.can = self.mcap = None
+        self.mcap_messages: dict | None = None
         from exo_rt.record.recorder import read_header
 
         self.columns, self.meta = read_header(out / "cycles.exolog")
-        self.log = open(out / "cycles.exolog", "ab")  # noqa: SIM115 (closed in finish)
-        self.can = can.Logger(str(out / f"can{can_format}"))
         self._window: list[np.ndarray] = []
         self._next_status = time.monotonic() + 1.0
+        self._next_sync = time.monotonic() + SYNC_S
+        self._sync_t = SYNC_S  # run time (s) of the next sync
         self._started = False  # the header's final metadata (where t = 0 is) read
-        self.mcap = None
-        if mcap:
+        path = out / "cycles.exolog"
+        try:
+            self.log = open(path, "ab")  # noqa: SIM115 (closed in finish)
+            path = out / f"can{can_format}"
+            self.can = can.Logger(str(path))
+        except OSError as exc:
+            self._stop(exc, path)
+        if mcap and self.stopped is None:
             try:
                 from exo_rt.record.mcap_log import McapLog
 
                 self.mcap = McapLog(out / "run.mcap", self.columns, self.meta, channels)
-            except Exception as exc:  # no foxglove-sdk, a full disk: the cycle log goes on
+            except OSError as exc:
+                self._stop(exc, out / "run.mcap")
+            except Exception as exc:  # no foxglove-sdk: the cycle log goes on
                 self.errors.append(f"MCAP: {exc}")
-        try:
-            from exo_rt.record.telemetry import layout
+        if self.stopped is None:
+            try:
+                from exo_rt.record.telemetry import layout
 
-            (out / "foxglove-layout.json").write_text(layout(self.meta.get("joint_names", [])))
-        except Exception as exc:
-            self.errors.append(f"Foxglove layout: {exc}")
+                write_atomic(out / "foxglove-layout.json",
+                             layout(self.meta.get("joint_names", [])))
+            except OSError as exc:
+                self._stop(exc, out / "foxglove-layout.json")
+            except Exception as exc:
+                self.errors.append(f"Foxglove layout: {exc}")
         self.live = None
         if live is not None:  # errors go to the caller: asked for, it must be there
             from exo_rt.record.telemetry import LiveServer, parse_live
@@ -97,30 +127,92 @@ class Writer:
             _, self.meta = read_header(self.out / "cycles.exolog")
         except (OSError, ValueError) as exc:
             self.errors.append(f"cycle log header: {exc}")
-        for sink in (self.mcap, self.live):
-            if sink is not None:
-                sink.set_origin(self.meta)
+        for name in ("mcap", "live"):
+            if getattr(self, name) is not None:
+                self._sink(name, getattr(self, name).set_origin, self.meta)
 
     def _sink(self, name: str, call, *args) -> None:
-        """MCAP and live telemetry: a failure is noted once and that sink stops."""
+        """MCAP and live telemetry: a failure is noted once and that sink stops (a write
+        error of run.mcap stops the whole recording)."""
         try:
             call(*args)
         except Exception as exc:
             self.errors.append(f"{name}: {exc}")
+            if name == "mcap":
+                self.mcap_messages = dict(self.mcap.messages)
             setattr(self, name, None)
+        if name == "mcap" and self.mcap is not None and self.mcap.error is not None:
+            self._stop(self.mcap.error, self.mcap.path)
+
+    def _stop(self, exc: OSError, path) -> None:
+        """A write error: the recording stops here, whole (one line on stderr); the rings are
+        still drained, the status line and live telemetry go on."""
+        if self.stopped is not None:
+            return
+        what = describe(exc, path)
+        self.stopped = {"t": round(self.last_t, 6), "error": what,
+                        "errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))}
+        line = (f"exo-rt: recording stopped at t = {self.last_t:.3f} s: {what} — the run goes "
+                "on unrecorded; its files hold it up to there (run.mcap made whole by exo-rt "
+                "recover, or when read)")
+        try:
+            sys.stderr.write(("\n" if self.status and sys.stderr.isatty() else "") + line + "\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
+        self._close_files()
+
+    def _close_files(self) -> None:
+        """Close the cycle log, the CAN log and run.mcap, quietly (after a write error each
+        is left as far as it got; a file the error did not touch may still close whole)."""
+        for f in (self.log, self.can):
+            if f is None:
+                continue
+            try:
+                f.close() if f is self.log else f.stop()
+            except Exception:  # the full disk again: the file stays as it is
+                pass
+        self.log = self.can = None
+        if self.mcap is not None:
+            self.mcap_messages = dict(self.mcap.messages)
+            try:
+                self.mcap.close(self.meta)
+            except Exception:
+                pass
+            self.mcap = None
+
+    def _sync(self) -> None:
+        """Flush and fsync every file, close run.mcap's open chunk: what a power loss can
+        lose ends here."""
+        path = self.out / "cycles.exolog"
+        try:
+            if self.log is not None:
+                os.fsync(self.log.fileno())
+            if self.can is not None:
+                path = self.can.file.name
+                if hasattr(self.can, "_flush"):  # python-can's BLF writer: the open container
+                    self.can._flush()
+                self.can.file.flush()
+                os.fsync(self.can.file.fileno())
+        except OSError as exc:
+            self._stop(exc, path)
+            return
+        if self.mcap is not None:
+            self._sink("mcap", self.mcap.flush)
 
     def drain(self) -> None:
         rows = self.rows.take()
         if len(rows):
             if not self._started:
                 self._start()
-            try:
-                self.log.write(rows.tobytes())
-                self.log.flush()
-            except OSError as exc:
-                self.errors.append(f"cycle log: {exc}")
-            self.rows_written += len(rows)
-            self.last_t = float(rows[-1, 0])
+            if self.log is not None:
+                try:
+                    self.log.write(rows.tobytes())
+                    self.log.flush()
+                    self.rows_written += len(rows)
+                    self.last_t = float(rows[-1, 0])
+                except OSError as exc:
+                    self._stop(exc, self.out / "cycles.exolog")
             if self.status:
                 self._window.append(rows)
             if self.mcap is not None:
@@ -131,6 +223,8 @@ class Writer:
         if frames and self.mcap is not None:
             self._sink("mcap", self.mcap.frames, frames)
         for t, arb, flags, dlc, bus, data in frames:
+            if self.can is None:
+                break
             msg = can.Message(timestamp=t, arbitration_id=arb, data=data[:dlc],
                               is_extended_id=bool(flags & EXTENDED),
                               is_error_frame=bool(flags & ERROR), is_rx=bool(flags & RX),
@@ -139,9 +233,16 @@ class Writer:
             try:
                 self.can.on_message_received(msg)
                 self.frames_written += 1
-            except (OSError, ValueError) as exc:
+            except OSError as exc:
+                self._stop(exc, self.can.file.name)
+            except ValueError as exc:
                 if len(self.errors) < 10:
                     self.errors.append(f"CAN log: {exc}")
+        now = time.monotonic()
+        if self.stopped is None and (now >= self._next_sync or self.last_t >= self._sync_t):
+            self._next_sync = now + SYNC_S
+            self._sync_t = self.last_t + SYNC_S
+            self._sync()
 
     def show_status(self) -> None:
         now = time.monotonic()
@@ -177,34 +278,54 @@ class Writer:
 
     def finish(self, reason: str) -> None:
         self.drain()
-        try:
-            self.log.close()
-        except OSError as exc:
-            self.errors.append(f"cycle log: {exc}")
-        try:
-            self.can.stop()
-        except (OSError, ValueError) as exc:
-            self.errors.append(f"CAN log: {exc}")
-        report = {"records": self.rows_written, "frames": self.frames_written,
-                  "records_lost": int(self.rows.header[LOST]),
-                  "frames_lost": int(self.frames.header[LOST]),
-                  "last_t": self.last_t, "ended": reason, "errors": self.errors}
+        if self.log is not None:
+            try:
+                os.fsync(self.log.fileno())
+                self.log.close()
+                self.log = None
+            except OSError as exc:
+                self._stop(exc, self.out / "cycles.exolog")
+        if self.can is not None:
+            try:
+                self.can.stop()
+                self.can = None
+            except OSError as exc:
+                self._stop(exc, self.can.file.name)
+            except ValueError as exc:
+                self.errors.append(f"CAN log: {exc}")
         if self.mcap is not None:
             try:
                 from exo_rt.record.recorder import read_header
 
                 _, meta = read_header(self.out / "cycles.exolog")
                 self.mcap.close(meta)
-                report["mcap"] = self.mcap.messages
+                self.mcap_messages = self.mcap.messages
+                if self.mcap.error is not None:
+                    self._stop(self.mcap.error, self.mcap.path)
             except Exception as exc:
                 self.errors.append(f"mcap: {exc}")
+        report = {"records": self.rows_written, "frames": self.frames_written,
+                  "records_lost": int(self.rows.header[LOST]),
+                  "frames_lost": int(self.frames.header[LOST]),
+                  "last_t": self.last_t, "ended": reason, "errors": self.errors}
+        if self.stopped is not None:
+            report["stopped"] = self.stopped
+        if self.mcap_messages is not None:
+            report["mcap"] = self.mcap_messages
         if self.live is not None:
             report["live"] = {"url": self.live.url, "records_sent": self.live.sent,
                               "every": self.live.every}
             self.live.close()
         # CPU of this process (all its threads: the SDK's too) since it was ready
         report["cpu_s"] = round(time.process_time() - self.cpu0, 4)
-        (self.out / "recording.json").write_text(json.dumps(report, indent=2) + "\n")
+        try:  # whole or not at all (after a full disk, likely not)
+            write_atomic(self.out / "recording.json", json.dumps(report, indent=2) + "\n")
+        except OSError as exc:
+            report["errors"].append(describe(exc, self.out / "recording.json"))
+        try:  # the control process reads it here (when the file could not be written too)
+            os.write(sys.stdout.fileno(), ("report " + json.dumps(report) + "\n").encode())
+        except (OSError, ValueError):
+            pass  # the control process is gone
         if self.status and sys.stderr.isatty():
             sys.stderr.write("\n")
         self.rows.release()
