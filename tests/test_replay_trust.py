@@ -91,6 +91,36 @@ def test_a_run_keeps_its_configs_and_runs_again_from_them(recorded, tmp_path):
             assert abs(value - b["joints"][name][key]) <= 1e-9, (name, key)
 
 
+PATH_FIELDS = {"path", "robot_path", "buses_path", "source", "sha256", "eds", "file"}
+
+
+def _loaded(obj):
+    """What a loaded config is, as plain data, without where its files are."""
+    if isinstance(obj, dict):
+        return {k: _loaded(v) for k, v in obj.items() if k not in PATH_FIELDS}
+    if isinstance(obj, list):
+        return [_loaded(v) for v in obj]
+    return "<path>" if isinstance(obj, str) and "/" in obj else obj
+
+
+@pytest.mark.parametrize("name", ["exo_leg", "exo_2leg", "exo_leg_mit", "exo_leg_rmdx"])
+def test_every_shipped_config_loads_the_same_from_its_copy(tmp_path, name):
+    from exo_rt.runtime import snapshot
+    from exo_rt.runtime.config import load_top
+    from tests.config_snapshot import snapshot as plain
+
+    top = load_top(ROOT / "configs" / f"{name}.yaml")
+    snapshot.write(top, tmp_path)
+    again = load_top(tmp_path / "config.yaml")
+    assert _loaded(plain(again)) == _loaded(plain(top))
+    copies = [p for p in (tmp_path / "configs").rglob("*") if p.is_file()]
+    assert all(p.resolve().is_relative_to(tmp_path.resolve()) for p in copies)
+    assert len(copies) == len(snapshot.manifest(tmp_path)["files"]) - 1  # all but config.yaml
+    given = snapshot.given_files(ROOT / "configs" / f"{name}.yaml")
+    recorded = snapshot.recorded_files(tmp_path, snapshot.manifest(tmp_path))
+    assert snapshot.differences(recorded, given) == []
+
+
 def test_replay_uses_the_recorded_configs_not_the_edited_ones(recorded, capsys):
     run, configs = recorded
     module = configs / MODULE

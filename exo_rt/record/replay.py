@@ -66,6 +66,13 @@ def _config(run_dir: Path, meta: dict, path: Path, config, allow: bool,
         snapshot.verify(run_dir, doc)
         recorded = run_dir / doc["top"]
         recorded_files = snapshot.recorded_files(run_dir, doc)
+        from exo_rt.bus.eds import DEFAULT_EDS
+
+        for f in doc.get("files", ()):  # named by no file: today's is used
+            if f["kind"] == "eds-default" and f["sha256"] != snapshot.sha_of(DEFAULT_EDS):
+                notes.append(f"{run_dir}: the package's default EDS ({DEFAULT_EDS.name}, for "
+                             "drives whose bus file names none) changed since the run; the "
+                             "replay uses today's (the run's is in its configs/default-eds/)")
     else:
         recorded = Path(meta.get("config", ""))
         if not recorded.is_file() and config is None:

@@ -86,15 +86,20 @@ def used_files(top_path: Path, robot_path: Path, buses_path: Path, controller_pa
 
 
 def files_of(top) -> list[tuple[str, Path]]:
-    """The files a loaded :class:`~exo_rt.runtime.config.TopConfig` was read from."""
+    """The files a loaded :class:`~exo_rt.runtime.config.TopConfig` was read from (the
+    package's default EDS, for drives whose bus file names none, as kind ``eds-default``)."""
+    from exo_rt.bus.eds import DEFAULT_EDS
+
     eds = []
     for b in top.buses:
         for d in b.drives:
             e = getattr(getattr(d, "profile", None), "eds", None)
             if e:
                 eds.append(Path(e))
-    return used_files(top.path, top.robot_path, top.buses_path, Path(top.controller.source),
-                      eds)
+    files = used_files(top.path, top.robot_path, top.buses_path, Path(top.controller.source),
+                       eds)
+    default = Path(os.path.abspath(DEFAULT_EDS))
+    return [("eds-default" if p == default else k, p) for k, p in files]
 
 
 def _sha(data: bytes) -> str:
@@ -154,7 +159,7 @@ def write(top, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     files = files_of(top)
     data = {p: p.read_bytes() for _, p in files}
-    others = [p for k, p in files if k != "top"]
+    others = [p for k, p in files if k not in ("top", "eds-default")]
     root = Path(os.path.commonpath([str(p.parent) for p in others]))
     (run_dir / MANIFEST).unlink(missing_ok=True)
     if (run_dir / FOLDER).is_dir():
@@ -164,7 +169,9 @@ def write(top, run_dir: Path) -> Path:
     for kind, p in files:
         if kind == "top":
             continue
-        rel = Path(FOLDER) / p.relative_to(root)
+        # named by no file (a drive without `eds`): kept for the record, beside the others
+        rel = Path(FOLDER) / ("default-eds" if kind == "eds-default" else "") / (
+            p.name if kind == "eds-default" else p.relative_to(root))
         _write(run_dir / rel, data[p])
         copy_of[p] = rel.as_posix()
         entries.append({"kind": kind, "copy": rel.as_posix(), "original": str(p),
@@ -240,6 +247,8 @@ def _labelled(files: list[tuple[str, Path]]) -> dict[str, tuple[str, Path]]:
     for kind, p in files:
         if kind in ("module", "urdf"):
             label = f"{kind} {os.path.relpath(p, robot.parent)}"
+        elif kind == "eds-default":
+            label = f"default EDS {p.name}"
         elif kind == "eds":
             label = f"EDS {os.path.relpath(p, buses.parent)}"
         else:
@@ -274,7 +283,7 @@ def _file_diff(kind: str, a: bytes, b: bytes, limit: int = 4) -> list[str]:
     """What changed from ``a`` (recorded) to ``b`` (given): YAML keys and values, else text
     lines; at most ``limit`` items and a count of the rest."""
     items: list[str] = []
-    if kind not in ("eds", "urdf"):
+    if kind not in ("eds", "eds-default", "urdf"):
         try:
             fa = _flat(yaml.load(a.decode("utf-8"), Loader=_LOADER))
             fb = _flat(yaml.load(b.decode("utf-8"), Loader=_LOADER))
