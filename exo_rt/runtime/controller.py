@@ -111,8 +111,10 @@ class Controller:
         self.helper_cpus = other_cpus(self.rt_cpu)
         check_specs(top, bus_spec)  # a misspelt interface: said now, not after a cold compile
         from exo_rt import warmup  # a cold numba cache: compile in parallel now, with progress
+        t0 = time.monotonic()
         warmup.ensure(top, warmup.REAL_BUS_GROUPS if ":" in str(bus_spec)
                       else warmup.RUN_GROUPS + (("io",) if realtime else ()))  # (its own process)
+        self.compile_s = time.monotonic() - t0  # s: compiling (or loading) the kernels
         processes.start_requested()  # helpers asked for ahead (exo-rt run: the recording's)
         self._open(start_pose, seed, plant, realtime)
         self.realtime = not self.bus_set.lockstep
@@ -300,7 +302,10 @@ class Controller:
         self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
         setup = None
         try:
+            t0 = time.monotonic()
             self._warm_up()
+            self._compile_in_run = time.monotonic() - t0
+            self.compile_s += self._compile_in_run
             self._start_recording(out_dir)
             snapshot.write_at_start(self.top, out_dir, self.events)  # every config file, copied
             self._go(CONFIGURE, 0)
@@ -757,7 +762,18 @@ class Controller:
             "cycles": int(self.cycles),
             "startup_s": {"boot_to_ready": round(getattr(self, "startup_s", float("nan")), 3),
                           "process_to_ready": round(getattr(self, "to_ready_s", float("nan")), 3),
-                          "process_to_run": round(getattr(self, "to_run_s", float("nan")), 3)},
+                          "process_to_run": round(getattr(self, "to_run_s", float("nan")), 3),
+                          # process_to_ready in parts: the kernels compiled (or loaded from
+                          # the cache); the bring-up (recording, drives configured and
+                          # enabled, the board's power); the rest (imports, buses opened)
+                          "compile": round(self.compile_s, 3),
+                          "bring_up": round(getattr(self, "startup_s", float("nan"))
+                                            - getattr(self, "_compile_in_run", 0.0), 3),
+                          "imports_and_open": round(
+                              getattr(self, "to_ready_s", float("nan"))
+                              - getattr(self, "startup_s", float("nan")) - self.compile_s
+                              + getattr(self, "_compile_in_run", 0.0), 3)},
+            "phases_s": self._phases(),
             "timing": self.sched.stats.summary() if hasattr(self, "sched") else {},
             "joints": joints,
             "faults": [{"t": round(f.t, 6), "cause": f.cause, "joint": f.joint,
@@ -775,6 +791,17 @@ class Controller:
                 "records_lost": rec.report.get("records_lost", 0),
                 "stopped_at_s": rec.stopped_at}
         return summary
+
+    def _phases(self) -> dict[str, float]:
+        """Each state's time in the loop (s, cycles × period), in the order entered; a state
+        entered twice is summed."""
+        marks = [(e["cycle"], e["state"]) for e in self.events if e.get("event") == "state"
+                 and e["state"] not in ("BOOT", "CONFIGURE")]
+        out: dict[str, float] = {}
+        for i, (k, state) in enumerate(marks):
+            end = marks[i + 1][0] if i + 1 < len(marks) else self.cycles
+            out[state] = round(out.get(state, 0.0) + max(0, end - k) * self.dt, 6)
+        return out
 
     def _write_run(self, summary: dict, out_dir: Path | None) -> Path | None:
         """The run's events, then its summary (with what failed: the recording, a file),
