@@ -69,7 +69,18 @@ def run_status(run_dir: Path) -> RunStatus:
         return RunStatus(False, None, None)
     rec = summary.get("recording")
     n = rec.get("records") if isinstance(rec, dict) else summary.get("cycles")
-    return RunStatus(True, int(n) if isinstance(n, int | float) else None, summary)
+    status = RunStatus(True, int(n) if isinstance(n, int | float) else None, summary)
+    if isinstance(rec, dict):  # the recording ended before the run (it died, a full disk)
+        stop = rec.get("stopped_at_s")
+        if stop is None and isinstance(rec.get("stopped"), dict):
+            stop = rec["stopped"].get("t")
+        if stop is not None:
+            status.notes.append(f"{run_dir}: the recording stopped at t = {stop} s, before "
+                                "the run ended (summary.json): its log holds the run up to "
+                                "there")
+            if not status.expected:  # the recording process gone: no count of its own
+                status.expected = None
+    return status
 
 
 def _at(records: np.ndarray, i: int) -> str:
