@@ -28,6 +28,7 @@ CAN log.
 from __future__ import annotations
 
 import abc
+import errno
 import socket
 import struct
 import time
@@ -420,16 +421,20 @@ class UdpMulticastPort(CompiledBatches, FramePort):
 
 
 def on_loopback(sock: socket.socket, group: str) -> bool:
-    """Keep a ``udp_multicast`` socket's traffic on the loopback interface (IPv4 groups).
+    """Send a ``udp_multicast`` socket's frames on the loopback interface and have it hear its
+    group wherever a frame on this machine may arrive (IPv4 groups).
 
-    python-can joins the group on the default interface and sends through the default route:
-    every frame then also goes out on the network card (costly, above all in a virtual
-    machine: docs/performance.md, "Frame I/O"; and simulated CAN frames have no business on a
-    real network). Here
-    the socket sends through ``lo`` and listens there; and it hears its own group only
+    python-can sends through the default route: every frame then also goes out on the network
+    card (costly, above all in a virtual machine: docs/performance.md, "Frame I/O"; and
+    simulated CAN frames have no business on a real network). Here the socket sends through
+    ``lo``. It hears the group on ``lo`` (frames sent as here) and keeps python-can's own
+    membership on the default route's interface: a plain ``can.Bus(interface=
+    "udp_multicast")`` in another process — python-can's defaults, e.g. the ``canopen``
+    package's master — sends there, and its machine loops the frame back on that interface
+    only; without that membership its frames would never arrive. It hears its own group only
     (Linux otherwise hands a socket every group on its port: two runs side by side, on other
-    groups, would hear each other). A python-can bus in another process joins the same way
-    with :func:`loopback_bus`. False where the system refuses (the socket is left as it was).
+    groups, would hear each other); a plain python-can bus hears every group on its port, ours
+    included. False where the system refuses (the socket is left as python-can made it).
     """
     try:
         g = socket.inet_aton(group)
@@ -437,10 +442,12 @@ def on_loopback(sock: socket.socket, group: str) -> bool:
         return False  # an IPv6 group: left to python-can's defaults
     try:
         sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP,
-                        g + socket.inet_aton("0.0.0.0"))
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
-                        g + socket.inet_aton("127.0.0.1"))
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            g + socket.inet_aton("127.0.0.1"))
+        except OSError as exc:  # the default route's interface is lo: joined there already
+            if exc.errno != errno.EADDRINUSE:
+                raise
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
     except OSError:
         return False

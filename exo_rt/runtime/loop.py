@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import math
 import os
 import struct
 import sys
@@ -26,67 +27,144 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-@dataclass
+class Histogram:
+    """Counts of non-negative values (µs) in log-linear buckets: a fixed size whatever the
+    number of values, so the percentiles of an 8-hour run cost the memory a 10-second run's do.
+
+    Each octave [2^(e-1), 2^e) µs from 2^``LOW_EXP`` to 2^``HIGH_EXP`` µs is cut in ``SUB``
+    equal buckets, so a bucket is at most 1/``SUB`` (0.012 %) of its values wide: 0.0078 µs
+    around 60 µs, 0.12 µs around 1 ms. A value below 2^``LOW_EXP`` µs (0.0625 µs) counts in a
+    bucket of its own, one at or above 2^``HIGH_EXP`` µs (1.05 s) in another. The exact minimum
+    and maximum are kept beside the counts (786 KB in all; a count holds 49 days at 1 kHz).
+
+    :meth:`percentile` interpolates between order statistics as ``numpy.percentile`` does,
+    each order statistic taken as its bucket's middle clamped to [min, max] (the smallest and
+    largest exactly): within half a bucket's width of the exact figure — 0.004 µs at 60 µs,
+    0.06 µs at 1 ms, within the 0.1 µs the summary is read to (below 0.0625 µs: within
+    0.0625 µs; above 1.05 s: the maximum) — and exact where every value is the same (a
+    lockstep run's zero wake latency). ``max`` is exact.
+    """
+
+    SUB = 8192
+    LOW_EXP = -4
+    HIGH_EXP = 20
+
+    def __init__(self) -> None:
+        self.counts = np.zeros((self.HIGH_EXP - self.LOW_EXP) * self.SUB + 2, np.uint32)
+        self._low = 2.0 ** self.LOW_EXP
+        self.n = 0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def add(self, v: float) -> None:
+        """Count one value (µs): a few float operations, nothing allocated."""
+        if not v >= self._low:  # (NaN too)
+            i = 0
+        else:
+            m, e = math.frexp(v)  # v = m·2^e, 0.5 ≤ m < 1
+            if e > self.HIGH_EXP:
+                i = len(self.counts) - 1
+            else:
+                i = (e - self.LOW_EXP - 1) * self.SUB + int((m - 0.5) * (2 * self.SUB)) + 1
+        self.counts[i] += 1
+        self.n += 1
+        if v < self.min:
+            self.min = v
+        if v > self.max:
+            self.max = v
+
+    def _middle(self, i: int) -> float:
+        """The middle of bucket ``i`` (µs), clamped to the values seen."""
+        if i == 0:
+            mid = 0.5 * self._low
+        elif i == len(self.counts) - 1:
+            mid = self.max
+        else:
+            e, j = divmod(i - 1, self.SUB)
+            lo = 2.0 ** (e + self.LOW_EXP)  # the octave's lower end
+            mid = lo + (j + 0.5) * lo / self.SUB
+        return min(max(mid, self.min), self.max)
+
+    def percentile(self, p: float) -> float:
+        """The ``p``-th percentile (µs) of the values counted; 0.0 when none were."""
+        if self.n == 0:
+            return 0.0
+        rank = p / 100.0 * (self.n - 1)  # numpy.percentile's linear method
+        lo = int(math.floor(rank))
+        hi = min(lo + 1, self.n - 1)
+        cum = np.cumsum(self.counts, dtype=np.int64)
+
+        def order(r: int) -> float:  # the r-th smallest value (0-based)
+            if r == 0:
+                return float(self.min)
+            if r == self.n - 1:
+                return float(self.max)
+            return self._middle(int(np.searchsorted(cum, r, side="right")))
+
+        a, b = order(lo), order(hi)
+        return a + (b - a) * (rank - lo)
+
+    def summary(self) -> dict:
+        """p50, p99, p999 and max (µs); zeros when nothing was counted."""
+        if self.n == 0:
+            return {"p50": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
+        return {"p50": self.percentile(50), "p99": self.percentile(99),
+                "p999": self.percentile(99.9), "max": float(self.max)}
+
+
 class TimingStats:
-    """Per-cycle wake latency, compute time and period (µs), preallocated for ``capacity``."""
+    """Per-cycle wake latency, compute time and period (µs) as fixed-size histograms
+    (:class:`Histogram`): memory does not grow with the run."""
 
-    capacity: int
-    wake_us: np.ndarray = field(init=False)
-    compute_us: np.ndarray = field(init=False)
-    period_us: np.ndarray = field(init=False)
-    n: int = 0
-    overruns: int = 0
-
-    def __post_init__(self) -> None:
-        self.wake_us = np.zeros(self.capacity)
-        self.compute_us = np.zeros(self.capacity)
-        self.period_us = np.zeros(self.capacity)
+    def __init__(self) -> None:
+        self.wake = Histogram()
+        self.compute = Histogram()
+        self.period = Histogram()  # from the second cycle: the first has no period before it
+        self.n = 0
+        self.overruns = 0
+        self.last_compute_us = 0.0  # the latest cycle's compute time (the next cycle records it)
 
     def add(self, wake: float, compute: float, period: float) -> None:
-        if self.n < self.capacity:
-            self.wake_us[self.n] = wake
-            self.compute_us[self.n] = compute
-            self.period_us[self.n] = period
-            self.n += 1
-
-    @staticmethod
-    def _summary(x: np.ndarray) -> dict:
-        if len(x) == 0:
-            return {"p50": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
-        return {"p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)),
-                "p999": float(np.percentile(x, 99.9)), "max": float(np.max(x))}
+        self.wake.add(wake)
+        self.compute.add(compute)
+        if self.n:
+            self.period.add(period)
+        self.n += 1
+        self.last_compute_us = compute
 
     def summary(self) -> dict:
         """The ``timing`` block of summary.json."""
-        n = self.n
-        return {"wake_latency_us": self._summary(self.wake_us[:n]),
-                "compute_us": self._summary(self.compute_us[:n]),
-                "period_us": self._summary(self.period_us[1:n]),
+        return {"wake_latency_us": self.wake.summary(),
+                "compute_us": self.compute.summary(),
+                "period_us": self.period.summary(),
                 "overruns": int(self.overruns)}
-
-    def histogram(self, bins: int = 20) -> dict:
-        counts, edges = np.histogram(self.compute_us[: self.n], bins=bins)
-        return {"compute_us_edges": edges.tolist(), "counts": counts.tolist()}
 
 
 class Scheduler:
     """Run ``cycle(k)`` every ``period`` s on absolute deadlines (or back to back in lockstep).
 
     ``clock``, ``sleep`` and ``spin_s`` are injectable so the deadline logic is testable with a
-    fake clock. ``cycle`` returns False to stop.
+    fake clock. ``cycle`` returns False to stop. Nothing it keeps grows with the run: timing as
+    histograms (:class:`TimingStats`), and the cycle indices after which deadlines were
+    skipped (``deadlines_missed``) for the first ``capacity`` overruns only — every one is
+    counted in ``stats.overruns``.
     """
 
     def __init__(self, period: float, *, lockstep: bool = False, clock=time.monotonic,
-                 sleep=time.sleep, spin_s: float = 2e-4, capacity: int = 1 << 20) -> None:
+                 sleep=time.sleep, spin_s: float = 2e-4, capacity: int = 1024) -> None:
         self.period = period
         self.lockstep = lockstep
         self.clock = clock
         self.sleep = sleep
         self.spin_s = spin_s
-        self.stats = TimingStats(capacity)
+        self.stats = TimingStats()
+        self.capacity = capacity
         self.deadlines_missed: list[int] = []  # cycle indices after which deadlines were skipped
         self.wake_us = 0.0  # this cycle's wake latency, readable by the cycle
         self.late = False  # the previous cycle ended past the next deadline (an overrun)
+        # lockstep paced to the wall clock (a live view): each cycle waits for its instant,
+        # k periods after the start, the simulation still stepped by the cycles alone
+        self.paced = False
 
     def instant(self, k: int) -> float:
         """Now, on the bus's clock, for cycle ``k`` (e.g. when its SYNC went out): the
@@ -101,6 +179,10 @@ class Scheduler:
         last_wake = start
         k = 0
         while max_cycles is None or k < max_cycles:
+            if self.paced:
+                remaining = deadline - clock()
+                if remaining > 0:
+                    self.sleep(remaining)
             if not self.lockstep:
                 remaining = deadline - clock()
                 if remaining > self.spin_s:
@@ -122,12 +204,14 @@ class Scheduler:
             if self.lockstep:
                 if done - wake > period:  # the cycle alone took longer than a period
                     self.stats.overruns += 1
-                    self.deadlines_missed.append(k)
+                    if len(self.deadlines_missed) < self.capacity:
+                        self.deadlines_missed.append(k)
                     self.late = True
             elif done > deadline:
                 missed = int((done - deadline) // period) + 1  # skip, never burst to catch up
                 self.stats.overruns += missed
-                self.deadlines_missed.append(k)
+                if len(self.deadlines_missed) < self.capacity:
+                    self.deadlines_missed.append(k)
                 deadline += missed * period
                 self.late = True
         return k
@@ -191,6 +275,19 @@ def last_cpu() -> int | None:
         return None
 
 
+def take_fifo(priority: int) -> str:
+    """Make the calling thread SCHED_FIFO at ``priority`` (with SCHED_RESET_ON_FORK: nothing
+    it starts inherits the policy). "in effect (…)", or why not: the thread then keeps its
+    policy (SCHED_OTHER as started)."""
+    try:
+        policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+        os.sched_setscheduler(0, policy, os.sched_param(priority))
+        return f"in effect (priority {priority}, reset on fork)"
+    except (PermissionError, OSError, AttributeError) as exc:
+        return (f"not available ({exc.__class__.__name__}: raise LimitRTPRIO or run with "
+                "CAP_SYS_NICE; see docs/deploy.md)")
+
+
 def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool = True,
                    freeze_gc: bool = True, cpu_latency_us: int | None = None) -> RealtimeSetup:
     """Make the CALLING thread the control thread: SCHED_FIFO (with SCHED_RESET_ON_FORK, so a
@@ -205,13 +302,7 @@ def realtime_setup(priority: int = 80, cpu: int | None = None, lock_memory: bool
         _SAVED["affinity"] = os.sched_getaffinity(0)
     except (OSError, AttributeError):
         pass
-    try:
-        policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
-        os.sched_setscheduler(0, policy, os.sched_param(priority))
-        out.items["SCHED_FIFO"] = f"in effect (priority {priority}, reset on fork)"
-    except (PermissionError, OSError, AttributeError) as exc:
-        out.items["SCHED_FIFO"] = f"not available ({exc.__class__.__name__}: raise LimitRTPRIO " \
-                                  "or run with CAP_SYS_NICE; see docs/deploy.md)"
+    out.items["SCHED_FIFO"] = take_fifo(priority)
     if cpu is not None:
         try:
             os.sched_setaffinity(0, {cpu})

@@ -30,6 +30,17 @@ HARDWARE_NICE = -10  # the simulated drives and leg stand in for hardware: they 
 HARDWARE_FIFO_BELOW = 10  # real time: the simulation runs SCHED_FIFO this far below the control
 
 
+def hardware_fifo(control_priority: int | None = None) -> int:
+    """The simulation's SCHED_FIFO priority: ``HARDWARE_FIFO_BELOW`` below the control
+    thread's (``realtime.priority``; by default its default, 80: 70). ``exo-rt drives`` takes
+    it itself, so that it holds when started by hand too (docs/deploy.md)."""
+    if control_priority is None:
+        from exo_rt.schema.top import RealtimeConfig
+
+        control_priority = RealtimeConfig().priority
+    return max(1, control_priority - HARDWARE_FIFO_BELOW)
+
+
 def group_for(index: int, seed: int | None = None) -> str:
     """The multicast group of a run's ``index``-th bus (administratively scoped 239/8), made
     from the process id so that runs side by side do not hear each other."""
@@ -68,6 +79,7 @@ class SimulatedBuses:
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
                 "--bus", f"udp_multicast:{group_for(0)}", "--board",
                 "--parent", str(os.getpid()), "--plant", top.simulation.plant,
+                "--fifo", str(fifo or 0),  # (placed here too: the placement line says so)
                 "--pose", *[repr(float(x)) for x in pose]]
         self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,
                               fifo=fifo)

@@ -35,6 +35,7 @@ FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itse
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
+TPDO_IDS = range(0x180, 0x500)  # CiA 301's TPDO1…4 COB-IDs (0x180 + node … 0x480 + node)
 
 
 def _fine_timer_slack() -> None:
@@ -66,6 +67,7 @@ class RealtimeServer:
         self.overruns = 0
         self.frames_in = 0
         self.frames_out = 0
+        self.superseded = 0  # TPDOs not sent: a newer SYNC came in the same turn (see _answer)
         self.answer_us = np.zeros(1 << 16)  # time to answer what a wake-up brought (ring)
         self.physics_us = np.zeros(1 << 16)  # time of a physics period (ring)
         self.n_answer = 0
@@ -79,10 +81,21 @@ class RealtimeServer:
         self._next_beat: dict[tuple[str, float], float] = {}
 
     def _answer(self) -> int:
-        """Hand what has arrived to the drives and send their answers; the frames handled."""
+        """Hand what has arrived to the drives and send their answers; the frames handled.
+
+        A turn that finds several SYNCs waiting (this process was held up past a period: a
+        virtual machine's host, a busy CPU) applies each in order — the physics to each one's
+        arrival, the commands latched before it — but sends the TPDOs of the newest only: a
+        drive answers a SYNC within its own µs and is never held, so the answers to the older
+        SYNCs would have been on the wire periods ago; sent now they would reach the
+        controller together, two answers to one cycle's SYNC as it reads them (its safety
+        check's ``duplicate_answer``). Their cycles see no answer instead — what they would
+        have seen of a frame lost on the wire. Counted (``superseded``)."""
         world = self.world
         handled = 0
         for channel, port in self.ports.items():
+            rx = world.endpoints[channel].rx
+            answers: list = []  # the TPDOs of this turn's last SYNC, not sent yet
             while True:
                 frame = port.recv()
                 if frame is None:
@@ -96,8 +109,15 @@ class RealtimeServer:
                     # (when it arrived, as the kernel stamped it — not when this loop got to it)
                     age = max(0.0, min(time.time() - frame.timestamp, MAX_CATCH_UP))
                     self._advance_to(time.monotonic() - age)
+                    for msg in answers:  # an older SYNC's answers: superseded by this one
+                        rx.remove(msg)
+                    self.superseded += len(answers)
+                    before = len(rx)
+                    world.receive(channel, frame)
+                    answers = [msg for i, msg in enumerate(rx)
+                               if i >= before and msg.arbitration_id in TPDO_IDS]
+                    continue
                 world.receive(channel, frame)
-            rx = world.endpoints[channel].rx
             while rx:
                 msg = rx.popleft()
                 if time.monotonic() < self.cut_until:
@@ -247,6 +267,6 @@ class RealtimeServer:
             return f"p50 {np.percentile(x, 50):.0f} p99 {np.percentile(x, 99):.0f} µs"
         return (f"simulation: {self.frames_in} frames in, {self.frames_out} out, "
                 f"{self.n_physics} physics periods, {self.overruns} overruns, {self.frames_cut} "
-                f"frames cut; answer "
+                f"frames cut, {self.superseded} TPDOs superseded; answer "
                 f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}"
                 f", longest turn {1e3 * self.worst_gap:.1f} ms")
