@@ -41,7 +41,8 @@ def _wait_records(out: Path, n: int, proc: subprocess.Popen, timeout: float = 90
         time.sleep(0.02)
 
 
-def _full_disk_run(out: Path, limit: int, duration: float) -> subprocess.CompletedProcess:
+def _full_disk_run(out: Path, limit: int, duration: float, *args: str
+                   ) -> subprocess.CompletedProcess:
     """``exo-rt run`` with every file of every process of the run limited to ``limit`` bytes
     (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG, as one on a full disk
     fails with ENOSPC — handled alike)."""
@@ -50,7 +51,7 @@ def _full_disk_run(out: Path, limit: int, duration: float) -> subprocess.Complet
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([*RUN, "--duration", str(duration), "--out", str(out)],
+    return subprocess.run([*RUN, "--duration", str(duration), "--out", str(out), *args],
                           preexec_fn=limited, capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
 
@@ -86,8 +87,9 @@ def test_a_second_run_into_a_live_runs_folder_is_refused(tmp_path):
 
 def test_a_full_disk_at_start_stops_the_recording_not_the_run(tmp_path):
     out = tmp_path / "r"
-    res = _full_disk_run(out, 1000, 0.5)  # the cycle log's header (8 kB) is refused
-    assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout
+    # the cycle log's header (8 kB) is refused; the run goes SAFE: the exit status says so
+    res = _full_disk_run(out, 1000, 0.5, "--inject", "nan:knee@0.1")
+    assert res.returncode == 1 and "final state SAFE" in res.stdout
     lines = _no_flood(res.stderr)
     assert sum("not recording this run" in ln for ln in lines) == 1
     assert any("summary.json: File too large" in ln for ln in lines)  # said, not written
