@@ -23,7 +23,7 @@ MAX_PID = 4194304  # Linux's largest pid_max (2^22)
 # Every number a command takes: (low, high, low included, unit, what it is). Checked after
 # parsing (:func:`_check_numbers`): not finite or out of range → one line, exit 2.
 NUMBERS: dict[str, dict[str, tuple[float, float, bool, str]]] = {
-    "run": {"duration": (0.0, MAX_DURATION_S, False, "s")},
+    "run": {"duration": (0.0, MAX_DURATION_S, False, "s"), "live_wait": (0.0, 600.0, True, "s")},
     "check": {"rate": (0.0, 100_000.0, False, "Hz")},
     "drives": {"parent": (1, MAX_PID, True, ""), "linger": (0.0, 3600.0, True, "s")},
     "replay": {"jobs": (1, MAX_JOBS, True, "")},
@@ -85,46 +85,178 @@ def _check_pose(pose, mech, option: str) -> None:
 
 
 def _setup_check(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a robot .yaml or .urdf file")
-    p.add_argument("--buses", metavar="FILE", help="a bus file: check it and print the bus load")
-    p.add_argument("--rate", type=float, default=1000.0, help="control rate (Hz) for the load")
+    p.add_argument("file", help="a top config (configs/exo_leg.yaml: it and every file it "
+                                "names), a robot .yaml or a .urdf file")
+    p.add_argument("--buses", metavar="FILE",
+                   help="with a robot file: a bus file, checked, with its bus load")
+    p.add_argument("--rate", type=float, default=None,
+                   help="control rate (Hz) for the load (default: the top config's, else 1000)")
     p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
                    help="with --buses: what `exo-rt run --bus` would open (repeatable)")
     p.add_argument("--strict", action="store_true",
                    help="refuse the model's warnings (implausible inertias, floating joints)")
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    """Validate a model file and print the model: bodies, joints (order of q), mass, limits;
-    then its warnings (what loads but is physically implausible; --strict refuses them)."""
-    from exo_rt.model import load_mechanism
+CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench")  # the schema's file kinds
 
-    mech = load_mechanism(args.file, strict=args.strict)
-    print(mech.describe())
+
+def config_kind(path) -> str:
+    """Which kind of config file ``path`` is: its ``$schema`` line (``…/top.schema.json``)
+    if it has one, else its keys — a top config names ``robot`` and ``buses`` files, a bus
+    file has ``buses``, a controller file a ``law``; anything else (a .urdf) is a robot."""
+    import re
+    from pathlib import Path
+
+    from exo_rt.errors import ConfigError
+    from exo_rt.yamlio import read_yaml
+
+    path = Path(path)
+    if path.suffix.lower() == ".urdf":
+        return "robot"
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            head = [f.readline() for _ in range(3)]
+    except OSError:
+        head = []  # read_yaml says what is wrong with the file
+    for line in head:
+        m = re.search(r"\$schema=\S*?([a-z]+)\.schema\.json", line)
+        if m and m.group(1) in CONFIG_KINDS:
+            return m.group(1)
+    keys = read_yaml(path, ConfigError).value
+    keys = set(keys) if isinstance(keys, dict) else set()
+    if {"robot", "buses"} <= keys or {"robot", "controller"} <= keys:
+        return "top"
+    if "buses" in keys:
+        return "buses"
+    if "law" in keys:
+        return "controller"
+    return "robot"
+
+
+def _print_transmissions(mech, current_limit=None) -> None:
+    """A line per harmonic drive: ratio, motor, and the joint torque at the drive's peak
+    current (and at the controller's current limit, when given): exo_rt.hil.limits."""
+    from exo_rt.hil.limits import limit_text
+
     for tr in mech.transmissions:
-        d, m = tr.drive, tr.motor
-        print(
-            f"  transmission {tr.joint}: harmonic drive N = {tr.ratio:g} "
-            f"(rotor {tr.rotor_joint}, multiplier {tr.multiplier:g}), motor {m.name or '?'} "
-            f"k_M = {m.torque_constant:g} N·m/A, peak {m.peak_current:g} A "
-            f"→ {tr.ratio * m.torque_constant * m.peak_current * d.efficiency:.1f} N·m at the joint"
-        )
-    if args.buses:
-        from exo_rt.bus.config import load_buses
-        from exo_rt.runtime.buses import describe, resolve_specs
+        m = tr.motor
+        line = (f"  transmission {tr.joint}: harmonic drive N = {tr.ratio:g} "
+                f"(rotor {tr.rotor_joint}, multiplier {tr.multiplier:g}, efficiency "
+                f"{tr.drive.efficiency:g}), motor {m.name or '?'} k_M = {m.torque_constant:g} "
+                f"N·m/A, peak {limit_text(tr, m.peak_current)}")
+        if current_limit is not None:
+            a = float(current_limit[mech.joint_names.index(tr.joint)])
+            line += f"; controller's current limit {limit_text(tr, a)}"
+        print(line)
 
-        buses = load_buses(args.buses, mech, args.rate)
-        for bus in buses:
-            nodes = ", ".join(f"{d.joint}@{d.node}" for d in bus.drives)
-            print(f"  bus {bus.name}: {bus.protocol}, {bus.interface} {bus.bitrate / 1e6:g} "
-                  f"Mbit/s, {nodes}; load {100 * bus.load(args.rate):.0f} % at {args.rate:g} Hz")
-        for line in describe(buses, resolve_specs(buses, args.bus)):
-            print(f"  opens {line}")
+
+def _print_buses(buses, rate: float, specs) -> None:
+    from exo_rt.runtime.buses import describe, resolve_specs
+
+    for bus in buses:
+        nodes = ", ".join(f"{d.joint}@{d.node}" for d in bus.drives)
+        print(f"  bus {bus.name}: {bus.protocol}, {bus.interface} {bus.bitrate / 1e6:g} "
+              f"Mbit/s, {nodes}; load {100 * bus.load(rate):.0f} % at {rate:g} Hz")
+    for line in describe(buses, resolve_specs(buses, specs)):
+        print(f"  opens {line}")
+
+
+def _eds_files(buses_path) -> list:
+    """The EDS files a bus file names (``eds:`` keys, relative to the bus file)."""
+    from pathlib import Path
+
+    from exo_rt.errors import ConfigError
+    from exo_rt.yamlio import read_yaml
+
+    found: list = []
+
+    def walk(node) -> None:
+        value = node.value
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                if key == "eds" and isinstance(sub.value, str):
+                    p = Path(sub.file).parent / sub.value
+                    if p not in found:
+                        found.append(p)
+                else:
+                    walk(sub)
+        elif isinstance(value, list):
+            for sub in value:
+                walk(sub)
+
+    walk(read_yaml(Path(buses_path), ConfigError))
+    return found
+
+
+def _check_top(args: argparse.Namespace) -> int:
+    """``exo-rt check TOP.yaml``: the top config and every file it names (robot, buses with
+    their EDS files, controller), checked together as a run loads them: one report."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.model import load_mechanism
+    from exo_rt.runtime.config import load_top
+
+    if args.buses:
+        raise ConfigError(f"--buses is for a robot file; {args.file} is a top config", None,
+                          "leave --buses out: the top config names its bus file")
+    top = load_top(args.file)
+    mech = load_mechanism(top.robot_path, strict=True) if args.strict else top.robot
+    rate = args.rate if args.rate is not None else top.rate_hz
+    cfg = top.controller
+    eds = _eds_files(top.buses_path)
+    print(f"top config {args.file}: {top.rate_hz:g} Hz, run folders under "
+          f"{top.runs_dir}/")
+    print(f"robot {top.robot_path}")
+    print(mech.describe())
+    _print_transmissions(mech, cfg.current_limit)
+    print(f"buses {top.buses_path}" + (f" (EDS {', '.join(str(p) for p in eds)})" if eds
+                                         else ""))
+    _print_buses(top.buses, rate, args.bus)
+    print(f"controller {cfg.source}: {cfg.law} for {', '.join(mech.joint_names)}")
+    _print_warnings(mech)
+    n = 3 + len(eds)
+    print(f"ok: {args.file} and the {n} files it names")
+    return 0
+
+
+def _print_warnings(mech) -> None:
     if mech.warnings:
         print(f"{len(mech.warnings)} warning{'s' if len(mech.warnings) > 1 else ''} "
               "(loaded as written; --strict refuses them):")
         for w in mech.warnings:
             print(f"  warning: {w}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate a config file and print what it describes. A top config: it and every file it
+    names, as a run loads them (robot, buses and their EDS files and load, the controller
+    against the robot). A robot file (or URDF): the model — bodies, joints (order of q),
+    mass, limits, its drives — then its warnings (what loads but is physically implausible;
+    --strict refuses them). A bus or controller file alone: what to check instead."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.model import load_mechanism
+
+    kind = config_kind(args.file)
+    if kind == "top":
+        return _check_top(args)
+    if kind == "bench":
+        raise ConfigError(f"{args.file} is a bench options file", None,
+                          "it is checked where it is used: exo-rt bench-test NAME --options "
+                          "FILE")
+    if kind != "robot":
+        raise ConfigError(f"{args.file} is a {'bus' if kind == 'buses' else kind} file, "
+                          "checked with the robot it drives",
+                          None, "check the top config that names it (exo-rt check "
+                          "configs/exo_leg.yaml)" + (", or its robot file with --buses FILE"
+                                                     if kind == "buses" else ""))
+    mech = load_mechanism(args.file, strict=args.strict)
+    print(mech.describe())
+    _print_transmissions(mech)
+    if args.buses:
+        from exo_rt.bus.config import load_buses
+
+        rate = args.rate if args.rate is not None else 1000.0
+        _print_buses(load_buses(args.buses, mech, rate), rate, args.bus)
+    _print_warnings(mech)
     return 0
 
 
@@ -329,6 +461,10 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         " read only, from the recording process)")
     p.add_argument("--live-remote", action="store_true",
                    help="allow --live on an address other than loopback (prints a warning)")
+    p.add_argument("--live-wait", type=float, default=None, metavar="S",
+                   help="with --live: wait up to S s for a Foxglove client before the drives "
+                        "enable (default 10 on the simulated bus, 0 on real buses; a simulated "
+                        "run watched live goes at the wall clock's pace)")
     p.add_argument("--reset-faults", action="store_true",
                    help="clear drives found in FAULT or QUICK STOP ACTIVE, or stopped by "
                         "their own watchdog, before enabling them (the operator's explicit "
@@ -373,6 +509,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      start_pose=args.start_pose,
                      status=True, rt_setup=not args.no_rt_setup, board=args.board,
                      live=args.live, live_remote=args.live_remote,
+                     live_wait=_live_wait(args, bus),
                      reset_faults=args.reset_faults)
     ctl.can_format = args.can_log
     import signal
@@ -411,6 +548,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         where += f" ({'; '.join(s['files_not_written'])})"
     print(f"run folder: {result.run_dir}{where}")
     return result.exit_code
+
+
+def _live_wait(args: argparse.Namespace, bus) -> float:
+    """How long a run watched live waits for its viewer: ``--live-wait``, else 10 s on the
+    simulated bus (a lockstep run is over in seconds) and none on real buses."""
+    if args.live is None:
+        return 0.0
+    if args.live_wait is not None:
+        return args.live_wait
+    return 10.0 if bus in ("sim", "sim-realtime") else 0.0
 
 
 def _new_run_folder(root):
@@ -793,7 +940,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
-    "check": (_setup_check, cmd_check, "validate a model file and print the model"),
+    "check": (_setup_check, cmd_check,
+              "validate a top config (and every file it names) or a robot file"),
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
     "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
     "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),

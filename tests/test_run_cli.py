@@ -74,3 +74,43 @@ def test_summary_names_each_phase_and_the_start_up_parts():
     up = s["startup_s"]
     assert abs(up["compile"] + up["imports_and_open"] + up["bring_up"]
                - up["process_to_ready"]) < 2e-3  # (each rounded to 1 ms)
+
+
+def test_a_live_run_waits_for_its_viewer_and_goes_at_wall_clock_pace(tmp_path):
+    """``--live``: the run waits (``--live-wait``) until a Foxglove client subscribes, then the
+    lockstep simulation goes at the wall clock's pace — its wall time at least its simulated
+    time — so a person can watch it; the client sees it from READY on."""
+    import threading
+    import time
+
+    from tests.test_telemetry import _client
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--duration", "0.5",
+                             "--out", str(out), "--live", "127.0.0.1:0", "--live-wait", "60"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    url: list[str] = []
+
+    def drain():
+        for line in proc.stderr:
+            lines.append(line)
+            if "waiting up to 60 s for a Foxglove client on ws://" in line and not url:
+                url.append(line.split(" on ", 1)[1].split()[0])
+
+    threading.Thread(target=drain, daemon=True).start()
+    end = time.monotonic() + 120
+    while not url and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.01)
+    assert url, "".join(lines)
+    connected = time.monotonic()
+    got: dict = {}
+    _client(url[0], got)
+    proc.communicate(timeout=120)
+    wall = time.monotonic() - connected
+    assert proc.returncode == 0, "".join(lines)
+    s = json.loads((out / "summary.json").read_text())
+    assert s["duration_s"] <= wall < 30.0, (s["duration_s"], wall)  # paced, and not waited out
+    assert any("live: client connected, starting" in line for line in lines)
+    t = [m["t"] for m in got["joints"]]
+    assert t and t[0] < 0.1 and t[-1] > s["duration_s"] - 0.1  # READY to the end, watched

@@ -14,6 +14,8 @@ Layout of a ring block: 8 int64 header words, then ``capacity`` fixed-size slots
     header[3] lost      slots the producer dropped because the ring was full
     header[4] capacity
     header[5] slot size (bytes)
+    header[6] clients   live-telemetry clients watching (records ring; written by the
+                        consumer: 1 while a Foxglove client is subscribed, ``--live-wait``)
 
 One producer, one consumer: each header word has one writer. The head is stored after the slot
 (an aligned 8-byte store, in program order on x86 and — through the interpreter's own
@@ -31,7 +33,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-HEAD, TAIL, CLOSED, LOST, CAPACITY, SLOT = range(6)
+HEAD, TAIL, CLOSED, LOST, CAPACITY, SLOT, CLIENTS = range(7)
 HEADER_BYTES = 64
 
 # one CAN frame: timestamp (s), arbitration id, flags (1 rx, 2 extended, 4 error frame),

@@ -94,6 +94,10 @@ class LiveServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"ws://{host}:{self.port}"
 
+    def watched(self) -> bool:
+        """A client is subscribed to the joints' channel (someone is watching)."""
+        return bool(self.channels["/joints"].has_sinks())
+
     def set_origin(self, meta: dict) -> None:
         self.meta = meta
         self.t0_ns = int(round(log_time_origin(meta) * 1e9))

@@ -48,7 +48,7 @@ from pathlib import Path
 import can
 import numpy as np
 
-from exo_rt.record.rings import CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
+from exo_rt.record.rings import CLIENTS, CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
 from exo_rt.record.runfolder import describe, write_atomic
 from exo_rt.runtime.processes import ARGS_ON_STDIN
 
@@ -78,6 +78,7 @@ class Writer:
         self.columns, self.meta = read_header(out / "cycles.exolog")
         self._window: list[np.ndarray] = []
         self._next_status = time.monotonic() + 1.0
+        self._status_t, self._status_wall = 0.0, 0.0  # the last status line's t and wall time
         self._next_sync = time.monotonic() + SYNC_S
         self._sync_t = SYNC_S  # run time (s) of the next sync
         self._started = False  # the header's final metadata (where t = 0 is) read
@@ -219,6 +220,8 @@ class Writer:
                 self._sink("mcap", self.mcap.rows, rows)
             if self.live is not None:
                 self._sink("live", self.live.rows, rows)
+        if self.live is not None:  # for --live-wait: someone watching yet?
+            self.rows.header[CLIENTS] = int(self.live.watched())
         frames = self.frames.take()
         if frames and self.mcap is not None:
             self._sink("mcap", self.mcap.frames, frames)
@@ -261,14 +264,20 @@ class Writer:
         err = 0.0
         if running is not None and running.any():
             err = float(np.degrees(np.nanmax(np.abs(qr[running] - q[running]))))
-        comp = np.percentile(rows[:, c["compute_us"][0]], 99)
-        wake = np.percentile(rows[:, c["wake_us"][0]], 99)
-        line = (f"{states[state] if state < len(states) else state:<9} cycle "
-                f"{int(last[c['cycle'][0]]):7d}  t {last[0]:7.2f} s  compute p99 {comp:6.1f} µs"
-                f"  wake p99 {wake:6.1f} µs  overruns {int(last[c['overruns'][0]])}  worst error "
-                f"{err:5.2f}°")
+        head = (f"{states[state] if state < len(states) else state:<9} cycle "
+                f"{int(last[c['cycle'][0]]):7d}  t {last[0]:7.2f} s")
+        if self.meta.get("bus") in ("sim", "replay"):  # lockstep: simulated time, no deadlines
+            pace = (last[0] - self._status_t) / max(now - self._status_wall, 1e-9) \
+                if self._status_wall else float("nan")
+            line = f"{head}  simulated, {pace:5.1f}× real time  worst error {err:5.2f}°"
+        else:  # real time: the loop's own figures over the last second
+            comp = np.percentile(rows[:, c["compute_us"][0]], 99)
+            wake = np.percentile(rows[:, c["wake_us"][0]], 99)
+            line = (f"{head}  compute p99 {comp:6.1f} µs  wake p99 {wake:6.1f} µs  overruns "
+                    f"{int(last[c['overruns'][0]])}  worst error {err:5.2f}°")
+        self._status_t, self._status_wall = float(last[0]), now
         if sys.stderr.isatty():
-            sys.stderr.write("\r" + line)
+            sys.stderr.write("\r\033[K" + line)
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
@@ -327,7 +336,8 @@ class Writer:
         except (OSError, ValueError):
             pass  # the control process is gone
         if self.status and sys.stderr.isatty():
-            sys.stderr.write("\n")
+            sys.stderr.write("\r\033[K")  # the status line cleared: the run's lines follow
+            sys.stderr.flush()
         self.rows.release()
         self.frames.release()
 

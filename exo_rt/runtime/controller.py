@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,11 +84,12 @@ class Controller:
                  injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
                  status=None, rt_setup: bool = True, board: str | None = "emulator",
                  plant: Mechanism | None = None, history: bool | None = None,
-                 live: str | None = None, live_remote: bool = False,
+                 live: str | None = None, live_remote: bool = False, live_wait: float = 0.0,
                  reset_faults: bool = False) -> None:
         self.top = top
         self.reset_faults = reset_faults  # the operator's --reset-faults (Drives.enable)
         self.live, self.live_remote = live, live_remote  # telemetry: the recording serves it
+        self.live_wait = live_wait  # s to wait for a live client before the drives enable
         self.robot = top.robot
         self.cfg = top.controller
         self.dt = 1.0 / top.rate_hz
@@ -317,8 +319,12 @@ class Controller:
             cycle = self._one_call() or self._cycle
             if self.recording is not None:  # started before the bring-up: up by now, mostly
                 self.recording.ready()
+                self._wait_for_viewer()
             # allocated before mlockall (which faults every later allocation in at once)
             self.sched = Scheduler(self.dt, lockstep=not self.realtime)
+            # watched live, a simulated run goes at the wall clock's pace (still lockstep:
+            # the same cycles, only slowed to real time) — else it is over before a viewer is
+            self.sched.paced = self.live is not None and not self.realtime
             if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
                 rt = self.top.realtime
                 setup = realtime_setup(rt.priority, self.rt_cpu, cpu_latency_us=rt.cpu_latency_us)
@@ -370,6 +376,26 @@ class Controller:
         code = 0 if summary["final_state"] == "SHUTDOWN" and not self.faults else 1
         return RunResult(summary, run_dir, code, list(self.setup_lines))
 
+    def _wait_for_viewer(self) -> None:
+        """``--live-wait S``: before any drive is enabled, wait up to S s for a Foxglove
+        client to subscribe (the recording process serves it and says when one does)."""
+        rec = self.recording
+        if not self.live_wait or rec is None or not rec.live_url:
+            return
+        from exo_rt.record.rings import CLIENTS
+
+        print(f"live: waiting up to {self.live_wait:g} s for a Foxglove client on "
+              f"{rec.live_url} (Open connection → Foxglove WebSocket; --live-wait 0: start "
+              "at once)", file=sys.stderr, flush=True)
+        end = time.monotonic() + self.live_wait
+        while time.monotonic() < end and not rec.records.header[CLIENTS]:
+            time.sleep(0.02)  # (nothing enabled yet, no motor power: nothing to watch)
+        watched = bool(rec.records.header[CLIENTS])
+        self.events.append({"cycle": 0, "event": "live", "client": watched})
+        print("live: client connected, starting" if watched else
+              f"live: no client after {self.live_wait:g} s, starting anyway",
+              file=sys.stderr, flush=True)
+
     def _start_recording(self, out_dir: Path | None) -> None:
         if out_dir is None:
             return
@@ -378,6 +404,7 @@ class Controller:
 
         # the folder is this run's alone (a live run's: refused here, before any bring-up)
         self.run_folder = folder = runfolder.claim(out_dir)
+        folder.take_over()  # an earlier run's files there: removed, this run replaces them
         if folder.error is not None:  # a full disk, a read-only folder: the run goes on
             self._not_recording(folder.error)
             return
