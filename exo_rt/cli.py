@@ -111,18 +111,21 @@ def config_kind(path) -> str:
     from exo_rt.yamlio import read_yaml
 
     path = Path(path)
-    if path.suffix.lower() == ".urdf":
-        return "robot"
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        return "robot"  # a .urdf (the model loader names any other suffix)
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
-            head = [f.readline() for _ in range(3)]
+            head = f.read(4096).splitlines()[:3]
     except OSError:
-        head = []  # read_yaml says what is wrong with the file
+        return "robot"  # the loader says what is wrong with the file
     for line in head:
         m = re.search(r"\$schema=\S*?([a-z]+)\.schema\.json", line)
         if m and m.group(1) in CONFIG_KINDS:
             return m.group(1)
-    keys = read_yaml(path, ConfigError).value
+    try:
+        keys = read_yaml(path, ConfigError).value
+    except ExoError:
+        return "robot"  # the loader reports it, as for any robot file
     keys = set(keys) if isinstance(keys, dict) else set()
     if {"robot", "buses"} <= keys or {"robot", "controller"} <= keys:
         return "top"
@@ -523,11 +526,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = result.summary
     for line in result.setup:
         print(f"set-up: {line}")
-    up = s["startup_s"]
-    print(f"final state {s['final_state']}, {s['cycles']} cycles, READY after "
-          f"{up['process_to_ready']} s (RUN after {up['process_to_run']} s), "
-          f"compute p50 {s['timing']['compute_us']['p50']:.1f} µs, "
-          f"p99 {s['timing']['compute_us']['p99']:.1f} µs, overruns {s['timing']['overruns']}")
+    print(_final_line(s, ctl.realtime))
     for name, j in s["joints"].items():
         print(f"  {name:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
               f"|I| ≤ {j['max_abs_current_A']:.2f} A")
@@ -548,6 +547,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         where += f" ({'; '.join(s['files_not_written'])})"
     print(f"run folder: {result.run_dir}{where}")
     return result.exit_code
+
+
+def _final_line(s: dict, realtime: bool) -> str:
+    """The run's outcome in one line: the final state, the loop's length (simulated in
+    lockstep), the start-up's wall time in its parts, and — in real time only, where they
+    mean something — the loop's compute time and overruns."""
+    up, ph = s["startup_s"], s.get("phases_s", {})
+    walk = f" ({ph['RUN']:g} s walking)" if "RUN" in ph else ""
+    line = (f"final state {s['final_state']}, {s['cycles']} cycles = {s['duration_s']:g} s"
+            f"{walk}; READY {up['process_to_ready']:.2f} s after start (imports and buses "
+            f"{up.get('imports_and_open', float('nan')):.2f} s, compile "
+            f"{up.get('compile', float('nan')):.2f} s, bring-up "
+            f"{up.get('bring_up', float('nan')):.2f} s)")
+    t = s.get("timing") or {}
+    if realtime and t:
+        line += (f"; compute p50 {t['compute_us']['p50']:.1f} µs, p99 "
+                 f"{t['compute_us']['p99']:.1f} µs, overruns {t['overruns']}")
+    elif not realtime:
+        line += "; lockstep simulation (no real-time figures)"
+    return line
 
 
 def _live_wait(args: argparse.Namespace, bus) -> float:

@@ -38,6 +38,10 @@ def test_the_readmes_inject_example_fires_while_walking(tmp_path):
     for j in s["joints"].values():
         assert 0.0 < j["rms_error_deg"] < 1.0 and j["max_error_deg"] > 0.0
     assert f"RUN + {t:.3f} s" in res.stdout
+    # lockstep: no real-time figure (compute time, wake latency, overruns) in the final lines
+    final = res.stdout[res.stdout.index("final state"):]
+    assert "lockstep simulation" in final
+    assert "overruns" not in final and "wake" not in final and "p99" not in final
 
 
 def test_a_cold_cache_says_why(monkeypatch):
