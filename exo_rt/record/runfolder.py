@@ -4,9 +4,10 @@ its ``run.mcap`` recovered after a crash.
 - :func:`claim` takes the folder for a run before anything is brought up: ``run.lock`` in the
   folder, an exclusive ``flock`` held by the run's control process until its files are
   written. A second run into a folder a live run holds is refused (:class:`FolderInUse`, one
-  line, exit 2); a folder an earlier, finished run left is taken over and that run's files are
-  removed first (the folder then holds the new run whole). A folder that cannot be written
-  (full disk, read-only) is no error: the run goes on unrecorded and says so.
+  line, exit 2); in a folder an earlier, finished run left, that run's files are removed when
+  the new run's recording starts (:meth:`RunFolder.take_over`: the folder then holds the new
+  run whole). A folder that cannot be written (full disk, read-only) is no error: the run goes
+  on unrecorded and says so.
 - :func:`write_atomic` writes a small file (summary, events, the recording's report, the
   layout) so that a reader sees the old file or the new one whole, never a part: a temporary
   file beside it, fsync, rename, fsync of the folder.
@@ -19,6 +20,7 @@ its ``run.mcap`` recovered after a crash.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import json
@@ -26,7 +28,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from exo_rt.errors import ConfigError, LogError, Where
@@ -64,7 +66,24 @@ class RunFolder:
     path: Path
     fd: int | None = None
     error: str | None = None
-    removed: list[str] = field(default_factory=list)
+    removed: list[str] | None = None  # an earlier run's files, once taken over
+    fresh: bool = False  # the folder was new (or empty): tidied away if no run starts
+
+    def take_over(self) -> None:
+        """The run starts here: an earlier run's files are removed (once), so that the folder
+        holds this run whole. Called when the recording starts, not at :func:`claim`: a run
+        that fails to start (a bad option, a bus that does not open) leaves them as they were."""
+        if self.removed is not None or self.fd is None:
+            return
+        self.removed = []
+        for name in RUN_FILES:
+            try:
+                (self.path / name).unlink()
+                self.removed.append(name)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                self.error = self.error or describe(exc, self.path / name)
 
     def release(self) -> None:
         """The run's files are written: let go of the folder (the lock file stays, a marker
@@ -79,6 +98,19 @@ class RunFolder:
 
 
 _HELD: dict[str, RunFolder] = {}  # folders this process holds (exo-rt run claims, then runs)
+
+
+@atexit.register
+def _tidy() -> None:
+    """A folder claimed new that no run started in (a failed start) is removed, lock and all."""
+    for folder in list(_HELD.values()):
+        if folder.fresh and folder.removed is None:
+            try:
+                if [p.name for p in folder.path.iterdir()] == [LOCK]:
+                    (folder.path / LOCK).unlink()
+                    folder.path.rmdir()
+            except OSError:
+                pass
 
 
 def _key(path: Path) -> str:
@@ -115,6 +147,7 @@ def claim(path: str | Path) -> RunFolder:
     held = _HELD.get(_key(path))
     if held is not None:
         return held
+    fresh = not path.exists() or (path.is_dir() and not any(path.iterdir()))
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -122,15 +155,7 @@ def claim(path: str | Path) -> RunFolder:
         return RunFolder(path, error=describe(exc, exc.filename or path))
     _lock(path, fd, "give another --out (or none: a new folder under runs/), or wait for it "
                     "to end")
-    folder = RunFolder(path, fd)
-    for name in RUN_FILES:  # an earlier run's, which this run replaces whole
-        try:
-            (path / name).unlink()
-            folder.removed.append(name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            folder.error = describe(exc, path / name)
+    folder = RunFolder(path, fd, fresh=fresh)
     info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                        "started": time.time()}).encode()
     try:
