@@ -38,6 +38,10 @@ def test_the_readmes_inject_example_fires_while_walking(tmp_path):
     for j in s["joints"].values():
         assert 0.0 < j["rms_error_deg"] < 1.0 and j["max_error_deg"] > 0.0
     assert f"RUN + {t:.3f} s" in res.stdout
+    # the folder says what each of its files is
+    guide = (out / "README.md").read_text()
+    for f in out.iterdir():
+        assert f"`{f.name}" in guide or f.name == "README.md", f.name
     # lockstep: no real-time figure (compute time, wake latency, overruns) in the final lines
     final = res.stdout[res.stdout.index("final state"):]
     assert "lockstep simulation" in final

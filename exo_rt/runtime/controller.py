@@ -310,6 +310,7 @@ class Controller:
             self.compile_s += self._compile_in_run
             self._start_recording(out_dir)
             snapshot.write_at_start(self.top, out_dir, self.events)  # every config file, copied
+            self._write_guide(out_dir)
             self._go(CONFIGURE, 0)
             for d in self.drives:
                 d.configure()
@@ -375,6 +376,17 @@ class Controller:
         run_dir = self._write_run(summary, out_dir)
         code = 0 if summary["final_state"] == "SHUTDOWN" and not self.faults else 1
         return RunResult(summary, run_dir, code, list(self.setup_lines))
+
+    def _write_guide(self, out_dir: Path | None) -> None:
+        """The run folder's README.md (each file, what it holds, how to open it)."""
+        if out_dir is None:
+            return
+        from exo_rt.record import guide
+
+        try:
+            guide.write(out_dir)
+        except OSError as exc:  # a full disk: the run goes on (the recording says so too)
+            self.events.append({"event": "guide_error", "error": str(exc)})
 
     def _wait_for_viewer(self) -> None:
         """``--live-wait S``: before any drive is enabled, wait up to S s for a Foxglove
