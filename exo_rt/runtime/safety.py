@@ -42,8 +42,10 @@ ESTOP = 12
 BOARD_LINK_LOSS = 13
 MOTOR_POWER_OFF = 14  # the board cut motor power (its watchdog, or a relay fault)
 FOREIGN_MASTER = 15  # another node sent what only the controller may send on its bus
-DUPLICATE_ANSWER = 16  # a drive answered twice for one SYNC (someone else's SYNC, or a drive
-# whose TPDO is not SYNC-triggered): which answer is this cycle's is unknown
+DUPLICATE_ANSWER = 16  # a drive answered twice a cycle for several cycles in a row (someone
+# else's SYNC, or a drive whose TPDO is not SYNC-triggered): which answer is this cycle's is
+# unknown. (Once is no fault: a late answer to the last SYNC, read after the next SYNC left,
+# looks like an answer to it — a held-up simulation or drive does that.)
 CURRENT_SATURATION = 17  # a drive's current fell short of its command for too many cycles
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
@@ -69,10 +71,11 @@ SOPT_STOP_TIME = 0  # s: velocity-dependent margin = |v|·stop_time before a sof
 SOPT_STALE_CYCLES = 1  # consecutive cycles without feedback before it is stale
 SOPT_OVERRUN_STREAK = 2
 SOPT_SATURATION_CYCLES = 3  # consecutive cycles a drive's current falls short of its command
-SOPT_WIDTH = 4
+SOPT_DUPLICATE_CYCLES = 4  # consecutive cycles a drive answers twice
+SOPT_WIDTH = 5
 # the per-joint streaks the check keeps (rows of an int64 (STREAKS, n) array)
-STREAK_MISSING, STREAK_SATURATED = range(2)
-STREAKS = 2
+STREAK_MISSING, STREAK_SATURATED, STREAK_DUPLICATE = range(3)
+STREAKS = 3
 
 
 def options(sc) -> np.ndarray:
@@ -82,6 +85,7 @@ def options(sc) -> np.ndarray:
     opts[SOPT_STALE_CYCLES] = sc.stale_cycles
     opts[SOPT_OVERRUN_STREAK] = sc.overrun_streak
     opts[SOPT_SATURATION_CYCLES] = sc.saturation_cycles
+    opts[SOPT_DUPLICATE_CYCLES] = sc.duplicate_cycles
     return opts
 
 
@@ -92,10 +96,10 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, streaks,
     """First safety cause (out[0]) and its joint (out[1]); out[0] = OK if all is well.
 
     ``streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
-    feedback (F_MISSING/F_MALFORMED) and with the current short of its command
-    (F_SATURATED), updated here. Another master on the bus (F_FOREIGN) and a second answer to
-    one SYNC (F_DUPLICATE) are causes in the cycle they are read: after either, which frames
-    move the motors is no longer the controller's to say.
+    feedback (F_MISSING/F_MALFORMED), with the current short of its command (F_SATURATED) and
+    with two answers (F_DUPLICATE), updated here. Another master on the bus (F_FOREIGN) is a
+    cause in the cycle it is read: after it, which frames move the motors is no longer the
+    controller's to say.
     """
     n = q.shape[0]
     out[0] = OK
@@ -109,6 +113,10 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, streaks,
             streaks[STREAK_SATURATED, j] += 1
         else:
             streaks[STREAK_SATURATED, j] = 0
+        if flags[j] & F_DUPLICATE:
+            streaks[STREAK_DUPLICATE, j] += 1
+        else:
+            streaks[STREAK_DUPLICATE, j] = 0
     for j in range(n):
         if flags[j] & F_FOREIGN:
             out[0] = FOREIGN_MASTER
@@ -125,7 +133,7 @@ def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, streaks,
             out[0] = DRIVE_FAULT
         elif streaks[STREAK_MISSING, j] >= opts[SOPT_STALE_CYCLES]:
             out[0] = STALE_FEEDBACK
-        elif flags[j] & F_DUPLICATE:
+        elif streaks[STREAK_DUPLICATE, j] >= opts[SOPT_DUPLICATE_CYCLES]:
             out[0] = DUPLICATE_ANSWER
         elif flags[j] & F_HEARTBEAT:
             out[0] = HEARTBEAT_LOSS

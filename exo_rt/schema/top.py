@@ -33,6 +33,8 @@ class SafetyConfig:
                                                 "falls short of its command by more than 20 % "
                                                 "of its peak (the drive cannot deliver, or "
                                                 "obeys someone else)")
+    duplicate_cycles: int = key(COUNT, 3, doc="consecutive cycles a drive answers twice (a "
+                                              "second SYNC producer; once is a late answer)")
     action: str = key(Choice(tuple(ACTIONS), "safe action"), "zero_current",
                       doc="the reaction: `zero_current` (the harmonic drives hold by friction),"
                           " `damping`, `hold`")
