@@ -834,8 +834,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     import datetime
     from pathlib import Path
 
+    from exo_rt import warmup
     from exo_rt.hil.bench import AbortKey, Bench
-    from exo_rt.hil.procedures import checklist, load_options, run_procedure
+    from exo_rt.hil.procedures import checklist, load_options, result_lines, run_procedure
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
 
@@ -854,6 +855,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
         if input("Proceed? [y/N] ").strip().lower() != "y":
             print("aborted before starting")
             return 1
+    # the bench's kernels with the run's (a cold cache compiles them all now, in parallel)
+    warmup.ensure(top, (warmup.RUN_GROUPS if simulated else warmup.REAL_BUS_GROUPS)
+                  + ("bench",))
     ctl = Controller(top, bus, board=None, start_pose=args.pose)
     fixture = _fixture(args.fixture or ("can" if simulated else "operator"), ctl.drives)
     timeout = None if simulated else (0.7 * ctl.dt if args.reply_timeout is None
@@ -869,6 +873,8 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
         report = run_procedure(args.name, bench, out, args.joint, **options)
     finally:
         bench.close()
+    for line in result_lines(args.name, report):
+        print(line)
     for key in ("reason", "snippet_file", "plot"):
         if key in report:
             print(f"{key.replace('_', ' ')}: {report[key]}")

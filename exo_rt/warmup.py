@@ -366,6 +366,22 @@ def _hil_loop(c: Context) -> None:
     loop_acceleration(z(), z(), z(), z(), z(), z(), z(), z(), c.dt, z())
 
 
+def _hil_bench(c: Context) -> None:
+    """The HIL bench as ``exo-rt bench-test`` builds it on the lockstep simulated bus: its own
+    warm-up runs every kernel its procedures' cycles call (the Dynamics facade's entry points
+    among them, for the bench's inertias and torques); and the simulated fixture's torque
+    sensor (the plant's flexspline torques, read as the stiffness procedure reads them)."""
+    from exo_rt.hil.bench import Bench
+    from exo_rt.runtime.controller import Controller
+
+    ctl = Controller(c.top, "sim", board=None)
+    try:
+        Bench(c.top, ctl.drives, world=ctl.world)
+        _ = ctl.world.plant.flexspline_torques
+    finally:
+        ctl.close_buses()
+
+
 def _mil(c: Context) -> None:
     from exo_rt.sim.mil import run_mil
 
@@ -468,6 +484,8 @@ def _register() -> None:
         after=("plant.parts", "plant.stick_or_slip", "plant.rk4"), cost=1.5)
     # the HIL bench, the simulator's read-outs and model-in-the-loop
     add("hil.loop_acceleration", "bench", _hil_loop)
+    add("hil.bench", "bench", _hil_bench, after=("controller.warm_up", "plant.step",
+                                                 "hil.loop_acceleration"), cost=5.0)
     add("plant.readouts", "sim", _plant_readouts, after=("plant.reset",), cost=1.5)
     add("plant.compiled_step", "sim", _plant_compiled, after=("plant.step",), cost=1.0)
     add("mil.loop", "sim", _mil, after=("law.table", "law.torque_to_current",

@@ -210,8 +210,11 @@ class Bench:
         t = self.transmissions
         return t["multiplier"] * t["motor_sign"] * t["kt"] * currents
 
-    def torque_limit(self) -> np.ndarray:
-        """Each joint's torque (N·m) at its configured current limit, through the gear."""
+    def motor_torque_limit(self) -> np.ndarray:
+        """Each motor's torque at its configured current limit referred to its joint (N·m,
+        k·k_M·I, no efficiency): the scale of the torques the procedures command through
+        :meth:`joint_torque`. What the joint itself gets at that current is less
+        (:func:`exo_rt.hil.limits.joint_torque`, the figure the checklist prints)."""
         return np.abs(self.joint_torque(self.transmissions["current_limit"]))
 
     def currents_for(self, tau: np.ndarray, acc: np.ndarray, out: np.ndarray,

@@ -187,7 +187,7 @@ def stiffness(bench: Bench, joint: str, *, amplitude: float | None = None, rate:
     j = bench.robot.joint_names.index(joint)
     tr = _transmission(bench, joint)
     d = tr.drive
-    limit = bench.torque_limit()[j]
+    limit = bench.motor_torque_limit()[j]
     amp = 0.75 * limit if amplitude is None else float(amplitude)
     bench.start()
     pose = bench.q.copy()
@@ -302,7 +302,7 @@ def inertia(bench: Bench, *, segments=None, speed: float = 0.25, seconds: float 
     centre = bench.home()
     move_to(bench, centre)
     amps, freqs = (np.array(x) for x in MULTISINE)
-    limit = bench.torque_limit()
+    limit = bench.motor_torque_limit()
     m_jj = bench.inertia(centre)
     ref = np.repeat(centre[None, :], int(seconds / bench.dt), axis=0)
     for j in range(bench.n):

@@ -29,15 +29,23 @@ def _panels(plt, n: int, rows: int = 1):
 
 
 def _step(ax, r: dict) -> None:
-    tr = r["_trace"]
-    ax[0].plot(tr["t"], np.asarray(tr["y"]) * 1e3, label="measured")
-    ax[0].axhline(r["amplitude_rad"] * 1e3, color="k", lw=0.8, ls="--", label="reference")
+    """The step's saved trace — the very data its metrics come from — with the reference,
+    where the joint started and settled, and the metrics in the title."""
+    tr = r["trace"]
+    t = np.asarray(tr["t_s"])
+    ax[0].plot(t, np.asarray(tr["q_rad"]) * 1e3, label="measured")
+    ax[0].plot(t, np.asarray(tr["q_ref_rad"]) * 1e3, color="k", lw=0.8, ls="--",
+               label="reference")
     s = r["step"]
-    ax[0].set_title(f"{r['joint']} step: rise {s['rise_time_s'] * 1e3:.0f} ms, "
-                    f"overshoot {100 * s['overshoot']:.1f} %")
+    ax[0].axhline(s["final_rad"] * 1e3, color="grey", lw=0.6, ls=":", label="settled")
+    ax[0].set_title(f"{r['joint']} step {r['amplitude_rad'] * 1e3:g} mrad: rise "
+                    f"{s['rise_time_s'] * 1e3:.0f} ms, overshoot {100 * s['overshoot']:.1f} %,\n"
+                    f"settling {s['settling_time_s'] * 1e3:.0f} ms, steady-state error "
+                    f"{s['steady_state_error_rad'] * 1e3:+.1f} mrad "
+                    f"({100 * s['steady_state_error']:+.0f} %)", fontsize=10)
     ax[0].set_xlabel("time after the step (s)")
-    ax[0].set_ylabel("joint angle change (mrad)")
-    ax[0].legend()
+    ax[0].set_ylabel("joint angle − reference before the step (mrad)")
+    ax[0].legend(loc="lower right")
 
 
 def _bode(ax, r: dict) -> None:

@@ -13,6 +13,7 @@ from exo_rt.bus.config import frame_bits
 from exo_rt.errors import ConfigError
 from exo_rt.hil import fit, registry
 from exo_rt.hil.bench import Bench, BenchAbort
+from exo_rt.hil.limits import limit_text
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
 from exo_rt.schema import core
@@ -149,14 +150,68 @@ def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
     for tr in robot.transmissions:
         if tr.joint in joints:
             j = robot.joint_names.index(tr.joint)
-            lines.append(f"  {tr.joint}: current limit {limits[j]:g} A (≈ "
-                         f"{abs(tr.multiplier) * tr.motor.torque_constant * limits[j]:.0f} N·m); "
+            lines.append(f"  {tr.joint}: current limit {limit_text(tr, limits[j])}; "
                          f"soft limits {robot.lower[j] + top.safety.joint_margin:.2f} … "
                          f"{robot.upper[j] - top.safety.joint_margin:.2f} rad.")
     lines.append("  Safety check on every cycle; drives disabled at the end, on any fault, on "
                  "ctrl-C and on the abort key (q + Enter).")
     lines.append("  Check: e-stop within reach, bus terminated, nobody in the exoskeleton.")
     return lines
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  " + "  ".join(c.rjust(w) if i else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+            for r in [header, *rows]]
+
+
+def _num(x, fmt: str = ".3g", scale: float = 1.0) -> str:
+    return "—" if x is None else format(x * scale, fmt)
+
+
+def result_lines(name: str, report: dict) -> list[str]:
+    """The procedure's results as a short table for the terminal (the same figures as
+    ``bench-<name>.json``); [] for an aborted run."""
+    if report.get("aborted"):
+        return []
+    joints = report.get("joints", {})
+    if name == "bringup":
+        return _table(["bus", "protocol", "nodes", "load %", "heartbeat ms", "missing"],
+                      [[b, r["protocol"], ",".join(map(str, r["nodes"])),
+                        _num(r["bus_load"], ".0f", 100),
+                        ",".join(_num(v, ".0f") for v in r["heartbeat_ms"].values()) or "—",
+                        str(r["missing_frames"])] for b, r in report["buses"].items()])
+    if name == "latency":
+        return _table(["joint", "current (cycles)", "motion (cycles)"],
+                      [[j, _num(r["current_cycles"], "d"), _num(r["motion_cycles"], "d")]
+                       for j, r in joints.items()])
+    if name == "step":
+        return _table(["joint", "step mrad", "start mrad", "settled mrad", "rise ms",
+                       "overshoot %", "settling ms", "error mrad", "bandwidth Hz"],
+                      [[j, _num(r["amplitude_rad"], ".1f", 1e3),
+                        _num(r["step"]["start_rad"], "+.1f", 1e3),
+                        _num(r["step"]["final_rad"], ".1f", 1e3),
+                        _num(r["step"]["rise_time_s"], ".0f", 1e3),
+                        _num(r["step"]["overshoot"], ".1f", 100),
+                        _num(r["step"]["settling_time_s"], ".0f", 1e3),
+                        _num(r["step"]["steady_state_error_rad"], "+.1f", 1e3),
+                        _num(r["step"].get("bandwidth_hz"), ".2f")]
+                       for j, r in joints.items()])
+    if name == "chirp":
+        return _table(["joint", "bandwidth Hz", "design Hz"],
+                      [[j, _num(r["chirp"]["bandwidth_hz"], ".2f"),
+                        _num(r["expected"]["bandwidth_hz"], ".2f")] for j, r in joints.items()])
+    if joints and all("configured" in r for r in joints.values()):  # identifications
+        keys = list(next(iter(joints.values()))["configured"])
+        return _table(["joint", *(f"{k} (configured)" for k in keys)],
+                      [[j, *(f"{_num(r['fit'].get(k))} ({_num(r['configured'][k])})"
+                             for k in keys)] for j, r in joints.items()])
+    if "segments" in report:  # inertia
+        return _table(["segment", *next(iter(report["segments"].values()), {})],
+                      [[seg, *(_num(v) for v in vals.values())]
+                       for seg, vals in report["segments"].items()])
+    return []
 
 
 def _merge_snippets(name: str, reports: dict) -> str:

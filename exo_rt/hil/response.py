@@ -9,8 +9,8 @@ second-order system ω_n²/(s² + 2ζω_n s + ω_n²): its −3 dB bandwidth
 differs by what the model misses (inertia, friction, compliance, the bus's one-cycle delay).
 
 - step: a reference step of ``amplitude`` rad → rise time (10–90 %), overshoot, 2 % settling
-  time, steady-state error, and the second-order fit ζ = −ln(OS)/√(π² + ln²OS),
-  ω_n = π/(t_peak·√(1 − ζ²)) → its bandwidth;
+  time, steady-state error (measured from where the joint was before the step), and the
+  second-order fit ζ = −ln(OS)/√(π² + ln²OS), ω_n = π/(t_peak·√(1 − ζ²)) → its bandwidth;
 - chirp: a logarithmic sine sweep f0 → f1 → the frequency response H(f) = Σ Y X* / Σ |X|²
   (X, Y the DFTs of reference and response, summed over log-spaced frequency bands), its −3 dB
   frequency, and a Bode plot (PNG) against the second-order model.
@@ -41,16 +41,31 @@ def _expected(bench: Bench, j: int, q0, hz: float, zeta: float) -> dict:
 
 
 def step_metrics(t: np.ndarray, y: np.ndarray, amplitude: float) -> dict:
-    """Metrics of a step response y(t) (y = 0 before, ``amplitude`` the commanded step)."""
-    s = y / amplitude
-    final = float(np.mean(s[-max(1, len(s) // 10):]))
-    rise = t[np.argmax(s >= 0.9 * final)] - t[np.argmax(s >= 0.1 * final)]
+    """Metrics of a step response: ``t`` (s) from the step (t ≤ 0 before it), ``y`` (rad) the
+    joint angle less the reference before the step, ``amplitude`` (rad) the reference's step.
+
+    The joint need not start on the reference (the wave generator's friction holds it a few
+    mrad off where the loop has no integral), so the response is measured from where it was,
+    y₀ (mean over the 50 ms before the step), to where it settled, y_f (mean of the last
+    10 %): rise time 10–90 % of y_f − y₀, overshoot (peak − y_f)/(y_f − y₀), 2 % settling time
+    (into y_f ± 2 % of y_f − y₀, from the step), and the steady-state error amplitude − y_f
+    (rad, and as a fraction of the amplitude). Samples before the step only give y₀."""
+    t, y = np.asarray(t, float), np.asarray(y, float)
+    before = (t <= 0.0) & (t > -0.05 - 1e-9)
+    y0 = float(np.mean(y[before])) if before.any() else 0.0
+    t, y = t[t > 0.0], y[t > 0.0]
+    final = float(np.mean(y[-max(1, len(y) // 10):]))
+    change = final - y0
+    s = (y - y0) / change if change != 0.0 else np.zeros_like(y)
+    rise = t[np.argmax(s >= 0.9)] - t[np.argmax(s >= 0.1)]
     k_peak = int(np.argmax(s))
-    overshoot = max(float(s[k_peak]) / final - 1.0, 0.0)
-    outside = np.nonzero(np.abs(s - final) > 0.02 * abs(final))[0]
+    overshoot = max(float(s[k_peak]) - 1.0, 0.0)
+    outside = np.nonzero(np.abs(s - 1.0) > 0.02)[0]
     settling = float(t[outside[-1] + 1] if len(outside) and outside[-1] + 1 < len(t) else t[-1])
     out = {"rise_time_s": float(rise), "overshoot": overshoot, "peak_time_s": float(t[k_peak]),
-           "settling_time_s": settling, "steady_state_error": 1.0 - final}
+           "settling_time_s": settling, "start_rad": y0, "final_rad": final,
+           "steady_state_error_rad": amplitude - final,
+           "steady_state_error": (amplitude - final) / amplitude}
     if overshoot > 1e-3:
         ln = math.log(overshoot)
         zeta = -ln / math.sqrt(math.pi**2 + ln * ln)
@@ -64,7 +79,11 @@ def step_metrics(t: np.ndarray, y: np.ndarray, amplitude: float) -> dict:
                     moves="a 0.05 rad position step from where the joint is, 1.5 s")
 def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: float = 3.0,
          zeta: float = 0.7, seconds: float = 1.5) -> dict:
-    """A position step on ``joint`` (the others held): step metrics and fitted bandwidth."""
+    """A position step on ``joint`` (the others held): step metrics and fitted bandwidth.
+
+    The report's ``trace`` is the data the metrics come from and the plot shows: t (s, from
+    the step; the 0.2 s before it negative), the joint angle and its reference, both less the
+    reference before the step (rad)."""
     j, q0, gains = _setup(bench, joint, pose, hz, zeta, 2 * abs(amplitude))
     pre = int(0.2 / bench.dt)
     k = pre + int(seconds / bench.dt)
@@ -72,12 +91,13 @@ def step(bench: Bench, joint: str, *, amplitude: float = 0.05, pose=None, hz: fl
     ref[pre:, j] += amplitude
     log = track(bench, ref, gains, qd_ref=np.zeros_like(ref)).trimmed()
     bench.disable_all()
-    t = log.t[pre:] - log.t[pre - 1]
-    y = log.q[pre:, j] - log.q[pre - 1, j]
+    t = log.t - log.t[pre - 1]
+    y = log.q[:, j] - q0[j]
     return {"joint": joint, "amplitude_rad": amplitude, "pose_rad": q0.tolist(),
             "gains_per_s2_per_s": [float(gains.kp[j]), float(gains.kd[j])],
             "expected": _expected(bench, j, q0, hz, zeta), "step": step_metrics(t, y, amplitude),
-            "_trace": {"t": t, "y": y}}
+            "trace": {"t_s": t.tolist(), "q_rad": y.tolist(),
+                      "q_ref_rad": (log.q_ref[:, j] - q0[j]).tolist()}}
 
 
 def chirp_reference(dt: float, seconds: float, f0: float, f1: float) -> np.ndarray:
