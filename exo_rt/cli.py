@@ -687,7 +687,8 @@ def _setup_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", metavar="ray://HOST:10001",
                    help="with --engine ray: the cluster to use (default: a local Ray)")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="where the table and heat map go (default: sweep-<controller>/)")
+                   help="where the table and heat map go (default: "
+                        "runs/sweep-<controller>-<date-time>/, beside the runs)")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -699,7 +700,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     errors = sw.parse_list(args.model_error, "--model-error")
     wearers = sw.load_wearers(args.wearers) if args.wearers else None
-    out = Path(args.out) if args.out else Path(f"sweep-{Path(args.config).stem}")
+    out = Path(args.out) if args.out else sw.default_out(args.config)
     s = sw.run_sweep(args.config, args.grid, model_errors=errors, wearers=wearers,
                      robot=args.robot, cycles=args.cycles, engine=args.engine, jobs=args.jobs,
                      address=args.address, max_saturation=args.max_saturation, out=out)

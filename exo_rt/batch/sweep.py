@@ -179,6 +179,34 @@ def resolve_config(config: str | Path, robot: str | Path | None) -> tuple[Path, 
     return path, Path(robot) if robot else default_config().parent / "robots" / "exo_leg.yaml"
 
 
+def default_out(config: str | Path) -> Path:
+    """Where a sweep's table and heat maps go without ``--out``: beside the runs, as
+    ``exo-rt run`` puts them — ``<runs>/sweep-<controller>-<date-time>/``, with <runs> the top
+    config's ``logging.runs`` (for a controller file or name: the shipped default config's),
+    relative to the folder above the config's (:func:`exo_rt.resources.runs_root`)."""
+    import datetime
+
+    import yaml
+
+    from exo_rt.resources import default_config, runs_root
+
+    controller, _ = resolve_config(config, None)
+    top = Path(config)
+    doc = None
+    for candidate in (top, default_config()):
+        try:
+            doc = yaml.safe_load(candidate.read_text()) if candidate.suffix else None
+        except (OSError, yaml.YAMLError):
+            doc = None
+        if isinstance(doc, dict) and "controller" in doc and "robot" in doc:
+            top = candidate
+            break
+    logging = doc.get("logging") if isinstance(doc, dict) else None
+    runs = logging.get("runs", "runs") if isinstance(logging, dict) else "runs"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return runs_root(top) / str(runs) / f"sweep-{controller.stem}-{stamp}"
+
+
 # ----------------------------------------------------------------------------- the task
 def saturation_fraction(result, current_limit: np.ndarray) -> float:
     """Fraction of the control cycles in which any joint's commanded current is at its limit
@@ -413,6 +441,30 @@ def write_sweep(sweep: Sweep, out: Path, model_errors, wearers) -> list[Path]:
     return files
 
 
+def constant_value(z: np.ndarray) -> float | None:
+    """The value every finite entry of ``z`` has, or None (none finite, or they differ)."""
+    z = np.asarray(z, float)
+    finite = z[np.isfinite(z)]
+    if not len(finite) or finite.max() != finite.min():
+        return None
+    return float(finite[0])
+
+
+def color_range(z: np.ndarray) -> dict:
+    """``vmin``/``vmax`` for a plot of ``z`` whose values are all the same (matplotlib would
+    make up ±0.1 about it: −0.1…0.1 for an all-zero saturation): ±10 % of the value (±1 for
+    zero), not below 0 for a value that is not (a fraction, a current) — [0, 1] for zeros.
+    Empty (matplotlib's own range) when the values differ."""
+    c = constant_value(z)
+    if c is None:
+        return {}
+    half = 0.1 * abs(c) if c != 0.0 else 1.0
+    lo, hi = c - half, c + half
+    if c >= 0.0 and lo < 0.0:
+        lo = 0.0
+    return {"vmin": lo, "vmax": hi}
+
+
 def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
     """Worst-case RMS, peak current and saturation over the first two grid keys (the best
     over any further keys); one key: curves. None without matplotlib (the plot extra)."""
@@ -430,8 +482,12 @@ def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
     kx = sweep.keys[0]
     if len(sweep.keys) == 1:
         for ax, (f, title) in zip(axes, figures, strict=True):
-            ax.plot(kx.values, [p[f] for p in grid], "o-")
+            y = np.array([p[f] for p in grid], float)
+            ax.plot(kx.values, y, "o-")
             ax.set_xlabel(kx.text)
+            if constant_value(y) is not None:
+                ax.set_ylim(color_range(y)["vmin"], color_range(y)["vmax"])
+                title += f": all {constant_value(y):.3g}"
             ax.set_title(title)
     else:
         ky = sweep.keys[1]
@@ -443,7 +499,10 @@ def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
                 if p["rms_worst_deg"] <= best_rms[i, j] or not np.isfinite(z[i, j]):
                     best_rms[i, j] = p["rms_worst_deg"]
                     z[i, j] = p[f] if np.isfinite(p[f]) else np.nan
-            im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis")
+            im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis",
+                           **color_range(z))
+            if constant_value(z) is not None:
+                title += f": all {constant_value(z):.3g}"
             ax.set_xticks(range(len(kx.values)), [f"{v:g}" for v in kx.values])
             ax.set_yticks(range(len(ky.values)), [f"{v:g}" for v in ky.values])
             ax.set_xlabel(kx.text)

@@ -163,8 +163,8 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
                  + f"{summary['final_state']}")
     for n, j in summary["joints"].items():
         lines.append(f"  {n:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
-                     f"|I| ≤ {j['max_abs_current_A']:.2f} A  range [{j['min_position_deg']:.1f}, "
-                     f"{j['max_position_deg']:.1f}]°")
+                     f"|I| ≤ {j['max_abs_current_A']:.2f} A  range [{_deg(j['min_position_deg'])}, "
+                     f"{_deg(j['max_position_deg'])}]°")
     tm = summary["timing"]
     cu = tm["compute_us"]
     lines.append(f"  compute p50 {cu['p50']:.1f} µs, p99 {cu['p99']:.1f} µs; wake latency p99 "
@@ -178,6 +178,11 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
     (run_dir / "report.txt").write_text("\n".join(lines) + "\n")
     files.append(run_dir / "report.txt")
     return files
+
+
+def _deg(x: float) -> str:
+    """An angle (deg) to 0.1°, never "-0.0" (a joint a hair below zero reads 0.0)."""
+    return f"{round(float(x), 1) + 0.0:.1f}"
 
 
 def _save(fig, path: Path, plt) -> Path:

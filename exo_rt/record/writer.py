@@ -320,7 +320,10 @@ class Writer:
         if self.stopped is not None:
             report["stopped"] = self.stopped
         if self.mcap_messages is not None:
-            report["mcap"] = self.mcap_messages
+            # run.mcap's messages per topic: its /events are the state changes inside the
+            # recorded cycles — not events.jsonl, the controller's every event of the run
+            # (BOOT and CONFIGURE before the first record, SHUTDOWN after the last, faults …)
+            report["mcap_messages"] = self.mcap_messages
         if self.live is not None:
             report["live"] = {"url": self.live.url, "records_sent": self.live.sent,
                               "every": self.live.every}
