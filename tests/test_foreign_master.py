@@ -193,3 +193,73 @@ def test_the_check_orders_foreign_first():
     safety.check(limits, opts, z, z, z, z, z, flags, np.zeros((safety.STREAKS, n), np.int64),
                  0, True, z, out)
     assert (safety.CAUSES[out[0]], out[1]) == ("foreign_master", 1)
+
+
+@pytest.mark.slow
+def test_a_second_sync_producer_on_the_realtime_bus():
+    """The attack as seen: the simulated exoskeleton in its own real-time process (``exo-rt
+    drives --bus udp_multicast:G --board``), the controller on it, and a third node — a plain
+    python-can bus on the same group — sending a SYNC every 1 ms from 1 s into RUN. The
+    controller goes SAFE (``foreign_master``, COB-ID 0x080) within 3 cycles of the first one it
+    reads, and commands no current above what it had commanded before."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    import can
+
+    from exo_rt.record.recorder import read_cycle_log
+    from tests.test_udp_clients import VM_CONFIG, Drives, unique_group
+
+    group = unique_group()
+    drives = Drives(group, "--board")
+    out = Path(__import__("tempfile").mkdtemp()) / "run"
+    stop = threading.Event()
+    sent: list[float] = []
+
+    def attacker():
+        bus = can.Bus(interface="udp_multicast", channel=group)
+        try:
+            log = out / "cycles.exolog"
+            while not stop.is_set():  # from ~1 s into RUN (ALIGN is 2 s): the log's size
+                if log.exists() and log.stat().st_size > 3100 * 24 * 8:
+                    break
+                time.sleep(0.01)
+            while not stop.is_set():
+                bus.send(can.Message(arbitration_id=0x080, data=b"", is_extended_id=False))
+                sent.append(time.time())
+                time.sleep(1e-3)
+        finally:
+            bus.shutdown()
+
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    try:
+        res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config", str(VM_CONFIG),
+                              "--bus", f"udp_multicast:{group}", "--board",
+                              drives.served["board"], "--duration", "4", "--out", str(out)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+    finally:
+        stop.set()
+        thread.join(5)
+        drives.stop()
+    s = json.loads((out / "summary.json").read_text())
+    assert res.returncode == 1 and s["final_state"] == "SAFE", (res.stdout, res.stderr)
+    (fault,) = s["faults"]
+    assert fault["cause"] == "foreign_master" and "COB-ID 0x080" in fault["detail"], fault
+    assert sent, "the attacker never sent"
+    records, meta = read_cycle_log(out / "cycles.exolog")
+    # the first foreign SYNC the controller received, on its CAN log's (wall) clock
+    first = min(m.timestamp for m in can.LogReader(str(out / "can.blf"))
+                if m.arbitration_id == 0x080 and m.is_rx)
+    t_first = first - meta["wall_start"]  # s of the loop
+    k_fault = int(records["cycle"][records["cause"] > 0][0])
+    # cycle k wakes at k periods + the deadlines skipped so far (overruns) after the start
+    wakes = records["t"] + records["overruns"] * 1e-3
+    k_first = int(records["cycle"][np.searchsorted(wakes, t_first)])
+    assert k_fault - k_first <= 3, (k_first, k_fault)
+    before = np.abs(records["command"][:k_fault]).max(axis=0)
+    after = np.abs(records["command"][k_fault:]).max(axis=0)
+    assert np.all(after <= before + 1e-9), (before, after)
