@@ -115,9 +115,10 @@ def test_a_normal_gait_never_saturates_for_long():
     assert longest <= top.safety.saturation_cycles // 5
 
 
-def _table(frames):
-    """A received frame table (pdo_cycle.take_tpdos' arguments) holding ``frames``."""
-    from exo_rt.bus import fastio
+def _take(frames) -> tuple[np.ndarray, np.ndarray]:
+    """``frames`` ((COB-ID, data) pairs) through :func:`pdo_cycle.take_tpdos` for a bus of two
+    drives (nodes 1, 2; the controller 127): the drives' flags and the foreign-master watch."""
+    from exo_rt.bus import fastio, pdo
 
     b = fastio.FrameBatch(max(1, len(frames)))
     for r, (arb, data) in enumerate(frames):
@@ -125,7 +126,20 @@ def _table(frames):
         b.length[r] = len(data)
         b.data[r, : len(data)] = np.frombuffer(bytes(data), np.uint8)
         b.time[r] = 1.0
-    return b
+    n = 2
+    flags = np.zeros(n, np.int64)
+    foreign = np.array([127, 0, -1], np.int64)
+    slot = np.full(128, -1, np.int64)
+    slot[1], slot[2] = 0, 1
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
+                                    pdo_cycle.TPDO_NAMES)] * n)
+    pdo_cycle.take_tpdos(len(frames), b.arbitration_id, b.flags, b.length, b.data, b.time,
+                         slot, tx, np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0,
+                         z.copy(), zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(),
+                         z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
+                         z.copy(), np.zeros(1), np.zeros(len(frames), np.int64), foreign)
+    return flags, foreign
 
 
 @pytest.mark.parametrize("arb,data,which", [
@@ -135,23 +149,9 @@ def _table(frames):
 def test_take_tpdos_flags_every_frame_only_a_master_sends(arb, data, which):
     """The decoder itself: the COB-IDs of CiA 301 that only the master sends, from anyone
     but the controller (a port never hands it its own frames), flag the bus or the drive."""
-    b = _table([(arb, data)])
-    n = 2
-    flags = np.zeros(n, np.int64)
-    foreign = np.array([127, 0, -1], np.int64)
-    slot = np.full(128, -1, np.int64)
-    slot[1], slot[2] = 0, 1
-    z, zi = np.zeros(n), np.zeros(n, np.int64)
-    from exo_rt.bus import pdo
-    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
-                                    pdo_cycle.TPDO_NAMES)] * n)
-    pdo_cycle.take_tpdos(1, b.arbitration_id, b.flags, b.length, b.data, b.time, slot, tx,
-                         np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0, z.copy(),
-                         zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(),
-                         z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
-                         z.copy(), np.zeros(1), np.zeros(4, np.int64), foreign)
-    expect = [F_FOREIGN] * n if which == "all" else [F_FOREIGN if k == which else 0
-                                                     for k in range(n)]
+    flags, foreign = _take([(arb, data)])
+    expect = [F_FOREIGN] * 2 if which == "all" else [F_FOREIGN if k == which else 0
+                                                     for k in range(2)]
     assert flags.tolist() == expect
     assert foreign.tolist() == [127, 1, arb]
 
@@ -159,23 +159,9 @@ def test_take_tpdos_flags_every_frame_only_a_master_sends(arb, data, which):
 def test_a_drives_own_frames_and_other_nodes_are_not_foreign():
     """TPDOs, EMCYs, SDO answers and heartbeats of the drives, and another device's frames
     (a fixture on node 3), are not another master."""
-    frames = [(0x181, bytes(8)), (0x081, bytes(8)), (0x581, bytes(8)), (0x701, b"\x05"),
-              (0x203, bytes(4)), (0x603, bytes(8)), (0x183, bytes(8))]
-    b = _table(frames)
-    n = 2
-    flags = np.zeros(n, np.int64)
-    foreign = np.array([127, 0, -1], np.int64)
-    slot = np.full(128, -1, np.int64)
-    slot[1], slot[2] = 0, 1
-    z, zi = np.zeros(n), np.zeros(n, np.int64)
-    from exo_rt.bus import pdo
-    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
-                                    pdo_cycle.TPDO_NAMES)] * n)
-    pdo_cycle.take_tpdos(len(frames), b.arbitration_id, b.flags, b.length, b.data, b.time,
-                         slot, tx, np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0,
-                         z.copy(), zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(),
-                         z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
-                         z.copy(), np.zeros(1), np.zeros(len(frames), np.int64), foreign)
+    flags, foreign = _take([(0x181, bytes(8)), (0x081, bytes(8)), (0x581, bytes(8)),
+                            (0x701, b"\x05"), (0x203, bytes(4)), (0x603, bytes(8)),
+                            (0x183, bytes(8))])
     assert not (flags & (F_FOREIGN | F_DUPLICATE)).any() and foreign[1] == 0
 
 
