@@ -455,8 +455,10 @@ def on_loopback(sock: socket.socket, group: str) -> bool:
 
 
 def loopback_bus(group: str, **kwargs) -> can.BusABC:
-    """A plain python-can ``udp_multicast`` bus on ``group``, joined on the loopback interface
-    (where exo-rt's simulation talks): e.g. a logger or a CANopen master in another process."""
+    """A python-can ``udp_multicast`` bus on ``group`` set up as exo-rt's ports are
+    (:func:`on_loopback`: it sends on the loopback interface and hears its own group only) —
+    e.g. a logger beside several runs. A plain ``can.Bus(interface="udp_multicast")`` talks to
+    exo-rt's buses too (it hears every group on its port)."""
     bus = can.Bus(interface="udp_multicast", channel=group, **kwargs)
     on_loopback(bus._multicast._socket, group)
     return bus
