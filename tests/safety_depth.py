@@ -80,6 +80,8 @@ class Hardware:
         except (PermissionError, OSError):
             pass
         line = self.proc.stdout.readline()
+        while line.startswith("set-up:"):  # the drives' own scheduling, said first
+            line = self.proc.stdout.readline()
         if not line.startswith("serving"):
             self.proc.kill()
             raise RuntimeError(f"the simulation did not start: {line}{self.proc.stderr.read()}")
