@@ -69,7 +69,8 @@ TOP_CONTROLLER = "computed_torque"  # the controller every shipped top config na
 # sets none of them: their defaults).
 TOP_ADDED = {"simulation": {"__class__": "SimulationConfig", "plant": "harmonic_drive"}}
 REALTIME_ADDED = {"cpu_latency_us": 0}  # keys added to the top config's `realtime` since
-SAFETY_ADDED = {"saturation_cycles": 20, "duplicate_cycles": 3}  # keys added to the top config's `safety` since
+# keys added to the top config's `safety` since
+SAFETY_ADDED = {"saturation_cycles": 20, "duplicate_cycles": 3}
 
 
 def _retune(snap: dict, name: str) -> None:
