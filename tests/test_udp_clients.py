@@ -190,6 +190,9 @@ def test_the_deploy_rehearsal_by_hand_ends_shutdown(tmp_path, attempt):
     drives = Drives(group, "--board")
     out = tmp_path / "run"
     try:
+        # the drives stand in for hardware: real time below the control thread, by themselves
+        assert (os.sched_getscheduler(drives.proc.pid) & 0xFF,
+                os.sched_getparam(drives.proc.pid).sched_priority) == (os.SCHED_FIFO, 70)
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config", str(VM_CONFIG),
                               "--bus", f"udp_multicast:{group}", "--board",
                               drives.served["board"], "--duration", "2", "--out", str(out)],
