@@ -425,6 +425,7 @@ def _register() -> None:
     from exo_rt.control import estimate, trajectory
     from exo_rt.control import laws as lw
     from exo_rt.dynamics import kernels as k
+    from exo_rt.runtime import loop
     from exo_rt.runtime import safety as sf
 
     dyn = ("dyn.gravity", "dyn.mass_matrix", "dyn.inverse_dynamics", "dyn.bias_forces")
@@ -445,6 +446,8 @@ def _register() -> None:
     add("safety.check", "controller",  # as the cycle kernel and the HIL bench call it
         lambda c: sf.check(c.limits, c.sopts, c.z(), c.z(), c.z(), c.z(), c.z(), c.zi(),
                            np.zeros((sf.STREAKS, c.n), np.int64), 0, False, c.z(), c.zi(2)))
+    add("loop.count_block", "controller",  # the scheduler's timing histograms
+        lambda c: loop.TimingStats().warm_up())
     add("safety.safe_action", "controller",
         lambda c: sf.safe_action(0, c.z(), c.z(), c.z(), 1.0, 1.0, 1.0, c.z()))
     add("estimate.velocity_update", "controller",

@@ -36,7 +36,7 @@ from exo_rt.runtime import cycle_call, processes, safety, snapshot
 from exo_rt.runtime.buses import check_specs, open_buses
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
-from exo_rt.runtime.loop import Scheduler, last_cpu, realtime_setup, realtime_teardown
+from exo_rt.runtime.loop import Scheduler, TimingStats, last_cpu, realtime_setup, realtime_teardown
 from exo_rt.runtime.processes import other_cpus
 from exo_rt.runtime.states import (
     ALIGN,
@@ -272,6 +272,7 @@ class Controller:
             a.s[cy.S_SLOT] = 0.0
             a.s[cy.S_HIST] = 0.0
             cy.control_step(*self._step_args(a, rows, law_state))
+        TimingStats().warm_up()  # the scheduler's histograms, counted every 128 cycles
         trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
         trajectory.phase_from_events(self.phase_state.copy(), 0.0)
         for d in self.drives:
