@@ -189,15 +189,13 @@ def test_a_second_sync_producer_on_the_realtime_bus():
     controller goes SAFE (``foreign_master``, COB-ID 0x080) within 3 cycles of the first one it
     reads, and commands no current above what it had commanded before."""
     import json
-    import subprocess
-    import sys
     import threading
     import time
 
     import can
 
     from exo_rt.record.recorder import read_cycle_log
-    from tests.test_udp_clients import VM_CONFIG, Drives, unique_group
+    from tests.test_udp_clients import Drives, unique_group
 
     group = unique_group()
     drives = Drives(group, "--board")
@@ -223,10 +221,7 @@ def test_a_second_sync_producer_on_the_realtime_bus():
     thread = threading.Thread(target=attacker, daemon=True)
     thread.start()
     try:
-        res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config", str(VM_CONFIG),
-                              "--bus", f"udp_multicast:{group}", "--board",
-                              drives.served["board"], "--duration", "4", "--out", str(out)],
-                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        res = drives.run_controller(group, 4.0, out)
     finally:
         stop.set()
         thread.join(5)

@@ -53,6 +53,15 @@ class Drives:
         assert self.lines and self.lines[-1].startswith("serving"), self.stop()
         self.served = dict(w.split("=", 1) for w in self.lines[-1].split()[1:])
 
+    def run_controller(self, group: str, duration: float, out: Path):
+        """``exo-rt run`` on these drives' bus and board (the VM config: room for a host's
+        stalls), as docs/deploy.md's rehearsal types it; the finished process."""
+        return subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config",
+                               str(VM_CONFIG), "--bus", f"udp_multicast:{group}", "--board",
+                               self.served["board"], "--duration", str(duration), "--out",
+                               str(out)], capture_output=True, text=True, timeout=300,
+                              cwd=ROOT)
+
     def stop(self) -> str:
         self.proc.terminate()
         try:
@@ -193,10 +202,7 @@ def test_the_deploy_rehearsal_by_hand_ends_shutdown(tmp_path, attempt):
         # the drives stand in for hardware: real time below the control thread, by themselves
         assert (os.sched_getscheduler(drives.proc.pid) & 0xFF,
                 os.sched_getparam(drives.proc.pid).sched_priority) == (os.SCHED_FIFO, 70)
-        res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config", str(VM_CONFIG),
-                              "--bus", f"udp_multicast:{group}", "--board",
-                              drives.served["board"], "--duration", "2", "--out", str(out)],
-                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        res = drives.run_controller(group, 2.0, out)
     finally:
         drives.stop()
     s = json.loads((out / "summary.json").read_text())

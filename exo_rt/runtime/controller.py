@@ -741,10 +741,10 @@ class Controller:
         if cause != safety.FOREIGN_MASTER:
             return None
         for d in self.drives:
-            watch = getattr(d, "foreign", None)  # (CiA 402 buses watch for other masters)
-            if watch is not None and watch[1] > 0:
-                return (f"COB-ID 0x{int(watch[2]):03X} from another node on bus "
-                        f"'{d.config.name}' ({int(watch[1])} such frames)")
+            seen, first = int(d.foreign[1]), int(d.foreign[2])
+            if seen:
+                return (f"COB-ID 0x{first:03X} from another node on bus '{d.config.name}' "
+                        f"({seen} such frames)")
         return None
 
     def reset(self) -> None:

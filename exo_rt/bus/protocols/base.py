@@ -73,6 +73,10 @@ class ReplyDrives(abc.ABC):
         self.position = np.zeros(n)  # joint angle (rad)
         self.current = np.zeros(n)  # motor current (A)
         self.flags = np.zeros(n, dtype=np.int64)
+        # the foreign-master watch every host side has (exo_rt.bus.pdo_cycle's layout: own
+        # node, frames seen, first COB-ID): a reply protocol has no SYNC or NMT master to
+        # watch for, so it stays at none seen
+        self.foreign = np.array([0, 0, -1], np.int64)
         self.seen = np.zeros(n, dtype=np.int64)
         self.rx_time = np.zeros(n)
         self._sampled = np.zeros(n)  # the command the last reply answered (its send, s)
