@@ -736,10 +736,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
     original kept as run.mcap.damaged. Exit 0 also when there is nothing to recover."""
     from exo_rt.record.runfolder import recover_folder
 
-    rec = recover_folder(args.run_dir)
-    if rec is None:
+    done = recover_folder(args.run_dir)
+    if not done:
         print(f"{args.run_dir}: run.mcap is whole, nothing to recover")
-    else:
+    for rec in done:
         print(rec.line())
     return 0
 

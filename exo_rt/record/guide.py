@@ -18,7 +18,8 @@ FILES = (
      "(`exo_rt.record.recorder.read_cycle_log`)"),
     ("can.blf", "every CAN frame sent and received, on one clock", "python-can's "
      "`can.LogReader`, Vector tools, `exo-rt replay can.blf --config …`"),
-    ("run.mcap", "the cycle log, the CAN frames and the events as MCAP", "Foxglove or "
+    ("run.mcap", "the cycle log, the CAN frames and the events as MCAP (a run longer than an "
+     "hour goes on in `run-2.mcap`, `run-3.mcap` …, an hour each)", "Foxglove or "
      "PlotJuggler (with `foxglove-layout.json`); `exo-rt recover RUN` if a crash cut it"),
     ("foxglove-layout.json", "the plots for this robot's joints", "Foxglove: Layout → Import"),
     ("config.yaml", "the top config as run, pointing at the copies under `configs/`",

@@ -28,6 +28,7 @@ loop stamps its frames with run time, counted from the same origin as t).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -164,6 +165,35 @@ def log_time_origin(meta: dict) -> float:
     return float(meta.get("wall_start") or meta.get("wall_boot") or 0.0)
 
 
+SEGMENT_S = 3600.0  # s of run time in one MCAP file (EXO_RT_MCAP_SEGMENT_S overrides)
+
+
+def segment_length() -> float:
+    """Run time (s) one MCAP file of a run holds: ``SEGMENT_S``, or the environment's
+    ``EXO_RT_MCAP_SEGMENT_S`` (a positive number; to test segments without an hour's run)."""
+    try:
+        value = float(os.environ.get("EXO_RT_MCAP_SEGMENT_S", SEGMENT_S))
+    except ValueError:
+        return SEGMENT_S
+    return value if value > 0 and math.isfinite(value) else SEGMENT_S
+
+
+def segment_path(first: Path, k: int) -> Path:
+    """The k-th file of a run's MCAP (1: ``run.mcap`` itself, then ``run-2.mcap`` …)."""
+    return first if k == 1 else first.with_name(f"{first.stem}-{k}{first.suffix}")
+
+
+def segments(run_dir: str | Path) -> list[Path]:
+    """A run folder's MCAP files in order: ``run.mcap``, ``run-2.mcap``, … (each an hour of
+    run time, :data:`SEGMENT_S`), as far as they go on without a gap."""
+    first = Path(run_dir) / "run.mcap"
+    out, k = [], 1
+    while segment_path(first, k).exists():
+        out.append(segment_path(first, k))
+        k += 1
+    return out
+
+
 class _GuardedFile:
     """The file under the Foxglove SDK's MCAP writer, which writes through it (Python
     file-like: write, seek, flush). A write error (full disk, file-size limit, read-only) is
@@ -229,26 +259,50 @@ class McapLog:
     write error stops the file at the first one: :attr:`error`."""
 
     def __init__(self, path: Path, columns: dict[str, tuple[int, int]], meta: dict,
-                 channels: list[str] | None = None) -> None:
+                 channels: list[str] | None = None, segment_s: float | None = None) -> None:
         import foxglove
-        from foxglove.mcap import MCAPCompression, MCAPWriteOptions
 
-        self.path = Path(path)
+        self.path = self.first = Path(path)
         self.enc = RowEncoder(columns, meta)
         self.meta = meta
         self.bus_names = list(channels or [])
+        self.segment_s = segment_length() if segment_s is None else float(segment_s)
+        self.segment = 1  # the file being written: 1 is ``path``, then segment_path(path, k)
         self.ctx = foxglove.Context()
-        options = MCAPWriteOptions(compression=MCAPCompression.Zstd, compression_threads=0,
-                                   profile="")
-        # the run folder is the run's alone (exo_rt.record.runfolder.claim): a file of an
-        # earlier run there was removed before this one started
-        self.file = _GuardedFile(self.path)
-        self.writer = foxglove.open_mcap(self.file, context=self.ctx, writer_options=options)
         self.channels = {topic: foxglove.Channel(topic, schema=schema, message_encoding="json",
                                                  context=self.ctx)
                          for topic, schema in schemas(self.enc.names).items()}
         self.t0_ns: int | None = None
-        self.messages = dict.fromkeys(TOPICS, 0)
+        self.messages = dict.fromkeys(TOPICS, 0)  # the whole run's, every segment
+        self._open(self.path)
+
+    def _open(self, path: Path) -> None:
+        """A new file under the native writer (the run folder is the run's alone, claimed by
+        :func:`exo_rt.record.runfolder.claim`: a file of an earlier run was removed)."""
+        import foxglove
+        from foxglove.mcap import MCAPCompression, MCAPWriteOptions
+
+        options = MCAPWriteOptions(compression=MCAPCompression.Zstd, compression_threads=0,
+                                   profile="")
+        self.path = path
+        self.file = _GuardedFile(path)
+        self.writer = foxglove.open_mcap(self.file, context=self.ctx, writer_options=options)
+        self.in_segment = dict.fromkeys(TOPICS, 0)
+        self.segment_end = self.segment * self.segment_s  # run time (s) this file ends at
+
+    def _next_segment(self) -> None:
+        """Close this file whole (its metadata with its own counts) and go on in the next:
+        the native writer keeps a few hundred bytes for every chunk it closed (its index),
+        ~5 MiB an hour at a chunk every 0.5 s — a file an hour keeps that bounded."""
+        self._write_metadata(self.meta, counts=self.in_segment)
+        self.writer.close()
+        self.file.close()
+        if self.file.error is not None:
+            return  # the recording stops on it (error)
+        self.segment += 1
+        self._open(segment_path(self.first, self.segment))
+        if self.meta.get("wall_start"):
+            self._write_metadata(self.meta, counts=None)
 
     @property
     def error(self) -> OSError | None:
@@ -259,12 +313,15 @@ class McapLog:
         self.meta = meta
         self.t0_ns = int(round(log_time_origin(meta) * 1e9))
         if meta.get("wall_start"):  # the loop's origin: what a recovered file needs to read
-            self._write_metadata(meta, with_counts=False)
+            self._write_metadata(meta, counts=None)
 
-    def _write_metadata(self, meta: dict, with_counts: bool = True) -> None:
-        record = {"columns": json.dumps(self.enc.columns), "meta": json.dumps(meta)}
-        if with_counts:
-            record["messages"] = json.dumps(self.messages)
+    def _write_metadata(self, meta: dict, counts: dict | None) -> None:
+        """The ``exo-rt`` metadata record: the columns, the run's metadata, and — at a file's
+        end — its message counts per topic (and which segment of the run it is)."""
+        record = {"columns": json.dumps(self.enc.columns), "meta": json.dumps(meta),
+                  "segment": str(self.segment)}
+        if counts is not None:
+            record["messages"] = json.dumps(counts)
         self.writer.write_metadata(METADATA, record)
 
     def flush(self) -> None:
@@ -274,6 +331,15 @@ class McapLog:
         self.file.sync()
 
     def rows(self, rows: np.ndarray) -> None:
+        """A batch of records; one that reaches the segment's end goes on in the next file."""
+        while len(rows) and rows[-1, 0] >= self.segment_end and self.file.error is None:
+            cut = int(np.searchsorted(rows[:, 0], self.segment_end))  # (t increases)
+            self._rows(rows[:cut])
+            self._next_segment()
+            rows = rows[cut:]
+        self._rows(rows)
+
+    def _rows(self, rows: np.ndarray) -> None:
         if not len(rows):
             return
         if self.t0_ns is None:
@@ -287,11 +353,14 @@ class McapLog:
             joints(enc.joints(r).encode(), ns)
             state(enc.state(r).encode(), ns)
             timing(enc.timing(r).encode(), ns)
+        events = 0
         for i, body in enc.events(rows):
             ch["/events"].base.log(body.encode(), int(times[i]))
-            self.messages["/events"] += 1
-        for topic in ("/joints", "/state", "/timing"):
-            self.messages[topic] += len(rows)
+            events += 1
+        for counts in (self.messages, self.in_segment):
+            counts["/events"] += events
+            for topic in ("/joints", "/state", "/timing"):
+                counts[topic] += len(rows)
 
     def frames(self, frames) -> None:
         """(t, id, flags, dlc, bus index, data) tuples, as the frame ring hands them over."""
@@ -306,13 +375,14 @@ class McapLog:
             ns = int(t * 1e9) + (t0 if t < RELATIVE_BELOW_S else 0)
             log(frame_json(t, arb, flags, dlc, name, data).encode(), ns)
         self.messages["/can"] += len(frames)
+        self.in_segment["/can"] += len(frames)
 
     def close(self, meta: dict | None = None) -> None:
         """Write the run's metadata and finish the file (its summary and index)."""
         meta = self.meta if meta is None else meta
         try:
             if self.error is None:
-                self._write_metadata(meta)
+                self._write_metadata(meta, counts=self.in_segment)
             self.writer.close()
             self.file.sync()
         finally:
@@ -321,36 +391,44 @@ class McapLog:
 
 # ----------------------------------------------------------------------------- reading
 def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
-    """(records, metadata) of a run.mcap, as :func:`exo_rt.record.recorder.read_cycle_log`
-    gives them for the cycle log (a structured array, one record per cycle)."""
+    """(records, metadata) of a run.mcap — with the files after it (``run-2.mcap`` …, a run
+    longer than an hour) — as :func:`exo_rt.record.recorder.read_cycle_log` gives them for
+    the cycle log (a structured array, one record per cycle)."""
     from mcap.reader import make_reader
 
     from exo_rt.record.recorder import columns_dtype
     from exo_rt.record.runfolder import recover_on_read
 
     path = Path(path)
-    if path.name == "run.mcap":  # a run's, cut short by a crash: made whole first
-        recover_on_read(path)
+    # a run's: every segment (run.mcap, run-2.mcap …), each cut short by a crash made whole
+    files = segments(path.parent) if path.name == "run.mcap" else [path]
+    if path.name == "run.mcap":
+        recover_on_read(path.parent)
+    by_topic: dict[str, list[dict]] = {"/joints": [], "/state": [], "/timing": []}
+    info = None
+    for file in files:
+        try:
+            with open(file, "rb") as f:
+                reader = make_reader(f)
+                for rec in reader.iter_metadata():
+                    if rec.name == METADATA and info is None:
+                        info = rec.metadata
+                for _schema, channel, message in reader.iter_messages(topics=list(by_topic),
+                                                                       log_time_order=False):
+                    by_topic[channel.topic].append(json.loads(message.data))
+        except (OSError, ValueError, KeyError) as exc:
+            raise LogError(f"cannot read the MCAP file ({exc})", Where(str(file)),
+                           "the file is damaged or not finished (the cycle log is the "
+                           "reference)") from None
+    if info is None:
+        raise LogError("the MCAP file has no exo-rt metadata record", Where(str(path)),
+                       "give a run.mcap written by exo-rt (run or export --mcap)")
     try:
-        with open(path, "rb") as f:
-            reader = make_reader(f)
-            info = None
-            for rec in reader.iter_metadata():
-                if rec.name == METADATA:
-                    info = rec.metadata
-            if info is None:
-                raise LogError("the MCAP file has no exo-rt metadata record", Where(str(path)),
-                               "give a run.mcap written by exo-rt (run or export --mcap)")
-            columns = {k: (int(v[0]), int(v[1])) for k, v in json.loads(info["columns"]).items()}
-            meta = json.loads(info["meta"])
-            by_topic: dict[str, list[dict]] = {"/joints": [], "/state": [], "/timing": []}
-            for _schema, channel, message in reader.iter_messages(topics=list(by_topic),
-                                                                   log_time_order=False):
-                by_topic[channel.topic].append(json.loads(message.data))
-    except (OSError, ValueError, KeyError) as exc:
-        raise LogError(f"cannot read the MCAP file ({exc})", Where(str(path)),
-                       "the file is damaged or not finished (the cycle log is the reference)"
-                       ) from None
+        columns = {k: (int(v[0]), int(v[1])) for k, v in json.loads(info["columns"]).items()}
+        meta = json.loads(info["meta"])
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise LogError(f"cannot read the MCAP file's exo-rt metadata ({exc})",
+                       Where(str(path)), "give a run.mcap written by exo-rt") from None
     records = rows_from_messages(columns, meta, by_topic)
     return records.view(columns_dtype(columns))[:, 0], meta
 
@@ -399,7 +477,7 @@ def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
     if out == run_dir / "run.mcap":
         from exo_rt.record.runfolder import recover_on_read
 
-        if recover_on_read(run_dir) is not None:  # the run's own, cut short: now whole
+        if recover_on_read(run_dir):  # the run's own, cut short: now whole
             return out
     if out.exists():
         raise LogError(f"{out.name} exists already", Where(str(out)),

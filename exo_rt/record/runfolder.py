@@ -388,26 +388,31 @@ def _cycle_log_metadata(log: Path):
                                              "meta": json.dumps(meta)})
 
 
-def recover_on_read(run_dir: str | Path) -> Recovered | None:
-    """A reader's first step (report, export, replay of run.mcap): recover the folder's
-    run.mcap if its end is missing and no live run holds the folder, saying so in one line on
-    stderr. A recovery that fails is said in one line too; the reader goes on with the files
-    it reads."""
+def recover_on_read(run_dir: str | Path) -> list[Recovered]:
+    """A reader's first step (report, export, replay of run.mcap): recover each of the
+    folder's MCAP files (``run.mcap``, ``run-2.mcap`` …) whose end is missing, unless a live
+    run holds the folder, saying so in one line each on stderr. A recovery that fails is
+    said in one line too; the reader goes on with the files it reads."""
+    from exo_rt.record.mcap_log import segments
+
     path = Path(run_dir)
-    if path.is_dir():
-        path = path / "run.mcap"
-    elif path.name != "run.mcap":  # only a run's own file is rewritten
-        return None
-    if not path.exists() or mcap_complete(path) or in_use(path.parent):
-        return None
-    try:
-        rec = recover(path)
-    except LogError as err:
-        print(f"exo-rt: {err}", file=sys.stderr)
-        return None
-    if rec is not None:
-        print(f"exo-rt: {rec.line()}", file=sys.stderr)
-    return rec
+    if not path.is_dir():
+        if path.name != "run.mcap":  # only a run's own files are rewritten
+            return []
+        path = path.parent
+    done = []
+    for file in segments(path):
+        if mcap_complete(file) or in_use(path):
+            continue
+        try:
+            rec = recover(file)
+        except LogError as err:
+            print(f"exo-rt: {err}", file=sys.stderr)
+            continue
+        if rec is not None:
+            print(f"exo-rt: {rec.line()}", file=sys.stderr)
+            done.append(rec)
+    return done
 
 
 def in_use(run_dir: Path) -> bool:
@@ -427,9 +432,9 @@ def in_use(run_dir: Path) -> bool:
         os.close(fd)
 
 
-def recover_folder(run_dir: str | Path) -> Recovered | None:
-    """``exo-rt recover RUN``: the folder locked while its run.mcap is rewritten (a folder a
-    live run holds is refused)."""
+def recover_folder(run_dir: str | Path) -> list[Recovered]:
+    """``exo-rt recover RUN``: the folder locked while its MCAP files whose end is missing
+    are rewritten (a folder a live run holds is refused); what was recovered, file by file."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise LogError("no such run folder", Where(str(run_dir)),
@@ -446,8 +451,10 @@ def recover_folder(run_dir: str | Path) -> Recovered | None:
             fd = None
         if fd is not None:
             _lock(run_dir, fd, "recover it once that run has ended")
+    from exo_rt.record.mcap_log import segments
+
     try:
-        return recover(run_dir)
+        return [r for r in (recover(f) for f in segments(run_dir)) if r is not None]
     finally:
         if fd is not None:
             os.close(fd)
