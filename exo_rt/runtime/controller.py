@@ -105,6 +105,7 @@ class Controller:
         self.faults: list[Fault] = []
         self.setup_lines: list[str] = []
         self.recording = None
+        self.recording_error: str | None = None  # why this run is not recorded (from start)
         self._stop_requested = False
         self.cycles = 0
         wall = realtime or bus_spec not in ("sim", "replay")
@@ -451,8 +452,6 @@ class Controller:
     def _not_recording(self, why: str) -> None:
         """The run folder cannot be written at the start: one line now, an event, and the
         run goes on unrecorded (the wearer's safety does not depend on the disk)."""
-        import sys
-
         self.recording_error = why
         self.events.append({"cycle": 0, "t": 0.0, "event": "recording_stopped", "error": why})
         print(f"exo-rt: not recording this run: {why} — the run goes on unrecorded",
@@ -852,7 +851,7 @@ class Controller:
         from exo_rt.record import runfolder
 
         rec = summary.setdefault("recording", {})
-        why = getattr(self, "recording_error", None)
+        why = self.recording_error
         if why is not None:
             rec.update(recorded=False, error=why)
         stop = next((e for e in self.events if e.get("event") == "recording_stopped"), None)
