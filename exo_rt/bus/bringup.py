@@ -44,6 +44,9 @@ from exo_rt.bus.eds import load_od, variable
 from exo_rt.errors import BusError
 
 PDO_INVALID = 0x80000000
+# the CiA 402 states of a drive that stopped itself (a fault, or the quick stop of its abort
+# connection option): only the operator takes it out (Drives.enable's reset_faults)
+STOPPED = (c.FAULT, c.FAULT_REACTION_ACTIVE, c.QUICK_STOP_ACTIVE)
 ABORT_FIX = {
     0x06020000: "the drive has no such object: is this node the drive of the EDS the bus "
                 "file names (check the node id and the 'eds' key)?",
@@ -287,8 +290,6 @@ def _found(s: _Sdo) -> dict:
     STOP ACTIVE, or holds an error code (it stopped itself: only the operator clears it) —
     or when it is still in OPERATION ENABLED (``left_running``: a controller that is gone left
     it powered, and nothing stopped it; bring-up zeroes its target, the operator decides)."""
-    from exo_rt.bus.drives import STOPPED
-
     sw = _try_read(s, 0x6041)
     state = c.state_of(int(sw)) if sw is not None else None
     code = _try_read(s, 0x603F) or 0

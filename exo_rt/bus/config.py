@@ -18,13 +18,13 @@ from exo_rt.bus import pdo
 from exo_rt.bus import protocols as registry
 from exo_rt.bus.eds import DEFAULT_EDS, check_required, load_od, read_eds, variable
 from exo_rt.bus.mit import MitRanges
+from exo_rt.bus.scale import DriveScale
 from exo_rt.errors import ConfigError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.schema import buses as schema
 from exo_rt.schema import core
 from exo_rt.schema.buses import ABORT_CONNECTION, ERROR_BEHAVIOUR, FAULT_KINDS  # noqa: F401
-from exo_rt.sim.drive_emulator import DriveScale
 from exo_rt.yamlio import Node, choice, number, read_yaml, sequence
 
 MAX_LOAD = 0.8

@@ -47,18 +47,7 @@ from pathlib import Path
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import pdo
-
-
-@dataclass
-class DriveScale:
-    """Units of one drive: encoder counts per motor turn, rated current (A) and torque (N·m)."""
-
-    counts_per_rev: int = 65536
-    rated_current: float = 3.29
-    rated_torque: float = 0.133  # N·m at the motor (0x6076 = 133 mN·m)
-    torque_constant: float = 0.0404
-    peak_current: float = 15.0
-
+from exo_rt.bus.scale import DriveScale
 
 # SDO abort codes (CiA 301)
 ABORT_UNSUPPORTED = 0x06010000
