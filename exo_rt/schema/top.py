@@ -7,12 +7,16 @@ schema of their sections and what the run uses."""
 
 from __future__ import annotations
 
-from exo_rt.runtime.safety import ACTIONS
+from exo_rt import plugins
 from exo_rt.schema.core import REQUIRED, Choice, Name, Num, Sub, key, section
-from exo_rt.sim import plants
 
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
+# the safety supervisor's reactions, in the order of their codes (exo_rt.runtime.safety.ACTIONS)
+ACTIONS = ("zero_current", "damping", "hold")
+# the plant models' names: the registry of exo_rt.sim.plants, handed down by entry-point group
+PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")
+DEFAULT_PLANT = "harmonic_drive"  # the built-in model (exo_rt.sim.plant)
 
 
 @section("safety", result=True)
@@ -35,7 +39,7 @@ class SafetyConfig:
                                                 "obeys someone else)")
     duplicate_cycles: int = key(COUNT, 3, doc="consecutive cycles a drive answers twice (a "
                                               "second SYNC producer; once is a late answer)")
-    action: str = key(Choice(tuple(ACTIONS), "safe action"), "zero_current",
+    action: str = key(Choice(ACTIONS, "safe action"), "zero_current",
                       doc="the reaction: `zero_current` (the harmonic drives hold by friction),"
                           " `damping`, `hold`")
     ramp_cycles: int = key(COUNT, 20, doc="the reaction is ramped to zero over these cycles, "
@@ -73,7 +77,7 @@ class SimulationConfig:
     """The simulated exoskeleton (`--bus sim`, `sim-realtime`, replay): what stands in for
     the leg behind the emulated drives (docs/architecture.md, "How to add a plant model")."""
 
-    plant: str = key(Choice(plants.NAMES, "plant model"), plants.DEFAULT,
+    plant: str = key(Choice(PLANTS, "plant model"), DEFAULT_PLANT,
                      doc="the plant model (a registered one: exo_rt.sim.plants); "
                          "`harmonic_drive`: rigid bodies, compliant harmonic drives with "
                          "friction and hysteresis, motor current loops")
