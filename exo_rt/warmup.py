@@ -220,9 +220,10 @@ def _law_torque(c: Context) -> None:
     from exo_rt.control import laws, registry
 
     z, n = c.z, c.n
-    laws.law_torque(registry.table(c.cfg.law), c.cfg.options(), *c.dyn, *c.dyn_exo, c.cfg.gains,
-                    laws.law_state(n), z(),
-                    z(), z(), z(), z(), z(), c.dt, z(), laws.law_scratch(n))
+    model = registry.law_model(c.cfg.options(), c.cfg.gains, c.dyn[0], c.dyn_exo[0], c.dt)
+    data = registry.law_data(c.dyn[1], c.dyn_exo[1], laws.law_state(n), laws.law_scratch(n),
+                             z(), z(), z(), z(), z(), z(), z())
+    laws.law_torque(registry.table(c.cfg.law), model, data)
 
 
 def _law_table(c: Context) -> None:
@@ -236,11 +237,13 @@ def _law_table(c: Context) -> None:
 def _controller(c: Context) -> None:
     """The controller's own warm-up — whatever its cycle kernels are — on the lockstep
     simulated bus without the board: exactly the runtime's types, by construction."""
+    from exo_rt.runtime import cycle_call
     from exo_rt.runtime.controller import Controller
 
     ctl = Controller(c.top, "sim", board=None)
     try:
         ctl._warm_up()
+        cycle_call.warm_up(ctl.cycle.model, ctl.cycle.data, [])  # (the buses Python's)
     finally:
         close = getattr(ctl, "close_buses", None)
         if close is not None:
@@ -258,7 +261,7 @@ def _cycle_call(c: Context) -> None:
 
     ctl = Controller(c.top, "sim", board=None)
     try:
-        cycle_call.warm_up(ctl._step_args(ctl.a, ctl.a.no_rows), [d.n for d in ctl.drives])
+        cycle_call.warm_up(ctl.cycle.model, ctl.cycle.data, [d.n for d in ctl.drives])
     finally:
         ctl.close_buses()
 

@@ -1,12 +1,13 @@
-"""The real-time cycle in one compiled call (exo_rt.runtime.cycle_call) against the same cycle
-call by call (Controller._cycle, whose parts have their own references): two controllers
-side by side, each on its own udp_multicast bus and its own board line (a pty), fed the same
-drive answers and board frames cycle after cycle — READY, ALIGN, RUN, an EMCY that faults a
-drive, SAFE's ramp and the drives disabled — must put the same frames on the wire and the
-same numbers in the cycle's arrays and in the recording's rings, and take the board's rare
-frames and the EMCY in Python as the call-by-call cycle does. With two buses (exo_2leg) as
-with one: the frames compared bus by bus (the one-call cycle sends each bus's RPDOs and SYNC
-together, bus after bus; the call-by-call cycle every RPDO first)."""
+"""The one cycle (exo_rt.runtime.cycle_call) with its buses and board read and written in
+compiled code against the same cycle handing them to Python (the drive protocols' own
+collect and send, the board link's own poll — what a simulated or python-can bus does):
+two controllers side by side, each on its own udp_multicast bus and its own board line (a
+pty), fed the same drive answers and board frames cycle after cycle — READY, ALIGN, RUN, an
+EMCY that faults a drive, SAFE's ramp and the drives disabled — must put the same frames on
+the wire and the same numbers in the cycle's data and in the recording's rings, and take the
+board's rare frames and the EMCY in Python alike. With two buses (exo_2leg) as with one: the
+frames compared bus by bus (compiled, each bus's RPDOs and SYNC leave together, bus after
+bus; from Python every RPDO first)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pty 
 CONFIGS = ("tests/data/exo_leg_vm.yaml", "configs/exo_2leg.yaml")  # one bus, two buses
 RUN_AT, EMCY_AT, CYCLES = 40, 70, 140  # ALIGN from READY_CYCLES (20); SAFE ramps out after
 # the values that are the loop's clock (they differ between two runs of the same cycle)
-CLOCK_S = (cy.S_WAKE_US, cy.S_COMPUTE_US, cy.S_SAMPLE_T)
+CLOCK_S = ("wake_us", "compute_us", "sample_t")
 CLOCK_V = (cy.V_T_PREV,)
 
 
@@ -63,7 +64,7 @@ class Side:
     """A controller wired to udp_multicast buses of its own (compiled I/O) and a board on a
     pty; the test plays the drives (``peers``, one per bus) and the board (``line``)."""
 
-    def __init__(self, one_call: bool, config: str) -> None:
+    def __init__(self, compiled: bool, config: str) -> None:
         top = load_top(config)
         self.ctl = ctl = Controller(top, "sim", board=None)  # its arrays, laws and states
         self.buses, self.peers = [], []
@@ -88,8 +89,8 @@ class Side:
             d.port.tap = self.rings.frames
             d.port.channel_index = i
             d.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
-        self.cycle = ctl._one_call() if one_call else ctl._cycle
-        assert self.cycle is not None
+        self.cycle = ctl._prepare_cycle(compiled_io=compiled)
+        assert bool(ctl._buses) == compiled
         ctl._go(READY, 0)
         for d, view in ctl._commands:  # the first SYNCs (run() does: _write)
             d.send_commands(view)
@@ -108,7 +109,8 @@ class Side:
 
     def close(self) -> None:
         ctl = self.ctl
-        ctl._call = ctl._step = ctl._step_rows = None
+        ctl._call = None
+        ctl.cycle.set_rows(ctl.cycle.no_rows)
         for d in self.buses:
             d.port.tap = None
             d._gather_args = d._command_args = None
@@ -148,9 +150,9 @@ def _board_frames(k: int) -> bytes:
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
-    one_call = Side(one_call=True, config=config)  # first: it may compile its cycle (seconds,
-    sides = [Side(one_call=False, config=config), one_call]  # which the other would not wait)
+def test_compiled_bus_io_equals_the_protocols_own(config):
+    compiled = Side(compiled=True, config=config)  # first: it may compile its cycle (seconds,
+    sides = [Side(compiled=False, config=config), compiled]  # which the other would not wait)
     try:
         q_start = sides[0].ctl.q_start  # the joints, still, at the gait's start
         counts = [np.round(q_start[d.joint_index] / d._scale[:, 0]) for d in sides[0].buses]
@@ -174,12 +176,15 @@ def test_the_cycle_in_one_call_equals_the_cycle_call_by_call(config):
             assert wires[0] == wires[1], (k, wires)
             for d, wire in zip(sides[0].buses, wires[0], strict=True):  # RPDOs + SYNC (+ HB)
                 assert len(wire) >= d.n + 1, (k, wire)
-            s_a, s_b = a.a.s.copy(), b.a.s.copy()
-            s_a[list(CLOCK_S)] = s_b[list(CLOCK_S)] = 0.0
-            assert np.array_equal(s_a, s_b), (k, np.flatnonzero(s_a != s_b))
-            v_a, v_b = np.delete(a.a.v, CLOCK_V, axis=0), np.delete(b.a.v, CLOCK_V, axis=0)
+            s_a, s_b = a.cycle.s_array.copy(), b.cycle.s_array.copy()
+            for name in CLOCK_S:
+                s_a[name] = s_b[name] = 0.0
+            assert s_a.tobytes() == s_b.tobytes(), (k, [n for n in s_a.dtype.names
+                                                        if s_a[n] != s_b[n]])
+            v_a, v_b = (np.delete(c.cycle.v, CLOCK_V, axis=0) for c in (a, b))
             assert np.array_equal(v_a, v_b), (k, np.argwhere(v_a != v_b))
-            assert np.array_equal(a.flags, b.flags) and np.array_equal(a.a.streaks, b.a.streaks)
+            assert np.array_equal(a.flags, b.flags)
+            assert np.array_equal(a.cycle.streaks, b.cycle.streaks)
             assert a.state == b.state, k
             for side in sides:  # what _advance does at the end of ALIGN (here sooner)
                 if k == RUN_AT - 1:

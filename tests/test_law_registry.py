@@ -20,14 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "pd_gravity_test"
 
 
-def pd_gravity(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr, qddr,
-               assist, dt, tau, scratch):
+def pd_gravity(m, d):
     """PD plus gravity compensation (Takegaki & Arimoto 1981): τ = g(q) + K_p e + K_d ė."""
+    q, gains = d.q, m.gains
     n = q.shape[0]
-    g = scratch[n]
-    kernels.gravity_forces(model, data, q, g)
+    g = d.scratch[n]
+    kernels.gravity_forces(m.model, d.data, q, g)
     for j in range(n):
-        tau[j] = g[j] + gains[j].kp * (qr[j] - q[j]) + gains[j].kd * (qdr[j] - qd[j])
+        d.tau[j] = g[j] + gains[j].kp * (d.qr[j] - q[j]) + gains[j].kd * (d.qdr[j] - d.qd[j])
 
 
 @pytest.fixture
@@ -87,9 +87,11 @@ def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
         opts = cfg.options()
         opts[0]["law"] = registry.code(law)
         q, tau = np.array([0.2, 0.4]), np.zeros(n)
-        laws.law_torque(table, opts, pk, ws, pk, ws.copy(), cfg.gains, laws.law_state(n), q,
-                        np.zeros(n), q + 0.01, np.zeros(n), np.zeros(n), np.zeros(n), 1e-3,
-                        tau, laws.law_scratch(n))
+        model = registry.law_model(opts, cfg.gains, pk, pk, 1e-3)
+        data = registry.law_data(ws, ws.copy(), laws.law_state(n), laws.law_scratch(n), q,
+                                 np.zeros(n), q + 0.01, np.zeros(n), np.zeros(n), np.zeros(n),
+                                 tau)
+        laws.law_torque(table, model, data)
         return tau
 
     own = registry.table("pid")

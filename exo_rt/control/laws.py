@@ -99,13 +99,15 @@ def friction_speed(opts, qd, qdr):
 
 
 @njit(cache=True)
-def _integrate(gains, law_state, q, qr, dt, saturated):
+def _integrate(m, d):
     """∫e dt with clamping anti-windup: frozen while the output saturates (unless e unwinds
     it), and bounded so that K_i·∫e stays within the gains' ``i_limit``."""
+    gains, law_state, q, qr, dt = m.gains, d.law_state, d.q, d.qr, m.dt
+    saturated = d.scratch[q.shape[0] + 2]
     for j in range(q.shape[0]):
         e = qr[j] - q[j]
         st = law_state[j]
-        if not saturated[j] or st.integral * e < 0.0:
+        if not saturated[j] > 0.5 or st.integral * e < 0.0:
             st.integral += e * dt
         ki = gains[j].ki
         if ki > 0.0:
@@ -114,9 +116,10 @@ def _integrate(gains, law_state, q, qr, dt, saturated):
 
 
 @njit(cache=True)
-def _pid(gains, law_state, q, qd, qr, qdr, dt, tau, saturated):
+def _pid(m, d):
     """PID with the derivative on the measurement (filtered velocity: no derivative kick)."""
-    _integrate(gains, law_state, q, qr, dt, saturated)
+    _integrate(m, d)
+    gains, law_state, q, qd, qr, qdr, tau = m.gains, d.law_state, d.q, d.qd, d.qr, d.qdr, d.tau
     for j in range(q.shape[0]):
         g = gains[j]
         tau[j] = (g.kp * (qr[j] - q[j]) + g.ki * law_state[j].integral
@@ -126,74 +129,71 @@ def _pid(gains, law_state, q, qd, qr, qdr, dt, tau, saturated):
 # ---------------------------------------------------------------- the built-in laws
 # (registered in this order: their codes are the LAW_* constants above)
 @registry.law("passive", doc="zero torque: the drives carry no current")
-def passive(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-            qddr, assist, dt, tau, scratch):
-    for j in range(q.shape[0]):
-        tau[j] = 0.0
+def passive(m, d):
+    for j in range(d.tau.shape[0]):
+        d.tau[j] = 0.0
 
 
 @registry.law("pid", doc="PID, derivative on the measurement, clamping anti-windup")
-def pid(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-        qddr, assist, dt, tau, scratch):
-    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, scratch[q.shape[0] + 2] > 0.5)
+def pid(m, d):
+    _pid(m, d)
 
 
 @registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)")
-def model_pid(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-              qddr, assist, dt, tau, scratch):
+def model_pid(m, d):
+    tau, q = d.tau, d.q
     n = q.shape[0]
-    _pid(gains, law_state, q, qd, qr, qdr, dt, tau, scratch[n + 2] > 0.5)
-    h = scratch[n]
-    kernels.gravity_forces(model, data, q, h)
+    _pid(m, d)
+    h = d.scratch[n]
+    kernels.gravity_forces(m.model, d.data, q, h)
     for j in range(n):
         tau[j] += h[j]
-    if opts[0].inertia_feedforward:
-        m = scratch[:n]
-        kernels.mass_matrix(model, data, q, m)
+    if m.opts[0].inertia_feedforward:
+        mass = d.scratch[:n]
+        kernels.mass_matrix(m.model, d.data, q, mass)
         for j in range(n):
             for k in range(n):
-                tau[j] += m[j, k] * qddr[k]
+                tau[j] += mass[j, k] * d.qddr[k]
 
 
 @registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)")
-def computed_torque(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-                    qddr, assist, dt, tau, scratch):
+def computed_torque(m, d):
+    q, qd, qr, qdr, qddr = d.q, d.qd, d.qr, d.qdr, d.qddr
     n = q.shape[0]
-    _integrate(gains, law_state, q, qr, dt, scratch[n + 2] > 0.5)
-    acc = scratch[n + 1]
+    _integrate(m, d)
+    acc = d.scratch[n + 1]
     for j in range(n):
-        g = gains[j]
+        g = m.gains[j]
         e = qr[j] - q[j]
         acc[j] = (qddr[j] + g.kd * (qdr[j] - qd[j]) + g.kp * e
-                  + g.ki * law_state[j].integral)
-    kernels.inverse_dynamics(model, data, q, qd, acc, tau)
+                  + g.ki * d.law_state[j].integral)
+    kernels.inverse_dynamics(m.model, d.data, q, qd, acc, d.tau)
 
 
 @registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)")
-def sliding_mode(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-                 qddr, assist, dt, tau, scratch):
+def sliding_mode(m, d):
+    q, qd, qr, qdr, tau = d.q, d.qd, d.qr, d.qdr, d.tau
     n = q.shape[0]
-    acc = scratch[n + 1]
+    acc = d.scratch[n + 1]
     for j in range(n):
-        acc[j] = qddr[j] + gains[j].lam * (qdr[j] - qd[j])
-    kernels.inverse_dynamics(model, data, q, qd, acc, tau)
+        acc[j] = d.qddr[j] + m.gains[j].lam * (qdr[j] - qd[j])
+    kernels.inverse_dynamics(m.model, d.data, q, qd, acc, tau)
     for j in range(n):
-        g = gains[j]
+        g = m.gains[j]
         s = (qdr[j] - qd[j]) + g.lam * (qr[j] - q[j])
         sat_s = min(max(s / g.boundary, -1.0), 1.0)
         tau[j] += g.k_s * s + g.k_switch * sat_s
 
 
 @registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance")
-def transparent(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-                qddr, assist, dt, tau, scratch):
-    n = q.shape[0]
-    acc = scratch[n + 1]
+def transparent(m, d):
+    n = d.q.shape[0]
+    acc = d.scratch[n + 1]
     for j in range(n):
-        acc[j] = qddr[j]
-    kernels.inverse_dynamics(model_exo, data_exo, q, qd, acc, tau)
+        acc[j] = d.qddr[j]
+    kernels.inverse_dynamics(m.model_exo, d.data_exo, d.q, d.qd, acc, d.tau)
     for j in range(n):
-        tau[j] += gains[j].assist * assist[j]
+        d.tau[j] += m.gains[j].assist * d.assist[j]
 
 
 if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque", "sliding_mode",
@@ -202,17 +202,16 @@ if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
 
 
 @njit(cache=True)
-def law_torque(table, opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-               qddr, assist, dt, tau, scratch):
-    """Joint torques (N·m) of the law in ``opts[0].law`` (its code in ``table``, the compiled
-    laws: :func:`exo_rt.control.registry.table`), clamped to each joint's torque limit;
-    ``scratch`` is (n + 4, n) work space, its row n + 2 the clamp, remembered for the
+def law_torque(table, m, d):
+    """Joint torques (N·m) into ``d.tau`` of the law in ``m.opts[0].law`` (its code in
+    ``table``, the compiled laws: :func:`exo_rt.control.registry.table`), clamped to each
+    joint's torque limit; the clamp is remembered in ``d.scratch``'s row n + 2 for the
     anti-windup."""
-    table[opts[0].law](opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr,
-                       qdr, qddr, assist, dt, tau, scratch)
-    saturated = scratch[q.shape[0] + 2]
-    for j in range(q.shape[0]):
-        lim = gains[j].torque_limit
+    table[m.opts[0].law](m, d)
+    tau = d.tau
+    saturated = d.scratch[tau.shape[0] + 2]
+    for j in range(tau.shape[0]):
+        lim = m.gains[j].torque_limit
         clamped = min(max(tau[j], -lim), lim)
         saturated[j] = 1.0 if clamped != tau[j] else 0.0
         tau[j] = clamped

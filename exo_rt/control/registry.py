@@ -1,26 +1,27 @@
 """Control laws by name: one registry from a controller file's ``law:`` to the function the
 control cycle calls (docs/architecture.md, "How to add a control law").
 
-A law is a function of one signature, the same for every law::
+A law is a function of one signature, the same for every law — the law's model and data
+(Pinocchio's split: what it reads, what it writes)::
 
     @registry.law("my_law", doc="one line: what it does")
-    def my_law(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr, qddr,
-               assist, dt, tau, scratch):
-        ...  # joint torques (N·m) into tau, nopython-compilable, allocating nothing
+    def my_law(m, d):
+        ...  # joint torques (N·m) into d.tau, nopython-compilable, allocating nothing
 
-- ``opts``: the controller's options, one :data:`OPTIONS` record (``opts[0].law``,
-  ``opts[0].inertia_feedforward``);
-- ``model``/``data`` and ``model_exo``/``data_exo``: the packed rigid model
-  (``Mechanism.packed``, read-only) and its workspace — Pinocchio's model and data — of the
-  whole leg (exoskeleton, wearer, rotors) and of the exoskeleton alone, for the kernels of
-  :mod:`exo_rt.dynamics.kernels` (``inverse_dynamics``, ``mass_matrix``, ``gravity_forces``);
-- ``gains``: one :data:`GAINS` record per joint, read by field name (``gains[j].kp``; the
-  controller file's gain keys); ``law_state``: the law's own per-joint :data:`STATE` record
-  (``law_state[j].integral``, kept across cycles, zeroed when RUN begins);
-- the measured ``q``, ``qd`` and the reference ``qr``, ``qdr``, ``qddr`` (rad, rad/s, rad/s²);
-  ``assist``: the wearer's own torque along the reference (N·m); ``dt``: the period (s);
-- ``scratch``: (n + 4, n) work space; its row n + 2 holds last cycle's output clamp per joint
-  (1: saturated), for an anti-windup.
+- ``m`` (:data:`LAW_MODEL`): ``m.opts`` the controller's options, one :data:`OPTIONS` record
+  (``m.opts[0].inertia_feedforward``); ``m.gains`` one :data:`GAINS` record per joint, read by
+  field name (``m.gains[j].kp``: the controller file's gain keys); ``m.model`` and
+  ``m.model_exo`` the packed rigid models (``Mechanism.packed``, read-only) of the whole leg
+  (exoskeleton, wearer, rotors) and of the exoskeleton alone; ``m.dt`` the period (s);
+- ``d`` (:data:`LAW_DATA`): ``d.data``/``d.data_exo`` the models' workspaces — Pinocchio's
+  model and data — for the kernels of :mod:`exo_rt.dynamics.kernels` (``inverse_dynamics``,
+  ``mass_matrix``, ``gravity_forces``); ``d.law_state`` the law's own per-joint
+  :data:`STATE` record (``d.law_state[j].integral``, kept across cycles, zeroed when RUN
+  begins); the measured ``d.q``, ``d.qd`` and the reference ``d.qr``, ``d.qdr``, ``d.qddr``
+  (rad, rad/s, rad/s²); ``d.assist`` the wearer's own torque along the reference (N·m,
+  computed by the cycle when a joint's gain ``assist`` is set); ``d.scratch`` (n + 4, n)
+  work space, its row n + 2 last cycle's output clamp per joint (1: saturated), for an
+  anti-windup; ``d.tau`` the torque out.
 
 The cycle clamps ``tau`` to each joint's torque limit after the law, and turns it into
 current (:func:`exo_rt.control.laws.torque_to_current`). The cycle's one compiled call
@@ -43,11 +44,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cfunc, from_dtype, types
+from numba import cfunc, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.experimental import structref
 from numba.typed import List
 
-from exo_rt import plugins
+from exo_rt import plugins, structs
 from exo_rt.jit import njit
 
 GROUP = "exo_rt.laws"
@@ -75,14 +77,66 @@ STATE = np.dtype([  # the law's state, one record per joint
     ("integral", "f8"),  # rad·s: ∫e dt
 ])
 
-_VEC = types.Array(types.float64, 1, "C")
-_MAT = types.Array(types.float64, 2, "C")
-_MODEL = types.Array(types.float64, 2, "C", readonly=True)  # a packed model is read-only
-SIGNATURE = types.void(types.Array(from_dtype(OPTIONS), 1, "C"), _MODEL, _VEC, _MODEL, _VEC,
-                       types.Array(from_dtype(GAINS), 1, "C"),
-                       types.Array(from_dtype(STATE), 1, "C"), _VEC, _VEC, _VEC, _VEC, _VEC,
-                       _VEC, types.float64, _VEC, _MAT)
+
+
+class LawModelType(structs.Struct):
+    """The numba type of :class:`LawModel`."""
+
+
+class LawModel(structref.StructRefProxy):
+    """What a law reads and never writes, for a run: its options, gains, the rigid models."""
+
+
+class LawDataType(structs.Struct):
+    """The numba type of :class:`LawData`."""
+
+
+class LawData(structref.StructRefProxy):
+    """What a law reads and writes each cycle: workspaces, its state, the joint vectors."""
+
+
+# a law's model: the controller's options (one OPTIONS record), the gains (one GAINS record
+# per joint), the packed rigid models of the whole leg and of the exoskeleton alone, the
+# period (s)
+LAW_MODEL = structs.declare(LawModelType, LawModel, [
+    ("opts", structs.records(OPTIONS)), ("gains", structs.records(GAINS)),
+    ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64)])
+# a law's data: the two rigid workspaces, its per-joint STATE records, (n + 4, n) scratch
+# (row n + 2: last cycle's output clamp per joint, for an anti-windup), the measured q, q̇,
+# the reference q_r, q̇_r, q̈_r (rad, rad/s, rad/s²), the wearer's own torque along the
+# reference (N·m) and the torque out (N·m) — views of the cycle's joint vectors
+LAW_DATA = structs.declare(LawDataType, LawData, [
+    ("data", structs.VEC), ("data_exo", structs.VEC), ("law_state", structs.records(STATE)),
+    ("scratch", structs.MAT), ("q", structs.VEC), ("qd", structs.VEC), ("qr", structs.VEC),
+    ("qdr", structs.VEC), ("qddr", structs.VEC), ("assist", structs.VEC),
+    ("tau", structs.VEC)])
+SIGNATURE = types.void(LAW_MODEL, LAW_DATA)
 FUNCTION = types.FunctionType(SIGNATURE)
+
+
+@njit(cache=True)
+def _law_model(opts, gains, model, model_exo, dt):
+    return LawModel(opts, gains, model, model_exo, dt)
+
+
+@njit(cache=True)
+def _law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau):
+    return LawData(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau)
+
+
+def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
+    """A law's model (fields of :data:`LAW_MODEL`), checked against the declaration."""
+    m = _law_model(opts, gains, model, model_exo, float(dt))
+    structs.check(m, LAW_MODEL, "law model")
+    return m
+
+
+def law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau) -> LawData:
+    """A law's data (fields of :data:`LAW_DATA`): the vectors are the caller's arrays (views
+    of its joint vectors), so what the law writes is where the caller reads it."""
+    d = _law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau)
+    structs.check(d, LAW_DATA, "law data")
+    return d
 
 
 @dataclass(frozen=True)
@@ -152,11 +206,10 @@ def _table_of(functions):
     return out
 
 
-def _not_compiled(opts, model, data, model_exo, data_exo, gains, law_state, q, qd, qr, qdr,
-                  qddr, assist, dt, tau, scratch):
+def _not_compiled(m, d):
     """The stand-in for a law this process has not compiled: NaN torques (a fault)."""
-    for j in range(tau.shape[0]):
-        tau[j] = np.nan
+    for j in range(d.tau.shape[0]):
+        d.tau[j] = np.nan
 
 
 @functools.cache

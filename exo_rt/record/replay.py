@@ -24,8 +24,7 @@ from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record import integrity
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import snapshot
+from exo_rt.runtime import cycle_call, snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
 from exo_rt.runtime.injections import InjectionPlan
@@ -194,8 +193,9 @@ class _RecordedBoard:
         self.link_lost = False
         self.heel_strikes: list = []
 
-    def poll(self) -> None:
-        pass
+    def poll(self) -> int:
+        """The board's word is the recording's (set with the frames in)."""
+        return 0
 
     def send_heartbeat(self, state: int) -> None:
         pass
@@ -235,12 +235,12 @@ class _ReplayController(Controller):
 
     def start(self, records, meta) -> np.ndarray:
         self.records = records
-        self.a.hist = np.zeros((len(records), self.width))  # the kernel's records
+        self.cycle.set_hist(np.zeros((len(records), self.width)))  # the kernel's records
         self._warm_up()
         self.events = []
         self.q[:] = meta["q_initial"]
         self.q_prev[:] = self.q
-        self.a.v[cy.V_T_PREV] = self._sample_t(0) - self.dt
+        self.cycle.t_prev[:] = self._sample_t(0) - self.dt
         self.q_align0[:] = self.q
         self.duration = float(meta["duration_s"])
         self.k0 = {}
@@ -249,21 +249,22 @@ class _ReplayController(Controller):
         self.sched = Scheduler(self.dt, lockstep=True, capacity=16)
         self._next_check = 0
         self._go(READY, 0)
+        self._prepare_cycle()
         for k in range(len(records)):
             self._cycle(k)
         return self.log["command"]  # what the recording holds for each cycle
 
-    def _read(self, k: int) -> None:
+    def _frames_in(self, k: int) -> None:
         r = self.records[k]
-        s = self.a.s
-        s[cy.S_BOARD] = int(r["board"])
+        s = self.s
+        s["board"] = int(r["board"])
         self.board.estop = bool(int(r["board"]) & 1)
         self.board.link_lost = bool(int(r["board"]) & 2)
         self.q[:] = r["q"]
         self.i_meas[:] = r["current"]
         self.flags[:] = r["flags"].astype(np.int64)
-        s[cy.S_OVERRUN_STREAK] = r["overrun_streak"]
-        s[cy.S_SAMPLE_T] = self._sample_t(k)
+        s["overrun_streak"] = r["overrun_streak"]
+        self._io[cycle_call.IO_T_SYNC] = self._sample_t(k)
 
     def _sample_t(self, k: int) -> float:
         """When cycle k's feedback was sampled, as recorded (before the column was recorded:

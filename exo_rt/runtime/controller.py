@@ -15,7 +15,6 @@ process SCHED_OTHER on the others — each placement reported.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,9 +24,7 @@ import numpy as np
 
 from exo_rt import STARTED, __version__
 from exo_rt.bus import protocols
-from exo_rt.config import transmission_rows
-from exo_rt.control import estimate, laws, registry, trajectory
-from exo_rt.dynamics import kernels
+from exo_rt.control import trajectory
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record.recorder import columns_dtype, cycle_columns
@@ -182,55 +179,26 @@ class Controller:
                                    heartbeat_hz=250.0)
 
     def _allocate(self, history: bool | None) -> None:
+        """The cycle's model and data (:func:`exo_rt.runtime.cycle.build`), and its arrays
+        by name."""
         n = self.n
-        # the packed models and workspaces of the robot and of the exoskeleton alone (the
-        # cycle's kernels take them; the Dynamics facade's entry points are not needed here)
-        self.model, self.data = kernels.model_and_data(self.robot)
-        self.model_exo, self.data_exo = kernels.model_and_data(self.top.exo)
-        self.gains = self.cfg.gains
-        self.opts = self.cfg.options()
-        self.law_table = registry.table(self.cfg.law)  # the cycle's law compiled, the rest not
-        self.transmissions = transmission_rows(self.robot, self.cfg)
-        self.law_state = laws.law_state(n)
-        self.sc = laws.law_scratch(n)
         self.columns = cycle_columns(n)
         self.width = max(b for _, b in self.columns.values())
         self._history = history
-        self.a = a = cy.CycleArrays(n, self.width, 0)
-        v, s = a.v, a.s
-        # the cycle's vectors by name (views into a.v)
-        self.q, self.q_prev, self.qd, self.i_meas = v[cy.V_Q], v[cy.V_Q_PREV], v[cy.V_QD], \
-            v[cy.V_I_MEAS]
-        self.qr, self.qdr, self.qddr = v[cy.V_QR], v[cy.V_QDR], v[cy.V_QDDR]
-        self.q_align0, self.q_start = v[cy.V_Q_ALIGN0], v[cy.V_Q_START]
-        self.tau, self.cur, self.assist = v[cy.V_TAU], v[cy.V_CUR], v[cy.V_ASSIST]
-        self.flags = a.flags
+        self.cycle = c = cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
+                                  dt=self.dt, align_s=self.top.align_s, width=self.width)
+        self.s = c.s  # the cycle's scalars, by name
+        self.q, self.q_prev, self.qd, self.i_meas = c.q, c.q_prev, c.qd, c.i_meas
+        self.qr, self.qdr, self.qddr = c.qr, c.qdr, c.qddr
+        self.q_align0, self.q_start = c.q_align0, c.q_start
+        self.tau, self.cur, self.assist = c.tau, c.cur, c.assist
+        self.flags, self.law_state = c.flags, c.law_state
         self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
         self._t_run = 0.0
-        ref = self.cfg.reference
-        kinds = [ref.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
-                 for nm in self.robot.joint_names]
-        self.coeffs = trajectory.gait_coefficients(list(self.robot.joint_names), kinds,
-                                                   ref.amplitude)
-        trajectory.gait(0.0, ref.period, self.coeffs, self.q_start, self.qdr, self.qddr)
-        sc = self.top.safety
-        self.limits = safety.limits_array(self.robot, sc.joint_margin, sc.tracking_error,
-                                          self.cfg.current_limit)
-        self.sopts = safety.options(sc)
-        s[cy.S_DT] = self.dt
-        s[cy.S_ALPHA] = estimate.filter_gain(self.cfg.velocity_cutoff_hz, self.dt)
-        s[cy.S_PERIOD] = ref.period
-        s[cy.S_ALIGN_DURATION] = self.top.align_s
-        s[cy.S_FRICTION_COMP] = float(self.opts[0]["friction_compensation"])
-        s[cy.S_ACTION] = safety.ACTIONS[sc.action]
-        s[cy.S_DAMPING] = sc.damping
-        s[cy.S_STIFFNESS] = sc.stiffness
-        s[cy.S_RAMP] = sc.ramp_cycles
-        s[cy.S_STATE] = BOOT
-        self._step_rows, self._step = None, ()  # control_step's arguments, built once
-        self._io = np.zeros(cycle_call.IO_WIDTH)  # what Python and the one-call cycle share
-        self._call = None  # cycle_call.run's arguments (where the cycle is one compiled call)
-        self._buses: list = []  # the one-call cycle's buses, in its order
+        self.s["state"] = BOOT
+        self._io = np.zeros(cycle_call.IO_WIDTH)  # what Python and the compiled cycle share
+        self._call = None  # cycle_call.run's arguments, made before the drives are enabled
+        self._buses: list = []  # the compiled buses, in the cycle's order
         self._wire_buses()
 
     def _wire_buses(self) -> None:
@@ -252,33 +220,23 @@ class Controller:
         self._commands_first = self._commands[:-1]
         self._commands_last = self._commands[-1] if self._commands else None
 
-    def _step_args(self, a: cy.CycleArrays, rows: np.ndarray, law_state=None) -> tuple:
-        """:func:`exo_rt.runtime.cycle.control_step`'s arguments (arrays fixed for the run)."""
-        return (a.s, a.v, a.flags, a.streaks, self.limits, self.sopts, self.law_table,
-                self.opts, self.gains, self.transmissions, self.coeffs,
-                self.law_state if law_state is None else law_state, self.sc, a.check_out,
-                self.model, self.data, self.model_exo, self.data_exo,
-                rows, a.hist)
-
     def _warm_up(self) -> None:
-        """Compile and run the cycle once in every state on throw-away arrays (before READY:
+        """Compile and run the cycle once in every state on throw-away data (before READY:
         a cold numba cache never stalls a cycle, and the first real cycles are warm)."""
-        a = cy.CycleArrays(self.n, self.width, 1)
-        a.v[cy.V_Q] = self.q_start
-        a.s[:] = self.a.s
-        rows = np.zeros((1, self.width))
-        law_state = laws.law_state(self.n)
+        w = self.cycle.fresh(1)
+        w.s_array[:] = self.cycle.s_array
+        w.q[:] = self.q_start
+        w.set_rows(np.zeros((1, self.width)))
         for state in (READY, ALIGN, RUN, STOPPING, SAFE):
-            a.s[cy.S_STATE] = state
-            a.s[cy.S_SLOT] = 0.0
-            a.s[cy.S_HIST] = 0.0
-            cy.control_step(*self._step_args(a, rows, law_state))
+            w.s["state"] = state
+            w.s["slot"] = 0.0
+            w.s["hist"] = 0.0
+            cy.step(w.model, w.data)
         TimingStats().warm_up()  # the scheduler's histograms, counted every 128 cycles
         trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
         trajectory.phase_from_events(self.phase_state.copy(), 0.0)
         for d in self.drives:
-            if hasattr(d, "warm_up"):
-                d.warm_up()
+            d.warm_up()
 
     def _log_capacity(self, duration: float) -> int:
         """The most cycles a run of ``duration`` s (RUN) takes: BOOT to SHUTDOWN, 2 s spare."""
@@ -302,7 +260,7 @@ class Controller:
         cap = self._log_capacity(duration)
         rows = self._history_rows(cap)
         if rows:
-            self.a.hist = np.zeros((rows, self.width))
+            self.cycle.set_hist(np.zeros((rows, self.width)))
         self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
         setup = None
         try:
@@ -319,7 +277,7 @@ class Controller:
                 self.setup_lines.extend(f"bring-up on bus '{d.config.name}': {w}"
                                         for w in getattr(d, "bringup_warnings", ()))
             # the cycle (its tables are bring-up's): compiled now, before any drive is enabled
-            cycle = self._one_call() or self._cycle
+            cycle = self._prepare_cycle()
             if self.recording is not None:  # started before the bring-up: up by now, mostly
                 self.recording.ready()
                 self._wait_for_viewer()
@@ -363,7 +321,7 @@ class Controller:
                     self.bus_set.clock()
                 self.recording.update_meta(q_initial=self.q.tolist(), wall_start=start)
             self._write()  # a first SYNC at zero current: cycle 0 reads fresh frames
-            self.a.v[cy.V_T_PREV] = self._t_sync - self.dt
+            self.cycle.t_prev[:] = self._t_sync - self.dt
             self._io[cycle_call.IO_T_SYNC] = self._t_sync
             self.sched.run(cycle, max_cycles=cap)
         except KeyboardInterrupt:
@@ -469,12 +427,112 @@ class Controller:
                 d.count_send_errors()
         self.close_buses()
         self._call = None  # (it holds views of the recording's shared memory)
-        self._step_rows, self._step = None, ()
+        self.cycle.set_rows(self.cycle.no_rows)
         if self.recording is not None:
             self.recording.close()
             self.events.extend(self.recording.events)
 
     # ------------------------------------------------------------------ one cycle
+    def _prepare_cycle(self, compiled_io: bool = True):
+        """The cycle (:func:`exo_rt.runtime.cycle_call.run`), its arguments made once and
+        compiled — or loaded from numba's cache — now, before any drive is enabled. In real
+        time, CiA 402 buses on compiled ports filling the cycle's arrays in place are read
+        and written inside it, and a board on a descriptor polled there; everything else is
+        handed to Python mid-cycle (the buses of a simulated or python-can bus, a board on
+        the simulated clock, injected faults; everything with ``compiled_io`` False, to
+        compare the two)."""
+        io, c = self._io, self.cycle
+        buses: tuple = ()
+        if (compiled_io and self.realtime and self.drives and not self._gathers
+                and not self.injections):
+            buses = tuple(getattr(d, "compiled_cycle", lambda _c: None)(view)
+                          for d, view in self._commands)
+            if any(bus is None for bus in buses):
+                buses = ()
+        board = self.board.compiled_poll() if (self.board is not None and self.realtime
+                                                and compiled_io) else None
+        io[cycle_call.IO_PY_BUSES] = not buses
+        io[cycle_call.IO_BOARD] = self.board is not None
+        io[cycle_call.IO_PY_BOARD] = self.board is not None and board is None
+        io[cycle_call.IO_EVENTS] = self.cfg.reference.phase == "events" and self.board is not None
+        if self.board is not None:
+            io[cycle_call.IO_LINK_TIMEOUT] = self.board.link_timeout
+        poll_args, status_time = board if board is not None else (cycle_call.no_board(),
+                                                                  np.zeros(1))
+        rec = self.recording
+        if rec is None:
+            header, capacity, rows = cycle_call.NO_RECORDS, 0, c.no_rows
+        else:
+            header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
+        c.set_rows(rows)
+        self._call = cycle_call.prepare((poll_args, status_time,
+                                         buses or cycle_call.idle_buses(), c.model, c.data,
+                                         header, capacity, io, np.zeros(2, np.int64),
+                                         self.phase_state))
+        self._buses = [d for d, _view in self._commands] if buses else []
+        if buses:
+            self.setup_lines.append("cycle: one compiled call (board, frames in, control, "
+                                    "frames out)")
+        return self._cycle
+
+    def _cycle(self, k: int) -> bool:
+        """One cycle: the compiled cycle, and Python between its calls only for what it owns
+        (the board's news, frames for Python, a bus of Python's read or written)."""
+        s, io, sched, plan = self.s, self._io, self.sched, self.plan
+        st = sched.stats
+        # a late cycle is a hazard only in real time (in lockstep the simulated bus waits)
+        late = (sched.late and self.realtime) or (plan.any_overrun and plan.overrunning(k - 1))
+        s["overrun_streak"] = s["overrun_streak"] + 1.0 if late else 0.0
+        s["wake_us"] = sched.wake_us
+        s["compute_us"] = st.last_compute_us
+        s["overruns"] = st.overruns
+        io[cycle_call.IO_K] = k
+        call = self._call
+        back = cycle_call.run(call)
+        while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
+            if back == cycle_call.BACK_FRAMES:
+                self._buses[int(io[cycle_call.IO_BUS])].handed_back(
+                    int(io[cycle_call.IO_PENDING]))
+            elif back == cycle_call.BACK_COLLECT:
+                self._frames_in(k)
+            elif back == cycle_call.BACK_POLL:
+                s["board"] = self.board.poll()  # 1: e-stop, 2: link lost, 4: motor power off
+                self._heel_strikes()
+            elif back == cycle_call.BACK_BOARD:
+                self.board.take_news(int(io[cycle_call.IO_NEWS]), io[cycle_call.IO_NOW])
+                self._heel_strikes()
+            else:  # BACK_SEND: the cycle's last step
+                self.cycles = k + 1
+                self._frames_out()
+                break
+            back = cycle_call.run(call)
+        self.cycles = k + 1
+        if s["new_fault"]:
+            self._fault(k, int(s["cause"]), int(s["joint"]))
+        return self._after_write(k)
+
+    def _frames_in(self, k: int) -> None:
+        """The drives' frames, read by their protocols in Python; injected NaN positions."""
+        deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
+        for d in self.drives:
+            d.collect(deadline)
+        if self._gathers:
+            self._gather()
+        plan = self.plan
+        if plan.any_nan:
+            for k0, k1, j in plan.nan:
+                if k0 <= k < k1:
+                    self.q[j] = float("nan")
+
+    def _frames_out(self) -> None:
+        """The commands sent by the protocols in Python (the drives disabled once SAFE has
+        ramped out); the drives sample at their SYNC."""
+        if self.s["state"] == SAFE and self.s["disable"]:
+            for d in self.drives:
+                d.request_disable()
+        self._write()
+        self._io[cycle_call.IO_T_SYNC] = self._t_sync
+
     def _gather(self) -> None:
         """Measurements of drives whose joints are not contiguous (the others fill in place)."""
         for d in self._gathers:
@@ -482,68 +540,10 @@ class Controller:
             self.i_meas[d.joint_index] = d.current
             self.flags[d.joint_index] = d.flags
 
-    def _read(self, k: int) -> None:
-        """The cycle's inputs: the board's state, the drives' frames, the loop's own timing."""
-        s, b = self.a.s, self.board
-        if b is not None:
-            s[cy.S_BOARD] = b.poll()  # 1: e-stop pressed, 2: link lost, 4: motor power off
-        deadline = None if not self.realtime else time.monotonic() + 0.7 * self.dt
-        for d in self.drives:
-            d.collect(deadline)
-        if self._gathers:
-            self._gather()
-        sched, plan = self.sched, self.plan
-        # a late cycle is a hazard only in real time (in lockstep the simulated bus waits)
-        if (sched.late and self.realtime) or (plan.any_overrun and plan.overrunning(k - 1)):
-            s[cy.S_OVERRUN_STREAK] += 1.0
-        else:
-            s[cy.S_OVERRUN_STREAK] = 0.0
-        st = sched.stats
-        s[cy.S_WAKE_US] = sched.wake_us
-        s[cy.S_COMPUTE_US] = st.last_compute_us
-        s[cy.S_OVERRUNS] = st.overruns
-        s[cy.S_SAMPLE_T] = self._t_sync  # the feedback read is the answer to the last SYNC
-
-    def _cycle(self, k: int) -> bool:
-        s = self.a.s
-        self._read(k)
-        plan = self.plan
-        if plan.any_nan:
-            for k0, k1, j in plan.nan:
-                if k0 <= k < k1:
-                    self.q[j] = float("nan")
-        state = self.state
-        s[cy.S_K] = k
-        s[cy.S_T] = k * self.dt
-        s[cy.S_STATE] = state
-        if state == ALIGN:
-            s[cy.S_ALIGN_T] = (k - self.k0[ALIGN]) * self.dt
-        elif state == RUN:
-            self._phase(k)
-        rec = self.recording
-        rows = self.a.no_rows
-        if rec is not None:
-            s[cy.S_SLOT] = rec.records.slot_index()
-            rows = rec.records.rows
-        s[cy.S_HIST] = k if k < len(self.a.hist) else -1
-        if rows is not self._step_rows:  # the arguments, built again when recording starts
-            self._step_rows, self._step = rows, self._step_args(self.a, rows)
-        cy.control_step(*self._step)
-        if rec is not None:
-            rec.records.commit()
-        self.cycles = k + 1
-        if s[cy.S_NEW_FAULT]:
-            self._fault(k, int(s[cy.S_CAUSE]), int(s[cy.S_JOINT]))
-        if self.state == SAFE and s[cy.S_DISABLE]:
-            for d in self.drives:
-                d.request_disable()
-        self._write()
-        return self._after_write(k)
-
     def _after_write(self, k: int) -> bool:
         """The cycle's end, its commands sent: the board's heartbeat, state changes, operator
         stops, injections, the recording's check; False: the run is over."""
-        s, plan, rec = self.a.s, self.plan, self.recording
+        s, plan, rec = self.s, self.plan, self.recording
         b = self.board
         if b is not None:
             b.send_heartbeat(self.state)
@@ -563,20 +563,7 @@ class Controller:
             self._next_check = k + int(self.top.rate_hz)
             if rec is not None:
                 rec.check(k * self.dt)
-        return self.state != SHUTDOWN and not (self.state == SAFE and s[cy.S_SAFE_DONE])
-
-    def _phase(self, k: int) -> None:
-        """The gait phase (RUN): from time, or from the wearer's heel strikes (as
-        :func:`exo_rt.runtime.cycle_call.run` does in compiled code)."""
-        ref = self.cfg.reference
-        t = (k - self.k0[RUN]) * self.dt
-        phase = t / ref.period
-        if ref.phase == "events" and self.board is not None:
-            self._heel_strikes()
-            if self.phase_state[trajectory.PH_COUNT] > 0:
-                phase = trajectory.phase_from_events(self.phase_state, t)
-        self.a.s[cy.S_PHASE] = phase
-        self.a.s[cy.S_PERIOD] = self.phase_state[trajectory.PH_PERIOD]
+        return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])
 
     def _heel_strikes(self) -> None:
         """The wearer's heel strikes the board reported, into the phase estimate (RUN, with
@@ -588,63 +575,6 @@ class Controller:
             trajectory.phase_on_heel_strike(self.phase_state,
                                             self.board.heel_strikes.popleft() - self._t_run,
                                             0.5 * ref.period, 2.0 * ref.period, 0.5)
-
-    # ------------------------------------------------------------------ one compiled call
-    def _one_call(self):
-        """The cycle as one compiled call (:func:`exo_rt.runtime.cycle_call.run`) where every
-        part of it can be — real time, CiA 402 buses on compiled ports filling the cycle's
-        arrays in place, a board on a descriptor (or none), nothing injected — else None
-        (:meth:`_cycle`, the same steps call by call). ``EXO_RT_ONE_CALL=0`` in the
-        environment always takes :meth:`_cycle` (to compare the two)."""
-        if (not self.realtime or not self.drives or self._gathers or self.injections
-                or os.environ.get("EXO_RT_ONE_CALL", "1") == "0"):
-            return None
-        buses = tuple(getattr(d, "compiled_cycle", lambda _c: None)(view)
-                      for d, view in self._commands)
-        board = (None, np.zeros(1)) if self.board is None else self.board.compiled_poll()
-        if any(bus is None for bus in buses) or board is None:
-            return None
-        rec = self.recording
-        if rec is None:
-            header, capacity, rows = cycle_call.NO_RECORDS, 0, self.a.no_rows
-        else:
-            header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
-        self._step_rows, self._step = rows, self._step_args(self.a, rows)
-        poll_args, status_time = board
-        io = self._io
-        io[cycle_call.IO_BOARD] = self.board is not None
-        io[cycle_call.IO_EVENTS] = self.cfg.reference.phase == "events" and self.board is not None
-        if self.board is not None:
-            io[cycle_call.IO_LINK_TIMEOUT] = self.board.link_timeout
-        self._call = cycle_call.prepare((poll_args or cycle_call.no_board(), status_time, buses,
-                                         self._step, header, capacity, io,
-                                         np.zeros(2, np.int64), self.phase_state))
-        self._buses = [d for d, _view in self._commands]
-        self.setup_lines.append("cycle: one compiled call (board, frames in, control, frames out)")
-        return self._cycle_in_one_call
-
-    def _cycle_in_one_call(self, k: int) -> bool:
-        """One cycle in one compiled call; Python between calls only for what it owns."""
-        s, io, sched = self.a.s, self._io, self.sched
-        st = sched.stats
-        s[cy.S_OVERRUN_STREAK] = s[cy.S_OVERRUN_STREAK] + 1.0 if sched.late else 0.0
-        s[cy.S_WAKE_US] = sched.wake_us
-        s[cy.S_COMPUTE_US] = st.last_compute_us
-        s[cy.S_OVERRUNS] = st.overruns
-        io[cycle_call.IO_K] = k
-        back = cycle_call.run(self._call)
-        while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
-            if back == cycle_call.BACK_BOARD:
-                self.board.take_news(int(io[cycle_call.IO_NEWS]), io[cycle_call.IO_NOW])
-                self._heel_strikes()
-            else:
-                self._buses[int(io[cycle_call.IO_BUS])].handed_back(
-                    int(io[cycle_call.IO_PENDING]))
-            back = cycle_call.run(self._call)
-        self.cycles = k + 1
-        if s[cy.S_NEW_FAULT]:
-            self._fault(k, int(s[cy.S_CAUSE]), int(s[cy.S_JOINT]))
-        return self._after_write(k)
 
     def _advance(self, k: int) -> None:
         if self.state == READY and k >= READY_CYCLES:
@@ -676,7 +606,7 @@ class Controller:
 
     def _go(self, state: int, k: int) -> None:
         self.state = state
-        self.a.s[cy.S_STATE] = state
+        self.s["state"] = state
         if hasattr(self, "k0"):
             self.k0[state] = k
         if state == ALIGN or state == RUN:  # (the one-call cycle's time in ALIGN, its phase)
@@ -774,13 +704,13 @@ class Controller:
         run (``history=True``: every cycle; ``history=False``, real time's default: none). The
         whole run is in the run folder's cycle log
         (:func:`exo_rt.record.recorder.read_cycle_log`)."""
-        hist = self.a.hist[: self.cycles]
+        hist = self.cycle.hist[: self.cycles]
         return hist.view(columns_dtype(self.columns))[:, 0]
 
     def _summary(self) -> dict:
-        s, v = self.a.s, self.a.v
+        s, v = self.cycle.s, self.cycle.v
         joints = {}
-        runs = max(s[cy.S_RUN_CYCLES], 1.0)
+        runs = max(s["run_cycles"], 1.0)
         for j, name in enumerate(self.robot.joint_names):
             lo, hi = v[cy.V_Q_MIN, j], v[cy.V_Q_MAX, j]
             joints[name] = {

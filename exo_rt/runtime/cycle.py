@@ -1,26 +1,25 @@
-"""The numeric work of one control cycle in ONE njit call (:func:`control_step`).
+"""The numeric work of one control cycle: :func:`step` on the cycle's model and data.
 
 Between reading the drives and writing their commands the cycle runs: velocity estimate →
-reference (by state) → control law → torque → current → safety check (and, in SAFE, the
-ramped safe action) → the cycle's record (into the recording ring's row and the in-memory
-history) → running figures for the summary. Python keeps only what is not numeric: bus I/O,
-state changes and events. One call instead of ten saves the dispatcher's cost per call
-and the Python glue between them.
+reference (by state) → the wearer's torque along it (for assistance) → control law → torque
+→ current → safety check (and, in SAFE, the ramped safe action) → the cycle's record (into
+the recording ring's row and the in-memory history) → running figures for the summary.
+Python keeps only what is not numeric: bus I/O, state changes and events.
 
-Its arrays (all preallocated by :class:`CycleArrays`):
+Its arguments are two records, Pinocchio's split (:mod:`exo_rt.structs`), made once by
+:func:`build` — the one factory the controller, model-in-the-loop, the bench and replay use:
 
-- ``s``: float64 scalars, indexed by the ``S_*`` constants below (cycle, time, state, inputs
-  the Python side sets, outputs it reads);
-- ``v``: float64 (``V_WIDTH``, n) joint vectors, rows ``V_*`` (measured, estimated,
-  reference, command and summary figures);
-- ``flags`` (drive flags), int64 (n), and ``streaks`` (per joint, consecutive cycles
-  without feedback and with the current short of its command: :func:`exo_rt.runtime.safety.
-  check`), int64 (``safety.STREAKS``, n);
-- the law's, safety's and transmission's parameter tables (records read by field name), the
-  law's state and scratch, the dynamics' packed model and workspace (``model``, ``data``; of
-  the robot, and ``model_exo``, ``data_exo`` of the exoskeleton alone);
-- ``rows`` (the recording ring's rows; ``s[S_SLOT]`` the row to fill, −1: not recording) and
-  ``hist`` (the run's records in memory; ``s[S_HIST]`` the row, −1: not kept).
+- :data:`CYCLE_MODEL` — fixed for a run: the law's model (options, gains, the rigid models),
+  the table of compiled laws, the cycle's parameters (:data:`PARAMS`: period, velocity
+  filter, safe action …), the safety limits and options, the transmissions, the gait's
+  coefficients;
+- :data:`CYCLE_DATA` — what a cycle reads and writes: the law's data (workspaces, its state,
+  scratch and views of the joint vectors), the scalars (:data:`SCALARS`, by name: cycle,
+  time, state, inputs Python sets, outputs it reads), the joint vectors ``v`` (rows ``V_*``:
+  measured, estimated, reference, command, summary figures — a matrix, so that the record
+  row is copied from it in one pass), the drives' flags and the safety check's streaks, the
+  recording ring's rows (``s.slot`` the row to fill, −1: not recording) and the history
+  (``s.hist`` the row, −1: not kept).
 """
 
 from __future__ import annotations
@@ -28,45 +27,57 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
+from numba.experimental import structref
 
+from exo_rt import structs
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
-from exo_rt.control import laws, trajectory
+from exo_rt.control import laws, registry, trajectory
+from exo_rt.control.config import transmission_rows
+from exo_rt.control.estimate import filter_gain
+from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
 
-# scalars (s)
-S_K = 0  # cycle index
-S_T = 1  # s: k·dt
-S_STATE = 2  # state (exo_rt.runtime.states)
-S_DT = 3  # s
-S_ALPHA = 4  # velocity filter gain
-S_PHASE = 5  # gait phase (RUN), set by the Python side
-S_PERIOD = 6  # s: stride period (RUN)
-S_ALIGN_T = 7  # s: time in ALIGN
-S_ALIGN_DURATION = 8  # s
-S_OVERRUN_STREAK = 9
-S_BOARD = 10  # 1: e-stop pressed, 2: board link lost, 4: motor power off
-S_FRICTION_COMP = 11  # 1: compensate friction in torque → current
-S_ACTION = 12  # safe action (safety.ACTION_*)
-S_DAMPING = 13  # N·m·s/rad
-S_STIFFNESS = 14  # N·m/rad
-S_RAMP = 15  # cycles of the safe action's ramp
-S_SAFE_K0 = 16  # cycle SAFE was entered
-S_CAUSE = 17  # out: the safety cause of SAFE (safety.CAUSES), 0 while all is well
-S_JOINT = 18  # out: its joint, −1 for none
-S_NEW_FAULT = 19  # out: 1 in the cycle a fault is detected
-S_DISABLE = 20  # out: 1 once the safe action has ramped out (drives to be disabled)
-S_SAFE_DONE = 21  # out: 1 when SAFE has finished (ramp + disabled)
-S_WAKE_US = 22  # the previous cycle's wake latency (µs), for the record
-S_COMPUTE_US = 23  # the previous cycle's compute time (µs)
-S_OVERRUNS = 24  # overruns so far
-S_SLOT = 25  # the recording ring's row to fill, −1: not recording
-S_HIST = 26  # the history's row to fill, −1: not kept
-S_RUN_CYCLES = 27  # out: cycles spent in RUN (summary)
-S_CYCLES = 28  # out: cycles run
-S_SAMPLE_T = 29  # s: when the drives sampled this cycle's feedback (its SYNC), loop's clock
-S_WIDTH = 30
+# the cycle's parameters, fixed for a run (the model's one PARAMS record)
+PARAMS = np.dtype([
+    ("dt", "f8"),  # s: the period
+    ("alpha", "f8"),  # the velocity filter's gain
+    ("align_duration", "f8"),  # s: ALIGN's move
+    ("friction_comp", "?"),  # compensate friction in torque → current
+    ("assist", "?"),  # some joint's gain ``assist`` is set: compute the wearer's torque
+    ("action", "i8"),  # the safe action (safety.ACTION_*)
+    ("damping", "f8"),  # N·m·s/rad of the safe action
+    ("stiffness", "f8"),  # N·m/rad of the safe action
+    ("ramp", "f8"),  # cycles of the safe action's ramp
+])
+
+# the cycle's scalars (the data's one SCALARS record): inputs Python sets, outputs it reads
+SCALARS = np.dtype([
+    ("k", "f8"),  # the cycle's index
+    ("t", "f8"),  # s: k·dt
+    ("state", "f8"),  # state (exo_rt.runtime.states)
+    ("phase", "f8"),  # gait phase (RUN), in strides
+    ("period", "f8"),  # s: stride period (RUN)
+    ("align_t", "f8"),  # s: time in ALIGN
+    ("overrun_streak", "f8"),  # consecutive late cycles
+    ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
+    ("safe_k0", "f8"),  # the cycle SAFE was entered
+    ("cause", "f8"),  # out: the safety cause of SAFE (safety.CAUSES), 0 while all is well
+    ("joint", "f8"),  # out: its joint, −1 for none
+    ("new_fault", "f8"),  # out: 1 in the cycle a fault is detected
+    ("disable", "f8"),  # out: 1 once the safe action has ramped out (drives to be disabled)
+    ("safe_done", "f8"),  # out: 1 when SAFE has finished (ramp + disabled)
+    ("wake_us", "f8"),  # the previous cycle's wake latency (µs), for the record
+    ("compute_us", "f8"),  # the previous cycle's compute time (µs)
+    ("overruns", "f8"),  # overruns so far
+    ("slot", "f8"),  # the recording ring's row to fill, −1: not recording
+    ("hist", "f8"),  # the history's row to fill, −1: not kept
+    ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
+    ("cycles", "f8"),  # out: cycles run
+    ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
+])
 
 # joint vectors (v rows)
 V_Q = 0  # rad, measured
@@ -99,8 +110,45 @@ SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples a
 _OUT = 2
 
 
+class CycleModelType(structs.Struct):
+    """The numba type of :class:`CycleModel`."""
+
+
+class CycleModel(structref.StructRefProxy):
+    """The cycle's model: what it reads and never writes during a run."""
+
+
+class CycleDataType(structs.Struct):
+    """The numba type of :class:`CycleData`."""
+
+
+class CycleData(structref.StructRefProxy):
+    """The cycle's data: what it reads and writes, cycle by cycle."""
+
+
+CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
+    ("law", registry.LAW_MODEL),  # the law's model (options, gains, rigid models, period)
+    ("laws", types.ListType(registry.FUNCTION)),  # the compiled laws, by code
+    ("p", structs.records(PARAMS)),  # one PARAMS record
+    ("limits", structs.records(safety.LIMITS)),  # per joint
+    ("sopts", structs.VEC),  # the safety check's options (safety.SOPT_*)
+    ("transmissions", structs.records(laws.TRANSMISSION)),  # per joint
+    ("coeffs", structs.MAT),  # the gait's Fourier rows per joint (rad)
+])
+CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
+    ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
+    ("s", structs.records(SCALARS)),  # one SCALARS record
+    ("v", structs.MAT),  # (V_WIDTH, n) joint vectors
+    ("flags", structs.IVEC),  # the drives' flags per joint (exo_rt.bus.flags)
+    ("streaks", structs.IMAT),  # (safety.STREAKS, n)
+    ("check_out", structs.IVEC),  # the safety check's cause and joint
+    ("rows", structs.MAT),  # the recording ring's rows
+    ("hist", structs.MAT),  # the run's first records, in memory
+])
+
+
 @njit(cache=True)
-def _estimate(s, v, flags):
+def estimate(m, d):
     """Filtered joint velocities from the positions, over the real gap between the samples:
     the drives sample at each SYNC, so the gap is the time between the SYNCs behind them (a
     SYNC sent late by a slow cycle makes one gap longer and the next shorter; after a stall of
@@ -111,8 +159,9 @@ def _estimate(s, v, flags):
     a drive that answered late may deliver the answer to an older SYNC after a newer one went
     out, and dividing its motion by the newer SYNC's time would make a velocity out of
     nothing (seen: 19 rad/s at a knee moving at 3.5, after a 1.7 ms late answer)."""
+    v, flags, s = d.v, d.flags, d.s[0]
     q, q_prev, qd, t_prev, settle = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV], v[V_SETTLE]
-    dt, alpha, t = s[S_DT], s[S_ALPHA], s[S_SAMPLE_T]
+    dt, alpha, t = m.p[0].dt, m.p[0].alpha, s.sample_t
     for j in range(q.shape[0]):
         if flags[j] & (F_MISSING | F_MALFORMED | F_LATE):
             settle[j] = SETTLE_SAMPLES
@@ -139,7 +188,8 @@ def _fresh(flags):
 
 
 @njit(cache=True)
-def _reference(state, s, v, coeffs):
+def _reference(state, m, d):
+    v, s = d.v, d.s[0]
     q, qr, qdr, qddr = v[V_Q], v[V_QR], v[V_QDR], v[V_QDDR]
     n = q.shape[0]
     if state == READY:
@@ -148,10 +198,10 @@ def _reference(state, s, v, coeffs):
             qdr[j] = 0.0
             qddr[j] = 0.0
     elif state == ALIGN:
-        trajectory.minimum_jerk(s[S_ALIGN_T], s[S_ALIGN_DURATION], v[V_Q_ALIGN0], v[V_Q_START],
+        trajectory.minimum_jerk(s.align_t, m.p[0].align_duration, v[V_Q_ALIGN0], v[V_Q_START],
                                 qr, qdr, qddr)
     elif state == RUN:
-        trajectory.gait(s[S_PHASE], s[S_PERIOD], coeffs, qr, qdr, qddr)
+        trajectory.gait(s.phase, s.period, m.coeffs, qr, qdr, qddr)
     elif state == STOPPING:
         for j in range(n):
             qdr[j] = 0.0
@@ -159,34 +209,90 @@ def _reference(state, s, v, coeffs):
 
 
 @njit(cache=True)
-def _safe_command(s, v, transmissions):
+def wearer_torque(m, d):
+    """The wearer's own torque along the reference (N·m), for assistance: the inverse
+    dynamics of the whole leg less those of the exoskeleton alone at (q_r, q̇_r, q̈_r) — what
+    the wearer's own limbs take to follow it (the ``transparent`` law adds the fraction
+    ``assist`` of it)."""
+    lm, ld = m.law, d.law
+    n = ld.q.shape[0]
+    t_exo = ld.scratch[n + 3]
+    kernels.inverse_dynamics(lm.model, ld.data, ld.qr, ld.qdr, ld.qddr, ld.assist)
+    kernels.inverse_dynamics(lm.model_exo, ld.data_exo, ld.qr, ld.qdr, ld.qddr, t_exo)
+    for j in range(n):
+        ld.assist[j] -= t_exo[j]
+
+
+@njit(cache=True)
+def command(m, d):
+    """The law's torque and the motor currents for it, through the transmission."""
+    if m.p[0].assist:
+        wearer_torque(m, d)
+    laws.law_torque(m.laws, m.law, d.law)
+    v = d.v
+    laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
+                           v[V_QDDR], m.transmissions, m.p[0].friction_comp, v[V_CUR])
+
+
+@njit(cache=True)
+def _safe_command(m, d):
     """The ramped safe action on finite measurements; zero current once ramped out."""
-    k = s[S_K]
-    ramp = max(1.0, s[S_RAMP])
-    fraction = max(0.0, 1.0 - (k - s[S_SAFE_K0]) / ramp)
+    s, v, p = d.s[0], d.v, m.p[0]
+    k = s.k
+    ramp = max(1.0, p.ramp)
+    fraction = max(0.0, 1.0 - (k - s.safe_k0) / ramp)
     q, qd, qs, qds = v[V_Q], v[V_QD], v[V_Q_SAFE], v[V_QD_SAFE]
     for j in range(q.shape[0]):
         qs[j] = q[j] if math.isfinite(q[j]) else v[V_Q_HOLD, j]
         qds[j] = qd[j] if math.isfinite(qd[j]) else 0.0
-    safety.safe_action(int(s[S_ACTION]), qs, qds, v[V_Q_HOLD], s[S_DAMPING], s[S_STIFFNESS],
-                       fraction, v[V_TAU])
-    no_friction_comp = s[S_FRICTION_COMP] > 2.0  # False, as the cycle's own flag is typed
-    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], transmissions, no_friction_comp,
-                           v[V_CUR])
+    safety.safe_action(p.action, qs, qds, v[V_Q_HOLD], p.damping, p.stiffness, fraction,
+                       v[V_TAU])
+    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], m.transmissions, False, v[V_CUR])
     if fraction <= 0.0:
         v[V_CUR, :] = 0.0
-        s[S_DISABLE] = 1.0
-        if k - s[S_SAFE_K0] > ramp + 2:
-            s[S_SAFE_DONE] = 1.0
+        s.disable = 1.0
+        if k - s.safe_k0 > ramp + 2:
+            s.safe_done = 1.0
 
 
 @njit(cache=True)
-def _record(s, v, flags, row):
+def _check(m, d):
+    """The safety check and the board's word (a tracking state or READY/STOPPING): SAFE from
+    this very cycle on when a cause is found."""
+    s, v, out = d.s[0], d.v, d.check_out
+    state = int(s.state)
+    tracking = state == ALIGN or state == RUN
+    safety.check(m.limits, m.sopts, v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR], v[V_TAU], d.flags,
+                 d.streaks, int(s.overrun_streak), tracking, v[V_QR], out)
+    board = int(s.board)
+    if out[0] == safety.OK and board & 1:
+        out[0], out[1] = safety.ESTOP, -1
+    elif out[0] == safety.OK and board & 2:
+        out[0], out[1] = safety.BOARD_LINK_LOSS, -1
+    elif out[0] == safety.OK and board & 4:
+        out[0], out[1] = safety.MOTOR_POWER_OFF, -1
+    if out[0] != safety.OK:
+        s.state = SAFE
+        s.cause = out[0]
+        s.joint = out[1]
+        s.new_fault = 1.0
+        s.safe_k0 = s.k
+        s.disable = 0.0
+        s.safe_done = 0.0
+        q = v[V_Q]
+        for j in range(q.shape[0]):
+            if math.isfinite(q[j]):
+                v[V_Q_HOLD, j] = q[j]
+
+
+@njit(cache=True)
+def _record(d, row):
+    s, v, flags = d.s[0], d.v, d.flags
     n = v.shape[1]
-    row[0] = s[S_T]
-    row[1] = s[S_K]
-    row[2] = s[S_STATE]
-    row[3] = s[S_CAUSE] if int(s[S_STATE]) == SAFE else 0.0
+    row[0] = s.t
+    row[1] = s.k
+    row[2] = s.state
+    row[3] = s.cause if int(s.state) == SAFE else 0.0
     o = 4
     for r in (V_Q, V_QD, V_QR, V_I_MEAS, V_CUR, V_TAU):
         for j in range(n):
@@ -195,17 +301,35 @@ def _record(s, v, flags, row):
     for j in range(n):
         row[o + j] = flags[j]
     o += n
-    row[o] = s[S_OVERRUN_STREAK]
-    row[o + 1] = s[S_BOARD]
-    row[o + 2] = s[S_WAKE_US]
-    row[o + 3] = s[S_COMPUTE_US]
-    row[o + 4] = s[S_OVERRUNS]
-    row[o + 5] = s[S_SAMPLE_T]
+    row[o] = s.overrun_streak
+    row[o + 1] = s.board
+    row[o + 2] = s.wake_us
+    row[o + 3] = s.compute_us
+    row[o + 4] = s.overruns
+    row[o + 5] = s.sample_t
 
 
 @njit(cache=True)
-def _figures(state, s, v):
+def _keep(d):
+    """The cycle's record into the recording ring's row and the history's."""
+    s = d.s[0]
+    slot = int(s.slot)
+    if slot >= 0:
+        _record(d, d.rows[slot])
+    k = int(s.hist)
+    if 0 <= k < d.hist.shape[0]:
+        if slot >= 0:
+            row, kept = d.rows[slot], d.hist[k]
+            for i in range(row.shape[0]):  # an element loop: no shape-check code to compile
+                kept[i] = row[i]
+        else:
+            _record(d, d.hist[k])
+
+
+@njit(cache=True)
+def _figures(state, d):
     """Running summary figures: tracking error over RUN, peak command, position range."""
+    v, s = d.v, d.s[0]
     q = v[V_Q]
     for j in range(q.shape[0]):
         if state == RUN:
@@ -220,85 +344,154 @@ def _figures(state, s, v):
             v[V_Q_MIN, j] = min(v[V_Q_MIN, j], q[j])
             v[V_Q_MAX, j] = max(v[V_Q_MAX, j], q[j])
     if state == RUN:
-        s[S_RUN_CYCLES] += 1.0
-    s[S_CYCLES] += 1.0
+        s.run_cycles += 1.0
+    s.cycles += 1.0
 
 
 @njit(cache=True)
-def control_step(s, v, flags, streaks, limits, sopts, law_table, opts, gains, transmissions,
-                 coeffs, law_state, scratch, check_out, model, data, model_exo, data_exo, rows,
-                 hist):
-    """One cycle's numbers, from the measurements in ``v`` to the currents in ``v[V_CUR]``
-    (``law_table``: the compiled control laws, :func:`exo_rt.control.registry.table`)."""
-    state = int(s[S_STATE])
-    s[S_NEW_FAULT] = 0.0
-    _estimate(s, v, flags)
-    _reference(state, s, v, coeffs)
+def step(m, d):
+    """One cycle's numbers, from the measurements in ``d.v`` to the currents in
+    ``d.v[V_CUR]`` (and the record, the summary's figures)."""
+    s = d.s[0]
+    state = int(s.state)
+    s.new_fault = 0.0
+    estimate(m, d)
+    _reference(state, m, d)
     if state == ALIGN or state == RUN or state == STOPPING:
-        if _fresh(flags):
-            laws.law_torque(law_table, opts, model, data, model_exo, data_exo, gains, law_state,
-                            v[V_Q], v[V_QD], v[V_QR], v[V_QDR], v[V_QDDR], v[V_ASSIST], s[S_DT],
-                            v[V_TAU], scratch)
-            laws.torque_to_current(v[V_TAU], laws.friction_speed(opts, v[V_QD], v[V_QDR]),
-                                   v[V_QDDR], transmissions, s[S_FRICTION_COMP] > 0.5, v[V_CUR])
+        if _fresh(d.flags):
+            command(m, d)
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
         # neither acts on a stale position nor winds up on it; safety counts the missing cycles)
     elif state != SAFE:
-        v[V_TAU, :] = 0.0
-        v[V_CUR, :] = 0.0
+        d.v[V_TAU, :] = 0.0
+        d.v[V_CUR, :] = 0.0
     if state != SAFE:
-        tracking = state == ALIGN or state == RUN
-        safety.check(limits, sopts, v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR], v[V_TAU], flags,
-                     streaks, int(s[S_OVERRUN_STREAK]), tracking, v[V_QR], check_out)
-        board = int(s[S_BOARD])
-        if check_out[0] == safety.OK and board & 1:
-            check_out[0], check_out[1] = safety.ESTOP, -1
-        elif check_out[0] == safety.OK and board & 2:
-            check_out[0], check_out[1] = safety.BOARD_LINK_LOSS, -1
-        elif check_out[0] == safety.OK and board & 4:
-            check_out[0], check_out[1] = safety.MOTOR_POWER_OFF, -1
-        if check_out[0] != safety.OK:  # SAFE from this very cycle on
-            state = SAFE
-            s[S_STATE] = SAFE
-            s[S_CAUSE] = check_out[0]
-            s[S_JOINT] = check_out[1]
-            s[S_NEW_FAULT] = 1.0
-            s[S_SAFE_K0] = s[S_K]
-            s[S_DISABLE] = 0.0
-            s[S_SAFE_DONE] = 0.0
-            q = v[V_Q]
-            for j in range(q.shape[0]):
-                if math.isfinite(q[j]):
-                    v[V_Q_HOLD, j] = q[j]
+        _check(m, d)
+        state = int(s.state)
     if state == SAFE:
-        _safe_command(s, v, transmissions)
-    slot = int(s[S_SLOT])
-    if slot >= 0:
-        _record(s, v, flags, rows[slot])
-    k = int(s[S_HIST])
-    if 0 <= k < hist.shape[0]:
-        if slot >= 0:
-            row, kept = rows[slot], hist[k]
-            for i in range(row.shape[0]):  # an element loop: no shape-check code to compile
-                kept[i] = row[i]
-        else:
-            _record(s, v, flags, hist[k])
-    _figures(state, s, v)
+        _safe_command(m, d)
+    _keep(d)
+    _figures(state, d)
 
 
-class CycleArrays:
-    """The preallocated arrays of :func:`control_step` for n joints and a record ``width``."""
+@njit(cache=True)
+def _new_model(law, table, p, limits, sopts, transmissions, coeffs):
+    return CycleModel(law, table, p, limits, sopts, transmissions, coeffs)
 
-    def __init__(self, n: int, width: int, history: int) -> None:
-        self.s = np.zeros(S_WIDTH)
-        self.v = np.zeros((V_WIDTH, n))
-        self.v[V_Q_MIN] = np.inf
-        self.v[V_Q_MAX] = -np.inf
-        self.flags = np.zeros(n, dtype=np.int64)
-        self.streaks = np.zeros((safety.STREAKS, n), dtype=np.int64)
-        self.check_out = np.zeros(_OUT, dtype=np.int64)
-        self.hist = np.zeros((max(history, 0), width))
-        self.no_rows = np.zeros((1, width))
-        self.s[S_SLOT] = -1.0
-        self.s[S_HIST] = -1.0
-        self.s[S_JOINT] = -1.0
+
+@njit(cache=True)
+def _new_data(law, s, v, flags, streaks, check_out, rows, hist):
+    return CycleData(law, s, v, flags, streaks, check_out, rows, hist)
+
+
+@njit(cache=True)
+def set_rows(d, rows):
+    """The recording ring's rows (when the recording starts or stops)."""
+    d.rows = rows
+
+
+@njit(cache=True)
+def set_hist(d, hist):
+    """The rows of history kept in memory (before the run)."""
+    d.hist = hist
+
+
+class Cycle:
+    """One cycle's model and data (:data:`CYCLE_MODEL`, :data:`CYCLE_DATA`) and, for Python,
+    the same arrays by name (``cycle.s`` the scalars record, ``cycle.q`` … views of ``v``):
+    what :func:`build` makes."""
+
+    def __init__(self, model: CycleModel, data: CycleData, arrays: dict) -> None:
+        self.model, self.data = model, data
+        self.__dict__.update(arrays)
+
+    def set_rows(self, rows: np.ndarray) -> None:
+        """Record into ``rows`` (a recording ring's; :attr:`no_rows`: nothing recorded)."""
+        self.rows = rows
+        set_rows(self.data, rows)
+
+    def set_hist(self, hist: np.ndarray) -> None:
+        """Keep the run's first ``len(hist)`` records in ``hist``."""
+        self.hist = hist
+        set_hist(self.data, hist)
+
+    def fresh(self, history: int = 0) -> Cycle:
+        """A cycle of the same model on new data (throw-away: warming up, a side test)."""
+        return new_data(self.model, self.n, self.width, history, self.law_arrays)
+
+
+def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: dict) -> Cycle:
+    """Fresh cycle data for ``model`` (n joints, a record ``width``, ``history`` rows kept):
+    zero, the position range empty, not recording."""
+    v = np.zeros((V_WIDTH, n))
+    v[V_Q_MIN] = np.inf
+    v[V_Q_MAX] = -np.inf
+    s = np.zeros(1, SCALARS)
+    s[0]["slot"] = s[0]["hist"] = s[0]["joint"] = -1.0
+    law_state, scratch = laws.law_state(n), laws.law_scratch(n)
+    data, data_exo = law_arrays["data"].copy(), law_arrays["data_exo"].copy()
+    ld = registry.law_data(data, data_exo, law_state, scratch, v[V_Q], v[V_QD], v[V_QR],
+                           v[V_QDR], v[V_QDDR], v[V_ASSIST], v[V_TAU])
+    flags = np.zeros(n, np.int64)
+    streaks = np.zeros((safety.STREAKS, n), np.int64)
+    check_out = np.zeros(_OUT, np.int64)
+    no_rows = np.zeros((1, width))
+    hist = np.zeros((max(history, 0), width))
+    d = _new_data(ld, s, v, flags, streaks, check_out, no_rows, hist)
+    structs.check(d, CYCLE_DATA, "cycle data")
+    arrays = dict(s=s[0], s_array=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
+                  rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state,
+                  scratch=scratch, n=n, width=width, law_arrays=law_arrays)
+    arrays.update({name: v[row] for name, row in VECTORS.items()})
+    return Cycle(model, d, arrays)
+
+
+# the joint vectors Python reads and writes by name (rows of v)
+VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
+           "qdr": V_QDR, "qddr": V_QDDR, "q_align0": V_Q_ALIGN0, "q_start": V_Q_START,
+           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV}
+
+
+def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float, width: int,
+          history: int = 0) -> Cycle:
+    """The cycle of a controller: ``robot`` (the controller's rigid model: exoskeleton,
+    wearer, rotors) and ``exo`` (the exoskeleton alone) :class:`~exo_rt.model.mechanism.
+    Mechanism`, ``cfg`` its :class:`~exo_rt.control.config.ControllerConfig`, ``safety_cfg``
+    the top config's safety section, the period ``dt`` (s), ALIGN's duration (s), the record
+    ``width`` and the rows of history kept. The one factory of the cycle: the controller,
+    model-in-the-loop, the bench and replay all build theirs here."""
+    n = robot.nq
+    model, data = kernels.model_and_data(robot)
+    model_exo, data_exo = kernels.model_and_data(exo)
+    opts = cfg.options()
+    gains = cfg.gains
+    lm = registry.law_model(opts, gains, model, model_exo, dt)
+    ref = cfg.reference
+    kinds = [ref.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
+             for nm in robot.joint_names]
+    coeffs = trajectory.gait_coefficients(list(robot.joint_names), kinds, ref.amplitude)
+    p = np.zeros(1, PARAMS)
+    p[0]["dt"] = dt
+    p[0]["alpha"] = filter_gain(cfg.velocity_cutoff_hz, dt)
+    p[0]["align_duration"] = align_s
+    p[0]["friction_comp"] = bool(opts[0]["friction_compensation"])
+    p[0]["assist"] = bool(np.any(gains["assist"] != 0.0))
+    p[0]["action"] = safety.ACTIONS[safety_cfg.action]
+    p[0]["damping"] = safety_cfg.damping
+    p[0]["stiffness"] = safety_cfg.stiffness
+    p[0]["ramp"] = safety_cfg.ramp_cycles
+    limits = safety.limits_array(robot, safety_cfg.joint_margin, safety_cfg.tracking_error,
+                                 cfg.current_limit)
+    sopts = safety.options(safety_cfg)
+    transmissions = transmission_rows(robot, cfg)
+    table = registry.table(cfg.law)  # the cycle's law compiled, the rest not
+    m = _new_model(lm, table, p, limits, sopts, transmissions, coeffs)
+    structs.check(m, CYCLE_MODEL, "cycle model")
+    law_arrays = dict(data=data, data_exo=data_exo)
+    cycle = new_data(m, n, width, history, law_arrays)
+    cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
+                          sopts=sopts, transmissions=transmissions, table=table,
+                          period=ref.period)
+    cycle.s["period"] = ref.period
+    trajectory.gait(0.0, ref.period, coeffs, cycle.q_start, np.zeros(n), np.zeros(n))
+    return cycle

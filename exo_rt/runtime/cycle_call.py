@@ -60,9 +60,15 @@ IO_DEADLINE = 11  # monotonic s: the frames in wait until then at most (0.7 peri
 # (tools/bench_rt_parts.py); a clock read costs ~0.03 µs
 IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 12, 13, 14, 15
 IO_BUS = 16  # the bus whose frames are being gathered (out: whose frames Python must take)
-IO_WIDTH = 17
+IO_PY_BOARD = 17  # 1: the board's link is Python's to poll (:data:`BACK_POLL`)
+IO_PY_BUSES = 18  # 1: the buses are Python's to read and write (BACK_COLLECT, BACK_SEND)
+STAGE_START, STAGE_IN, STAGE_KERNEL = 0.0, 1.0, 2.0  # io[IO_STAGE]: where the cycle resumes
+IO_WIDTH = 19
 
-BACK_DONE, BACK_BOARD, BACK_FRAMES = 0, 1, 2  # what run returns
+# what run returns: done, or what Python must do before it calls again — the board's news
+# (BACK_BOARD), a bus's frames for Python (BACK_FRAMES: io[IO_BUS]'s), the board's link to
+# poll (BACK_POLL), every bus's frames to read (BACK_COLLECT) or commands to send (BACK_SEND)
+BACK_DONE, BACK_BOARD, BACK_FRAMES, BACK_POLL, BACK_COLLECT, BACK_SEND = 0, 1, 2, 3, 4, 5
 DEADLINE_PERIODS = 0.7  # the drives' answers are waited for this much of a period at most
 NO_RECORDS = np.zeros(8, np.int64)  # a recording ring's header where nothing is recorded
 
@@ -100,14 +106,15 @@ BUS_FIELDS = ("bus_in", "bus_out", "hb", "when", "done", "controlword", "sync_ti
 structref.define_proxy(BusArgs, BusArgsType, list(BUS_FIELDS))
 
 
-FIELDS = ("board", "status_time", "buses", "kernel", "rec_header", "rec_capacity", "io", "ts",
-          "phase_state")
+FIELDS = ("board", "status_time", "buses", "model", "data", "rec_header", "rec_capacity", "io",
+          "ts", "phase_state")
 structref.define_proxy(CycleArgs, CycleArgsType, list(FIELDS))
 
 
 @njit(cache=True)
-def _bundle(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts, phase_state):
-    return CycleArgs(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts,
+def _bundle(board, status_time, buses, model, data, rec_header, rec_capacity, io, ts,
+            phase_state):
+    return CycleArgs(board, status_time, buses, model, data, rec_header, rec_capacity, io, ts,
                      phase_state)
 
 
@@ -138,22 +145,32 @@ def prepare(args: tuple) -> CycleArgs:
 def run(a):
     """:func:`whole_cycle` on its arguments bundled (:class:`CycleArgs`): the cycle's one
     call."""
-    return whole_cycle(a.board, a.status_time, a.buses, a.kernel, a.rec_header,
-                       a.rec_capacity, a.io, a.ts, a.phase_state)
+    return whole_cycle(a)
 
 
-def warm_up(kernel: tuple, drives: list[int]) -> None:
-    """Compile :func:`run` ahead of a run for a controller's :func:`~exo_rt.runtime.cycle.
-    control_step` arguments ``kernel`` and CiA 402 buses of ``drives[b]`` drives each (on no
-    socket; the types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the
-    compiled cycle depends on the number of buses, not of drives)."""
+def warm_up(model, data, drives: list[int]) -> None:
+    """Compile :func:`run` ahead of a run for a controller's cycle (``model``, ``data``:
+    :func:`exo_rt.runtime.cycle.build`'s) and CiA 402 buses of ``drives[b]`` drives each (on
+    no socket; the types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the
+    compiled cycle depends on the number of buses, not of drives; none: the buses are
+    Python's)."""
     buses = []
     for n in drives:
         gather_args, command_args = pdo_cycle.io_arguments(n, fastio.WIRE_UDP)
         buses.append((gather_args, command_args, np.zeros(3, np.int64), gather_args[38],
                       gather_args[39], np.zeros(n, np.int64), np.zeros(1)))
-    prepare((no_board(), np.zeros(1), tuple(buses), kernel, NO_RECORDS, 0,
+    prepare((no_board(), np.zeros(1), tuple(buses) or idle_buses(), model, data, NO_RECORDS, 0,
              np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3)))
+
+
+def idle_buses() -> tuple:
+    """The buses of a cycle whose buses are all Python's (``io[IO_PY_BUSES]`` = 1): one of a
+    compiled bus's type on no socket, never read nor written (compiled code cannot iterate
+    an empty tuple)."""
+    gather_args, command_args = pdo_cycle.io_arguments(1, fastio.WIRE_UDP)
+    bus = (gather_args, command_args, np.zeros(3, np.int64), gather_args[38], gather_args[39],
+           np.zeros(1, np.int64), np.zeros(1))
+    return (bus,)
 
 
 def no_board() -> tuple:
@@ -185,90 +202,134 @@ def record_commit(header, capacity, slot):
 
 
 @njit(cache=True)
-def whole_cycle(board, status_time, buses, kernel, rec_header, rec_capacity, io, ts,
-                phase_state):
-    """One cycle (or the rest of one, from ``io[IO_STAGE]``); returns :data:`BACK_DONE`, or
-    what Python must handle before it calls again (:data:`BACK_BOARD`, :data:`BACK_FRAMES`:
-    ``io[IO_BUS]``'s frames).
+def _start(a):
+    """The cycle's start: its clock, the deadline of the frames in, the board's poll (compiled
+    on a descriptor; else handed to Python: :data:`BACK_POLL`)."""
+    s, io = a.data.s[0], a.io
+    now = fastio.monotonic(a.ts)
+    io[IO_T_START] = now
+    io[IO_DEADLINE] = now + DEADLINE_PERIODS * a.model.p[0].dt
+    io[IO_STAGE] = STAGE_IN
+    io[IO_BUS] = 0.0
+    for bus in a.buses:
+        when = bus.when
+        when[0] = bus.sync_time[0]  # an answer stamped before the last SYNC answers
+        when[1] = io[IO_DEADLINE]  # an older one
+        when[2] = 1.0  # the cycle's first gather
+    io[IO_T_BOARD] = now
+    if io[IO_PY_BOARD]:
+        return BACK_POLL
+    if io[IO_BOARD]:
+        out = fd.poll(*a.board)
+        status_time = a.status_time
+        if out & fd.N_STATUS:
+            status_time[0] = now
+        word = out >> fd.WORD_SHIFT
+        if now - status_time[0] > io[IO_LINK_TIMEOUT]:
+            word |= fd.B_LINK_LOST
+        s.board = word
+        io[IO_T_BOARD] = fastio.monotonic(a.ts)
+        if out & (fd.N_HEEL | fd.N_OTHER):
+            io[IO_NEWS] = out
+            io[IO_NOW] = now
+            return BACK_BOARD
+    return BACK_DONE
 
-    ``board`` and ``kernel`` are the argument tuples of
-    :func:`~firmware_bridge.fastdecode.poll` and :func:`~exo_rt.runtime.cycle.control_step`;
-    ``buses`` one :class:`BusArgs` per bus — :func:`~exo_rt.bus.pdo_cycle.gather`'s and
-    :func:`~exo_rt.bus.pdo_cycle.command`'s arguments, the heartbeat counter
-    (:func:`~exo_rt.bus.pdo_cycle.sync_rows`), gather's ``when`` and ``done``, the
-    controlwords and ``[0]`` the last SYNC's time (wall clock s); ``status_time[0]`` the
-    board's last status (monotonic s),
-    ``rec_header`` the recording ring's header (``rec_capacity`` 0: none)."""
-    s = kernel[0]
+
+@njit(cache=True)
+def _frames_in(a):
+    """Every bus's frames in, bus after bus (compiled; or all Python's: :data:`BACK_COLLECT`,
+    after which Python sets ``io[IO_STAGE]`` on)."""
+    io, buses = a.io, a.buses
+    if io[IO_PY_BUSES]:
+        io[IO_STAGE] = STAGE_KERNEL  # (Python reads them, then calls again)
+        return BACK_COLLECT
+    b = int(io[IO_BUS])
+    while b < len(buses):
+        bus = buses[b]
+        pending = pdo_cycle.gather(*bus.bus_in)
+        if pending:
+            io[IO_PENDING] = pending
+            return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
+        if bus.done[0]:
+            b += 1
+            io[IO_BUS] = b
+    io[IO_T_IN] = fastio.monotonic(a.ts)
+    return BACK_DONE
+
+
+@njit(cache=True)
+def _inputs(a):
+    """The cycle's inputs by state: its time, time in ALIGN, the gait phase (from time, or
+    from the wearer's heel strikes), the feedback's sample time, the history's row."""
+    s, io, d = a.data.s[0], a.io, a.data
+    dt = a.model.p[0].dt
     k = io[IO_K]
-    if io[IO_STAGE] == 0.0:
-        now = fastio.monotonic(ts)
-        io[IO_T_START] = now
-        io[IO_DEADLINE] = now + DEADLINE_PERIODS * s[cy.S_DT]
-        io[IO_STAGE] = 1.0
-        io[IO_BUS] = 0.0
-        for bus in buses:
-            when = bus.when
-            when[0] = bus.sync_time[0]  # an answer stamped before the last SYNC answers
-            when[1] = io[IO_DEADLINE]  # an older one
-            when[2] = 1.0  # the cycle's first gather
-        io[IO_T_BOARD] = now
-        if io[IO_BOARD]:
-            out = fd.poll(*board)
-            if out & fd.N_STATUS:
-                status_time[0] = now
-            word = out >> fd.WORD_SHIFT
-            if now - status_time[0] > io[IO_LINK_TIMEOUT]:
-                word |= fd.B_LINK_LOST
-            s[cy.S_BOARD] = word
-            io[IO_T_BOARD] = fastio.monotonic(ts)
-            if out & (fd.N_HEEL | fd.N_OTHER):
-                io[IO_NEWS] = out
-                io[IO_NOW] = now
-                return BACK_BOARD
-    if io[IO_STAGE] == 1.0:
-        b = int(io[IO_BUS])
-        while b < len(buses):
-            bus = buses[b]
-            pending = pdo_cycle.gather(*bus.bus_in)
-            if pending:
-                io[IO_PENDING] = pending
-                return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
-            if bus.done[0]:
-                b += 1
-                io[IO_BUS] = b
-        io[IO_T_IN] = fastio.monotonic(ts)
-    io[IO_STAGE] = 0.0
-    s[cy.S_SAMPLE_T] = io[IO_T_SYNC]  # the feedback answers the last SYNC
-    s[cy.S_K] = k
-    s[cy.S_T] = k * s[cy.S_DT]
-    state = int(s[cy.S_STATE])
+    s.sample_t = io[IO_T_SYNC]  # the feedback answers the last SYNC
+    s.k = k
+    s.t = k * dt
+    state = int(s.state)
     if state == ALIGN:
-        s[cy.S_ALIGN_T] = (k - io[IO_K0_ALIGN]) * s[cy.S_DT]
+        s.align_t = (k - io[IO_K0_ALIGN]) * dt
     elif state == RUN:
-        t = (k - io[IO_K0_RUN]) * s[cy.S_DT]
-        phase = t / s[cy.S_PERIOD]
+        phase_state = a.phase_state
+        t = (k - io[IO_K0_RUN]) * dt
+        phase = t / s.period
         if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:
             phase = trajectory.phase_from_events(phase_state, t)
-        s[cy.S_PHASE] = phase
-        s[cy.S_PERIOD] = phase_state[trajectory.PH_PERIOD]
-    hist = kernel[-1]
-    s[cy.S_HIST] = k if k < hist.shape[0] else -1.0
-    slot = 0
-    if rec_capacity > 0:
-        slot = record_slot(rec_header, rec_capacity)
-        s[cy.S_SLOT] = slot
-    cy.control_step(*kernel)
-    if rec_capacity > 0:
-        record_commit(rec_header, rec_capacity, slot)
-    io[IO_T_KERNEL] = fastio.monotonic(ts)
-    disable = s[cy.S_STATE] == SAFE and s[cy.S_DISABLE]
-    for bus in buses:
+        s.phase = phase
+        s.period = phase_state[trajectory.PH_PERIOD]
+    s.hist = k if k < d.hist.shape[0] else -1.0
+
+
+@njit(cache=True)
+def _frames_out(a):
+    """Every bus's commands, SYNC and heartbeat out (compiled, each bus's in one system call,
+    bus after bus; or Python's: :data:`BACK_SEND`) — the power stages off once SAFE has
+    ramped out."""
+    s, io = a.data.s[0], a.io
+    if io[IO_PY_BUSES]:
+        return BACK_SEND
+    disable = s.state == SAFE and s.disable
+    for bus in a.buses:
         if disable:  # the power stage off (Drives.request_disable)
             bus.controlword[:] = c.CW_DISABLE_VOLTAGE
         out_args = bus.bus_out
         extra = out_args[-1]
         extra[0] = pdo_cycle.sync_rows(bus.hb)
         bus.sync_time[0] = pdo_cycle.command(*out_args)
-    io[IO_T_SYNC] = fastio.monotonic(ts)  # the drives sample now
+    io[IO_T_SYNC] = fastio.monotonic(a.ts)  # the drives sample now
     return BACK_DONE
+
+
+@njit(cache=True)
+def whole_cycle(a):
+    """One cycle (or the rest of one, from ``io[IO_STAGE]``); returns :data:`BACK_DONE`, or
+    what Python must do (``BACK_*``; then it calls again, except after :data:`BACK_SEND`,
+    the cycle's last step).
+
+    ``a`` (:class:`CycleArgs`): the board's poll arguments (:func:`~firmware_bridge.
+    fastdecode.poll`) and ``status_time[0]`` its last status (monotonic s); ``buses`` one
+    :class:`BusArgs` per bus (compiled ports; empty where the buses are Python's); the cycle's
+    ``model`` and ``data`` (:func:`exo_rt.runtime.cycle.build`); the recording ring's header
+    (``rec_capacity`` 0: none); ``io``; the clock's scratch ``ts``; the gait phase's state."""
+    io, d = a.io, a.data
+    if io[IO_STAGE] == STAGE_START:
+        back = _start(a)
+        if back:
+            return back
+    if io[IO_STAGE] == STAGE_IN:
+        back = _frames_in(a)
+        if back:
+            return back
+    _inputs(a)
+    slot = 0
+    if a.rec_capacity > 0:
+        slot = record_slot(a.rec_header, a.rec_capacity)
+        d.s[0].slot = slot
+    cy.step(a.model, d)
+    if a.rec_capacity > 0:
+        record_commit(a.rec_header, a.rec_capacity, slot)
+    io[IO_T_KERNEL] = fastio.monotonic(a.ts)
+    io[IO_STAGE] = STAGE_START
+    return _frames_out(a)  # (BACK_SEND: Python sends them, and the cycle is over)

@@ -18,103 +18,114 @@ wearer feels: the interaction torque τ_w − ID_wearer(q, q̇, q̈) on the actu
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from exo_rt.config import ControllerConfig, transmission_rows
-from exo_rt.control import estimate, laws, registry, trajectory
+from exo_rt.config import ControllerConfig
+from exo_rt.control import estimate, trajectory
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.runtime import cycle as cy
+from exo_rt.runtime import safety
+from exo_rt.runtime.states import RUN, SAFE
+from exo_rt.schema.top import SafetyConfig
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
+
+# the safety checks of model-in-the-loop: a top config's defaults, but the tracking error is
+# what it measures (a law that does not track — passive, transparent — would stop on it)
+MIL_SAFETY = dataclasses.replace(SafetyConfig(), tracking_error=math.inf)
 
 # log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true)
 LOG_T = 0
 
 
 @njit(cache=True)
-def mil_loop(model, data, model_exo, data_exo, leg_model, leg_data, leg_transmissions, leg_state,
-             leg_scratch, leg_step, table, opts, gains, law_state, transmissions, law_scratch,
-             coeffs, period, enc, wearer_gains, dt, substeps, steps, log):
-    """Run ``steps`` control periods; ``enc`` = [source (0 output, 1 motor), counts/rev, α].
+def _measure(d, plant, sensors):
+    """The encoders, as the drives read them at a SYNC, into the cycle's measured positions:
+    the motor's (through the transmission) or the joint's, quantised to ``sensors[1]``
+    counts a revolution (``sensors[0]`` 1: on the motor)."""
+    leg_transmissions, leg_state = plant[2], plant[3]
+    q = d.v[cy.V_Q]
+    for m in range(leg_transmissions.shape[0]):
+        j = int(leg_transmissions[m, T_JOINT])
+        if sensors[0] > 0.5:
+            r = int(leg_transmissions[m, T_ROTOR])
+            rotor = estimate.quantize(leg_state[ST_Q, r], sensors[1])
+            q[j] = estimate.joint_from_motor(rotor, leg_transmissions[m, T_K])
+        else:
+            q[j] = estimate.quantize(leg_state[ST_Q, j], sensors[1])
 
-    ``model``/``data`` (``model_exo``/``data_exo``): the controller's packed rigid model and
-    workspace (of the exoskeleton alone); the ``leg_*`` arrays are the plant's (its model's
-    common layout, :mod:`exo_rt.sim.plants`) and ``leg_step`` its compiled step
-    (:func:`exo_rt.sim.plants.compiled_step`).
 
-    Returns the largest |current| commanded (A) relative to its limit (≤ 1 by construction).
-    """
-    n = coeffs.shape[0]
-    qr = np.zeros(n)
-    qdr = np.zeros(n)
-    qddr = np.zeros(n)
-    qm = np.zeros(n)
-    qm_prev = np.zeros(n)
-    vm = np.zeros(n)
-    tau = np.zeros(n)
-    cur = np.zeros(n)
+@njit(cache=True)
+def _wearer(m, d, plant, gains, work):
+    """The wearer's muscles (true state: proprioception): their own limbs' inverse dynamics
+    along the reference plus a joint stiffness and damping towards it, onto the plant."""
+    leg_state, lm, ld = plant[3], m.law, d.law
+    tw, t_exo, qw, vw = work[0], work[1], work[2], work[3]
+    for j in range(tw.shape[0]):
+        qw[j] = leg_state[ST_Q, j]
+        vw[j] = leg_state[ST_V, j]
+    kernels.inverse_dynamics(lm.model, ld.data, qw, vw, ld.qddr, tw)
+    kernels.inverse_dynamics(lm.model_exo, ld.data_exo, qw, vw, ld.qddr, t_exo)
+    for j in range(tw.shape[0]):
+        leg_state[ST_EXT, j] = (tw[j] - t_exo[j] + gains[0] * (ld.qr[j] - qw[j])
+                                + gains[1] * (ld.qdr[j] - vw[j]))
+
+
+@njit(cache=True)
+def mil_loop(m, d, plant, sensors, wearer_gains, log):
+    """Run ``len(log)`` control periods of the cycle (``m``, ``d``: :func:`exo_rt.runtime.
+    cycle.build`'s, in RUN) against the plant: ``plant`` = (its model, data, transmissions,
+    state, scratch, compiled step, sub-steps) in its model's common layout
+    (:mod:`exo_rt.sim.plants`); ``sensors`` = [source (0 output, 1 motor), counts/rev].
+
+    Each period: the encoders read → :func:`exo_rt.runtime.cycle.step` (the controller's
+    own: estimate, reference, the wearer's torque, law, current, safety) → the currents
+    latched for the next SYNC → the wearer's torque → the plant's step. Returns the largest
+    |current| commanded (A) relative to its limit (≤ 1 by construction)."""
+    leg_model, leg_data, leg_transmissions, leg_state, leg_scratch, leg_step, substeps = plant
+    s, v = d.s[0], d.v
+    dt = m.p[0].dt
+    n = v.shape[1]
     n_tr = leg_transmissions.shape[0]
     cmd = np.zeros(n_tr)  # A: what the drives apply this period (last period's law)
     latched = np.zeros(n_tr)  # A: this period's law, applied at the next SYNC
-    assist = np.zeros(n)
-    tw = np.zeros(n)
-    qw = np.zeros(n)
-    vw = np.zeros(n)
-    t_exo = np.zeros(n)
+    work = np.zeros((4, n))  # the wearer's torques and state
     worst = 0.0
     for j in range(n):
-        qm_prev[j] = leg_state[ST_Q, j]
-        vm[j] = leg_state[ST_V, j]
-    for k in range(steps):
+        v[cy.V_Q_PREV, j] = leg_state[ST_Q, j]
+        v[cy.V_QD, j] = leg_state[ST_V, j]
+        v[cy.V_T_PREV, j] = -dt
+    period = s.period
+    for k in range(log.shape[0]):
         t = k * dt
-        trajectory.gait(t / period, period, coeffs, qr, qdr, qddr)
-        # encoders → joint angles and filtered velocities
-        for m in range(n_tr):
-            j = int(leg_transmissions[m, T_JOINT])
-            if enc[0] > 0.5:
-                r = int(leg_transmissions[m, T_ROTOR])
-                rotor = estimate.quantize(leg_state[ST_Q, r], enc[1])
-                qm[j] = estimate.joint_from_motor(rotor, leg_transmissions[m, T_K])
-            else:
-                qm[j] = estimate.quantize(leg_state[ST_Q, j], enc[1])
-        estimate.velocity_update(qm, qm_prev, vm, dt, enc[2])
-        # the wearer's own torque along the reference, for assistance
-        if gains[0].assist > 0.0 or gains[n - 1].assist > 0.0:
-            kernels.inverse_dynamics(model, data, qr, qdr, qddr, assist)
-            kernels.inverse_dynamics(model_exo, data_exo, qr, qdr, qddr, t_exo)
-            for j in range(n):
-                assist[j] -= t_exo[j]
-        laws.law_torque(table, opts, model, data, model_exo, data_exo, gains, law_state, qm, vm,
-                        qr, qdr, qddr, assist, dt, tau, law_scratch)
-        laws.torque_to_current(tau, laws.friction_speed(opts, vm, qdr), qddr, transmissions,
-                               opts[0].friction_compensation, cur)
+        s.k = k
+        s.t = t
+        s.sample_t = t
+        s.phase = t / period
+        _measure(d, plant, sensors)
+        cy.step(m, d)
+        cur = v[cy.V_CUR]
         for j in range(n):
-            lim = transmissions[j].current_limit
+            lim = m.transmissions[j].current_limit
             if lim > 0.0:
                 worst = max(worst, abs(cur[j]) / lim)
-        for m in range(n_tr):
-            cmd[m] = latched[m]
-            latched[m] = cur[int(leg_transmissions[m, T_JOINT])]
-        # the wearer's muscles (true state: proprioception): their own limbs' inverse dynamics
-        # along the reference plus a joint stiffness and damping towards it
+        for i in range(n_tr):
+            cmd[i] = latched[i]
+            latched[i] = cur[int(leg_transmissions[i, T_JOINT])]
         if wearer_gains[0] > 0.0:
-            for j in range(n):
-                qw[j] = leg_state[ST_Q, j]
-                vw[j] = leg_state[ST_V, j]
-            kernels.inverse_dynamics(model, data, qw, vw, qddr, tw)
-            kernels.inverse_dynamics(model_exo, data_exo, qw, vw, qddr, t_exo)
-            for j in range(n):
-                leg_state[ST_EXT, j] = (tw[j] - t_exo[j] + wearer_gains[0] * (qr[j] - qw[j])
-                                        + wearer_gains[1] * (qdr[j] - vw[j]))
+            _wearer(m, d, plant, wearer_gains, work)
         log[k, LOG_T] = t
         for j in range(n):
             log[k, 1 + j] = leg_state[ST_Q, j]
-            log[k, 1 + n + j] = qr[j]
+            log[k, 1 + n + j] = v[cy.V_QR, j]
             log[k, 1 + 2 * n + j] = cur[j]
-            log[k, 1 + 3 * n + j] = tau[j]
+            log[k, 1 + 3 * n + j] = v[cy.V_TAU, j]
             log[k, 1 + 4 * n + j] = leg_state[ST_EXT, j]
             log[k, 1 + 5 * n + j] = leg_state[ST_V, j]
         leg_step(leg_model, leg_data, leg_transmissions, leg_state, cmd, dt, substeps,
@@ -133,6 +144,7 @@ class MilResult:
     max_abs_current_A: np.ndarray
     worst_current_fraction: float
     interaction_rms_Nm: np.ndarray | None = None
+    safe: dict | None = None  # the safety cause that ended tracking (cause, t, joint), if any
 
     def column(self, block: int) -> np.ndarray:
         n = len(self.joint_names)
@@ -142,37 +154,34 @@ class MilResult:
 def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
             model: Mechanism | None = None, exo_model: Mechanism | None = None,
             wearer_gains: tuple[float, float] = (0.0, 0.0), dt: float = 1e-3,
-            substeps: int = 10, plant_model: str = plants.DEFAULT) -> MilResult:
+            substeps: int = 10, plant_model: str = plants.DEFAULT,
+            safety_cfg: SafetyConfig | None = None) -> MilResult:
     """Track ``cycles`` gait cycles of the controller ``cfg`` on the plant of ``robot``.
 
     ``model`` is the controller's rigid model (default: the robot's own — nominal);
     ``exo_model`` the exoskeleton alone (transparent law); ``wearer_gains`` = (K_p, K_d) in
     N·m/rad, N·m·s/rad of the wearer's tracking (0: no wearer torque); ``plant_model`` the
-    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`).
+    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`);
+    ``safety_cfg`` the safety section the cycle checks (default :data:`MIL_SAFETY`) — a
+    cause found ends tracking with the safe action, as on the exoskeleton, and is in the
+    result's ``safe``.
     """
     model = model or robot
     exo_model = exo_model or model
     n = robot.nq
     plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
-    ref = cfg.reference
-    kinds = [ref.gait_joints.get(nm, nm if nm in ("hip", "knee") else
-                                 ("hip" if nm.endswith("hip") else "knee"))
-             for nm in robot.joint_names]
-    coeffs = trajectory.gait_coefficients(list(robot.joint_names), kinds, ref.amplitude)
+    c = cy.build(model, exo_model, cfg, safety_cfg or MIL_SAFETY, dt=dt, align_s=0.0, width=1)
+    c.s["state"] = RUN
     q0, v0, a0 = np.zeros(n), np.zeros(n), np.zeros(n)
-    trajectory.gait(0.0, ref.period, coeffs, q0, v0, a0)
+    trajectory.gait(0.0, c.period, c.coeffs, q0, v0, a0)
     plant.reset(q0, v0, equilibrium=False)
-    dyn_c, dyn_e = Dynamics(model), Dynamics(exo_model)
-    steps = int(round(cycles * ref.period / dt))
+    steps = int(round(cycles * c.period / dt))
     log = np.zeros((steps, 1 + 6 * n))
-    enc = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev,
-                    estimate.filter_gain(cfg.velocity_cutoff_hz, dt)])
-    worst = mil_loop(dyn_c.packed, dyn_c.workspace, dyn_e.packed, dyn_e.workspace, plant.model,
-                     plant.data, plant.transmissions, plant.state, plant.scratch,
-                     plants.compiled_step(plant), registry.table(), cfg.options(), cfg.gains,
-                     laws.law_state(n), transmission_rows(robot, cfg), laws.law_scratch(n),
-                     coeffs, ref.period, enc, np.array(wearer_gains, dtype=float), dt, substeps,
-                     steps, log)
+    sensors = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev])
+    worst = mil_loop(c.model, c.data, (plant.model, plant.data, plant.transmissions,
+                                       plant.state, plant.scratch, plants.compiled_step(plant),
+                                       substeps),
+                     sensors, np.array(wearer_gains, dtype=float), log)
     q, qr = log[:, 1 : 1 + n], log[:, 1 + n : 1 + 2 * n]
     err = np.degrees(q - qr)
     result = MilResult(robot.joint_names, log, np.sqrt(np.mean(err**2, axis=0)),
@@ -180,6 +189,11 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
                        np.max(np.abs(log[:, 1 + 2 * n : 1 + 3 * n]), axis=0), float(worst))
     if wearer_gains[0] > 0.0:
         result.interaction_rms_Nm = _interaction_rms(robot, exo_model, log, n, dt)
+    if c.s["state"] == SAFE:  # the safety check is the controller's, on here too
+        k = int(c.s["safe_k0"])
+        result.safe = {"cause": safety.CAUSES[int(c.s["cause"])], "t": k * dt,
+                       "joint": robot.joint_names[int(c.s["joint"])]
+                       if c.s["joint"] >= 0 else None}
     return result
 
 
