@@ -157,10 +157,11 @@ def capture() -> dict:
             out["robot"][str(p)] = snapshot(mech)
             out["robot"][f"{p}?wearer=false"] = snapshot(load_mechanism(p, wearer=False))
         for p in sorted(Path("configs/controllers").glob("*.yaml")):
-            for robot in ("exo_leg", "exo_2leg"):
+            for robot in ("exo_12dof",) if "12dof" in p.stem else ("exo_leg", "exo_2leg"):
                 out["controller"][f"{p}@{robot}"] = snapshot(load_controller(p, robots[robot]))
         for p in sorted(Path("configs/buses").glob("*.yaml")):
-            robot = robots["exo_2leg" if "2leg" in p.stem else "exo_leg"]
+            robot = robots["exo_12dof" if "12dof" in p.stem else
+                           "exo_2leg" if "2leg" in p.stem else "exo_leg"]
             out["buses"][str(p)] = snapshot(load_buses(p, robot))
         for p in sorted(Path("configs").glob("*.yaml")):
             out["top"][str(p)] = snapshot(load_top(p))

@@ -19,17 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from exo_rt.bus.flags import F_NOT_ENABLED
+from exo_rt.bus.flags import F_MISSING, F_NOT_ENABLED
 from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record import integrity
-from exo_rt.runtime import cycle_call, snapshot
+from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
-from exo_rt.runtime.injections import InjectionPlan
-from exo_rt.runtime.loop import Scheduler
-from exo_rt.runtime.states import READY
+from exo_rt.runtime.rig import Rig
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_ON, T_JOINT, T_K
 
@@ -185,33 +183,154 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
             "first_diff_cycle": first}
 
 
-class _RecordedBoard:
-    """The board as the recording saw it (e-stop, link loss), for controller replay."""
+class _Cursor:
+    """The recorded cycle being replayed (the board reads it first, the drives last)."""
 
-    def __init__(self) -> None:
-        self.estop = False
-        self.link_lost = False
+    def __init__(self, records) -> None:
+        self.records, self.k = records, 0
+
+    def row(self):
+        """This cycle's record; past the end, None (the drives then fall silent)."""
+        return self.records[self.k] if self.k < len(self.records) else None
+
+
+class RecordedBoard:
+    """The embedded board as the recording saw it: its word each cycle (e-stop, link loss,
+    motor power), always powered for the run's start."""
+
+    link_timeout = 1.0
+    board_timeout = 1.0
+    estop = False
+
+    def __init__(self, cursor: _Cursor) -> None:
+        self.cursor = cursor
         self.heel_strikes: list = []
+        self.status = type("Status", (), {"watchdog_tripped": False})()
 
     def poll(self) -> int:
-        """The board's word is the recording's (set with the frames in)."""
-        return 0
+        r = self.cursor.row()
+        return 0 if r is None else int(r["board"])
 
-    def send_heartbeat(self, state: int) -> None:
-        pass
+    def wait_for_status(self, timeout: float, tick=None) -> bool:
+        return True
+
+    def wait_for_power(self, timeout: float, tick=None) -> bool:
+        return True
+
+    def send_heartbeat(self, state: int, force: bool = False) -> None:
+        """The recording heard the real board's; nothing to send."""
 
     def clock(self) -> float:
         return 0.0
 
+    def set_power(self, on: bool) -> None:
+        """Nothing to switch."""
 
-class _NoBuses:
-    """No bus at all: the recording stands in for them."""
+    def close(self) -> None:
+        """Nothing was opened."""
+
+
+class RecordedDrives:
+    """The drives of a recorded run, as a bus of drives (:class:`exo_rt.bus.host.
+    HostDrives`): each cycle's feedback — positions, currents, flags — and what the loop
+    measured of itself (its overrun streak, into the cycle's ``scalars``) from the record;
+    the commands sent to them are the replay's output (the controller's own log)."""
+
+    def __init__(self, cursor: _Cursor, joints: int, q_initial, config) -> None:
+        self.cursor = cursor
+        self.n = joints
+        self.joint_index = np.arange(joints)
+        self.position, self.current = np.zeros(joints), np.zeros(joints)
+        self.flags = np.zeros(joints, np.int64)
+        self.foreign = np.array([0, 0, -1], np.int64)
+        self.bringup_warnings: list[str] = []
+        self.q_initial = np.asarray(q_initial, dtype=float)
+        self.config = config
+        self.bus = self.port = None
+        self.scalars = None  # the cycle's scalars (the controller's), set by the replay
+
+    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+        """Where the recorded run started from."""
+        self.position[:] = self.q_initial
+        return 0
+
+    def collect(self, deadline: float | None = None) -> None:
+        r = self.cursor.row()
+        if r is None:
+            self.flags[:] = F_MISSING
+        else:
+            self.position[:] = r["q"]
+            self.current[:] = r["current"]
+            self.flags[:] = r["flags"].astype(np.int64)
+            self.scalars["overrun_streak"] = r["overrun_streak"]
+        self.cursor.k += 1
+
+    def configure(self) -> None:
+        """Nothing to bring up."""
+
+    def warm_up(self) -> None:
+        """Nothing compiled of its own."""
+
+    def found_stopped(self) -> None:
+        return None
+
+    def send_rpdos(self, current_A: np.ndarray) -> None:
+        """The commands are the controller's log."""
+
+    def send_sync(self) -> None:
+        """No bus."""
+
+    def send_commands(self, current_A: np.ndarray) -> None:
+        """The commands are the controller's log."""
+
+    def request_disable(self) -> None:
+        """No power stage."""
+
+    def disable(self) -> None:
+        """No power stage."""
+
+    def fault_reset(self) -> None:
+        """No drive."""
+
+    def compiled_cycle(self, current_A: np.ndarray) -> None:
+        return None
+
+    def handed_back(self, pending: int) -> None:
+        """Never called: nothing is compiled."""
+
+    def count_send_errors(self) -> None:
+        """Nothing was sent."""
+
+
+class RecordedBuses:
+    """The bus set of a replay: lockstep, no bus; each SYNC at the time the recording says
+    the next cycle's feedback was sampled."""
 
     lockstep = True
     world = None
     process = None
-    buses: list = []
     pending: list = []
+
+    def __init__(self, cursor: _Cursor, dt: float) -> None:
+        self.cursor, self.dt = cursor, dt
+        names = cursor.records.dtype.names
+        self._sample_t = "sample_t" in names
+
+    def sample_time(self, k: int) -> float:
+        """When cycle k's feedback was sampled, as recorded (before the column was recorded:
+        the SYNC of the cycle before, on the period grid)."""
+        r = self.cursor.records
+        if self._sample_t and 0 <= k < len(r):
+            return float(r[k]["sample_t"])
+        return (k - 1) * self.dt
+
+    def sync_instant(self, k: int) -> float:
+        """When cycle k's SYNC left: cycle k + 1's sample time."""
+        return self.sample_time(k + 1)
+
+    def clock(self) -> float:
+        """The bus's clock (s): a replay keeps none of its own."""
+        return 0.0
 
     def tick(self) -> None:
         """Nothing to advance: the recording holds the board's state."""
@@ -220,60 +339,13 @@ class _NoBuses:
         """Nothing was opened."""
 
 
-class _ReplayController(Controller):
-    """The controller fed from a recording instead of buses; its commands are captured."""
-
-    def _open(self, start_pose, seed: int, plant=None, realtime=False) -> None:
-        self.bus_set = _NoBuses()
-        self.world = None
-        self.drives = []
-
-    def _open_board(self, url) -> None:
-        self.board_emulated = False
-        self.board = _RecordedBoard()
-        self.board_emulator = None
-
-    def start(self, records, meta) -> np.ndarray:
-        self.records = records
-        self.cycle.set_hist(np.zeros((len(records), self.width)))  # the kernel's records
-        self._warm_up()
-        self.events = []
-        self.q[:] = meta["q_initial"]
-        self.q_prev[:] = self.q
-        self.cycle.t_prev[:] = self._sample_t(0) - self.dt
-        self.q_align0[:] = self.q
-        self.duration = float(meta["duration_s"])
-        self.k0 = {}
-        self.plan = InjectionPlan((), self.dt, self.top.safety.overrun_streak,
-                                  self.robot.joint_names)
-        self.sched = Scheduler(self.dt, lockstep=True, capacity=16)
-        self._next_check = 0
-        self._go(READY, 0)
-        self._prepare_cycle()
-        for k in range(len(records)):
-            self._cycle(k)
-        return self.log["command"]  # what the recording holds for each cycle
-
-    def _frames_in(self, k: int) -> None:
-        r = self.records[k]
-        s = self.s
-        s["board"] = int(r["board"])
-        self.board.estop = bool(int(r["board"]) & 1)
-        self.board.link_lost = bool(int(r["board"]) & 2)
-        self.q[:] = r["q"]
-        self.i_meas[:] = r["current"]
-        self.flags[:] = r["flags"].astype(np.int64)
-        s["overrun_streak"] = r["overrun_streak"]
-        self._io[cycle_call.IO_T_SYNC] = self._sample_t(k)
-
-    def _sample_t(self, k: int) -> float:
-        """When cycle k's feedback was sampled, as recorded (before the column was recorded:
-        the SYNC of the cycle before, on the period grid)."""
-        names = self.records.dtype.names
-        return float(self.records[k]["sample_t"]) if "sample_t" in names else (k - 1) * self.dt
-
-    def _write(self) -> None:
-        pass
+def replay_rig(records, meta: dict, top) -> Rig:
+    """A rig made of a recording: one bus of recorded drives (every joint), the recorded
+    board; the controller runs on it as on any other."""
+    cursor = _Cursor(records)
+    buses = RecordedBuses(cursor, 1.0 / top.rate_hz)
+    drives = RecordedDrives(cursor, top.robot.nq, meta["q_initial"], top.buses[0])
+    return Rig(buses, [drives], RecordedBoard(cursor), sync_instant=buses.sync_instant)
 
 
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
@@ -281,8 +353,13 @@ def replay_controller(run_dir: Path | Run, controller: str | Path | None = None)
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
-    ctl = _ReplayController(top, "replay")
-    commands = ctl.start(records, meta)
+    ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top))
+    ctl.drives[0].scalars = ctl.s
+    ctl.run(float(meta["duration_s"]))
+    commands = ctl.log["command"][: len(records)]  # what the recording holds for each cycle
+    if len(commands) < len(records):  # (the replay went SAFE before the recording ended)
+        commands = np.concatenate([commands, np.full((len(records) - len(commands),
+                                                      commands.shape[1]), np.nan)])
     diff = _command_diff(commands, records["command"])
     changed = np.flatnonzero(np.any(diff > 0.0, axis=1))
     return {"mode": "controller", "cycles": int(len(records)),

@@ -396,6 +396,21 @@ def set_hist(d, hist):
     d.hist = hist
 
 
+def warm(cycle: Cycle) -> None:
+    """Compile (or load) :func:`step` and run it once in every state, on throw-away data of
+    ``cycle``'s model: a cold numba cache never stalls a cycle, and the first real cycles
+    are warm."""
+    w = cycle.fresh(1)
+    w.s_array[:] = cycle.s_array
+    w.q[:] = cycle.q_start
+    w.set_rows(np.zeros((1, cycle.width)))
+    for state in (READY, ALIGN, RUN, STOPPING, SAFE):
+        w.s["state"] = state
+        w.s["slot"] = 0.0
+        w.s["hist"] = 0.0
+        step(w.model, w.data)
+
+
 class Cycle:
     """One cycle's model and data (:data:`CYCLE_MODEL`, :data:`CYCLE_DATA`) and, for Python,
     the same arrays by name (``cycle.s`` the scalars record, ``cycle.q`` … views of ``v``):

@@ -106,3 +106,27 @@ class InjectionPlan:
                 # a heartbeat loss is only detectable once the consumer timeout has passed
                 onset = ik if kind != "heartbeat_loss" else k
         return onset
+
+    def schedule(self, rig) -> None:
+        """The simulated bus's injections, each on its drive's node (all of the bus's for a
+        bus-wide kind); the board's kinds need the board emulator."""
+        for k, kind, joint, cycles in self.sim:
+            for d in rig.drives:
+                for cfg in d.config.drives:
+                    if joint in (None, cfg.joint):
+                        rig.bus_set.inject(k, kind, d.config.channel, cfg.node, cycles)
+                        if joint is None:
+                            break
+        for _k, kind, _n in self.board:
+            if not rig.board_emulated:
+                raise ConfigError(f"--inject {kind} needs the board emulator", None,
+                                  "run with --board emulator (the default)")
+
+    def act_on_board(self, k: int, bus_set, dt: float) -> None:
+        """Cycle k's board injections, told to the board emulator."""
+        for k0, kind, cycles in self.board:
+            if k == k0 and kind == "estop":
+                bus_set.board_command("estop 1")
+            elif k == k0:
+                bus_set.board_command(f"stall {cycles * dt!r}")
+

@@ -181,6 +181,16 @@ class ReplyDrives(abc.ABC):
         command (the SAFE ramp's end, STOPPING's end, ctrl-C)."""
         self._disable = True
 
+    def compiled_cycle(self, current_A: np.ndarray) -> None:
+        """None: a reply protocol's frames are read and written in Python (HostDrives)."""
+        return None
+
+    def handed_back(self, pending: int) -> None:
+        """Never called: no compiled cycle hands this bus's frames back (HostDrives)."""
+
+    def count_send_errors(self) -> None:
+        """Nothing to count: its sends are Python's, and counted as they fail (HostDrives)."""
+
     def warm_up(self) -> None:
         """Nothing compiled here (the cycle's per-frame work is plain Python)."""
         return None

@@ -1,0 +1,165 @@
+"""The Python side of the one compiled cycle (:mod:`exo_rt.runtime.cycle_call`): its
+arguments made once, and what Python does when the cycle hands back mid-cycle — the board's
+news, a bus's frames for Python, the buses of a protocol read and written in Python (a
+simulated or python-can bus), the board's poll on the simulated clock, injected NaNs.
+
+Each bus's drives fill the cycle's arrays in place where their joints are contiguous (the
+others are gathered); the commands leave bus after bus.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from exo_rt.runtime import cycle_call as cc
+from exo_rt.runtime.states import SAFE
+
+
+class CycleIO:
+    """The compiled cycle of a :class:`~exo_rt.runtime.controller.Controller` (``ctl``: its
+    cycle, drives, board, plan, scheduler and heel strikes)."""
+
+    def __init__(self, ctl) -> None:
+        self.ctl = ctl
+        self.values = np.zeros(cc.IO_WIDTH)  # io: what Python and the compiled cycle share
+        self.call = None  # cycle_call.run's arguments, made before the drives are enabled
+        self.buses: list = []  # the compiled buses, in the cycle's order
+        self.t_sync = 0.0  # when the last SYNC left (the drives sampled then)
+        self.instant = ctl.rig.sync_instant  # when cycle k's SYNC left (None: the scheduler's)
+        self.wire()
+
+    def wire(self) -> None:
+        """Each bus's drives onto the cycle's arrays (views where their joints are
+        contiguous); the order in which their commands go out."""
+        c = self.ctl.cycle
+        self.gathers, self.commands = [], []
+        for d in self.ctl.drives:
+            idx = d.joint_index
+            if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+                lo, hi = int(idx[0]), int(idx[0]) + len(idx)
+                d.position, d.current, d.flags = c.q[lo:hi], c.i_meas[lo:hi], c.flags[lo:hi]
+                self.commands.append((d, c.cur[lo:hi]))
+            else:
+                self.gathers.append(d)
+                self.commands.append((d, None))
+        # write()'s order: every other bus's RPDOs, the last bus's RPDOs and SYNC together,
+        # then the other buses' SYNCs (split once: no list made per cycle)
+        self.commands_first = self.commands[:-1]
+        self.commands_last = self.commands[-1] if self.commands else None
+
+    def prepare(self, compiled_io: bool = True):
+        """The cycle's arguments made and :func:`~exo_rt.runtime.cycle_call.run` compiled —
+        or loaded from numba's cache — now, before any drive is enabled. In real time, CiA
+        402 buses on compiled ports filling the cycle's arrays in place are read and written
+        inside it, and a board on a descriptor polled there; everything else is handed to
+        Python mid-cycle (everything with ``compiled_io`` False, to compare the two)."""
+        ctl, io, c = self.ctl, self.values, self.ctl.cycle
+        board_link = ctl.board
+        buses: tuple = ()
+        if (compiled_io and ctl.realtime and ctl.drives and not self.gathers
+                and not ctl.injections):
+            buses = tuple(d.compiled_cycle(view) for d, view in self.commands)
+            if any(bus is None for bus in buses):
+                buses = ()
+        board = board_link.compiled_poll() if (board_link is not None and ctl.realtime
+                                               and compiled_io) else None
+        io[cc.IO_PY_BUSES] = not buses
+        io[cc.IO_BOARD] = board_link is not None
+        io[cc.IO_PY_BOARD] = board_link is not None and board is None
+        io[cc.IO_EVENTS] = ctl.cfg.reference.phase == "events" and board_link is not None
+        if board_link is not None:
+            io[cc.IO_LINK_TIMEOUT] = board_link.link_timeout
+        poll_args, status_time = board if board is not None else (cc.no_board(), np.zeros(1))
+        rec = ctl.recording
+        if rec is None:
+            header, capacity, rows = cc.NO_RECORDS, 0, c.no_rows
+        else:
+            header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
+        c.set_rows(rows)
+        self.call = cc.prepare((poll_args, status_time, buses or cc.idle_buses(), c.model,
+                                c.data, header, capacity, io, np.zeros(2, np.int64),
+                                ctl.phase_state))
+        self.buses = [d for d, _view in self.commands] if buses else []
+        if self.instant is None:
+            self.instant = lambda k: ctl.sched.instant(k)  # (made after this: looked up then)
+        if buses:
+            ctl.setup_lines.append("cycle: one compiled call (board, frames in, control, "
+                                   "frames out)")
+
+    def run(self, k: int) -> None:
+        """Cycle k: the compiled cycle, and Python between its calls for what it owns."""
+        io, call, ctl = self.values, self.call, self.ctl
+        io[cc.IO_K] = k
+        back = cc.run(call)
+        while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
+            if back == cc.BACK_FRAMES:
+                self.buses[int(io[cc.IO_BUS])].handed_back(int(io[cc.IO_PENDING]))
+            elif back == cc.BACK_COLLECT:
+                self.collect(k)
+            elif back == cc.BACK_POLL:
+                ctl.s["board"] = ctl.board.poll()  # 1: e-stop, 2: link lost, 4: power off
+                ctl.heel_strikes()
+            elif back == cc.BACK_BOARD:
+                ctl.board.take_news(int(io[cc.IO_NEWS]), io[cc.IO_NOW])
+                ctl.heel_strikes()
+            else:  # BACK_SEND: the cycle's last step
+                ctl.cycles = k + 1
+                self.send()
+                return
+            back = cc.run(call)
+
+    def collect(self, k: int) -> None:
+        """The drives' frames, read by their protocols in Python; injected NaN positions."""
+        ctl = self.ctl
+        deadline = None if not ctl.realtime else time.monotonic() + 0.7 * ctl.dt
+        for d in ctl.drives:
+            d.collect(deadline)
+        if self.gathers:
+            self.gather()
+        plan = ctl.plan
+        if plan.any_nan:
+            for k0, k1, j in plan.nan:
+                if k0 <= k < k1:
+                    ctl.q[j] = float("nan")
+
+    def gather(self) -> None:
+        """Measurements of drives whose joints are not contiguous (the others fill in place)."""
+        c = self.ctl.cycle
+        for d in self.gathers:
+            c.q[d.joint_index] = d.position
+            c.i_meas[d.joint_index] = d.current
+            c.flags[d.joint_index] = d.flags
+
+    def send(self) -> None:
+        """The commands sent by the protocols in Python (the drives disabled once SAFE has
+        ramped out); the drives sample at their SYNC."""
+        s = self.ctl.s
+        if s["state"] == SAFE and s["disable"]:
+            for d in self.ctl.drives:
+                d.request_disable()
+        self.write()
+
+    def write(self) -> None:
+        """Every bus's commands (current clamped in the encoder), then every bus's SYNC: the
+        last bus's commands and SYNC go together (one system call where its port allows)."""
+        cur = self.ctl.cycle.cur
+        first = self.commands_first
+        for d, view in first:
+            d.send_rpdos(cur[d.joint_index] if view is None else view)
+        if self.commands_last is not None:
+            d, view = self.commands_last
+            d.send_commands(cur[d.joint_index] if view is None else view)
+        for d, _view in first:
+            d.send_sync()
+        self.t_sync = self.instant(self.ctl.cycles - 1)  # the drives sample now
+        self.values[cc.IO_T_SYNC] = self.t_sync
+
+    def close(self) -> None:
+        """The compiled cycle's sends the OS refused, counted; its arguments let go (they
+        hold views of the recording's shared memory)."""
+        if self.call is not None:
+            for d in self.buses:
+                d.count_send_errors()
+        self.call = None

@@ -1,0 +1,106 @@
+"""What the controller drives: its buses (real, simulated, or a recording), each bus's
+drives by their protocol (:class:`exo_rt.bus.host.HostDrives`), and the embedded board.
+
+The controller's configure step opens a :class:`Rig` (:func:`open_rig`); replay hands it one
+made of a recording instead (:mod:`exo_rt.record.replay`) — the same controller runs on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from exo_rt.bus import protocols
+from exo_rt.bus.host import HostDrives
+from exo_rt.errors import BusError
+from exo_rt.runtime.buses import open_buses
+
+
+@dataclass
+class Rig:
+    """The buses (``bus_set``: opened by :func:`exo_rt.runtime.buses.open_buses`, or a
+    stand-in with the same ``tick``/``close``/``lockstep``), their drives, the board link
+    (None: none) and whether it is the emulator (simulated injections need it)."""
+
+    bus_set: object
+    drives: list[HostDrives]
+    board: object = None
+    board_emulated: bool = False
+    setup_lines: list[str] = field(default_factory=list)
+    sync_instant: Callable[[int], float] | None = None  # when cycle k's SYNC left (None:
+    # the scheduler's clock; a recording knows its own)
+
+    @property
+    def realtime(self) -> bool:
+        """True on the wall clock (real buses, the simulation in its own process)."""
+        return not self.bus_set.lockstep
+
+    def close(self) -> None:
+        """The board's motor power off and its link closed, then the buses."""
+        if self.board is not None:
+            self.board.set_power(False)
+            self.bus_set.tick()
+            self.board.close()
+        self.bus_set.close()
+
+    def check_board_watchdog(self, reset_faults: bool) -> None:
+        """Restart is explicit: a board whose watchdog cut motor power (its last controller
+        went silent) is re-armed only when the operator asks (``--reset-faults``) — asking
+        for power re-arms it, so it is not asked for silently."""
+        b = self.board
+        if b is None or not b.wait_for_status(1.0, tick=self.bus_set.tick):
+            return  # no status: power_on reports the lost link
+        if b.status.watchdog_tripped and not reset_faults:
+            found = [r for r in (d.found_stopped() for d in self.drives) if r]
+            raise BusError("the embedded board's watchdog has cut motor power: its last "
+                           "controller went silent" + "".join(f"; {r}" for r in found), None,
+                           "check what stopped the last controller, then start again with "
+                           "--reset-faults (exo-rt run --reset-faults) to re-arm it explicitly")
+
+    def power_on(self) -> None:
+        """The board switches motor power on (2 s at most), else one clear error."""
+        b = self.board
+        if b is not None and not b.wait_for_power(2.0, tick=self.bus_set.tick):
+            raise BusError("the embedded board did not switch motor power on"
+                           + (" (e-stop pressed)" if b.estop else ""), None,
+                           "release the e-stop, check the board link and its supply")
+
+
+def open_rig(top, bus_spec, *, realtime: bool, start_pose, seed: int, plant, cpus,
+             rt_setup: bool, board: str | None, dt: float) -> Rig:
+    """Open the buses and the board of ``top``; simulated, the plant is ``plant`` (default:
+    the robot's own model — a different one stands for a leg the model does not match, e.g.
+    on the bench). ``board``: ``emulator`` (with the simulated exoskeleton, or in its own
+    process beside real buses), a pyserial URL, or None/``none`` (no board: bench use)."""
+    bus_set = open_buses(top, bus_spec, realtime=realtime, start_pose=start_pose, seed=seed,
+                         plant=plant, cpus=cpus, rt_setup=rt_setup)
+    rig = Rig(bus_set, [])
+    try:
+        if bus_set.process is not None:
+            rig.setup_lines.append(f"simulation process {bus_set.process.pid}: "
+                                   f"{bus_set.process.placement}")
+        # each bus's host side from its protocol's registry entry (exo_rt.bus.protocols)
+        rig.drives = [protocols.get(b.protocol).host_class()(bus, b, top.robot, period=dt)
+                      for bus, b in zip(bus_set.buses, top.buses, strict=True)]
+        _open_board(rig, top, board)
+    except BaseException:
+        bus_set.close()
+        raise
+    return rig
+
+
+def _open_board(rig: Rig, top, url: str | None) -> None:
+    if url is None or url == "none":
+        return
+    from firmware_bridge.link import BoardLink
+
+    bs, timeout = rig.bus_set, top.safety.board_timeout
+    rig.board_emulated = url == "emulator"
+    if rig.board_emulated:
+        path = bs.board_path()
+        proc = getattr(bs, "board_process", None)
+        if proc is not None:
+            rig.setup_lines.append(f"board emulator process {proc.pid}: {proc.placement}")
+        rig.board = BoardLink(path, clock=bs.clock, heartbeat_hz=250.0, link_timeout=timeout)
+    else:
+        rig.board = BoardLink(url, link_timeout=timeout, heartbeat_hz=250.0)

@@ -1,0 +1,120 @@
+"""A run's outcome: its faults, its result and the summary written to ``summary.json``
+(docs/replay.md names its keys) — from the cycle's running figures and the run's events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from exo_rt import __version__
+from exo_rt.runtime import cycle as cy
+from exo_rt.runtime.states import RUN, STATES
+
+
+@dataclass
+class Fault:
+    """A safety cause that took the controller to SAFE: when (s), what, where, how fast."""
+
+    t: float
+    cause: str
+    joint: str | None
+    reaction_cycles: int
+    action: str
+    cycle: int = 0
+    detail: str | None = None  # what else names the cause (foreign_master: the COB-ID, the bus)
+
+
+@dataclass
+class RunResult:
+    """What ``Controller.run`` returns: the summary, the run folder, the exit code."""
+
+    summary: dict
+    run_dir: Path | None
+    exit_code: int
+    setup: list[str] = field(default_factory=list)
+
+
+def joints(cycle: cy.Cycle, names) -> dict:
+    """Per joint: tracking error over RUN (RMS, max, degrees), peak command, position range."""
+    s, v = cycle.s, cycle.v
+    runs = max(s["run_cycles"], 1.0)
+    out = {}
+    for j, name in enumerate(names):
+        lo, hi = v[cy.V_Q_MIN, j], v[cy.V_Q_MAX, j]
+        out[name] = {
+            "rms_error_deg": float(np.sqrt(v[cy.V_SSE, j] / runs)),
+            "max_error_deg": float(v[cy.V_MAX_ERROR, j]),
+            "max_abs_current_A": float(v[cy.V_MAX_CURRENT, j]),
+            "min_position_deg": float(np.degrees(lo)) if np.isfinite(lo) else 0.0,
+            "max_position_deg": float(np.degrees(hi)) if np.isfinite(hi) else 0.0,
+        }
+    return out
+
+
+def phases(events: list[dict], cycles: int, dt: float) -> dict[str, float]:
+    """Each state's time in the loop (s, cycles × period), in the order entered; a state
+    entered twice is summed."""
+    marks = [(e["cycle"], e["state"]) for e in events if e.get("event") == "state"
+             and e["state"] not in ("BOOT", "CONFIGURE")]
+    out: dict[str, float] = {}
+    for i, (k, state) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else cycles
+        out[state] = round(out.get(state, 0.0) + max(0, end - k) * dt, 6)
+    return out
+
+
+def startup(times: dict) -> dict:
+    """Start-up in parts (s): boot to READY, from the process's start to READY and to RUN;
+    process_to_ready split into the kernels compiled (or loaded from the cache), the
+    bring-up (recording, drives configured and enabled, the board's power) and the rest
+    (imports, buses opened)."""
+    nan = float("nan")
+    boot, ready = times.get("boot_to_ready", nan), times.get("process_to_ready", nan)
+    compile_s, in_run = times.get("compile", 0.0), times.get("compile_in_run", 0.0)
+    return {"boot_to_ready": round(boot, 3), "process_to_ready": round(ready, 3),
+            "process_to_run": round(times.get("process_to_run", nan), 3),
+            "compile": round(compile_s, 3), "bring_up": round(boot - in_run, 3),
+            "imports_and_open": round(ready - boot - compile_s + in_run, 3)}
+
+
+def faults(found: list[Fault], dt: float, k_run: int | None) -> list[dict]:
+    """The faults as the summary lists them (``t_run``: s from the start of RUN)."""
+    return [{"t": round(f.t, 6), "cause": f.cause, "joint": f.joint,
+             "reaction_cycles": f.reaction_cycles, "action": f.action,
+             "t_run": round(f.t - k_run * dt, 6) if k_run is not None else None}
+            | ({"detail": f.detail} if f.detail else {}) for f in found]
+
+
+def foreign_detail(drives) -> str | None:
+    """foreign_master: the first frame of another master, by COB-ID and bus."""
+    for d in drives:
+        seen, first = int(d.foreign[1]), int(d.foreign[2])
+        if seen:
+            return (f"COB-ID 0x{first:03X} from another node on bus '{d.config.name}' "
+                    f"({seen} such frames)")
+    return None
+
+
+def summary(ctl) -> dict:
+    """The run's summary (``summary.json``) of a finished :class:`~exo_rt.runtime.
+    controller.Controller`."""
+    top = ctl.top
+    return {
+        "exo_rt_version": __version__,
+        "config": str(top.path),
+        "config_sha256": top.sha256,
+        "controller": ctl.cfg.law,
+        "bus": ctl.bus_spec,
+        "rate_hz": top.rate_hz,
+        "duration_s": float(ctl.cycles * ctl.dt),
+        "cycles": int(ctl.cycles),
+        "startup_s": startup(ctl.times),
+        "phases_s": phases(ctl.events, ctl.cycles, ctl.dt),
+        "timing": ctl.sched.stats.summary() if ctl.sched is not None else {},
+        "joints": joints(ctl.cycle, ctl.robot.joint_names),
+        "faults": faults(ctl.faults, ctl.dt, ctl.k0.get(RUN)),
+        "final_state": STATES[ctl.state],
+        "setup": list(ctl.setup_lines),
+    }
