@@ -113,7 +113,6 @@ class Side:
         ctl.cycle.set_rows(ctl.cycle.no_rows)
         for d in self.buses:
             d.port.tap = None
-            d._gather_args = d._command_args = None
         ctl.board.close()
         os.close(self.line)
         for d, peer in zip(self.buses, self.peers, strict=True):
@@ -155,10 +154,10 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
     sides = [Side(compiled=False, config=config), compiled]  # which the other would not wait)
     try:
         q_start = sides[0].ctl.q_start  # the joints, still, at the gait's start
-        counts = [np.round(q_start[d.joint_index] / d._scale[:, 0]) for d in sides[0].buses]
+        counts = [np.round(q_start[d.joint_index] / d.model.scale[:, 0]) for d in sides[0].buses]
         for side in sides:
             for d, c in zip(side.buses, counts, strict=True):
-                side.ctl.q_prev[d.joint_index] = c * d._scale[:, 0]  # (as take_tpdos does)
+                side.ctl.q_prev[d.joint_index] = c * d.model.scale[:, 0]  # (as take_tpdos does)
         for k in range(CYCLES):
             for side in sides:
                 for b, (d, peer) in enumerate(zip(side.buses, side.peers, strict=True)):

@@ -225,22 +225,19 @@ def _leg_drives(channel: str | None = None):
 
 def _cycle(d, answers, sync):
     """One cycle's collection from the given (node, position rad, arrival s) answers to the
-    SYNC sent at ``sync`` (s, the frames' clock)."""
-    from exo_rt.bus.pdo_cycle import collect_flags
+    SYNC sent at ``sync`` (s, the frames' clock), as the cycle takes a frame table
+    (pdo_cycle.take_frames, no deadline: the table is the cycle's whole)."""
+    from exo_rt.bus.pdo_cycle import SCALE_RAD, begin, take_frames
 
-    d.seen[:] = 0
-    d.flags[:] = 0
     b = fastio.FrameBatch(8)
     for r, (node, q, t) in enumerate(answers):
         k = list(d.nodes).index(node)
-        raw = struct.pack("<Hih", 0x0237, round(q / d._scale[k, 0]), 0)
+        raw = struct.pack("<Hih", 0x0237, round(q / d.model.scale[k, SCALE_RAD]), 0)
         b.arbitration_id[r], b.length[r], b.time[r] = 0x180 + node, len(raw), t
         b.data[r, : len(raw)] = np.frombuffer(raw, np.uint8)
-    if answers:
-        d._take(b, len(answers), late_before=sync)
-    d._expect[0] = collect_flags(d.seen, d.statusword, d.rx_time, d.heartbeat_time, d._now[0],
-                                 0.0, d.period, d._expect[0], d.flags, d.missing_count,
-                                 d._sampled, d._trusted, d._settle)
+    d.data.sync_time[0] = sync
+    begin(d.data, -1.0)
+    assert take_frames(b, len(answers), d.model, d.data) == 0 and d.data.done[0]
     return d.flags.copy()
 
 
@@ -253,7 +250,7 @@ def test_after_a_gap_the_glitch_check_bounds_motion_from_the_last_answer_before_
 
     d = _leg_drives()
     node = int(d.nodes[1])
-    v = float(d._scale[1, 3])  # rad/s: the knee's speed limit
+    v = float(d.model.scale[1, 3])  # rad/s: the knee's speed limit
     t, q = 100.0, 0.5  # each answer arrives 0.2 ms after its SYNC
     for _ in range(3):
         assert not _cycle(d, [(node, q, t)], t - 2e-4)[1] & F_GLITCH
@@ -289,7 +286,7 @@ def test_after_the_controller_was_held_the_glitch_check_bounds_motion_between_sy
 
     d = _leg_drives()
     node = int(d.nodes[1])
-    v = float(d._scale[1, 3])  # rad/s: the knee's speed limit
+    v = float(d.model.scale[1, 3])  # rad/s: the knee's speed limit
     sync, q = 200.0, 0.6
     for _ in range(4):  # answers 0.17 ms after each SYNC
         assert not _cycle(d, [(node, q, sync + 1.7e-4)], sync)[1] & F_GLITCH
@@ -308,7 +305,7 @@ def test_after_the_controller_was_held_the_glitch_check_bounds_motion_between_sy
 
 
 def _tpdo(d, k, q, current_permille):
-    raw = struct.pack("<Hih", 0x0237, round(q / d._scale[k, 0]), current_permille)
+    raw = struct.pack("<Hih", 0x0237, round(q / d.model.scale[k, 0]), current_permille)
     return 0x180 + int(d.nodes[k]), raw
 
 

@@ -118,7 +118,7 @@ def test_a_normal_gait_never_saturates_for_long():
 def _take(frames) -> tuple[np.ndarray, np.ndarray]:
     """``frames`` ((COB-ID, data) pairs) through :func:`pdo_cycle.take_tpdos` for a bus of two
     drives (nodes 1, 2; the controller 127): the drives' flags and the foreign-master watch."""
-    from exo_rt.bus import fastio, pdo
+    from exo_rt.bus import fastio
 
     b = fastio.FrameBatch(max(1, len(frames)))
     for r, (arb, data) in enumerate(frames):
@@ -126,20 +126,10 @@ def _take(frames) -> tuple[np.ndarray, np.ndarray]:
         b.length[r] = len(data)
         b.data[r, : len(data)] = np.frombuffer(bytes(data), np.uint8)
         b.time[r] = 1.0
-    n = 2
-    flags = np.zeros(n, np.int64)
-    foreign = np.array([127, 0, -1], np.int64)
-    slot = np.full(128, -1, np.int64)
-    slot[1], slot[2] = 0, 1
-    z, zi = np.zeros(n), np.zeros(n, np.int64)
-    tx = np.stack([pdo_cycle.fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo),
-                                    pdo_cycle.TPDO_NAMES)] * n)
-    pdo_cycle.take_tpdos(len(frames), b.arbitration_id, b.flags, b.length, b.data, b.time,
-                         slot, tx, np.full(n, 8, np.int64), np.ones((n, 5)), 1e-3, 0.0,
-                         z.copy(), zi.copy(), flags, zi.copy(), z.copy(), z.copy(), z.copy(),
-                         z.copy(), z.copy(), zi.copy(), zi.copy(), np.zeros((n, 3), np.int64),
-                         z.copy(), np.zeros(1), np.zeros(len(frames), np.int64), foreign)
-    return flags, foreign
+    _rx, _tx, _tap, model, data, _current = pdo_cycle.io_arguments(2, fastio.WIRE_UDP)
+    data.late_before[0] = 0.0
+    pdo_cycle.take_tpdos(b, len(frames), model, data)
+    return data.flags, data.foreign
 
 
 @pytest.mark.parametrize("arb,data,which", [
@@ -168,17 +158,20 @@ def test_a_drives_own_frames_and_other_nodes_are_not_foreign():
 def test_the_check_orders_foreign_first():
     """Another master outranks every other cause (it explains them: stale feedback after its
     NMT stop, duplicates after its SYNC)."""
-    n = 2
-    limits = np.zeros(n, safety.LIMITS)
-    limits["lower"], limits["upper"] = -1.0, 1.0
-    limits["velocity"] = limits["current"] = limits["tracking"] = 10.0
-    opts = np.array([0.05, 2, 2, 20, 3], float)
-    out = np.zeros(2, np.int64)
-    flags = np.array([F_DUPLICATE, F_FOREIGN], np.int64)
-    z = np.zeros(n)
-    safety.check(limits, opts, z, z, z, z, z, flags, np.zeros((safety.STREAKS, n), np.int64),
-                 0, True, z, out)
-    assert (safety.CAUSES[out[0]], out[1]) == ("foreign_master", 1)
+    from exo_rt.runtime import cycle as cy
+    from exo_rt.runtime.config import load_top
+    from exo_rt.runtime.states import RUN
+
+    top = load_top("configs/exo_leg.yaml")
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    c.s["state"] = RUN
+    c.flags[:] = [F_DUPLICATE, F_FOREIGN]
+    c.v[cy.V_QR] = 5.0  # a tracking error too, and a position out of range: foreign first
+    safety.check(c.model, c.data)
+    assert (safety.CAUSES[c.check_out[0]], c.check_out[1]) == ("foreign_master", 1)
+    c.flags[:] = 0
+    safety.check(c.model, c.data)
+    assert safety.CAUSES[c.check_out[0]] == "tracking_error"
 
 
 @pytest.mark.slow

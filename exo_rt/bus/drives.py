@@ -68,38 +68,12 @@ class Drives:
         self.peak_current = np.array([d.scale.peak_current for d in config.drives])
         self.sdo_timeout = sdo_timeout
         self.period = period
-        # when this cycle's TPDOs are stamped, from the last cycle (compiled code keeps it)
-        self._expect = np.full(1, np.nan)
-        # when the last SYNC left, on the frames' (wall) clock (NaN: none yet; compiled code
-        # keeps it)
-        self._sync_at = np.full(1, np.nan)
-        # cycle arrays
-        self.position = np.zeros(self.n)  # joint angle (rad) from the motor encoder
-        self.current = np.zeros(self.n)  # actual motor current (A)
-        self.statusword = np.zeros(self.n, dtype=np.int64)
-        self.rx_time = np.zeros(self.n)
-        self.flags = np.zeros(self.n, dtype=np.int64)
-        self.seen = np.zeros(self.n, dtype=np.int64)
-        self.missing_count = np.zeros(self.n, dtype=np.int64)
-        self._sampled = np.zeros(self.n)  # the SYNC the last answer answered (its send, s)
-        self._trusted = np.zeros(self.n)  # the last answer's SYNC before a gap (s) …
-        self._settle = np.zeros(self.n, dtype=np.int64)  # … trusted for this many more cycles
-        self.malformed_count = np.zeros(self.n, dtype=np.int64)
-        self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
-        self.controlword = np.full(self.n, c.CW_SHUTDOWN, dtype=np.int64)
-        self.heartbeat_time = np.full(self.n, np.nan)  # timestamp of the last heartbeat
-        self._now = np.zeros(1)  # the newest frame timestamp seen (compiled code keeps it)
-        self.commanded = np.zeros(self.n)  # last cycle's current commands (A), after clamping
         # the furthest a joint can move in two 1 ms cycles at its speed limit
         self.max_step = np.array([mech.velocity_limit[j] for j in self.joint_index]) * 2e-3
         self._node_slot = {int(node): k for k, node in enumerate(self.nodes)}
         # frames of other devices on the bus (e.g. the rig's fixture): arbitration id → callback
         self.listeners: dict[int, Callable[[can.Message], None]] = {}
-        # optional mapped quantities, kept raw (the drive's units)
-        self._extras_raw = np.zeros((self.n, 3), dtype=np.int64)  # the three below, by column
-        self.velocity_raw = self._extras_raw[:, 0]
-        self.digital_inputs = self._extras_raw[:, 1]
-        self.error_code = self._extras_raw[:, 2]
+        self.emcy_codes: list[tuple[int, int]] = []  # (node, code), read by safety
         self.bus_errors: deque[tuple[float, bool, str]] = deque(maxlen=64)  # (t, bus-off, cause)
         self.identity: list[dict] = [{} for _ in range(self.n)]  # what bring-up read
         self.bringup_log: list[tuple] = []  # every SDO of bring-up: (node, op, index, sub, data)
@@ -107,23 +81,64 @@ class Drives:
         # each drive as bring-up found it: {"state", "statusword", "error_code", "last_error",
         # "stopped"}
         self.found: list[dict] = [{} for _ in range(self.n)]
-        # the controller's heartbeat (CiA 301 producer): one frame every _hb[0] SYNCs; _hb[1]
-        # counts down to it, _hb[2] holds it back while enable() runs (it starts with the
-        # cycle) — an array that compiled code counts (pdo_cycle.sync_rows)
-        hb_ms = config.master_heartbeat_ms
-        self._hb = np.array([max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0, 0, 0],
-                            np.int64)
+        # the cycle's frame tables: received, sent (the RPDOs, then the SYNC and the
+        # controller's heartbeat, sent with them in one call where the port's batches are
+        # compiled), the SYNC and heartbeat on their own (several buses: after them all), a
+        # frame read on its own (bring-up)
         self._hb_cob = c.HEARTBEAT + config.master_node
-        # frames of another master on this bus (pdo_cycle.take_tpdos): the controller's node
-        # id, how many were seen, the first one's COB-ID (−1: none) — the safety check's
-        # foreign_master names it
-        self.foreign = np.array([config.master_node, 0, -1], np.int64)
         self._hb_data = bytes((c.HB_OPERATIONAL,))
+        self._rx_batch = self.port.batch(max(32, 4 * self.n))
+        self._tx_batch = self._sync_rows_at(self.port.batch(self.n + 2, send=True), self.n)
+        self._sync_batch = self._sync_rows_at(self.port.batch(2, send=True), 0)
+        self._one = fastio.FrameBatch(1)
+        self._tx_errors = 0  # send errors the tx table had counted when last looked at
+        # what the cycle reads and writes (pdo_cycle.BusData); the controller's heartbeat
+        # (CiA 301 producer): one frame every hb[0] SYNCs, hb[2] holds it back while
+        # enable() runs (it starts with the cycle); the foreign-master watch: frames of
+        # another master on this bus, the first one's COB-ID — the safety check's
+        # foreign_master names it
+        hb_ms = config.master_heartbeat_ms
+        self.data = pdo_cycle.bus_data(
+            self.n, self._rx_batch.capacity, config.master_node,
+            max(1, round(hb_ms * 1e-3 / period)) if hb_ms else 0, c.CW_SHUTDOWN)
+        bd = self.data  # its arrays by their public names (the same arrays; position,
+        # current and flags: the properties below)
+        self.statusword, self.rx_time, self.seen = bd.statusword, bd.rx_time, bd.seen
+        self.missing_count, self.malformed_count = bd.missing_count, bd.malformed_count
+        self.controlword = bd.controlword
+        self.heartbeat_time = bd.heartbeat_time  # timestamp of the last heartbeat (NaN: none)
+        self.commanded = bd.commanded  # last cycle's current commands (A), after clamping
+        self.foreign = bd.foreign  # pdo_cycle.FOREIGN_OWN_NODE, FOREIGN_COUNT, FOREIGN_FIRST
+        # optional mapped quantities, kept raw (the drive's units)
+        self.velocity_raw, self.digital_inputs, self.error_code = (
+            bd.extras[:, 0], bd.extras[:, 1], bd.extras[:, 2])
         # the target torque's range (‰): its integer type's, narrowed by bring-up to the
         # drive's own object limits
         self.torque_limits = [next((e.low, e.high) for e in (d.profile or pdo.DEFAULT_PROFILE).rpdo
                                    if e.kind == pdo.TARGET_TORQUE) for d in config.drives]
         self._codec()
+
+    position = property(lambda self: self.data.position,
+                        lambda self, a: self._fill(position=a),
+                        doc="joint angle (rad) from the motor encoder")
+    current = property(lambda self: self.data.current, lambda self, a: self._fill(current=a),
+                       doc="actual motor current (A)")
+    flags = property(lambda self: self.data.flags, lambda self, a: self._fill(flags=a),
+                     doc="each drive's feedback flags this cycle (exo_rt.bus.flags)")
+
+    def _fill(self, **arrays: np.ndarray) -> None:
+        """The cycle fills these arrays from now on, in place (the controller's own, e.g.
+        ``drives.position = q[lo:hi]``): the bus's data made again around them."""
+        data = self.data
+        for name, a in arrays.items():
+            old = getattr(data, name)
+            if not isinstance(a, np.ndarray) or a.shape != old.shape or a.dtype != old.dtype:
+                raise ValueError(f"bus '{self.config.name}': {name} must be a {old.dtype} "
+                                 f"array of shape {old.shape} (got "
+                                 f"{getattr(a, 'dtype', type(a).__name__)} "
+                                 f"{getattr(a, 'shape', '')})")
+        self.data = pdo_cycle.BusData(**{**{n: getattr(data, n) for n in data.FIELDS},
+                                         **arrays})
 
     # ------------------------------------------------------------------ bring-up (not cyclic)
     def _send(self, frame: tuple[int, bytes]) -> None:
@@ -172,72 +187,31 @@ class Drives:
         bring_up(self)
 
     def warm_up(self) -> None:
-        """Compile the cycle's njit helpers (before any drive is enabled)."""
-        pdo_cycle.collect_flags(self.seen.copy(), self.statusword.copy(), self.rx_time.copy(),
-                                self.heartbeat_time.copy(), 0.0, 0.3, self.period, 0.0,
-                                self.flags.copy(), self.missing_count.copy(),
-                                self._sampled.copy(), self._trusted.copy(), self._settle.copy())
-        b = self._rx_batch  # a table of no rows: nothing is written
-        pdo_cycle.take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time,
-                             self._slot_of_node, self._tx_fields, self._tx_size, self._scale,
-                             self.period, 0.0, self.commanded, self.seen, self.flags,
-                             self.statusword, self.position, self.current, self.rx_time,
-                             self._sampled, self._trusted, self._settle, self.malformed_count,
-                             self._extras_raw, self.heartbeat_time, self._now,
-                             self._python_rows, self.foreign.copy())
-        t = self._tx_batch
-        pdo_cycle.put_rpdos(np.zeros(self.n), self.controlword, self._rx_cobs, self._rx_fields,
-                            self._rx_size, self._peaks, self._permille, self.commanded.copy(),
-                            t.arbitration_id, t.flags.copy(), t.length.copy(), t.data.copy())
+        """Compile the cycle's njit helpers (before any drive is enabled; on a bus made for
+        it, of this one's types)."""
+        pdo_cycle.warm_up()
         self.port.warm_up()
-        if self.port.compiled:  # the cycle's I/O in one call each way: on throw-away tables
+        if self.port.compiled:  # the cycle's I/O in one call each way
             pdo_cycle.warm_up_io(self.n)
 
     def _codec(self) -> None:
-        """The in-loop PDO codec of each drive, precomputed from its mapping and units."""
+        """The cycle's model of the bus (:class:`exo_rt.bus.pdo_cycle.BusModel`): each drive's
+        PDO field tables and units, from its mapping and the drives' units (again after
+        bring-up has read them)."""
         profiles = [d.profile or pdo.DEFAULT_PROFILE for d in self.config.drives]
-        tpdos = [pdo.Layout(p.tpdo) for p in profiles]
-        rpdos = [pdo.Layout(p.rpdo) for p in profiles]
-        # where each quantity sits in each drive's PDOs (exo_rt.bus.pdo_cycle)
-        self._tx_fields = np.stack([pdo_cycle.fields(t, pdo_cycle.TPDO_NAMES) for t in tpdos])
-        self._rx_fields = np.stack([pdo_cycle.fields(r, pdo_cycle.RPDO_NAMES) for r in rpdos])
-        target = self._rx_fields[:, pdo_cycle.RPDO_TARGET]
-        target["low"], target["high"] = np.array(self.torque_limits, np.int64).T
-        self._tx_size = np.array([t.size for t in tpdos], np.int64)
-        self._rx_size = np.array([r.size for r in rpdos], np.int64)
-        self._rx_cobs = np.array([c.RPDO1 + int(node) for node in self.nodes], np.int64)
         # the mapped current-like quantity × this / 1000 = A
         per_mille = np.array([
             {pdo.CURRENT: self.rated_current[k], pdo.CURRENT_MA: 1.0,
-             pdo.TORQUE: self.rated_torque[k] / self.torque_constant[k]}[tx.current_kind]
-            for k, tx in enumerate(tpdos)])
-        # per drive: rad per increment, A per unit, the largest step between two samples (rad),
-        # the speed limit (rad/s), the peak current (A)
-        self._scale = np.stack([2 * np.pi / self.counts_per_rev / self.multiplier,
-                                per_mille / 1000.0, self.max_step, self.max_step / 2e-3,
-                                self.peak_current], axis=1).astype(np.float64)
-        self._permille = 1000.0 * self.torque_constant / self.rated_torque  # ‰ per A
-        self._peaks = self._scale[:, 4].copy()
-        self._rx_batch = self.port.batch(max(32, 4 * self.n))  # one frame table each way
-        # the RPDOs, then the SYNC and the controller's heartbeat (sent with them in one call
-        # where the port's batches are compiled)
-        self._tx_batch = self._sync_rows_at(self.port.batch(self.n + 2), self.n)
-        self._done = np.zeros(1, np.int64)  # pdo_cycle.gather: the cycle's frames are in
-        self._when = np.zeros(3)  # pdo_cycle.gather: late before, deadline, first call
-        self._extra = np.zeros(1, np.int64)  # pdo_cycle.command: rows after the RPDOs
-        # the compiled calls' arguments, built once (again when a recording is attached)
-        self._gather_args = self._command_args = None
-        self._gather_tap = self._command_tap = self._command_current = None
-        self._hb_timeout = 3e-3 * self.config.heartbeat_ms  # s without one: F_HEARTBEAT
-        self._tx_errors = 0  # send errors the tx table had counted when last looked at
-        self._rx_fd, self._tx_fd = self.port.fds if self.port.compiled else (-1, -1)
-        self._slot_of_node = np.full(128, -1, np.int64)
-        for node, k in self._node_slot.items():
-            self._slot_of_node[node & 0x7F] = k
-        self._python_rows = np.zeros(self._rx_batch.capacity, np.int64)
-        # the SYNC and the controller's heartbeat on their own (several buses: after them all)
-        self._sync_batch = self._sync_rows_at(self.port.batch(2), 0)
-        self._one = fastio.FrameBatch(1)  # a frame read on its own (bring-up)
+             pdo.TORQUE: self.rated_torque[k] / self.torque_constant[k]}[
+                pdo.Layout(p.tpdo).current_kind] for k, p in enumerate(profiles)])
+        scale = np.stack([2 * np.pi / self.counts_per_rev / self.multiplier,
+                          per_mille / 1000.0, self.max_step, self.max_step / 2e-3,
+                          self.peak_current], axis=1)
+        self.model = pdo_cycle.bus_model(
+            self.nodes, profiles, self.torque_limits, scale,
+            1000.0 * self.torque_constant / self.rated_torque,  # ‰ per A
+            period=self.period, heartbeat_timeout=3e-3 * self.config.heartbeat_ms,
+            own_node=self.config.master_node)
 
     def _sync_rows_at(self, b: fastio.FrameBatch, row: int) -> fastio.FrameBatch:
         """The SYNC in ``row`` of a frame table and the controller's heartbeat after it."""
@@ -260,7 +234,7 @@ class Drives:
         stopped = [k for k in range(self.n) if self.found[k].get("stopped")]
         if stopped and not reset_faults:
             raise self._stopped_error(stopped)
-        self._hb[2] = 1
+        self.data.hb[2] = 1
         try:
             if reset_faults:
                 self.fault_reset()
@@ -283,10 +257,10 @@ class Drives:
                                            for sw in self.statusword):
                     self.controlword[:] = c.CW_ENABLE_OPERATION
                     # a drive whose first heartbeat is still to come is watched from now on
-                    self.heartbeat_time[np.isnan(self.heartbeat_time)] = self._now[0]
+                    self.heartbeat_time[np.isnan(self.heartbeat_time)] = self.data.now[0]
                     return cycle + 1
         finally:
-            self._hb[2] = 0
+            self.data.hb[2] = 0
         stuck = [k for k in range(self.n)
                  if self.seen[k] and c.state_of(int(self.statusword[k])) in STOPPED]
         if stuck:
@@ -368,30 +342,25 @@ class Drives:
         batches in one compiled call and one system call (:func:`exo_rt.bus.pdo_cycle.command`).
         With several buses, send every other bus's RPDOs first and their SYNCs after (the
         controller does: every RPDO before any SYNC)."""
-        if not self._compiled_out():
-            self.send_rpdos(current_A)
-            self.send_sync()
+        if self._compiled_io():
+            self._command(current_A, True)
             return
-        self._sync_at[0] = self._command(current_A, self._sync_rows())
+        self.send_rpdos(current_A)
+        self.send_sync()
 
-    def _compiled_out(self) -> bool:
-        """The commands can go out in one compiled call (a port with compiled batches, and
-        no recording that must wait for room: lockstep's)."""
+    def _compiled_io(self) -> bool:
+        """The cycle's frames go in and out in one compiled call each way (a port with
+        compiled batches, and no recording that must wait for room: lockstep's)."""
         tap = self.port.tap
         return self.port.compiled and (tap is None or not tap.block_when_full)
 
-    def _command(self, current_A: np.ndarray, extra: int) -> float:
-        """The RPDOs and the ``extra`` rows after them (0, the SYNC, the SYNC and heartbeat)
-        in one compiled call; returns the send time."""
-        port = self.port
-        tap = port.tap
-        if current_A is not self._command_current or tap is not self._command_tap:
-            self._command_current, self._command_tap = current_A, tap
-            self._command_args = self._command_arguments(current_A, port, tap)
-        self._extra[0] = extra
-        t = pdo_cycle.command(*self._command_args)
+    def _command(self, current_A: np.ndarray, sync: bool) -> float:
+        """The RPDOs and (``sync``) the SYNC and heartbeat after them in one compiled call;
+        returns the send time."""
+        t = pdo_cycle.command(self._tx_batch, self.port.tap_record(), self.model, self.data,
+                              np.ascontiguousarray(current_A, np.float64), sync)
         self.count_send_errors()
-        port.sent_at = t
+        self.port.sent_at = t
         return t
 
     def count_send_errors(self) -> None:
@@ -401,122 +370,65 @@ class Drives:
             self.port.send_errors += errors - self._tx_errors
             self._tx_errors = errors
 
-    def _command_arguments(self, current_A: np.ndarray, port: FramePort, tap) -> tuple:
-        """:func:`exo_rt.bus.pdo_cycle.command`'s arguments for commands in ``current_A`` (the
-        controller passes the same array every cycle)."""
-        b = self._tx_batch
-        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
-                                   if tap is None else (tap.header, tap.slots, tap.capacity))
-        current = current_A
-        if current.dtype != np.float64 or not current.flags.c_contiguous:
-            current = np.ascontiguousarray(current_A, np.float64)  # (a copy: not cached)
-            self._command_current = None
-        return (self._tx_fd, b.wire, b.headers, b.iov, b.buffers, b.arbitration_id, b.flags,
-                b.length, b.data, b.time, b.counts, b.clock, b.bits, header, slots, capacity,
-                port.channel_index, current, self.controlword, self._rx_cobs, self._rx_fields,
-                self._rx_size, self._peaks, self._permille, self.commanded, self._extra)
-
-    def _sync_rows(self) -> int:
-        """The frames after the RPDOs this cycle: the SYNC, and the controller's heartbeat
-        when due (every few cycles; the drives' consumer, 1016h, stops them when it stays
-        away)."""
-        return pdo_cycle.sync_rows(self._hb)
-
     def send_sync(self) -> None:
-        """The SYNC, then the controller's heartbeat when it is due."""
-        self.port.send_batch(self._sync_batch, self._sync_rows())
+        """The SYNC, then the controller's heartbeat when it is due (every few cycles; the
+        drives' consumer, 1016h, stops them when it stays away)."""
+        self.port.send_batch(self._sync_batch, pdo_cycle.sync_rows(self.data.hb))
         # its answers arrive after this: a TPDO that arrived before it answers an older SYNC
         t = self.port.sent_at
-        self._sync_at[0] = np.nan if t is None else t
+        self.data.sync_time[0] = np.nan if t is None else t
 
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
-        line of the current limit; NaN/Inf → 0)."""
-        if self._compiled_out():
-            self._command(current_A, 0)
+        line of the current limit; NaN/Inf → 0) — :func:`exo_rt.bus.pdo_cycle.put_rpdos`, the
+        one encoder, whatever the port."""
+        if self._compiled_io():
+            self._command(current_A, False)
             return
         b = self._tx_batch
-        n = pdo_cycle.put_rpdos(np.ascontiguousarray(current_A, np.float64), self.controlword,
-                                self._rx_cobs, self._rx_fields, self._rx_size, self._peaks,
-                                self._permille, self.commanded, b.arbitration_id, b.flags,
-                                b.length, b.data)
+        n = pdo_cycle.put_rpdos(self.model, self.data,
+                                np.ascontiguousarray(current_A, np.float64), b)
         self.port.send_batch(b, n)
 
     @property
     def now(self) -> float:
         """The newest frame time seen (s, the frames' clock)."""
-        return float(self._now[0])
+        return float(self.data.now[0])
 
     def collect(self, deadline: float | None = None) -> None:
         """Read every frame that has arrived into the arrays — polling on until every drive
         has answered or ``deadline`` (monotonic s) passes, or, without a deadline (lockstep),
         until the queue is empty. (It always empties the queue: a reader that stopped at the
-        first complete set could stay a whole set behind for ever.) On a port with compiled
-        batches the whole of it is one compiled call (:func:`exo_rt.bus.pdo_cycle.gather`)."""
-        port = self.port
-        tap = port.tap
-        if port.compiled and (tap is None or not tap.block_when_full):
-            self._gather(port, tap, -1.0 if deadline is None else deadline)
-            return
-        self.seen[:] = 0
-        self.flags[:] = 0
-        b = self._rx_batch
-        late_before = self._late_before()
+        first complete set could stay a whole set behind for ever.) Every port's frames go
+        through the same compiled decoder (:func:`exo_rt.bus.pdo_cycle.take_frames`): on a
+        port with compiled batches the whole of it is one compiled call
+        (:func:`exo_rt.bus.pdo_cycle.gather`), elsewhere the port fills the frame table from
+        python-can's messages."""
+        port, b, model, data = self.port, self._rx_batch, self.model, self.data
+        pdo_cycle.begin(data, -1.0 if deadline is None else deadline)
+        tap = port.tap_record() if self._compiled_io() else None
         while True:
-            n = port.recv_batch(b)
-            if n:
-                self._take(b, n, late_before)
-            if n == b.capacity:
-                continue  # more may be waiting
-            if deadline is None or self.seen.all() or time.monotonic() >= deadline:
-                break
-        self._expect[0] = pdo_cycle.collect_flags(
-            self.seen, self.statusword, self.rx_time, self.heartbeat_time, self._now[0],
-            self._hb_timeout, self.period, self._expect[0], self.flags, self.missing_count,
-            self._sampled, self._trusted, self._settle)
-
-    def _gather(self, port: FramePort, tap, deadline: float) -> None:
-        if tap is not self._gather_tap or self._gather_args is None:
-            self._gather_tap = tap
-            self._gather_args = self._gather_arguments(port, tap)
-        args, done, when = self._gather_args, self._done, self._when
-        when[0] = self._late_before()
-        when[1] = deadline
-        when[2] = 1.0  # the cycle's first call
-        while True:
-            pending = pdo_cycle.gather(*args)
+            if tap is not None:
+                pending = pdo_cycle.gather(b, tap, model, data)
+            else:
+                pending = pdo_cycle.take_frames(b, port.recv_batch(b), model, data)
             if pending:
-                self._python_frames(self._rx_batch, pending)
-            if done[0]:
-                break
-
-    def _gather_arguments(self, port: FramePort, tap) -> tuple:
-        """:func:`exo_rt.bus.pdo_cycle.gather`'s arguments: arrays fixed for the run (built
-        again only when a recording is attached or removed)."""
-        b = self._rx_batch
-        header, slots, capacity = ((pdo_cycle.NO_RING_HEADER, pdo_cycle.NO_RING_SLOTS, 0)
-                                   if tap is None else (tap.header, tap.slots, tap.capacity))
-        return (self._rx_fd, b.wire, b.headers, b.buffers, b.control, b.arbitration_id,
-                b.flags, b.length, b.data, b.time, b.counts, b.scratch, b.clock, header, slots,
-                capacity, port.channel_index, b.bits, self._slot_of_node, self._tx_fields,
-                self._tx_size, self._scale, self.period, self.commanded, self.seen, self.flags,
-                self.statusword, self.position, self.current, self.rx_time, self._sampled,
-                self._trusted, self._settle, self.malformed_count, self._extras_raw,
-                self.heartbeat_time, self._now, self._python_rows, self._when, self._done,
-                self._hb_timeout, self.missing_count, self._expect, self.foreign)
+                self._python_frames(b, pending)
+            if data.done[0]:
+                return
 
     def compiled_cycle(self, current_A: np.ndarray) -> tuple | None:
-        """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the arguments of
-        :func:`~exo_rt.bus.pdo_cycle.gather` and of :func:`~exo_rt.bus.pdo_cycle.command` (the
-        commands read from ``current_A``), the heartbeat counter, gather's ``when`` and
-        ``done``, the controlwords and the last SYNC's time — or None where its cycle cannot
-        be compiled (a port without compiled batches; a recording that waits for room)."""
-        if not self._compiled_out() or np.ascontiguousarray(current_A, np.float64) is not \
-                current_A:  # (commands that are not read in place)
+        """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the receiving and
+        sending frame tables, the recording's tap, the bus's model and data, and the commands
+        (read in place from ``current_A``): :func:`~exo_rt.bus.pdo_cycle.gather`'s and
+        :func:`~exo_rt.bus.pdo_cycle.command`'s arguments — or None where its cycle cannot be
+        compiled (a port without compiled batches; a recording that waits for room; commands
+        that are not float64 in place)."""
+        if not self._compiled_io() or np.ascontiguousarray(current_A, np.float64) is not \
+                current_A:
             return None
-        port, tap = self.port, self.port.tap
-        return (self._gather_arguments(port, tap), self._command_arguments(current_A, port, tap),
-                self._hb, self._when, self._done, self.controlword, self._sync_at)
+        return (self._rx_batch, self._tx_batch, self.port.tap_record(), self.model,
+                self.data, current_A)
 
     def handed_back(self, pending: int) -> None:
         """The ``pending`` frames the compiled cycle handed back (EMCY, error frames, other
@@ -524,39 +436,16 @@ class Drives:
         self._python_frames(self._rx_batch, pending)
 
     def _frame(self, msg: can.Message) -> None:
-        """One frame read on its own (during bring-up): through the cycle's compiled path."""
+        """One frame read on its own (during bring-up): through the cycle's decoder, judged
+        against the last cycle's SYNC."""
         one = self._one
-        size = min(len(msg.data), fastio.MAX_DATA)
-        one.arbitration_id[0] = msg.arbitration_id
-        one.flags[0] = ((fastio.FB_EXTENDED if msg.is_extended_id else 0)
-                        | (fastio.FB_ERROR if msg.is_error_frame else 0))
-        one.length[0] = size
-        one.data[0, :size] = np.frombuffer(bytes(msg.data), np.uint8, size)
-        one.time[0] = msg.timestamp
-        self._take(one, 1)
-
-    def _late_before(self) -> float:
-        """A TPDO stamped before this answers an earlier SYNC: the last SYNC's send time, or,
-        where the bus's clock is not the wall clock, half a period before the expected one."""
-        sync = self._sync_at[0]
-        return self._expect[0] - 0.5 * self.period if sync != sync else sync
-
-    def _take(self, b: fastio.FrameBatch, n: int, late_before: float | None = None) -> None:
-        """Rows 0 … n−1 of a frame table into the arrays (:func:`exo_rt.bus.pdo_cycle.take_tpdos`);
-        the few it hands back (EMCY, error frames, other devices' frames) here."""
-        pending = pdo_cycle.take_tpdos(
-            n, b.arbitration_id, b.flags, b.length, b.data, b.time, self._slot_of_node,
-            self._tx_fields, self._tx_size, self._scale, self.period,
-            self._late_before() if late_before is None else late_before, self.commanded,
-            self.seen, self.flags, self.statusword, self.position, self.current, self.rx_time,
-            self._sampled, self._trusted, self._settle, self.malformed_count, self._extras_raw,
-            self.heartbeat_time, self._now, self._python_rows, self.foreign)
-        self._python_frames(b, pending)
+        one.put(0, msg)
+        self._python_frames(one, pdo_cycle.take_tpdos(one, 1, self.model, self.data))
 
     def _python_frames(self, b: fastio.FrameBatch, pending: int) -> None:
-        """The rows of a frame table the compiled path handed back (``_python_rows``)."""
+        """The rows of a frame table the compiled path handed back (``data.python_rows``)."""
         for i in range(pending):
-            arb, data, t, ext, err, _rtr = b.frame(int(self._python_rows[i]))
+            arb, data, t, ext, err, _rtr = b.frame(int(self.data.python_rows[i]))
             if err:
                 self._bus_error(self.port.frame.set(arb, data, t, ext, err))
                 continue

@@ -29,6 +29,7 @@ import struct
 import numpy as np
 from numba import types
 
+from exo_rt.bus import records
 from exo_rt.jit import njit
 
 # ---------------------------------------------------------------- the C library's calls
@@ -62,37 +63,44 @@ WIRE_UDP = 0  # python-can's udp_multicast datagram (a msgpack map)
 WIRE_SOCKETCAN = 1  # struct can_frame
 
 
-class FrameBatch:
-    """Up to ``capacity`` frames as arrays, plus the buffers and message headers the system
-    calls use (built once; nothing is allocated per call)."""
+class FrameBatchType(records.Fields):
+    """The numba type of :class:`FrameBatch`."""
 
-    def __init__(self, capacity: int = 32, wire: int = WIRE_UDP,
-                 destination: tuple[str, int] | None = None) -> None:
-        self.capacity = capacity
-        self.wire = wire
-        self.n = 0
-        self.arbitration_id = np.zeros(capacity, np.int64)
-        self.flags = np.zeros(capacity, np.int64)  # FB_*
-        self.length = np.zeros(capacity, np.int64)  # data bytes
-        self.data = np.zeros((capacity, MAX_DATA), np.uint8)
-        self.time = np.zeros(capacity)  # s, wall clock: the kernel's arrival stamp, or sent at
+
+class FrameBatch(records.Record):
+    """Up to ``capacity`` frames as arrays, plus the buffers and message headers the system
+    calls use (built once; nothing is allocated per call) and ``fd``, the socket the compiled
+    cycle reads or writes with it (−1: none). A record (:mod:`exo_rt.bus.records`): compiled
+    code takes it whole, Python reads the same arrays by name."""
+
+    def __new__(cls, capacity: int = 32, wire: int = WIRE_UDP,
+                destination: tuple[str, int] | None = None, fd: int = -1) -> FrameBatch:
         size = DATAGRAM if wire == WIRE_UDP else CAN_FRAME_BYTES
-        self.buffers = np.zeros((capacity, size), np.uint8)
-        self.iov = np.zeros((capacity, 2), np.int64)  # struct iovec: base, length
-        self.control = np.zeros((capacity, CONTROL_WORDS), np.int64)
-        self.headers = np.zeros((capacity, HEADER_WORDS), np.int64)
-        self.name = np.zeros(16, np.uint8)  # struct sockaddr_in of the destination (udp)
+        name = np.zeros(16, np.uint8)  # struct sockaddr_in of the destination (udp)
         if destination is not None:
             host, port = destination
-            self.name[0:2] = np.frombuffer(struct.pack("=H", socket.AF_INET), np.uint8)
-            self.name[2:4] = np.frombuffer(struct.pack("!H", port), np.uint8)
-            self.name[4:8] = np.frombuffer(socket.inet_aton(host), np.uint8)
-        self.counts = np.zeros(2, np.int64)  # [datagrams dropped as not a frame, send errors]
-        self.scratch = np.zeros(3, np.int64)  # the msgpack decoder's value slot
-        self.clock = np.zeros(2, np.int64)  # a struct timespec
-        self.bits = np.zeros(1)  # a float64's bytes, for the encoders
-        _link(self.headers, self.iov, self.buffers, self.control, self.name,
-              destination is not None)
+            name[0:2] = np.frombuffer(struct.pack("=H", socket.AF_INET), np.uint8)
+            name[2:4] = np.frombuffer(struct.pack("!H", port), np.uint8)
+            name[4:8] = np.frombuffer(socket.inet_aton(host), np.uint8)
+        b = super().__new__(
+            cls, fd=int(fd), wire=int(wire),
+            headers=np.zeros((capacity, HEADER_WORDS), np.int64),
+            iov=np.zeros((capacity, 2), np.int64),  # struct iovec: base, length
+            buffers=np.zeros((capacity, size), np.uint8),
+            control=np.zeros((capacity, CONTROL_WORDS), np.int64), name=name,
+            arbitration_id=np.zeros(capacity, np.int64),
+            flags=np.zeros(capacity, np.int64),  # FB_*
+            length=np.zeros(capacity, np.int64),  # data bytes
+            data=np.zeros((capacity, MAX_DATA), np.uint8),
+            time=np.zeros(capacity),  # s, wall clock: the kernel's arrival stamp, or sent at
+            counts=np.zeros(2, np.int64),  # [datagrams dropped as not a frame, send errors]
+            scratch=np.zeros(3, np.int64),  # the msgpack decoder's value slot
+            clock=np.zeros(2, np.int64),  # a struct timespec
+            bits=np.zeros(1))  # a float64's bytes, for the encoders
+        b.capacity = capacity
+        b.n = 0  # rows filled by the last receive (Python's note)
+        _link(b.headers, b.iov, b.buffers, b.control, b.name, destination is not None)
+        return b
 
     def frame(self, i: int) -> tuple[int, bytes, float, bool, bool, bool]:
         """Row ``i`` as Python values (id, data, time, extended, error, remote)."""
@@ -100,6 +108,64 @@ class FrameBatch:
         return (int(self.arbitration_id[i]), self.data[i, : self.length[i]].tobytes(),
                 float(self.time[i]), bool(f & FB_EXTENDED), bool(f & FB_ERROR),
                 bool(f & FB_REMOTE))
+
+    def put(self, i: int, msg) -> None:
+        """A python-can message (or a :class:`exo_rt.bus.port.Frame`) into row ``i``: the
+        rows a python-can port fills are decoded by the same compiled code as a socket's."""
+        size = min(len(msg.data), MAX_DATA)
+        self.arbitration_id[i] = msg.arbitration_id
+        self.flags[i] = ((FB_EXTENDED if msg.is_extended_id else 0)
+                         | (FB_ERROR if msg.is_error_frame else 0)
+                         | (FB_REMOTE if msg.is_remote_frame else 0))
+        self.length[i] = size
+        self.data[i, :size] = np.frombuffer(bytes(msg.data), np.uint8, size)
+        self.time[i] = msg.timestamp
+
+
+@njit(cache=True)
+def _new_batch(*fields):
+    return FrameBatch(*fields)
+
+
+records.declare(FrameBatchType, FrameBatch,
+                ("fd", "wire", "headers", "iov", "buffers", "control", "name", "arbitration_id",
+                 "flags", "length", "data", "time", "counts", "scratch", "clock", "bits"),
+                _new_batch)
+
+
+class TapType(records.Fields):
+    """The numba type of :class:`Tap`."""
+
+
+class Tap(records.Record):
+    """A recording ring as the compiled calls copy frames into it
+    (:class:`exo_rt.record.rings.FrameRing`'s ``header`` and ``slots``; ``capacity`` 0: no
+    recording) and the bus's index in the recording."""
+
+    @classmethod
+    def of(cls, ring, bus: int) -> Tap:
+        """The tap of ``ring`` (None: :func:`no_tap`) for bus ``bus``."""
+        if ring is None:
+            return no_tap()
+        return cls(header=ring.header, slots=ring.slots, capacity=int(ring.capacity),
+                   bus=int(bus))
+
+
+@njit(cache=True)
+def _new_tap(*fields):
+    return Tap(*fields)
+
+
+records.declare(TapType, Tap, ("header", "slots", "capacity", "bus"), _new_tap)
+_NO_TAP: list[Tap] = []
+
+
+def no_tap() -> Tap:
+    """The tap of no recording: a ring of no capacity is never written (made once)."""
+    if not _NO_TAP:
+        _NO_TAP.append(Tap(header=np.zeros(8, np.int64), slots=np.zeros(RING_SLOT, np.uint8),
+                           capacity=0, bus=0))
+    return _NO_TAP[0]
 
 
 @njit(cache=True)
@@ -400,11 +466,14 @@ RING_SLOT = 24
 
 
 @njit(cache=True)
-def tap(header, slots, capacity, times, ids, flags, lengths, data, n, rx, bus, bits):
-    """Copy rows 0 … n−1 into the recording ring (``slots``: its bytes after the header; what
+def tap(t, b, n, rx):
+    """Copy rows 0 … n−1 of batch ``b`` into the recording ring of :class:`Tap` ``t`` (what
     does not fit is lost and counted, as a real-time producer never waits; a dropped frame to
     send is not copied); returns the ring's new head. Little-endian host, as the ring's
     layout."""
+    header, slots, capacity, bus = t.header, t.slots, t.capacity, t.bus
+    times, ids, flags, lengths, data, bits = b.time, b.arbitration_id, b.flags, b.length, \
+        b.data, b.bits
     head = header[RING_HEAD]
     for r in range(n):
         if flags[r] & FB_DROPPED:
@@ -436,13 +505,14 @@ def tap(header, slots, capacity, times, ids, flags, lengths, data, n, rx, bus, b
 
 # ---------------------------------------------------------------- receive and send
 @njit(cache=True)
-def receive(fd, wire, headers, buffers, control, ids, flags, lengths, data, times, counts,
-            scratch, clock):
-    """Everything the socket holds (up to the batch's capacity) in one ``recvmmsg``: the
-    frames into the batch's rows, with the kernel's arrival stamps; returns the rows filled
-    (a datagram that is not a frame is dropped and counted in counts[0]); −1 when the call
-    itself fails for another reason than an empty queue. A frame the kernel did not stamp
-    gets the time it was read."""
+def receive(fd, b):
+    """Everything socket ``fd`` holds (up to the batch's capacity) in one ``recvmmsg``: the
+    frames into batch ``b``'s rows, with the kernel's arrival stamps; returns the rows filled
+    (a datagram that is not a frame is dropped and counted in counts[0]; 0 when the call
+    fails). A frame the kernel did not stamp gets the time it was read."""
+    wire, headers, buffers, control = b.wire, b.headers, b.buffers, b.control
+    ids, flags, lengths, data, times = b.arbitration_id, b.flags, b.length, b.data, b.time
+    counts, scratch, clock = b.counts, b.scratch, b.clock
     m = headers.shape[0]
     for i in range(m):
         headers[i, H_CONTROLLEN] = 8 * control.shape[1]
@@ -471,12 +541,14 @@ def receive(fd, wire, headers, buffers, control, ids, flags, lengths, data, time
 
 
 @njit(cache=True)
-def send(fd, wire, headers, iov, buffers, ids, flags, lengths, data, times, n, counts, clock,
-         bits):
-    """Rows 0 … n−1 out in one ``sendmmsg`` (a partial send is completed by further calls;
-    a refused frame is dropped, flagged ``FB_DROPPED`` and counted in counts[1], never waited
-    for); every row's time is set to the moment it was handed over (wall clock, s); returns
-    the time."""
+def send(fd, b, n):
+    """Rows 0 … n−1 of batch ``b`` out on socket ``fd`` in one ``sendmmsg`` (a partial send
+    is completed by further calls; a refused frame is dropped, flagged ``FB_DROPPED`` and
+    counted in counts[1], never waited for); every row's time is set to the moment it was
+    handed over (wall clock, s); returns the time."""
+    wire, headers, iov, buffers = b.wire, b.headers, b.iov, b.buffers
+    ids, flags, lengths, data, times = b.arbitration_id, b.flags, b.length, b.data, b.time
+    counts, clock, bits = b.counts, b.clock, b.bits
     t = wall_clock(clock)
     for r in range(n):
         flags[r] &= ~FB_DROPPED
@@ -502,12 +574,8 @@ def warm_up() -> None:
     """Compile the batch calls (on no socket: the calls fail harmlessly) for both wires."""
     for wire in (WIRE_UDP, WIRE_SOCKETCAN):
         b = FrameBatch(2, wire, ("127.0.0.1", 9) if wire == WIRE_UDP else None)
-        receive(-1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length,
-                b.data, b.time, b.counts, b.scratch, b.clock)
-        send(-1, wire, b.headers, b.iov, b.buffers, b.arbitration_id, b.flags, b.length, b.data,
-             b.time, 0, b.counts, b.clock, b.bits)
+        receive(-1, b)
+        send(-1, b, 0)
         decode_datagram(b.buffers[0], 0, 0, b.arbitration_id, b.flags, b.length, b.data,
                         b.scratch)
-    header, slots = np.zeros(8, np.int64), np.zeros(RING_SLOT, np.uint8)
-    tap(header, slots, 1, b.time, b.arbitration_id, b.flags, b.length, b.data, 0, True, 0,
-        b.bits)
+        tap(no_tap(), b, 0, True)

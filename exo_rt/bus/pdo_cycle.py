@@ -1,20 +1,24 @@
-"""A CiA 402 bus's cycle frames in compiled code: the TPDOs of a frame table into the drives'
-arrays and the flags of what did not come (:func:`take_tpdos`, :func:`collect_flags`), the
-current commands into RPDO rows (:func:`put_rpdos`) — and, on a port whose batches are
-compiled (socketcan, udp_multicast), the whole of a cycle's I/O in one call each way:
-:func:`gather` (receive, decode, record, take, flag) and :func:`command` (encode the RPDOs,
-send them with the SYNC in one system call, record).
+"""A CiA 402 bus's cycle in compiled code, on records: the bus's :class:`BusModel` (fixed for
+the run), its :class:`BusData` (what a cycle reads and writes), a port's frame tables
+(:class:`exo_rt.bus.fastio.FrameBatch`) and the recording's :class:`exo_rt.bus.fastio.Tap`.
 
-The arithmetic is :class:`exo_rt.bus.drives.Drives`' own, in the same order and the same
+- :func:`take_tpdos`: a frame table's rows into the drives' arrays; :func:`collect_flags`:
+  the flags of what did not come; :func:`take_frames`: one receive's rows and, at the end of
+  the cycle's frames, the flags — the step every port's collection repeats, python-can's
+  included (Python fills the table from its messages);
+- :func:`put_rpdos`: the current commands into RPDO rows (every port's one encoder);
+- on a port whose batches are compiled (socketcan, udp_multicast), the whole of a cycle's
+  I/O in one call each way: :func:`gather` (receive, record, :func:`take_frames`) and
+  :func:`command` (encode the RPDOs, send them with the SYNC in one system call, record).
+
+The arithmetic is that of :class:`exo_rt.bus.drives.Drives`, in the same order and the same
 IEEE operations (a controller replay stays bit-identical): joint angle = increments × rad per
 increment, current = the mapped unit × A per unit, the glitch, saturation and staleness
 flags, the heartbeat's time; and on the way out the encoder clamp — NaN/Inf → 0, the drive's
 peak current, then the mapped target's integer range — the last line of the current limit.
 Frames the compiled path does not own (EMCY, CAN error frames, another device's frames) are
-handed back to Python by row index.
-
-The mapping of each drive is a :data:`FIELD` table: one row per drive, for each quantity
-its byte offset in the PDO (−1: not mapped), its size in bytes and its signedness.
+handed back to Python by row index. The mapping of each drive is a field table
+(:mod:`exo_rt.bus.pdo_fields`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import math
 
 import numpy as np
 
-from exo_rt.bus import fastio, pdo
+from exo_rt.bus import fastio, pdo, records
 from exo_rt.bus.flags import (
     F_DUPLICATE,
     F_FAULT,
@@ -36,92 +40,165 @@ from exo_rt.bus.flags import (
     F_NOT_ENABLED,
     F_SATURATED,
 )
+from exo_rt.bus.pdo_fields import (
+    RPDO_CONTROLWORD,
+    RPDO_TARGET,
+    TPDO_CURRENT,
+    TPDO_POSITION,
+    TPDO_QUANTITIES,
+    TPDO_STATUSWORD,
+    TPDO_VELOCITY,
+    read,
+    rpdo_fields,
+    tpdo_fields,
+    write,
+)
 from exo_rt.jit import njit
-
-# quantities of a TPDO and of an RPDO: the columns of a drive's fields row
-(TPDO_STATUSWORD, TPDO_POSITION, TPDO_CURRENT, TPDO_VELOCITY, TPDO_DIGITAL_INPUTS,
- TPDO_ERROR_CODE) = range(6)
-TPDO_QUANTITIES = 6
-RPDO_CONTROLWORD, RPDO_TARGET = range(2)  # quantities of an RPDO
-RPDO_QUANTITIES = 2
-
-FIELD = np.dtype([("offset", np.int64), ("size", np.int64), ("signed", np.bool_),
-                  ("low", np.int64), ("high", np.int64)])  # offset and size in bytes
-
 
 TPDO1, HEARTBEAT, EMCY, SYNC = 0x180, 0x700, 0x080, 0x080  # COB-ID bases (CiA 301)
 NMT, RPDO1, RPDO4, SDO_REQUEST = 0x000, 0x200, 0x500, 0x600  # frames only a master sends
-# a bus's foreign-master watch (int64[3]): the controller's node id, frames seen from another
-# master this run, the first one's COB-ID (−1: none)
+# a bus's foreign-master watch (BusData.foreign, int64[3]): the controller's node id, frames
+# seen from another master this run, the first one's COB-ID (−1: none)
 FOREIGN_OWN_NODE, FOREIGN_COUNT, FOREIGN_FIRST = range(3)
+# the columns of BusModel.scale: rad per increment, A per unit, the largest step between two
+# samples (rad), the speed limit (rad/s), the peak current (A)
+SCALE_RAD, SCALE_AMP, SCALE_STEP, SCALE_SPEED, SCALE_PEAK = range(5)
+SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
 
 
-def fields(layout: pdo.Layout, quantities: tuple[tuple[str, ...], ...]) -> np.ndarray:
-    """One drive's row: where each quantity (any of the names in its tuple) sits in the PDO."""
-    row = np.zeros(len(quantities), FIELD)
-    row["offset"] = -1
-    at = 0
-    for e in layout.entries:
-        for q, names in enumerate(quantities):
-            if e.kind in names:
-                row[q] = (at, e.bits // 8, e.signed, e.low, e.high)
-        at += e.bits // 8
-    return row
+# ---------------------------------------------------------------- the bus's records
+class BusModelType(records.Fields):
+    """The numba type of :class:`BusModel`."""
 
 
-TPDO_NAMES = ((pdo.STATUSWORD,), (pdo.POSITION,), pdo.CURRENT_KINDS, (pdo.VELOCITY,),
-              (pdo.DIGITAL_INPUTS,), (pdo.ERROR_CODE,))
-RPDO_NAMES = ((pdo.CONTROLWORD,), (pdo.TARGET_TORQUE,))
-
-
-@njit(cache=True)
-def _read(data, r, f):
-    """The little-endian integer a field holds in row r's data (0 where it is not mapped)."""
-    if f.offset < 0:
-        return 0
-    x = 0
-    for b in range(f.size - 1, -1, -1):
-        x = (x << 8) | data[r, f.offset + b]
-    if f.signed and x >= 1 << (8 * f.size - 1):
-        x -= 1 << (8 * f.size)
-    return x
+class BusModel(records.Record):
+    """What a bus's cycle reads and never writes (made once, by :func:`bus_model`), per drive
+    k of n: ``node_slot`` (int64[128]: node id → k, −1: not ours), ``tx``/``rx`` (the TPDO's
+    and RPDO's field tables, :mod:`exo_rt.bus.pdo_fields`) and ``tx_size``/``rx_size`` (their
+    bytes), ``cob`` (each RPDO's COB-ID), ``scale`` (n × 5, :data:`SCALE_RAD` …), ``permille``
+    (target torque ‰ per A), ``period`` (s), ``heartbeat_timeout`` (s without a drive's
+    heartbeat: :data:`F_HEARTBEAT`; 0: not watched), ``own_node`` (the controller's node
+    id)."""
 
 
 @njit(cache=True)
-def _write(out, r, f, x):
-    if f.offset < 0:
-        return
-    for b in range(f.size):
-        out[r, f.offset + b] = (x >> (8 * b)) & 0xFF
+def _new_model(*fields):
+    return BusModel(*fields)
+
+
+records.declare(BusModelType, BusModel,
+                ("node_slot", "tx", "tx_size", "rx", "rx_size", "cob", "scale", "permille",
+                 "period", "heartbeat_timeout", "own_node"), _new_model)
+
+
+class BusDataType(records.Fields):
+    """The numba type of :class:`BusData`."""
+
+
+class BusData(records.Record):
+    """What a bus's cycle reads and writes (made once, by :func:`bus_data`), per drive (n):
+    ``seen`` (answered this cycle), ``flags`` (``F_*``), ``statusword``, ``position`` (rad),
+    ``current`` (A), ``rx_time`` (its answer's stamp, s), ``sampled`` (the SYNC that answer
+    answered, s), ``trusted``/``settle`` (the last answer's SYNC before a gap, and for how
+    many more cycles), ``malformed_count``, ``missing_count``, ``extras`` (n × 3 raw: velocity,
+    digital inputs, error code), ``heartbeat_time`` (s; NaN: none yet), ``commanded`` (last
+    commands, A, after the clamp), ``controlword``; per bus: ``foreign`` (the foreign-master
+    watch, :data:`FOREIGN_COUNT` …), ``hb`` (the controller's heartbeat counter,
+    :func:`sync_rows`), ``now`` (the newest frame's stamp), ``expect`` (when the next cycle's
+    TPDOs are due), ``sync_time`` (the last SYNC's send time, wall clock s; NaN: none),
+    ``late_before`` (this cycle's: an answer stamped before it answers an older SYNC),
+    ``deadline`` (monotonic s the frames are waited for; < 0: until the queue is empty) and
+    ``start`` (1: the next :func:`take_frames` starts a cycle) — both set by :func:`begin` —,
+    ``done`` (1: the cycle's frames are in), ``python_rows`` (the rows handed back to
+    Python)."""
 
 
 @njit(cache=True)
-def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale, period,
-               late_before, commanded, seen, flags, statusword, position, current, rx_time,
-               sampled, trusted, settle, malformed, extras, heartbeat_time, now, python_rows,
-               foreign):
-    """Rows 0 … n−1 of a received frame table into the drives' arrays (``now[0]``: the newest
-    frame time seen); the rows Python must handle (EMCY, error frames, frames of other
-    devices) are listed in ``python_rows``; returns their count. ``scale`` per drive: rad per
-    increment, A per unit, the largest step (rad), the speed limit (rad/s), the peak (A).
+def _new_data(*fields):
+    return BusData(*fields)
+
+
+records.declare(BusDataType, BusData,
+                ("seen", "flags", "statusword", "position", "current", "rx_time", "sampled",
+                 "trusted", "settle", "malformed_count", "missing_count", "extras",
+                 "heartbeat_time", "commanded", "controlword", "foreign", "hb", "now",
+                 "expect", "sync_time", "late_before", "deadline", "start", "done",
+                 "python_rows"),
+                _new_data)
+
+
+def bus_model(nodes: np.ndarray, profiles: list[pdo.DriveProfile], torque_limits: list,
+              scale: np.ndarray, permille: np.ndarray, *, period: float,
+              heartbeat_timeout: float, own_node: int) -> BusModel:
+    """A bus's model from its drives' node ids, PDO mappings and units (``torque_limits``:
+    each target torque's range, ‰; ``scale``: n × 5, :data:`SCALE_RAD` …)."""
+    tpdos = [pdo.Layout(p.tpdo) for p in profiles]
+    rpdos = [pdo.Layout(p.rpdo) for p in profiles]
+    rx = np.stack([rpdo_fields(r) for r in rpdos])
+    target = rx[:, RPDO_TARGET]
+    target["low"], target["high"] = np.array(torque_limits, np.int64).reshape(-1, 2).T
+    node_slot = np.full(128, -1, np.int64)
+    node_slot[np.asarray(nodes, np.int64) & 0x7F] = np.arange(len(nodes))
+    return BusModel(node_slot=node_slot, tx=np.stack([tpdo_fields(t) for t in tpdos]),
+                    tx_size=np.array([t.size for t in tpdos], np.int64), rx=rx,
+                    rx_size=np.array([r.size for r in rpdos], np.int64),
+                    cob=RPDO1 + np.asarray(nodes, np.int64),
+                    scale=np.ascontiguousarray(scale, np.float64),
+                    permille=np.ascontiguousarray(permille, np.float64), period=float(period),
+                    heartbeat_timeout=float(heartbeat_timeout), own_node=int(own_node))
+
+
+def bus_data(n: int, capacity: int, own_node: int, heartbeat_every: int = 0,
+             controlword: int = 0) -> BusData:
+    """A bus's data for ``n`` drives, frame tables of ``capacity`` rows received, the
+    controller's heartbeat every ``heartbeat_every`` SYNCs (0: none)."""
+    z, zi = np.zeros(n), np.zeros(n, np.int64)
+    return BusData(seen=zi.copy(), flags=zi.copy(), statusword=zi.copy(), position=z.copy(),
+                   current=z.copy(), rx_time=z.copy(), sampled=z.copy(), trusted=z.copy(),
+                   settle=zi.copy(), malformed_count=zi.copy(), missing_count=zi.copy(),
+                   extras=np.zeros((n, 3), np.int64), heartbeat_time=np.full(n, np.nan),
+                   commanded=z.copy(), controlword=np.full(n, controlword, np.int64),
+                   foreign=np.array([own_node, 0, -1], np.int64),
+                   hb=np.array([heartbeat_every, 0, 0], np.int64), now=np.zeros(1),
+                   expect=np.full(1, np.nan), sync_time=np.full(1, np.nan),
+                   late_before=np.full(1, np.nan), deadline=np.full(1, -1.0),
+                   start=np.zeros(1, np.int64), done=np.ones(1, np.int64),
+                   python_rows=np.zeros(capacity, np.int64))
+
+
+# ---------------------------------------------------------------- frames in
+@njit(cache=True)
+def take_tpdos(batch, n, model, data):
+    """Rows 0 … n−1 of a received frame table into the drives' arrays (``data.now[0]``: the
+    newest frame time seen); the rows Python must handle (EMCY, error frames, frames of other
+    devices) are listed in ``data.python_rows``; returns their count.
 
     The controller is the only master on its buses, and a port never hands it its own
     frames: a SYNC, an NMT command or a heartbeat with the controller's node id
-    (``foreign[FOREIGN_OWN_NODE]``) read here flags every drive of the bus :data:`F_FOREIGN`,
-    an SDO request or an RPDO addressed to one of its drives flags that drive; each is
-    counted in ``foreign`` with the first one's COB-ID (the safety check's
-    ``foreign_master``). Another node's SYNC makes the drives answer twice a cycle
-    (:data:`F_DUPLICATE`); its SDO write may change a drive's mode unseen otherwise.
+    (``model.own_node``) read here flags every drive of the bus :data:`F_FOREIGN`, an SDO
+    request or an RPDO addressed to one of its drives flags that drive; each is counted in
+    ``data.foreign`` with the first one's COB-ID (the safety check's ``foreign_master``).
+    Another node's SYNC makes the drives answer twice a cycle (:data:`F_DUPLICATE`); its SDO
+    write may change a drive's mode unseen otherwise.
 
     The glitch check: a joint moves at most its speed limit, plus a period, over the time
     between the SYNCs its answers answer — the drive samples its encoder at the SYNC — not
     between their arrivals: after the controller itself was held up, the answer to the SYNC
     before the hold-up arrives late and the next one a fraction of a period after it, with
-    the whole hold-up's motion between them. ``late_before`` is the last SYNC's send time,
-    the sample instant of every answer accepted now; ``sampled`` keeps it per drive. While
-    ``settle`` counts down after a gap in a drive's answers, the bound runs from the last
-    answer before the gap (``trusted``): an answer read after a gap may be an older SYNC's
-    (:func:`collect_flags`)."""
+    the whole hold-up's motion between them. ``data.late_before[0]`` is the last SYNC's send
+    time, the sample instant of every answer accepted now; ``sampled`` keeps it per drive.
+    While ``settle`` counts down after a gap in a drive's answers, the bound runs from the
+    last answer before the gap (``trusted``): an answer read after a gap may be an older
+    SYNC's (:func:`collect_flags`)."""
+    ids, bflags, lengths, frames, times = (batch.arbitration_id, batch.flags, batch.length,
+                                           batch.data, batch.time)
+    node_slot, tx, tx_size, scale = model.node_slot, model.tx, model.tx_size, model.scale
+    period, own_heartbeat = model.period, HEARTBEAT + model.own_node
+    seen, flags, statusword, position = data.seen, data.flags, data.statusword, data.position
+    current, rx_time, sampled, trusted = data.current, data.rx_time, data.sampled, data.trusted
+    settle, extras, commanded = data.settle, data.extras, data.commanded
+    now, python_rows, foreign = data.now, data.python_rows, data.foreign
+    late_before = data.late_before[0]
     pending = 0
     for r in range(n):
         if bflags[r] & fastio.FB_ERROR:
@@ -135,7 +212,7 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
         base, node = arb & 0x780, arb & 0x7F
         k = node_slot[node]
         if not bflags[r] & fastio.FB_EXTENDED and (
-                arb == NMT or arb == SYNC or arb == HEARTBEAT + foreign[FOREIGN_OWN_NODE]):
+                arb == NMT or arb == SYNC or arb == own_heartbeat):
             for d in range(flags.shape[0]):  # another master, for the whole bus
                 flags[d] |= F_FOREIGN
             _foreign(foreign, arb)
@@ -152,7 +229,7 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
         if base == TPDO1:
             if lengths[r] != tx_size[k]:
                 flags[k] |= F_MALFORMED
-                malformed[k] += 1
+                data.malformed_count[k] += 1
                 continue
             if t < late_before:
                 flags[k] |= F_LATE  # it answers an earlier SYNC: stale
@@ -160,27 +237,28 @@ def take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, sca
             if seen[k]:
                 flags[k] |= F_DUPLICATE
             f = tx[k]
-            sw = _read(data, r, f[TPDO_STATUSWORD])
+            sw = read(frames, r, f[TPDO_STATUSWORD])
             statusword[k] = sw
-            q = _read(data, r, f[TPDO_POSITION]) * scale[k, 0]
+            q = read(frames, r, f[TPDO_POSITION]) * scale[k, SCALE_RAD]
             since = trusted[k] if settle[k] > 0 else sampled[k]
             if rx_time[k] > 0 and since == since and abs(q - position[k]) > max(
-                    scale[k, 2], scale[k, 3] * (late_before - since + period)):  # (NaN: none)
+                    scale[k, SCALE_STEP],
+                    scale[k, SCALE_SPEED] * (late_before - since + period)):  # (NaN: none)
                 flags[k] |= F_GLITCH
             position[k] = q
-            i = _read(data, r, f[TPDO_CURRENT]) * scale[k, 1]
+            i = read(frames, r, f[TPDO_CURRENT]) * scale[k, SCALE_AMP]
             current[k] = i
             for x in range(TPDO_VELOCITY, TPDO_QUANTITIES):
                 if f[x].offset >= 0:
-                    extras[k, x - TPDO_VELOCITY] = _read(data, r, f[x])
-            if sw & 0x6F == 0x27 and abs(commanded[k] - i) > 0.2 * scale[k, 4]:
+                    extras[k, x - TPDO_VELOCITY] = read(frames, r, f[x])
+            if sw & 0x6F == 0x27 and abs(commanded[k] - i) > 0.2 * scale[k, SCALE_PEAK]:
                 flags[k] |= F_SATURATED  # OPERATION ENABLED, short of the command
             rx_time[k] = t
             sampled[k] = late_before
             seen[k] = 1
         elif base == HEARTBEAT:
-            if lengths[r] == 1 and data[r, 0] & 0x80 == 0:
-                heartbeat_time[k] = t
+            if lengths[r] == 1 and frames[r, 0] & 0x80 == 0:
+                data.heartbeat_time[k] = t
         elif base == EMCY and arb != SYNC:
             python_rows[pending] = r
             pending += 1
@@ -195,29 +273,30 @@ def _foreign(foreign, arb):
     foreign[FOREIGN_COUNT] += 1
 
 
-SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check is its own again
-
-
 @njit(cache=True)
-def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_timeout, period,
-                  expect, flags, missing_count, sampled, trusted, settle):
+def collect_flags(model, data):
     """The flags a cycle's frames leave per drive (missing, fault, not enabled, heartbeat
-    lost); returns when the next cycle's TPDOs are due (the newest one seen + a period).
+    lost); ``data.expect[0]``: when the next cycle's TPDOs are due (the newest one seen + a
+    period).
 
     A drive that did not answer this cycle leaves the sample instant of its last answer
     (``sampled``: the SYNC it answered) in ``trusted`` and :data:`SETTLE_CYCLES` in ``settle``:
     the answers that follow a gap may answer older SYNCs (a drive, or a machine, held up, then
     catching up), so until it has answered in that many cycles its glitch check bounds the
     motion from the last answer before the gap (:func:`take_tpdos`)."""
+    seen, statusword, rx_time, flags = data.seen, data.statusword, data.rx_time, data.flags
+    heartbeat_time, sampled, trusted, settle = (data.heartbeat_time, data.sampled,
+                                                data.trusted, data.settle)
+    now, timeout = data.now[0], model.heartbeat_timeout
     newest = -1.0
     for k in range(seen.shape[0]):
         last = heartbeat_time[k]
-        if heartbeat_timeout > 0 and now - (0.0 if last != last else last) > heartbeat_timeout:
+        if timeout > 0 and now - (0.0 if last != last else last) > timeout:
             flags[k] |= F_HEARTBEAT  # (NaN: none yet)
         sw = statusword[k]
         if not seen[k]:
             flags[k] |= F_MISSING
-            missing_count[k] += 1
+            data.missing_count[k] += 1
             if settle[k] == 0:
                 trusted[k] = sampled[k]
             settle[k] = SETTLE_CYCLES
@@ -229,50 +308,94 @@ def collect_flags(seen, statusword, rx_time, heartbeat_time, now, heartbeat_time
                 flags[k] |= F_FAULT
             elif sw & 0x6F != 0x27:  # not OPERATION ENABLED
                 flags[k] |= F_NOT_ENABLED
-    return newest + period if newest >= 0.0 else expect
+    if newest >= 0.0:
+        data.expect[0] = newest + model.period
 
 
 @njit(cache=True)
-def put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
-              ids, bflags, lengths, data):
-    """Each drive's RPDO (controlword + target torque ‰) into rows 0 … n−1: the current
-    clamped to the drive's peak (NaN/Inf → 0: the last line of the current limit), rounded
-    half to even, clamped to the target's integer range; returns n."""
+def begin(data, deadline):
+    """A cycle's collection starts: its frames are waited for until ``deadline`` (monotonic
+    s; < 0: until the queue is empty — lockstep)."""
+    data.deadline[0] = deadline
+    data.start[0] = 1
+    data.done[0] = 0
+
+
+@njit(cache=True)
+def take_frames(batch, n, model, data):
+    """One receive's rows 0 … n−1 (:func:`take_tpdos`) within a cycle's collection
+    (:func:`begin`), which polls on until every drive has answered or the deadline passes —
+    or, without one, until the queue is empty (a table not filled whole). Its first call
+    starts the cycle: ``seen`` and ``flags`` cleared, ``late_before`` from the last SYNC's
+    send time (where the bus's clock is not the wall clock — none known —, half a period
+    before the expected answers). The call that finishes it sets ``done`` and the flags of
+    what did not come (:func:`collect_flags`). Returns the rows Python must take
+    (``data.python_rows``)."""
+    if data.start[0]:
+        data.start[0] = 0
+        data.seen[:] = 0
+        data.flags[:] = 0
+        sync = data.sync_time[0]
+        data.late_before[0] = data.expect[0] - 0.5 * model.period if sync != sync else sync
+    pending = take_tpdos(batch, n, model, data)
+    deadline = data.deadline[0]
+    if n < batch.arbitration_id.shape[0] and (deadline < 0.0 or data.seen.all()
+                                              or fastio.monotonic(batch.clock) >= deadline):
+        data.done[0] = 1
+        collect_flags(model, data)
+    return pending
+
+
+@njit(cache=True)
+def gather(batch, tap, model, data):
+    """A cycle's TPDOs in one compiled call, on a socket the batches can read
+    (``batch.fd``; :class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → the recording
+    ring (``tap``) → :func:`take_frames`, from :func:`begin` until the cycle's frames are in
+    (``data.done[0]``), without returning to Python in between — or early, when the last
+    table read has rows for Python (EMCY, error frames, other devices' frames; their count
+    is returned): Python handles them and calls again until ``data.done[0]`` is 1. Called
+    again once they are in (a caller resuming after Python took the last table's rows), it
+    does nothing: the cycle's flags are collected once."""
+    if data.done[0]:
+        return 0
+    while True:
+        n = fastio.receive(batch.fd, batch)
+        if n and tap.capacity > 0:
+            fastio.tap(tap, batch, n, True)
+        pending = take_frames(batch, n, model, data)
+        if pending or data.done[0]:
+            return pending
+
+
+# ---------------------------------------------------------------- commands out
+@njit(cache=True)
+def put_rpdos(model, data, current_A, batch):
+    """Each drive's RPDO (controlword + target torque ‰) into rows 0 … n−1 of ``batch``: the
+    current clamped to the drive's peak (NaN/Inf → 0: the last line of the current limit),
+    rounded half to even, clamped to the target's integer range; returns n."""
+    ids, bflags, lengths, frames = batch.arbitration_id, batch.flags, batch.length, batch.data
+    cob, rx, rx_size, scale, permille = (model.cob, model.rx, model.rx_size, model.scale,
+                                         model.permille)
+    commanded, controlword = data.commanded, data.controlword
     n = cob.shape[0]
     for k in range(n):
         i = current_A[k]
         if not math.isfinite(i):
             i = 0.0
-        i = min(max(i, -peak[k]), peak[k])
+        peak = scale[k, SCALE_PEAK]
+        i = min(max(i, -peak), peak)
         commanded[k] = i
         f = rx[k]
-        t = np.int64(np.rint(i * permille_per_A[k]))
+        t = np.int64(np.rint(i * permille[k]))
         t = min(max(t, f[RPDO_TARGET].low), f[RPDO_TARGET].high)
         for b in range(rx_size[k]):
-            data[k, b] = 0
-        _write(data, k, f[RPDO_CONTROLWORD], controlword[k] & 0xFFFF)
-        _write(data, k, f[RPDO_TARGET], t)
+            frames[k, b] = 0
+        write(frames, k, f[RPDO_CONTROLWORD], controlword[k] & 0xFFFF)
+        write(frames, k, f[RPDO_TARGET], t)
         ids[k] = cob[k]
         bflags[k] = 0
         lengths[k] = rx_size[k]
     return n
-
-
-def warm_up() -> None:
-    """Compile both tables' functions for one drive of the default mapping, and the
-    heartbeat's count (nothing written outside the arrays made here)."""
-    b = fastio.FrameBatch(2)
-    tx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)[None, :]
-    rx = fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)[None, :]
-    one, z, zi = np.ones(1), np.zeros(1), np.zeros(1, np.int64)
-    take_tpdos(0, b.arbitration_id, b.flags, b.length, b.data, b.time, np.full(128, -1),
-               tx, zi.copy(), np.ones((1, 5)), 1e-3, 0.0, z.copy(), zi.copy(), zi.copy(),
-               zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(),
-               zi.copy(), np.zeros((1, 3), np.int64), z.copy(), z.copy(), zi.copy(),
-               np.array([127, 0, -1]))
-    put_rpdos(z.copy(), zi.copy(), zi.copy(), rx, zi.copy(), one, one, z.copy(),
-              b.arbitration_id, b.flags, b.length, b.data)
-    sync_rows(np.zeros(3, np.int64))
 
 
 @njit(cache=True)
@@ -288,111 +411,56 @@ def sync_rows(hb):
     return 1
 
 
-# ---------------------------------------------------------------- a cycle's I/O in one call
-# FrameRing arrays of "no recording": a ring of no capacity is never written
-NO_RING_HEADER = np.zeros(8, np.int64)
-NO_RING_SLOTS = np.zeros(fastio.RING_SLOT, np.uint8)
-
-
 @njit(cache=True)
-def gather(fd, wire, headers, buffers, control, ids, bflags, lengths, data, times, counts,
-           scratch, clock, ring_header, ring_slots, ring_capacity, bus, bits, node_slot, tx,
-           tx_size, scale, period, commanded, seen, flags, statusword, position, current,
-           rx_time, sampled, trusted, settle, malformed, extras, heartbeat_time, now,
-           python_rows, when, done, heartbeat_timeout, missing_count, expect, foreign):
-    """A cycle's TPDOs in one compiled call, on a socket the batches can read
-    (:class:`exo_rt.bus.port.CompiledBatches`): ``recvmmsg`` → decode → the recording ring
-    (:func:`exo_rt.bus.fastio.tap`) → :func:`take_tpdos`, polling on until every drive has
-    answered or the deadline passes — exactly what
-    :meth:`exo_rt.bus.drives.Drives.collect` does frame table by frame table, without
-    returning to Python in between. Its arguments never change within a run (Python keeps
-    them in one tuple): what changes per cycle is in ``when`` — the last SYNC's send time
-    (:func:`take_tpdos`' ``late_before``), the deadline (monotonic s; < 0: none, the queue
-    emptied once) and 1 for the cycle's first call (``seen`` and ``flags`` start from zero;
-    set back to 0 here).
-
-    It returns early when the last table read has rows for Python (``python_rows``: EMCY,
-    error frames, other devices' frames; the count is returned): Python handles them and
-    calls again until ``done[0]`` is 1. The last call ends with :func:`collect_flags`
-    (the flags of what did not arrive; ``expect[0]``: when the next cycle's TPDOs are due)."""
-    late_before, deadline = when[0], when[1]
-    if when[2]:
-        seen[:] = 0
-        flags[:] = 0
-        when[2] = 0.0
-    capacity = headers.shape[0]
-    done[0] = 0
-    while True:
-        n = fastio.receive(fd, wire, headers, buffers, control, ids, bflags, lengths, data,
-                           times, counts, scratch, clock)
-        if n and ring_capacity > 0:
-            fastio.tap(ring_header, ring_slots, ring_capacity, times, ids, bflags, lengths, data,
-                       n, True, bus, bits)
-        pending = take_tpdos(n, ids, bflags, lengths, data, times, node_slot, tx, tx_size, scale,
-                             period, late_before, commanded, seen, flags, statusword, position,
-                             current, rx_time, sampled, trusted, settle, malformed, extras,
-                             heartbeat_time, now, python_rows, foreign)
-        finished = n < capacity and (deadline < 0.0 or seen.all()
-                                     or fastio.monotonic(clock) >= deadline)
-        if finished:
-            done[0] = 1
-            expect[0] = collect_flags(seen, statusword, rx_time, heartbeat_time, now[0],
-                                      heartbeat_timeout, period, expect[0], flags, missing_count,
-                                      sampled, trusted, settle)
-        if pending or finished:
-            return pending
-
-
-@njit(cache=True)
-def command(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, counts, clock,
-            bits, ring_header, ring_slots, ring_capacity, bus, current_A, controlword, cob, rx,
-            rx_size, peak, permille_per_A, commanded, extra):
-    """A cycle's commands in one compiled call and one ``sendmmsg``: each drive's RPDO
-    (:func:`put_rpdos`: the encoder's clamp, the last line of the current limit) in rows
-    0 … n−1, then the ``extra`` rows the table already holds after them (the SYNC, the
-    controller's heartbeat), in that order (``extra[0]`` of them); the frames sent are
-    copied into the recording ring. Returns the send time (wall clock, s: the drives sample
-    at this SYNC). Its arguments never change within a run (Python keeps them in a tuple)."""
-    n = put_rpdos(current_A, controlword, cob, rx, rx_size, peak, permille_per_A, commanded,
-                  ids, bflags, lengths, data)
-    n += extra[0]
-    t = fastio.send(fd, wire, headers, iov, buffers, ids, bflags, lengths, data, times, n,
-                    counts, clock, bits)
-    if ring_capacity > 0:
-        fastio.tap(ring_header, ring_slots, ring_capacity, times, ids, bflags, lengths, data, n,
-                   False, bus, bits)
+def command(batch, tap, model, data, current_A, sync):
+    """A cycle's commands in one compiled call and one ``sendmmsg`` on ``batch.fd``: each
+    drive's RPDO (:func:`put_rpdos`: the encoder's clamp, the last line of the current limit)
+    in rows 0 … n−1, then (``sync``) the rows the table already holds after them — the SYNC
+    and, when due, the controller's heartbeat (:func:`sync_rows`); the frames sent are copied
+    into the recording ring. Returns the send time (wall clock, s; with the SYNC also
+    ``data.sync_time[0]``: the drives sample at it)."""
+    n = put_rpdos(model, data, current_A, batch)
+    if sync:
+        n += sync_rows(data.hb)
+    t = fastio.send(batch.fd, batch, n)
+    if tap.capacity > 0:
+        fastio.tap(tap, batch, n, False)
+    if sync:
+        data.sync_time[0] = t
     return t
 
 
-def io_arguments(n: int, wire: int) -> tuple[tuple, tuple]:
-    """:func:`gather`'s and :func:`command`'s arguments for ``n`` drives of the default mapping,
-    of the types a bus's have, on no socket (a call fails harmlessly on the tables made here):
-    for compiling ahead of a run."""
-    tx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo), TPDO_NAMES)] * n)
-    rx = np.stack([fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo), RPDO_NAMES)] * n)
-    z, zi = np.zeros(n), np.zeros(n, np.int64)
-    b = fastio.FrameBatch(max(32, 4 * n), wire)
-    gather_args = (
-        -1, wire, b.headers, b.buffers, b.control, b.arbitration_id, b.flags, b.length, b.data,
-        b.time, b.counts, b.scratch, b.clock, NO_RING_HEADER, NO_RING_SLOTS, 0, 0, b.bits,
-        np.full(128, -1), tx, zi.copy(), np.ones((n, 5)), 1e-3, z.copy(), zi.copy(), zi.copy(),
-        zi.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), zi.copy(), zi.copy(),
-        np.zeros((n, 3), np.int64), z.copy(), np.zeros(1), np.zeros(b.capacity, np.int64),
-        np.array([0.0, -1.0, 1.0]), np.zeros(1, np.int64), 0.3, zi.copy(), np.zeros(1),
-        np.array([127, 0, -1]))
-    t = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
-    command_args = (
-        -1, wire, t.headers, t.iov, t.buffers, t.arbitration_id, t.flags, t.length, t.data,
-        t.time, t.counts, t.clock, t.bits, NO_RING_HEADER, NO_RING_SLOTS, 0, 0, z.copy(),
-        zi.copy(), zi.copy(), rx, zi.copy(), np.ones(n), np.ones(n), z.copy(),
-        np.zeros(1, np.int64))
-    return gather_args, command_args
+# ---------------------------------------------------------------- compiled ahead of a run
+def io_arguments(n: int, wire: int) -> tuple:
+    """A bus of ``n`` drives of the default mapping on no socket, as the compiled cycle takes
+    one (:meth:`exo_rt.bus.drives.Drives.compiled_cycle`: the receiving and the sending frame
+    tables, the tap, the model, the data, the commands), of the types a real bus's have: for
+    compiling ahead of a run (a call fails harmlessly on the tables made here)."""
+    profiles = [pdo.DEFAULT_PROFILE] * n
+    limits = [(-32768, 32767)] * n
+    model = bus_model(np.arange(1, n + 1), profiles, limits, np.ones((n, 5)), np.ones(n),
+                      period=1e-3, heartbeat_timeout=0.3, own_node=127)
+    rx = fastio.FrameBatch(max(32, 4 * n), wire)
+    tx = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
+    return rx, tx, fastio.no_tap(), model, bus_data(n, rx.capacity, 127), np.zeros(n)
+
+
+def warm_up() -> None:
+    """Compile the cycle's steps every port uses (:func:`take_tpdos`, :func:`take_frames`,
+    :func:`collect_flags`, :func:`put_rpdos`, the heartbeat's count) on a bus made here."""
+    rx, tx, _tap, model, data, current = io_arguments(1, fastio.WIRE_UDP)
+    take_tpdos(rx, 0, model, data)
+    begin(data, -1.0)
+    take_frames(rx, 0, model, data)  # (no deadline: the cycle ends, its flags are collected)
+    put_rpdos(model, data, current, tx)
+    sync_rows(data.hb)
 
 
 def warm_up_io(n: int = 1) -> None:
     """Compile :func:`gather` and :func:`command` for ``n`` drives of the default mapping, on
     both wires (on no socket: the calls fail harmlessly on the tables made here)."""
     for wire in (fastio.WIRE_UDP, fastio.WIRE_SOCKETCAN):
-        gather_args, command_args = io_arguments(n, wire)
-        gather(*gather_args)
-        command(*command_args)
+        rx, tx, tap, model, data, current = io_arguments(n, wire)
+        begin(data, -1.0)
+        gather(rx, tap, model, data)
+        command(tx, tap, model, data, current, True)

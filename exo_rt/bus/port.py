@@ -119,14 +119,40 @@ class FramePort(abc.ABC):
     def recv(self) -> Frame | None:
         """The next frame that has arrived, or None (never waits)."""
 
+    @property
+    def tap(self):
+        """The recording ring every frame sent or received is copied into (None: none)."""
+        return self._tap
+
+    @tap.setter
+    def tap(self, ring) -> None:
+        self._tap, self._tap_record = ring, None
+
+    @property
+    def channel_index(self) -> int:
+        """The bus's index in the recording."""
+        return self._channel_index
+
+    @channel_index.setter
+    def channel_index(self, index: int) -> None:
+        self._channel_index, self._tap_record = index, None
+
+    def tap_record(self) -> fastio.Tap:
+        """:attr:`tap` as the compiled calls take it (:class:`exo_rt.bus.fastio.Tap`; made
+        once per ring and bus index, and let go with them)."""
+        if self._tap_record is None:
+            self._tap_record = fastio.Tap.of(self._tap, self._channel_index)
+        return self._tap_record
+
     def _record(self, arbitration_id: int, data: bytes, timestamp: float, rx: bool,
                 extended: bool = False, error: bool = False) -> None:
         tap = self.tap
         if tap is not None:
             tap.put(timestamp, arbitration_id, data, rx, extended, error, self.channel_index)
 
-    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
-        """A frame table for :meth:`recv_batch` / :meth:`send_batch` on this port."""
+    def batch(self, capacity: int = 32, send: bool = False) -> fastio.FrameBatch:
+        """A frame table for :meth:`recv_batch` / :meth:`send_batch` on this port (``send``:
+        one the compiled cycle sends with; its ``fd``, where the port has one)."""
         return fastio.FrameBatch(capacity)
 
     def warm_up(self) -> None:  # noqa: B027 (a hook: most ports have nothing to compile)
@@ -140,14 +166,7 @@ class FramePort(abc.ABC):
             msg = self.recv()
             if msg is None:
                 break
-            size = min(len(msg.data), fastio.MAX_DATA)
-            batch.arbitration_id[n] = msg.arbitration_id
-            batch.flags[n] = ((fastio.FB_EXTENDED if msg.is_extended_id else 0)
-                              | (fastio.FB_ERROR if msg.is_error_frame else 0)
-                              | (fastio.FB_REMOTE if msg.is_remote_frame else 0))
-            batch.length[n] = size
-            batch.data[n, :size] = np.frombuffer(msg.data, np.uint8, size)
-            batch.time[n] = msg.timestamp
+            batch.put(n, msg)
             n += 1
         batch.n = n
         return n
@@ -182,16 +201,15 @@ class CompiledBatches:
         """The descriptors a compiled cycle reads and writes (exo_rt.bus.pdo_cycle)."""
         return self.sock.fileno(), self._tx.fileno()
 
-    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
-        return fastio.FrameBatch(capacity, self.wire, self.destination)
+    def batch(self, capacity: int = 32, send: bool = False) -> fastio.FrameBatch:
+        return fastio.FrameBatch(capacity, self.wire, self.destination,
+                                 (self._tx if send else self.sock).fileno())
 
     def warm_up(self) -> None:
         fastio.warm_up()
 
     def recv_batch(self, b: fastio.FrameBatch) -> int:
-        n = fastio.receive(self.sock.fileno(), self.wire, b.headers, b.buffers, b.control,
-                           b.arbitration_id, b.flags, b.length, b.data, b.time, b.counts,
-                           b.scratch, b.clock)
+        n = fastio.receive(self.sock.fileno(), b)
         b.n = n
         if n and self.tap is not None:
             self._tap_batch(b, n, True)
@@ -201,9 +219,7 @@ class CompiledBatches:
         if n <= 0:
             return
         before = b.counts[1]
-        self.sent_at = fastio.send(self._tx.fileno(), self.wire, b.headers, b.iov, b.buffers,
-                                   b.arbitration_id, b.flags, b.length, b.data, b.time, n,
-                                   b.counts, b.clock, b.bits)
+        self.sent_at = fastio.send(self._tx.fileno(), b, n)
         self.send_errors += int(b.counts[1] - before)
         if self.tap is not None:
             self._tap_batch(b, n, False)
@@ -216,8 +232,7 @@ class CompiledBatches:
                     arb, data, t, ext, err, _rtr = b.frame(r)
                     tap.put(t, arb, data, rx, ext, err, self.channel_index)
             return
-        fastio.tap(tap.header, tap.slots, tap.capacity, b.time, b.arbitration_id, b.flags,
-                   b.length, b.data, n, rx, self.channel_index, b.bits)
+        fastio.tap(self.tap_record(), b, n, rx)
 
 
 class GenericPort(FramePort):
@@ -403,10 +418,10 @@ class UdpMulticastPort(CompiledBatches, FramePort):
         self._record(arb, data, timestamp, True, extended, error)
         return self.frame.set(arb, data, timestamp, extended, error, remote)
 
-    def batch(self, capacity: int = 32) -> fastio.FrameBatch:
+    def batch(self, capacity: int = 32, send: bool = False) -> fastio.FrameBatch:
         if not self.compiled:
-            return FramePort.batch(self, capacity)
-        return CompiledBatches.batch(self, capacity)
+            return FramePort.batch(self, capacity, send)
+        return CompiledBatches.batch(self, capacity, send)
 
     def recv_batch(self, b: fastio.FrameBatch) -> int:
         if not self.compiled:  # our own datagrams come back: the per-frame path knows them

@@ -97,12 +97,12 @@ class BusArgsType(_Bundle):
 class BusArgs(structref.StructRefProxy):
     """One bus's part of the cycle in one object (:meth:`exo_rt.bus.drives.Drives.
     compiled_cycle`'s tuple, fields in :data:`BUS_FIELDS`' order): a tuple of these is a tuple
-    of pointers, which the cycle indexes at run time without copying a bus's ~70 arrays."""
+    of pointers, which the cycle indexes at run time without copying a bus's records."""
 
 
-# gather's and command's arguments, the heartbeat counter, gather's ``when`` and ``done``, the
-# controlwords, the last SYNC's send time (wall clock s)
-BUS_FIELDS = ("bus_in", "bus_out", "hb", "when", "done", "controlword", "sync_time")
+# the frame tables received and sent, the recording's tap, the bus's model and data
+# (exo_rt.bus.pdo_cycle), the commands (A)
+BUS_FIELDS = ("rx", "tx", "tap", "model", "data", "current")
 structref.define_proxy(BusArgs, BusArgsType, list(BUS_FIELDS))
 
 
@@ -119,8 +119,8 @@ def _bundle(board, status_time, buses, model, data, rec_header, rec_capacity, io
 
 
 @njit(cache=True)
-def _bus_bundle(bus_in, bus_out, hb, when, done, controlword, sync_time):
-    return BusArgs(bus_in, bus_out, hb, when, done, controlword, sync_time)
+def _bus_bundle(*fields):
+    return BusArgs(*fields)
 
 
 def prepare(args: tuple) -> CycleArgs:
@@ -132,7 +132,6 @@ def prepare(args: tuple) -> CycleArgs:
     i = FIELDS.index("buses")
     buses = []
     for bus in args[i]:
-        _bus_bundle.compile(tuple(numba.typeof(a) for a in bus))
         buses.append(_bus_bundle(*bus))
     args[i] = tuple(buses)
     _bundle.compile(tuple(numba.typeof(a) for a in args))
@@ -154,11 +153,7 @@ def warm_up(model, data, drives: list[int]) -> None:
     no socket; the types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the
     compiled cycle depends on the number of buses, not of drives; none: the buses are
     Python's)."""
-    buses = []
-    for n in drives:
-        gather_args, command_args = pdo_cycle.io_arguments(n, fastio.WIRE_UDP)
-        buses.append((gather_args, command_args, np.zeros(3, np.int64), gather_args[38],
-                      gather_args[39], np.zeros(n, np.int64), np.zeros(1)))
+    buses = [pdo_cycle.io_arguments(n, fastio.WIRE_UDP) for n in drives]
     prepare((no_board(), np.zeros(1), tuple(buses) or idle_buses(), model, data, NO_RECORDS, 0,
              np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3)))
 
@@ -167,10 +162,7 @@ def idle_buses() -> tuple:
     """The buses of a cycle whose buses are all Python's (``io[IO_PY_BUSES]`` = 1): one of a
     compiled bus's type on no socket, never read nor written (compiled code cannot iterate
     an empty tuple)."""
-    gather_args, command_args = pdo_cycle.io_arguments(1, fastio.WIRE_UDP)
-    bus = (gather_args, command_args, np.zeros(3, np.int64), gather_args[38], gather_args[39],
-           np.zeros(1, np.int64), np.zeros(1))
-    return (bus,)
+    return (pdo_cycle.io_arguments(1, fastio.WIRE_UDP),)
 
 
 def no_board() -> tuple:
@@ -212,10 +204,7 @@ def _start(a):
     io[IO_STAGE] = STAGE_IN
     io[IO_BUS] = 0.0
     for bus in a.buses:
-        when = bus.when
-        when[0] = bus.sync_time[0]  # an answer stamped before the last SYNC answers
-        when[1] = io[IO_DEADLINE]  # an older one
-        when[2] = 1.0  # the cycle's first gather
+        pdo_cycle.begin(bus.data, io[IO_DEADLINE])  # the frames in wait until then at most
     io[IO_T_BOARD] = now
     if io[IO_PY_BOARD]:
         return BACK_POLL
@@ -247,11 +236,11 @@ def _frames_in(a):
     b = int(io[IO_BUS])
     while b < len(buses):
         bus = buses[b]
-        pending = pdo_cycle.gather(*bus.bus_in)
+        pending = pdo_cycle.gather(bus.rx, bus.tap, bus.model, bus.data)
         if pending:
             io[IO_PENDING] = pending
             return BACK_FRAMES  # (Python takes them, then calls again: gather goes on)
-        if bus.done[0]:
+        if bus.data.done[0]:
             b += 1
             io[IO_BUS] = b
     io[IO_T_IN] = fastio.monotonic(a.ts)
@@ -293,11 +282,8 @@ def _frames_out(a):
     disable = s.state == SAFE and s.disable
     for bus in a.buses:
         if disable:  # the power stage off (Drives.request_disable)
-            bus.controlword[:] = c.CW_DISABLE_VOLTAGE
-        out_args = bus.bus_out
-        extra = out_args[-1]
-        extra[0] = pdo_cycle.sync_rows(bus.hb)
-        bus.sync_time[0] = pdo_cycle.command(*out_args)
+            bus.data.controlword[:] = c.CW_DISABLE_VOLTAGE
+        pdo_cycle.command(bus.tx, bus.tap, bus.model, bus.data, bus.current, True)
     io[IO_T_SYNC] = fastio.monotonic(a.ts)  # the drives sample now
     return BACK_DONE
 
