@@ -88,9 +88,9 @@ def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
         opts[0]["law"] = registry.code(law)
         q, tau = np.array([0.2, 0.4]), np.zeros(n)
         model = registry.law_model(opts, cfg.gains, pk, pk, 1e-3)
-        data = registry.law_data(ws, ws.copy(), laws.law_state(n), laws.law_scratch(n), q,
-                                 np.zeros(n), q + 0.01, np.zeros(n), np.zeros(n), np.zeros(n),
-                                 tau)
+        z = np.zeros(n)
+        data = registry.law_data(ws, ws.copy(), laws.law_state(n), laws.law_scratch(n), q=q,
+                                 qd=z, qr=q + 0.01, qdr=z, qddr=z, assist=z, tau=tau)
         laws.law_torque(table, model, data)
         return tau
 

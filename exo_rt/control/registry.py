@@ -120,8 +120,8 @@ def _law_model(opts, gains, model, model_exo, dt):
 
 
 @njit(cache=True)
-def _law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau):
-    return LawData(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau)
+def _law_data(*fields):
+    return LawData(*fields)
 
 
 def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
@@ -131,10 +131,16 @@ def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
     return m
 
 
-def law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau) -> LawData:
-    """A law's data (fields of :data:`LAW_DATA`): the vectors are the caller's arrays (views
-    of its joint vectors), so what the law writes is where the caller reads it."""
-    d = _law_data(data, data_exo, law_state, scratch, q, qd, qr, qdr, qddr, assist, tau)
+def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
+    """A law's data (fields of :data:`LAW_DATA`): the workspaces, the law's state and
+    scratch, and the joint vectors by name (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
+    ``assist``, ``tau``) — the caller's arrays (views of its joint vectors), so that what
+    the law writes is where the caller reads it."""
+    names = list(LAW_DATA.field_dict)[4:]
+    missing = sorted(set(names) - set(vectors)) + sorted(set(vectors) - set(names))
+    if missing:
+        raise TypeError(f"law data: the vectors are {', '.join(names)} (not {missing})")
+    d = _law_data(data, data_exo, law_state, scratch, *(vectors[n] for n in names))
     structs.check(d, LAW_DATA, "law data")
     return d
 

@@ -26,16 +26,16 @@ import numpy as np
 
 from exo_rt import STARTED, processes
 from exo_rt.errors import ConfigError
-from exo_rt.model.mechanism import Mechanism
 from exo_rt.processes import other_cpus
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call, safety, snapshot, summary
+from exo_rt.runtime import cycle_call, script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.cycle_io import CycleIO
-from exo_rt.runtime.injections import INJECT_KINDS, SIM_KIND, Injection, InjectionPlan
+from exo_rt.runtime.injections import Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, TimingStats, last_cpu, realtime_setup, realtime_teardown
+from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
 from exo_rt.runtime.run_record import RunRecord
 from exo_rt.runtime.states import (
@@ -43,7 +43,6 @@ from exo_rt.runtime.states import (
     BOOT,
     CONFIGURE,
     READY,
-    READY_CYCLES,
     RUN,
     SAFE,
     SHUTDOWN,
@@ -52,8 +51,7 @@ from exo_rt.runtime.states import (
 )
 from exo_rt.runtime.summary import Fault, RunResult
 
-__all__ = ["Controller", "Injection", "RunResult", "Fault", "INJECT_KINDS", "SIM_KIND", "STATES",
-           "BOOT", "CONFIGURE", "READY", "ALIGN", "RUN", "STOPPING", "SAFE", "SHUTDOWN"]
+__all__ = ["Controller", "Injection", "RunResult", "Fault"]
 
 HISTORY_S = 60.0  # s: Controller.log keeps the run's first minute by default (lockstep)
 
@@ -63,22 +61,15 @@ class Controller:
     in as ``rig``, a recording's)."""
 
     def __init__(self, top: TopConfig, bus_spec: str | dict[str, str] = "sim", *,
-                 realtime: bool = False,
-                 injections: tuple[Injection, ...] = (), start_pose=None, seed: int = 0,
-                 status=None, rt_setup: bool = True, board: str | None = "emulator",
-                 plant: Mechanism | None = None, history: bool | None = None,
-                 live: str | None = None, live_remote: bool = False, live_wait: float = 0.0,
-                 reset_faults: bool = False, rig: Rig | None = None) -> None:
+                 rig: Rig | None = None, **options) -> None:
+        """``options``: :class:`~exo_rt.runtime.options.RunOptions`' fields by name."""
+        self.options = o = RunOptions(**options)
         self.top, self.robot, self.cfg = top, top.robot, top.controller
-        self.reset_faults = reset_faults  # the operator's --reset-faults (Drives.enable)
-        self.live, self.live_remote = live, live_remote  # telemetry: the recording serves it
-        self.live_wait = live_wait  # s to wait for a live client before the drives enable
         self.dt = 1.0 / top.rate_hz
         self.n = self.robot.nq
-        self.bus_spec, self.injections = bus_spec, injections
-        self.status, self.rt_setup = bool(status), rt_setup
+        self.bus_spec, self.injections = bus_spec, o.injections
         self.can_format = ".blf"
-        self.start_pose = None if start_pose is None else [float(x) for x in start_pose]
+        self.start_pose = None if o.start_pose is None else [float(x) for x in o.start_pose]
         self.state, self.cycles, self._stop_requested = BOOT, 0, False
         self.events: list[dict] = []
         self.faults: list[Fault] = []
@@ -88,29 +79,27 @@ class Controller:
         self.sched: Scheduler | None = None
         self.k0: dict[int, int] = {}
         self.times: dict[str, float] = {"compile": 0.0}  # s: where the start-up went
-        wall = realtime or bus_spec not in ("sim", "replay")
+        wall = o.realtime or bus_spec not in ("sim", "replay")
         self.rt_cpu = (top.realtime.cpu if top.realtime.cpu is not None else last_cpu()) \
-            if wall and rt_setup else None
+            if wall and o.rt_setup else None
         self.helper_cpus = other_cpus(self.rt_cpu)
         if rig is None:
             check_specs(top, bus_spec)  # a misspelt interface: said now, not after a compile
             from exo_rt import warmup  # a cold numba cache: compile in parallel, with progress
             t0 = time.monotonic()
             warmup.ensure(top, warmup.REAL_BUS_GROUPS if ":" in str(bus_spec)
-                          else warmup.RUN_GROUPS + (("io",) if realtime else ()))
+                          else warmup.RUN_GROUPS + (("io",) if o.realtime else ()))
             self.times["compile"] = time.monotonic() - t0  # compiling (or loading) kernels
             processes.start_requested()  # helpers asked for ahead (the recording's)
-            rig = open_rig(top, bus_spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                           plant=plant, cpus=self.helper_cpus, rt_setup=rt_setup, board=board,
-                           dt=self.dt)
+            rig = open_rig(top, bus_spec, o, cpus=self.helper_cpus)
         self.rig, self.bus_set, self.drives, self.board = rig, rig.bus_set, rig.drives, rig.board
         self.setup_lines.extend(rig.setup_lines)
         self.realtime = rig.realtime
-        if injections and not hasattr(self.bus_set, "inject"):
+        if o.injections and not hasattr(self.bus_set, "inject"):
             rig.close()
             raise ConfigError("--inject works on the simulated bus only", None,
                               "drop --inject, or run with --bus sim")
-        self._allocate(False if history is None and self.realtime else history)
+        self._allocate(False if o.history is None and self.realtime else o.history)
 
     def _allocate(self, history: bool | None) -> None:
         """The cycle's model and data (:func:`exo_rt.runtime.cycle.build`), its arrays by
@@ -192,12 +181,12 @@ class Controller:
         self.io.prepare()  # (its tables are bring-up's): compiled now
         if self.recording is not None:  # started before the bring-up: up by now, mostly
             self.recording.ready()
-            self.record.wait_for_viewer(self.live_wait)
+            self.record.wait_for_viewer(self.options.live_wait)
         # allocated before mlockall (which faults every later allocation in at once)
         self.sched = Scheduler(self.dt, lockstep=not self.realtime)
         # watched live, a simulated run goes at the wall clock's pace (still lockstep: the
         # same cycles, only slowed to real time) — else it is over before a viewer is
-        self.sched.paced = self.live is not None and not self.realtime
+        self.sched.paced = self.options.live is not None and not self.realtime
 
     def _warm_up(self) -> None:
         """Every compiled part of the cycle run once on throw-away data (:func:`exo_rt.
@@ -210,35 +199,25 @@ class Controller:
             d.warm_up()
 
     def _start_recording(self) -> None:
-        meta = {"joint_names": list(self.robot.joint_names), "rate_hz": self.top.rate_hz,
-                "config": str(self.top.path), "config_sha256": self.top.sha256,
-                "controller": str(self.cfg.source), "law": self.cfg.law, "bus": self.bus_spec,
-                "duration_s": self.duration, "start_pose": self.start_pose,
-                "injections": [[i.kind, i.joint, i.t, i.duration] for i in self.injections],
-                "injections_from": "RUN",  # their t: s from the start of RUN
-                "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
-        self.recording = self.record.start(
-            meta, n=self.n, channels=[b.channel for b in self.top.buses],
-            lockstep=not self.realtime, clock=self.bus_set.clock,
-            can_format=self.can_format, status=self.status, cpus=self.helper_cpus,
-            live=self.live, live_remote=self.live_remote, setup_lines=self.setup_lines)
+        self.recording = self.record.start(self)
         self.record.tap(self.drives, not self.realtime, self.bus_set.clock)
 
     def _activate(self, t_boot: float):
         """Real-time set-up, the board's motor power, the drives enabled (READY); the first
         SYNC at zero current. Returns the real-time set-up (None: none taken)."""
         setup = None
-        if self.realtime and self.rt_setup:  # before motor power: mlockall takes its time
+        if self.realtime and self.options.rt_setup:  # before motor power: mlockall's time
             rt = self.top.realtime
             setup = realtime_setup(rt.priority, self.rt_cpu, cpu_latency_us=rt.cpu_latency_us)
             self.setup_lines[:0] = setup.lines()
-        self.rig.check_board_watchdog(self.reset_faults)
+        reset = self.options.reset_faults  # the operator's --reset-faults (explicit)
+        self.rig.check_board_watchdog(reset)
         self.rig.power_on()
         self._go(READY, 0)
         for d in self.drives:
             if self.board is not None:  # the board's watchdog sees us while drives enable
                 self.board.send_heartbeat(READY, force=True)
-            d.enable(reset_faults=self.reset_faults)
+            d.enable(reset_faults=reset)
         if self.board is not None:  # the board's watchdog counts from here
             self.board.send_heartbeat(READY, force=True)
         self.io.gather()
@@ -298,7 +277,7 @@ class Controller:
         if self.board is not None:
             self.board.send_heartbeat(self.state)
             self.bus_set.tick()
-        self._advance(k)
+        script.advance(self, k)
         if self._stop_requested and self.state in (READY, ALIGN, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
         if plan.board:
@@ -315,44 +294,9 @@ class Controller:
                 rec.check(k * self.dt)
         return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])
 
-    def heel_strikes(self) -> None:
-        """The wearer's heel strikes the board reported, into the phase estimate (RUN, with
-        ``reference.phase: events``)."""
-        ref = self.cfg.reference
-        if self.state != RUN or ref.phase != "events" or self.board is None:
-            return
-        while self.board.heel_strikes:
-            cy.trajectory.phase_on_heel_strike(self.phase_state,
-                                               self.board.heel_strikes.popleft() - self._t_run,
-                                               0.5 * ref.period, 2.0 * ref.period, 0.5)
-
-    def _advance(self, k: int) -> None:
-        if self.state == READY and k >= READY_CYCLES:
-            self.q_align0[:] = self.q
-            self._go(ALIGN, k + 1)
-        elif self.state == ALIGN and (k + 1 - self.k0[ALIGN]) * self.dt >= self.top.align_s:
-            self.law_state[:] = 0
-            self._go(RUN, k + 1)
-            self._t_run = self.board.clock() + self.dt if self.board is not None else 0.0
-            self.heel_strikes()  # those of ALIGN's last cycles
-            if self.rig.board_emulated:  # the emulated wearer starts walking
-                self.bus_set.board_command(f"walk {self._t_run!r}")
-        elif self.state == RUN and (k + 1 - self.k0[RUN]) * self.dt >= self.duration:
-            self._go(STOPPING, k + 1)  # holds the last reference
-        elif self.state == STOPPING and (k + 1 - self.k0[STOPPING]) * self.dt >= self.top.stop_s:
-            for d in self.drives:
-                d.request_disable()
-            self.cur[:] = 0.0
-            self.io.write()
-            self._go(SHUTDOWN, k + 1)
-
     def run_cycle(self) -> int:
-        """The control cycle RUN starts in (as :meth:`_advance` steps READY → ALIGN → RUN):
-        where ``--inject``'s T counts from."""
-        align = 1
-        while align * self.dt < self.top.align_s:
-            align += 1
-        return READY_CYCLES + 1 + align
+        """The control cycle RUN starts in: where ``--inject``'s T counts from."""
+        return script.run_cycle(self.dt, self.top.align_s)
 
     def _go(self, state: int, k: int) -> None:
         self.state = state
@@ -381,17 +325,8 @@ class Controller:
             self.state = SHUTDOWN
 
     def _fault(self, k: int, cause: int, joint: int) -> None:
-        """The cycle went SAFE in cycle k: note the fault, its cause and reaction."""
-        name = self.robot.joint_names[joint] if joint >= 0 else None
-        onset = self.plan.onset(k, name)
-        detail = summary.foreign_detail(self.drives) if cause == safety.FOREIGN_MASTER else None
-        f = Fault(t=onset * self.dt, cause=safety.CAUSES[cause], joint=name,
-                  reaction_cycles=k - onset + 1, action=self.top.safety.action, cycle=k,
-                  detail=detail)
-        self.faults.append(f)
-        self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "fault",
-                            "cause": f.cause, "joint": f.joint, "action": f.action}
-                           | ({"detail": f.detail} if f.detail else {}))
+        """The cycle went SAFE in cycle k: the fault noted (its cause, reaction, an event)."""
+        self.faults.append(summary.fault(self, k, cause, joint))
         self._go(SAFE, k)
 
     def reset(self) -> None:

@@ -38,73 +38,36 @@ from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.runtime import safety
+from exo_rt.runtime.layout import (
+    PARAMS,
+    SCALARS,
+    SETTLE_SAMPLES,
+    V_ASSIST,
+    V_CUR,
+    V_I_MEAS,
+    V_MAX_CURRENT,
+    V_MAX_ERROR,
+    V_Q,
+    V_Q_ALIGN0,
+    V_Q_HOLD,
+    V_Q_MAX,
+    V_Q_MIN,
+    V_Q_PREV,
+    V_Q_SAFE,
+    V_Q_START,
+    V_QD,
+    V_QD_SAFE,
+    V_QDDR,
+    V_QDR,
+    V_QR,
+    V_SETTLE,
+    V_SSE,
+    V_T_PREV,
+    V_TAU,
+    V_WIDTH,
+    VECTORS,
+)
 from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
-
-# the cycle's parameters, fixed for a run (the model's one PARAMS record)
-PARAMS = np.dtype([
-    ("dt", "f8"),  # s: the period
-    ("alpha", "f8"),  # the velocity filter's gain
-    ("align_duration", "f8"),  # s: ALIGN's move
-    ("friction_comp", "?"),  # compensate friction in torque → current
-    ("assist", "?"),  # some joint's gain ``assist`` is set: compute the wearer's torque
-    ("action", "i8"),  # the safe action (safety.ACTION_*)
-    ("damping", "f8"),  # N·m·s/rad of the safe action
-    ("stiffness", "f8"),  # N·m/rad of the safe action
-    ("ramp", "f8"),  # cycles of the safe action's ramp
-])
-
-# the cycle's scalars (the data's one SCALARS record): inputs Python sets, outputs it reads
-SCALARS = np.dtype([
-    ("k", "f8"),  # the cycle's index
-    ("t", "f8"),  # s: k·dt
-    ("state", "f8"),  # state (exo_rt.runtime.states)
-    ("phase", "f8"),  # gait phase (RUN), in strides
-    ("period", "f8"),  # s: stride period (RUN)
-    ("align_t", "f8"),  # s: time in ALIGN
-    ("overrun_streak", "f8"),  # consecutive late cycles
-    ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
-    ("safe_k0", "f8"),  # the cycle SAFE was entered
-    ("cause", "f8"),  # out: the safety cause of SAFE (safety.CAUSES), 0 while all is well
-    ("joint", "f8"),  # out: its joint, −1 for none
-    ("new_fault", "f8"),  # out: 1 in the cycle a fault is detected
-    ("disable", "f8"),  # out: 1 once the safe action has ramped out (drives to be disabled)
-    ("safe_done", "f8"),  # out: 1 when SAFE has finished (ramp + disabled)
-    ("wake_us", "f8"),  # the previous cycle's wake latency (µs), for the record
-    ("compute_us", "f8"),  # the previous cycle's compute time (µs)
-    ("overruns", "f8"),  # overruns so far
-    ("slot", "f8"),  # the recording ring's row to fill, −1: not recording
-    ("hist", "f8"),  # the history's row to fill, −1: not kept
-    ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
-    ("cycles", "f8"),  # out: cycles run
-    ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
-])
-
-# joint vectors (v rows)
-V_Q = 0  # rad, measured
-V_Q_PREV = 1
-V_QD = 2  # rad/s, estimated
-V_I_MEAS = 3  # A, measured
-V_QR = 4  # reference
-V_QDR = 5
-V_QDDR = 6
-V_Q_ALIGN0 = 7  # where ALIGN starts
-V_Q_START = 8  # where the gait starts
-V_TAU = 9  # N·m, commanded joint torque
-V_CUR = 10  # A, commanded current
-V_ASSIST = 11  # N·m, the wearer's own torque along the reference (transparent law)
-V_Q_HOLD = 12  # rad, the posture SAFE holds
-V_Q_SAFE = 13  # scratch: finite positions for the safe action
-V_QD_SAFE = 14  # scratch: finite velocities
-V_SSE = 15  # summary: Σ(q − q_ref)² over RUN (deg²)
-V_MAX_ERROR = 16  # deg, over RUN
-V_MAX_CURRENT = 17  # A, |command|
-V_Q_MIN = 18  # rad
-V_Q_MAX = 19
-V_T_PREV = 20  # s: when the joint's last used sample was taken (S_SAMPLE_T then)
-V_SETTLE = 21  # fresh samples still to re-anchor on before the velocity estimate resumes
-V_WIDTH = 22
-
-SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
 # the check's output
 _OUT = 2
@@ -256,14 +219,14 @@ def _safe_command(m, d):
 
 
 @njit(cache=True)
-def _check(m, d):
-    """The safety check and the board's word (a tracking state or READY/STOPPING): SAFE from
-    this very cycle on when a cause is found."""
+def check(m, d):
+    """The safety check (:func:`exo_rt.runtime.safety.check`) and the board's word: SAFE
+    from this very cycle on when a cause is found — as :func:`step` runs it, and alone for a
+    caller that measures through the cycle but commands by its own law (the bench's
+    position loop, :mod:`exo_rt.hil.bench`): its cause and joint in the scalars, the posture
+    to hold."""
     s, v, out = d.s[0], d.v, d.check_out
-    state = int(s.state)
-    tracking = state == ALIGN or state == RUN
-    safety.check(m.limits, m.sopts, v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR], v[V_TAU], d.flags,
-                 d.streaks, int(s.overrun_streak), tracking, v[V_QR], out)
+    safety.check(m, d)
     board = int(s.board)
     if out[0] == safety.OK and board & 1:
         out[0], out[1] = safety.ESTOP, -1
@@ -366,7 +329,7 @@ def step(m, d):
         d.v[V_TAU, :] = 0.0
         d.v[V_CUR, :] = 0.0
     if state != SAFE:
-        _check(m, d)
+        check(m, d)
         state = int(s.state)
     if state == SAFE:
         _safe_command(m, d)
@@ -445,8 +408,9 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     s[0]["slot"] = s[0]["hist"] = s[0]["joint"] = -1.0
     law_state, scratch = laws.law_state(n), laws.law_scratch(n)
     data, data_exo = law_arrays["data"].copy(), law_arrays["data_exo"].copy()
-    ld = registry.law_data(data, data_exo, law_state, scratch, v[V_Q], v[V_QD], v[V_QR],
-                           v[V_QDR], v[V_QDDR], v[V_ASSIST], v[V_TAU])
+    ld = registry.law_data(data, data_exo, law_state, scratch, q=v[V_Q], qd=v[V_QD],
+                           qr=v[V_QR], qdr=v[V_QDR], qddr=v[V_QDDR], assist=v[V_ASSIST],
+                           tau=v[V_TAU])
     flags = np.zeros(n, np.int64)
     streaks = np.zeros((safety.STREAKS, n), np.int64)
     check_out = np.zeros(_OUT, np.int64)
@@ -459,12 +423,6 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
                   scratch=scratch, n=n, width=width, law_arrays=law_arrays)
     arrays.update({name: v[row] for name, row in VECTORS.items()})
     return Cycle(model, d, arrays)
-
-
-# the joint vectors Python reads and writes by name (rows of v)
-VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
-           "qdr": V_QDR, "qddr": V_QDDR, "q_align0": V_Q_ALIGN0, "q_start": V_Q_START,
-           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV}
 
 
 def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float, width: int,

@@ -112,10 +112,8 @@ structref.define_proxy(CycleArgs, CycleArgsType, list(FIELDS))
 
 
 @njit(cache=True)
-def _bundle(board, status_time, buses, model, data, rec_header, rec_capacity, io, ts,
-            phase_state):
-    return CycleArgs(board, status_time, buses, model, data, rec_header, rec_capacity, io, ts,
-                     phase_state)
+def _bundle(*fields):
+    return CycleArgs(*fields)
 
 
 @njit(cache=True)
@@ -134,7 +132,6 @@ def prepare(args: tuple) -> CycleArgs:
     for bus in args[i]:
         buses.append(_bus_bundle(*bus))
     args[i] = tuple(buses)
-    _bundle.compile(tuple(numba.typeof(a) for a in args))
     bundle = _bundle(*args)
     run.compile((numba.typeof(bundle),))
     return bundle

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from exo_rt.runtime import cycle_call as cc
+from exo_rt.runtime import script
 from exo_rt.runtime.states import SAFE
 
 
@@ -100,10 +101,10 @@ class CycleIO:
                 self.collect(k)
             elif back == cc.BACK_POLL:
                 ctl.s["board"] = ctl.board.poll()  # 1: e-stop, 2: link lost, 4: power off
-                ctl.heel_strikes()
+                script.heel_strikes(ctl)
             elif back == cc.BACK_BOARD:
                 ctl.board.take_news(int(io[cc.IO_NEWS]), io[cc.IO_NOW])
-                ctl.heel_strikes()
+                script.heel_strikes(ctl)
             else:  # BACK_SEND: the cycle's last step
                 ctl.cycles = k + 1
                 self.send()

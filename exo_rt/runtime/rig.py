@@ -66,23 +66,26 @@ class Rig:
                            "release the e-stop, check the board link and its supply")
 
 
-def open_rig(top, bus_spec, *, realtime: bool, start_pose, seed: int, plant, cpus,
-             rt_setup: bool, board: str | None, dt: float) -> Rig:
-    """Open the buses and the board of ``top``; simulated, the plant is ``plant`` (default:
-    the robot's own model — a different one stands for a leg the model does not match, e.g.
-    on the bench). ``board``: ``emulator`` (with the simulated exoskeleton, or in its own
-    process beside real buses), a pyserial URL, or None/``none`` (no board: bench use)."""
-    bus_set = open_buses(top, bus_spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                         plant=plant, cpus=cpus, rt_setup=rt_setup)
+def open_rig(top, bus_spec, options, cpus) -> Rig:
+    """Open the buses and the board of ``top`` as the run's ``options`` (:class:`~exo_rt.
+    runtime.options.RunOptions`) say, its helpers on ``cpus``: simulated, the plant is
+    ``options.plant`` (default: the robot's own model — a different one stands for a leg the
+    model does not match, e.g. on the bench); ``options.board``: ``emulator`` (with the
+    simulated exoskeleton, or in its own process beside real buses), a pyserial URL, or
+    None/``none`` (no board: bench use)."""
+    o = options
+    bus_set = open_buses(top, bus_spec, realtime=o.realtime, start_pose=o.start_pose,
+                         seed=o.seed, plant=o.plant, cpus=cpus, rt_setup=o.rt_setup)
     rig = Rig(bus_set, [])
     try:
         if bus_set.process is not None:
             rig.setup_lines.append(f"simulation process {bus_set.process.pid}: "
                                    f"{bus_set.process.placement}")
         # each bus's host side from its protocol's registry entry (exo_rt.bus.protocols)
+        dt = 1.0 / top.rate_hz
         rig.drives = [protocols.get(b.protocol).host_class()(bus, b, top.robot, period=dt)
                       for bus, b in zip(bus_set.buses, top.buses, strict=True)]
-        _open_board(rig, top, board)
+        _open_board(rig, top, o.board)
     except BaseException:
         bus_set.close()
         raise

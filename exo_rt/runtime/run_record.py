@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from exo_rt.record import runfolder
+from exo_rt.runtime import safety
+from exo_rt.runtime.states import STATES
 
 
 class RunRecord:
@@ -27,13 +29,19 @@ class RunRecord:
         self.folder = None
         self.frame_epoch = 0.0
 
-    def start(self, meta: dict, *, n: int, channels: list[str], lockstep: bool, clock,
-              can_format: str, status: bool, cpus, live, live_remote: bool,
-              setup_lines: list[str]):
+    def start(self, ctl):
         """Claim the folder (a live run's: refused here, before any bring-up) and start the
-        recording process; returns the recording (None: not recording)."""
+        recording process of the controller ``ctl`` (its joints, buses, clock, options);
+        returns the recording (None: not recording)."""
         if self.out_dir is None:
             return None
+        meta = {"joint_names": list(ctl.robot.joint_names), "rate_hz": ctl.top.rate_hz,
+                "config": str(ctl.top.path), "config_sha256": ctl.top.sha256,
+                "controller": str(ctl.cfg.source), "law": ctl.cfg.law, "bus": ctl.bus_spec,
+                "duration_s": ctl.duration, "start_pose": ctl.start_pose,
+                "injections": [[i.kind, i.joint, i.t, i.duration] for i in ctl.injections],
+                "injections_from": "RUN",  # their t: s from the start of RUN
+                "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
         from exo_rt.record.recording import Recording
 
         self.folder = folder = runfolder.claim(self.out_dir)
@@ -42,18 +50,19 @@ class RunRecord:
             self.not_recording(folder.error)
             return None
         # lockstep: every CAN frame stamped on one clock, the simulated time from this epoch
-        self.frame_epoch = meta["wall_boot"] - (0.0 if not lockstep else clock())
+        lockstep, o = not ctl.realtime, ctl.options
+        self.frame_epoch = meta["wall_boot"] - (ctl.bus_set.clock() if lockstep else 0.0)
         try:
             self.recording = rec = Recording(
-                self.out_dir, n, meta, can_format=can_format, channels=channels,
-                lockstep=lockstep, status=status, cpus=cpus, live=live,
-                live_remote=live_remote)
+                self.out_dir, ctl.n, meta, can_format=ctl.can_format,
+                channels=[b.channel for b in ctl.top.buses], lockstep=lockstep,
+                status=o.status, cpus=ctl.helper_cpus, live=o.live, live_remote=o.live_remote)
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
             self.not_recording(runfolder.describe(exc, exc.filename or self.out_dir))
             return None
-        setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
+        ctl.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
         if rec.live_url:
-            setup_lines.append(f"live telemetry on {rec.live_url}")
+            ctl.setup_lines.append(f"live telemetry on {rec.live_url}")
         return rec
 
     def tap(self, drives, lockstep: bool, clock) -> None:

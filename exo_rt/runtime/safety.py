@@ -25,6 +25,9 @@ from exo_rt.bus.flags import (
     F_SATURATED,
 )
 from exo_rt.jit import njit
+from exo_rt.runtime.layout import V_CUR, V_I_MEAS, V_Q, V_QD, V_QR, V_TAU
+from exo_rt.runtime.states import ALIGN, RUN
+from exo_rt.schema import top
 
 OK = 0
 POSITION_LIMIT = 1
@@ -52,11 +55,11 @@ CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_e
           "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off",
           "foreign_master", "duplicate_answer", "current_saturation")
 
-ACTION_ZERO_CURRENT = 0
-ACTION_DAMPING = 1
-ACTION_HOLD = 2
-ACTIONS = {"zero_current": ACTION_ZERO_CURRENT, "damping": ACTION_DAMPING,
-           "hold": ACTION_HOLD}
+# the safe actions by name → code: their names and order are the top config's (one list)
+ACTIONS = {name: code for code, name in enumerate(top.ACTIONS)}
+ACTION_ZERO_CURRENT = ACTIONS["zero_current"]  # 0
+ACTION_DAMPING = ACTIONS["damping"]  # 1
+ACTION_HOLD = ACTIONS["hold"]  # 2
 
 # limits, one record per joint, read by field name (docs/performance.md, "Named layouts")
 LIMITS = np.dtype([
@@ -91,16 +94,25 @@ def options(sc) -> np.ndarray:
 
 
 @njit(cache=True)
-def check(limits, opts, q, qd, current_meas, current_cmd, tau, flags, streaks,
-          overrun_streak, tracking_on, q_ref, out):
-    """First safety cause (out[0]) and its joint (out[1]); out[0] = OK if all is well.
+def check(m, d):
+    """First safety cause (``d.check_out[0]``) and its joint (``d.check_out[1]``); OK if all
+    is well — on the cycle's model (``m.limits``, ``m.sopts``) and data (its measured and
+    commanded joint vectors, the drives' flags, the state: the tracking error counts in
+    ALIGN and RUN, the overrun streak).
 
-    ``streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
+    ``d.streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
     feedback (F_MISSING/F_MALFORMED), with the current short of its command (F_SATURATED) and
     with two answers (F_DUPLICATE), updated here. Another master on the bus (F_FOREIGN) is a
     cause in the cycle it is read: after it, which frames move the motors is no longer the
     controller's to say.
     """
+    v, s, flags, streaks, out = d.v, d.s[0], d.flags, d.streaks, d.check_out
+    limits, opts = m.limits, m.sopts
+    q, qd, current_meas, current_cmd, tau, q_ref = (v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR],
+                                                    v[V_TAU], v[V_QR])
+    state = int(s.state)
+    tracking_on = state == ALIGN or state == RUN
+    overrun_streak = int(s.overrun_streak)
     n = q.shape[0]
     out[0] = OK
     out[1] = -1

@@ -10,6 +10,7 @@ import numpy as np
 
 from exo_rt import __version__
 from exo_rt.runtime import cycle as cy
+from exo_rt.runtime import safety
 from exo_rt.runtime.states import RUN, STATES
 
 
@@ -95,6 +96,21 @@ def foreign_detail(drives) -> str | None:
             return (f"COB-ID 0x{first:03X} from another node on bus '{d.config.name}' "
                     f"({seen} such frames)")
     return None
+
+
+def fault(ctl, k: int, cause: int, joint: int) -> Fault:
+    """The fault the cycle found in cycle ``k`` (its cause, joint, how many cycles after the
+    injected onset it was seen), its event appended to the run's."""
+    name = ctl.robot.joint_names[joint] if joint >= 0 else None
+    onset = ctl.plan.onset(k, name)
+    detail = foreign_detail(ctl.drives) if cause == safety.FOREIGN_MASTER else None
+    f = Fault(t=onset * ctl.dt, cause=safety.CAUSES[cause], joint=name,
+              reaction_cycles=k - onset + 1, action=ctl.top.safety.action, cycle=k,
+              detail=detail)
+    ctl.events.append({"cycle": k, "t": round(k * ctl.dt, 6), "event": "fault",
+                       "cause": f.cause, "joint": f.joint, "action": f.action}
+                      | ({"detail": f.detail} if f.detail else {}))
+    return f
 
 
 def summary(ctl) -> dict:

@@ -1,0 +1,80 @@
+"""The cycle's layout, declared once by name: its parameters (:data:`PARAMS`, the model's one
+record), its scalars (:data:`SCALARS`, the data's one record) and the rows of its joint
+vectors (``V_*``: a matrix, so that a cycle's record is copied from it in one pass). A leaf
+module: the cycle (:mod:`exo_rt.runtime.cycle`) and the safety check read it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# the cycle's parameters, fixed for a run (the model's one PARAMS record)
+PARAMS = np.dtype([
+    ("dt", "f8"),  # s: the period
+    ("alpha", "f8"),  # the velocity filter's gain
+    ("align_duration", "f8"),  # s: ALIGN's move
+    ("friction_comp", "?"),  # compensate friction in torque → current
+    ("assist", "?"),  # some joint's gain ``assist`` is set: compute the wearer's torque
+    ("action", "i8"),  # the safe action (safety.ACTION_*)
+    ("damping", "f8"),  # N·m·s/rad of the safe action
+    ("stiffness", "f8"),  # N·m/rad of the safe action
+    ("ramp", "f8"),  # cycles of the safe action's ramp
+])
+
+# the cycle's scalars (the data's one SCALARS record): inputs Python sets, outputs it reads
+SCALARS = np.dtype([
+    ("k", "f8"),  # the cycle's index
+    ("t", "f8"),  # s: k·dt
+    ("state", "f8"),  # state (exo_rt.runtime.states)
+    ("phase", "f8"),  # gait phase (RUN), in strides
+    ("period", "f8"),  # s: stride period (RUN)
+    ("align_t", "f8"),  # s: time in ALIGN
+    ("overrun_streak", "f8"),  # consecutive late cycles
+    ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
+    ("safe_k0", "f8"),  # the cycle SAFE was entered
+    ("cause", "f8"),  # out: the safety cause of SAFE (safety.CAUSES), 0 while all is well
+    ("joint", "f8"),  # out: its joint, −1 for none
+    ("new_fault", "f8"),  # out: 1 in the cycle a fault is detected
+    ("disable", "f8"),  # out: 1 once the safe action has ramped out (drives to be disabled)
+    ("safe_done", "f8"),  # out: 1 when SAFE has finished (ramp + disabled)
+    ("wake_us", "f8"),  # the previous cycle's wake latency (µs), for the record
+    ("compute_us", "f8"),  # the previous cycle's compute time (µs)
+    ("overruns", "f8"),  # overruns so far
+    ("slot", "f8"),  # the recording ring's row to fill, −1: not recording
+    ("hist", "f8"),  # the history's row to fill, −1: not kept
+    ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
+    ("cycles", "f8"),  # out: cycles run
+    ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
+])
+
+# joint vectors (v rows)
+V_Q = 0  # rad, measured
+V_Q_PREV = 1
+V_QD = 2  # rad/s, estimated
+V_I_MEAS = 3  # A, measured
+V_QR = 4  # reference
+V_QDR = 5
+V_QDDR = 6
+V_Q_ALIGN0 = 7  # where ALIGN starts
+V_Q_START = 8  # where the gait starts
+V_TAU = 9  # N·m, commanded joint torque
+V_CUR = 10  # A, commanded current
+V_ASSIST = 11  # N·m, the wearer's own torque along the reference (transparent law)
+V_Q_HOLD = 12  # rad, the posture SAFE holds
+V_Q_SAFE = 13  # scratch: finite positions for the safe action
+V_QD_SAFE = 14  # scratch: finite velocities
+V_SSE = 15  # summary: Σ(q − q_ref)² over RUN (deg²)
+V_MAX_ERROR = 16  # deg, over RUN
+V_MAX_CURRENT = 17  # A, |command|
+V_Q_MIN = 18  # rad
+V_Q_MAX = 19
+V_T_PREV = 20  # s: when the joint's last used sample was taken (its sample_t then)
+V_SETTLE = 21  # fresh samples still to re-anchor on before the velocity estimate resumes
+V_WIDTH = 22
+
+SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
+
+# the joint vectors Python reads and writes by name (rows of v)
+VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
+           "qdr": V_QDR, "qddr": V_QDDR, "q_align0": V_Q_ALIGN0, "q_start": V_Q_START,
+           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV}

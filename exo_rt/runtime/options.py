@@ -1,0 +1,28 @@
+"""How a run is to go, beside its top config: the options of ``exo-rt run`` (docs/cli.md)
+as the controller takes them (``Controller(top, bus, **options)``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.runtime.injections import Injection
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A run's options; every one has the default ``exo-rt run`` gives it."""
+
+    realtime: bool = False  # the simulated bus at the wall clock's rate (its own process)
+    injections: tuple[Injection, ...] = ()  # faults injected (--inject)
+    start_pose: tuple[float, ...] | None = None  # rad: the simulated leg's initial angles
+    seed: int = 0  # the simulated bus's noise
+    status: bool = False  # a live status line on stderr (the recording prints it)
+    rt_setup: bool = True  # SCHED_FIFO, affinity, mlockall, the gc frozen (real time)
+    board: str | None = "emulator"  # the embedded board: emulator, a pyserial URL, None
+    plant: Mechanism | None = None  # the simulated leg's model (default: the robot's)
+    history: bool | None = None  # Controller.log: None the first minute, True all, False none
+    live: str | None = None  # serve live telemetry on [HOST:]PORT (read only)
+    live_remote: bool = False  # allow --live on an address other than loopback
+    live_wait: float = 0.0  # s to wait for a live client before the drives enable
+    reset_faults: bool = False  # clear drives found in FAULT before enabling them (explicit)
