@@ -315,8 +315,8 @@ def _drives_fifo(priority: int | None) -> str:
     """The real-time simulation's scheduling, taken by itself (started by hand or by
     ``exo-rt run --realtime``): SCHED_FIFO ``priority`` (default: 10 below the control thread's
     default), or one line saying why not."""
+    from exo_rt.processes import policy_of
     from exo_rt.runtime.loop import take_fifo
-    from exo_rt.runtime.processes import policy_of
     from exo_rt.sim.launch import hardware_fifo
 
     if priority == 0:
@@ -476,8 +476,7 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the controller: BOOT → … → RUN for --duration → SHUTDOWN, or SAFE on a fault."""
-    from exo_rt import compile_workers
-    from exo_rt.runtime import processes
+    from exo_rt import compile_workers, processes
 
     compile_workers.prestart()  # a cold numba cache: the compile workers start with us
     processes.request("exo_rt.record.writer")  # the recording process: started ahead

@@ -31,11 +31,6 @@ CYCLE_EDGES_TO_REMOVE = {
     # a Controller: the caller (cli) should warm up before it builds the controller, or the
     # controller get the warm-up handed in (controller.py and warmup.py are being rewritten)
     ("exo_rt.runtime.controller", "exo_rt.warmup"): "controller.py:116 imports warmup",
-    # runfolder.recover takes METADATA and recover_on_read takes segments() from mcap_log,
-    # whose readers call runfolder.recover_on_read: METADATA, segment_path and segments (a run
-    # folder's file names) belong in runfolder, mcap_log importing them from there
-    ("exo_rt.record.runfolder", "exo_rt.record.mcap_log"): "runfolder.py imports METADATA, "
-                                                           "segments from mcap_log",
 }
 
 # The modules that may import exo_rt.runtime and exo_rt.sim: those layers and what runs them.
@@ -52,13 +47,8 @@ UPPER = {
 # (exo_rt.bench, the dynamics benchmark, is no orchestrator: it imports neither, and stays so.)
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
 
-# Layer edges still to be removed, as CYCLE_EDGES_TO_REMOVE; one that is gone fails the test.
-LAYER_EDGES_TO_REMOVE = {
-    # the recording starts itself as a helper process (Helper, ARGS_ON_STDIN): process
-    # placement imports only exo_rt.errors and belongs below both (exo_rt/processes.py)
-    ("exo_rt.record.recording", "exo_rt.runtime.processes"): "Helper",
-    ("exo_rt.record.writer", "exo_rt.runtime.processes"): "ARGS_ON_STDIN",
-}
+# Layer edges still to be removed (none now), as CYCLE_EDGES_TO_REMOVE; one gone fails the test.
+LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}
 
 
 def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:

@@ -249,7 +249,7 @@ def test_a_recording_process_started_ahead_is_adopted_and_an_unused_one_ends(tmp
     """`exo-rt run` starts its recording process ahead (it imports while the controller
     starts): the run's Recording adopts that very process and records everything; a process
     started ahead and never used ends with the controller's process."""
-    from exo_rt.runtime import processes
+    from exo_rt import processes
 
     processes.request("exo_rt.record.writer")
     processes.start_requested()
@@ -260,7 +260,7 @@ def test_a_recording_process_started_ahead_is_adopted_and_an_unused_one_ends(tmp
     report = json.loads((tmp_path / "r" / "recording.json").read_text())
     assert report["records"] == result.summary["cycles"] and report["records_lost"] == 0
     assert report["ended"] == "closed" and not report["errors"]
-    probe = ("from exo_rt.runtime import processes; processes.request('exo_rt.record.writer'); "
+    probe = ("from exo_rt import processes; processes.request('exo_rt.record.writer'); "
              "processes.start_requested(); print(processes._spares['exo_rt.record.writer'].pid)")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)

@@ -36,10 +36,10 @@ import numpy as np
 
 from exo_rt.errors import LogError, Where
 from exo_rt.record.rings import ERROR, EXTENDED, RX
+from exo_rt.record.runfolder import METADATA, recover_on_read, segment_path, segments
 
 TOPICS = ("/joints", "/state", "/timing", "/can", "/events")
 JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")
-METADATA = "exo-rt"
 RELATIVE_BELOW_S = 1e8  # a frame time stamp below this (1973) counts from the run's start
 NUM = {"type": ["number", "null"]}
 
@@ -176,22 +176,6 @@ def segment_length() -> float:
     except ValueError:
         return SEGMENT_S
     return value if value > 0 and math.isfinite(value) else SEGMENT_S
-
-
-def segment_path(first: Path, k: int) -> Path:
-    """The k-th file of a run's MCAP (1: ``run.mcap`` itself, then ``run-2.mcap`` …)."""
-    return first if k == 1 else first.with_name(f"{first.stem}-{k}{first.suffix}")
-
-
-def segments(run_dir: str | Path) -> list[Path]:
-    """A run folder's MCAP files in order: ``run.mcap``, ``run-2.mcap``, … (each an hour of
-    run time, :data:`SEGMENT_S`), as far as they go on without a gap."""
-    first = Path(run_dir) / "run.mcap"
-    out, k = [], 1
-    while segment_path(first, k).exists():
-        out.append(segment_path(first, k))
-        k += 1
-    return out
 
 
 class _GuardedFile:
@@ -397,7 +381,6 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
     from mcap.reader import make_reader
 
     from exo_rt.record.recorder import columns_dtype
-    from exo_rt.record.runfolder import recover_on_read
 
     path = Path(path)
     # a run's: every segment (run.mcap, run-2.mcap …), each cut short by a crash made whole
@@ -475,8 +458,6 @@ def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
                        "give a run folder written by `exo-rt run` (it holds cycles.exolog)")
     out = Path(out) if out is not None else run_dir / "run.mcap"
     if out == run_dir / "run.mcap":
-        from exo_rt.record.runfolder import recover_on_read
-
         if recover_on_read(run_dir):  # the run's own, cut short: now whole
             return out
     if out.exists():

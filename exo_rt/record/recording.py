@@ -20,9 +20,9 @@ from pathlib import Path
 import can
 
 from exo_rt.errors import ConfigError
+from exo_rt.processes import Helper
 from exo_rt.record.recorder import cycle_columns, update_header, write_header
 from exo_rt.record.rings import FrameRing, RecordRing
-from exo_rt.runtime.processes import Helper
 
 RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
 FRAME_RING = 1 << 17  # CAN frames

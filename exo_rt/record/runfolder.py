@@ -42,6 +42,24 @@ RUN_FILES = ("summary.json", "events.jsonl", "config.yaml", "config-snapshot.jso
              "replay-controller.json", "replay-closed-loop.json")
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 FOOTER_BYTES = 1 + 8 + 8 + 8 + 4  # opcode, length, summary start, summary offset start, crc
+METADATA = "exo-rt"  # the name of the MCAP metadata record that holds a run's columns, meta
+
+
+def segment_path(first: Path, k: int) -> Path:
+    """The k-th file of a run's MCAP (1: ``run.mcap`` itself, then ``run-2.mcap`` …)."""
+    return first if k == 1 else first.with_name(f"{first.stem}-{k}{first.suffix}")
+
+
+def segments(run_dir: str | Path) -> list[Path]:
+    """A run folder's MCAP files in order: ``run.mcap``, ``run-2.mcap``, … (each an hour of
+    run time, :data:`exo_rt.record.mcap_log.SEGMENT_S`), as far as they go on without a
+    gap."""
+    first = Path(run_dir) / "run.mcap"
+    out, k = [], 1
+    while segment_path(first, k).exists():
+        out.append(segment_path(first, k))
+        k += 1
+    return out
 
 
 class FolderInUse(ConfigError):
@@ -327,8 +345,6 @@ def recover(run_dir: str | Path, *, force: bool = False) -> Recovered | None:
     first damaged record, into a new file; the original kept as ``run.mcap.damaged``. The
     metadata record ``exo-rt`` (written when the loop starts, and again at the end) comes
     from the cycle log's header if the damaged file lost it. LogError when it cannot."""
-    from exo_rt.record.mcap_log import METADATA
-
     run_dir = Path(run_dir)
     path = run_dir / "run.mcap" if run_dir.is_dir() else run_dir
     if not path.exists() or (not force and mcap_complete(path)):
@@ -377,7 +393,6 @@ def recover(run_dir: str | Path, *, force: bool = False) -> Recovered | None:
 def _cycle_log_metadata(log: Path):
     from mcap.records import Metadata
 
-    from exo_rt.record.mcap_log import METADATA
     from exo_rt.record.recorder import read_header
 
     try:
@@ -393,8 +408,6 @@ def recover_on_read(run_dir: str | Path) -> list[Recovered]:
     folder's MCAP files (``run.mcap``, ``run-2.mcap`` …) whose end is missing, unless a live
     run holds the folder, saying so in one line each on stderr. A recovery that fails is
     said in one line too; the reader goes on with the files it reads."""
-    from exo_rt.record.mcap_log import segments
-
     path = Path(run_dir)
     if not path.is_dir():
         if path.name != "run.mcap":  # only a run's own files are rewritten
@@ -451,8 +464,6 @@ def recover_folder(run_dir: str | Path) -> list[Recovered]:
             fd = None
         if fd is not None:
             _lock(run_dir, fd, "recover it once that run has ended")
-    from exo_rt.record.mcap_log import segments
-
     try:
         return [r for r in (recover(f) for f in segments(run_dir)) if r is not None]
     finally:

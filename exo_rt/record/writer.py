@@ -48,9 +48,9 @@ from pathlib import Path
 import can
 import numpy as np
 
+from exo_rt.processes import ARGS_ON_STDIN
 from exo_rt.record.rings import CLIENTS, CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
 from exo_rt.record.runfolder import describe, write_atomic
-from exo_rt.runtime.processes import ARGS_ON_STDIN
 
 FLUSH_S = 0.02
 SYNC_S = 0.5  # flush + fsync of every file at least this often (wall clock and run time)

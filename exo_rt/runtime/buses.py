@@ -16,8 +16,8 @@ import time
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
+from exo_rt.processes import Helper
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.processes import Helper
 from exo_rt.sim.launch import HARDWARE_NICE
 
 SIM_INTERFACE = "exo_sim"  # a bus file's default interface: the simulated exoskeleton

@@ -23,7 +23,7 @@ import numpy as np
 
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.runtime.processes import Helper
+from exo_rt.processes import Helper
 
 SIM_SPECS = ("sim", "sim-realtime")
 HARDWARE_NICE = -10  # the simulated drives and leg stand in for hardware: they win their CPU
