@@ -57,10 +57,11 @@ from numba import cfunc, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from exo_rt import plugins
+from exo_rt.schema import top
 
 GROUP = "exo_rt.plants"
 BUILTIN = ("exo_rt.sim.plant",)  # modules whose import registers the built-in models
-DEFAULT = "harmonic_drive"
+DEFAULT = top.DEFAULT_PLANT  # the top config's default plant model (one name)
 
 # --- state rows every model keeps: per coordinate (state[row, i]) …
 ST_Q, ST_V = 0, 1  # position (rad or m), velocity (rad/s or m/s)
