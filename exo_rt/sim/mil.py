@@ -151,21 +151,33 @@ class MilResult:
         return self.log[:, 1 + block * n : 1 + (block + 1) * n]
 
 
-def run_mil(robot: Mechanism, cfg: ControllerConfig, *, cycles: float = 10,
-            model: Mechanism | None = None, exo_model: Mechanism | None = None,
-            wearer_gains: tuple[float, float] = (0.0, 0.0), dt: float = 1e-3,
-            substeps: int = 10, plant_model: str = plants.DEFAULT,
-            safety_cfg: SafetyConfig | None = None) -> MilResult:
-    """Track ``cycles`` gait cycles of the controller ``cfg`` on the plant of ``robot``.
+@dataclass(frozen=True)
+class MilOptions:
+    """How a model-in-the-loop run goes, beside the robot and the controller file."""
 
-    ``model`` is the controller's rigid model (default: the robot's own — nominal);
-    ``exo_model`` the exoskeleton alone (transparent law); ``wearer_gains`` = (K_p, K_d) in
-    N·m/rad, N·m·s/rad of the wearer's tracking (0: no wearer torque); ``plant_model`` the
-    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`);
-    ``safety_cfg`` the safety section the cycle checks (default :data:`MIL_SAFETY`) — a
-    cause found ends tracking with the safe action, as on the exoskeleton, and is in the
-    result's ``safe``.
+    model: Mechanism | None = None  # the controller's rigid model (default: the robot's)
+    exo_model: Mechanism | None = None  # the exoskeleton alone (the transparent law's)
+    wearer_gains: tuple[float, float] = (0.0, 0.0)  # (K_p N·m/rad, K_d N·m·s/rad): the
+    # wearer's tracking (0: no wearer torque)
+    dt: float = 1e-3  # s: the control period
+    substeps: int = 10  # the plant's sub-steps a period
+    plant_model: str = plants.DEFAULT  # the registered plant model (exo_rt.sim.plants)
+    safety_cfg: SafetyConfig | None = None  # the checks (default MIL_SAFETY)
+
+
+def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
+            **options) -> MilResult:
+    """Track ``cycles`` gait cycles of the controller ``cfg`` on the plant of ``robot``;
+    ``options``: :class:`MilOptions`' fields by name — the controller's rigid ``model``
+    (default: the robot's own — nominal), the exoskeleton alone ``exo_model`` (transparent
+    law), the wearer's ``wearer_gains``, the registered ``plant_model`` that simulates the
+    leg, and ``safety_cfg`` the safety section the cycle checks (default
+    :data:`MIL_SAFETY`) — a cause found ends tracking with the safe action, as on the
+    exoskeleton, and is in the result's ``safe``.
     """
+    o = MilOptions(**options)
+    model, exo_model, wearer_gains = o.model, o.exo_model, o.wearer_gains
+    dt, substeps, plant_model, safety_cfg = o.dt, o.substeps, o.plant_model, o.safety_cfg
     model = model or robot
     exo_model = exo_model or model
     n = robot.nq
