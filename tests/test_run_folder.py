@@ -167,3 +167,22 @@ def test_a_power_loss_loses_at_most_a_second(tmp_path):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "recover", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "nothing to recover" in res.stdout
+
+
+def test_a_new_run_removes_an_earlier_runs_later_mcap_files(tmp_path):
+    """A folder that held a run of more than an hour (run.mcap, run-2.mcap …): a new run
+    there removes them all — readers would otherwise read run-2.mcap as this run's — and
+    leaves a file that is not a run's."""
+    from exo_rt.record import runfolder
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("run.mcap", "run-2.mcap", "run-3.mcap", "run-3.mcap" + runfolder.DAMAGED,
+                 "summary.json", "notes-2.txt", "run-x.mcap"):
+        (folder / name).write_text("earlier")
+    held = runfolder.claim(folder)
+    held.take_over()
+    held.release()
+    left = sorted(p.name for p in folder.iterdir() if p.name != "run.lock")
+    assert left == ["notes-2.txt", "run-x.mcap"], left
+    assert {"run-2.mcap", "run-3.mcap", "run-3.mcap" + runfolder.DAMAGED} <= set(held.removed)

@@ -94,7 +94,11 @@ class RunFolder:
         if self.removed is not None or self.fd is None:
             return
         self.removed = []
-        for name in RUN_FILES:
+        # the run's later MCAP files too (run-2.mcap … an hour each, and their damaged
+        # copies): left there, readers would take them for this run's
+        later = sorted({p.name for p in self.path.glob("run-*.mcap*")
+                        if p.name.split("-", 1)[1].split(".", 1)[0].isdigit()})
+        for name in (*RUN_FILES, *later):
             try:
                 (self.path / name).unlink()
                 self.removed.append(name)

@@ -61,8 +61,10 @@ class Controller:
     in as ``rig``, a recording's)."""
 
     def __init__(self, top: TopConfig, bus_spec: str | dict[str, str] = "sim", *,
-                 rig: Rig | None = None, **options) -> None:
-        """``options``: :class:`~exo_rt.runtime.options.RunOptions`' fields by name."""
+                 rig: Rig | None = None, cycle: cy.Cycle | None = None, **options) -> None:
+        """``options``: :class:`~exo_rt.runtime.options.RunOptions`' fields by name;
+        ``cycle``: one built for this robot by another user of the cycle (default: built
+        here from the top config)."""
         self.options = o = RunOptions(**options)
         self.top, self.robot, self.cfg = top, top.robot, top.controller
         self.dt = 1.0 / top.rate_hz
@@ -99,17 +101,18 @@ class Controller:
             rig.close()
             raise ConfigError("--inject works on the simulated bus only", None,
                               "drop --inject, or run with --bus sim")
-        self._allocate(False if o.history is None and self.realtime else o.history)
+        self._allocate(False if o.history is None and self.realtime else o.history, cycle)
 
-    def _allocate(self, history: bool | None) -> None:
+    def _allocate(self, history: bool | None, cycle: cy.Cycle | None) -> None:
         """The cycle's model and data (:func:`exo_rt.runtime.cycle.build`), its arrays by
         name, and the Python side of the compiled cycle (:class:`~exo_rt.runtime.cycle_io.
         CycleIO`)."""
         self.columns = cycle_columns(self.n)
         self.width = max(b for _, b in self.columns.values())
         self._history = history
-        self.cycle = c = cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
-                                  dt=self.dt, align_s=self.top.align_s, width=self.width)
+        self.cycle = c = cycle or cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
+                                           dt=self.dt, align_s=self.top.align_s,
+                                           width=self.width)
         self.s = c.s  # the cycle's scalars, by name
         self.q, self.q_prev, self.i_meas, self.q_align0 = c.q, c.q_prev, c.i_meas, c.q_align0
         self.q_start, self.cur, self.flags, self.law_state = c.q_start, c.cur, c.flags, \

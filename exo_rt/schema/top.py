@@ -12,7 +12,8 @@ from exo_rt.schema.core import REQUIRED, Choice, Name, Num, Sub, key, section
 
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
-# the safety supervisor's reactions, in the order of their codes (exo_rt.runtime.safety.ACTIONS)
+# the safety supervisor's reactions, in the order of their codes: the one definition
+# (exo_rt.runtime.safety.ACTIONS maps each to its code from here)
 ACTIONS = ("zero_current", "damping", "hold")
 # the plant models' names: the registry of exo_rt.sim.plants, handed down by entry-point group
 PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")

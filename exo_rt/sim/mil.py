@@ -165,6 +165,17 @@ class MilOptions:
     safety_cfg: SafetyConfig | None = None  # the checks (default MIL_SAFETY)
 
 
+def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions, *,
+                align_s: float = 0.0, width: int = 1) -> cy.Cycle:
+    """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) on
+    the options' rigid models and safety checks (``align_s``, ``width``: an ALIGN's move and
+    a record's width, for a caller that runs more than RUN)."""
+    o = options
+    model = o.model or robot
+    return cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt,
+                    align_s=align_s, width=width)
+
+
 def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
             **options) -> MilResult:
     """Track ``cycles`` gait cycles of the controller ``cfg`` on the plant of ``robot``;
@@ -177,12 +188,12 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     """
     o = MilOptions(**options)
     model, exo_model, wearer_gains = o.model, o.exo_model, o.wearer_gains
-    dt, substeps, plant_model, safety_cfg = o.dt, o.substeps, o.plant_model, o.safety_cfg
+    dt, substeps, plant_model = o.dt, o.substeps, o.plant_model
     model = model or robot
     exo_model = exo_model or model
     n = robot.nq
     plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
-    c = cy.build(model, exo_model, cfg, safety_cfg or MIL_SAFETY, dt=dt, align_s=0.0, width=1)
+    c = build_cycle(robot, cfg, o)
     c.s["state"] = RUN
     q0, v0, a0 = np.zeros(n), np.zeros(n), np.zeros(n)
     trajectory.gait(0.0, c.period, c.coeffs, q0, v0, a0)

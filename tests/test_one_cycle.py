@@ -1,0 +1,100 @@
+"""One control cycle for everything (issue 34): the cycle's model and data made by one
+factory (:func:`exo_rt.runtime.cycle.build`) and stepped by one compiled step; the fixes that
+came with it, each against an independent reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exo_rt.control import trajectory
+from exo_rt.runtime import cycle as cy
+from exo_rt.runtime.config import load_top
+from exo_rt.runtime.states import RUN
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _transparent(tmp_path: Path, assist: float) -> Path:
+    src = (ROOT / "configs" / "controllers" / "transparent.yaml").read_text()
+    path = tmp_path / "transparent_assist.yaml"
+    path.write_text(src.replace("assist: 0.0", f"assist: {assist}")
+                    .replace("../schemas", str(ROOT / "configs" / "schemas")))
+    return path
+
+
+def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
+    """``transparent`` with ``assist`` a: τ = ID_exo(q, q̇, q̈_r) + a·(ID_leg − ID_exo)(q_r, q̇_r,
+    q̈_r) — the wearer's own torque along the reference, which the cycle now computes (before,
+    the cycle never wrote it: on a run the assistance a controller file asked for was zero).
+    Checked against Pinocchio's RNEA on the whole leg and on the exoskeleton alone (rotors
+    as joints, reduced by the transmissions: tests/pinref.py)."""
+    from tests.pinref import TreeTwin
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.5))
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    c.s["state"] = RUN
+    c.s["phase"], c.s["period"] = 0.3, top.controller.reference.period
+    qr, qdr, qddr = (np.zeros(2) for _ in range(3))
+    trajectory.gait(0.3, c.period, c.coeffs, qr, qdr, qddr)
+    c.q[:] = c.q_prev[:] = qr + [0.02, -0.03]  # near the reference: no safety cause
+    c.s["sample_t"] = 1e-3
+    cy.step(c.model, c.data)
+    assert c.s["cause"] == 0
+    leg, exo = TreeTwin(top.robot), TreeTwin(top.exo)
+    wearer = leg.reduced(qr, qdr, qddr)[2] - exo.reduced(qr, qdr, qddr)[2]
+    expected = exo.reduced(c.q, c.qd, qddr)[2] + 0.5 * wearer
+    np.testing.assert_allclose(c.assist, wearer, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(c.tau, expected, rtol=1e-9, atol=1e-9)
+    assert np.all(np.abs(0.5 * wearer) > 0.5), wearer  # N·m: an assistance one would feel
+
+
+def test_without_assist_the_wearer_torque_is_not_computed(tmp_path):
+    top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.0))
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    assert not c.p["assist"]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A lockstep run of the default exoskeleton, recorded."""
+    from exo_rt.runtime.controller import Controller
+
+    out = tmp_path_factory.mktemp("run") / "run"
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    result = Controller(top, "sim").run(1.0, out)
+    assert result.summary["final_state"] == "SHUTDOWN"
+    return out
+
+
+def test_one_cycle_four_users(recorded):
+    """The same recorded measurement stream into the cycle as each user builds it —
+    replay, model-in-the-loop, the bench — run by the one compiled cycle on a rig made of
+    the recording: the commands the controller sent on the exoskeleton, bit for bit. (Each
+    user makes its cycle with :func:`exo_rt.runtime.cycle.build`; one that built it
+    otherwise — another estimator, filter, law, limit — would differ.)"""
+    from exo_rt.record.recorder import cycle_columns
+    from exo_rt.record.replay import open_run, replay_rig
+    from exo_rt.runtime.controller import Controller
+    from exo_rt.sim import mil
+
+    run = open_run(recorded)
+    top = load_top(run.config)
+    records, meta = run.records, run.meta
+    width = max(b for _, b in cycle_columns(top.robot.nq).values())
+    users = {
+        "replay": None,  # the controller's own cycle
+        "model-in-the-loop": mil.build_cycle(top.robot, top.controller,
+                                             mil.MilOptions(exo_model=top.exo),
+                                             align_s=top.align_s, width=width),
+    }
+    for user, cycle in users.items():
+        ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),
+                         cycle=cycle)
+        ctl.drives[0].scalars = ctl.s
+        ctl.run(float(meta["duration_s"]))
+        commands = ctl.log["command"][: len(records)]
+        assert len(commands) == len(records), user
+        assert commands.tobytes() == records["command"].tobytes(), user
