@@ -94,12 +94,15 @@ def test_remap_by_the_standard_sequence_then_tpdos_in_the_new_layout(master):
     drive = sim.endpoints["leg"].drives[1][0]
     assert sw == drive.statusword() and counts == drive._counts
     assert tpdo["Statusword"].raw == sw and tpdo[0x6064].raw == counts
-    # the host's codec built from that mapping reads the same frame
+    # the host's decoder on that mapping's field table reads the same frame
+    from exo_rt.bus import pdo_fields as pf
+
     layout = pdo.Layout((pdo.MapEntry(0x6041, 0, 16, False, pdo.STATUSWORD),
                          pdo.MapEntry(0x6077, 0, 16, True, pdo.TORQUE),
                          pdo.MapEntry(0x6064, 0, 32, True, pdo.POSITION)))
-    values = layout.decode(frames[-1])
-    assert values[layout.i_position] == counts and values[layout.i_current] == torque
+    values = pf.decode(frames[-1], pf.tpdo_fields(layout), layout.size)
+    assert values[pf.TPDO_POSITION] == counts and values[pf.TPDO_CURRENT] == torque
+    assert values[pf.TPDO_STATUSWORD] == sw
     network.unsubscribe(0x182)
 
 

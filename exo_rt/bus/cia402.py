@@ -167,9 +167,12 @@ def rpdo1(node: int, controlword: int, torque_permille: int) -> tuple[int, bytes
 
 
 def decode_rpdo1(data: bytes) -> tuple[int, int] | None:
-    if len(data) != 4:
-        return None
-    return _RPDO.unpack(bytes(data))
+    """(controlword, target torque ‰) of the default mapping, or None for a malformed frame:
+    the cycle's decoder on the default RPDO's field table (:mod:`exo_rt.bus.pdo_fields`)."""
+    from exo_rt.bus import pdo_fields as pf
+
+    v = pf.decode(data, pf.default_rpdo(), 4)
+    return None if v is None else (int(v[pf.RPDO_CONTROLWORD]), int(v[pf.RPDO_TARGET]))
 
 
 def tpdo1(node: int, statusword: int, position_counts: int,
@@ -181,10 +184,14 @@ def tpdo1(node: int, statusword: int, position_counts: int,
 
 
 def decode_tpdo1(data: bytes) -> tuple[int, int, int] | None:
-    """(statusword, position counts, current per mille), or None for a malformed frame."""
-    if len(data) != 8:
-        return None
-    return _TPDO.unpack(bytes(data))
+    """(statusword, position counts, current per mille) of the default mapping, or None for a
+    malformed frame: the cycle's decoder on the default TPDO's field table
+    (:mod:`exo_rt.bus.pdo_fields`)."""
+    from exo_rt.bus import pdo_fields as pf
+
+    v = pf.decode(data, pf.default_tpdo(), 8)
+    return None if v is None else (int(v[pf.TPDO_STATUSWORD]), int(v[pf.TPDO_POSITION]),
+                                   int(v[pf.TPDO_CURRENT]))
 
 
 # ----------------------------------------------------------------------------- SDO (expedited)

@@ -3,9 +3,9 @@
 A mapping is a list of entries (object index, sub-index, bits, signedness from the drive's
 EDS, and the quantity the controller reads from or writes to it). The bus file declares it
 (docs/bus.md: ``rpdo``/``tpdo``; defaults for cyclic synchronous torque below), bring-up writes
-it into the drive (0x1600/0x1A00), and the cycle packs and unpacks frames with a
-:class:`Layout` precomputed from it: one ``struct.Struct`` and the position of each quantity —
-no per-frame objects beyond the unpacked tuple, and the canopen library stays out of the cycle.
+it into the drive (0x1600/0x1A00), and the cycle packs and unpacks frames through field tables
+made from its :class:`Layout` (:mod:`exo_rt.bus.pdo_fields`) — the canopen library stays out
+of the cycle.
 
 Default mapping (cyclic synchronous torque):
   RPDO1 (0x200 + node) = controlword u16 (6040h) + target torque i16 (6071h, ‰ of rated torque)
@@ -84,30 +84,19 @@ def struct_code(bits: int, signed: bool) -> str | None:
 
 
 class Layout:
-    """One PDO's bytes: a precomputed ``struct.Struct`` and the position of each quantity."""
+    """One PDO's bytes: its entries in order, its size, and a ``struct.Struct`` of them — the
+    emulated drive's codec, one frame at a time in Python (the controller reads and writes
+    PDOs through field tables made from the same entries: :mod:`exo_rt.bus.pdo_fields`)."""
 
-    __slots__ = ("entries", "struct", "size", "position", "i_statusword", "i_position",
-                 "i_current", "current_kind", "i_controlword", "i_target", "extras")
+    __slots__ = ("entries", "struct", "size", "current_kind")
 
     def __init__(self, entries: tuple[MapEntry, ...]) -> None:
         self.entries = tuple(entries)
         self.struct = struct.Struct("<" + "".join(_CODES[(e.bits, e.signed)]
                                                   for e in self.entries))
         self.size = self.struct.size
-        self.position = {e.kind: i for i, e in enumerate(self.entries)}
-        get = self.position.get
-        self.i_statusword, self.i_position = get(STATUSWORD, -1), get(POSITION, -1)
-        self.i_controlword, self.i_target = get(CONTROLWORD, -1), get(TARGET_TORQUE, -1)
-        self.current_kind = next((k for k in CURRENT_KINDS if k in self.position), "")
-        self.i_current = get(self.current_kind, -1)
-        self.extras = tuple((k, i) for k, i in self.position.items() if k in EXTRA_KINDS)
-
-    def decode(self, data) -> tuple | None:
-        """The mapped values in mapping order, or None for a frame of another length (a
-        malformed frame is counted by the cycle, never raised)."""
-        if len(data) != self.size:
-            return None
-        return self.struct.unpack(data)
+        kinds = {e.kind for e in self.entries}
+        self.current_kind = next((k for k in CURRENT_KINDS if k in kinds), "")
 
     def words(self) -> tuple[int, ...]:
         return tuple(e.word for e in self.entries)

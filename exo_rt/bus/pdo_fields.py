@@ -92,3 +92,20 @@ def decode(data: bytes, row: np.ndarray, size: int) -> np.ndarray | None:
     out = np.zeros(row.shape[0], np.int64)
     _read_row(np.frombuffer(bytes(data), np.uint8)[None, :], row, out)
     return out
+
+
+_DEFAULT: dict[str, np.ndarray] = {}
+
+
+def default_tpdo() -> np.ndarray:
+    """The default mapping's TPDO row (:data:`exo_rt.bus.pdo.DEFAULT_PROFILE`; made once)."""
+    if "tpdo" not in _DEFAULT:
+        _DEFAULT["tpdo"] = tpdo_fields(pdo.Layout(pdo.DEFAULT_PROFILE.tpdo))
+    return _DEFAULT["tpdo"]
+
+
+def default_rpdo() -> np.ndarray:
+    """The default mapping's RPDO row (made once)."""
+    if "rpdo" not in _DEFAULT:
+        _DEFAULT["rpdo"] = rpdo_fields(pdo.Layout(pdo.DEFAULT_PROFILE.rpdo))
+    return _DEFAULT["rpdo"]

@@ -48,26 +48,38 @@ class CiA402(Protocol):
 
 class Cia402LogDecoder:
     """RPDO1 torques as the commands, TPDO1 positions as the measurements, the statusword's
-    OPERATION ENABLED as the power stage (the default mapping's layouts)."""
+    OPERATION ENABLED as the power stage: each drive's frames read by the cycle's decoder
+    (:func:`exo_rt.bus.pdo_fields.decode`) on the drive's own mapping in the bus file."""
 
     def __init__(self, config, mech) -> None:
+        import math
+
+        from exo_rt.bus import pdo, pdo_fields
+
         tr = {t.joint: t for t in mech.transmissions}
-        self.nodes = {d.node: (mech.joint_names.index(d.joint), d.scale,
-                               tr[d.joint].multiplier) for d in config.drives}
+        self.nodes = {}
+        for d in config.drives:
+            p = d.profile or pdo.DEFAULT_PROFILE
+            rx, tx = pdo.Layout(p.rpdo), pdo.Layout(p.tpdo)
+            rad = 2 * math.pi / float(d.scale.counts_per_rev) / tr[d.joint].multiplier
+            self.nodes[d.node] = (mech.joint_names.index(d.joint), d.scale, rad,
+                                  pdo_fields.rpdo_fields(rx), rx.size,
+                                  pdo_fields.tpdo_fields(tx), tx.size)
 
     def frame(self, arb: int, data: bytes, cmd, meas, on) -> None:
         from exo_rt.bus import cia402 as c
+        from exo_rt.bus import pdo_fields as pf
 
         node = arb & 0x7F
         if node not in self.nodes:
             return
-        j, sc, mult = self.nodes[node]
+        j, sc, rad, rx, rx_size, tx, tx_size = self.nodes[node]
         if arb & 0x780 == c.RPDO1:
-            d = c.decode_rpdo1(data)
-            if d is not None:
-                cmd[j] = d[1] / 1000.0 * sc.rated_torque / sc.torque_constant
+            v = pf.decode(data, rx, rx_size)
+            if v is not None:
+                cmd[j] = v[pf.RPDO_TARGET] / 1000.0 * sc.rated_torque / sc.torque_constant
         elif arb & 0x780 == c.TPDO1:
-            d = c.decode_tpdo1(data)
-            if d is not None:
-                meas[j] = d[1] * 2 * 3.141592653589793 / sc.counts_per_rev / mult
-                on[j] = c.state_of(d[0]) == c.OPERATION_ENABLED
+            v = pf.decode(data, tx, tx_size)
+            if v is not None:  # (increments × rad per increment, as the cycle)
+                meas[j] = v[pf.TPDO_POSITION] * rad
+                on[j] = c.state_of(int(v[pf.TPDO_STATUSWORD])) == c.OPERATION_ENABLED
