@@ -12,37 +12,40 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from exo_rt.config import load_controller, transmission_rows
-from exo_rt.control import laws, registry
-from exo_rt.dynamics import Dynamics
+from exo_rt.config import load_controller
+from exo_rt.control import laws
+from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
+from exo_rt.runtime import cycle as cy
+from exo_rt.schema.top import SafetyConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @njit(cache=True)
-def _steps(table, opts, model, data, gains, law_state, transmissions, q, qd, qr, qdr, qddr,
-           assist, tau, cur, scratch, n):
+def _steps(m, d, n):
+    """n law steps and torque → current, on the cycle's model and data (RUN's inputs)."""
+    lm, ld = m.law, d.law
     for _ in range(n):
-        q[0] += 1e-9
-        laws.law_torque(table, opts, model, data, model, data, gains, law_state, q, qd, qr, qdr,
-                        qddr, assist, 1e-3, tau, scratch)
-        laws.torque_to_current(tau, qd, qddr, transmissions, opts[0].friction_compensation, cur)
+        ld.q[0] += 1e-9
+        laws.law_torque(m.laws, lm, ld)
+        laws.torque_to_current(ld.tau, ld.qd, ld.qddr, m.transmissions, m.p[0].friction_comp,
+                               d.v[cy.V_CUR])
 
 
 def main() -> int:
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
-    dyn = Dynamics(robot)
-    n = robot.nq
     q, qd = np.array([0.3, 0.5]), np.array([0.2, -0.4])
     qr, qdr, qddr = q + 0.01, qd + 0.01, np.array([1.0, -2.0])
     print("one law step + torque → current, exo_leg, inside njit (median of 7 × 200 000):")
     for path in sorted((ROOT / "configs" / "controllers").glob("*.yaml")):
-        cfg = load_controller(path, robot)
-        args = (registry.table(), cfg.options(), dyn.packed, dyn.workspace, cfg.gains,
-                laws.law_state(n),
-                transmission_rows(robot, cfg), q, qd, qr, qdr, qddr, np.zeros(n), np.zeros(n),
-                np.zeros(n), laws.law_scratch(n))
+        try:
+            cfg = load_controller(path, robot)
+        except ConfigError:  # another robot's controller file (its joints)
+            continue
+        c = cy.build(robot, robot, cfg, SafetyConfig(), dt=1e-3, align_s=1.0, width=1)
+        c.q[:], c.qd[:], c.qr[:], c.qdr[:], c.qddr[:] = q, qd, qr, qdr, qddr
+        args = (c.model, c.data)
         _steps(*args, 10)
         times = []
         for _ in range(7):

@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""Where the controller's real-time cycle goes: ``exo-rt run --realtime`` in this process with
-a timer around each part of the cycle.
+"""Where the controller's real-time cycle goes: ``exo-rt run --realtime`` in this process,
+each part of the cycle timed.
 
     python tools/bench_rt_parts.py [--config tests/data/exo_leg_vm.yaml] [--duration S]
 
 Parts (µs per cycle, p50 and p99 over the RUN and ALIGN cycles, and their share of the
 slowest 1 % of cycles): the board's poll, the drives' frames in (receive + decode + flags),
-the cycle kernel, the drives' commands out (RPDOs, SYNC and heartbeat), and the whole cycle;
-"rest" is the whole less the parts (Python: state handling, the board's heartbeat). Where the
-cycle is one compiled call (exo_rt.runtime.cycle_call) the parts are the clock stamps it
-leaves in its ``io``; with ``EXO_RT_ONE_CALL=0`` (the cycle call by call) each part's Python
-call is timed (~0.5 µs a timer).
+the cycle kernel, the drives' commands out (RPDOs, SYNC and heartbeat) — the clock stamps the
+compiled cycle (exo_rt.runtime.cycle_call) leaves in its ``io`` —, the board's heartbeat (a
+timer around its Python call, ~0.5 µs) and the whole cycle; "rest" is the whole less the
+parts (Python: state handling).
 """
 
 from __future__ import annotations
@@ -29,9 +28,7 @@ PARTS = ("board poll", "frames in", "cycle kernel", "commands out", "board heart
 
 def instrument(capacity: int) -> dict[str, np.ndarray]:
     """Per-cycle arrays of each part's µs, filled while the run goes (preallocated)."""
-    from exo_rt.bus.drives import Drives
     from exo_rt.runtime import controller as ctl
-    from exo_rt.runtime import cycle as cy
     from exo_rt.runtime import cycle_call as cc
     from firmware_bridge.link import BoardLink
 
@@ -51,40 +48,25 @@ def instrument(capacity: int) -> dict[str, np.ndarray]:
             return out
         return wrapper
 
-    # the cycle call by call: each part's Python call timed
-    BoardLink.poll = timed("board poll", BoardLink.poll)
     BoardLink.send_heartbeat = timed("board heartbeat", BoardLink.send_heartbeat)
-    Drives.collect = timed("frames in", Drives.collect)
-    Drives.send_commands = timed("commands out", Drives.send_commands)
-    cy.control_step = timed("cycle kernel", cy.control_step)
-    by_calls, one_call = ctl.Controller._cycle, ctl.Controller._cycle_in_one_call
-
-    def cycle(self, i):
-        k[0] = i
-        t0 = clock()
-        go = by_calls(self, i)
-        if i < capacity:
-            times["whole"][i] = (clock() - t0) * 1e6
-        return go
-
-    # the cycle in one compiled call: the clock stamps it leaves in io
+    whole = ctl.Controller._cycle
+    # the compiled cycle's clock stamps in io
     stamps = ((cc.IO_T_START, cc.IO_T_BOARD, "board poll"), (cc.IO_T_BOARD, cc.IO_T_IN,
               "frames in"), (cc.IO_T_IN, cc.IO_T_KERNEL, "cycle kernel"),
               (cc.IO_T_KERNEL, cc.IO_T_SYNC, "commands out"))
 
-    def cycle_in_one_call(self, i):
+    def cycle(self, i):
         k[0] = i
         t0 = clock()
-        go = one_call(self, i)
+        go = whole(self, i)
         if i < capacity:
             times["whole"][i] = (clock() - t0) * 1e6
-            io = self._io
+            io = self.io.values
             for a, b, name in stamps:
                 times[name][i] = (io[b] - io[a]) * 1e6
         return go
 
     ctl.Controller._cycle = cycle
-    ctl.Controller._cycle_in_one_call = cycle_in_one_call
     return times
 
 

@@ -1,29 +1,29 @@
-"""The whole real-time cycle in one compiled call, where every part of it can be compiled:
-CiA 402 buses (one or more) on ports whose batches are compiled (socketcan, udp_multicast),
-the board on a serial descriptor or none, no injected faults.
+"""The control cycle: one compiled call, the only cycle there is.
 
-:func:`run` does, in the order of :meth:`exo_rt.runtime.controller.Controller._cycle`: the
-board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives' frames in
-(:func:`exo_rt.bus.pdo_cycle.gather`, bus after bus) → the cycle's inputs by state (time,
-time in ALIGN, the gait phase) → the recording row's slot →
-:func:`exo_rt.runtime.cycle.control_step` → the row published → the drives disabled once SAFE
-has ramped out → the commands, SYNC and heartbeat out (:func:`exo_rt.bus.pdo_cycle.command`,
-each bus's RPDOs and SYNC in one system call, bus after bus: the buses' SYNCs leave one
-system call apart, as in the call-by-call cycle's order). Python then keeps only what is not
-numeric: state changes, events, the board's heartbeat.
+:func:`run` does: the board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives'
+frames in (:func:`exo_rt.bus.pdo_cycle.gather`, bus after bus) → the cycle's inputs by
+state (time, time in ALIGN, the gait phase) → the recording row's slot →
+:func:`exo_rt.runtime.cycle.step` on the cycle's model and data → the row published → the
+drives disabled once SAFE has ramped out → the commands, SYNC and heartbeat out
+(:func:`exo_rt.bus.pdo_cycle.command`, each bus's RPDOs and SYNC in one system call, bus
+after bus). Python then keeps only what is not numeric: state changes, events, the board's
+heartbeat.
 
-Why: each compiled call costs its dispatcher's work on every argument and, on a machine whose
-caches the rest of the machine keeps cold between two cycles, ~2 µs more; the Python between
-four calls was ~140 interpreted lines a cycle. One call, one system call each way per bus
-(docs/performance.md, "The cycle in one compiled call").
+Where a part cannot be compiled — a bus whose protocol reads and writes its frames in Python
+(the lockstep simulated bus, a python-can interface, the MIT and RMD-X protocols), a board
+link on the simulated clock or pyserial's, injected faults — the cycle hands that part to
+Python mid-cycle and resumes where it stopped (``io[IO_STAGE]``): :data:`BACK_POLL`,
+:data:`BACK_COLLECT`, :data:`BACK_SEND` (:class:`exo_rt.runtime.cycle_io.CycleIO` does
+them). It also hands back what Python owns: the board's rare frames and heel strikes
+(:data:`BACK_BOARD`), a bus's EMCY, error and other devices' frames (:data:`BACK_FRAMES`).
 
-It hands back to Python, mid-cycle, only what Python owns — and resumes where it stopped
-(``io[IO_STAGE]``): the board's rare frames and heel strikes (:data:`BACK_BOARD`), the bus's
-EMCY, error and other devices' frames (:data:`BACK_FRAMES`). Its arguments never change
-within a run; what changes per cycle is in ``io``. They travel as one object,
-:class:`CycleArgs` (a numba structref made once, :func:`prepare`): numba's dispatcher unboxes
-every array of an argument on every call (~0.1 µs each on a cold cache, and the cycle has
-~115), but a structref in one step.
+Why one call: each compiled call costs its dispatcher's work on every argument and, on a
+machine whose caches the rest of the machine keeps cold between two cycles, ~2 µs more; the
+Python between four calls was ~140 interpreted lines a cycle (docs/performance.md, "The
+cycle in one compiled call"). Its arguments never change within a run; what changes per
+cycle is in ``io``. They travel as one object, :class:`CycleArgs` (a numba structref made
+once, :func:`prepare`): numba's dispatcher unboxes every array of an argument on every call
+(~0.1 µs each on a cold cache), but a structref in one step.
 """
 
 from __future__ import annotations
@@ -240,7 +240,6 @@ def _frames_in(a):
         if bus.data.done[0]:
             b += 1
             io[IO_BUS] = b
-    io[IO_T_IN] = fastio.monotonic(a.ts)
     return BACK_DONE
 
 
@@ -305,6 +304,7 @@ def whole_cycle(a):
         back = _frames_in(a)
         if back:
             return back
+    io[IO_T_IN] = fastio.monotonic(a.ts)  # (the frames in: compiled or Python's)
     _inputs(a)
     slot = 0
     if a.rec_capacity > 0:
