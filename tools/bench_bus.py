@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host-side cycle of the drives object (encode, send, receive, decode) on the lockstep
 simulated bus, for 2 drives on one bus and 4 drives on two (CiA 402), and the leg on each other
-registered family's bus file (MIT mode, RMD-X): ``python tools/bench_bus.py``.
+registered family's bus file (MIT mode, RMD-X): ``python tools/bench_bus.py [--cycles N]``.
 
 Reports µs per cycle (median, p99) for the whole cycle (including the simulated physics
 step), the physics alone, and the simulated bus's real-time factor.
@@ -9,6 +9,7 @@ step), the physics alone, and the simulated bus's real-time factor.
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import time
@@ -72,12 +73,15 @@ def run(robot_name: str, bus_name: str, cycles: int = 3000) -> None:
           f"{1e3 / np.median(total):.1f}× real time")
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cycles", type=int, default=3000, help="cycles per bus file (3000)")
+    args = ap.parse_args(argv)
     print("lockstep simulated bus, 1 kHz cycles:")
-    run("exo_leg", "exo_leg")
-    run("exo_2leg", "exo_2leg")
-    run("exo_leg", "exo_leg_mit")
-    run("exo_leg", "exo_leg_rmdx")
+    run("exo_leg", "exo_leg", args.cycles)
+    run("exo_2leg", "exo_2leg", args.cycles)
+    run("exo_leg", "exo_leg_mit", args.cycles)
+    run("exo_leg", "exo_leg_rmdx", args.cycles)
     return 0
 
 

@@ -23,24 +23,24 @@ Declaring one, in the module that owns it::
     records.declare(BusModelType, BusModel, ("tx", "rx", "period"), _new_model)
     model = BusModel(tx=..., rx=..., period=1e-3)
 
-The constructor is the declaring module's own cached function (numba's built-in one compiles
-anew in every process: 0.1–0.3 s of a cold start each); its ``*fields`` follows the
-declaration, so no field list is written twice. A field is fixed once made (the structref
-would not follow a rebound attribute): write into its array instead.
+(:mod:`exo_rt.structs` declares the cycle's own records with numba types given up front and
+compiled getters; these bus records take their types from what they are made of and keep
+their fields as plain attributes.) The constructor is the declaring module's own cached
+function (numba's built-in one compiles anew in every process: 0.1–0.3 s of a cold start
+each); its ``*fields`` follows the declaration, so no field list is written twice. A field
+is fixed once made (the structref would not follow a rebound attribute): write into its
+array instead.
 """
 
 from __future__ import annotations
 
-from numba import types
 from numba.experimental import structref
 
+from exo_rt import structs
 
-class Fields(types.StructRef):
-    """A structref type whose fields are typed from what the record is made of (literals
-    widened: an int field is an int64, whatever value made it)."""
-
-    def preprocess_fields(self, fields):
-        return tuple((name, types.unliteral(t)) for name, t in fields)
+# a record's numba type: its fields typed from what it is made of (literals widened: an int
+# field is an int64, whatever value made it) — the cycle's records' own
+Fields = structs.Struct
 
 
 class Record(structref.StructRefProxy):
