@@ -98,3 +98,21 @@ def test_one_cycle_four_users(recorded):
         commands = ctl.log["command"][: len(records)]
         assert len(commands) == len(records), user
         assert commands.tobytes() == records["command"].tobytes(), user
+
+
+def test_every_drive_protocol_implements_the_host_interface():
+    """One host-drives interface (exo_rt/bus/host.py): every registered protocol's host class
+    and replay's recorded drives have each of its methods — the controller probes none."""
+    import inspect
+
+    from exo_rt.bus import protocols
+    from exo_rt.bus.host import HostDrives
+    from exo_rt.record.replay import RecordedDrives
+
+    wanted = [name for name, _ in inspect.getmembers(HostDrives, inspect.isfunction)
+              if not name.startswith("_")]
+    assert {"collect", "send_rpdos", "compiled_cycle", "enable", "warm_up"} <= set(wanted)
+    hosts = [protocols.get(name).host_class() for name in protocols.names()] + [RecordedDrives]
+    for cls in hosts:
+        missing = [name for name in wanted if not callable(getattr(cls, name, None))]
+        assert not missing, f"{cls.__name__} lacks {missing}"

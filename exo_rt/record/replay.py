@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.bus.flags import F_MISSING, F_NOT_ENABLED
+from exo_rt.bus.host import HostDrives
 from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
@@ -230,11 +231,12 @@ class RecordedBoard:
         """Nothing was opened."""
 
 
-class RecordedDrives:
+class RecordedDrives(HostDrives):
     """The drives of a recorded run, as a bus of drives (:class:`exo_rt.bus.host.
-    HostDrives`): each cycle's feedback — positions, currents, flags — and what the loop
-    measured of itself (its overrun streak, into the cycle's ``scalars``) from the record;
-    the commands sent to them are the replay's output (the controller's own log)."""
+    HostDrives`, whose other methods do nothing here: no bus, no power stage): each cycle's
+    feedback — positions, currents, flags — and what the loop measured of itself (its
+    overrun streak, into the cycle's ``scalars``) from the record; the commands sent to
+    them are the replay's output (the controller's own log)."""
 
     def __init__(self, cursor: _Cursor, joints: int, q_initial, config) -> None:
         self.cursor = cursor
@@ -264,42 +266,6 @@ class RecordedDrives:
             self.flags[:] = r["flags"].astype(np.int64)
             self.scalars["overrun_streak"] = r["overrun_streak"]
         self.cursor.k += 1
-
-    def configure(self) -> None:
-        """Nothing to bring up."""
-
-    def warm_up(self) -> None:
-        """Nothing compiled of its own."""
-
-    def found_stopped(self) -> None:
-        return None
-
-    def send_rpdos(self, current_A: np.ndarray) -> None:
-        """The commands are the controller's log."""
-
-    def send_sync(self) -> None:
-        """No bus."""
-
-    def send_commands(self, current_A: np.ndarray) -> None:
-        """The commands are the controller's log."""
-
-    def request_disable(self) -> None:
-        """No power stage."""
-
-    def disable(self) -> None:
-        """No power stage."""
-
-    def fault_reset(self) -> None:
-        """No drive."""
-
-    def compiled_cycle(self, current_A: np.ndarray) -> None:
-        return None
-
-    def handed_back(self, pending: int) -> None:
-        """Never called: nothing is compiled."""
-
-    def count_send_errors(self) -> None:
-        """Nothing was sent."""
 
 
 class RecordedBuses:
