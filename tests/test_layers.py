@@ -26,12 +26,7 @@ PACKAGES = ("exo_rt", "firmware_bridge")
 
 # Edges still to be removed, (importer, imported): why each is there and what removes it. The
 # cycle check leaves them out; one that no longer closes a cycle fails the test: strike it.
-CYCLE_EDGES_TO_REMOVE = {
-    # Controller.__init__ calls warmup.ensure (a cold numba cache), and warmup's entries build
-    # a Controller: the caller (cli) should warm up before it builds the controller, or the
-    # controller get the warm-up handed in (controller.py and warmup.py are being rewritten)
-    ("exo_rt.runtime.controller", "exo_rt.warmup"): "controller.py:116 imports warmup",
-}
+CYCLE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}  # none now
 
 # The modules that may import exo_rt.runtime and exo_rt.sim: those layers and what runs them.
 UPPER = {

@@ -1,24 +1,33 @@
-"""The numba warm-up registry (exo_rt/warmup.py) and the cache key (exo_rt/__init__.py).
+"""The numba warm-up (exo_rt/warmup.py, exo_rt/compile_workers.py) and the cache key
+(exo_rt/__init__.py).
 
-The registry must cover what the run compiles: after ``exo-rt warmup`` into an empty cache, a
-run in a fresh process compiles nothing (numba's compile events count it). No timings here —
-speed is measured by tools/bench_startup.py.
+The warm-up must cover what the run compiles: after ``exo-rt warmup`` into an empty cache, a
+run in a fresh process compiles nothing (numba's compile events count it) — by construction,
+each entry building its component as the runtime does. No timings of the compile here (speed
+is measured by tools/bench_startup.py); a warm cache's cost is bounded.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from numba import njit
 
-from exo_rt import kernel_files, kernel_key, warmup
+from exo_rt import compile_workers, kernel_files, kernel_key, warmup
+from exo_rt.runtime.config import load_top
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
 
 RUN_AND_COUNT = textwrap.dedent("""
     import json, sys
@@ -40,49 +49,129 @@ RUN_AND_COUNT = textwrap.dedent("""
     rc = main(["run", "--duration", "0.05", "--out", sys.argv[1], "--no-rt-setup"])
     print("COMPILED " + json.dumps({"rc": rc, "kernels": compiled}))
 """)
+LINE = re.compile(r"^  (?P<name>\S+) +(\d+\.\d\d s  (\d+ kernels? compiled|loaded)|FAILED: .+)"
+                  r"  \[ *\d+\.\d s, worker \d+\]$")
 
 
-def test_registry_is_consistent():
-    """Every ``after`` names an entry, groups are known, and there is no cycle."""
-    for e in warmup.ENTRIES.values():
-        assert e.group in warmup.GROUPS, e.name
-        assert set(e.after) <= set(warmup.ENTRIES), (e.name, set(e.after) - set(warmup.ENTRIES))
-    names = warmup.select()
-    prio = warmup._priorities(names)  # recursion through `after`: a cycle never ends
-    assert set(prio) == set(names)
-    assert set(warmup.select(warmup.RUN_GROUPS)) >= {"controller.warm_up", "plant.step"}
+def test_the_registry_is_components_by_group():
+    """Every entry is in a known group; a run's groups hold the cycle and the plant; the
+    registry refuses an unknown group and a name twice."""
+    assert {e.group for e in warmup.ENTRIES.values()} == set(warmup.GROUPS)
+    assert {"cycle", "plant"} <= set(warmup.select(warmup.RUN_GROUPS))
+    assert {"cycle", "cycle.buses", "bus.io"} <= set(warmup.select(warmup.REAL_BUS_GROUPS))
+    assert "cycle.buses" not in warmup.select(warmup.RUN_GROUPS)
+    assert warmup.select((), ["timing", "cycle"]) == ["cycle", "timing"]  # registry order
+    with pytest.raises(ValueError, match="unknown warm-up group 'nope'"):
+        warmup.entry("t.x", "nope")
+    with pytest.raises(ValueError, match="'cycle' is registered twice"):
+        warmup.entry("cycle", "controller")
+    with pytest.raises(KeyError, match="no warm-up entry t.missing"):
+        warmup.select((), ["t.missing"])
 
 
-def test_the_plan_follows_the_dependencies_and_beats_the_critical_path_order(monkeypatch):
-    """_makespan models compile_entries' list scheduling; the planned order of _priorities
-    never ends later than the plain critical-path order, and is never shorter than what two
-    processes can do (half the work, the longest chain)."""
-    def entry(name, after=()):
-        monkeypatch.setitem(warmup.ENTRIES, name, warmup.Entry(name, "dynamics", None, after))
+def test_a_line_per_entry_and_only_what_ran_is_marked(tmp_path, monkeypatch):
+    """``warm_up`` prints a header, one line per entry (compiled, loaded or FAILED) and a
+    summary; the marker gets the entries that ran, not the failed one, and ``main`` says 1."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the marker (numba's own stays)
 
-    # a(3) → c(1), b(2), d(2) on two processes: a | b then d, then c when a ends: 4 s
-    for name, after in (("t.a", ()), ("t.b", ()), ("t.c", ("t.a",)), ("t.d", ())):
-        entry(name, after)
-    todo = ["t.a", "t.b", "t.c", "t.d"]
-    cost = {"t.a": 3.0, "t.b": 2.0, "t.c": 1.0, "t.d": 2.0}
-    assert warmup._makespan(todo, cost, warmup._critical_paths(todo, cost), 2) == 4.0
-    assert warmup._makespan(todo, cost, warmup._critical_paths(todo, cost), 1) == 8.0
-    # the run's own entries at made-up costs: planned ≤ critical path order, ≥ the bounds
-    names = warmup.select(warmup.RUN_GROUPS)
-    monkeypatch.setattr(warmup, "_measured", lambda: {n: 0.1 + sum(map(ord, n)) % 17 / 10
-                                                      for n in names})
-    cost = warmup._costs(names)
-    chain = warmup._critical_paths(names, cost)
-    plain = warmup._makespan(names, cost, chain, 2)
-    planned = warmup._makespan(names, cost, warmup._priorities(names, 2), 2)
-    assert max(sum(cost.values()) / 2, max(chain.values())) - 1e-9 <= planned <= plain
+    def broken(c):
+        raise RuntimeError("a component's constructor changed\nsecond line")
+
+    monkeypatch.setitem(warmup.ENTRIES, "t.broken", warmup.Entry("t.broken", "sim", broken))
+    ctx = warmup.Context(config=CONFIGS / "exo_leg.yaml")
+    out = io.StringIO()
+    res = warmup.warm_up((), names=["timing", "gait_phase", "t.broken"], ctx=ctx, jobs=1,
+                         stream=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "numba: warming 3 components up in 1 process …", lines
+    entries = [LINE.match(x) for x in lines[1:-1]]
+    assert all(entries) and len(entries) == 3, lines
+    assert [m["name"] for m in entries] == ["gait_phase", "timing", "t.broken"]
+    assert "FAILED: RuntimeError: a component's constructor changed (test_warmup.py:" in lines[3]
+    assert re.match(r"numba: warm-up done in \d+\.\d s, \d+ kernels compiled, 1 entries "
+                    r"FAILED \(cache ", lines[-1]), lines[-1]
+    assert [r["error"] is None for r in res] == [True, True, False]
+    assert compile_workers.warm_set() == {"gait_phase@tree", "timing@tree"}
+    # warm now but for the broken entry: that one runs again, alone
+    assert warmup.warm_up((), names=["timing"], ctx=ctx, stream=out) == []
+    assert warmup.main((), config=CONFIGS / "exo_leg.yaml", names=["t.broken"], jobs=1) == 1
+
+
+def test_ensure_on_a_warm_cache_is_a_file_lookup(tmp_path, monkeypatch):
+    """With the run's entries marked warm, ``ensure`` runs nothing, prints nothing and takes
+    well under 50 ms (a marker read; the first call pays the imports)."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    top = load_top(CONFIGS / "exo_leg.yaml")
+    compile_workers.mark(warmup._tags(warmup.select(warmup.RUN_GROUPS), warmup.Context(top)))
+
+    def no_pool(*a, **k):
+        raise AssertionError("a warm cache ran the warm-up")
+
+    monkeypatch.setattr(compile_workers, "pool", no_pool)
+    monkeypatch.setattr(compile_workers.compiles(), "report", None)  # (ensure sets it)
+    out = io.StringIO()
+    warmup.ensure(top, warmup.RUN_GROUPS, stream=out)
+    t0 = time.perf_counter()
+    warmup.ensure(top, warmup.RUN_GROUPS, stream=out)
+    took = time.perf_counter() - t0
+    assert out.getvalue() == "" and took < 0.05, took
+    with pytest.raises(AssertionError, match="ran the warm-up"):  # … and io is cold
+        warmup.ensure(top, warmup.REAL_BUS_GROUPS, stream=out)
+
+
+def test_warmth_is_per_law_per_bus_count_per_plant(monkeypatch):
+    """The cycle is warm per control law, its one-call form per number of buses, the plant
+    per plant model; the rest once per dynamics variant. A run that differs in one says so."""
+    one = warmup.Context(config=CONFIGS / "exo_leg.yaml")
+    two = warmup.Context(config=CONFIGS / "exo_2leg.yaml")
+    law = one.top.controller.law
+    names = ["cycle", "cycle.buses", "plant", "timing"]
+    assert warmup._tags(names, one) == {f"cycle@tree/{law}", "cycle.buses@tree/1buses",
+                                        "plant@tree/harmonic_drive", "timing@tree"}
+    assert warmup._tags(names, two) - warmup._tags(names, one) == {"cycle.buses@tree/2buses"}
+    monkeypatch.setattr(warmup, "_warm_set", lambda: warmup._tags(names, one))
+    assert warmup.why_cold(names, two) == \
+        "the compile cache lacks the cycle for 2 buses (its first run)"
+    monkeypatch.setattr(warmup, "_warm_set", lambda: {"timing@tree"})
+    assert warmup.why_cold(names, one) == ("the compile cache lacks 3 of this run's "
+                                           "components (cycle, cycle.buses, plant)")
+
+
+def test_a_registered_plant_model_warms_without_an_entry_of_its_own(tmp_path, monkeypatch):
+    """A plant model registered from outside (tests/test_plant_registry.py's, its kernel a
+    fresh dispatcher here) and named in a top config: the ``plant`` entry compiles its step
+    for exactly the types the simulated bus passes (a plant built as the bus builds it
+    compiles nothing more), and it is warm for that model only."""
+    from test_plant_registry import RigidGearPlant, _top, rigid_step
+
+    from exo_rt.sim import plants
+
+    step = njit(rigid_step.py_func)  # compiled by no process yet
+
+    class Fresh(RigidGearPlant):
+        kernel = staticmethod(step)
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    plants.model("fresh_gear_warmup", doc="rigid gears, a kernel of its own")(Fresh)
+    try:
+        ctx = warmup.Context(load_top(_top(tmp_path, "fresh_gear_warmup")))
+        assert not step.signatures and "fresh_gear_warmup" not in str(list(warmup.ENTRIES))
+        (res,) = warmup.warm_up(("plant",), ctx=ctx, jobs=1, stream=io.StringIO())
+        assert res["error"] is None and "test_plant_registry.rigid_step" in res["compiled"]
+        assert len(step.signatures) == 1
+        plant = plants.create("fresh_gear_warmup", ctx.top.robot, dt=1e-3, substeps=10)
+        plant.step(np.zeros_like(plant.cmd))
+        assert len(step.signatures) == 1  # no specialisation other than the warmed one
+        assert compile_workers.warm_set() == {"plant@tree/fresh_gear_warmup"}
+        assert warmup.why_cold(["plant"], warmup.Context(config=CONFIGS / "exo_leg.yaml")) \
+            == "the compile cache lacks plant model 'harmonic_drive' (its first run)"
+    finally:
+        plants.unregister("fresh_gear_warmup")
 
 
 def test_workers_started_ahead_serve_the_warm_up(tmp_path, monkeypatch):
     """On a cold cache `exo-rt run` starts the compile workers first thing; the warm-up then
     uses them (its context sent on first use), and a warm cache starts none."""
-    from exo_rt import compile_workers
-
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     monkeypatch.setenv("EXO_RT_WARMUP_JOBS", "2")
     assert compile_workers.cold()
@@ -91,12 +180,13 @@ def test_workers_started_ahead_serve_the_warm_up(tmp_path, monkeypatch):
     (worker,) = compile_workers.workers(1)
     assert worker is spare and not compile_workers._SPARE
     try:
-        res = worker.run("estimate.velocity_update", warmup.Context().spec())
+        res = worker.run("gait_phase", warmup.Context().spec())
     finally:
         worker.close()
-    assert res["error"] is None and res["compiled"] == [
-        "exo_rt.control.estimate.velocity_update"], res
-    warmup._mark({"estimate.velocity_update@tree"})
+    ours = [k for k in res["compiled"] if k.startswith("exo_rt.")]  # (and numba's own min)
+    assert res["error"] is None and ours == ["exo_rt.control.trajectory.phase_on_heel_strike",
+                                             "exo_rt.control.trajectory.phase_from_events"], res
+    compile_workers.mark({"gait_phase@tree"})
     assert not compile_workers.cold() and compile_workers.prestart() == 0
 
 
@@ -243,17 +333,6 @@ def test_kernels_compile_without_the_c_callable_wrapper_and_with_the_package_set
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["3", "0"]
-
-
-def test_the_one_call_cycle_is_warm_per_number_of_buses():
-    """The one-call cycle's compiled type has a part per bus: warming it for one bus does not
-    mark it warm for two (a two-bus run then compiles it ahead, not after set-up); entries
-    that do not depend on the buses share one mark."""
-    one = warmup.Context(config=ROOT / "configs" / "exo_leg.yaml")
-    two = warmup.Context(config=ROOT / "configs" / "exo_2leg.yaml")
-    names = ["runtime.cycle_call", "safety.check"]
-    assert warmup._tags(names, one) == {"runtime.cycle_call@tree/1buses", "safety.check@tree"}
-    assert warmup._tags(names, two) == {"runtime.cycle_call@tree/2buses", "safety.check@tree"}
 
 
 @pytest.mark.slow

@@ -123,3 +123,12 @@ def phase_from_events(state, t):
     """Gait phase (cycles since the last heel strike over the estimated period), ≤ 0.999 so a
     late heel strike holds the end of the stride instead of wrapping."""
     return min((t - state[PH_LAST]) / state[PH_PERIOD], 0.999)
+
+
+def warm_up() -> None:
+    """Compile the gait phase's event kernels Python calls on a heel strike (the controller,
+    between two cycles), on a throw-away phase state (:data:`PH_WIDTH` float64: last strike 0
+    s, period 1 s, none seen) — before READY, not at the first heel strike."""
+    state = np.array([0.0, 1.0, 0.0])
+    phase_on_heel_strike(state, 1.0, 0.5, 2.0, 0.5)
+    phase_from_events(state, 0.0)

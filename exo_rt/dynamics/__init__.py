@@ -134,6 +134,14 @@ class Dynamics:
         # the last output array of each method that passed _proper_out
         self._out_id = self._out_mass = self._out_fd = self._out_bias = self._out_gravity = None
 
+    def warm_up(self) -> None:
+        """Call every method once at rest (q = v = τ = 0): each kernel compiled — or loaded
+        from numba's cache — now, not at a caller's first call (``exo-rt warmup``)."""
+        z = np.zeros(self.nq)
+        self.mass_matrix(z), self.bias_forces(z, z), self.gravity(z)
+        self.inverse_dynamics(z, z, z), self.forward_dynamics(z, z, z), self.energy(z, z)
+        self.frame_positions(z), self.frame_rotations(z)
+
     @property
     def packed(self) -> np.ndarray:
         """The mechanism's packed arrays (first argument of every kernel)."""

@@ -87,3 +87,13 @@ def simulate_energy(model, data, q, v, tau, dt, steps, every, scratch, energy_ou
         if s % every == 0:
             energy(model, data, q, v, energy_out[k])
             k += 1
+
+
+def warm_up(dyn) -> None:
+    """Compile both integrators for a :class:`~exo_rt.dynamics.Dynamics`' packed model and
+    workspace: one step and a two-step energy trace from rest."""
+    z = np.zeros(dyn.nq)
+    scratch = rk4_scratch(dyn.nq)
+    rk4_step(dyn.packed, dyn.workspace, z.copy(), z.copy(), z, 1e-3, scratch)
+    simulate_energy(dyn.packed, dyn.workspace, z.copy(), z.copy(), z, 1e-3, 2, 1, scratch,
+                    np.zeros((3, 2)))
