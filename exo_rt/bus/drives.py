@@ -343,7 +343,7 @@ class Drives:
         With several buses, send every other bus's RPDOs first and their SYNCs after (the
         controller does: every RPDO before any SYNC)."""
         if self._compiled_io():
-            self._command(current_A, True)
+            self._command(current_A)
             return
         self.send_rpdos(current_A)
         self.send_sync()
@@ -354,14 +354,12 @@ class Drives:
         tap = self.port.tap
         return self.port.compiled and (tap is None or not tap.block_when_full)
 
-    def _command(self, current_A: np.ndarray, sync: bool) -> float:
-        """The RPDOs and (``sync``) the SYNC and heartbeat after them in one compiled call;
-        returns the send time."""
-        t = pdo_cycle.command(self._tx_batch, self.port.tap_record(), self.model, self.data,
-                              np.ascontiguousarray(current_A, np.float64), sync)
+    def _command(self, current_A: np.ndarray) -> None:
+        """The RPDOs, the SYNC and the heartbeat when due in one compiled call."""
+        self.port.sent_at = pdo_cycle.command(self._tx_batch, self.port.tap_record(),
+                                              self.model, self.data,
+                                              np.ascontiguousarray(current_A, np.float64))
         self.count_send_errors()
-        self.port.sent_at = t
-        return t
 
     def count_send_errors(self) -> None:
         """The frames the compiled sends could not hand to the OS, into the port's count."""
@@ -381,14 +379,12 @@ class Drives:
     def send_rpdos(self, current_A: np.ndarray) -> None:
         """RPDOs: controlword + torque ‰, the current clamped to the drive's peak (the last
         line of the current limit; NaN/Inf → 0) — :func:`exo_rt.bus.pdo_cycle.put_rpdos`, the
-        one encoder, whatever the port."""
-        if self._compiled_io():
-            self._command(current_A, False)
-            return
+        one encoder, whatever the port — sent by the port (its errors counted there)."""
         b = self._tx_batch
         n = pdo_cycle.put_rpdos(self.model, self.data,
                                 np.ascontiguousarray(current_A, np.float64), b)
         self.port.send_batch(b, n)
+        self._tx_errors = int(b.counts[1])
 
     @property
     def now(self) -> float:

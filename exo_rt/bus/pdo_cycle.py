@@ -412,21 +412,19 @@ def sync_rows(hb):
 
 
 @njit(cache=True)
-def command(batch, tap, model, data, current_A, sync):
+def command(batch, tap, model, data, current_A):
     """A cycle's commands in one compiled call and one ``sendmmsg`` on ``batch.fd``: each
     drive's RPDO (:func:`put_rpdos`: the encoder's clamp, the last line of the current limit)
-    in rows 0 … n−1, then (``sync``) the rows the table already holds after them — the SYNC
-    and, when due, the controller's heartbeat (:func:`sync_rows`); the frames sent are copied
-    into the recording ring. Returns the send time (wall clock, s; with the SYNC also
-    ``data.sync_time[0]``: the drives sample at it)."""
+    in rows 0 … n−1, then the rows the table already holds after them — the SYNC and, when
+    due, the controller's heartbeat (:func:`sync_rows`); the frames sent are copied into the
+    recording ring. Returns the send time, also ``data.sync_time[0]`` (wall clock, s: the
+    drives sample at the SYNC)."""
     n = put_rpdos(model, data, current_A, batch)
-    if sync:
-        n += sync_rows(data.hb)
+    n += sync_rows(data.hb)
     t = fastio.send(batch.fd, batch, n)
     if tap.capacity > 0:
         fastio.tap(tap, batch, n, False)
-    if sync:
-        data.sync_time[0] = t
+    data.sync_time[0] = t
     return t
 
 
@@ -463,4 +461,4 @@ def warm_up_io(n: int = 1) -> None:
         rx, tx, tap, model, data, current = io_arguments(n, wire)
         begin(data, -1.0)
         gather(rx, tap, model, data)
-        command(tx, tap, model, data, current, True)
+        command(tx, tap, model, data, current)

@@ -279,7 +279,7 @@ def _frames_out(a):
     for bus in a.buses:
         if disable:  # the power stage off (Drives.request_disable)
             bus.data.controlword[:] = c.CW_DISABLE_VOLTAGE
-        pdo_cycle.command(bus.tx, bus.tap, bus.model, bus.data, bus.current, True)
+        pdo_cycle.command(bus.tx, bus.tap, bus.model, bus.data, bus.current)
     io[IO_T_SYNC] = fastio.monotonic(a.ts)  # the drives sample now
     return BACK_DONE
 
