@@ -155,17 +155,17 @@ class Law:
     doc: str = ""
 
 
-_laws: dict[str, Law] = {}
+NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema checks its name
+    GROUP, "control law", BUILTIN, last_only=True, docs="docs/architecture.md")
 _compiled_laws: dict[str, object] = {}  # name → its compiled cfunc, compiled on first use
 _tables: dict[tuple, object] = {}  # which laws are compiled → the table (numba typed List)
 
 
 def law(name: str, doc: str = "") -> Callable[[Callable], Callable]:
-    """Register the decorated function as the law ``name`` (see the module's docstring)."""
+    """Register the decorated function as the law ``name`` (see the module's docstring); its
+    code is the number of laws registered before it (the built-in ones first)."""
     def register(fn: Callable) -> Callable:
-        if name in _laws:
-            raise ValueError(f"a control law named '{name}' is registered already")
-        _laws[name] = Law(name, len(_laws), fn, doc)
+        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc))
         _tables.clear()
         return fn
     return register
@@ -173,21 +173,14 @@ def law(name: str, doc: str = "") -> Callable[[Callable], Callable]:
 
 def unregister(name: str) -> None:
     """Remove the law registered last (codes stay the table's indices)."""
-    if not _laws or next(reversed(_laws)) != name:
-        raise ValueError(f"'{name}' is not the law registered last")
-    del _laws[name]
+    NAMES.unregister(name)
     _compiled_laws.pop(name, None)
     _tables.clear()
 
 
-NAMES = plugins.Names(GROUP, BUILTIN, _laws)  # every law's name, as the schema checks it
-
-
 def get(name: str) -> Law:
-    """The law ``name`` (KeyError if there is none)."""
-    if name not in NAMES:
-        raise KeyError(name)
-    return _laws[name]
+    """The law ``name`` (a KeyError naming the registered ones if there is none)."""
+    return NAMES.get(name)
 
 
 def code(name: str) -> int:
@@ -227,16 +220,17 @@ def table(*names: str):
     """The compiled laws, by code: what the control cycle calls through. ``names``: the laws
     it holds (a run's own), the other codes a NaN stand-in; none named: every registered law.
     Each law compiles once per process; each table is built once."""
-    NAMES.load_builtin()
-    wanted = set(names) if names else set(_laws)
+    for name in names:
+        get(name)  # KeyError for a law that is not registered; an installed one loaded
+    laws = NAMES.entries()
+    wanted = set(names) if names else set(laws)
     for name in wanted:
-        get(name)  # KeyError for a law that is not registered
         if name not in _compiled_laws:
-            _compiled_laws[name] = _compiled(_laws[name].torque)
-    key = tuple(name in wanted for name in _laws)
+            _compiled_laws[name] = _compiled(laws[name].torque)
+    key = tuple(name in wanted for name in laws)
     if key not in _tables:
         functions = tuple(_compiled_laws[name] if name in wanted else _stand_in()
-                          for name in _laws)
+                          for name in laws)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
             _tables[key] = _table_of(functions)

@@ -39,39 +39,33 @@ class Procedure:
     snippet: bool = False
 
 
-_procedures: dict[str, Procedure] = {}
+_NAMES: plugins.Registry[Procedure] = plugins.Registry(
+    GROUP, "bench procedure", BUILTIN, docs="docs/bench.md")
 
 
 def procedure(name: str, *, per_joint: bool, moves: str, snippet: bool = False):
     """Register the decorated function as the procedure ``name`` (see the module)."""
     def register(fn: Callable[..., dict]) -> Callable[..., dict]:
-        if name in _procedures:
-            raise ValueError(f"a bench procedure named '{name}' is registered already")
-        _procedures[name] = Procedure(name, fn, per_joint, moves, snippet)
+        _NAMES.add(name, Procedure(name, fn, per_joint, moves, snippet))
         return fn
     return register
 
 
 def unregister(name: str) -> None:
     """Remove the procedure ``name``."""
-    del _procedures[name]
-
-
-_NAMES = plugins.Names(GROUP, BUILTIN, _procedures)
+    _NAMES.unregister(name)
 
 
 def names() -> tuple[str, ...]:
     """Every procedure: the registered ones and those installed packages offer."""
-    _NAMES.load_builtin()
-    return (*_procedures, *_NAMES.installed())
+    return _NAMES.names()
 
 
 def get(name: str) -> Procedure | None:
     """The procedure ``name``, imported from its package on first use; None if none."""
-    return _procedures[name] if name in _NAMES else None
+    return _NAMES.get(name) if name in _NAMES else None
 
 
 def registered() -> dict[str, Procedure]:
     """The registered procedures by name (built-in ones loaded)."""
-    _NAMES.load_builtin()
-    return dict(_procedures)
+    return _NAMES.entries()

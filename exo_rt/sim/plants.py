@@ -222,43 +222,37 @@ class Entry:
     doc: str = ""
 
 
-_models: dict[str, Entry] = {}
+NAMES: plugins.Registry[Entry] = plugins.Registry(  # every model, as the schema checks its name
+    GROUP, "plant model", BUILTIN, docs="docs/architecture.md")
 _compiled: dict[type, object] = {}  # class → its compiled step (numba cfunc), built on first use
 
 
 def model(name: str, doc: str = "") -> Callable[[type], type]:
     """Register the decorated :class:`PlantModel` subclass as the plant model ``name``."""
     def register(cls: type) -> type:
-        if name in _models:
-            raise ValueError(f"a plant model named '{name}' is registered already")
         if not (isinstance(cls, type) and issubclass(cls, PlantModel)):
             raise TypeError(f"plant model '{name}' must be a subclass of PlantModel")
+        NAMES.add(name, Entry(name, cls, doc or (inspect.getdoc(cls) or "").split("\n")[0]))
         cls.name = name
-        _models[name] = Entry(name, cls, doc or (inspect.getdoc(cls) or "").split("\n")[0])
         return cls
     return register
 
 
 def unregister(name: str) -> None:
     """Remove the plant model ``name``."""
-    entry = _models.pop(name)
+    entry = NAMES.unregister(name)
     _compiled.pop(entry.cls, None)
 
 
-NAMES = plugins.Names(GROUP, BUILTIN, _models)  # every model's name, as the schema checks it
-
-
 def get(name: str) -> type[PlantModel]:
-    """The class of the plant model ``name`` (KeyError if there is none)."""
-    if name not in NAMES:
-        raise KeyError(name)
-    return _models[name].cls
+    """The class of the plant model ``name`` (a KeyError naming the registered ones if there
+    is none)."""
+    return NAMES.get(name).cls
 
 
 def registered() -> dict[str, Entry]:
     """The registered models by name (built-in ones loaded)."""
-    NAMES.load_builtin()
-    return dict(_models)
+    return NAMES.entries()
 
 
 def create(name: str, robot, **kw) -> PlantModel:

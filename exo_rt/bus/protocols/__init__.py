@@ -25,10 +25,9 @@ as python-can's interfaces do under ``can.interface``::
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-
+from exo_rt import plugins
 from exo_rt.errors import ConfigError, Where
+from exo_rt.plugins import load_attr
 
 GROUP = "exo_rt.protocols"
 DEFAULT = "cia402"
@@ -39,12 +38,6 @@ BUILTIN = {
     "mit": "exo_rt.bus.protocols.mit:Mit",
     "rmdx": "exo_rt.bus.protocols.rmdx:RmdX",
 }
-
-
-def load_attr(ref: str):
-    """``"package.module:Attribute"`` → the attribute (imported now)."""
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 class Protocol:
@@ -87,64 +80,41 @@ class Protocol:
         return None
 
 
-_registry: dict[str, Protocol] | None = None
+def _family(name: str, obj: object) -> Protocol:
+    """The family a reference names (a :class:`Protocol` subclass or instance), checked."""
+    if isinstance(obj, type):
+        obj = obj()
+    if not isinstance(obj, Protocol):
+        raise ConfigError(f"the drive protocol '{name}' ({obj!r}) is not an "
+                          "exo_rt.bus.protocols.Protocol", Where(GROUP),
+                          "fix or uninstall the package that registers it")
+    if not obj.name:
+        obj.name = name
+    return obj
 
 
-def registry() -> dict[str, Protocol]:
-    """Every registered family by name: the built-ins, then the ``exo_rt.protocols`` entry
-    points (which may not replace a built-in)."""
-    global _registry
-    if _registry is None:
-        found: dict[str, object] = dict(BUILTIN)
-        for ep in entry_points(group=GROUP):
-            if ep.name not in found:
-                found[ep.name] = ep
-        _registry = {name: _Lazy(name, ref) for name, ref in found.items()}
-    return _registry
+# every family by name: the built-ins, then the entry points (which may not replace one),
+# each imported on first use, so that reading a bus file imports only the families it names
+_REGISTRY: plugins.Registry[Protocol] = plugins.Registry(
+    GROUP, "drive protocol", BUILTIN, make=_family, docs="docs/bus.md")
 
 
 def names() -> tuple[str, ...]:
-    return tuple(registry())
+    return _REGISTRY.names()
 
 
 def register(protocol: Protocol) -> None:
     """Register a family at run time (tests; a plug-in normally uses the entry point)."""
-    registry()[protocol.name] = _Lazy(protocol.name, protocol)
+    _REGISTRY.add(protocol.name, _family(protocol.name, protocol))
 
 
 def unregister(name: str) -> None:
-    registry().pop(name, None)
+    _REGISTRY.unregister(name)
 
 
 def get(name: str) -> Protocol:
     """The family registered as ``name``; a ConfigError names the registered ones."""
     try:
-        return registry()[name].get()
-    except KeyError:
-        raise ConfigError(f"no drive protocol '{name}' is registered", Where("protocol"),
-                          f"use one of {', '.join(names())} (docs/bus.md), or install the "
-                          f"package that registers it under '{GROUP}'") from None
-
-
-class _Lazy:
-    """A registry entry: imported on first use, so that reading a bus file imports only the
-    families it names."""
-
-    def __init__(self, name: str, ref) -> None:
-        self.name, self.ref, self.obj = name, ref, None
-
-    def get(self) -> Protocol:
-        if self.obj is None:
-            ref = self.ref
-            obj = load_attr(ref) if isinstance(ref, str) else (
-                ref if isinstance(ref, Protocol) else ref.load() if hasattr(ref, "load") else ref)
-            if isinstance(obj, type):
-                obj = obj()
-            if not isinstance(obj, Protocol):
-                raise ConfigError(f"the drive protocol '{self.name}' ({ref}) is not an "
-                                  "exo_rt.bus.protocols.Protocol", Where(GROUP),
-                                  "fix or uninstall the package that registers it")
-            if not obj.name:
-                obj.name = self.name
-            self.obj = obj
-        return self.obj
+        return _REGISTRY.get(name)
+    except plugins.NotRegistered as err:
+        raise ConfigError(err.what, Where("protocol"), err.fix) from None
