@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exo_rt import plugins
 from exo_rt.bus import protocols
 from exo_rt.bus.config import load_buses
 from exo_rt.bus.flags import F_FAULT, F_MISSING, F_NOT_ENABLED
@@ -300,16 +301,16 @@ class Clone(protocols.Protocol):
         return mit_ranges(bus)
 
 
-def test_entry_point_registration(tmp_path, monkeypatch):
+def test_entry_point_registration(tmp_path, monkeypatch, request):
     class EntryPoint:
         name = "clone"
 
         def load(self):
             return Clone
 
-    monkeypatch.setattr(protocols, "entry_points",
+    monkeypatch.setattr(plugins, "entry_points",
                         lambda group: [EntryPoint()] if group == protocols.GROUP else [])
-    monkeypatch.setattr(protocols, "_registry", None)
+    request.addfinalizer(lambda: protocols.unregister("clone"))
     assert "clone" in protocols.names() and protocols.get("clone").name == "clone"
     path = tmp_path / "clone.yaml"
     path.write_text((ROOT / "configs" / "buses" / "exo_leg_mit.yaml").read_text()
