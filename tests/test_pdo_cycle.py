@@ -7,6 +7,7 @@ code."""
 from __future__ import annotations
 
 import inspect
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -214,3 +215,36 @@ def test_a_record_refuses_a_missing_field_and_a_rebound_one():
         b.data = np.zeros((2, 64), np.uint8)
     b.flags |= fastio.FB_EXTENDED  # in place: the same array, compiled code sees it
     assert b.flags.tolist() == [fastio.FB_EXTENDED] * 2
+
+
+def test_the_drives_fill_the_arrays_they_are_given_in_place():
+    """The controller hands a bus views of its own joint vectors (``drives.position = q[lo:
+    hi]``): the cycle's decoder writes into them from then on; ``flags |= F`` stays in place;
+    an array of another shape or type is refused at once."""
+    from exo_rt.bus.config import load_buses
+    from exo_rt.bus.flags import F_BUS_ERROR, F_MISSING
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    (bus,) = load_buses(ROOT / "configs" / "buses" / "exo_leg.yaml", robot)
+    channel = f"fill{uuid.uuid4().hex}"
+    d = Drives(can.Bus(interface="virtual", channel=channel), bus, robot)
+    peer = can.Bus(interface="virtual", channel=channel)
+    try:
+        q, i, f = np.full(4, 9.0), np.full(4, 9.0), np.full(4, 9, np.int64)
+        d.position, d.current, d.flags = q[1:3], i[1:3], f[1:3]
+        data = d.data
+        d.flags |= F_BUS_ERROR
+        assert d.data is data and f.tolist() == [9, 9 | F_BUS_ERROR, 9 | F_BUS_ERROR, 9]
+        peer.send(can.Message(arbitration_id=0x180 + int(d.nodes[0]), is_extended_id=False,
+                              data=struct.pack("<Hih", 0x0237, 12345, -250)))
+        d.collect()
+        scale = d.model.scale
+        # (the knee did not answer: its last values stay)
+        assert q.tolist() == [9.0, 12345 * scale[0, pdo_cycle.SCALE_RAD], 9.0, 9.0]
+        assert i.tolist() == [9.0, -250 * scale[0, pdo_cycle.SCALE_AMP], 9.0, 9.0]
+        assert f[2] & F_MISSING and not f[1] & F_MISSING and f[0] == f[3] == 9
+        with pytest.raises(ValueError, match="position must be a float64 array of shape"):
+            d.position = np.zeros(3)
+    finally:
+        d.bus.shutdown()
+        peer.shutdown()

@@ -130,6 +130,8 @@ class Drives:
         """The cycle fills these arrays from now on, in place (the controller's own, e.g.
         ``drives.position = q[lo:hi]``): the bus's data made again around them."""
         data = self.data
+        if all(getattr(data, name) is a for name, a in arrays.items()):
+            return  # (``drives.flags |= F`` writes in place, then sets the same array)
         for name, a in arrays.items():
             old = getattr(data, name)
             if not isinstance(a, np.ndarray) or a.shape != old.shape or a.dtype != old.dtype:
