@@ -29,7 +29,7 @@ import struct
 import numpy as np
 from numba import types
 
-from exo_rt.bus import records
+from exo_rt import structs
 from exo_rt.jit import njit
 
 # ---------------------------------------------------------------- the C library's calls
@@ -63,14 +63,14 @@ WIRE_UDP = 0  # python-can's udp_multicast datagram (a msgpack map)
 WIRE_SOCKETCAN = 1  # struct can_frame
 
 
-class FrameBatchType(records.Fields):
+class FrameBatchType(structs.Struct):
     """The numba type of :class:`FrameBatch`."""
 
 
-class FrameBatch(records.Record):
+class FrameBatch(structs.Record):
     """Up to ``capacity`` frames as arrays, plus the buffers and message headers the system
     calls use (built once; nothing is allocated per call) and ``fd``, the socket the compiled
-    cycle reads or writes with it (−1: none). A record (:mod:`exo_rt.bus.records`): compiled
+    cycle reads or writes with it (−1: none). A record (:mod:`exo_rt.structs`): compiled
     code takes it whole, Python reads the same arrays by name."""
 
     def __new__(cls, capacity: int = 32, wire: int = WIRE_UDP,
@@ -127,17 +127,17 @@ def _new_batch(*fields):
     return FrameBatch(*fields)
 
 
-records.declare(FrameBatchType, FrameBatch,
+structs.declare(FrameBatchType, FrameBatch,
                 ("fd", "wire", "headers", "iov", "buffers", "control", "name", "arbitration_id",
                  "flags", "length", "data", "time", "counts", "scratch", "clock", "bits"),
                 _new_batch)
 
 
-class TapType(records.Fields):
+class TapType(structs.Struct):
     """The numba type of :class:`Tap`."""
 
 
-class Tap(records.Record):
+class Tap(structs.Record):
     """A recording ring as the compiled calls copy frames into it
     (:class:`exo_rt.record.rings.FrameRing`'s ``header`` and ``slots``; ``capacity`` 0: no
     recording) and the bus's index in the recording."""
@@ -156,7 +156,7 @@ def _new_tap(*fields):
     return Tap(*fields)
 
 
-records.declare(TapType, Tap, ("header", "slots", "capacity", "bus"), _new_tap)
+structs.declare(TapType, Tap, ("header", "slots", "capacity", "bus"), _new_tap)
 _NO_TAP: list[Tap] = []
 
 

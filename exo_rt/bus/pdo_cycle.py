@@ -27,7 +27,8 @@ import math
 
 import numpy as np
 
-from exo_rt.bus import fastio, pdo, records
+from exo_rt import structs
+from exo_rt.bus import fastio, pdo
 from exo_rt.bus.flags import (
     F_DUPLICATE,
     F_FAULT,
@@ -67,11 +68,11 @@ SETTLE_CYCLES = 2  # cycles with an answer after a gap before the glitch check i
 
 
 # ---------------------------------------------------------------- the bus's records
-class BusModelType(records.Fields):
+class BusModelType(structs.Struct):
     """The numba type of :class:`BusModel`."""
 
 
-class BusModel(records.Record):
+class BusModel(structs.Record):
     """What a bus's cycle reads and never writes (made once, by :func:`bus_model`), per drive
     k of n: ``node_slot`` (int64[128]: node id → k, −1: not ours), ``tx``/``rx`` (the TPDO's
     and RPDO's field tables, :mod:`exo_rt.bus.pdo_fields`) and ``tx_size``/``rx_size`` (their
@@ -86,16 +87,16 @@ def _new_model(*fields):
     return BusModel(*fields)
 
 
-records.declare(BusModelType, BusModel,
+structs.declare(BusModelType, BusModel,
                 ("node_slot", "tx", "tx_size", "rx", "rx_size", "cob", "scale", "permille",
                  "period", "heartbeat_timeout", "own_node"), _new_model)
 
 
-class BusDataType(records.Fields):
+class BusDataType(structs.Struct):
     """The numba type of :class:`BusData`."""
 
 
-class BusData(records.Record):
+class BusData(structs.Record):
     """What a bus's cycle reads and writes (made once, by :func:`bus_data`), per drive (n):
     ``seen`` (answered this cycle), ``flags`` (``F_*``), ``statusword``, ``position`` (rad),
     ``current`` (A), ``rx_time`` (its answer's stamp, s), ``sampled`` (the SYNC that answer
@@ -118,7 +119,7 @@ def _new_data(*fields):
     return BusData(*fields)
 
 
-records.declare(BusDataType, BusData,
+structs.declare(BusDataType, BusData,
                 ("seen", "flags", "statusword", "position", "current", "rx_time", "sampled",
                  "trusted", "settle", "malformed_count", "missing_count", "extras",
                  "heartbeat_time", "commanded", "controlword", "foreign", "hb", "now",

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cfunc, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
-from numba.experimental import structref
 from numba.typed import List
 
 from exo_rt import plugins, structs
@@ -83,7 +82,7 @@ class LawModelType(structs.Struct):
     """The numba type of :class:`LawModel`."""
 
 
-class LawModel(structref.StructRefProxy):
+class LawModel(structs.Record):
     """What a law reads and never writes, for a run: its options, gains, the rigid models."""
 
 
@@ -91,8 +90,18 @@ class LawDataType(structs.Struct):
     """The numba type of :class:`LawData`."""
 
 
-class LawData(structref.StructRefProxy):
+class LawData(structs.Record):
     """What a law reads and writes each cycle: workspaces, its state, the joint vectors."""
+
+
+@njit(cache=True)
+def _law_model(*fields):
+    return LawModel(*fields)
+
+
+@njit(cache=True)
+def _law_data(*fields):
+    return LawData(*fields)
 
 
 # a law's model: the controller's options (one OPTIONS record), the gains (one GAINS record
@@ -100,7 +109,7 @@ class LawData(structref.StructRefProxy):
 # period (s)
 LAW_MODEL = structs.declare(LawModelType, LawModel, [
     ("opts", structs.records(OPTIONS)), ("gains", structs.records(GAINS)),
-    ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64)])
+    ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64)], _law_model)
 # a law's data: the two rigid workspaces, its per-joint STATE records, (n + 4, n) scratch
 # (row n + 2: last cycle's output clamp per joint, for an anti-windup), the measured q, q̇,
 # the reference q_r, q̇_r, q̈_r (rad, rad/s, rad/s²), the wearer's own torque along the
@@ -109,24 +118,14 @@ LAW_DATA = structs.declare(LawDataType, LawData, [
     ("data", structs.VEC), ("data_exo", structs.VEC), ("law_state", structs.records(STATE)),
     ("scratch", structs.MAT), ("q", structs.VEC), ("qd", structs.VEC), ("qr", structs.VEC),
     ("qdr", structs.VEC), ("qddr", structs.VEC), ("assist", structs.VEC),
-    ("tau", structs.VEC)])
+    ("tau", structs.VEC)], _law_data)
 SIGNATURE = types.void(LAW_MODEL, LAW_DATA)
 FUNCTION = types.FunctionType(SIGNATURE)
 
 
-@njit(cache=True)
-def _law_model(opts, gains, model, model_exo, dt):
-    return LawModel(opts, gains, model, model_exo, dt)
-
-
-@njit(cache=True)
-def _law_data(*fields):
-    return LawData(*fields)
-
-
 def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
     """A law's model (fields of :data:`LAW_MODEL`), checked against the declaration."""
-    m = _law_model(opts, gains, model, model_exo, float(dt))
+    m = LawModel(opts=opts, gains=gains, model=model, model_exo=model_exo, dt=float(dt))
     structs.check(m, LAW_MODEL, "law model")
     return m
 
@@ -136,11 +135,7 @@ def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
     scratch, and the joint vectors by name (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
     ``assist``, ``tau``) — the caller's arrays (views of its joint vectors), so that what
     the law writes is where the caller reads it."""
-    names = list(LAW_DATA.field_dict)[4:]
-    missing = sorted(set(names) - set(vectors)) + sorted(set(vectors) - set(names))
-    if missing:
-        raise TypeError(f"law data: the vectors are {', '.join(names)} (not {missing})")
-    d = _law_data(data, data_exo, law_state, scratch, *(vectors[n] for n in names))
+    d = LawData(data=data, data_exo=data_exo, law_state=law_state, scratch=scratch, **vectors)
     structs.check(d, LAW_DATA, "law data")
     return d
 

@@ -28,7 +28,6 @@ import math
 
 import numpy as np
 from numba import types
-from numba.experimental import structref
 
 from exo_rt import structs
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
@@ -77,7 +76,7 @@ class CycleModelType(structs.Struct):
     """The numba type of :class:`CycleModel`."""
 
 
-class CycleModel(structref.StructRefProxy):
+class CycleModel(structs.Record):
     """The cycle's model: what it reads and never writes during a run."""
 
 
@@ -85,8 +84,18 @@ class CycleDataType(structs.Struct):
     """The numba type of :class:`CycleData`."""
 
 
-class CycleData(structref.StructRefProxy):
+class CycleData(structs.Record):
     """The cycle's data: what it reads and writes, cycle by cycle."""
+
+
+@njit(cache=True)
+def _new_model(*fields):
+    return CycleModel(*fields)
+
+
+@njit(cache=True)
+def _new_data(*fields):
+    return CycleData(*fields)
 
 
 CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
@@ -97,7 +106,7 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
     ("sopts", structs.VEC),  # the safety check's options (safety.SOPT_*)
     ("transmissions", structs.records(laws.TRANSMISSION)),  # per joint
     ("coeffs", structs.MAT),  # the gait's Fourier rows per joint (rad)
-])
+], _new_model)
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
     ("s", structs.records(SCALARS)),  # one SCALARS record
@@ -107,7 +116,7 @@ CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("check_out", structs.IVEC),  # the safety check's cause and joint
     ("rows", structs.MAT),  # the recording ring's rows
     ("hist", structs.MAT),  # the run's first records, in memory
-])
+], _new_data)
 
 
 @njit(cache=True)
@@ -338,16 +347,6 @@ def step(m, d):
 
 
 @njit(cache=True)
-def _new_model(law, table, p, limits, sopts, transmissions, coeffs):
-    return CycleModel(law, table, p, limits, sopts, transmissions, coeffs)
-
-
-@njit(cache=True)
-def _new_data(law, s, v, flags, streaks, check_out, rows, hist):
-    return CycleData(law, s, v, flags, streaks, check_out, rows, hist)
-
-
-@njit(cache=True)
 def set_rows(d, rows):
     """The recording ring's rows (when the recording starts or stops)."""
     d.rows = rows
@@ -387,11 +386,13 @@ class Cycle:
         """Record into ``rows`` (a recording ring's; :attr:`no_rows`: nothing recorded)."""
         self.rows = rows
         set_rows(self.data, rows)
+        self.data.rebind("rows", rows)
 
     def set_hist(self, hist: np.ndarray) -> None:
         """Keep the run's first ``len(hist)`` records in ``hist``."""
         self.hist = hist
         set_hist(self.data, hist)
+        self.data.rebind("hist", hist)
 
     def fresh(self, history: int = 0) -> Cycle:
         """A cycle of the same model on new data (throw-away: warming up, a side test)."""
@@ -416,7 +417,8 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     check_out = np.zeros(_OUT, np.int64)
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
-    d = _new_data(ld, s, v, flags, streaks, check_out, no_rows, hist)
+    d = CycleData(law=ld, s=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
+                  rows=no_rows, hist=hist)
     structs.check(d, CYCLE_DATA, "cycle data")
     arrays = dict(s=s[0], s_array=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
                   rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state,
@@ -458,7 +460,8 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float, width: int,
     sopts = safety.options(safety_cfg)
     transmissions = transmission_rows(robot, cfg)
     table = registry.table(cfg.law)  # the cycle's law compiled, the rest not
-    m = _new_model(lm, table, p, limits, sopts, transmissions, coeffs)
+    m = CycleModel(law=lm, laws=table, p=p, limits=limits, sopts=sopts,
+                   transmissions=transmissions, coeffs=coeffs)
     structs.check(m, CYCLE_MODEL, "cycle model")
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)

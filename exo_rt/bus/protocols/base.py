@@ -187,9 +187,11 @@ class ReplyDrives(abc.ABC):
 
     def handed_back(self, pending: int) -> None:
         """Never called: no compiled cycle hands this bus's frames back (HostDrives)."""
+        return None
 
     def count_send_errors(self) -> None:
         """Nothing to count: its sends are Python's, and counted as they fail (HostDrives)."""
+        return None
 
     def warm_up(self) -> None:
         """Nothing compiled here (the cycle's per-frame work is plain Python)."""
