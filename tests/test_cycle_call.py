@@ -78,7 +78,7 @@ class Side:
         tty.setraw(self.line)
         ctl.close_buses()
         ctl.drives = list(self.buses)
-        ctl._wire_buses()
+        ctl.io.wire()
         ctl.realtime = True
         ctl.board = BoardLink(f"fd:{pc}", link_timeout=0.5, heartbeat_hz=250.0)
         ctl.plan = InjectionPlan((), ctl.dt, top.safety.overrun_streak, top.robot.joint_names)
@@ -89,12 +89,13 @@ class Side:
             d.port.tap = self.rings.frames
             d.port.channel_index = i
             d.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
-        self.cycle = ctl._prepare_cycle(compiled_io=compiled)
-        assert bool(ctl._buses) == compiled
+        ctl.io.prepare(compiled_io=compiled)
+        self.cycle = ctl._cycle
+        assert bool(ctl.io.buses) == compiled
         ctl._go(READY, 0)
-        for d, view in ctl._commands:  # the first SYNCs (run() does: _write)
+        for d, view in ctl.io.commands:  # the first SYNCs (run() does: io.write)
             d.send_commands(view)
-        ctl._t_sync = ctl._io[cycle_call.IO_T_SYNC] = time.monotonic()
+        ctl.io.t_sync = ctl.io.values[cycle_call.IO_T_SYNC] = time.monotonic()
         self.wire()
 
     def wire(self) -> list[list[tuple[int, bytes]]]:
@@ -109,7 +110,7 @@ class Side:
 
     def close(self) -> None:
         ctl = self.ctl
-        ctl._call = None
+        ctl.io.call = None
         ctl.cycle.set_rows(ctl.cycle.no_rows)
         for d in self.buses:
             d.port.tap = None
