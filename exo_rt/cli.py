@@ -803,6 +803,10 @@ def _setup_bench_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reply-timeout", type=float, default=None, metavar="MS",
                    help="how long a cycle waits for the drives' replies on a real bus "
                         "(default 0.7 of the period; 50 for the emulated drives over SLCAN)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="drives in lockstep, their time one period per SYNC (the emulated "
+                        "drives of exo-rt drives): SYNCs not paced, samples a period apart "
+                        "(default: the simulated bus; a real bus is paced on the wall clock)")
     p.add_argument("--fixture", metavar="KIND", default=None,
                    help="can[:NODE] (the rig's fixture node on the bus; default on the "
                         "simulated bus and for the emulated drives) | operator (a person clamps; "
@@ -862,8 +866,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     fixture = _fixture(args.fixture or ("can" if simulated else "operator"), ctl.drives)
     timeout = None if simulated else (0.7 * ctl.dt if args.reply_timeout is None
                                       else args.reply_timeout * 1e-3)
-    bench = Bench(top, ctl.drives, fixture=fixture, reply_timeout=timeout, pace=not simulated,
-                  abort=AbortKey(sys.stdin if interactive else None), world=ctl.world)
+    bench = Bench(top, ctl.drives, fixture=fixture, reply_timeout=timeout,
+                  pace=not (simulated or args.lockstep),
+                  abort=AbortKey(sys.stdin if interactive else None), world=ctl.bus_set.world)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     from exo_rt.resources import runs_root
 

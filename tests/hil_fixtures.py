@@ -9,7 +9,8 @@ from pathlib import Path
 from exo_rt.hil.bench import Bench
 from exo_rt.hil.fixture import CanFixture
 from exo_rt.runtime.config import load_top
-from exo_rt.runtime.controller import Controller
+from exo_rt.runtime.options import RunOptions
+from exo_rt.runtime.rig import open_rig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -34,7 +35,9 @@ def variant_top(tmp: Path, drive: dict[str, float]) -> Path:
 
 
 def sim_bench(top_path: Path | None = None, plant=None, pose=(0.3, 0.6)) -> Bench:
-    """A bench on the in-process simulated bus (``plant``: a different leg than the model)."""
+    """A bench on the in-process simulated bus (``plant``: a different leg than the model),
+    its drives opened as a run opens them (:func:`exo_rt.runtime.rig.open_rig`, no board)."""
     top = load_top(top_path or CONFIGS / "exo_leg.yaml")
-    ctl = Controller(top, "sim", board=None, start_pose=list(pose), plant=plant)
-    return Bench(top, ctl.drives, fixture=CanFixture(ctl.drives), world=ctl.world)
+    rig = open_rig(top, "sim", RunOptions(board=None, start_pose=tuple(pose), plant=plant),
+                   cpus=set())
+    return Bench(top, rig.drives, fixture=CanFixture(rig.drives), world=rig.bus_set.world)

@@ -1,12 +1,18 @@
 """The bench: a robot's drives on their buses, driven one control period at a time with the
-safety layer on (docs/safety.md), and the joint position loop every motion procedure uses.
+safety layer on (docs/safety.md), the joint position loop every motion procedure uses, and the
+controller's own cycle run against the drives (:meth:`Bench.run_controller`).
 
 A :class:`Bench` works on any python-can bus (real drives on a rig, the emulated drives over
 SLCAN, the in-process simulated bus): it sends the currents, reads the encoders and currents,
-and runs :func:`exo_rt.runtime.safety.check` — the controller's own check — every cycle: a
-drive fault, stale feedback, a lost heartbeat, an encoder glitch, a current, speed or soft
-joint limit, a tracking error, or the operator's abort key raises :class:`BenchAbort`, and the
-caller (:func:`exo_rt.hil.procedures.run_procedure`) disables the drives.
+and measures through the controller's own cycle (:func:`exo_rt.runtime.cycle.build`, from the
+top config and the controller config it names): positions, currents and flags into the
+cycle's data, the velocity by :func:`exo_rt.runtime.cycle.estimate` over the real gap between
+the SYNCs the samples answer, and :func:`exo_rt.runtime.cycle.check` — the controller's own
+check — every cycle: a drive fault, stale feedback, a lost heartbeat, an encoder glitch, a
+current, speed or soft joint limit, a tracking error, or the operator's abort key raises
+:class:`BenchAbort`, and the caller (:func:`exo_rt.hil.procedures.run_procedure`) disables
+the drives. Gains tuned on the bench are thus tuned against the estimator that runs on the
+exoskeleton.
 
 What a procedure cannot do itself — clamp a joint's output and measure its reaction torque —
 goes through a :class:`~exo_rt.hil.fixture.Fixture`: the rig's fixture node on the CAN bus
@@ -23,16 +29,15 @@ from dataclasses import dataclass
 import can
 import numpy as np
 
-from exo_rt.bus.flags import F_NOT_ENABLED
-from exo_rt.config import transmission_rows
 from exo_rt.control import laws
-from exo_rt.control.estimate import filter_gain, velocity_update
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError
 from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
 from exo_rt.jit import njit
-from exo_rt.runtime import safety
+from exo_rt.runtime import cycle as cy
+from exo_rt.runtime import safety, summary
 from exo_rt.runtime.config import TopConfig
+from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, STATES, STOPPING
 
 
 class AbortKey:
@@ -56,7 +61,9 @@ class AbortKey:
 @dataclass
 class Log:
     """One motion's samples, preallocated: time (s), joint angles (rad), filtered velocities
-    (rad/s), reference (rad), commanded and measured currents (A), commanded torque (N·m)."""
+    (rad/s), reference (rad), commanded and measured currents (A), commanded torque (N·m);
+    and, for :meth:`Bench.run_controller`, the controller's state each cycle
+    (:mod:`exo_rt.runtime.states`)."""
 
     t: np.ndarray
     q: np.ndarray
@@ -66,24 +73,47 @@ class Log:
     i_meas: np.ndarray
     tau: np.ndarray
     n: int = 0
+    state: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, samples: int, joints: int) -> Log:
+    def empty(cls, samples: int, joints: int, states: bool = False) -> Log:
         z = np.zeros
         return cls(z(samples), z((samples, joints)), z((samples, joints)), z((samples, joints)),
-                   z((samples, joints)), z((samples, joints)), z((samples, joints)))
+                   z((samples, joints)), z((samples, joints)), z((samples, joints)),
+                   state=z(samples, np.int64) if states else None)
 
     def trimmed(self) -> Log:
         k = self.n
         return Log(self.t[:k], self.q[:k], self.qd[:k], self.q_ref[:k], self.i_cmd[:k],
-                   self.i_meas[:k], self.tau[:k], k)
+                   self.i_meas[:k], self.tau[:k], k,
+                   None if self.state is None else self.state[:k])
+
+    def add(self, t: float, c: cy.Cycle, state: int = 0) -> None:
+        """The cycle's sample ``c`` at time ``t`` (s): its measured and estimated joint
+        state, reference, commanded current and torque, measured current."""
+        i = self.n
+        self.t[i] = t
+        self.q[i], self.qd[i], self.q_ref[i] = c.q, c.qd, c.qr
+        self.i_cmd[i], self.i_meas[i], self.tau[i] = c.cur, c.i_meas, c.tau
+        if self.state is not None:
+            self.state[i] = state
+        self.n = i + 1
 
 
 class Bench:
-    """The robot's drives on their buses (opened by the caller), with the safety check on.
+    """The robot's drives on their buses (opened by the caller), measured through the
+    controller's own cycle, with its safety check on.
 
-    ``reply_timeout`` (s): how long a cycle waits for every drive's reply (None: lockstep, the
-    simulated bus has them queued); ``pace``: hold the period on the wall clock (real drives).
+    ``control`` is that cycle (:func:`exo_rt.runtime.cycle.build` from ``top`` and the
+    controller config it names: its law, gains, velocity filter, limits and safe action);
+    ``q``, ``qd``, ``i_meas``, ``i_cmd`` and ``flags`` are views of its data (measured angle,
+    estimated velocity, measured and commanded current, the drives' flags).
+    ``reply_timeout`` (s): how long a cycle waits for every drive's reply (None: the simulated
+    bus has them queued). ``pace``: drives on the wall clock (a rig's): the bench holds the
+    period on it, and a sample's time is when its SYNC left (monotonic clock); unpaced, the
+    drives are in lockstep (the simulated bus, the emulated drives of ``exo-rt drives``:
+    their physics advances one period at each SYNC, however long the host takes), so the
+    SYNCs are k·dt apart on the drives' own time.
     """
 
     def __init__(self, top: TopConfig, drives: list, *, fixture: Fixture | None = None,
@@ -98,97 +128,197 @@ class Bench:
         self.pace = pace
         self.abort = abort or AbortKey()
         self.world = world  # the SimWorld in simulation (tests look at the plant through it)
-        n = self.robot.nq
-        self.n = n
-        cfg = top.controller
-        self.transmissions = transmission_rows(self.robot, cfg)
-        self.limits = safety.limits_array(self.robot, top.safety.joint_margin,
-                                          top.safety.tracking_error, cfg.current_limit)
-        s = top.safety  # as the controller's; the bench counts no overruns (streak 0)
-        self.sopts = safety.options(s)
-        self.alpha = filter_gain(cfg.velocity_cutoff_hz, self.dt)
+        self.n = self.robot.nq
+        self.control = c = cy.build(self.robot, top.exo, top.controller, top.safety,
+                                    dt=self.dt, align_s=top.align_s, width=1)
+        self._built = (c.s_array.copy(), c.v.copy())  # what start() goes back to
+        self.q, self.qd, self.i_meas, self.i_cmd, self.flags = c.q, c.qd, c.i_meas, c.cur, \
+            c.flags
+        self.transmissions, self.limits = c.transmissions, c.limits
         self.dyn = Dynamics(self.robot)
-        self.q = np.zeros(n)
-        self.qd = np.zeros(n)
-        self._q_prev = np.zeros(n)
-        self.i_meas = np.zeros(n)
-        self.i_cmd = np.zeros(n)
-        self.flags = np.zeros(n, dtype=np.int64)
-        self._streak = np.zeros((safety.STREAKS, n), dtype=np.int64)
-        self._out = np.zeros(2, dtype=np.int64)
-        self._tau = np.zeros(n)
-        self._cur = np.zeros(n)
-        self._ref = np.zeros(n)
-        self.tracking = False
+        self.tracking = False  # the safety check watches the tracking error against c.qr
         self.cycles = 0
         self._deadline = 0.0
         self._warm_up()
 
     def _warm_up(self) -> None:
         """Run every njit function of the cycle once before any drive is enabled: a cold numba
-        cache compiles here (seconds), never between two cycles of an enabled drive."""
+        cache compiles here (seconds), never between two cycles of an enabled drive. The
+        controller's cycle in every state, on throw-away data of the same model."""
         z = np.zeros(self.n)
-        self.dyn.inverse_dynamics(z, z, z, out=self._tau)
-        laws.torque_to_current(self._tau, z, z, self.transmissions, True, self._cur)
-        velocity_update(z.copy(), z.copy(), z.copy(), self.dt, self.alpha)
-        loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, self._tau)
-        safety.check(self.limits, self.sopts, z, z, z, z, z, np.zeros(self.n, dtype=np.int64),
-                     np.zeros((safety.STREAKS, self.n), dtype=np.int64), 0, False, z, self._out)
-        self._tau[:] = 0.0
+        tau, cur = np.zeros(self.n), np.zeros(self.n)
+        self.dyn.inverse_dynamics(z, z, z, out=tau)
+        laws.torque_to_current(tau, z, z, self.transmissions, True, cur)
+        loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, tau)
+        w = self.control.fresh()
+        w.s_array[:] = self.control.s_array
+        w.q[:] = w.q_start
+        cy.estimate(w.model, w.data)
+        cy.check(w.model, w.data)
+        for state in (READY, ALIGN, RUN, STOPPING, SAFE):
+            w.s["state"] = state
+            cy.step(w.model, w.data)
 
     # ------------------------------------------------------------------ the cycle
     def start(self) -> None:
-        """Configure and enable every drive, read the first measurement."""
+        """Configure and enable every drive, read the first measurement: the cycle's data
+        back to as built (nothing estimated, no streak, the law's state zero), the velocity
+        estimate anchored on this sample."""
         for d in self.drives:
             d.configure()
             d.enable()
+        c = self.control
+        c.s_array[:], c.v[:] = self._built
+        c.flags[:] = 0
+        c.streaks[:] = 0
+        c.law_state[:] = 0
+        c.scratch[:] = 0.0
         self.cycle(np.zeros(self.n), check=False)
-        self._q_prev[:] = self.q
-        self.qd[:] = 0.0
+        c.q_prev[:] = c.q
+        c.t_prev[:] = c.s["sample_t"]
+        c.qd[:] = 0.0
 
-    def cycle(self, currents: np.ndarray, *, check: bool = True) -> None:
-        """One period on every bus (RPDOs, SYNCs, replies), then the safety check."""
-        self.i_cmd[:] = currents
+    def exchange(self, currents: np.ndarray) -> None:
+        """One period on every bus: the currents (A) and the SYNC, then the drives' answers to
+        that SYNC into the cycle's data (angles, currents, flags) and the SYNC's time into
+        its ``sample_t`` — the drives sample at the SYNC, as in the controller's cycle: when
+        it left on the monotonic clock (paced: drives on the wall clock), k·dt in lockstep."""
+        c = self.control
+        c.cur[:] = currents
         for d in self.drives:
             d.send_rpdos(currents[d.joint_index])
         for d in self.drives:
             d.send_sync()
+        c.s["sample_t"] = time.monotonic() if self.pace else self.cycles * self.dt
         deadline = self.reply_deadline()
         for d in self.drives:
             d.collect(deadline)
-            self.q[d.joint_index] = d.position
-            self.i_meas[d.joint_index] = d.current
-            self.flags[d.joint_index] = d.flags
-        velocity_update(self.q, self._q_prev, self.qd, self.dt, self.alpha)
+            c.q[d.joint_index] = d.position
+            c.i_meas[d.joint_index] = d.current
+            c.flags[d.joint_index] = d.flags
         self.cycles += 1
+
+    def cycle(self, currents: np.ndarray, *, check: bool = True) -> None:
+        """One period (:meth:`exchange`), the controller's velocity estimate
+        (:func:`exo_rt.runtime.cycle.estimate`), then the safety check."""
+        self.exchange(currents)
+        cy.estimate(self.control.model, self.control.data)
         self.wait_period()
         if check:
             self.check()
 
     def reply_deadline(self) -> float | None:
-        """Until when a cycle waits for the drives' replies (None: lockstep, no wait)."""
+        """Until when a cycle waits for the drives' replies (None: no wait, the simulated bus
+        has them queued)."""
         return None if self.reply_timeout is None else time.monotonic() + self.reply_timeout
 
-    def wait_period(self) -> None:
+    def wait_period(self) -> bool:
         """Hold the period on the wall clock (absolute deadlines; a late cycle does not make
-        the next one early) when pacing real drives."""
-        if self.pace:
-            self._deadline = max(self._deadline + self.dt, time.monotonic() - self.dt)
-            delay = self._deadline - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+        the next one early) when pacing real drives; True: this cycle ran past its period."""
+        if not self.pace:
+            return False
+        self._deadline = max(self._deadline + self.dt, time.monotonic() - self.dt)
+        delay = self._deadline - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return delay < 0
 
     def check(self) -> None:
-        """The controller's safety check on this cycle's measurements; BenchAbort on a cause."""
+        """The controller's safety check (:func:`exo_rt.runtime.cycle.check`) on this cycle's
+        measurements, the tracking error against the cycle's reference ``control.qr`` while
+        :attr:`tracking`; BenchAbort on a cause. The bench counts no overruns."""
         if self.abort.pressed.is_set():
             raise BenchAbort("operator abort")
-        flags = self.flags & ~F_NOT_ENABLED
-        safety.check(self.limits, self.sopts, self.q, self.qd, self.i_meas, self.i_cmd,
-                     self._tau, flags, self._streak, 0, self.tracking, self._ref, self._out)
-        cause, j = int(self._out[0]), int(self._out[1])
-        if cause != safety.OK:
-            raise BenchAbort(f"{safety.CAUSES[cause]} on {self.robot.joint_names[j]} "
-                             f"(q = {self.q[j]:.4f} rad, current {self.i_meas[j]:.2f} A)")
+        c = self.control
+        c.s["state"] = RUN if self.tracking else READY
+        cy.check(c.model, c.data)
+        if c.s["state"] == SAFE:
+            raise BenchAbort(self._cause())
+
+    def _cause(self) -> str:
+        """The safety check's cause, where and what was measured there, in words."""
+        s = self.control.s
+        cause, j = safety.CAUSES[int(s["cause"])], int(s["joint"])
+        if j < 0:
+            return cause
+        return (f"{cause} on {self.robot.joint_names[j]} (q = {self.q[j]:.4f} rad, "
+                f"current {self.i_meas[j]:.2f} A)")
+
+    # ------------------------------------------------------------------ the controller's run
+    def run_controller(self, seconds: float) -> tuple[Log, dict]:
+        """The controller's own cycle against the drives, period by period, through the states
+        of a run: :func:`exo_rt.runtime.cycle.step` — its estimate, reference by state, the
+        wearer's torque, law, current, safety check and, in SAFE, the ramped safe action —
+        as ``exo-rt run`` steps it: READY (``READY_CYCLES`` at zero current), ALIGN (the
+        minimum-jerk move to the gait's start over the top config's ``align`` duration), RUN
+        (``seconds`` of the reference), STOPPING (``stop`` duration), then the drives
+        disabled. A safety cause goes SAFE as in a run: the safe action ramps out, the drives
+        are disabled, and the summary's ``fault`` says why and when.
+
+        The timing is the controller's: each period sends the last cycle's currents with the
+        SYNC, the drives' answers to it are this cycle's measurements, the cycle's command
+        goes out with the next SYNC. The phase comes from time (the bench has no board's
+        heel strikes). The abort key raises BenchAbort.
+
+        Returns every cycle's :class:`Log` (with the state) and the summary: per joint the RMS
+        and largest tracking error over RUN (deg), the largest |current| (A) and the position
+        range, as the controller's run summary (:func:`exo_rt.runtime.summary.joints`); the
+        cycles, the final state, the fault. The states follow :mod:`exo_rt.runtime.script`'s
+        (the controller's), step for step."""
+        top, c, dt = self.top, self.control, self.dt
+        s, m, d = c.s, c.model, c.data
+        lasts = {ALIGN: top.align_s, RUN: seconds, STOPPING: top.stop_s}  # s in each state
+        cap = READY_CYCLES + sum(int(x / dt) + 2 for x in lasts.values()) + \
+            int(top.safety.ramp_cycles) + 4
+        log = Log.empty(cap, self.n, states=True)
+        self.start()
+        k0, state, fault = {READY: 0}, READY, None
+        s["state"] = READY
+        for k in range(cap):
+            if self.abort.pressed.is_set():
+                raise BenchAbort("operator abort")
+            self.exchange(c.cur)  # the last cycle's command at this SYNC, its answers
+            s["k"], s["t"] = k, k * dt
+            if state == ALIGN:
+                s["align_t"] = (k - k0[ALIGN]) * dt
+            elif state == RUN:
+                s["phase"] = (k - k0[RUN]) * dt / s["period"]
+            cy.step(m, d)
+            log.add(k * dt, c, int(s["state"]))
+            s["overrun_streak"] = s["overrun_streak"] + 1.0 if self.wait_period() else 0.0
+            if s["state"] == SAFE:
+                if fault is None:
+                    fault = self._fault(k, state)
+                if s["disable"]:  # the safe action has ramped out: the power stages off
+                    for drive in self.drives:
+                        drive.request_disable()
+                if s["safe_done"]:
+                    break
+                continue
+            if state == READY and k >= READY_CYCLES:
+                c.q_align0[:] = c.q
+                state = ALIGN
+            elif state in lasts and (k + 1 - k0[state]) * dt >= lasts[state]:
+                if state == STOPPING:
+                    break
+                if state == ALIGN:
+                    c.law_state[:] = 0
+                state = RUN if state == ALIGN else STOPPING
+            if state != s["state"]:
+                s["state"], k0[state] = state, k + 1
+        self.disable_all()
+        log = log.trimmed()
+        return log, {"law": top.controller.law, "run_s": seconds, "cycles": log.n,
+                     "run_cycles": int(s["run_cycles"]),
+                     "final_state": "SAFE" if fault else "SHUTDOWN", "fault": fault,
+                     "joints": summary.joints(c, self.robot.joint_names)}
+
+    def _fault(self, k: int, state: int) -> dict:
+        """The safety cause the cycle went SAFE on in cycle ``k`` (in ``state``)."""
+        s, j = self.control.s, int(self.control.s["joint"])
+        return {"cause": safety.CAUSES[int(s["cause"])], "t": k * self.dt, "cycle": k,
+                "state": STATES[state], "joint": self.robot.joint_names[j] if j >= 0 else None,
+                "detail": self._cause(), "action": self.top.safety.action}
 
     def disable_all(self) -> None:
         """Disable every drive (zero current, then disable voltage), whatever happens."""
@@ -291,9 +421,21 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
 
     The bench's loop is computed torque on the model: a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e,
     τ = M(q)·a + h(q, q̇) (inverse dynamics, gravity included), then the controller's torque →
-    current conversion with the configured friction compensated. On a plant the model matches,
-    each joint is then the decoupled ω_n²/(s² + 2ζω_n s + ω_n²) (with ``qd_ref`` = 0). The
-    safety check watches the tracking error throughout.
+    current conversion with the configured friction compensated along the measured speed. On
+    a plant the model matches, each joint is then the decoupled ω_n²/(s² + 2ζω_n s + ω_n²)
+    (with ``qd_ref`` = 0). It measures through the controller's cycle — the velocity is its
+    estimate, the torque, current and reference go into its data — and the safety check (the
+    cycle's) watches the tracking error throughout.
+
+    It is not the controller's ``computed_torque`` law run by :func:`exo_rt.runtime.cycle.
+    step` (:meth:`Bench.run_controller` runs that): the cycle takes its reference from its state
+    (the gait in RUN, a minimum-jerk move in ALIGN, a held posture with q̇_r = q̈_r = 0 in
+    STOPPING), while the procedures need their own (steps, chirps, constant-speed sweeps,
+    multi-sines); the law adds q̈_r and compensates friction along q̇_r, while the bench's
+    loop has no feed-forward — a step or chirp measures the feedback loop alone — and
+    compensates friction along the measured speed (along q̇_r = 0 a step or chirp would get
+    none); and its gains change per move (:data:`HOLD`, the procedures' bandwidths) where the
+    law's are the controller config's.
     """
     k_n, n = q_ref.shape
     log = Log.empty(k_n, n)
@@ -301,22 +443,17 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
         qd_ref = np.gradient(q_ref, bench.dt, axis=0) if k_n > 1 else np.zeros_like(q_ref)
     integral = np.zeros(n)
     acc = np.zeros(n)
-    tau = np.zeros(n)
-    cur = np.zeros(n)
+    c = bench.control
     bench.tracking = True
     try:
         for k in range(k_n):
             loop_acceleration(gains.kp, gains.kd, gains.ki, q_ref[k], bench.q, qd_ref[k],
                               bench.qd, integral, bench.dt, acc)
-            bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=tau)
-            bench._ref[:] = q_ref[k]
-            bench.currents_for(tau, acc, cur, friction)
-            bench.cycle(cur)
-            i = log.n
-            log.t[i] = bench.cycles * bench.dt
-            log.q[i], log.qd[i], log.q_ref[i] = bench.q, bench.qd, q_ref[k]
-            log.i_cmd[i], log.i_meas[i], log.tau[i] = cur, bench.i_meas, tau
-            log.n += 1
+            bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=c.tau)
+            c.qr[:] = q_ref[k]
+            bench.currents_for(c.tau, acc, c.cur, friction)
+            bench.cycle(c.cur)
+            log.add(bench.cycles * bench.dt, c)
     finally:
         bench.tracking = False
     return log

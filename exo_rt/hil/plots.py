@@ -125,6 +125,19 @@ def _inertia(ax, r: dict, robot) -> None:
     ax[0].legend()
 
 
+def _controller(ax, r: dict, joint: str) -> None:
+    """The controller's run on the bench: the joint angle and its reference (deg)."""
+    tr = r["trace"]
+    t = np.asarray(tr["t_s"])
+    ax[0].plot(t, np.degrees(tr["q_rad"]), label="measured")
+    ax[0].plot(t, np.degrees(tr["q_ref_rad"]), color="k", lw=0.8, ls="--", label="reference")
+    ax[0].set_xlabel("t (s)")
+    ax[0].set_ylabel("joint angle (deg)")
+    ax[0].set_title(f"{joint}: RMS error {r['rms_error_deg']:.3f}°, max {r['max_error_deg']:.3f}°, "
+                    f"max |i| {r['max_abs_current_A']:.1f} A")
+    ax[0].legend()
+
+
 def plot(name: str, report: dict, robot, out: Path) -> Path | None:
     """The procedure's PNG (``bench-<name>.png``), or None (no plot for it, or no matplotlib)."""
     plt = _pyplot()
@@ -148,6 +161,8 @@ def plot(name: str, report: dict, robot, out: Path) -> Path | None:
                 _friction(ax, r, drives[joint].ratio)
             elif name == "stiffness":
                 _stiffness(ax, r, drives[joint].t1, drives[joint].t2)
+            elif name == "controller":
+                _controller(ax, r, joint)
     fig.tight_layout()
     path = out / f"bench-{name}.png"
     fig.savefig(path, dpi=90)

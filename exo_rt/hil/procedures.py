@@ -16,6 +16,7 @@ from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.hil.limits import limit_text
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
+from exo_rt.runtime.states import STATES
 from exo_rt.schema import core
 from exo_rt.schema.bench import BenchFile
 
@@ -109,6 +110,33 @@ def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
             "current_ms": None if seen_current is None else seen_current * 1e3 * bench.dt}
 
 
+@registry.procedure("controller", per_joint=False,
+                    moves="the controller's own run, as on the exoskeleton: READY, ALIGN "
+                          "(a minimum-jerk move to the gait's start), the gait for 10 s, "
+                          "STOPPING — every joint")
+def controller(bench: Bench, seconds: float = 10.0) -> dict:
+    """The controller's law, reference and safety on the bench, exactly as in a run
+    (:meth:`~exo_rt.hil.bench.Bench.run_controller`: :func:`exo_rt.runtime.cycle.step` period by
+    period against the drives, READY → ALIGN → RUN for ``seconds`` → STOPPING): what a lab
+    runs before a person wears the exoskeleton. Per joint the RMS and largest tracking error
+    over RUN (deg), the largest |current| (A), and the trace every 10 ms (t, the angle and its
+    reference, rad; the state). A safety cause ends it as a run ends: SAFE, the safe action
+    ramped out, the drives disabled — and the report says aborted, with the cause."""
+    log, summary = bench.run_controller(seconds)
+    fault = summary["fault"]
+    if fault is not None:
+        raise BenchAbort(f"SAFE at t = {fault['t']:.3f} s in {fault['state']}: "
+                         f"{fault['detail']} (safe action {fault['action']}, drives disabled)")
+    every = max(1, round(0.01 / bench.dt))
+    t = log.t[::every]
+    summary["trace_states"] = [STATES[int(x)] for x in log.state[::every]]
+    for j, name in enumerate(bench.robot.joint_names):
+        summary["joints"][name]["trace"] = {"t_s": t, "q_rad": log.q[::every, j],
+                                            "q_ref_rad": log.q_ref[::every, j]}
+    summary["_log"] = log  # for Python callers; not written to the report
+    return summary
+
+
 def _option_schema(name: str):
     key = BenchFile.KEYS.get(name)
     return None if key is None else key.metadata["schema"].type.cls
@@ -182,6 +210,10 @@ def result_lines(name: str, report: dict) -> list[str]:
                         _num(r["bus_load"], ".0f", 100),
                         ",".join(_num(v, ".0f") for v in r["heartbeat_ms"].values()) or "—",
                         str(r["missing_frames"])] for b, r in report["buses"].items()])
+    if name == "controller":
+        return _table(["joint", "RMS error deg", "max error deg", "max current A"],
+                      [[j, _num(r["rms_error_deg"], ".3f"), _num(r["max_error_deg"], ".3f"),
+                        _num(r["max_abs_current_A"], ".1f")] for j, r in joints.items()])
     if name == "latency":
         return _table(["joint", "current (cycles)", "motion (cycles)"],
                       [[j, _num(r["current_cycles"], "d"), _num(r["motion_cycles"], "d")]
