@@ -145,13 +145,6 @@ def _plant(c: Context) -> None:
     p.reset(np.zeros(p.n_joints))
 
 
-@entry("bus.io", "io")
-def _bus_io(c: Context) -> None:
-    from exo_rt.bus import fastio, pdo_cycle
-    fastio.warm_up()  # the frame batches of socketcan and udp_multicast ports, then
-    pdo_cycle.warm_up_io()  # a CiA 402 bus's cycle I/O on them, one compiled call each way
-
-
 @entry("dynamics", "dynamics")
 def _dynamics(c: Context) -> None:
     """The Dynamics facade (tools, tests, the bench), the integrator, a closed chain's."""
@@ -162,6 +155,13 @@ def _dynamics(c: Context) -> None:
     dyn.warm_up()
     integrate.warm_up(dyn)
     Dynamics(load_mechanism(config("robots", "fourbar_knee.yaml"))).warm_up()
+
+
+@entry("bus.io", "io")
+def _bus_io(c: Context) -> None:
+    from exo_rt.bus import fastio, pdo_cycle
+    fastio.warm_up()  # the frame batches of socketcan and udp_multicast ports, then
+    pdo_cycle.warm_up_io()  # a CiA 402 bus's cycle I/O on them, one compiled call each way
 
 
 @entry("laws", "sim")
@@ -239,11 +239,11 @@ def _tags(names: Iterable[str], ctx: Context) -> set[str]:
 def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
             jobs: int | None = None, names: Iterable[str] = (), force: bool = False,
             stream=None, header: str | None = None) -> list[dict]:
-    """Run the entries of ``groups`` and ``names`` unless the marker says they ran into this
-    cache (``force``: anyway), a line each on ``stream`` (stderr); their results (or none)."""
+    """Run the entries of ``groups`` and ``names`` the marker does not say ran into this cache
+    (``force``: all), a line each on ``stream`` (stderr); their results (none: all warm)."""
     ctx = ctx or Context()
-    todo = select(groups, names)
-    if not force and _tags(todo, ctx) <= _warm_set():
+    warm = set() if force else _warm_set()
+    if not (todo := [n for n in select(groups, names) if not _tags([n], ctx) <= warm]):
         compile_workers.discard_spares()
         return []
     jobs = max(1, min(jobs or compile_workers.default_jobs(), len(todo)))

@@ -71,7 +71,8 @@ def test_the_registry_is_components_by_group():
 
 def test_a_line_per_entry_and_only_what_ran_is_marked(tmp_path, monkeypatch):
     """``warm_up`` prints a header, one line per entry (compiled, loaded or FAILED) and a
-    summary; the marker gets the entries that ran, not the failed one, and ``main`` says 1."""
+    summary; the marker gets the entries that ran, not the failed one; a partly warm cache
+    runs its cold entries only; ``main`` says 1 for a failed entry."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the marker (numba's own stays)
 
     def broken(c):
@@ -94,6 +95,8 @@ def test_a_line_per_entry_and_only_what_ran_is_marked(tmp_path, monkeypatch):
     assert compile_workers.warm_set() == {"gait_phase@tree", "timing@tree"}
     # warm now but for the broken entry: that one runs again, alone
     assert warmup.warm_up((), names=["timing"], ctx=ctx, stream=out) == []
+    again = warmup.warm_up((), names=["timing", "t.broken"], ctx=ctx, jobs=1, stream=out)
+    assert [r["name"] for r in again] == ["t.broken"]
     assert warmup.main((), config=CONFIGS / "exo_leg.yaml", names=["t.broken"], jobs=1) == 1
 
 
