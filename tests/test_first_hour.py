@@ -92,7 +92,7 @@ SHORT = {"bringup": {"seconds": 0.05}, "step": {"seconds": 0.1},
 out = Path(tempfile.mkdtemp())
 for name in registry.names():
     ctl = Controller(ctx.top, "sim", board=None, start_pose=[0.3, 0.6])
-    bench = Bench(ctx.top, ctl.drives, fixture=CanFixture(ctl.drives), world=ctl.world)
+    bench = Bench(ctx.top, ctl.drives, fixture=CanFixture(ctl.drives), world=ctl.bus_set.world)
     per_joint = registry.get(name).per_joint
     try:
         r = run_procedure(name, bench, out, "knee" if per_joint else None, **SHORT.get(name, {}))

@@ -163,7 +163,7 @@ def test_the_check_orders_foreign_first():
     from exo_rt.runtime.states import RUN
 
     top = load_top("configs/exo_leg.yaml")
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
     c.s["state"] = RUN
     c.flags[:] = [F_DUPLICATE, F_FOREIGN]
     c.v[cy.V_QR] = 5.0  # a tracking error too, and a position out of range: foreign first

@@ -34,7 +34,7 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
     from tests.pinref import TreeTwin
 
     top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.5))
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
     c.s["state"] = RUN
     c.s["phase"], c.s["period"] = 0.3, top.controller.reference.period
     qr, qdr, qddr = (np.zeros(2) for _ in range(3))
@@ -53,7 +53,7 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
 
 def test_without_assist_the_wearer_torque_is_not_computed(tmp_path):
     top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.0))
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0, width=1)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
     assert not c.p["assist"]
 
 
@@ -75,7 +75,6 @@ def test_one_cycle_four_users(recorded):
     the recording: the commands the controller sent on the exoskeleton, bit for bit. (Each
     user makes its cycle with :func:`exo_rt.runtime.cycle.build`; one that built it
     otherwise — another estimator, filter, law, limit — would differ.)"""
-    from exo_rt.record.recorder import cycle_columns
     from exo_rt.record.replay import open_run, replay_rig
     from exo_rt.runtime.controller import Controller
     from exo_rt.sim import mil
@@ -83,12 +82,11 @@ def test_one_cycle_four_users(recorded):
     run = open_run(recorded)
     top = load_top(run.config)
     records, meta = run.records, run.meta
-    width = max(b for _, b in cycle_columns(top.robot.nq).values())
     users = {
         "replay": None,  # the controller's own cycle
         "model-in-the-loop": mil.build_cycle(top.robot, top.controller,
                                              mil.MilOptions(exo_model=top.exo),
-                                             align_s=top.align_s, width=width),
+                                             align_s=top.align_s),
     }
     for user, cycle in users.items():
         ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),

@@ -186,7 +186,7 @@ def test_a_plant_defined_here_runs_behind_the_simulated_bus(registered, tmp_path
     top = load_top(_top(tmp_path, registered))
     assert top.simulation.plant == registered
     ctl = Controller(top, "sim")
-    assert isinstance(ctl.world.plant, RigidGearPlant)
+    assert isinstance(ctl.bus_set.world.plant, RigidGearPlant)
     result = ctl.run(4.0, None)  # ALIGN 1 s, a gait cycle and a half, the stop
     s = result.summary
     assert s["final_state"] == "SHUTDOWN" and not s["faults"] and result.exit_code == 0, s

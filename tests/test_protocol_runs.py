@@ -117,7 +117,7 @@ def test_bench_procedures_run_on_the_family(family, tmp_path):
 
     top = load_top(_posed(family, tmp_path, (0.3, 0.6)))
     c = ctl.Controller(top, "sim", board=None, start_pose=[0.3, 0.6])
-    bench = Bench(top, c.drives, fixture=CanFixture(c.drives), world=c.world)
+    bench = Bench(top, c.drives, fixture=CanFixture(c.drives), world=c.bus_set.world)
     try:
         r = bringup(bench)
         assert set(r["buses"]) == {b.name for b in top.buses}

@@ -4,9 +4,11 @@
   from an output encoder directly; the flexspline's twist makes the two differ under load by
   T/K (≈ 0.06° at 16 N·m for the default knee).
 - Velocity from encoder differences through a first-order low-pass at f_c (a "dirty
-  derivative"): v ← v + α((q − q_prev)/dt − v), α = 1 − e^(−2π f_c dt). At 1 kHz with a 16-bit
-  motor encoder behind a 100:1 drive the quantum is ≈ 1e-6 rad at the joint, so a cut-off of
-  50–100 Hz gives mrad/s noise with ~2–3 ms of lag.
+  derivative"): v ← v + α((q − q_prev)/Δt − v), α = 1 − e^(−2π f_c dt) (:func:`filter_gain`),
+  Δt the real gap between the SYNCs the samples answer — the cycle's one estimate,
+  :func:`exo_rt.runtime.cycle.estimate`, which every user of the cycle runs. At 1 kHz with a
+  16-bit motor encoder behind a 100:1 drive the quantum is ≈ 1e-6 rad at the joint, so a
+  cut-off of 50–100 Hz gives mrad/s noise with ~2–3 ms of lag.
 """
 
 from __future__ import annotations
@@ -32,13 +34,3 @@ def filter_gain(cutoff_hz: float, dt: float) -> float:
 def joint_from_motor(q_motor, multiplier):
     """Joint angle (rad) from the rotor angle through a rigid transmission z_rotor = k·q."""
     return q_motor / multiplier
-
-
-@njit(cache=True)
-def velocity_update(q, q_prev, v, dt, alpha):
-    """Filtered velocity estimates (in place on v) from positions q and the previous ones
-    (q_prev is then updated to q)."""
-    for j in range(q.shape[0]):
-        raw = (q[j] - q_prev[j]) / dt
-        v[j] += alpha * (raw - v[j])
-        q_prev[j] = q[j]

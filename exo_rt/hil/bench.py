@@ -35,9 +35,9 @@ from exo_rt.errors import BusError
 from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
 from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety, summary
+from exo_rt.runtime import safety, script, summary
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, STATES, STOPPING
+from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES, STOPPING
 
 
 class AbortKey:
@@ -130,7 +130,7 @@ class Bench:
         self.world = world  # the SimWorld in simulation (tests look at the plant through it)
         self.n = self.robot.nq
         self.control = c = cy.build(self.robot, top.exo, top.controller, top.safety,
-                                    dt=self.dt, align_s=top.align_s, width=1)
+                                    dt=self.dt, align_s=top.align_s)
         self._built = (c.s_array.copy(), c.v.copy())  # what start() goes back to
         self.q, self.qd, self.i_meas, self.i_cmd, self.flags = c.q, c.qd, c.i_meas, c.cur, \
             c.flags
@@ -149,15 +149,14 @@ class Bench:
         tau, cur = np.zeros(self.n), np.zeros(self.n)
         self.dyn.inverse_dynamics(z, z, z, out=tau)
         laws.torque_to_current(tau, z, z, self.transmissions, True, cur)
-        loop_acceleration(z, z, z, z, z, z, z, z.copy(), self.dt, tau)
+        loop_acceleration((z, z, z), z, z, z, z, z.copy(), self.dt, tau)
         w = self.control.fresh()
         w.s_array[:] = self.control.s_array
         w.q[:] = w.q_start
         cy.estimate(w.model, w.data)
         cy.check(w.model, w.data)
-        for state in (READY, ALIGN, RUN, STOPPING, SAFE):
-            w.s["state"] = state
-            cy.step(w.model, w.data)
+        cy.clock(w.data, 0.0, self.dt, 0.0, 0.0)
+        cy.warm(self.control)
 
     # ------------------------------------------------------------------ the cycle
     def start(self) -> None:
@@ -278,11 +277,7 @@ class Bench:
             if self.abort.pressed.is_set():
                 raise BenchAbort("operator abort")
             self.exchange(c.cur)  # the last cycle's command at this SYNC, its answers
-            s["k"], s["t"] = k, k * dt
-            if state == ALIGN:
-                s["align_t"] = (k - k0[ALIGN]) * dt
-            elif state == RUN:
-                s["phase"] = (k - k0[RUN]) * dt / s["period"]
+            cy.clock(d, float(k), dt, float(k0.get(ALIGN, 0)), float(k0.get(RUN, 0)))
             cy.step(m, d)
             log.add(k * dt, c, int(s["state"]))
             s["overrun_streak"] = s["overrun_streak"] + 1.0 if self.wait_period() else 0.0
@@ -295,16 +290,15 @@ class Bench:
                 if s["safe_done"]:
                     break
                 continue
-            if state == READY and k >= READY_CYCLES:
+            new = script.next_state(state, k, k0, dt, lasts)
+            if new == SHUTDOWN:
+                break
+            if new == ALIGN:
                 c.q_align0[:] = c.q
-                state = ALIGN
-            elif state in lasts and (k + 1 - k0[state]) * dt >= lasts[state]:
-                if state == STOPPING:
-                    break
-                if state == ALIGN:
-                    c.law_state[:] = 0
-                state = RUN if state == ALIGN else STOPPING
-            if state != s["state"]:
+            elif new == RUN:
+                c.law_state[:] = 0
+            if new is not None:
+                state = new
                 s["state"], k0[state] = state, k + 1
         self.disable_all()
         log = log.trimmed()
@@ -406,9 +400,11 @@ def second_order_bandwidth(wn: float, zeta: float) -> float:
 
 
 @njit(cache=True)
-def loop_acceleration(kp, kd, ki, qr, q, qdr, qd, integral, dt, acc):
+def loop_acceleration(gains, qr, q, qdr, qd, integral, dt, acc):
     """The bench loop's commanded acceleration (rad/s², in place, no allocation):
-    a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e, e = q_ref − q (∫e advanced by dt)."""
+    a = k_p·e + k_d·(q̇_ref − q̇) + k_i·∫e, e = q_ref − q (∫e advanced by dt); ``gains`` the
+    per-joint (k_p, k_d, k_i)."""
+    kp, kd, ki = gains
     for j in range(q.shape[0]):
         e = qr[j] - q[j]
         integral[j] += e * dt
@@ -447,7 +443,7 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
     bench.tracking = True
     try:
         for k in range(k_n):
-            loop_acceleration(gains.kp, gains.kd, gains.ki, q_ref[k], bench.q, qd_ref[k],
+            loop_acceleration((gains.kp, gains.kd, gains.ki), q_ref[k], bench.q, qd_ref[k],
                               bench.qd, integral, bench.dt, acc)
             bench.dyn.inverse_dynamics(bench.q, bench.qd, acc, out=c.tau)
             c.qr[:] = q_ref[k]

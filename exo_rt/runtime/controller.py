@@ -111,8 +111,7 @@ class Controller:
         self.width = max(b for _, b in self.columns.values())
         self._history = history
         self.cycle = c = cycle or cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
-                                           dt=self.dt, align_s=self.top.align_s,
-                                           width=self.width)
+                                           dt=self.dt, align_s=self.top.align_s)
         self.s = c.s  # the cycle's scalars, by name
         self.q, self.q_prev, self.i_meas, self.q_align0 = c.q, c.q_prev, c.i_meas, c.q_align0
         self.q_start, self.cur, self.flags, self.law_state = c.q_start, c.cur, c.flags, \

@@ -36,6 +36,7 @@ from exo_rt.control.config import transmission_rows
 from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
+from exo_rt.record.recorder import cycle_columns
 from exo_rt.runtime import safety
 from exo_rt.runtime.layout import (
     PARAMS,
@@ -204,6 +205,21 @@ def command(m, d):
     v = d.v
     laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
                            v[V_QDDR], m.transmissions, m.p[0].friction_comp, v[V_CUR])
+
+
+@njit(cache=True)
+def clock(d, k, dt, k0_align, k0_run):
+    """The cycle's time inputs by state: its index ``k`` and time k·dt (s), the time in ALIGN
+    (from cycle ``k0_align``) and, in RUN, the gait phase from time (from cycle ``k0_run``;
+    strides of ``s.period``). Every user of the cycle keeps time by it."""
+    s = d.s[0]
+    s.k = k
+    s.t = k * dt
+    state = int(s.state)
+    if state == ALIGN:
+        s.align_t = (k - k0_align) * dt
+    elif state == RUN:
+        s.phase = (k - k0_run) * dt / s.period
 
 
 @njit(cache=True)
@@ -427,15 +443,17 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     return Cycle(model, d, arrays)
 
 
-def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float, width: int,
+def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float,
           history: int = 0) -> Cycle:
     """The cycle of a controller: ``robot`` (the controller's rigid model: exoskeleton,
     wearer, rotors) and ``exo`` (the exoskeleton alone) :class:`~exo_rt.model.mechanism.
     Mechanism`, ``cfg`` its :class:`~exo_rt.control.config.ControllerConfig`, ``safety_cfg``
-    the top config's safety section, the period ``dt`` (s), ALIGN's duration (s), the record
-    ``width`` and the rows of history kept. The one factory of the cycle: the controller,
-    model-in-the-loop, the bench and replay all build theirs here."""
+    the top config's safety section, the period ``dt`` (s), ALIGN's duration (s) and the rows
+    of history kept (a record's width is the recording's, :func:`exo_rt.record.recorder.
+    cycle_columns`: what :func:`step` writes a cycle's record into). The one factory of the
+    cycle: the controller, model-in-the-loop, the bench and replay all build theirs here."""
     n = robot.nq
+    width = max(b for _, b in cycle_columns(n).values())
     model, data = kernels.model_and_data(robot)
     model_exo, data_exo = kernels.model_and_data(exo)
     opts = cfg.options()

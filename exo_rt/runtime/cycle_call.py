@@ -38,7 +38,7 @@ from exo_rt.bus import fastio, pdo_cycle
 from exo_rt.control import trajectory
 from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime.states import ALIGN, RUN, SAFE
+from exo_rt.runtime.states import RUN, SAFE
 from firmware_bridge import fastdecode as fd
 
 # io: float64 values the control thread and the compiled cycle share
@@ -251,18 +251,11 @@ def _inputs(a):
     dt = a.model.p[0].dt
     k = io[IO_K]
     s.sample_t = io[IO_T_SYNC]  # the feedback answers the last SYNC
-    s.k = k
-    s.t = k * dt
-    state = int(s.state)
-    if state == ALIGN:
-        s.align_t = (k - io[IO_K0_ALIGN]) * dt
-    elif state == RUN:
+    cy.clock(d, k, dt, io[IO_K0_ALIGN], io[IO_K0_RUN])
+    if int(s.state) == RUN:
         phase_state = a.phase_state
-        t = (k - io[IO_K0_RUN]) * dt
-        phase = t / s.period
         if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:
-            phase = trajectory.phase_from_events(phase_state, t)
-        s.phase = phase
+            s.phase = trajectory.phase_from_events(phase_state, (k - io[IO_K0_RUN]) * dt)
         s.period = phase_state[trajectory.PH_PERIOD]
     s.hist = k if k < d.hist.shape[0] else -1.0
 

@@ -9,28 +9,43 @@ from __future__ import annotations
 from exo_rt.control import trajectory
 from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SHUTDOWN, STOPPING
 
+NEXT = {ALIGN: RUN, RUN: STOPPING, STOPPING: SHUTDOWN}
+
+
+def next_state(state: int, k: int, k0: dict, dt: float, lasts: dict) -> int | None:
+    """The state after cycle ``k`` (None: the same): READY → ALIGN after ``READY_CYCLES``;
+    a timed state → the next once its time is up (``lasts``: s in ALIGN, RUN, STOPPING;
+    ``k0``: the cycle each state began). The controller's run and the bench's run of the
+    controller (:meth:`exo_rt.hil.bench.Bench.run_controller`) step by it."""
+    if state == READY and k >= READY_CYCLES:
+        return ALIGN
+    if state in lasts and (k + 1 - k0[state]) * dt >= lasts[state]:
+        return NEXT[state]
+    return None
+
 
 def advance(ctl, k: int) -> None:
     """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due."""
-    state, dt, top = ctl.state, ctl.dt, ctl.top
-    if state == READY and k >= READY_CYCLES:
+    dt, top = ctl.dt, ctl.top
+    new = next_state(ctl.state, k, ctl.k0, dt,
+                     {ALIGN: top.align_s, RUN: ctl.duration, STOPPING: top.stop_s})
+    if new == ALIGN:
         ctl.q_align0[:] = ctl.q
-        ctl._go(ALIGN, k + 1)
-    elif state == ALIGN and (k + 1 - ctl.k0[ALIGN]) * dt >= top.align_s:
+    elif new == RUN:
         ctl.law_state[:] = 0
-        ctl._go(RUN, k + 1)
-        ctl._t_run = ctl.board.clock() + dt if ctl.board is not None else 0.0
-        heel_strikes(ctl)  # those of ALIGN's last cycles
-        if ctl.rig.board_emulated:  # the emulated wearer starts walking
-            ctl.bus_set.board_command(f"walk {ctl._t_run!r}")
-    elif state == RUN and (k + 1 - ctl.k0[RUN]) * dt >= ctl.duration:
-        ctl._go(STOPPING, k + 1)  # holds the last reference
-    elif state == STOPPING and (k + 1 - ctl.k0[STOPPING]) * dt >= top.stop_s:
+    elif new == SHUTDOWN:
         for d in ctl.drives:
             d.request_disable()
         ctl.cur[:] = 0.0
         ctl.io.write()
-        ctl._go(SHUTDOWN, k + 1)
+    if new is None:
+        return
+    ctl._go(new, k + 1)  # (STOPPING holds the last reference)
+    if new == RUN:
+        ctl._t_run = ctl.board.clock() + dt if ctl.board is not None else 0.0
+        heel_strikes(ctl)  # those of ALIGN's last cycles
+        if ctl.rig.board_emulated:  # the emulated wearer starts walking
+            ctl.bus_set.board_command(f"walk {ctl._t_run!r}")
 
 
 def run_cycle(dt: float, align_s: float) -> int:

@@ -85,6 +85,13 @@ class Inertia:
     seconds: float = key(POS, 20.0, unit="s", doc="length of the multi-sine")
 
 
+@section("controller")
+class ControllerRun:
+    """The controller's own run on the bench: its law, reference and safety, as in a run."""
+
+    seconds: float = key(POS, 10.0, unit="s", doc="time in RUN (the gait)")
+
+
 @section("the bench options file")
 class BenchFile:
     """Options of the bench procedures, one mapping per procedure."""
@@ -97,6 +104,8 @@ class BenchFile:
     stiffness: Stiffness = key(Sub(Stiffness), Stiffness(),
                                doc="`exo-rt bench-test stiffness`")
     inertia: Inertia = key(Sub(Inertia), Inertia(), doc="`exo-rt bench-test inertia`")
+    controller: ControllerRun = key(Sub(ControllerRun), ControllerRun(),
+                                    doc="`exo-rt bench-test controller`")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 

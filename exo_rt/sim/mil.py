@@ -101,13 +101,10 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
         v[cy.V_Q_PREV, j] = leg_state[ST_Q, j]
         v[cy.V_QD, j] = leg_state[ST_V, j]
         v[cy.V_T_PREV, j] = -dt
-    period = s.period
     for k in range(log.shape[0]):
         t = k * dt
-        s.k = k
-        s.t = t
         s.sample_t = t
-        s.phase = t / period
+        cy.clock(d, k, dt, 0.0, 0.0)  # (RUN from cycle 0)
         _measure(d, plant, sensors)
         cy.step(m, d)
         cur = v[cy.V_CUR]
@@ -166,14 +163,14 @@ class MilOptions:
 
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions, *,
-                align_s: float = 0.0, width: int = 1) -> cy.Cycle:
+                align_s: float = 0.0) -> cy.Cycle:
     """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) on
-    the options' rigid models and safety checks (``align_s``, ``width``: an ALIGN's move and
-    a record's width, for a caller that runs more than RUN)."""
+    the options' rigid models and safety checks (``align_s``: ALIGN's move, for a caller that
+    runs more than RUN)."""
     o = options
     model = o.model or robot
     return cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt,
-                    align_s=align_s, width=width)
+                    align_s=align_s)
 
 
 def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
