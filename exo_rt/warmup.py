@@ -12,12 +12,11 @@ pool, :func:`exo_rt.compile_workers.pool`: a planned order did not pay, docs/cli
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -86,12 +85,10 @@ class Context:
     def cycle(self):
         """The controller's cycle, as :func:`exo_rt.runtime.cycle.build` makes it for a run
         (its rows as wide as a run's records: the cycle writes a whole record into one)."""
-        from exo_rt.record.recorder import cycle_columns
         from exo_rt.runtime import cycle as cy
         t = self.top
-        width = max(b for _, b in cycle_columns(t.robot.nq).values())
         return cy.build(t.robot, t.exo, t.controller, t.safety, dt=1.0 / t.rate_hz,
-                        align_s=t.align_s, width=width)
+                        align_s=t.align_s)
 
     @cached_property
     def plant(self):
@@ -223,7 +220,7 @@ def serve_worker() -> None:
     """A worker process's main (:class:`exo_rt.compile_workers.Worker`)."""
     from exo_rt.runtime import config  # noqa: F401  (what the context loads, imported early)
 
-    compile_workers.serve(lambda spec: functools.partial(_run, ctx=Context(**spec)))
+    compile_workers.serve(lambda spec: partial(_run, ctx=Context(**spec)))
 
 
 def _tags(names: Iterable[str], ctx: Context) -> set[str]:
@@ -247,7 +244,7 @@ def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
         compile_workers.discard_spares()
         return []
     jobs = max(1, min(jobs or compile_workers.default_jobs(), len(todo)))
-    results = compile_workers.pool(todo, functools.partial(_run, ctx=ctx),
+    results = compile_workers.pool(todo, partial(_run, ctx=ctx),
                                    ctx.spec() if jobs > 1 else {}, jobs, stream or sys.stderr,
                                    header)
     compile_workers.mark(_tags([r["name"] for r in results if not r["error"]], ctx))
