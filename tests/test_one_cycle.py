@@ -71,7 +71,7 @@ def recorded(tmp_path_factory):
 
 def test_one_cycle_four_users(recorded):
     """The same recorded measurement stream into the cycle as each user builds it —
-    replay, model-in-the-loop, the bench — run by the one compiled cycle on a rig made of
+    replay, the bench, model-in-the-loop — run by the one compiled cycle on a rig made of
     the recording: the commands the controller sent on the exoskeleton, bit for bit. (Each
     user makes its cycle with :func:`exo_rt.runtime.cycle.build`; one that built it
     otherwise — another estimator, filter, law, limit — would differ.)"""
@@ -82,8 +82,11 @@ def test_one_cycle_four_users(recorded):
     run = open_run(recorded)
     top = load_top(run.config)
     records, meta = run.records, run.meta
+    from exo_rt.hil import bench
+
     users = {
         "replay": None,  # the controller's own cycle
+        "the bench": bench.build_cycle(top, 1.0 / top.rate_hz),
         "model-in-the-loop": mil.build_cycle(top.robot, top.controller,
                                              mil.MilOptions(exo_model=top.exo),
                                              align_s=top.align_s),

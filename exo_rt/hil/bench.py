@@ -100,6 +100,12 @@ class Log:
         self.n = i + 1
 
 
+def build_cycle(top: TopConfig, dt: float) -> cy.Cycle:
+    """The bench's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) of the bench's
+    top config and the controller file it names, at the bench's period ``dt`` (s)."""
+    return cy.build(top.robot, top.exo, top.controller, top.safety, dt=dt, align_s=top.align_s)
+
+
 class Bench:
     """The robot's drives on their buses (opened by the caller), measured through the
     controller's own cycle, with its safety check on.
@@ -129,8 +135,7 @@ class Bench:
         self.abort = abort or AbortKey()
         self.world = world  # the SimWorld in simulation (tests look at the plant through it)
         self.n = self.robot.nq
-        self.control = c = cy.build(self.robot, top.exo, top.controller, top.safety,
-                                    dt=self.dt, align_s=top.align_s)
+        self.control = c = build_cycle(top, self.dt)
         self._built = (c.s_array.copy(), c.v.copy())  # what start() goes back to
         self.q, self.qd, self.i_meas, self.i_cmd, self.flags = c.q, c.qd, c.i_meas, c.cur, \
             c.flags
