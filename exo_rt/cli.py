@@ -892,7 +892,8 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
 
 def _setup_warmup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", action="append", default=[], metavar="G",
-                   help="controller, plant, bench, sim or dynamics (repeatable; default all)")
+                   help="controller, io, plant, bench, sim or dynamics (repeatable; default "
+                        "all)")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="top config whose robot and controller the kernels are compiled for "
                         "(default configs/exo_leg.yaml)")
@@ -920,7 +921,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
                           f"use one of {', '.join(warmup.GROUPS)}")
     if args.list:
         for e in warmup.ENTRIES.values():
-            print(f"{e.group:<10} {e.name:<26} after {', '.join(e.after) or '-'}")
+            print(f"{e.group:<10} {e.name}")
         return 0
     config = args.config or _default_config()
     code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,

@@ -34,7 +34,7 @@ MISSED = " — missed by exo_rt/warmup.py's registry"  # a kernel no entry's com
 @dataclass(frozen=True)
 class Entry:
     """``run(context)`` builds one component and steps it once; ``per_…``: it compiles the
-    configured law, bus count, plant model (``after``: empty, for ``exo-rt warmup --list``)."""
+    configured law, bus count, plant model."""
 
     name: str
     group: str
@@ -42,7 +42,6 @@ class Entry:
     per_law: bool = False
     per_buses: bool = False
     per_plant: bool = False
-    after: tuple[str, ...] = ()
 
 
 ENTRIES: dict[str, Entry] = {}

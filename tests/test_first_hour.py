@@ -67,10 +67,8 @@ from numba.core.dispatcher import Dispatcher
 from exo_rt import warmup
 
 ctx = warmup.Context()
-warmup._ACTIVE = True  # as in `exo-rt warmup`: the controller's own warm-up stays out
 for name in warmup.select(warmup.RUN_GROUPS + ("bench",)):
     warmup.ENTRIES[name].run(ctx)
-warmup._ACTIVE = False
 
 def loaded():
     return {(f"{d.py_func.__module__}.{d.py_func.__qualname__}", str(sig))

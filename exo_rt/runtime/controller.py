@@ -195,8 +195,7 @@ class Controller:
         runtime.cycle.warm`, the drives', the scheduler's statistics, the gait phase's)."""
         cy.warm(self.cycle)
         TimingStats().warm_up()  # the scheduler's histograms, counted every 128 cycles
-        cy.trajectory.phase_on_heel_strike(self.phase_state.copy(), 1.0, 0.5, 2.0, 0.5)
-        cy.trajectory.phase_from_events(self.phase_state.copy(), 0.0)
+        cy.trajectory.warm_up()  # the gait phase's from heel strikes
         for d in self.drives:
             d.warm_up()
 

@@ -1,0 +1,88 @@
+"""The shape of the cycle's code (issue 34's limits): every function on the cycle's path takes
+at most 8 parameters (arguments travel as the cycle's and the buses' model and data, read by
+field name); the controller is a shell of at most 350 lines and the warm-up at most 300; the
+cycle's steps are written once — the controller, model-in-the-loop, the bench and replay run
+the one step (:func:`exo_rt.runtime.cycle.step`) and its one velocity estimate."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "exo_rt"
+# the cycle's path: the runtime, the buses, the laws, and the three other users of the cycle
+PATH = [*sorted((PKG / "runtime").glob("*.py")), *sorted((PKG / "bus").rglob("*.py")),
+        *sorted((PKG / "control").glob("*.py")), PKG / "sim" / "mil.py", PKG / "hil" / "bench.py",
+        PKG / "record" / "replay.py"]
+MAX_PARAMS = 8
+
+
+def parameters(node: ast.FunctionDef) -> int:
+    """A function's parameters, ``self``/``cls`` not counted; ``*args``/``**kw`` count one."""
+    a = node.args
+    n = (len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None)
+         + (a.kwarg is not None))
+    first = (a.posonlyargs + a.args)[:1]
+    return n - (1 if first and first[0].arg in ("self", "cls") else 0)
+
+
+def too_many(paths) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = parameters(node)
+                if n > MAX_PARAMS:
+                    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                    out.append(f"{where}:{node.lineno} {node.name}: {n}")
+    return out
+
+
+def test_no_function_on_the_cycles_path_takes_more_than_eight_parameters():
+    found = too_many(PATH)
+    assert not found, ("take the cycle's or a bus's model and data (exo_rt/structs.py) "
+                       "instead of positional arrays:\n  " + "\n  ".join(found))
+
+
+def test_the_count_can_fail(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f(a, b, c, d, e, f, g, h, i):\n    pass\n"
+                   "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        pass\n"
+                   "def k(*args, **kw):\n    pass\n")
+    assert len(too_many([src])) == 1 and " f: 9" in too_many([src])[0]
+
+
+@pytest.mark.parametrize(("module", "limit"), [("runtime/controller.py", 350),
+                                              ("warmup.py", 300)])
+def test_the_shell_and_the_warm_up_stay_small(module, limit):
+    lines = len((PKG / module).read_text().splitlines())
+    assert lines <= limit, f"exo_rt/{module}: {lines} lines (at most {limit})"
+
+
+def _calls(path: Path) -> set[str]:
+    """Dotted names called in a module (``cy.step``, ``cycle.estimate`` …)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f, parts = node.func, []
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                out.add(".".join([f.id, *reversed(parts)]))
+    return out
+
+
+def test_every_user_runs_the_one_step():
+    """The controller (its compiled cycle), model-in-the-loop and the bench call the cycle's
+    step and estimate; replay runs the controller itself; nothing else estimates velocity."""
+    assert "cy.step" in _calls(PKG / "runtime" / "cycle_call.py")
+    assert "cy.step" in _calls(PKG / "sim" / "mil.py")
+    bench = {c.rsplit(".", 1)[-1] for c in _calls(PKG / "hil" / "bench.py")}
+    assert bench & {"step", "estimate"}, "the bench measures through the cycle"
+    assert "Controller" in _calls(PKG / "record" / "replay.py")
+    users = [p for p in PKG.rglob("*.py") if "velocity_update" in p.read_text()]
+    assert not users, f"a second velocity estimate: {users}"
