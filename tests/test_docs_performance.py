@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,7 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-@lru_cache(maxsize=None)
+@cache
 def anchors(md: Path) -> frozenset[str]:
     """Every anchor GitHub gives md's headings, a repeated one numbered -1, -2 …"""
     seen: dict[str, int] = {}
@@ -62,7 +62,8 @@ def test_slug_is_githubs():
     assert _slug("Real time (the 1 kHz loop, the control process alone on its CPU)") == \
         "real-time-the-1-khz-loop-the-control-process-alone-on-its-cpu"
     assert _slug("Figures (`python tools/bench_board.py`)") == "figures-python-toolsbench_boardpy"
-    assert _slug("2026-11-26: the machine's floor — counted") == "2026-11-26-the-machines-floor--counted"
+    assert (_slug("2026-11-26: the machine's floor — counted")
+            == "2026-11-26-the-machines-floor--counted")
 
 
 def test_performance_page_is_short_and_has_a_table_per_subject():
@@ -133,7 +134,7 @@ def _commands() -> list[str]:
     return [s for s in spans if "tools/" in s or s.startswith("exo-rt ")]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _help(*words: str) -> str:
     res = subprocess.run([sys.executable, "-m", "exo_rt", *words, "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
