@@ -117,3 +117,16 @@ def test_every_drive_protocol_implements_the_host_interface():
     for cls in hosts:
         missing = [name for name in wanted if not callable(getattr(cls, name, None))]
         assert not missing, f"{cls.__name__} lacks {missing}"
+
+
+def test_a_rig_without_simulated_drives_refuses_injections():
+    """--inject needs drives that act faults out (the simulated bus says so: ``injectable``):
+    on a real bus one clear error, and the buses it opened are closed again."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.runtime.controller import Controller
+    from exo_rt.runtime.injections import Injection
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    inj = (Injection.parse("drop:knee@1.0", top.robot.joint_names),)
+    with pytest.raises(ConfigError, match="simulated bus only"):
+        Controller(top, "udp_multicast:239.74.9.8", injections=inj, board=None)

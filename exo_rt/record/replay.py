@@ -273,8 +273,10 @@ class RecordedBuses:
     the next cycle's feedback was sampled."""
 
     lockstep = True
+    injectable = False
     world = None
     process = None
+    board_process = None
     pending: list = []
 
     def __init__(self, cursor: _Cursor, dt: float) -> None:

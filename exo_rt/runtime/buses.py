@@ -152,6 +152,7 @@ class HardwareBuses:
     emulated board, if asked for, in its own process (``python -m firmware_bridge.emulator``)."""
 
     lockstep = False
+    injectable = False  # real drives: nothing to inject into
     world = None
     process = None
     clock = staticmethod(time.monotonic)

@@ -97,7 +97,7 @@ class Controller:
         self.rig, self.bus_set, self.drives, self.board = rig, rig.bus_set, rig.drives, rig.board
         self.setup_lines.extend(rig.setup_lines)
         self.realtime = rig.realtime
-        if o.injections and not hasattr(self.bus_set, "inject"):
+        if o.injections and not self.bus_set.injectable:
             rig.close()
             raise ConfigError("--inject works on the simulated bus only", None,
                               "drop --inject, or run with --bus sim")

@@ -101,7 +101,7 @@ def _open_board(rig: Rig, top, url: str | None) -> None:
     rig.board_emulated = url == "emulator"
     if rig.board_emulated:
         path = bs.board_path()
-        proc = getattr(bs, "board_process", None)
+        proc = bs.board_process
         if proc is not None:
             rig.setup_lines.append(f"board emulator process {proc.pid}: {proc.placement}")
         rig.board = BoardLink(path, clock=bs.clock, heartbeat_hz=250.0, link_timeout=timeout)

@@ -51,6 +51,9 @@ def group_for(index: int, seed: int | None = None) -> str:
 class SimulatedBuses:
     """The opened buses (in the top config's order) and what stands behind them."""
 
+    injectable = True  # the simulated drives act out --inject's faults
+    board_process = None  # the board emulator runs in this process (lockstep) or the sim's
+
     def __init__(self, top, spec: str, *, realtime: bool, start_pose=None, seed: int = 0,
                  plant: Mechanism | None = None, cpus: set[int] | None = None,
                  fifo: int | None = None) -> None:
