@@ -382,6 +382,7 @@ def warm(cycle: Cycle) -> None:
     w.s_array[:] = cycle.s_array
     w.q[:] = cycle.q_start
     w.set_rows(np.zeros((1, cycle.width)))
+    w.set_hist(np.zeros((1, cycle.width)))  # (a run keeps its first records: set_hist)
     for state in (READY, ALIGN, RUN, STOPPING, SAFE):
         w.s["state"] = state
         w.s["slot"] = 0.0

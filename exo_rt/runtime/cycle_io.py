@@ -66,20 +66,23 @@ class CycleIO:
                 buses = ()
         board = board_link.compiled_poll() if (board_link is not None and ctl.realtime
                                                and compiled_io) else None
+        if not buses:  # the buses Python's: the board's poll too (none of it compiled)
+            board = None
         io[cc.IO_PY_BUSES] = not buses
         io[cc.IO_BOARD] = board_link is not None
         io[cc.IO_PY_BOARD] = board_link is not None and board is None
         io[cc.IO_EVENTS] = ctl.cfg.reference.phase == "events" and board_link is not None
         if board_link is not None:
             io[cc.IO_LINK_TIMEOUT] = board_link.link_timeout
-        poll_args, status_time = board if board is not None else (cc.no_board(), np.zeros(1))
+        poll_args, status_time = board if board is not None else (
+            cc.no_board() if buses else None, np.zeros(1))
         rec = ctl.recording
         if rec is None:
             header, capacity, rows = cc.NO_RECORDS, 0, c.no_rows
         else:
             header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
         c.set_rows(rows)
-        self.call = cc.prepare((poll_args, status_time, buses or cc.idle_buses(), c.model,
+        self.call = cc.prepare((poll_args, status_time, buses or None, c.model,
                                 c.data, header, capacity, io, np.zeros(2, np.int64),
                                 ctl.phase_state))
         self.buses = [d for d, _view in self.commands] if buses else []
