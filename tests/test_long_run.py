@@ -137,3 +137,25 @@ def test_peak_memory_of_every_process_is_flat_in_the_runs_length(tmp_path):
     long = _peak_rss(140.0, tmp_path / "long")
     assert long["control"] - short["control"] < 2.0, (short, long)
     assert 0 < long["recording"] < 1.1 * short["recording"], (short, long)
+
+
+def test_the_writer_takes_bounded_batches_and_catches_up():
+    """A writer that fell behind takes at most FRAMES_PER_DRAIN frames a drain (its memory is
+    bounded by that, not by how far behind it fell) and drains again until the ring is
+    empty: every frame is taken once, in order."""
+    from exo_rt.record.rings import FrameRing
+    from exo_rt.record.writer import FRAMES_PER_DRAIN
+
+    ring = FrameRing(4 * FRAMES_PER_DRAIN)
+    try:
+        n = 3 * FRAMES_PER_DRAIN + 5
+        for i in range(n):
+            ring.put(float(i), i % 0x7FF, bytes([i % 256]), rx=True)
+        sizes, seen = [], []
+        while batch := ring.take(FRAMES_PER_DRAIN):
+            sizes.append(len(batch))
+            seen.extend(f[0] for f in batch)
+        assert sizes == [FRAMES_PER_DRAIN] * 3 + [5]
+        assert seen == [float(i) for i in range(n)]
+    finally:
+        ring.release()

@@ -216,9 +216,12 @@ class FrameRing(_Ring):
                    timestamp, arbitration_id, flags, len(data), bus, data)
         self.header[HEAD] += 1  # after the slot
 
-    def take(self) -> list[tuple]:
-        """(Consumer) the frames produced since the last take: (t, id, flags, dlc, bus, data)."""
+    def take(self, limit: int | None = None) -> list[tuple]:
+        """(Consumer) the frames produced since the last take, at most ``limit``, oldest first:
+        (t, id, flags, dlc, bus, data)."""
         head, tail = int(self.header[HEAD]), int(self.header[TAIL])
+        if limit is not None:
+            head = min(head, tail + limit)
         out = [FRAME.unpack_from(self.raw, HEADER_BYTES + (i % self.capacity) * FRAME.size)
                for i in range(tail, head)]
         self.header[TAIL] = head

@@ -53,6 +53,11 @@ from exo_rt.record.rings import CLIENTS, CLOSED, ERROR, EXTENDED, LOST, RX, Fram
 from exo_rt.record.runfolder import describe, write_atomic
 
 FLUSH_S = 0.02
+# the most a drain takes of each ring at once (≈ 4 s of cycles, ≈ 3 s of a leg's frames):
+# the writer's memory is bounded whatever its lag, and it still catches up (it drains again
+# at once while a ring holds more)
+ROWS_PER_DRAIN = 4096
+FRAMES_PER_DRAIN = 16384
 SYNC_S = 0.5  # flush + fsync of every file at least this often (wall clock and run time)
 
 
@@ -201,8 +206,11 @@ class Writer:
         if self.mcap is not None:
             self._sink("mcap", self.mcap.flush)
 
-    def drain(self) -> None:
-        rows = self.rows.take()
+    def drain(self) -> bool:
+        """Write what the rings hold, a bounded batch of each (:data:`ROWS_PER_DRAIN`,
+        :data:`FRAMES_PER_DRAIN`): the process's memory does not grow with how far behind it
+        fell (a held-up writer once took 8 s of frames as one list). True: more is waiting."""
+        rows = self.rows.take(ROWS_PER_DRAIN)
         if len(rows):
             if not self._started:
                 self._start()
@@ -222,7 +230,8 @@ class Writer:
                 self._sink("live", self.live.rows, rows)
         if self.live is not None:  # for --live-wait: someone watching yet?
             self.rows.header[CLIENTS] = int(self.live.watched())
-        frames = self.frames.take()
+        frames = self.frames.take(FRAMES_PER_DRAIN)
+        more = len(rows) == ROWS_PER_DRAIN or len(frames) == FRAMES_PER_DRAIN
         if frames and self.mcap is not None:
             self._sink("mcap", self.mcap.frames, frames)
         for t, arb, flags, dlc, bus, data in frames:
@@ -246,6 +255,7 @@ class Writer:
             self._next_sync = now + SYNC_S
             self._sync_t = self.last_t + SYNC_S
             self._sync()
+        return more
 
     def show_status(self) -> None:
         now = time.monotonic()
@@ -286,7 +296,8 @@ class Writer:
         return bool(self.rows.header[CLOSED]) and bool(self.frames.header[CLOSED])
 
     def finish(self, reason: str) -> None:
-        self.drain()
+        while self.drain():
+            pass
         if self.log is not None:
             try:
                 os.fsync(self.log.fileno())
@@ -347,7 +358,9 @@ class Writer:
     def run(self) -> str:
         while True:
             done = self.finished()
-            self.drain()
+            more = self.drain()
+            while more and not done:  # behind: catch up before the next look
+                more = self.drain()
             self.show_status()
             if done:
                 return "closed"
