@@ -112,14 +112,15 @@ def _cycle(c: Context) -> None:
 
 @entry("bus.pdo", "controller")
 def _pdo(c: Context) -> None:
-    from exo_rt.bus import pdo_cycle
+    from exo_rt.bus import drives, pdo_cycle
     pdo_cycle.warm_up()  # every CiA 402 bus's steps, the simulated bus's too
+    drives.warm_up_records(c.top)  # and the run's own buses' records, as its drives make them
 
 
 @entry("board", "controller")
 def _board(c: Context) -> None:
-    from firmware_bridge.link import BoardLink
-    BoardLink("loop://").close()  # a link's constructor loads its decoder's poll
+    from firmware_bridge import link
+    link.warm_up()  # a link on a descriptor, as a run's: its poll is compiled code
 
 
 @entry("gait_phase", "controller")
@@ -137,6 +138,7 @@ def _timing(c: Context) -> None:
 @entry("plant", "plant", per_plant=True)
 def _plant(c: Context) -> None:
     p = c.plant  # a step at zero current, as the simulated bus does before serving frames
+    p.reset(np.zeros(p.n_joints))  # at rest in equilibrium, as the simulated bus opens it
     p.step(np.zeros_like(p.cmd))
     p.reset(np.zeros(p.n_joints))
 

@@ -280,3 +280,15 @@ class _FdPort:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def warm_up() -> None:
+    """Compile (or load) a link's receive path as a run's link has it — on a descriptor (a
+    pty here), where the poll is compiled code — before a run needs it."""
+    line, pc = os.openpty()
+    try:
+        link = BoardLink(f"fd:{pc}")
+        link.poll()
+        link.close()
+    finally:
+        os.close(line)

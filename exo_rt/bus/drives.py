@@ -478,3 +478,18 @@ class Drives:
         rest = start + self.period - time.monotonic()
         if rest > 0:
             time.sleep(rest)
+
+
+def warm_up_records(top) -> None:
+    """Compile (or load) the records every CiA 402 bus of ``top`` makes when its drives are
+    built (their constructors, the port's batch): a bus's host side built on a python-can
+    ``virtual`` bus, as a run builds it on its own."""
+    from exo_rt.bus import protocols
+
+    for b in top.buses:
+        if protocols.get(b.protocol).host_class() is Drives:
+            bus = can.Bus(interface="virtual", channel=f"warm-{id(b)}")
+            try:
+                Drives(bus, b, top.robot, period=1.0 / top.rate_hz)
+            finally:
+                bus.shutdown()
