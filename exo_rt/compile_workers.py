@@ -260,13 +260,19 @@ def report_compiles(stream=None, note: str = "") -> None:
 # ---------------------------------------------------------------- the warm marker
 def marker() -> Path | None:
     """The warm-up's marker in numba's cache folder: the entries run into it (their tags),
-    named after the hash of the kernel sources (so a user-chosen NUMBA_CACHE_DIR is safe too)."""
+    named after the hash of the kernel sources (so a user-chosen NUMBA_CACHE_DIR is safe too)
+    and of where the package is installed: numba keys its cached kernels by their source
+    files' paths, so the same sources installed twice (an editable tree and a wheel) share
+    the folder but not the kernels — each install is warm only once it was warmed."""
     cache = os.environ.get("NUMBA_CACHE_DIR")
     if not cache:
         return None
+    import hashlib
+
     from exo_rt import code_key
 
-    return Path(cache) / f"exo-rt-warm-{code_key()}.json"
+    where = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
+    return Path(cache) / f"exo-rt-warm-{code_key()}-{where}.json"
 
 
 def warm_set() -> set[str]:
