@@ -5,12 +5,14 @@ Tools import nothing from tests/."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # the dated notes too
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|^\[[^\]]+\]:\s*(\S+)", re.M)
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 # what a reader who cloned only this repository does not have: the project's design notes and
@@ -22,15 +24,28 @@ OUTSIDE = re.compile("|".join((
 TEXT = (".py", ".md", ".yaml", ".yml", ".toml", ".c", ".h", ".txt", ".cfg", ".eds", ".dcf")
 
 
-def _anchors(md: Path) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces → hyphens."""
+def _headings(md: Path) -> list[str]:
+    return [m.group(1).strip() for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*$",
+                                                      FENCE.sub("", md.read_text()), re.M)]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: the text (a code span's too) in lower case, every
+    character but letters, digits, '_', '-' and spaces dropped, spaces → hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+@cache
+def anchors(md: Path) -> frozenset[str]:
+    """Every anchor GitHub gives md's headings, a repeated one numbered -1, -2 …"""
+    seen: dict[str, int] = {}
     out = set()
-    for line in CODE.sub("", md.read_text()).splitlines():
-        m = re.match(r"#{1,6}\s+(.*)", line)
-        if m:
-            a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
-            out.add(a)
-    return out
+    for h in _headings(md):
+        slug = _slug(h)
+        out.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return frozenset(out)
 
 
 def _links(md: Path):
@@ -57,7 +72,7 @@ def test_relative_links_resolve_inside_the_repository(md):
             bad.append(f"{target}: outside the repository")
         elif not dest.exists():
             bad.append(f"{target}: no such file")
-        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             bad.append(f"{target}: no heading #{anchor} in {dest.name}")
     assert not bad, f"{md.relative_to(ROOT)}: " + "; ".join(bad)
 
