@@ -97,7 +97,8 @@ def _setup_check(p: argparse.ArgumentParser) -> None:
                    help="refuse the model's warnings (implausible inertias, floating joints)")
 
 
-CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench")  # the schema's file kinds
+CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench", "activities", "session",
+                "wearer")  # the schema's file kinds
 
 
 def config_kind(path) -> str:

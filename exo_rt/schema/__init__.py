@@ -30,6 +30,12 @@ KINDS = {
             "docs/config.md"),
     "bench": ("exo_rt.schema.bench", "exo-rt bench procedure options", "configs/bench/*.yaml",
               "docs/config-bench.md"),
+    "activities": ("exo_rt.schema.activities", "exo-rt activities file",
+                   "configs/activities/*.yaml", "docs/config-activities.md"),
+    "session": ("exo_rt.schema.session", "exo-rt session script", "configs/sessions/*.yaml",
+                "docs/config-session.md"),
+    "wearer": ("exo_rt.schema.wearer", "exo-rt wearer profile", "configs/wearers/*.yaml",
+               "docs/config-wearer.md"),
 }
 SCHEMA_DIR = "configs/schemas"
 
