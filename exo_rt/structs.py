@@ -115,6 +115,7 @@ def check(made, declared: types.Type, what: str) -> None:
 F64 = types.float64
 VEC = types.Array(types.float64, 1, "C")
 MAT = types.Array(types.float64, 2, "C")
+ARR3 = types.Array(types.float64, 3, "C")
 IVEC = types.Array(types.int64, 1, "C")
 IMAT = types.Array(types.int64, 2, "C")
 MODEL = types.Array(types.float64, 2, "C", readonly=True)  # a packed rigid model (read-only)

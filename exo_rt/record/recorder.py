@@ -26,7 +26,8 @@ def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
     for name, width in (("t", 1), ("cycle", 1), ("state", 1), ("cause", 1), ("q", n),
                         ("qd", n), ("q_ref", n), ("current", n), ("command", n),
                         ("torque", n), ("flags", n), ("overrun_streak", 1), ("board", 1),
-                        ("wake_us", 1), ("compute_us", 1), ("overruns", 1), ("sample_t", 1)):
+                        ("wake_us", 1), ("compute_us", 1), ("overruns", 1), ("sample_t", 1),
+                        ("qd_ref", n), ("phase", 1), ("stride", 1)):
         cols[name] = (o, o + width)
         o += width
     return cols

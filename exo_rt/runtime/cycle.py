@@ -37,7 +37,7 @@ from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.record.recorder import cycle_columns
-from exo_rt.runtime import safety
+from exo_rt.runtime import safety, segment
 from exo_rt.runtime.layout import (
     PARAMS,
     SCALARS,
@@ -47,6 +47,7 @@ from exo_rt.runtime.layout import (
     V_I_MEAS,
     V_MAX_CURRENT,
     V_MAX_ERROR,
+    V_OFFSET,
     V_Q,
     V_Q_ALIGN0,
     V_Q_HOLD,
@@ -117,6 +118,7 @@ CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("check_out", structs.IVEC),  # the safety check's cause and joint
     ("rows", structs.MAT),  # the recording ring's rows
     ("hist", structs.MAT),  # the run's first records, in memory
+    ("gaits", structs.ARR3),  # the session's gait Fourier rows: (segment.SLOTS, n, 11) rad
 ], _new_data)
 
 
@@ -174,7 +176,7 @@ def _reference(state, m, d):
         trajectory.minimum_jerk(s.align_t, m.p[0].align_duration, v[V_Q_ALIGN0], v[V_Q_START],
                                 qr, qdr, qddr)
     elif state == RUN:
-        trajectory.gait(s.phase, s.period, m.coeffs, qr, qdr, qddr)
+        segment.reference(s, v, d.gaits, v[V_OFFSET], m.p[0].dt)
     elif state == STOPPING:
         for j in range(n):
             qdr[j] = 0.0
@@ -210,16 +212,14 @@ def command(m, d):
 @njit(cache=True)
 def clock(d, k, dt, k0_align, k0_run):
     """The cycle's time inputs by state: its index ``k`` and time k·dt (s), the time in ALIGN
-    (from cycle ``k0_align``) and, in RUN, the gait phase from time (from cycle ``k0_run``;
-    strides of ``s.period``). Every user of the cycle keeps time by it."""
+    (from cycle ``k0_align``). Every user of the cycle keeps time by it. (RUN's gait phase is
+    the segment's own, integrated cycle by cycle: :mod:`exo_rt.runtime.segment`; ``k0_run``
+    stays for the callers' symmetry.)"""
     s = d.s[0]
     s.k = k
     s.t = k * dt
-    state = int(s.state)
-    if state == ALIGN:
+    if int(s.state) == ALIGN:
         s.align_t = (k - k0_align) * dt
-    elif state == RUN:
-        s.phase = (k - k0_run) * dt / s.period
 
 
 @njit(cache=True)
@@ -295,6 +295,11 @@ def _record(d, row):
     row[o + 3] = s.compute_us
     row[o + 4] = s.overruns
     row[o + 5] = s.sample_t
+    o += 6
+    for j in range(n):
+        row[o + j] = v[V_QDR, j]
+    row[o + n] = s.phase
+    row[o + n + 1] = s.stride
 
 
 @njit(cache=True)
@@ -437,12 +442,13 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     check_out = np.zeros(_OUT, np.int64)
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
+    gaits = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
     d = CycleData(law=ld, s=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
-                  rows=no_rows, hist=hist)
+                  rows=no_rows, hist=hist, gaits=gaits)
     structs.check(d, CYCLE_DATA, "cycle data")
     arrays = dict(s=s[0], s_array=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
                   rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state,
-                  scratch=scratch, n=n, width=width, law_arrays=law_arrays)
+                  scratch=scratch, n=n, width=width, law_arrays=law_arrays, gaits=gaits)
     arrays.update({name: v[row] for name, row in VECTORS.items()})
     return Cycle(model, d, arrays)
 
@@ -491,5 +497,7 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float,
                           sopts=sopts, transmissions=transmissions, table=table,
                           period=ref.period)
     cycle.s["period"] = ref.period
+    cycle.gaits[:] = coeffs
+    segment.walk_from_start(cycle.s, ref.period)
     trajectory.gait(0.0, ref.period, coeffs, cycle.q_start, np.zeros(n), np.zeros(n))
     return cycle

@@ -312,9 +312,13 @@ def _inputs(a):
     cy.clock(d, k, dt, io[IO_K0_ALIGN], io[IO_K0_RUN])
     if int(s.state) == RUN:
         phase_state = a.phase_state
-        if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:
-            s.phase = trajectory.phase_from_events(phase_state, (k - io[IO_K0_RUN]) * dt)
-        s.period = phase_state[trajectory.PH_PERIOD]
+        period = phase_state[trajectory.PH_PERIOD]
+        if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:  # strides so far + this one's
+            s.phase = phase_state[trajectory.PH_COUNT] - 1.0 + \
+                trajectory.phase_from_events(phase_state, (k - io[IO_K0_RUN]) * dt)
+            s.phase_external = 1.0
+            s.a_period = s.b_period = period
+        s.period = period
     s.hist = k if k < d.hist.shape[0] else -1.0
 
 

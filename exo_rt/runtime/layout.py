@@ -45,6 +45,29 @@ SCALARS = np.dtype([
     ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
     ("cycles", "f8"),  # out: cycles run
     ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
+    # the session's reference segment (exo_rt.runtime.segment; the activity machine writes it)
+    ("seg_kind", "f8"),  # segment.HOLD / MOVE / GAIT
+    ("seg_tau", "f8"),  # s: a move's progress
+    ("seg_duration", "f8"),  # s: a move's duration at full rate
+    ("seg_rate", "f8"),  # progress rate, 0–1 (slews towards seg_go)
+    ("seg_go", "f8"),  # 1: progress (GO held, or not needed), 0: freeze
+    ("seg_slew", "f8"),  # the rate's largest change per cycle
+    ("seg_done", "f8"),  # out: 1 once a move or the closing step has ended (end posture)
+    ("phase_last", "f8"),  # strides: the phase the previous cycle evaluated
+    ("phase_external", "f8"),  # 1: the phase is set by the caller (heel strikes)
+    ("blend_start", "f8"),  # strides: where the running blend began
+    ("blend_len", "f8"),  # strides: its length (0: none)
+    ("a_kind", "f8"),  # the blend's side A: segment.POSTURE (v[V_SEG_FROM]) or GAIT_SOURCE
+    ("b_kind", "f8"),  # side B: POSTURE (v[V_SEG_TO]) or GAIT_SOURCE
+    ("a_period", "f8"),  # s: A's stride period
+    ("b_period", "f8"),  # s: B's stride period
+    ("next_pending", "f8"),  # 1: gaits[SLOT_NEXT] starts at the next stride boundary
+    ("next_period", "f8"),  # s: its stride period
+    ("next_blend", "f8"),  # strides: the blend into it
+    ("stop_req", "f8"),  # 1: the closing step from the next half-stride boundary
+    ("closing_len", "f8"),  # strides: the closing step's length
+    ("closing", "f8"),  # 1 while the closing step runs
+    ("stride", "f8"),  # out: stride boundaries crossed in this segment
 ])
 
 # joint vectors (v rows)
@@ -70,11 +93,15 @@ V_Q_MIN = 18  # rad
 V_Q_MAX = 19
 V_T_PREV = 20  # s: when the joint's last used sample was taken (its sample_t then)
 V_SETTLE = 21  # fresh samples still to re-anchor on before the velocity estimate resumes
-V_WIDTH = 22
+V_SEG_FROM = 22  # rad: the segment's start posture (a move's start, the opening step's)
+V_SEG_TO = 23  # rad: its end posture (a move's end, the closing step's, a hold's)
+V_OFFSET = 24  # strides: each joint's gait phase offset (the right leg half a stride late)
+V_WIDTH = 25
 
 SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
 # the joint vectors Python reads and writes by name (rows of v)
 VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
            "qdr": V_QDR, "qddr": V_QDDR, "q_align0": V_Q_ALIGN0, "q_start": V_Q_START,
-           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV}
+           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV,
+           "seg_from": V_SEG_FROM, "seg_to": V_SEG_TO, "phase_offset": V_OFFSET}

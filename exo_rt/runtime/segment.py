@@ -1,0 +1,213 @@
+"""The reference of a session: the segment the activity machine wrote into the cycle data,
+evaluated by the compiled cycle every cycle of RUN (:func:`reference`).
+
+A segment is one of
+
+- **HOLD** — a posture (``v[V_SEG_TO]``): q̇_r = q̈_r = 0;
+- **MOVE** — a minimum-jerk move (Flash & Hogan 1985) from ``v[V_SEG_FROM]`` to
+  ``v[V_SEG_TO]`` over ``s.seg_duration`` s of *progress* ``s.seg_tau``. Progress advances at
+  the rate ``s.seg_rate`` ∈ [0, 1], which slews towards ``s.seg_go`` (1: GO held, 0:
+  released) by at most ``s.seg_slew`` a cycle: releasing GO freezes the move smoothly — the
+  reference keeps its position and its velocity falls to zero over 1/slew cycles, with no
+  step in either — and pressing it again resumes it the same way;
+- **GAIT** — walking: the gait phase φ (strides) advances at ``rate · ((1 − w)/T_A + w/T_B)``
+  and every joint's reference is a blend ``q = (1 − w)·A(φ) + w·B(φ)`` of two sources, each a
+  posture or the normal gait (Fourier rows of the cycle data's ``gaits[slot]``, the joint's
+  phase offset added). The weight ``w`` runs 0 → 1 as a minimum-jerk shape of
+  ``(φ − s.blend_start)/s.blend_len`` (zero slope at both ends), so q and q̇ are continuous at
+  every boundary: the **opening step** blends the start posture into the gait, a **speed or
+  step-length change** blends the old gait into the new one over the stride after the
+  boundary it waited for, the **closing step** blends the gait into the end posture from the
+  first half-stride boundary after a STOP, and ends there (HOLD, ``s.seg_done``).
+
+Python (the activity machine) writes a new segment between two cycles; the cycle applies
+what must wait for a stride boundary (``s.next_pending``: a new gait in ``gaits[NEXT]``;
+``s.stop_req``: the closing step) itself, at the boundary, so a change never depends on when
+Python got to it. Every function here runs inside :func:`exo_rt.runtime.cycle.step`:
+allocation-free, on the cycle's arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+from exo_rt.jit import njit
+from exo_rt.runtime.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
+
+HOLD, MOVE, GAIT = 0, 1, 2
+KINDS = ("hold", "move", "gait")
+POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is
+SLOT_A, SLOT_B, SLOT_NEXT = 0, 1, 2  # the gait's Fourier rows in the cycle data's ``gaits``
+SLOTS = 3
+TWO_PI = 2.0 * math.pi
+
+
+@njit(cache=True, inline="always")
+def _shape(x):
+    """The minimum-jerk shape on x ∈ [0, 1] and its first two derivatives (per unit x)."""
+    x = min(max(x, 0.0), 1.0)
+    return (x**3 * (10.0 - 15.0 * x + 6.0 * x * x), 30.0 * x * x * (1.0 - x) ** 2,
+            60.0 * x * (1.0 - x) * (1.0 - 2.0 * x))
+
+
+@njit(cache=True)
+def fourier(rows, j, phase):
+    """The gait's Fourier series of joint ``j`` at phase φ (strides): the angle (rad) and its
+    first two derivatives per stride (rad/stride, rad/stride²)."""
+    p = rows[j, 0]
+    d1 = 0.0
+    d2 = 0.0
+    for n in range(1, (rows.shape[1] - 1) // 2 + 1):
+        a, b = rows[j, 2 * n - 1], rows[j, 2 * n]
+        if a == 0.0 and b == 0.0:
+            continue
+        w = TWO_PI * n
+        c, s = math.cos(w * phase), math.sin(w * phase)
+        p += a * c + b * s
+        d1 += w * (b * c - a * s)
+        d2 -= w * w * (a * c + b * s)
+    return p, d1, d2
+
+
+@njit(cache=True)
+def _source(kind, slot, posture, gaits, j, phase):
+    if kind == POSTURE:
+        return posture[j], 0.0, 0.0
+    return fourier(gaits[slot], j, phase)
+
+
+@njit(cache=True)
+def _slew(s):
+    """The progress rate one cycle nearer GO's target; returns its change per cycle."""
+    r0 = s.seg_rate
+    step = min(max(s.seg_go - r0, -s.seg_slew), s.seg_slew)
+    s.seg_rate = r0 + step
+    return step
+
+
+@njit(cache=True)
+def _hold(v, n):
+    for j in range(n):
+        v[V_QR, j] = v[V_SEG_TO, j]
+        v[V_QDR, j] = 0.0
+        v[V_QDDR, j] = 0.0
+
+
+@njit(cache=True)
+def _move(s, v, n, dt):
+    dr = _slew(s)
+    r, big_t = s.seg_rate, s.seg_duration
+    x = s.seg_tau / big_t
+    if x >= 1.0:
+        _hold(v, n)
+        s.seg_kind = HOLD
+        s.seg_done = 1.0
+        return
+    sh, d1, d2 = _shape(x)
+    for j in range(n):
+        delta = v[V_SEG_TO, j] - v[V_SEG_FROM, j]
+        v[V_QR, j] = v[V_SEG_FROM, j] + delta * sh
+        v[V_QDR, j] = delta * d1 / big_t * r
+        v[V_QDDR, j] = delta * (d2 / (big_t * big_t) * r * r + d1 / big_t * dr / dt)
+    s.seg_tau += r * dt
+
+
+@njit(cache=True)
+def _boundary(s, gaits, phase):
+    """At a stride boundary the cycle crossed: the stride counted, a pending gait change
+    begun (when no blend runs)."""
+    s.stride += 1.0
+    if s.next_pending and phase >= s.blend_start + s.blend_len:
+        gaits[SLOT_A, :, :] = gaits[SLOT_B]
+        gaits[SLOT_B, :, :] = gaits[SLOT_NEXT]
+        s.a_kind = GAIT_SOURCE
+        s.b_kind = GAIT_SOURCE
+        s.a_period = s.b_period
+        s.b_period = s.next_period
+        s.blend_start = math.floor(phase)
+        s.blend_len = s.next_blend
+        s.next_pending = 0.0
+
+
+@njit(cache=True)
+def _close(s, gaits, phase):
+    """The closing step from the half-stride boundary just crossed, once no blend runs."""
+    half = math.floor(2.0 * phase) / 2.0
+    if s.closing or phase < s.blend_start + s.blend_len:
+        return
+    gaits[SLOT_A, :, :] = gaits[SLOT_B]
+    s.a_kind = s.b_kind
+    s.a_period = s.b_period
+    s.b_kind = POSTURE
+    s.blend_start = half
+    s.blend_len = s.closing_len
+    s.closing = 1.0
+    s.stop_req = 0.0
+
+
+@njit(cache=True)
+def _gait(s, v, n, dt, gaits, offsets):
+    dr = _slew(s)
+    r = s.seg_rate
+    phase, last = s.phase, s.phase_last
+    if math.floor(phase) > math.floor(last):
+        _boundary(s, gaits, phase)
+    if s.stop_req and math.floor(2.0 * phase) > math.floor(2.0 * last):
+        _close(s, gaits, phase)
+    x = (phase - s.blend_start) / s.blend_len if s.blend_len > 0.0 else 1.0
+    if s.closing and x >= 1.0:  # the closing step is over: the end posture, held
+        _hold(v, n)
+        s.seg_kind = HOLD
+        s.seg_done = 1.0
+        s.closing = 0.0
+        return
+    w, w1, w2 = _shape(x)
+    if s.blend_len > 0.0:
+        w1 /= s.blend_len
+        w2 /= s.blend_len * s.blend_len
+    else:
+        w1 = w2 = 0.0
+    inv_a, inv_b = 1.0 / s.a_period, 1.0 / s.b_period
+    f = (1.0 - w) * inv_a + w * inv_b  # strides per second at rate 1
+    rate = r * f  # φ̇
+    rate_dot = dr / dt * f + r * w1 * (inv_b - inv_a) * rate  # φ̈
+    for j in range(n):
+        pj = phase + offsets[j]
+        a, a1, a2 = _source(s.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
+        b, b1, b2 = _source(s.b_kind, SLOT_B, v[V_SEG_TO], gaits, j, pj)
+        q = (1.0 - w) * a + w * b
+        q1 = (1.0 - w) * a1 + w * b1 + w1 * (b - a)
+        q2 = (1.0 - w) * a2 + w * b2 + 2.0 * w1 * (b1 - a1) + w2 * (b - a)
+        v[V_QR, j] = q
+        v[V_QDR, j] = q1 * rate
+        v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
+    s.phase_last = phase
+    if s.phase_external == 0.0:
+        s.phase = phase + rate * dt
+
+
+@njit(cache=True)
+def reference(s, v, gaits, offsets, dt):
+    """The reference of the segment in the cycle's data (RUN): q_r, q̇_r, q̈_r into ``v``."""
+    n = v.shape[1]
+    kind = int(s.seg_kind)
+    if kind == MOVE:
+        _move(s, v, n, dt)
+    elif kind == GAIT:
+        _gait(s, v, n, dt, gaits, offsets)
+    else:
+        _hold(v, n)
+
+
+def walk_from_start(s, period: float) -> None:
+    """The default segment of a new cycle: the gait from phase 0 at full rate, at ``period``
+    s a stride, no blend (what RUN tracks when no activity machine writes a segment: the
+    bench, model-in-the-loop). ``s``: the cycle's scalars record."""
+    s["seg_kind"] = GAIT
+    s["a_kind"] = s["b_kind"] = GAIT_SOURCE
+    s["a_period"] = s["b_period"] = s["next_period"] = period
+    s["seg_rate"] = s["seg_go"] = 1.0
+    s["seg_slew"] = 0.1
+    s["phase"] = s["phase_last"] = s["stride"] = 0.0
+    s["blend_start"] = s["blend_len"] = 0.0
+    s["next_pending"] = s["stop_req"] = s["closing"] = s["seg_done"] = 0.0
