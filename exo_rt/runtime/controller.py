@@ -50,6 +50,7 @@ from exo_rt.runtime.states import (
     STOPPING,
 )
 from exo_rt.runtime.summary import Fault, RunResult
+from exo_rt.session import session as sessions
 
 __all__ = ["Controller", "Injection", "RunResult", "Fault"]
 
@@ -126,8 +127,9 @@ class Controller:
         self.rig.close()
 
     def _log_capacity(self, duration: float) -> int:
-        """The most cycles a run of ``duration`` s (RUN) takes: BOOT to SHUTDOWN, 2 s spare."""
-        return int((duration + self.top.align_s + self.top.stop_s + 2.0) * self.top.rate_hz)
+        """The most cycles a run of ``duration`` s takes, the session's guard's spare too."""
+        return int((duration + 2 * script.SESSION_SPARE_S + self.top.stop_s + 2.0) *
+                   self.top.rate_hz)
 
     def _history_rows(self, cap: int) -> int:
         """Rows of :attr:`log` for a run of at most ``cap`` cycles: the first ``HISTORY_S`` s
@@ -170,6 +172,7 @@ class Controller:
         the cycle compiled — before any drive is enabled."""
         t0 = time.monotonic()
         self._warm_up()
+        self.session = sessions.for_run(self)  # its files read, its sources open
         self.times["compile_in_run"] = time.monotonic() - t0
         self.times["compile"] += self.times["compile_in_run"]
         self._start_recording()

@@ -26,3 +26,8 @@ class RunOptions:
     live_remote: bool = False  # allow --live on an address other than loopback
     live_wait: float = 0.0  # s to wait for a live client before the drives enable
     reset_faults: bool = False  # clear drives found in FAULT before enabling them (explicit)
+    session: str | None = None  # the session script (None: configs/sessions/default.yaml)
+    activities: str | None = None  # the activities file (None: the robot's shipped one)
+    wearer: str | None = None  # the wearer profile (None: the robot file's wearer)
+    console: bool = False  # the therapist's console: keys on stdin, status on stderr
+    requests: tuple | None = None  # replay: the recorded request events, asked again

@@ -1,13 +1,13 @@
-"""The run's script: which state follows which, and when — READY (``READY_CYCLES``) →
-ALIGN (a minimum-jerk move to the gait's start, ``align_s``) → RUN (the gait for the run's
-duration; the board emulator's wearer starts walking) → STOPPING (the last posture held,
-``stop_s``) → SHUTDOWN (the drives disabled). The one scripted activity a run has today;
-the controller's update loop calls :func:`advance` at the end of every cycle."""
+"""The run's lifecycle between cycles: which state follows which, and when — READY
+(``READY_CYCLES``) → RUN (the session: the activity machine, its requests and answers, until
+END) → STOPPING (the last posture held, ``stop_s``) → SHUTDOWN (the drives disabled). The
+controller's update loop calls :func:`advance` at the end of every cycle; the bench's run of
+the controller steps by :func:`next_state` (READY → ALIGN → RUN → STOPPING, timed)."""
 
 from __future__ import annotations
 
 from exo_rt.control import trajectory
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SHUTDOWN, STOPPING
+from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
 
 NEXT = {ALIGN: RUN, RUN: STOPPING, STOPPING: SHUTDOWN}
 
@@ -24,37 +24,65 @@ def next_state(state: int, k: int, k0: dict, dt: float, lasts: dict) -> int | No
     return None
 
 
+SESSION_SPARE_S = 30.0  # s: a session still going this long after --duration is stopped
+
+
 def advance(ctl, k: int) -> None:
-    """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due."""
-    dt, top = ctl.dt, ctl.top
-    new = next_state(ctl.state, k, ctl.k0, dt,
-                     {ALIGN: top.align_s, RUN: ctl.duration, STOPPING: top.stop_s})
-    if new == ALIGN:
-        ctl.q_align0[:] = ctl.q
-    elif new == RUN:
-        ctl.law_state[:] = 0
-    elif new == SHUTDOWN:
+    """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due:
+    READY → RUN after ``READY_CYCLES`` (the session begins: the activity machine holds the
+    posture the leg is in); in RUN the session's sources are heard and answered
+    (:meth:`exo_rt.session.session.Session.tick`) and its END leads to STOPPING (the posture
+    held ``stop_s``) → SHUTDOWN. A session still going ``SESSION_SPARE_S`` after the run's
+    ``--duration`` is ended by the controller (a walk stopped with its closing step, then
+    END): :meth:`_guard`."""
+    state, sess, dt = ctl.state, ctl.session, ctl.dt
+    new = None
+    if state == READY and k >= READY_CYCLES:
+        new = RUN
+    elif state in (RUN, STOPPING, SAFE) and RUN in ctl.k0:
+        sess.tick(k, state == RUN)
+        if state == RUN:
+            if sess.ended:
+                new = STOPPING
+            elif (k + 1 - ctl.k0[RUN]) * dt >= ctl.duration + SESSION_SPARE_S:
+                _guard(sess, k)
+        elif state == STOPPING and (k + 1 - ctl.k0[STOPPING]) * dt >= ctl.top.stop_s:
+            new = SHUTDOWN
+    elif state == STOPPING and (k + 1 - ctl.k0[STOPPING]) * dt >= ctl.top.stop_s:
+        new = SHUTDOWN
+    if new is None:
+        return
+    if new == SHUTDOWN:
         for d in ctl.drives:
             d.request_disable()
         ctl.cur[:] = 0.0
         ctl.io.write()
-    if new is None:
-        return
     ctl._go(new, k + 1)  # (STOPPING holds the last reference)
     if new == RUN:
+        ctl.law_state[:] = 0
         ctl._t_run = ctl.board.clock() + dt if ctl.board is not None else 0.0
-        heel_strikes(ctl)  # those of ALIGN's last cycles
+        sess.begin(k + 1)
+        heel_strikes(ctl)  # those of READY's last cycles
         if ctl.rig.board_emulated:  # the emulated wearer starts walking
             ctl.bus_set.board_command(f"walk {ctl._t_run!r}")
 
 
+def _guard(sess, k: int) -> None:
+    """The run's time is up: stop a walk (or cut what STOP may cut), END from a posture."""
+    from exo_rt.session import requests as rq
+
+    m = sess.machine
+    if m.motion is None:
+        sess.ask(rq.Request(rq.END, rq.SCRIPT), k)
+    elif not m.stop_asked and m.motion.stoppable:
+        sess.ask(rq.Request(rq.STOP, rq.SCRIPT), k)
+
+
 def run_cycle(dt: float, align_s: float) -> int:
-    """The control cycle RUN starts in (as :func:`advance` steps READY → ALIGN → RUN):
-    where ``--inject``'s T counts from."""
-    align = 1
-    while align * dt < align_s:
-        align += 1
-    return READY_CYCLES + 1 + align
+    """The control cycle RUN starts in (as :func:`advance` steps READY → RUN): where
+    ``--inject``'s T counts from. (``dt``, ``align_s``: the bench's and model-in-the-loop's
+    runs align first; a session's run does not.)"""
+    return READY_CYCLES + 1
 
 
 def heel_strikes(ctl) -> None:

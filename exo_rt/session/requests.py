@@ -85,9 +85,12 @@ class Request:
     motion: str | None = None
     value: float | None = None
     legs: tuple[str, ...] | None = None
+    note: str | None = None  # why, where the source asked by itself (the buttons' silence)
 
     def as_dict(self) -> dict:
         out = {"request": KINDS[self.kind], "source": SOURCES[self.source]}
+        if self.note is not None:
+            out["note"] = self.note
         if self.motion is not None:
             out["motion"] = self.motion
         if self.value is not None:

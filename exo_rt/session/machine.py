@@ -1,0 +1,316 @@
+"""The activity machine: which posture the exoskeleton is in, which motion runs, and what
+may be asked of it now (docs/sessions.md has the graph).
+
+Postures (sitting, standing, …) are joined by motions (stand up, sit down, walk = opening
+step → strides → closing step, home), declared per robot in an activities file
+(:mod:`exo_rt.session.activities`). The machine is Python, event-driven, outside the compiled
+step: every request (:class:`~exo_rt.session.requests.Request`, whoever asked — the board's
+crutch buttons, the therapist's console, a session script) is answered at once, accepted or
+refused with a reason; an accepted one writes a new reference segment into the cycle data
+(:mod:`exo_rt.runtime.segment`), which the next cycle evaluates — continuous in position and
+velocity, since every segment starts from the reference the last cycle tracked.
+
+Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
+
+- a motion starts only from its start posture, and only when no motion runs;
+- a leg in no named posture (at start, or after a cut motion) may only HOME, and HOME waits
+  for the operator's CONFIRM;
+- a motion that needs GO held progresses only while it is held; released, it freezes
+  smoothly, pressed again it resumes;
+- GO still held when a posture is reached must be released before the next motion starts,
+  so a held button never chains motions;
+- STOP during a walk ends it with the closing step (from the next half-stride boundary);
+- speed and step length change at the next stride boundary, within the wearer's profile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exo_rt.runtime import segment
+from exo_rt.runtime.layout import V_OFFSET, V_QR, V_SEG_FROM, V_SEG_TO
+from exo_rt.session import requests as rq
+from exo_rt.session.requests import Answer, Request
+
+GO_SLEW = 0.1  # the progress rate's change per cycle: GO's freeze and resume take 10 cycles
+SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
+
+
+class ActivityMachine:
+    """The machine of one session on one cycle (:class:`exo_rt.runtime.cycle.Cycle`).
+
+    ``activities``: the robot's postures and motions; ``gaits``: a function (speed m/s, step
+    length m or None) → (Fourier rows (n, 11) rad, stride period s, stride length m) — the
+    walking reference at a speed (:mod:`exo_rt.control.gait_speed`); ``wearer``: the profile
+    whose ranges bound the walking parameters and the assistance level."""
+
+    def __init__(self, cycle, activities, wearer, gaits) -> None:
+        self.cycle, self.activities, self.wearer, self.gaits = cycle, activities, wearer, gaits
+        self.s, self.v, self.dt = cycle.s, cycle.v, float(cycle.p["dt"])
+        self.posture: str | None = None
+        self.motion = None  # the running motion (an activities Motion), or None
+        self.go_held = False
+        self.go_block = False  # GO held since the last posture was reached
+        self.home_pending = None  # a HOME waiting for CONFIRM
+        self.stop_asked = False
+        self.selected = 0  # the crutch's selection among the possible motions
+        self.speed = float(wearer.speed.default)
+        self.step_length: float | None = None
+        self.levels = {leg: wearer.level(leg) for leg in activities.legs}
+        self.steps = 0  # strides walked in the session
+        self._strides_seen = 0.0
+        self.ended = False
+        self.version = 0  # bumped on every change a display shows
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        """The session begins (the controller's first RUN cycle): the reference holds where
+        the leg is (READY's reference: the measured posture), which is named if it is within
+        a posture's tolerance."""
+        qr = self.v[V_QR]
+        self._hold(qr.copy())
+        self.posture = self.activities.posture_of(qr)
+        self.version += 1
+
+    # ------------------------------------------------------------------ requests
+    def handle(self, req: Request, active: bool = True) -> Answer:
+        """Answer one request; an accepted one acts on the cycle data before the next cycle.
+        ``active``: the controller runs a session (RUN) — else every request is refused."""
+        if not active:
+            return self._no(req, rq.R_NOT_ACTIVE)
+        kind = req.kind
+        if kind == rq.START:
+            return self._start_motion(req, req.motion)
+        if kind == rq.GO:
+            return self._go(req)
+        if kind == rq.GO_RELEASE:
+            self.go_held = False
+            self.go_block = False
+            if self.motion is not None and self.motion.hold_go:
+                self.s["seg_go"] = 0.0
+            self.version += 1
+            return self._yes(req)
+        if kind == rq.STOP:
+            return self._stop(req)
+        if kind in (rq.SPEED, rq.STEP_LENGTH, rq.MODE):
+            return self._walking_parameter(req)
+        if kind == rq.LEVEL:
+            return self._level(req)
+        if kind in (rq.NEXT, rq.PREV):
+            if self.motion is not None:
+                return self._no(req, rq.R_NOT_SELECTABLE)
+            n = len(self.possible())
+            if n:
+                self.selected = (self.selected + (1 if kind == rq.NEXT else -1)) % n
+            self.version += 1
+            return self._yes(req, motion=self.selected_motion())
+        if kind == rq.CONFIRM:
+            if self.home_pending is None:
+                return self._no(req, rq.R_NOTHING_TO_CONFIRM)
+            motion, self.home_pending = self.home_pending, None
+            return self._begin(req, motion)
+        if kind == rq.END:
+            if self.motion is not None:
+                return self._no(req, rq.R_NOT_IN_POSTURE)
+            self.ended = True
+            self.version += 1
+            return self._yes(req)
+        return self._no(req, rq.R_UNKNOWN_MOTION)
+
+    def _start_motion(self, req: Request, name: str | None) -> Answer:
+        motion = self.activities.motion(name) if name is not None else None
+        if motion is None:
+            return self._no(req, rq.R_UNKNOWN_MOTION, motion=name)
+        if self.motion is not None:
+            return self._no(req, rq.R_BUSY, motion=name)
+        if self.go_block:
+            return self._no(req, rq.R_GO_HELD, motion=name)
+        if motion.kind == "home":
+            self.home_pending = motion
+            self.version += 1
+            return self._no(req, rq.R_NEEDS_CONFIRM, motion=name)
+        if self.posture is None:
+            return self._no(req, rq.R_ONLY_HOME, motion=name)
+        if motion.start != self.posture:
+            return self._no(req, rq.R_NOT_FROM_HERE, motion=name)
+        return self._begin(req, motion)
+
+    def _go(self, req: Request) -> Answer:
+        """GO pressed: progress a motion that needs it; with none running, start the selected
+        one (the crutch's way to start a motion)."""
+        self.go_held = True
+        if self.motion is not None:
+            if self.motion.hold_go:
+                self.s["seg_go"] = 1.0
+            self.version += 1
+            return self._yes(req, motion=self.motion.name)
+        if self.go_block:
+            return self._no(req, rq.R_GO_HELD)
+        name = self.selected_motion()
+        if name is None:
+            return self._no(req, rq.R_UNKNOWN_MOTION)
+        return self._start_motion(req, name)
+
+    def _stop(self, req: Request) -> Answer:
+        m = self.motion
+        if m is None:
+            return self._no(req, rq.R_NOT_WALKING)
+        if not m.stoppable:
+            return self._no(req, rq.R_NOT_STOPPABLE, motion=m.name)
+        if self.stop_asked:
+            return self._no(req, rq.R_ALREADY, motion=m.name)
+        self.stop_asked = True
+        if m.kind == "walk":
+            self.s["stop_req"] = 1.0
+            self.s["next_pending"] = 0.0
+        else:  # a move STOP may cut: it freezes where it is — no named posture then
+            self.s["seg_go"] = 0.0
+        self.version += 1
+        return self._yes(req, motion=m.name)
+
+    def _walking_parameter(self, req: Request) -> Answer:
+        w = self.wearer
+        speed, step = self.speed, self.step_length
+        if req.kind == rq.MODE:
+            if self.motion is not None and self.motion.kind != "walk":
+                return self._no(req, rq.R_NOT_SELECTABLE)
+            presets = sorted(w.speed.presets)
+            later = [p for p in presets if p > speed + 1e-9]
+            speed = later[0] if later else presets[0]
+        elif req.kind == rq.SPEED:
+            speed = float(req.value) if req.value is not None else float("nan")
+            if not w.speed.min <= speed <= w.speed.max:
+                return self._no(req, rq.R_SPEED_RANGE, value=req.value)
+        else:
+            step = float(req.value) if req.value is not None else float("nan")
+            if not w.step_length.min <= step <= w.step_length.max:
+                return self._no(req, rq.R_STEP_RANGE, value=req.value)
+        walking = self.motion is not None and self.motion.kind == "walk"
+        if walking and self.stop_asked:
+            return self._no(req, rq.R_ALREADY)
+        try:
+            rows, period, stride = self.gaits(speed, step)
+        except ValueError as e:
+            return self._no(req, rq.R_STEP_RANGE if step is not None else rq.R_SPEED_RANGE,
+                            value=req.value, why=str(e))
+        self.speed, self.step_length = speed, step
+        if walking:  # from the next stride boundary, blended over a stride
+            self.cycle.gaits[segment.SLOT_NEXT] = rows
+            s = self.s
+            s["next_period"] = period
+            s["next_blend"] = SPEED_BLEND
+            s["next_pending"] = 1.0
+        self.version += 1
+        return self._yes(req, speed=speed, period=period, stride=stride)
+
+    def _level(self, req: Request) -> Answer:
+        value = req.value if req.value is not None else float("nan")
+        if not 0.0 <= value <= 1.0:
+            return self._no(req, rq.R_LEVEL_RANGE, value=req.value)
+        for leg in req.legs or tuple(self.levels):
+            self.levels[leg] = float(value)
+        self.version += 1
+        return self._yes(req, level=float(value))
+
+    # ------------------------------------------------------------------ segments
+    def _begin(self, req: Request, motion) -> Answer:
+        """Start ``motion`` from the reference the last cycle tracked."""
+        s, v = self.s, self.v
+        v[V_SEG_FROM] = v[V_QR]
+        v[V_SEG_TO] = self.activities.posture_q(motion.end)
+        go = 1.0 if (self.go_held or not motion.hold_go) else 0.0
+        s["seg_go"] = s["seg_rate"] = go
+        s["seg_slew"] = GO_SLEW
+        s["seg_done"] = 0.0
+        s["stop_req"] = s["next_pending"] = s["closing"] = 0.0
+        extra = {}
+        if motion.kind == "walk":
+            rows, period, stride = self.gaits(self.speed, self.step_length)
+            g = self.cycle.gaits
+            g[segment.SLOT_A] = rows
+            g[segment.SLOT_B] = rows
+            v[V_OFFSET] = motion.phase_offsets
+            s["phase"] = s["phase_last"] = s["stride"] = 0.0
+            s["a_kind"], s["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
+            s["a_period"] = s["b_period"] = s["next_period"] = period
+            s["blend_start"], s["blend_len"] = 0.0, motion.opening
+            s["closing_len"] = motion.closing
+            s["seg_kind"] = segment.GAIT
+            extra = dict(speed=self.speed, period=period, stride=stride)
+        else:
+            s["seg_tau"] = 0.0
+            s["seg_duration"] = self.activities.move_duration(motion, v[V_SEG_FROM])
+            s["seg_kind"] = segment.MOVE
+            extra = dict(duration=float(s["seg_duration"]))
+        self._strides_seen = 0.0
+        self.motion, self.posture, self.stop_asked = motion, None, False
+        self.version += 1
+        return self._yes(req, motion=motion.name, **extra)
+
+    def _hold(self, q: np.ndarray) -> None:
+        self.v[V_SEG_TO] = q
+        self.s["seg_kind"] = segment.HOLD
+        self.s["seg_done"] = 0.0
+
+    # ------------------------------------------------------------------ each cycle
+    def after_cycle(self) -> Answer | None:
+        """What the cycle just did, seen from the machine: strides walked (counted), a motion
+        that has ended (its FINISHED answer, the end posture reached). Cheap when nothing
+        happened: two scalar reads."""
+        s = self.s
+        if self.motion is None:
+            return None
+        strides = s["stride"]
+        if strides != self._strides_seen:
+            self.steps += int(strides - self._strides_seen)
+            self._strides_seen = strides
+            self.version += 1
+        if s["seg_done"]:
+            m = self.motion
+            self.motion = None
+            self.posture = m.end
+            s["seg_done"] = 0.0
+            if self.go_held:
+                self.go_block = True
+            self.selected = 0
+            self.version += 1
+            return Answer(rq.FINISHED, rq.START, motion=m.name, posture=m.end)
+        if self.stop_asked and m_frozen(s, self.motion):  # a cut move, frozen: no posture
+            m = self.motion
+            self.motion = None
+            self._hold(self.v[V_QR].copy())
+            self.version += 1
+            return Answer(rq.FINISHED, rq.STOP, motion=m.name, posture=None)
+        return None
+
+    # ------------------------------------------------------------------ what may be asked
+    def possible(self) -> list[str]:
+        """The motions that may start now (the crutch's menu)."""
+        if self.motion is not None:
+            return []
+        return list(self.activities.possible(self.posture))
+
+    def selected_motion(self) -> str | None:
+        p = self.possible()
+        return p[self.selected % len(p)] if p else None
+
+    def status(self) -> dict:
+        """What a display shows (the console, the crutch's menu)."""
+        return {"posture": self.posture, "motion": self.motion.name if self.motion else None,
+                "possible": self.possible(), "selected": self.selected_motion(),
+                "steps": self.steps, "speed": self.speed, "levels": dict(self.levels),
+                "go": self.go_held, "home_pending": self.home_pending is not None}
+
+    @staticmethod
+    def _yes(req: Request, motion: str | None = None, **extra) -> Answer:
+        return Answer(rq.ACCEPTED, req.kind, motion=motion or req.motion, extra=extra)
+
+    @staticmethod
+    def _no(req: Request, reason: int, motion: str | None = None, **extra) -> Answer:
+        return Answer(rq.REJECTED, req.kind, reason, motion=motion or req.motion,
+                      extra={k: v for k, v in extra.items() if v is not None})
+
+
+def m_frozen(s, motion) -> bool:
+    """A move cut by STOP has stopped progressing (its rate slewed to 0)."""
+    return motion.kind != "walk" and s["seg_rate"] == 0.0 and s["seg_go"] == 0.0

@@ -1,0 +1,201 @@
+"""One session of a run: the activity machine, who may ask it for what, and the record of
+every request, answer and transition.
+
+The controller makes one before its loop (:func:`for_run`) and calls :meth:`Session.tick`
+at the end of every RUN cycle, after the cycle's commands went out: the sources' requests
+(the board's crutch buttons, the console's keys, the session script, or — in replay — the
+recorded requests at the cycles they came in) are answered at once and an accepted one acts
+on the next cycle's reference; the answers go back to the board and the console and into
+the run's events (``events.jsonl`` and the ``/activity`` channel). All sources are equal
+before the machine; safety is not theirs (the cycle's check runs whoever asked).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exo_rt.session import requests as rq
+from exo_rt.session.machine import ActivityMachine
+from exo_rt.session.requests import Answer, Request
+
+EMPTY: tuple = ()
+
+
+class Session:
+    """The session of the controller ``ctl`` on its cycle: ``machine`` answers; ``sources``
+    ask (objects with ``poll(cycle) → iterable of Request``, and optionally ``notify(answer,
+    cycle)`` and ``on_stride(steps, cycle)``); ``sinks`` are told every answer and every
+    change a display shows (``answer(answer, cycle)``, ``show(machine, cycle)``)."""
+
+    def __init__(self, ctl, machine: ActivityMachine, sources: list, sinks: list | None = None,
+                 *, script=None) -> None:
+        self.ctl, self.machine, self.sources = ctl, machine, list(sources)
+        self.sinks = list(sinks or ())
+        self.script = script  # the session script source, if any: its end ends the session
+        self._steps = 0
+        self._shown = -1
+        self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
+
+    def begin(self, k: int) -> None:
+        """The first RUN cycle: the machine holds where the leg is and names its posture;
+        the script's time starts."""
+        if self.script is not None:
+            self.script.k0 = k
+        self.machine.start()
+        self._event(k, {"event": "activity", "posture": self.machine.posture,
+                        "possible": self.machine.possible()})
+        self._show(k)
+
+    def ask(self, req: Request, k: int, active: bool = True) -> Answer:
+        """One request, answered (and recorded, and told to every sink and source)."""
+        req.cycle = k
+        ans = self.machine.handle(req, active)
+        self._answered(k, req, ans)
+        return ans
+
+    def tick(self, k: int, active: bool) -> None:
+        """The end of cycle ``k``: the sources' requests, then what the cycle did (strides,
+        a motion's end). Nothing allocates when nobody asked and nothing happened."""
+        for src in self.sources:
+            for req in src.poll(k):
+                self.ask(req, k, active)
+        m = self.machine
+        done = m.after_cycle()
+        if m.steps != self._steps:
+            self._steps = m.steps
+            self._event(k, {"event": "stride", "steps": m.steps})
+            for src in self.sources:
+                on_stride = getattr(src, "on_stride", None)
+                if on_stride is not None:
+                    on_stride(m.steps, k)
+        if done is not None:
+            self._answered(k, None, done)
+            self._event(k, {"event": "activity", "posture": m.posture,
+                            "possible": m.possible()})
+        if m.version != self._shown:
+            self._show(k)
+
+    @property
+    def ended(self) -> bool:
+        """The session is over: END was accepted (from a posture)."""
+        return self.machine.ended
+
+    def _answered(self, k: int, req: Request | None, ans: Answer) -> None:
+        self.log.append((k, req, ans))
+        ev = {"event": "request"} if req is not None else {"event": "finished"}
+        if req is not None:
+            ev.update(req.as_dict())
+        ev.update(ans.as_dict())
+        self._event(k, ev)
+        for src in self.sources:
+            notify = getattr(src, "notify", None)
+            if notify is not None:
+                notify(ans, k)
+        for sink in self.sinks:
+            sink.answer(ans, k)
+
+    def _show(self, k: int) -> None:
+        self._shown = self.machine.version
+        for sink in self.sinks:
+            sink.show(self.machine, k)
+
+    def _event(self, k: int, ev: dict) -> None:
+        out = {"cycle": k, "t": round(k * self.ctl.dt, 6)}
+        out.update(ev)
+        self.ctl.events.append(out)
+
+
+class Shifted:
+    """A session script's source on the session's own clock: its cycle 0 is the first RUN
+    cycle (``k0``, set when the session begins)."""
+
+    def __init__(self, source) -> None:
+        self.source, self.k0 = source, 0
+
+    def poll(self, k: int):
+        return self.source.poll(k - self.k0)
+
+    def notify(self, answer, k: int) -> None:
+        self.source.notify(answer, k - self.k0)
+
+    def on_stride(self, steps: int, k: int) -> None:
+        self.source.on_stride(steps, k - self.k0)
+
+
+class Recorded:
+    """Requests recorded in a run's events, asked again at the cycles they came in (replay:
+    the same session, bit for bit, whoever asked then)."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.due: dict[int, list[Request]] = {}
+        for ev in events:
+            if ev.get("event") != "request":
+                continue
+            req = Request(rq.BY_NAME[ev["request"]], rq.REPLAY, int(ev["cycle"]),
+                          ev.get("motion") if ev.get("request") == "start" else None,
+                          ev.get("value"), tuple(ev["legs"]) if ev.get("legs") else None)
+            self.due.setdefault(int(ev["cycle"]), []).append(req)
+
+    def poll(self, k: int):
+        return self.due.get(k, EMPTY)
+
+
+def gait_function(robot, cfg, wearer):
+    """(speed m/s, step length m or None) → (Fourier rows (n, 11) rad, stride period s,
+    stride length m): the walking reference for this robot and wearer
+    (:mod:`exo_rt.control.gait_speed`)."""
+    from exo_rt.control import trajectory
+
+    names = list(robot.joint_names)
+    kinds = [cfg.reference.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
+             for nm in names]
+
+    def gaits(speed: float, step_length: float | None):
+        w = wearer.walk(speed, robot, step_length)
+        rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
+        return rows, w.period, w.stride_length
+
+    return gaits
+
+
+def for_run(ctl) -> Session:
+    """The session of a controller's run, from its options: the activities file (default:
+    the robot's shipped one), the wearer profile (default: the robot file's wearer), the
+    sources — the session script (default: the shipped ``configs/sessions/default.yaml``:
+    walk for ``--duration``), the board's buttons when the board is there, the console with
+    ``console`` — or, in replay, the recorded requests."""
+    from exo_rt.session import activities as act
+    from exo_rt.session import script as sc
+    from exo_rt.session import wearer as wr
+
+    o, top = ctl.options, ctl.top
+    robot = top.robot
+    activities = act.load_activities(o.activities or act.default_path(robot.name), robot)
+    wearer = (wr.load_wearer(o.wearer, robot) if o.wearer is not None
+              else wr.default_wearer(robot))
+    ctl.wearer = wearer
+    machine = ActivityMachine(ctl.cycle, activities, wearer, gait_function(robot, ctl.cfg,
+                                                                           wearer))
+    sources: list = []
+    sinks: list = []
+    script = None
+    if o.requests is not None:  # replay: what was asked, when it was
+        sources.append(Recorded(list(o.requests)))
+    else:
+        path = Path(o.session) if o.session is not None else sc.default_path()
+        script = Shifted(sc.ScriptSource(sc.load_session(path, activities), ctl.duration,
+                                         ctl.dt))
+        sources.append(script)
+        if o.console:
+            from exo_rt.session.console import ConsoleSource, ConsoleView
+
+            console = ConsoleSource()
+            sources.append(console)
+            sinks.append(ConsoleView(console))
+    if ctl.board is not None and hasattr(ctl.board, "button_changes"):
+        from exo_rt.session.buttons import BoardButtons
+
+        board = BoardButtons(ctl.board, machine, listen=o.requests is None)
+        sources.append(board)
+        sinks.append(board)
+    return Session(ctl, machine, sources, sinks, script=script)
