@@ -12,11 +12,16 @@ gaps (tests/test_firmware_bridge.py feeds both the same streams) — on prealloc
   it overflowed, the last sequence number), its statistics (as ``DecoderStats``), the latest
   STATUS (e-stop, motor power, watchdog tripped, supply mV) and how many arrived, the latest
   PRESSURE (sensor count and values) and how many arrived, the heel-strike detector (contact
-  and the number of strikes);
+  and the number of strikes), the crutch's buttons (the latest BUTTONS frame's mask and press
+  count, how many frames came, and the last :data:`CHANGE_SLOTS` changes of either in a ring
+  with their running count, so that Python sees each change once, even several in one read);
 - ``partial`` (uint8): the bytes of a frame whose delimiter has not arrived yet;
 - ``other`` (uint8 rows: kind, sequence, length, payload …) and ``st[D_OTHER]``: the frames
   of the rare kinds (firmware version, error, and any PC → board kind looped back), left to
   Python to turn into messages.
+
+Columns are appended, never renumbered (a kernel compiled against the old layout keeps
+reading the old columns right).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from numba import types
 
 from exo_rt.jit import njit
 from firmware_bridge.protocol import (
+    ANSWER,
+    BUTTONS,
     ERROR,
     FW_VERSION,
     HEARTBEAT,
     INDICATOR,
     MAX_FRAME,
     MAX_PAYLOAD,
+    MENU,
     POWER,
     PRESSURE,
     ST_ESTOP,
@@ -52,7 +60,12 @@ D_PRESSURE_N, D_IN_CONTACT, D_HEEL_N, D_N_SENSORS = 17, 18, 19, 20
 D_OTHER = 21  # frames of other kinds waiting in ``other``
 D_SENSORS = 22  # the latest pressure values (N), up to MAX_SENSORS
 MAX_SENSORS = (MAX_FRAME - 7) // 2  # the most a frame of MAX_FRAME bytes can carry
-D_WIDTH = D_SENSORS + MAX_SENSORS
+# the crutch's buttons: BUTTONS frames, the latest mask and presses, changes (a running count)
+D_BUTTONS_N = D_SENSORS + MAX_SENSORS
+D_BUTTONS, D_PRESSES, D_CHANGES = D_BUTTONS_N + 1, D_BUTTONS_N + 2, D_BUTTONS_N + 3
+D_CHANGE_RING = D_BUTTONS_N + 4  # change c (0-based) at D_CHANGE_RING + 2 (c % CHANGE_SLOTS)
+CHANGE_SLOTS = 16  # changes kept between two reads of Python (more: the oldest are lost)
+D_WIDTH = D_CHANGE_RING + 2 * CHANGE_SLOTS
 OTHER_ROWS = 16  # rare frames kept between two reads (more are counted as gaps of nothing)
 OTHER_WIDTH = 3 + MAX_PAYLOAD
 
@@ -115,8 +128,12 @@ def _valid_body(kind, raw, plen):
         return plen == 1
     if kind == POWER:
         return plen == 1 and raw[4] <= 1
-    if kind == INDICATOR:
+    if kind == INDICATOR or kind == ANSWER:
         return plen == 4
+    if kind == MENU:  # (its level: 0–100 %)
+        return plen == 13 and raw[16] <= 100
+    if kind == BUTTONS:
+        return plen == 3
     if kind == STATUS:
         return plen == 3
     if kind == PRESSURE:
@@ -181,6 +198,16 @@ def _frame(enc, n, st, other, raw, contact):
         elif heel >= contact:
             st[D_IN_CONTACT] = 1
             st[D_HEEL_N] += 1
+    elif kind == BUTTONS:
+        mask, presses = int(raw[4]), int(raw[5]) | (int(raw[6]) << 8)
+        if st[D_BUTTONS_N] == 0 or mask != st[D_BUTTONS] or presses != st[D_PRESSES]:
+            slot = D_CHANGE_RING + 2 * (st[D_CHANGES] % CHANGE_SLOTS)
+            st[slot] = mask
+            st[slot + 1] = presses
+            st[D_CHANGES] += 1
+        st[D_BUTTONS] = mask
+        st[D_PRESSES] = presses
+        st[D_BUTTONS_N] += 1
     else:
         row = st[D_OTHER]
         if row < other.shape[0]:
@@ -231,8 +258,11 @@ def decode_stream(data, n, st, partial, other, raw, contact):
 
 
 # ---------------------------------------------------------------- the cycle's whole poll
-# what a poll brought (bits): a new STATUS, new heel strikes, frames of the rare kinds
-N_STATUS, N_HEEL, N_OTHER = 1, 2, 4
+# what a poll brought (bits): a new STATUS, new heel strikes, frames of the rare kinds, a
+# BUTTONS frame (every 20 ms: the buttons' liveness, and maybe a change); N_PYTHON: what
+# Python must take (BoardLink.take_news), all but the status
+N_STATUS, N_HEEL, N_OTHER, N_BUTTONS = 1, 2, 4, 8
+N_PYTHON = N_HEEL | N_OTHER | N_BUTTONS
 # the board's word (bits, as the cycle's S_BOARD): e-stop pressed, link lost, motor power off
 B_ESTOP, B_LINK_LOST, B_POWER_OFF = 1, 2, 4
 WORD_SHIFT = 4  # poll's result: news | word << WORD_SHIFT
@@ -246,11 +276,12 @@ def feed(data, n, st, partial, other, raw, contact):
     """:func:`decode_stream` of data[:n], reporting what it brought and the board's word:
     ``news | word << WORD_SHIFT`` (``N_*``; ``B_ESTOP``, ``B_POWER_OFF`` — the link's loss is
     the caller's, on its own clock)."""
-    status_n, heel_n = st[D_STATUS_N], st[D_HEEL_N]
+    status_n, heel_n, buttons_n = st[D_STATUS_N], st[D_HEEL_N], st[D_BUTTONS_N]
     if n > 0:
         decode_stream(data, n, st, partial, other, raw, contact)
     news = ((N_STATUS if st[D_STATUS_N] != status_n else 0)
-            | (N_HEEL if st[D_HEEL_N] != heel_n else 0) | (N_OTHER if st[D_OTHER] else 0))
+            | (N_HEEL if st[D_HEEL_N] != heel_n else 0) | (N_OTHER if st[D_OTHER] else 0)
+            | (N_BUTTONS if st[D_BUTTONS_N] != buttons_n else 0))
     known = st[D_STATUS_N] > 0
     word = (B_ESTOP if known and st[D_ESTOP] else 0) | (0 if known and st[D_POWER] else B_POWER_OFF)
     return news | (word << WORD_SHIFT)

@@ -9,6 +9,12 @@ Python object per frame; a reader thread
 :meth:`send_heartbeat` (rate-limited to ``heartbeat_hz``). The link is lost when no status has
 arrived for ``link_timeout`` s of the link's clock (the simulated clock in lockstep runs).
 Heel strikes (a foot-sole pressure rising through ``contact_N``) are queued with their times.
+
+The crutch's buttons (BUTTONS frames, every ``BUTTON_PERIOD_S`` and on a change): the held
+:attr:`~BoardLink.buttons`, the :attr:`~BoardLink.button_presses` count, the link's time of
+the last frame (:attr:`~BoardLink.buttons_time`: the input's liveness) and each change with
+its time (:attr:`~BoardLink.button_changes`). The PC answers requests
+(:meth:`~BoardLink.send_answer`) and feeds the crutch's display (:meth:`~BoardLink.send_menu`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from firmware_bridge import protocol as p
 
 READ_SIZE = 4096  # bytes one poll reads at most (the board sends ~25 bytes a millisecond)
 FIONREAD = termios.FIONREAD  # the bytes a tty's line discipline holds (firmware_bridge.ttyio)
-NEWS = fd.N_STATUS | fd.N_HEEL | fd.N_OTHER
+NEWS = fd.N_STATUS | fd.N_PYTHON
 
 
 @dataclass
@@ -42,7 +48,8 @@ class LinkStats:
 
 class BoardLink:
     def __init__(self, url: str, *, heartbeat_hz: float = 1000.0, link_timeout: float = 0.05,
-                 contact_N: float = 200.0, clock=time.monotonic, baudrate: int = 1_000_000):
+                 contact_N: float = 200.0, clock=time.monotonic, baudrate: int = 1_000_000,
+                 menu_refresh_s: float = 0.5):
         try:
             if url.startswith("fd:"):  # an already open descriptor (the in-process emulator)
                 self.port = _FdPort(int(url[3:]))
@@ -68,6 +75,13 @@ class BoardLink:
         self.version: p.FirmwareVersion | None = None
         self.errors: deque = deque(maxlen=64)
         self.heel_strikes: deque = deque(maxlen=64)
+        # the crutch's buttons: each change as (time on ``clock``, mask, presses)
+        self.button_changes: deque = deque(maxlen=64)
+        self._buttons_time = np.array([np.nan])  # the last BUTTONS frame's (s, on ``clock``)
+        self._changes_seen = 0  # button changes queued so far
+        self.menu_refresh_s = menu_refresh_s
+        self._menu: tuple | None = None  # the last MENU's fields and when it went out
+        self._menu_time = -np.inf
         self._last_hb = -1e9
         self._heartbeats: dict[int, bytes] = {}  # (state << 8 | sequence) → its frame
         self._sent = 0
@@ -93,6 +107,23 @@ class BoardLink:
     @status_time.setter
     def status_time(self, t: float) -> None:
         self._status_time[0] = t
+
+    @property
+    def buttons(self) -> int:
+        """The crutch's buttons held now (``exo_rt.session.requests.B_*`` bits; 0 before any
+        BUTTONS frame)."""
+        return int(self._st[fd.D_BUTTONS])
+
+    @property
+    def button_presses(self) -> int:
+        """The board's count of button presses since it started (wraps at 2¹⁶)."""
+        return int(self._st[fd.D_PRESSES])
+
+    @property
+    def buttons_time(self) -> float:
+        """When the last BUTTONS frame came (s, on ``clock``, as :attr:`status_time`; NaN
+        before any): their silence is the input's loss."""
+        return float(self._buttons_time[0])
 
     def compiled_poll(self) -> tuple | None:
         """What a compiled cycle needs to poll this link itself (:func:`exo_rt.runtime.
@@ -134,6 +165,34 @@ class BoardLink:
     def indicator(self, pattern: int, red: int = 0, green: int = 0, blue: int = 0) -> None:
         self._send(p.Indicator(pattern, red, green, blue))
 
+    def send_answer(self, kind: int, answer: int, reason: int = 0,
+                    motion_index: int | None = None) -> None:
+        """An ANSWER to the board: the request's ``kind``, ``answer``, ``reason`` (codes of
+        :mod:`exo_rt.session.requests`) and the motion's index in the activities file (None:
+        none). Out-of-range values raise ValueError (naming the field)."""
+        self._send(p.Answer(kind, answer, reason,
+                            p.NO_INDEX if motion_index is None else motion_index))
+
+    def send_menu(self, state: int, posture: int | None, motion: int | None,
+                  selected: int | None, possible_mask: int, steps: int, speed_mm_s: float,
+                  level_pct: float, *, force: bool = False) -> bool:
+        """A MENU for the crutch's display: the controller's ``state``, the ``posture``, the
+        running ``motion`` and the ``selected`` one (indices; None: none), the motions that may
+        start now (``possible_mask``, bit i: motion i), the strides walked, the speed (mm/s,
+        rounded) and the assistance level (%, rounded). Sent when it differs from the last one
+        sent, or ``menu_refresh_s`` after it (a board that restarted shows it again), or
+        ``force``; returns whether it was. Call it at will: an unchanged menu costs a compare."""
+        none = p.NO_INDEX
+        fields = (state, none if posture is None else posture, none if motion is None else motion,
+                  none if selected is None else selected, possible_mask, steps,
+                  int(round(speed_mm_s)), int(round(level_pct)))
+        now = self.clock()
+        if not force and fields == self._menu and now - self._menu_time < self.menu_refresh_s:
+            return False
+        self._send(p.Menu(*fields))
+        self._menu, self._menu_time = fields, now
+        return True
+
     # ------------------------------------------------------------------ board → PC
     def poll(self) -> int:
         """Read and decode everything available (never blocks, never raises); returns the
@@ -157,17 +216,26 @@ class BoardLink:
         return word | fd.B_LINK_LOST if now - self.status_time > self.link_timeout else word
 
     def take_news(self, out: int, now: float) -> None:
-        """What a poll brought: a status (the link is alive), heel strikes, rare frames."""
+        """What a poll brought: a status (the link is alive), heel strikes, the buttons'
+        frames (their time; their changes, each once), rare frames."""
         st = self._st
         if out & fd.N_STATUS:
             self.status_time = now
+        if out & fd.N_BUTTONS:
+            self._buttons_time[0] = now
+            changes = int(st[fd.D_CHANGES])
+            for c in range(max(self._changes_seen, changes - fd.CHANGE_SLOTS), changes):
+                slot = fd.D_CHANGE_RING + 2 * (c % fd.CHANGE_SLOTS)
+                self.button_changes.append((now, int(st[slot]), int(st[slot + 1])))
+            self._changes_seen = changes
         if out & fd.N_HEEL:
             heel_n = int(st[fd.D_HEEL_N])
             for _ in range(heel_n - self._heel_seen):
                 self.heel_strikes.append(now)
             self._heel_seen = heel_n
         if out & fd.N_OTHER:
-            for row in range(st[fd.D_OTHER]):  # the rare kinds: version, error
+            for row in range(st[fd.D_OTHER]):  # the rare kinds: version, error (others: none
+                # the PC takes; a PC → board frame looped back)
                 kind, length = int(self._other[row, 0]), int(self._other[row, 2])
                 body = p._body(kind, bytes(self._other[row, 3:3 + length]))
                 if isinstance(body, p.FirmwareVersion):

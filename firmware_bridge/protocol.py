@@ -14,18 +14,29 @@ Messages (payload layouts):
 | 0x01 HEARTBEAT | PC → board | controller state u8 |
 | 0x02 POWER | PC → board | enable u8 (1 on, 0 off; re-arms a tripped watchdog) |
 | 0x03 INDICATOR | PC → board | pattern u8, red u8, green u8, blue u8 |
+| 0x04 ANSWER | PC → board | request kind u8, answer u8, reason u8, motion index u8 (0xFF none) |
+| 0x05 MENU | PC → board | controller state u8, posture u8, running motion u8, selected |
+|  |  | motion u8 (indices, 0xFF none), possible motions u32 (bit i: motion i), |
+|  |  | steps u16, speed mm/s u16, assistance level % u8 (0–100) |
 | 0x81 STATUS | board → PC | flags u8 (bit0 e-stop, bit1 motor power, bit2 watchdog |
 |  |  | tripped), supply mV u16 |
 | 0x82 PRESSURE | board → PC | n u8, then n × u16 foot-sole pressure (N) |
 | 0x83 VERSION | board → PC | major u8, minor u8, patch u8 |
 | 0x84 ERROR | board → PC | code u16 |
+| 0x85 BUTTONS | board → PC | held buttons u8 (``B_*`` bits), presses u16 (wrapping count) |
+
+The codes inside ANSWER, MENU and BUTTONS (request kinds, answers, reasons, button bits) are
+:mod:`exo_rt.session.requests`'. A decoder accepts a frame whose payload has its type's length
+(and POWER's enable 0 or 1, MENU's level 0–100); any other is counted (``unknown_type``)
+and skipped.
 """
 
 from __future__ import annotations
 
 import binascii
+import operator
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from cobs import cobs
 
@@ -33,8 +44,9 @@ VERSION = 1
 MAX_PAYLOAD = 64
 MAX_FRAME = 2 + 4 + MAX_PAYLOAD + 2 + 2  # COBS overhead for ≤ 254 bytes is 1, plus slack
 
-HEARTBEAT, POWER, INDICATOR = 0x01, 0x02, 0x03
-STATUS, PRESSURE, FW_VERSION, ERROR = 0x81, 0x82, 0x83, 0x84
+HEARTBEAT, POWER, INDICATOR, ANSWER, MENU = 0x01, 0x02, 0x03, 0x04, 0x05
+STATUS, PRESSURE, FW_VERSION, ERROR, BUTTONS = 0x81, 0x82, 0x83, 0x84, 0x85
+NO_INDEX = 0xFF  # a MENU's or ANSWER's index field: no posture / motion
 
 ST_ESTOP, ST_POWER, ST_WATCHDOG = 0x01, 0x02, 0x04
 
@@ -83,6 +95,72 @@ class Error:
 
 
 @dataclass(frozen=True)
+class Buttons:
+    """The crutch's buttons: ``mask`` those held now (``exo_rt.session.requests.B_*`` bits),
+    ``presses`` the presses of any button since the board started (wraps at 2¹⁶): a press and
+    release between two frames still counts."""
+
+    mask: int
+    presses: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The PC's answer to a request (``exo_rt.session.requests`` codes): the request's
+    ``kind``, ``answer`` (accepted / rejected / finished), ``reason`` (rejected: why), the
+    ``motion``'s index in the activities file (:data:`NO_INDEX`: none)."""
+
+    kind: int
+    answer: int
+    reason: int = 0
+    motion: int = NO_INDEX
+
+
+@dataclass(frozen=True)
+class Menu:
+    """What the crutch's display shows: the controller's ``state``, the ``posture`` the leg is
+    in, the ``motion`` running and the one ``selected`` (indices in the activities file,
+    :data:`NO_INDEX`: none or unknown), ``possible`` (bit i: motion i may start now), the
+    ``steps`` (strides) walked, ``speed_mm_s`` (mm/s) and the assistance ``level_pct`` (%)."""
+
+    state: int
+    posture: int = NO_INDEX
+    motion: int = NO_INDEX
+    selected: int = NO_INDEX
+    possible: int = 0
+    steps: int = 0
+    speed_mm_s: int = 0
+    level_pct: int = 100
+
+
+# the session frames' payloads: kind and struct format, one code per field in field order
+_FIXED = {Buttons: (BUTTONS, "<BH"), Answer: (ANSWER, "<BBBB"), Menu: (MENU, "<BBBBIHHB")}
+_FIXED_BY_KIND = {kind: (cls, struct.Struct(fmt)) for cls, (kind, fmt) in _FIXED.items()}
+_TOP = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFF_FFFF}
+_FIELD_TOP = {"level_pct": 100}  # fields narrower than their wire type
+
+
+def _check_fields(body) -> tuple[int, ...]:
+    """A session frame's field values, each checked against its range (a ValueError naming
+    the field; ``presses`` wraps at 2¹⁶ and is taken modulo)."""
+    values = []
+    for f, code in zip(fields(body), _FIXED[type(body)][1][1:], strict=True):
+        v = getattr(body, f.name)
+        top = _FIELD_TOP.get(f.name, _TOP[code])
+        try:
+            v = operator.index(v)
+        except TypeError:
+            v = None
+        if v is not None and f.name == "presses":
+            v &= 0xFFFF
+        if v is None or not 0 <= v <= top:
+            raise ValueError(f"{type(body).__name__}.{f.name} = {getattr(body, f.name)!r} "
+                             f"does not fit its frame: an integer 0–{top}")
+        values.append(v)
+    return tuple(values)
+
+
+@dataclass(frozen=True)
 class Message:
     """A decoded frame: its sequence number and its content."""
 
@@ -109,6 +187,9 @@ def _payload(body) -> tuple[int, bytes]:
         return FW_VERSION, struct.pack("<3B", body.major, body.minor, body.patch)
     if isinstance(body, Error):
         return ERROR, struct.pack("<H", body.code)
+    if type(body) in _FIXED:
+        kind, fmt = _FIXED[type(body)]
+        return kind, struct.pack(fmt, *_check_fields(body))
     raise TypeError(f"not a message: {body!r}")
 
 
@@ -138,6 +219,11 @@ def _body(kind: int, p: bytes):
         return FirmwareVersion(*p)
     if kind == ERROR and len(p) == 2:
         return Error(struct.unpack("<H", p)[0])
+    fixed = _FIXED_BY_KIND.get(kind)
+    if fixed is not None and len(p) == fixed[1].size:
+        body = fixed[0](*fixed[1].unpack(p))
+        if all(getattr(body, name, 0) <= top for name, top in _FIELD_TOP.items()):
+            return body  # (every field in its range: what an encoder may send)
     return None
 
 

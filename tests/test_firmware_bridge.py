@@ -27,6 +27,9 @@ MESSAGES = [
     (p.Status(True, False, True, 24123), 7), (p.Status(False, True, False, 11800), 255),
     (p.Pressure((10, 20, 30, 40)), 8), (p.Pressure(()), 9), (p.FirmwareVersion(1, 2, 3), 10),
     (p.Error(0xBEEF), 11),
+    # the session frames (tests/test_board_buttons.py): buttons, answers, the display's menu
+    (p.Buttons(0x05, 513), 12), (p.Buttons(0, 0), 13), (p.Answer(1, 2, 4, 0xFF), 14),
+    (p.Menu(4, 1, 0xFF, 2, 0x8000_0005, 41, 1250, 80), 15), (p.Buttons(0x05, 514), 16),
 ]
 # hand-checked: COBS(01 81 07 03 05 3b 5e + CRC-16/CCITT-FALSE 0xad83 little-endian) + 00
 VECTOR = (p.Status(True, False, True, 24123), 7, bytes.fromhex("0a01810703053b5e83ad00"))
@@ -114,8 +117,13 @@ def _reference_state(msgs, contact):
         strikes += heel >= contact and not inside
         inside = heel >= contact * 0.5 if inside else heel >= contact
     others = [(m.sequence, m.body) for m in msgs
-              if not isinstance(m.body, (p.Status, p.Pressure))]
-    return status, pressures[-1].newton if pressures else None, strikes, others
+              if not isinstance(m.body, (p.Status, p.Pressure, p.Buttons))]
+    changes, last = [], None  # the buttons: each change of mask or presses
+    for m in msgs:
+        if isinstance(m.body, p.Buttons) and (m.body.mask, m.body.presses) != last:
+            last = (m.body.mask, m.body.presses)
+            changes.append(last)
+    return status, pressures[-1].newton if pressures else None, strikes, others, changes
 
 
 @settings(max_examples=3000, deadline=None)
@@ -147,7 +155,7 @@ def test_compiled_receive_path_is_the_python_decoder(data):
                                   fd.D_GAPS)] == [
         ref.frames, ref.crc_errors, ref.bad_length, ref.unknown_type, ref.bad_version,
         ref.oversize, ref.cobs_errors, ref.resyncs, ref.gaps]
-    status, newton, strikes, others = _reference_state(msgs, 200.0)
+    status, newton, strikes, others, changes = _reference_state(msgs, 200.0)
     if status is None:
         assert st_[fd.D_STATUS_N] == 0
     else:
@@ -158,6 +166,13 @@ def test_compiled_receive_path_is_the_python_decoder(data):
         k = int(st_[fd.D_N_SENSORS])
         assert tuple(int(x) for x in st_[fd.D_SENSORS:fd.D_SENSORS + k]) == newton
     assert st_[fd.D_HEEL_N] == strikes and rare == others
+    assert st_[fd.D_BUTTONS_N] == sum(isinstance(m.body, p.Buttons) for m in msgs)
+    assert st_[fd.D_CHANGES] == len(changes)
+    ring = [tuple(int(x) for x in st_[fd.D_CHANGE_RING + 2 * (c % fd.CHANGE_SLOTS):][:2])
+            for c in range(max(0, len(changes) - fd.CHANGE_SLOTS), len(changes))]
+    assert ring == changes[-fd.CHANGE_SLOTS:]
+    if changes:
+        assert (int(st_[fd.D_BUTTONS]), int(st_[fd.D_PRESSES])) == changes[-1]
 
 
 def test_c_decoder_survives_the_corpus_under_sanitizers(tmp_path):

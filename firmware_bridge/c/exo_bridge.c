@@ -118,3 +118,81 @@ int eb_feed(eb_decoder *d, uint8_t byte, eb_frame *frame) {
     d->frames++;
     return 1;
 }
+
+/* ---- the session frames (little-endian fields) */
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xFFu);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+size_t eb_encode_buttons(const eb_buttons *b, uint8_t sequence, uint8_t *out, size_t capacity) {
+    uint8_t p[EB_BUTTONS_LEN];
+    p[0] = b->mask;
+    put16(p + 1, b->presses);
+    return eb_encode(EB_BUTTONS, sequence, p, EB_BUTTONS_LEN, out, capacity);
+}
+
+size_t eb_encode_answer(const eb_answer *a, uint8_t sequence, uint8_t *out, size_t capacity) {
+    uint8_t p[EB_ANSWER_LEN] = {a->kind, a->answer, a->reason, a->motion};
+    return eb_encode(EB_ANSWER, sequence, p, EB_ANSWER_LEN, out, capacity);
+}
+
+size_t eb_encode_menu(const eb_menu *m, uint8_t sequence, uint8_t *out, size_t capacity) {
+    uint8_t p[EB_MENU_LEN];
+    if (m->level_pct > 100u) return 0;
+    p[0] = m->state;
+    p[1] = m->posture;
+    p[2] = m->motion;
+    p[3] = m->selected;
+    put16(p + 4, (uint16_t)(m->possible & 0xFFFFu));
+    put16(p + 6, (uint16_t)(m->possible >> 16));
+    put16(p + 8, m->steps);
+    put16(p + 10, m->speed_mm_s);
+    p[12] = m->level_pct;
+    return eb_encode(EB_MENU, sequence, p, EB_MENU_LEN, out, capacity);
+}
+
+/* 1: a frame of this type and length; 0: another type; -1: this type, a wrong length */
+static int check(const eb_frame *f, uint8_t type, uint8_t length) {
+    if (f->type != type) return 0;
+    return f->length == length ? 1 : -1;
+}
+
+int eb_decode_buttons(const eb_frame *f, eb_buttons *b) {
+    int ok = check(f, EB_BUTTONS, EB_BUTTONS_LEN);
+    if (ok == 1) {
+        b->mask = f->payload[0];
+        b->presses = get16(f->payload + 1);
+    }
+    return ok;
+}
+
+int eb_decode_answer(const eb_frame *f, eb_answer *a) {
+    int ok = check(f, EB_ANSWER, EB_ANSWER_LEN);
+    if (ok == 1) {
+        a->kind = f->payload[0];
+        a->answer = f->payload[1];
+        a->reason = f->payload[2];
+        a->motion = f->payload[3];
+    }
+    return ok;
+}
+
+int eb_decode_menu(const eb_frame *f, eb_menu *m) {
+    int ok = check(f, EB_MENU, EB_MENU_LEN);
+    if (ok == 1 && f->payload[12] > 100u) ok = -1; /* a level over 100 % */
+    if (ok == 1) {
+        const uint8_t *p = f->payload;
+        m->state = p[0];
+        m->posture = p[1];
+        m->motion = p[2];
+        m->selected = p[3];
+        m->possible = (uint32_t)get16(p + 4) | ((uint32_t)get16(p + 6) << 16);
+        m->steps = get16(p + 8);
+        m->speed_mm_s = get16(p + 10);
+        m->level_pct = p[12];
+    }
+    return ok;
+}
