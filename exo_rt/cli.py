@@ -442,7 +442,21 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "NAME=SPEC for bus NAME (repeatable). Default: each bus from its bus "
                         "file (interface, channel, bitrate), sim where none names one")
     p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
-    p.add_argument("--duration", type=float, default=10.0, metavar="S", help="RUN time (s)")
+    p.add_argument("--duration", type=float, default=10.0, metavar="S",
+                   help="the session's time (s): the default session walks this long; any "
+                        "session still going 30 s after it is stopped (docs/sessions.md)")
+    p.add_argument("--session", metavar="FILE",
+                   help="session script: requests at times or after events (default "
+                        "configs/sessions/default.yaml: walk for --duration, stop, end)")
+    p.add_argument("--activities", metavar="FILE",
+                   help="activities file: postures and motions (default the robot's, "
+                        "configs/activities/ROBOT.yaml)")
+    p.add_argument("--wearer", metavar="FILE",
+                   help="wearer profile: height, ranges, speeds, assistance (default from the "
+                        "robot file's wearer)")
+    p.add_argument("--console", action="store_true",
+                   help="the therapist's console: keys on standard input become requests, the "
+                        "session's status on standard error (docs/sessions.md)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>; a "
                                                 "previous run's files there are replaced)")
     p.add_argument("--realtime", action="store_true",
@@ -492,6 +506,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
         print(f"model warning: {w}", file=sys.stderr)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
+    from exo_rt.session.session import check_files
+
+    check_files(top, args.session, args.activities, args.wearer)  # before anything starts
     from exo_rt.runtime.buses import resolve_specs
 
     bus = resolve_specs(top.buses, args.bus)
@@ -513,7 +530,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                      status=True, rt_setup=not args.no_rt_setup, board=args.board,
                      live=args.live, live_remote=args.live_remote,
                      live_wait=_live_wait(args, bus),
-                     reset_faults=args.reset_faults)
+                     reset_faults=args.reset_faults, session=args.session,
+                     activities=args.activities, wearer=args.wearer, console=args.console)
     ctl.can_format = args.can_log
     import signal
 
@@ -554,7 +572,7 @@ def _final_line(s: dict, realtime: bool) -> str:
     lockstep), the start-up's wall time in its parts, and — in real time only, where they
     mean something — the loop's compute time and overruns."""
     up, ph = s["startup_s"], s.get("phases_s", {})
-    walk = f" ({ph['RUN']:g} s walking)" if "RUN" in ph else ""
+    walk = f" ({ph['RUN']:g} s in the session)" if "RUN" in ph else ""
     line = (f"final state {s['final_state']}, {s['cycles']} cycles = {s['duration_s']:g} s"
             f"{walk}; READY {up['process_to_ready']:.2f} s after start (imports and buses "
             f"{up.get('imports_and_open', float('nan')):.2f} s, compile "

@@ -73,7 +73,7 @@ class Controller:
         self.bus_spec, self.injections = bus_spec, o.injections
         self.can_format = ".blf"
         self.start_pose = None if o.start_pose is None else [float(x) for x in o.start_pose]
-        self.state, self.cycles, self._stop_requested = BOOT, 0, False
+        self.state, self.cycles, self._stop_requested, self.session = BOOT, 0, False, None
         self.events: list[dict] = []
         self.faults: list[Fault] = []
         self.setup_lines: list[str] = []
@@ -123,8 +123,7 @@ class Controller:
         self.io = CycleIO(self)
 
     def close_buses(self) -> None:
-        """The rig's board and buses closed (a controller that never ran)."""
-        self.rig.close()
+        self.rig.close()  # (a controller that never ran)
 
     def _log_capacity(self, duration: float) -> int:
         """The most cycles a run of ``duration`` s takes, the session's guard's spare too."""
@@ -244,6 +243,8 @@ class Controller:
         return setup
 
     def _deactivate(self) -> None:
+        if self.session is not None:
+            self.session.close()
         self.io.close()
         self.rig.close()
         self.cycle.set_rows(self.cycle.no_rows)  # (the recording's shared memory goes)
@@ -298,8 +299,7 @@ class Controller:
                 rec.check(k * self.dt)
         return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])
 
-    def run_cycle(self) -> int:
-        """The control cycle RUN starts in: where ``--inject``'s T counts from."""
+    def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
         return script.run_cycle(self.dt, self.top.align_s)
 
     def _go(self, state: int, k: int) -> None:

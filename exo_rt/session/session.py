@@ -75,6 +75,13 @@ class Session:
         if m.version != self._shown:
             self._show(k)
 
+    def close(self) -> None:
+        """The run is over: the console's terminal restored."""
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                close()
+
     @property
     def ended(self) -> bool:
         """The session is over: END was accepted (from a posture)."""
@@ -103,6 +110,32 @@ class Session:
         out = {"cycle": k, "t": round(k * self.ctl.dt, 6)}
         out.update(ev)
         self.ctl.events.append(out)
+
+
+class ConsoleSink:
+    """The console's status line, kept up with the machine (what changed, the last answer);
+    the console's keys act on the possible motions and the speed it was last told."""
+
+    def __init__(self, ctl, source, view) -> None:
+        self.ctl, self.source, self.view, self.last = ctl, source, view, None
+
+    def answer(self, ans, k: int) -> None:
+        self.last = ans
+
+    def show(self, machine, k: int) -> None:
+        from exo_rt.runtime.states import STATES
+
+        st = machine.status()
+        status = dict(time=k * self.ctl.dt, state=STATES[self.ctl.state], posture=st["posture"],
+                      motion=st["motion"], possible=st["possible"], strides=st["steps"],
+                      speed=st["speed"], level=st["levels"], go=st["go"], answer=self.last,
+                      waiting="confirm" if st["home_pending"] else None)
+        self.source.set_status(status)
+        self.view.update(status, self.source.messages())
+
+    def close(self) -> None:
+        self.source.close()
+        self.view.close()
 
 
 class Shifted:
@@ -158,22 +191,38 @@ def gait_function(robot, cfg, wearer):
     return gaits
 
 
+def load_files(top, session=None, activities=None, wearer=None):
+    """The session's files, read and checked against the robot: (session script, activities,
+    wearer) — the defaults where a path is None. ConfigError (file:line) on any mistake."""
+    from exo_rt.session import activities as act
+    from exo_rt.session import script as sc
+    from exo_rt.session import wearer as wr
+
+    robot = top.robot
+    w = wr.load_wearer(wearer, robot) if wearer is not None else wr.default_wearer(robot)
+    a = act.load_activities(activities or act.default_path(robot.name), robot,
+                            top.safety.joint_margin, postures=w.postures or None)
+    script = sc.load_session(Path(session) if session is not None else sc.default_path(), a)
+    return script, a, w
+
+
+def check_files(top, session=None, activities=None, wearer=None) -> None:
+    """``exo-rt run``'s early check of the session's files (before anything starts)."""
+    load_files(top, session, activities, wearer)
+
+
 def for_run(ctl) -> Session:
     """The session of a controller's run, from its options: the activities file (default:
     the robot's shipped one), the wearer profile (default: the robot file's wearer), the
     sources — the session script (default: the shipped ``configs/sessions/default.yaml``:
     walk for ``--duration``), the board's buttons when the board is there, the console with
     ``console`` — or, in replay, the recorded requests."""
-    from exo_rt.session import activities as act
     from exo_rt.session import script as sc
-    from exo_rt.session import wearer as wr
 
     o, top = ctl.options, ctl.top
     robot = top.robot
-    activities = act.load_activities(o.activities or act.default_path(robot.name), robot)
-    wearer = (wr.load_wearer(o.wearer, robot) if o.wearer is not None
-              else wr.default_wearer(robot))
-    ctl.wearer = wearer
+    steps, activities, wearer = load_files(top, o.session, o.activities, o.wearer)
+    ctl.wearer, ctl.activities = wearer, activities
     machine = ActivityMachine(ctl.cycle, activities, wearer, gait_function(robot, ctl.cfg,
                                                                            wearer))
     sources: list = []
@@ -182,16 +231,14 @@ def for_run(ctl) -> Session:
     if o.requests is not None:  # replay: what was asked, when it was
         sources.append(Recorded(list(o.requests)))
     else:
-        path = Path(o.session) if o.session is not None else sc.default_path()
-        script = Shifted(sc.ScriptSource(sc.load_session(path, activities), ctl.duration,
-                                         ctl.dt))
+        script = Shifted(sc.ScriptSource(steps, ctl.duration, ctl.dt))
         sources.append(script)
         if o.console:
             from exo_rt.session.console import ConsoleSource, ConsoleView
 
             console = ConsoleSource()
             sources.append(console)
-            sinks.append(ConsoleView(console))
+            sinks.append(ConsoleSink(ctl, console, ConsoleView()))
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
         from exo_rt.session.buttons import BoardButtons
 
