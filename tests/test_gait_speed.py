@@ -183,7 +183,7 @@ def test_leg_lengths_errors_name_the_legs():
 
 
 def test_docs_table_is_the_codes():
-    """docs/config-wearer.md's "Walking speed" table: `python -m exo_rt.control.gait_speed
+    """docs/config-wearer.md's "Walking speed" table: `python -m exo_rt.session.wearer
     configs/robots/exo_leg.yaml`."""
     text = (ROOT / "docs" / "config-wearer.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (0\.\d0) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "

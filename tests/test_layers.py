@@ -38,6 +38,8 @@ UPPER = {
     "exo_rt.record.replay": "replays a recorded run through the controller's cycle on a plant",
     "exo_rt.hil": "bench procedures: the controller's safety and top config on a test bench",
     "exo_rt.batch": "replay and parameter sweeps over many runs: controller, model-in-the-loop",
+    "exo_rt.session": "the session with a wearer: its activity machine writes the cycle's "
+                      "reference segments",
 }
 # (exo_rt.bench, the dynamics benchmark, is no orchestrator: it imports neither, and stays so.)
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")

@@ -283,7 +283,7 @@ def _start(a):
             word |= fd.B_LINK_LOST
         s.board = word
         io[IO_T_BOARD] = fastio.monotonic(a.ts)
-        if out & (fd.N_HEEL | fd.N_OTHER):
+        if out & fd.N_PYTHON:
             io[IO_NEWS] = out
             io[IO_NOW] = now
             return BACK_BOARD
@@ -313,10 +313,7 @@ def _inputs(a):
     if int(s.state) == RUN:
         phase_state = a.phase_state
         period = phase_state[trajectory.PH_PERIOD]
-        if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 0:  # strides so far + this one's
-            s.phase = phase_state[trajectory.PH_COUNT] - 1.0 + \
-                trajectory.phase_from_events(phase_state, (k - io[IO_K0_RUN]) * dt)
-            s.phase_external = 1.0
+        if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 1:  # the wearer's cadence
             s.a_period = s.b_period = period
         s.period = period
     s.hist = k if k < d.hist.shape[0] else -1.0

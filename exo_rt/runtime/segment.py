@@ -182,8 +182,7 @@ def _gait(s, v, n, dt, gaits, offsets):
         v[V_QDR, j] = q1 * rate
         v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
     s.phase_last = phase
-    if s.phase_external == 0.0:
-        s.phase = phase + rate * dt
+    s.phase = phase + rate * dt
 
 
 @njit(cache=True)

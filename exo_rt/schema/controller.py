@@ -68,8 +68,9 @@ class Reference:
                         doc="the posture of hold and min_jerk")
     duration: float = key(Num(gt=0, inf=True), 2.0, unit="s", doc="of a minimum-jerk move")
     phase: str = key(Choice(("time", "events"), "phase source"), "time",
-                     doc="`time` (fixed cadence) or `events`: the wearer's heel strikes from "
-                         "the embedded board set the gait phase and the stride period")
+                     doc="`time` (the session's cadence) or `events`: the wearer's heel "
+                         "strikes from the embedded board set the stride period (the phase "
+                         "is integrated at it)")
 
 
 @section("encoder")

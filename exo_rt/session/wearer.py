@@ -271,3 +271,40 @@ def _check_robot(w: Wearer, root: Node, mech) -> None:
             raise ConfigError(f"step_length.max {w.step_length.max:g} m is beyond the leg "
                               f"'{prefix or mech.name}': {what}", node.where(),
                               fix or "lower step_length.max") from None
+
+
+# ----------------------------------------------------------------------------- the table
+def table(speeds, mech, wearer) -> list[tuple[float, float, float, float, float, float]]:
+    """(speed m/s, cadence steps/min, period s, step length m, stride length m, amplitude)
+    per speed for ``wearer`` (a :class:`Wearer`) on the robot ``mech``."""
+    rows = []
+    for v in speeds:
+        w = wearer.walk(v, mech)
+        rows.append((v, w.cadence, w.period, w.step_length, w.stride_length, w.amplitude))
+    return rows
+
+
+def main(argv=None) -> int:
+    """``python -m exo_rt.session.wearer ROBOT [--wearer FILE] [--speeds …]``: the walks'
+    table of docs/config-wearer.md ("Walking speed")."""
+    import argparse
+
+    from exo_rt.model import load_mechanism
+
+    p = argparse.ArgumentParser(prog="python -m exo_rt.session.wearer",
+                                description=main.__doc__)
+    p.add_argument("robot")
+    p.add_argument("--wearer", help="a wearer profile (default: the robot file's wearer)")
+    p.add_argument("--speeds", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5, 0.6])
+    args = p.parse_args(argv)
+    mech = load_mechanism(args.robot)
+    wearer = load_wearer(args.wearer, mech) if args.wearer else default_wearer(mech)
+    print("| speed m/s | cadence steps/min | period s | step m | stride m | amplitude |")
+    print("|---|---|---|---|---|---|")
+    for v, c, t, s, L, a in table(args.speeds, mech, wearer):
+        print(f"| {v:.2f} | {c:.1f} | {t:.3f} | {s:.3f} | {L:.3f} | {a:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
