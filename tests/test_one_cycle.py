@@ -36,7 +36,8 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
     top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.5))
     c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
     c.s["state"] = RUN
-    c.s["phase"], c.s["period"] = 0.3, top.controller.reference.period
+    period = top.controller.reference.period
+    c.s["phase"], c.s["period"] = 0.3 - 1e-3 / period, period  # (advanced, then evaluated)
     qr, qdr, qddr = (np.zeros(2) for _ in range(3))
     trajectory.gait(0.3, c.period, c.coeffs, qr, qdr, qddr)
     c.q[:] = c.q_prev[:] = qr + [0.02, -0.03]  # near the reference: no safety cause

@@ -37,7 +37,7 @@ from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety, script, summary
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES, STOPPING
+from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES
 
 
 class AbortKey:
@@ -247,9 +247,9 @@ class Bench:
         """The controller's own cycle against the drives, period by period, through the states
         of a run: :func:`exo_rt.runtime.cycle.step` — its estimate, reference by state, the
         wearer's torque, law, current, safety check and, in SAFE, the ramped safe action —
-        as ``exo-rt run`` steps it: READY (``READY_CYCLES`` at zero current), ALIGN (the
-        minimum-jerk move to the gait's start over the top config's ``align`` duration), RUN
-        (``seconds`` of the reference), STOPPING (``stop`` duration), then the drives
+        as ``exo-rt run`` steps it (:func:`exo_rt.runtime.script.lifecycle`): READY
+        (``READY_CYCLES`` at zero current), RUN (the default session: homing to standing,
+        walking ``seconds``, the closing step), STOPPING (``stop`` duration), then the drives
         disabled. A safety cause goes SAFE as in a run: the safe action ramps out, the drives
         are disabled, and the summary's ``fault`` says why and when.
 
@@ -263,10 +263,13 @@ class Bench:
         range, as the controller's run summary (:func:`exo_rt.runtime.summary.joints`); the
         cycles, the final state, the fault. The states follow :mod:`exo_rt.runtime.script`'s
         (the controller's), step for step."""
+        from exo_rt.session import session as sessions
+
         top, c, dt = self.top, self.control, self.dt
         s, m, d = c.s, c.model, c.data
-        lasts = {ALIGN: top.align_s, RUN: seconds, STOPPING: top.stop_s}  # s in each state
-        cap = READY_CYCLES + sum(int(x / dt) + 2 for x in lasts.values()) + \
+        events: list[dict] = []
+        sess = sessions.build(c, top, events, dt, seconds)  # the default session's
+        cap = int((seconds + 2 * script.SESSION_SPARE_S + top.stop_s) / dt) + READY_CYCLES + \
             int(top.safety.ramp_cycles) + 4
         log = Log.empty(cap, self.n, states=True)
         self.start()
@@ -289,16 +292,15 @@ class Bench:
                 if s["safe_done"]:
                     break
                 continue
-            new = script.next_state(state, k, k0, dt, lasts)
+            new = script.lifecycle(state, k, k0, dt, sess, seconds, top.stop_s)
             if new == SHUTDOWN:
                 break
-            if new == ALIGN:
-                c.q_align0[:] = c.q
-            elif new == RUN:
-                c.law_state[:] = 0
             if new is not None:
                 state = new
                 s["state"], k0[state] = state, k + 1
+            if new == RUN:
+                c.law_state[:] = 0
+                sess.begin(k + 1)
         self.disable_all()
         log = log.trimmed()
         return log, {"law": top.controller.law, "run_s": seconds, "cycles": log.n,

@@ -53,7 +53,6 @@ SCALARS = np.dtype([
     ("seg_go", "f8"),  # 1: progress (GO held, or not needed), 0: freeze
     ("seg_slew", "f8"),  # the rate's largest change per cycle
     ("seg_done", "f8"),  # out: 1 once a move or the closing step has ended (end posture)
-    ("phase_last", "f8"),  # strides: the phase the previous cycle evaluated
     ("blend_start", "f8"),  # strides: where the running blend began
     ("blend_len", "f8"),  # strides: its length (0: none)
     ("a_kind", "f8"),  # the blend's side A: segment.POSTURE (v[V_SEG_FROM]) or GAIT_SOURCE

@@ -2,54 +2,44 @@
 (``READY_CYCLES``) → RUN (the session: the activity machine, its requests and answers, until
 END) → STOPPING (the last posture held, ``stop_s``) → SHUTDOWN (the drives disabled). The
 controller's update loop calls :func:`advance` at the end of every cycle; the bench's run of
-the controller steps by :func:`next_state` (READY → ALIGN → RUN → STOPPING, timed)."""
+the controller steps by :func:`lifecycle` too."""
 
 from __future__ import annotations
 
 from exo_rt.control import trajectory
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
-
-NEXT = {ALIGN: RUN, RUN: STOPPING, STOPPING: SHUTDOWN}
-
-
-def next_state(state: int, k: int, k0: dict, dt: float, lasts: dict) -> int | None:
-    """The state after cycle ``k`` (None: the same): READY → ALIGN after ``READY_CYCLES``;
-    a timed state → the next once its time is up (``lasts``: s in ALIGN, RUN, STOPPING;
-    ``k0``: the cycle each state began). The controller's run and the bench's run of the
-    controller (:meth:`exo_rt.hil.bench.Bench.run_controller`) step by it."""
-    if state == READY and k >= READY_CYCLES:
-        return ALIGN
-    if state in lasts and (k + 1 - k0[state]) * dt >= lasts[state]:
-        return NEXT[state]
-    return None
-
+from exo_rt.runtime.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
 
 SESSION_SPARE_S = 30.0  # s: a session still going this long after --duration is stopped
 
 
-def advance(ctl, k: int) -> None:
-    """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due:
-    READY → RUN after ``READY_CYCLES`` (the session begins: the activity machine holds the
-    posture the leg is in); in RUN the session's sources are heard and answered
-    (:meth:`exo_rt.session.session.Session.tick`) and its END leads to STOPPING (the posture
-    held ``stop_s``) → SHUTDOWN. A session still going ``SESSION_SPARE_S`` after the run's
-    ``--duration`` is ended by the controller (a walk stopped with its closing step, then
-    END): :meth:`_guard`."""
-    state, sess, dt = ctl.state, ctl.session, ctl.dt
-    new = None
+def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
+              stop_s: float) -> int | None:
+    """The state after cycle ``k`` of a session's run (None: the same): READY → RUN after
+    ``READY_CYCLES``; in RUN (and after it: a request in SAFE is answered, refused) the
+    session's sources are heard and answered (:meth:`exo_rt.session.session.Session.tick`),
+    and its END leads to STOPPING (the posture held ``stop_s``) → SHUTDOWN. A session still
+    going ``SESSION_SPARE_S`` after ``duration`` is ended (:func:`_guard`). ``k0``: the
+    cycle each state began. The controller's run and the bench's run of the controller
+    (:meth:`exo_rt.hil.bench.Bench.run_controller`) step by it."""
     if state == READY and k >= READY_CYCLES:
-        new = RUN
-    elif state in (RUN, STOPPING, SAFE) and RUN in ctl.k0:
-        sess.tick(k, state == RUN)
+        return RUN
+    if RUN in k0 and state in (RUN, STOPPING, SAFE):
+        session.tick(k, state == RUN)
         if state == RUN:
-            if sess.ended:
-                new = STOPPING
-            elif (k + 1 - ctl.k0[RUN]) * dt >= ctl.duration + SESSION_SPARE_S:
-                _guard(sess, k)
-        elif state == STOPPING and (k + 1 - ctl.k0[STOPPING]) * dt >= ctl.top.stop_s:
-            new = SHUTDOWN
-    elif state == STOPPING and (k + 1 - ctl.k0[STOPPING]) * dt >= ctl.top.stop_s:
-        new = SHUTDOWN
+            if session.ended:
+                return STOPPING
+            if (k + 1 - k0[RUN]) * dt >= duration + SESSION_SPARE_S:
+                _guard(session, k)
+    if state == STOPPING and (k + 1 - k0[STOPPING]) * dt >= stop_s:
+        return SHUTDOWN
+    return None
+
+
+def advance(ctl, k: int) -> None:
+    """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due
+    (:func:`lifecycle`): entering RUN the session begins (the activity machine holds the
+    posture the leg is in), entering SHUTDOWN the drives are disabled."""
+    new = lifecycle(ctl.state, k, ctl.k0, ctl.dt, ctl.session, ctl.duration, ctl.top.stop_s)
     if new is None:
         return
     if new == SHUTDOWN:
@@ -60,8 +50,8 @@ def advance(ctl, k: int) -> None:
     ctl._go(new, k + 1)  # (STOPPING holds the last reference)
     if new == RUN:
         ctl.law_state[:] = 0
-        ctl._t_run = ctl.board.clock() + dt if ctl.board is not None else 0.0
-        sess.begin(k + 1)
+        ctl._t_run = ctl.board.clock() + ctl.dt if ctl.board is not None else 0.0
+        ctl.session.begin(k + 1)
         heel_strikes(ctl)  # those of READY's last cycles
         if ctl.rig.board_emulated:  # the emulated wearer starts walking
             ctl.bus_set.board_command(f"walk {ctl._t_run!r}")

@@ -95,8 +95,10 @@ def _hold(v, n):
 
 @njit(cache=True)
 def _move(s, v, n, dt):
+    """Progress first, then the reference at it: an accepted move moves in its first cycle."""
     dr = _slew(s)
     r, big_t = s.seg_rate, s.seg_duration
+    s.seg_tau += r * dt
     x = s.seg_tau / big_t
     if x >= 1.0:
         _hold(v, n)
@@ -109,7 +111,6 @@ def _move(s, v, n, dt):
         v[V_QR, j] = v[V_SEG_FROM, j] + delta * sh
         v[V_QDR, j] = delta * d1 / big_t * r
         v[V_QDDR, j] = delta * (d2 / (big_t * big_t) * r * r + d1 / big_t * dr / dt)
-    s.seg_tau += r * dt
 
 
 @njit(cache=True)
@@ -146,31 +147,41 @@ def _close(s, gaits, phase):
 
 
 @njit(cache=True)
-def _gait(s, v, n, dt, gaits, offsets):
-    dr = _slew(s)
-    r = s.seg_rate
-    phase, last = s.phase, s.phase_last
-    if math.floor(phase) > math.floor(last):
-        _boundary(s, gaits, phase)
-    if s.stop_req and math.floor(2.0 * phase) > math.floor(2.0 * last):
-        _close(s, gaits, phase)
+def _blend(s, phase):
+    """The blend at ``phase``: its weight w and dw/dφ, d²w/dφ² (per stride), and the phase
+    rate at full progress f (strides/s)."""
     x = (phase - s.blend_start) / s.blend_len if s.blend_len > 0.0 else 1.0
-    if s.closing and x >= 1.0:  # the closing step is over: the end posture, held
-        _hold(v, n)
-        s.seg_kind = HOLD
-        s.seg_done = 1.0
-        s.closing = 0.0
-        return
     w, w1, w2 = _shape(x)
     if s.blend_len > 0.0:
         w1 /= s.blend_len
         w2 /= s.blend_len * s.blend_len
     else:
         w1 = w2 = 0.0
-    inv_a, inv_b = 1.0 / s.a_period, 1.0 / s.b_period
-    f = (1.0 - w) * inv_a + w * inv_b  # strides per second at rate 1
+    return x, w, w1, w2, (1.0 - w) / s.a_period + w / s.b_period
+
+
+@njit(cache=True)
+def _gait(s, v, n, dt, gaits, offsets):
+    """The phase advanced first (at the rate of the blend where it was), the boundaries it
+    crossed applied, then the reference at it: an accepted walk moves in its first cycle."""
+    dr = _slew(s)
+    r = s.seg_rate
+    last = s.phase
+    phase = last + r * _blend(s, last)[4] * dt
+    s.phase = phase
+    if math.floor(phase) > math.floor(last):
+        _boundary(s, gaits, phase)
+    if s.stop_req and math.floor(2.0 * phase) > math.floor(2.0 * last):
+        _close(s, gaits, phase)
+    x, w, w1, w2, f = _blend(s, phase)
+    if s.closing and x >= 1.0:  # the closing step is over: the end posture, held
+        _hold(v, n)
+        s.seg_kind = HOLD
+        s.seg_done = 1.0
+        s.closing = 0.0
+        return
     rate = r * f  # φ̇
-    rate_dot = dr / dt * f + r * w1 * (inv_b - inv_a) * rate  # φ̈
+    rate_dot = dr / dt * f + r * w1 * (1.0 / s.b_period - 1.0 / s.a_period) * rate  # φ̈
     for j in range(n):
         pj = phase + offsets[j]
         a, a1, a2 = _source(s.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
@@ -181,8 +192,6 @@ def _gait(s, v, n, dt, gaits, offsets):
         v[V_QR, j] = q
         v[V_QDR, j] = q1 * rate
         v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
-    s.phase_last = phase
-    s.phase = phase + rate * dt
 
 
 @njit(cache=True)
@@ -207,6 +216,6 @@ def walk_from_start(s, period: float) -> None:
     s["a_period"] = s["b_period"] = s["next_period"] = period
     s["seg_rate"] = s["seg_go"] = 1.0
     s["seg_slew"] = 0.1
-    s["phase"] = s["phase_last"] = s["stride"] = 0.0
+    s["phase"] = s["stride"] = 0.0
     s["blend_start"] = s["blend_len"] = 0.0
     s["next_pending"] = s["stop_req"] = s["closing"] = s["seg_done"] = 0.0

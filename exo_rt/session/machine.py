@@ -230,7 +230,7 @@ class ActivityMachine:
             g[segment.SLOT_A] = rows
             g[segment.SLOT_B] = rows
             v[V_OFFSET] = motion.phase_offsets
-            s["phase"] = s["phase_last"] = s["stride"] = 0.0
+            s["phase"] = s["stride"] = 0.0
             s["a_kind"], s["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
             s["a_period"] = s["b_period"] = s["next_period"] = period
             s["blend_start"], s["blend_len"] = 0.0, motion.opening

@@ -22,14 +22,16 @@ EMPTY: tuple = ()
 
 
 class Session:
-    """The session of the controller ``ctl`` on its cycle: ``machine`` answers; ``sources``
+    """A session on a cycle: ``machine`` answers; ``sources``
     ask (objects with ``poll(cycle) → iterable of Request``, and optionally ``notify(answer,
     cycle)`` and ``on_stride(steps, cycle)``); ``sinks`` are told every answer and every
-    change a display shows (``answer(answer, cycle)``, ``show(machine, cycle)``)."""
+    change a display shows (``answer(answer, cycle)``, ``show(machine, cycle)``); every
+    request, answer, transition and stride is appended to ``events`` (dicts with the cycle
+    and its time, ``dt`` s a cycle)."""
 
-    def __init__(self, ctl, machine: ActivityMachine, sources: list, sinks: list | None = None,
-                 *, script=None) -> None:
-        self.ctl, self.machine, self.sources = ctl, machine, list(sources)
+    def __init__(self, events: list, dt: float, machine: ActivityMachine, sources: list,
+                 sinks: list | None = None, *, script=None) -> None:
+        self.events, self.dt, self.machine, self.sources = events, dt, machine, list(sources)
         self.sinks = list(sinks or ())
         self.script = script  # the session script source, if any: its end ends the session
         self._steps = 0
@@ -107,9 +109,9 @@ class Session:
             sink.show(self.machine, k)
 
     def _event(self, k: int, ev: dict) -> None:
-        out = {"cycle": k, "t": round(k * self.ctl.dt, 6)}
+        out = {"cycle": k, "t": round(k * self.dt, 6)}
         out.update(ev)
-        self.ctl.events.append(out)
+        self.events.append(out)
 
 
 class ConsoleSink:
@@ -211,38 +213,40 @@ def check_files(top, session=None, activities=None, wearer=None) -> None:
     load_files(top, session, activities, wearer)
 
 
-def for_run(ctl) -> Session:
-    """The session of a controller's run, from its options: the activities file (default:
-    the robot's shipped one), the wearer profile (default: the robot file's wearer), the
-    sources — the session script (default: the shipped ``configs/sessions/default.yaml``:
-    walk for ``--duration``), the board's buttons when the board is there, the console with
-    ``console`` — or, in replay, the recorded requests."""
+def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
+          activities=None, wearer=None, requests=None) -> Session:
+    """The session on ``cycle`` for the top config ``top``: its files (:func:`load_files`;
+    None: the defaults) and its script, timed by the run's ``duration`` — or, in replay, the
+    recorded ``requests`` instead. The controller's (:func:`for_run`) adds its board and
+    console; the bench's run of the controller takes it as it is."""
     from exo_rt.session import script as sc
 
-    o, top = ctl.options, ctl.top
-    robot = top.robot
-    steps, activities, wearer = load_files(top, o.session, o.activities, o.wearer)
-    ctl.wearer, ctl.activities = wearer, activities
-    machine = ActivityMachine(ctl.cycle, activities, wearer, gait_function(robot, ctl.cfg,
-                                                                           wearer))
-    sources: list = []
-    sinks: list = []
-    script = None
-    if o.requests is not None:  # replay: what was asked, when it was
-        sources.append(Recorded(list(o.requests)))
-    else:
-        script = Shifted(sc.ScriptSource(steps, ctl.duration, ctl.dt))
-        sources.append(script)
-        if o.console:
-            from exo_rt.session.console import ConsoleSource, ConsoleView
+    steps, acts, who = load_files(top, session, activities, wearer)
+    machine = ActivityMachine(cycle, acts, who, gait_function(top.robot, top.controller, who))
+    if requests is not None:  # replay: what was asked, when it was
+        return Session(events, dt, machine, [Recorded(list(requests))])
+    script = Shifted(sc.ScriptSource(steps, duration, dt))
+    return Session(events, dt, machine, [script], script=script)
 
-            console = ConsoleSource()
-            sources.append(console)
-            sinks.append(ConsoleSink(ctl, console, ConsoleView()))
+
+def for_run(ctl) -> Session:
+    """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
+    RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
+    buttons when the board is there, the console with ``console``."""
+    o = ctl.options
+    sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
+                 activities=o.activities, wearer=o.wearer, requests=o.requests)
+    ctl.wearer, ctl.activities = sess.machine.wearer, sess.machine.activities
+    if o.console and o.requests is None:
+        from exo_rt.session.console import ConsoleSource, ConsoleView
+
+        console = ConsoleSource()
+        sess.sources.append(console)
+        sess.sinks.append(ConsoleSink(ctl, console, ConsoleView()))
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
         from exo_rt.session.buttons import BoardButtons
 
-        board = BoardButtons(ctl.board, machine, listen=o.requests is None)
-        sources.append(board)
-        sinks.append(board)
-    return Session(ctl, machine, sources, sinks, script=script)
+        board = BoardButtons(ctl.board, sess.machine, listen=o.requests is None)
+        sess.sources.append(board)
+        sess.sinks.append(board)
+    return sess
