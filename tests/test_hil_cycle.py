@@ -66,24 +66,29 @@ def test_the_bench_velocity_is_the_cycles_estimate_bit_for_bit():
 def test_the_controller_procedure_is_the_controllers_run(tmp_path):
     """The controller's cycle on the bench against the controller's own run on the same
     simulated leg from the same pose: the same tracking errors and peak currents over RUN
-    (to rounding), the same cycles, state by state."""
+    (to rounding), the same cycles, state by state, the same reference bit for bit."""
     seconds = 2.0
     b = sim_bench(pose=POSE)
     log, summary = b.run_controller(seconds)
     top = load_top(CONFIGS / "exo_leg.yaml")
-    run = Controller(top, "sim", board=None, start_pose=list(POSE)).run(seconds,
-                                                                         tmp_path / "run")
+    ctl = Controller(top, "sim", board=None, start_pose=list(POSE))
+    run = ctl.run(seconds, tmp_path / "run")
     assert summary["final_state"] == run.summary["final_state"] == "SHUTDOWN"
     assert summary["fault"] is None
     assert summary["cycles"] == log.n == run.summary["cycles"]
-    align, stop = int(top.align_s * top.rate_hz), int(top.stop_s * top.rate_hz)
+    stop = int(top.stop_s * top.rate_hz)
     counts = [int(np.sum(log.state == s)) for s in (READY, ALIGN, RUN, STOPPING)]
-    assert counts == [READY_CYCLES + 1, align, int(seconds * top.rate_hz), stop]
+    assert counts == [int(np.sum(ctl.log["state"] == s)) for s in (READY, ALIGN, RUN, STOPPING)]
+    assert counts[0] == READY_CYCLES + 1 and counts[1] == 0 and counts[3] == stop
+    assert counts[2] > seconds * top.rate_hz  # the session: homing, walking, the closing step
     for joint, ours in summary["joints"].items():
         theirs = run.summary["joints"][joint]
         for key in ("rms_error_deg", "max_error_deg", "max_abs_current_A"):
-            assert ours[key] == pytest.approx(theirs[key], rel=1e-9), (joint, key)
+            # (the SYNC times of the two clocks differ by rounding, ~1e-16 s: a velocity
+            # estimate ~1e-16 apart flips one encoder count seconds later: ~1e-4 of the figures)
+            assert ours[key] == pytest.approx(theirs[key], rel=2e-3), (joint, key)
         assert 0.0 < ours["rms_error_deg"] < 0.5  # computed torque tracks the gait
+    assert log.q_ref.tobytes() == ctl.log["q_ref"][: log.n].tobytes()
     run_k = log.state == RUN
     err = np.degrees(log.q[run_k] - log.q_ref[run_k])
     assert np.sqrt(np.mean(err**2, axis=0)) == pytest.approx(
@@ -91,11 +96,11 @@ def test_the_controller_procedure_is_the_controllers_run(tmp_path):
 
 
 def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
-    """The knee's drive faults in ALIGN: SAFE in that cycle, the safe action (zero current)
+    """The knee's drive faults while the session homes: SAFE in that cycle, the safe action (zero current)
     over its ramp, the drives disabled; the report aborted with the cause, state and time."""
     b = sim_bench()
     exchange = b.exchange
-    at = 1500  # bench cycles: in ALIGN
+    at = 1500  # bench cycles: in RUN, homing
 
     def faulting(currents):
         if b.cycles == at:
@@ -106,7 +111,7 @@ def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
     log, summary = b.run_controller(1.0)
     fault = summary["fault"]
     assert summary["final_state"] == "SAFE"
-    assert (fault["cause"], fault["joint"], fault["state"]) == ("drive_fault", "knee", "ALIGN")
+    assert (fault["cause"], fault["joint"], fault["state"]) == ("drive_fault", "knee", "RUN")
     k = fault["cycle"]
     assert at - 2 <= k <= at + 1  # detected in the cycle its EMCY and TPDO arrive
     assert np.all(log.state[:k] != SAFE) and np.all(log.state[k:] == SAFE)
@@ -128,7 +133,7 @@ def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
     b.exchange = faulting2
     report = run_procedure("controller", b, tmp_path)
     assert report["aborted"]
-    assert report["reason"].startswith(f"SAFE at t = {fault['t']:.3f} s in ALIGN: drive_fault "
+    assert report["reason"].startswith(f"SAFE at t = {fault['t']:.3f} s in RUN: drive_fault "
                                        "on knee")
     saved = json.loads((tmp_path / "bench-controller.json").read_text())
     assert saved["aborted"] and saved["reason"] == report["reason"]

@@ -33,7 +33,8 @@ def short_config(folder: Path) -> Path:
 
 def make_archive(root: Path, n_good: int = 20, *, broken: bool = True,
                  run_s: float = 0.3) -> list[str]:
-    """``n_good`` runs of ``run_s`` + k·10 ms in RUN (≈ 1 s each with alignment and stop), under
+    """``n_good`` sessions walking ``run_s`` + k·10 ms (≈ 3–4 s each with homing, the closing
+    step and the stop), under
     wearer/day folders, plus the :data:`BROKEN` ones; returns the good runs' names."""
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
