@@ -316,12 +316,31 @@ def replay_rig(records, meta: dict, top) -> Rig:
     return Rig(buses, [drives], RecordedBoard(cursor), sync_instant=buses.sync_instant)
 
 
+def _session(run_dir: Path) -> dict:
+    """The recorded session's options for a replay: its requests (every ``request`` event of
+    ``events.jsonl``, asked again at the cycles they came in, whoever asked then)."""
+    events = []
+    try:
+        with (run_dir / "events.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue  # (a line cut by a crash: the events before it stand)
+                if isinstance(ev, dict) and ev.get("event") == "request":
+                    events.append(ev)
+    except OSError:
+        pass  # a run without events: no requests (the session's guard ends it)
+    return {"requests": tuple(events)}
+
+
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
     """The recorded measurements into the (recorded, or ``controller``) controller."""
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
-    ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top))
+    ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),
+                     **_session(run.path))
     ctl.drives[0].scalars = ctl.s
     ctl.run(float(meta["duration_s"]))
     commands = ctl.log["command"][: len(records)]  # what the recording holds for each cycle
@@ -343,7 +362,7 @@ def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None
     top = load_top(run.config, controller=controller)
     inj = tuple(Injection(k, j, t, d) for k, j, t, d in meta.get("injections", []))
     ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"),
-                     history=True)  # every cycle's record, to compare
+                     history=True, **_session(run.path))  # every cycle's record, to compare
     if meta.get("injections_from") != "RUN":  # recorded before T counted from RUN's start
         ctl.injections = tuple(Injection(i.kind, i.joint, i.t - ctl.run_cycle() * ctl.dt,
                                          i.duration) for i in inj)
