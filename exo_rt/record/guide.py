@@ -8,23 +8,27 @@ from pathlib import Path
 # (file, what it holds, how to open it); in the order a reader needs them
 FILES = (
     ("summary.json", "the run's outcome: final state, faults (cause, joint, when, reaction), "
-     "tracking per joint, timing, start-up, each phase's duration; absent if the run did not "
-     "finish", "any text editor; `exo-rt report RUN`"),
-    ("events.jsonl", "state changes, faults, operator stops, recording errors — one JSON "
-     "object a line", "any text editor"),
+     "tracking per joint, timing, start-up, each phase's duration, what the session did "
+     "(strides, requests accepted and refused, the posture it ended in); absent if the run did "
+     "not finish", "any text editor; `exo-rt report RUN`"),
+    ("events.jsonl", "state changes, faults, operator stops, recording errors, the session's "
+     "requests (who asked, the answer), motions finished, postures reached, strides — one "
+     "JSON object a line", "any text editor"),
     ("cycles.exolog", "one record per control cycle (1 kHz): time, state, cause, joint "
      "positions, velocities, references, currents, commands, torques, drive flags, timing",
      "`exo-rt report RUN` (plots), `exo-rt export --csv RUN`, or numpy "
      "(`exo_rt.record.recorder.read_cycle_log`)"),
     ("can.blf", "every CAN frame sent and received, on one clock", "python-can's "
      "`can.LogReader`, Vector tools, `exo-rt replay can.blf --config …`"),
-    ("run.mcap", "the cycle log, the CAN frames and the events as MCAP (a run longer than an "
-     "hour goes on in `run-2.mcap`, `run-3.mcap` …, an hour each)", "Foxglove or "
+    ("run.mcap", "the cycle log, the CAN frames, the events and the session's (`/activity`) "
+     "as MCAP (a run longer than an hour goes on in `run-2.mcap`, `run-3.mcap` …, an hour "
+     "each)", "Foxglove or "
      "PlotJuggler (with `foxglove-layout.json`); `exo-rt recover RUN` if a crash cut it"),
     ("foxglove-layout.json", "the plots for this robot's joints", "Foxglove: Layout → Import"),
     ("config.yaml", "the top config as run, pointing at the copies under `configs/`",
      "`exo-rt run --config RUN/config.yaml` runs it again"),
-    ("configs/", "a copy of every config file the run used (robot, buses, controller, EDS)",
+    ("configs/", "a copy of every config file the run used (robot, buses, controller, EDS; "
+     "the session script, activities file and wearer profile)",
      "replay uses them (`exo-rt replay RUN`)"),
     ("config-snapshot.json", "where each copied file came from, with its SHA-256",
      "any text editor"),

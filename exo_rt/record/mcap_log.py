@@ -5,24 +5,31 @@ Foxglove SDK's native MCAP writer; ``exo-rt export --mcap`` writes it for older 
 reads it back (:func:`read_mcap`) when a run folder has no cycle log. Channels (JSON messages
 with a JSON schema, so any MCAP tool can decode them):
 
-======== ================= ==========================================================
-topic    one message per   fields
-======== ================= ==========================================================
-/joints  cycle             t, cycle; q, qd, q_ref, current, command, torque, flags — each
-                           an object keyed by joint name (Foxglove path ``/joints.q.hip``)
-/state   cycle             t, cycle, state (name), state_code, cause (name), cause_code,
-                           board, overrun_streak
-/timing  cycle             t, cycle, wake_us, compute_us, overruns, sample_t
-/can     CAN frame         t, id, dlc, data (bytes), rx, extended, error, bus
-/events  state change      t, cycle, event ("state"), state, from, cause
-======== ================= ==========================================================
+========= ================= ==========================================================
+topic     one message per   fields
+========= ================= ==========================================================
+/joints   cycle             t, cycle; q, qd, q_ref, current, command, torque, flags,
+                            qd_ref — each an object keyed by joint name (Foxglove path
+                            ``/joints.q.hip``)
+/state    cycle             t, cycle, state (name), state_code, cause (name), cause_code,
+                            board, overrun_streak, phase (the gait's, in strides: its
+                            whole part counts them), stride (strides counted)
+/timing   cycle             t, cycle, wake_us, compute_us, overruns, sample_t
+/can      CAN frame         t, id, dlc, data (bytes), rx, extended, error, bus
+/events   state change      t, cycle, event ("state"), state, from, cause
+/activity session event     t, cycle, event (request | finished | activity | stride) and
+                            the event's own fields, as in events.jsonl (docs/sessions.md)
+========= ================= ==========================================================
 
 Every value of the cycle log is in exactly one field (numbers as JSON numbers, which
 round-trip float64 exactly; NaN and ±inf — not JSON — as null), so :func:`read_mcap` rebuilds
 the cycle log's records. The run's metadata (the cycle log's header: joint names, rate, config
 …) is the MCAP metadata record ``exo-rt``. Log times: the run's wall clock at the loop's start
 plus the cycle's t; CAN frames at their time stamp (wall clock during bring-up; a lockstep
-loop stamps its frames with run time, counted from the same origin as t).
+loop stamps its frames with run time, counted from the same origin as t). The session's
+events come from the control process through a ring of their own
+(:class:`exo_rt.record.rings.MessageRing`), handed over once a second and at the end, and are
+logged at their own cycle's time: rare, they are never on the cycle's path.
 """
 
 from __future__ import annotations
@@ -38,8 +45,12 @@ from exo_rt.errors import LogError, Where
 from exo_rt.record.rings import ERROR, EXTENDED, RX
 from exo_rt.record.runfolder import METADATA, recover_on_read, segment_path, segments
 
-TOPICS = ("/joints", "/state", "/timing", "/can", "/events")
-JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")
+TOPICS = ("/joints", "/state", "/timing", "/can", "/events", "/activity")
+JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")  # contiguous
+QD_REF = "qd_ref"  # per joint too, elsewhere in the record (newer runs only)
+STATE_EXTRA = ("phase", "stride")  # /state's, from the record's columns of that name
+# the events of events.jsonl that are the session's (exo_rt.session.session): /activity's
+ACTIVITY_EVENTS = ("request", "finished", "activity", "stride")
 RELATIVE_BELOW_S = 1e8  # a frame time stamp below this (1973) counts from the run's start
 NUM = {"type": ["number", "null"]}
 
@@ -47,10 +58,11 @@ NUM = {"type": ["number", "null"]}
 def schemas(joint_names) -> dict[str, dict]:
     """JSON schema of each topic for these joints."""
     per_joint = {"type": "object", "properties": {n: NUM for n in joint_names}}
-    joints = {"t": NUM, "cycle": NUM} | {f: per_joint for f in JOINT_FIELDS}
+    joints = {"t": NUM, "cycle": NUM} | {f: per_joint
+                                         for f in (*JOINT_FIELDS, QD_REF)}
     state = {"t": NUM, "cycle": NUM, "state": {"type": "string"}, "state_code": NUM,
              "cause": {"type": "string"}, "cause_code": NUM, "board": NUM,
-             "overrun_streak": NUM}
+             "overrun_streak": NUM} | dict.fromkeys(STATE_EXTRA, NUM)
     timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM,
               "sample_t": NUM}
     can = {"t": NUM, "id": {"type": "integer"}, "dlc": {"type": "integer"},
@@ -59,9 +71,15 @@ def schemas(joint_names) -> dict[str, dict]:
            "bus": {"type": "string"}}
     events = {"t": NUM, "cycle": NUM, "event": {"type": "string"}, "state": {"type": "string"},
               "from": {"type": "string"}, "cause": {"type": "string"}}
+    text, names = {"type": "string"}, {"type": "array", "items": {"type": "string"}}
+    activity = {"t": NUM, "cycle": NUM, "event": text, "request": text, "source": text,
+                "answer": text, "reason": text, "motion": text, "posture": {"type": ["string",
+                                                                                    "null"]},
+                "possible": names, "steps": NUM, "value": NUM, "legs": names, "note": text}
     return {topic: {"type": "object", "title": f"exo_rt{topic.replace('/', '.')}",
                     "properties": props}
-            for topic, props in zip(TOPICS, (joints, state, timing, can, events), strict=True)}
+            for topic, props in zip(TOPICS, (joints, state, timing, can, events, activity),
+                                    strict=True)}
 
 
 def _null(s: str) -> str:
@@ -89,12 +107,18 @@ class RowEncoder:
         if columns["flags"][1] - q0 != len(JOINT_FIELDS) * n:
             raise ValueError("the record's joint columns are not contiguous")
         self.joint_span = (q0, q0 + len(JOINT_FIELDS) * n)
+        # the reference's velocity, phase and stride: in the records of newer runs only
+        self.qd_ref = columns.get(QD_REF)  # (first, end) column, or None
+        self.state_extra = [f for f in STATE_EXTRA if f in columns]
+        self.i_extra = [columns[f][0] for f in self.state_extra]
         esc = [json.dumps(x).replace("%", "%%") for x in self.names]
         group = "{" + ",".join(f"{k}:%r" for k in esc) + "}"
-        self.joints_fmt = ('{"t":%r,"cycle":%r,'
-                           + ",".join(f'"{f}":{group}' for f in JOINT_FIELDS) + "}")
+        fields = JOINT_FIELDS + ((QD_REF,) if self.qd_ref else ())
+        self.joints_fmt = ('{"t":%r,"cycle":%r,' + ",".join(f'"{f}":{group}' for f in fields)
+                           + "}")
         self.state_fmt = ('{"t":%r,"cycle":%r,"state":%s,"state_code":%r,"cause":%s,'
-                          '"cause_code":%r,"board":%r,"overrun_streak":%r}')
+                          '"cause_code":%r,"board":%r,"overrun_streak":%r'
+                          + "".join(f',"{f}":%r' for f in self.state_extra) + "}")
         self.timing_fmt = ('{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r,'
                            '"sample_t":%r}')
         c = columns
@@ -116,7 +140,10 @@ class RowEncoder:
 
     def joints(self, r: list) -> str:
         a, b = self.joint_span
-        return _null(self.joints_fmt % (r[0], r[1], *r[a:b]))
+        if self.qd_ref is None:
+            return _null(self.joints_fmt % (r[0], r[1], *r[a:b]))
+        c, d = self.qd_ref
+        return _null(self.joints_fmt % (r[0], r[1], *r[a:b], *r[c:d]))
 
     def state(self, r: list) -> str:
         s, c = r[self.i_state], r[self.i_cause]
@@ -125,7 +152,7 @@ class RowEncoder:
         kc = int(c) if c == c else -1
         cj = self._cause_json[kc] if 0 <= kc < len(self._cause_json) else json.dumps(str(kc))
         return _null(self.state_fmt % (r[0], r[1], sj, s, cj, c, r[self.i_board],
-                                       r[self.i_streak]))
+                                       r[self.i_streak], *[r[i] for i in self.i_extra]))
 
     def timing(self, r: list) -> str:
         return _null(self.timing_fmt % (r[0], r[1], r[self.i_wake], r[self.i_compute],
@@ -361,6 +388,20 @@ class McapLog:
         self.messages["/can"] += len(frames)
         self.in_segment["/can"] += len(frames)
 
+    def activity(self, messages) -> None:
+        """The session's events, as the message ring hands them over: (t, JSON bytes), each
+        logged at its cycle's time (it may come up to a second after the cycles around it:
+        MCAP readers order by log time)."""
+        if not messages:
+            return
+        if self.t0_ns is None:
+            self.set_origin(self.meta)
+        log, t0 = self.channels["/activity"].base.log, self.t0_ns
+        for t, body in messages:
+            log(body, t0 + (int(round(t * 1e9)) if t == t else 0))
+        self.messages["/activity"] += len(messages)
+        self.in_segment["/activity"] += len(messages)
+
     def close(self, meta: dict | None = None) -> None:
         """Write the run's metadata and finish the file (its summary and index)."""
         meta = self.meta if meta is None else meta
@@ -440,6 +481,37 @@ def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.nda
         row[columns["overrun_streak"][0]] = num(s["overrun_streak"])
         for f in ("wake_us", "compute_us", "overruns", "sample_t"):
             row[columns[f][0]] = num(tm.get(f))
+        if QD_REF in columns:  # (absent from the messages of older runs: NaN)
+            a = columns[QD_REF][0]
+            ref = j.get(QD_REF) or {}
+            row[a:a + len(names)] = [num(ref.get(nm)) for nm in names]
+        for f in STATE_EXTRA:
+            if f in columns:
+                row[columns[f][0]] = num(s.get(f))
+    return out
+
+
+def read_activity(path: str | Path) -> list[dict]:
+    """The session's events of a run.mcap (its ``/activity`` messages, with the files after
+    it) in the order they happened (the order they were written: a message's log time is its
+    cycle's, and several share a cycle) — what events.jsonl holds of the session."""
+    from mcap.reader import make_reader
+
+    path = Path(path)
+    files = segments(path.parent) if path.name == "run.mcap" else [path]
+    if path.name == "run.mcap":
+        recover_on_read(path.parent)
+    out: list[dict] = []
+    for file in files:
+        try:
+            with open(file, "rb") as f:
+                for _s, _c, message in make_reader(f).iter_messages(topics=["/activity"],
+                                                                    log_time_order=False):
+                    out.append(json.loads(message.data))
+        except (OSError, ValueError, KeyError) as exc:
+            raise LogError(f"cannot read the MCAP file ({exc})", Where(str(file)),
+                           "the file is damaged or not finished (events.jsonl holds the "
+                           "same events)") from None
     return out
 
 

@@ -1,4 +1,4 @@
-"""The control process's side of recording a run: two shared-memory rings and the recording
+"""The control process's side of recording a run: shared-memory rings and the recording
 process that drains them (:mod:`exo_rt.record.writer`).
 
 Per cycle the control thread does one record copy (the cycle kernel writes its record straight
@@ -8,6 +8,11 @@ reaches the loop. The recording process is checked once a second (a ``waitpid``)
 died, :attr:`stopped_at` is the last record time it had written and the run goes on unrecorded.
 A write error stops the recording in the recording process (one line there); its report
 (:meth:`close`) says when and why, and becomes a ``recording_stopped`` event.
+
+The session's events (requests, answers, transitions, strides: a few a second at most) go to
+run.mcap's ``/activity`` through a third ring, of short messages: the run's event list is
+followed (:meth:`Recording.follow`) and what the session added is handed over at the
+once-a-second check and at the end — never in the cycle.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import can
 
 from exo_rt.errors import ConfigError
 from exo_rt.processes import Helper
+from exo_rt.record.mcap_log import ACTIVITY_EVENTS
 from exo_rt.record.recorder import cycle_columns, update_header, write_header
-from exo_rt.record.rings import FrameRing, RecordRing
+from exo_rt.record.rings import FrameRing, MessageRing, RecordRing
 
 RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
 FRAME_RING = 1 << 17  # CAN frames
+MESSAGE_RING = 1 << 9  # the session's events handed over at once (a second's, at most)
 
 
 class Recording:
@@ -57,8 +64,18 @@ class Recording:
         except OSError:
             self.records.release()
             raise
+        try:
+            self.notes = MessageRing(MESSAGE_RING, block_when_full=lockstep,
+                                     consumer_alive=self._alive)
+        except OSError:
+            self.records.release()
+            self.frames.release()
+            raise
+        self._followed: list[dict] = []  # the run's events (the session's go to /activity)
+        self._handed = 0  # how many of them were looked at
         self.process = None
         args = ["--records", self.records.name, "--frames", self.frames.name,
+                "--messages", self.notes.name,
                 "--out", str(self.out), "--can-format", can_format,
                 "--channels", ",".join(channels), "--parent", str(os.getpid())]
         if live is not None:  # live telemetry ([HOST:]PORT), served by the recording process
@@ -82,8 +99,8 @@ class Recording:
             self.live_url = ready.rsplit(" ", 1)[1]
         elif ready.startswith("serving no live telemetry"):  # asked for, it must be there
             self.process.wait(5.0)
-            self.records.release()
-            self.frames.release()
+            for ring in (self.records, self.frames, self.notes):
+                ring.release()
             raise ConfigError(ready.split(": ", 1)[-1], None,
                               "choose another --live port, or run without --live")
 
@@ -100,13 +117,34 @@ class Recording:
         except OSError as exc:
             self.events.append({"event": "recording_error", "error": str(exc)})
 
+    def follow(self, events: list[dict]) -> None:
+        """The run's event list: its session events go to run.mcap's ``/activity``."""
+        self._followed, self._handed = events, 0
+
+    def hand_over(self) -> None:
+        """The session's events added since the last call, into the message ring (JSON, at
+        their cycle's time). An event too long for a slot goes without its longest lists."""
+        events, ring = self._followed, self.notes
+        for i in range(self._handed, len(events)):
+            ev = events[i]
+            if ev.get("event") not in ACTIVITY_EVENTS:
+                continue
+            t = float(ev.get("t", 0.0))
+            if not ring.put(t, json.dumps(ev).encode()):
+                short = {k: v for k, v in ev.items() if not isinstance(v, (list, dict))}
+                ring.put(t, json.dumps(short | {"shortened": True}).encode())
+        self._handed = len(events)
+
     def check(self, t: float) -> bool:
-        """(Once a second) is the recording process alive? Notes when it stopped."""
+        """(Once a second) is the recording process alive? Notes when it stopped. The
+        session's events of the last second are handed over."""
         if self.stopped_at is None and not self.process.alive():
             self.stopped_at = t
             self.records.block_when_full = self.frames.block_when_full = False  # never wait
+            self.notes.block_when_full = False
             self.events.append({"t": round(t, 6), "event": "recording_stopped",
                                 "exit_code": self.process.proc.returncode})
+        self.hand_over()
         return self.stopped_at is None
 
     def tap(self, bus: can.BusABC, index: int, clock=None, epoch: float = 0.0) -> None:
@@ -138,8 +176,11 @@ class Recording:
         """Close the rings; the recording process drains them, writes its report and ends.
         The report comes on its standard output (``report {…}``; recording.json when that
         line is missing); a write error it met becomes a ``recording_stopped`` event."""
+        if self.process.alive():
+            self.hand_over()
         self.records.close()
         self.frames.close()
+        self.notes.close()
         proc = self.process.proc
         if self.process.alive():
             try:
@@ -171,6 +212,7 @@ class Recording:
                                 "error": stop.get("error"), "errno": stop.get("errno")})
         self.records.release()
         self.frames.release()
+        self.notes.release()
 
 
 def _now() -> float:

@@ -226,3 +226,52 @@ class FrameRing(_Ring):
                for i in range(tail, head)]
         self.header[TAIL] = head
         return out
+
+
+# one short message: its time (s), its length, then UTF-8 bytes (a session event's JSON)
+MESSAGE_HEAD = struct.Struct("<dI")
+MESSAGE_SLOT = 1024  # bytes a slot holds, its head included
+
+
+class MessageRing(_Ring):
+    """Short messages (a time stamp and up to ``MESSAGE_SLOT`` − 12 bytes each): the rare
+    events of a run that are not cycle records — the session's requests, answers and
+    transitions, which go to run.mcap's ``/activity``. A message too long for a slot is
+    refused (:meth:`put` returns False); a full ring counts it lost — or, with
+    ``block_when_full`` (lockstep), waits for the consumer."""
+
+    def __init__(self, capacity: int | None = None, name: str | None = None,
+                 block_when_full: bool = False, consumer_alive=lambda: True) -> None:
+        super().__init__(capacity, MESSAGE_SLOT, name)
+        self.raw = self.shm.buf
+        self.block_when_full = block_when_full
+        self.consumer_alive = consumer_alive
+
+    def put(self, t: float, data: bytes) -> bool:
+        """Copy one message in and publish it; False: longer than a slot holds (not sent)."""
+        if len(data) > MESSAGE_SLOT - MESSAGE_HEAD.size:
+            return False
+        if self.head - int(self.header[TAIL]) >= self.capacity:
+            if self.block_when_full:
+                _wait_for_room(self)
+            if self.head - int(self.header[TAIL]) >= self.capacity:
+                self.header[LOST] += 1
+                return True
+        at = HEADER_BYTES + (self.head % self.capacity) * MESSAGE_SLOT
+        MESSAGE_HEAD.pack_into(self.raw, at, t, len(data))
+        self.raw[at + MESSAGE_HEAD.size: at + MESSAGE_HEAD.size + len(data)] = data
+        self.header[HEAD] += 1  # after the slot
+        return True
+
+    def take(self, limit: int | None = None) -> list[tuple[float, bytes]]:
+        """(Consumer) the messages produced since the last take, oldest first: (t, bytes)."""
+        head, tail = int(self.header[HEAD]), int(self.header[TAIL])
+        if limit is not None:
+            head = min(head, tail + limit)
+        out = []
+        for i in range(tail, head):
+            at = HEADER_BYTES + (i % self.capacity) * MESSAGE_SLOT
+            t, n = MESSAGE_HEAD.unpack_from(self.raw, at)
+            out.append((t, bytes(self.raw[at + MESSAGE_HEAD.size: at + MESSAGE_HEAD.size + n])))
+        self.header[TAIL] = head
+        return out

@@ -3,10 +3,11 @@
 The recording process (:mod:`exo_rt.record.writer`) serves the Foxglove WebSocket protocol
 through the Foxglove SDK (its server is native code, on its own threads): every ``every``-th
 cycle record (``LIVE_HZ`` a second at most, 200 by default: 1 in 5 at 1 kHz) on /joints,
-/state and /timing, and every state change on /events — the same JSON messages as ``run.mcap``
-(:mod:`exo_rt.record.mcap_log`). The control thread does nothing for it: it copies its record
-into shared memory as it always does, and the decimation, encoding and sending happen in the
-recording process.
+/state and /timing, every state change on /events and every session event on /activity
+(within a second: the control process hands them over once a second) — the same JSON messages
+as ``run.mcap`` (:mod:`exo_rt.record.mcap_log`). The control thread does nothing for it: it
+copies its record into shared memory as it always does, and the decimation, encoding and
+sending happen in the recording process.
 
 Nothing opens the door: the server binds 127.0.0.1 unless told otherwise, advertises no
 capability at all — no client publish, no parameters, no services (a client that tries gets a
@@ -26,7 +27,7 @@ from exo_rt.record.mcap_log import RowEncoder, log_time_origin, schemas
 
 LIVE_HZ = 200.0
 DEFAULT_PORT = 8765
-LIVE_TOPICS = ("/joints", "/state", "/timing", "/events")
+LIVE_TOPICS = ("/joints", "/state", "/timing", "/events", "/activity")
 
 
 def parse_live(spec: str, remote: bool = False) -> tuple[str, int]:
@@ -124,6 +125,14 @@ class LiveServer:
             ch["/events"].base.log(body.encode(),
                                    self.t0_ns + (int(round(t * 1e9)) if t == t else 0))
 
+    def activity(self, messages) -> None:
+        """The session's events (t, JSON bytes), each at its cycle's time."""
+        if self.t0_ns is None:
+            self.set_origin(self.meta)
+        log = self.channels["/activity"].base.log
+        for t, body in messages:
+            log(body, self.t0_ns + (int(round(t * 1e9)) if t == t else 0))
+
     def close(self) -> None:
         self.server.stop()
 
@@ -131,7 +140,9 @@ class LiveServer:
 # ----------------------------------------------------------------------------- layout
 def layout(joint_names) -> str:
     """A Foxglove layout (JSON) for these joints: per joint, position against reference, and
-    current; torques; the state machine and the safety cause; timing; the events."""
+    current; torques; the state machine, the safety cause and the session's posture; the
+    gait's phase and strides; timing; the session's last event (/activity) and the state
+    changes (/events)."""
     import foxglove.layouts as fl
 
     def plot(title, series):
@@ -156,9 +167,17 @@ def layout(joint_names) -> str:
         fl.SplitItem(content=fl.StateTransitionsPanel(
             title="state", config=fl.StateTransitionsConfig(paths=[
                 fl.StateTransitionsSeries(value="/state.state", label="state"),
-                fl.StateTransitionsSeries(value="/state.cause", label="safety cause")]))),
+                fl.StateTransitionsSeries(value="/state.cause", label="safety cause"),
+                fl.StateTransitionsSeries(value='/activity{event=="activity"}.posture',
+                                          label="posture"),
+                fl.StateTransitionsSeries(value='/activity{event=="request"}.answer',
+                                          label="answer")]))),
+        fl.SplitItem(content=plot("gait: phase and strides (strides)", [
+            ("/state.phase", "phase"), ("/state.stride", "strides")])),
         fl.SplitItem(content=plot("timing (µs)", [("/timing.compute_us", "compute"),
                                                   ("/timing.wake_us", "wake")])),
+        fl.SplitItem(content=fl.TablePanel(
+            title="session (the last event)", config=fl.TableConfig(topic_path="/activity"))),
         fl.SplitItem(content=fl.RawMessagesPanel(
             title="events", config=fl.RawMessagesConfig(topic_path="/events"))),
     ])

@@ -8,6 +8,7 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 - CAN frames → python-can's writer for the run's format (``.blf`` default, ``.asc``, ``.log``);
 - both → ``run.mcap`` (typed JSON channels, :mod:`exo_rt.record.mcap_log`), through the
   Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it;
+- the session's events (a third ring, of short messages) → run.mcap's ``/activity``;
 - with ``--live HOST:PORT``, every 5th record (200 Hz at 1 kHz) and every state change to a
   Foxglove WebSocket server (:mod:`exo_rt.record.telemetry`; read only, loopback by default);
 - once a second, a status line (state, time, compute and wake p99 over the last second,
@@ -49,7 +50,17 @@ import can
 import numpy as np
 
 from exo_rt.processes import ARGS_ON_STDIN
-from exo_rt.record.rings import CLIENTS, CLOSED, ERROR, EXTENDED, LOST, RX, FrameRing, RecordRing
+from exo_rt.record.rings import (
+    CLIENTS,
+    CLOSED,
+    ERROR,
+    EXTENDED,
+    LOST,
+    RX,
+    FrameRing,
+    MessageRing,
+    RecordRing,
+)
 from exo_rt.record.runfolder import describe, write_atomic
 
 FLUSH_S = 0.02
@@ -64,9 +75,11 @@ SYNC_S = 0.5  # flush + fsync of every file at least this often (wall clock and 
 class Writer:
     def __init__(self, records: str, frames: str, out: Path, can_format: str,
                  channels: list[str], parent: int, status: bool, live: str | None = None,
-                 live_remote: bool = False, mcap: bool = True) -> None:
+                 live_remote: bool = False, mcap: bool = True,
+                 messages: str | None = None) -> None:
         self.rows = RecordRing(name=records)
         self.frames = FrameRing(name=frames)
+        self.notes = MessageRing(name=messages) if messages else None  # the session's events
         self.out = out
         self.parent = parent
         self.status = status
@@ -234,6 +247,11 @@ class Writer:
         more = len(rows) == ROWS_PER_DRAIN or len(frames) == FRAMES_PER_DRAIN
         if frames and self.mcap is not None:
             self._sink("mcap", self.mcap.frames, frames)
+        notes = self.notes.take() if self.notes is not None else ()
+        if notes and self.mcap is not None:
+            self._sink("mcap", self.mcap.activity, notes)
+        if notes and self.live is not None:
+            self._sink("live", self.live.activity, notes)
         for t, arb, flags, dlc, bus, data in frames:
             if self.can is None:
                 break
@@ -293,7 +311,8 @@ class Writer:
         sys.stderr.flush()
 
     def finished(self) -> bool:
-        return bool(self.rows.header[CLOSED]) and bool(self.frames.header[CLOSED])
+        return bool(self.rows.header[CLOSED]) and bool(self.frames.header[CLOSED]) and (
+            self.notes is None or bool(self.notes.header[CLOSED]))
 
     def finish(self, reason: str) -> None:
         while self.drain():
@@ -327,6 +346,7 @@ class Writer:
         report = {"records": self.rows_written, "frames": self.frames_written,
                   "records_lost": int(self.rows.header[LOST]),
                   "frames_lost": int(self.frames.header[LOST]),
+                  "messages_lost": int(self.notes.header[LOST]) if self.notes else 0,
                   "last_t": self.last_t, "ended": reason, "errors": self.errors}
         if self.stopped is not None:
             report["stopped"] = self.stopped
@@ -354,6 +374,8 @@ class Writer:
             sys.stderr.flush()
         self.rows.release()
         self.frames.release()
+        if self.notes is not None:
+            self.notes.release()
 
     def run(self) -> str:
         while True:
@@ -381,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", required=True)
     ap.add_argument("--frames", required=True)
+    ap.add_argument("--messages", default=None, help="the session's events' ring")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--can-format", default=".blf")
     ap.add_argument("--channels", default="")
@@ -396,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         writer = Writer(args.records, args.frames, args.out, args.can_format,
                         args.channels.split(",") if args.channels else [], args.parent,
                         args.status, live=args.live, live_remote=args.live_remote,
-                        mcap=not args.no_mcap)
+                        mcap=not args.no_mcap, messages=args.messages)
     except Exception as exc:
         if args.live is None:
             raise

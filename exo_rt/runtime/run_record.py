@@ -28,11 +28,14 @@ class RunRecord:
         self.error: str | None = None  # why this run is not recorded (from its start)
         self.folder = None
         self.frame_epoch = 0.0
+        self.session = None  # the run's session: its part of the summary
 
     def start(self, ctl):
         """Claim the folder (a live run's: refused here, before any bring-up) and start the
         recording process of the controller ``ctl`` (its joints, buses, clock, options);
-        returns the recording (None: not recording)."""
+        returns the recording (None: not recording). The session's events follow the run's
+        into run.mcap's ``/activity``."""
+        self.session = getattr(ctl, "session", None)
         if self.out_dir is None:
             return None
         meta = {"joint_names": list(ctl.robot.joint_names), "rate_hz": ctl.top.rate_hz,
@@ -60,6 +63,7 @@ class RunRecord:
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
             self.not_recording(runfolder.describe(exc, exc.filename or self.out_dir))
             return None
+        rec.follow(self.events)
         ctl.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
         if rec.live_url:
             ctl.setup_lines.append(f"live telemetry on {rec.live_url}")
@@ -145,7 +149,12 @@ class RunRecord:
     def write(self, summary: dict) -> Path | None:
         """The run's events, then its summary (with what failed: the recording, a file),
         each written whole or not at all; then the folder is let go. Nothing here raises: a
-        file the disk does not take is said on stderr, with the events it would have held."""
+        file the disk does not take is said on stderr, with the events it would have held.
+        The summary gains the session's part (:func:`exo_rt.record.activity.summary`)."""
+        if self.session is not None:
+            from exo_rt.record import activity
+
+            summary["session"] = activity.summary(self.session)
         out_dir = self.out_dir
         if out_dir is None:
             return None

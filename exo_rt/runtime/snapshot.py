@@ -7,6 +7,10 @@ folder receives:
   modules it includes (or its URDF), the bus file and each drive's EDS/DCF, the controller
   file — laid out as the originals are relative to each other, so that the relative paths
   inside them (``include``, ``eds``) still point at the copies;
+- ``configs/sessions/…``, ``configs/activities/…``, ``configs/wearers/…``: the session's own
+  files (:func:`session_files`) — the session script, the activities file and the wearer
+  profile (a profile built from the robot file's wearer: the YAML that reproduces it) — which
+  replay reads back (:func:`recorded_session`);
 - ``config.yaml``: the top config with its ``robot``, ``buses`` and ``controller`` rewritten to
   those copies (the controller the run used: ``--controller`` included), every other key as
   written — ``exo-rt run --config RUN/config.yaml`` runs the same robot, buses and controller;
@@ -35,6 +39,8 @@ TOP = "config.yaml"
 FOLDER = "configs"
 VERSION = 1
 REFS = ("robot", "buses", "controller")  # the top config's keys that name other files
+# the session's files: kind → the folder under configs/ its copy goes to
+SESSION_KINDS = {"session": "sessions", "activities": "activities", "wearer": "wearers"}
 
 
 # ----------------------------------------------------------------------------- which files
@@ -153,9 +159,38 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write(top, run_dir: Path) -> Path:
+def session_files(ctl) -> list[tuple[str, str, str, bytes]]:
+    """The session's files of the controller ``ctl`` (after :func:`exo_rt.session.session.
+    for_run`): (kind, original, name of the copy, contents) of the session script
+    (``--session``, else the shipped default), the activities file and the wearer profile —
+    the profile as loaded (its ``text``; built from the robot file's wearer when the run named
+    no ``--wearer``)."""
+    from exo_rt.session import script
+
+    out = []
+    path = Path(os.path.abspath(ctl.options.session or script.default_path()))
+    out.append(("session", str(path), path.name, path.read_bytes()))
+    activities = getattr(ctl, "activities", None)
+    if activities is not None:
+        path = Path(os.path.abspath(activities.source))
+        out.append(("activities", str(path), path.name, path.read_bytes()))
+    wearer = getattr(ctl, "wearer", None)
+    if wearer is not None:
+        if wearer.source:
+            path = Path(os.path.abspath(wearer.source))
+            original, name = str(path), path.name
+        else:
+            robot = Path(os.path.abspath(str(ctl.top.robot.source)))
+            original, name = f"{robot} (its wearer, default profile)", f"{robot.stem}-wearer.yaml"
+        out.append(("wearer", original, name, wearer.text.encode("utf-8")))
+    return out
+
+
+def write(top, run_dir: Path, session=()) -> Path:
     """Copy every config file of ``top`` into ``run_dir`` (``configs/…``, ``config.yaml``,
-    the manifest last); returns the manifest's path. OSError goes to the caller."""
+    the manifest last), and the session's files (:func:`session_files`) into
+    ``configs/sessions``, ``configs/activities`` and ``configs/wearers``; returns the
+    manifest's path. OSError goes to the caller."""
     run_dir = Path(run_dir)
     files = files_of(top)
     data = {p: p.read_bytes() for _, p in files}
@@ -176,6 +211,15 @@ def write(top, run_dir: Path) -> Path:
         copy_of[p] = rel.as_posix()
         entries.append({"kind": kind, "copy": rel.as_posix(), "original": str(p),
                         "sha256": _sha(data[p]), "bytes": len(data[p])})
+    taken = set(copy_of.values())
+    for kind, original, name, raw in session:
+        rel = Path(FOLDER) / SESSION_KINDS[kind] / name
+        while rel.as_posix() in taken:  # a config file of the same name there already
+            rel = rel.with_name(f"{rel.stem}-{kind}{rel.suffix}")
+        taken.add(rel.as_posix())
+        _write(run_dir / rel, raw)
+        entries.append({"kind": kind, "copy": rel.as_posix(), "original": original,
+                        "sha256": _sha(raw), "bytes": len(raw)})
     top_path = files[0][1]
     refs = {"robot": copy_of[Path(os.path.abspath(top.robot_path))],
             "buses": copy_of[Path(os.path.abspath(top.buses_path))],
@@ -192,14 +236,15 @@ def write(top, run_dir: Path) -> Path:
     return run_dir / MANIFEST
 
 
-def write_at_start(top, run_dir: Path | None, events: list) -> None:
-    """:func:`write` at the start of a run (``run_dir`` None: no run folder, nothing to do); a
-    file that cannot be copied (a full disk, a file removed since it was loaded) becomes a
-    ``snapshot_error`` event and the run goes on."""
+def write_at_start(top, run_dir: Path | None, events: list, ctl=None) -> None:
+    """:func:`write` at the start of a run (``run_dir`` None: no run folder, nothing to do),
+    with the session's files of the controller ``ctl`` when given; a file that cannot be
+    copied (a full disk, a file removed since it was loaded) becomes a ``snapshot_error``
+    event and the run goes on."""
     if run_dir is None:
         return
     try:
-        write(top, run_dir)
+        write(top, run_dir, session_files(ctl) if ctl is not None else ())
     except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
         events.append({"cycle": 0, "event": "snapshot_error", "error": str(exc)})
 
@@ -348,8 +393,21 @@ def given_files(config: Path, controller: str | Path | None = None) -> list[tupl
 
 
 def recorded_files(run_dir: Path, doc: dict) -> list[tuple[str, Path]]:
-    """(kind, path of the copy) of a snapshot's files, top config first."""
-    return [(f["kind"], Path(run_dir) / f["copy"]) for f in doc["files"]]
+    """(kind, path of the copy) of a snapshot's config files, top config first (what a top
+    config names: the session's files are :func:`recorded_session`'s)."""
+    return [(f["kind"], Path(run_dir) / f["copy"]) for f in doc["files"]
+            if f["kind"] not in SESSION_KINDS]
+
+
+def recorded_session(run_dir: Path) -> tuple[Path | None, Path | None, Path | None]:
+    """(session script, activities file, wearer profile): the copies a run folder keeps of
+    its session's files, as ``exo-rt run --session/--activities/--wearer`` take them — None
+    for each the run kept none of (a run recorded before sessions, or with no snapshot).
+    ConfigError when the manifest cannot be read; :func:`verify` checks the copies."""
+    doc = manifest(run_dir) or {}
+    found = {f.get("kind"): Path(run_dir) / f["copy"] for f in doc.get("files", ())
+             if f.get("kind") in SESSION_KINDS and "copy" in f}
+    return found.get("session"), found.get("activities"), found.get("wearer")
 
 
 def sha_of(path: Path) -> str | None:
