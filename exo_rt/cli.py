@@ -86,7 +86,8 @@ def _check_pose(pose, mech, option: str) -> None:
 
 def _setup_check(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a top config (configs/exo_leg.yaml: it and every file it "
-                                "names), a robot .yaml or a .urdf file")
+                                "names), a robot .yaml or a .urdf file, a session script, an "
+                                "activities file (with --robot) or a wearer profile")
     p.add_argument("--buses", metavar="FILE",
                    help="with a robot file: a bus file, checked, with its bus load")
     p.add_argument("--rate", type=float, default=None,
@@ -95,6 +96,9 @@ def _setup_check(p: argparse.ArgumentParser) -> None:
                    help="with --buses: what `exo-rt run --bus` would open (repeatable)")
     p.add_argument("--strict", action="store_true",
                    help="refuse the model's warnings (implausible inertias, floating joints)")
+    p.add_argument("--robot", metavar="FILE",
+                   help="with an activities file (needed) or a wearer profile: the robot it "
+                        "is for — a robot file or a top config (the wearer's walking table)")
 
 
 CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench", "activities", "session",
@@ -104,7 +108,9 @@ CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench", "activities", "s
 def config_kind(path) -> str:
     """Which kind of config file ``path`` is: its ``$schema`` line (``…/top.schema.json``)
     if it has one, else its keys — a top config names ``robot`` and ``buses`` files, a bus
-    file has ``buses``, a controller file a ``law``; anything else (a .urdf) is a robot."""
+    file has ``buses``, a controller file a ``law``, an activities file ``motions``, a
+    session script ``steps``, a wearer profile ``height`` and ``mass`` (and no ``bodies``);
+    anything else (a .urdf) is a robot."""
     import re
     from pathlib import Path
 
@@ -134,6 +140,12 @@ def config_kind(path) -> str:
         return "buses"
     if "law" in keys:
         return "controller"
+    if "motions" in keys:
+        return "activities"
+    if "steps" in keys:
+        return "session"
+    if {"height", "mass"} <= keys and not keys & {"bodies", "joints", "include", "urdf"}:
+        return "wearer"
     return "robot"
 
 
@@ -230,16 +242,147 @@ def _print_warnings(mech) -> None:
             print(f"  warning: {w}")
 
 
+def _check_robot_option(args: argparse.Namespace, needed_by: str | None = None):
+    """``--robot FILE`` (a robot file or a top config) → (Mechanism, the safety's joint
+    margin in rad), or None when it was not given (ConfigError when ``needed_by`` needs it)."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.model import load_mechanism
+    from exo_rt.session.activities import MARGIN
+
+    if args.robot is None:
+        if needed_by is not None:
+            raise ConfigError(f"{args.file} is {needed_by}: it is checked against the robot "
+                              "it is for", None, "give --robot FILE (a robot file, or a top "
+                              "config such as configs/exo_leg.yaml)")
+        return None
+    if config_kind(args.robot) == "top":
+        from exo_rt.runtime.config import load_top
+
+        top = load_top(args.robot)
+        return top.robot, top.safety.joint_margin
+    return load_mechanism(args.robot, strict=args.strict), MARGIN
+
+
+def _check_session(args: argparse.Namespace) -> int:
+    """``exo-rt check SESSION.yaml``: the script's steps, each with when it is made (motion
+    names are checked against the activities file a run loads)."""
+    from exo_rt.session.script import load_session
+
+    script = load_session(args.file)
+    print(f"session script {args.file}" + (f": {script.description}" if script.description
+                                           else ""))
+    for i, step in enumerate(script.steps, 1):
+        print(f"  {i:2d}. {step.describe():<24} {_when(step)}")
+    print(f"ok: {len(script.steps)} step{'s' if len(script.steps) != 1 else ''}")
+    return 0
+
+
+def _when(step) -> str:
+    """When a session script's step is made, in words."""
+    wait = "--duration" if step.wait_duration else f"{step.wait:g} s"
+    if step.at is not None:
+        return f"at {step.at:g} s"
+    if step.after == "strides":
+        head = f"after {step.strides} stride{'s' if step.strides != 1 else ''}"
+    elif step.after is not None:
+        head = f"once the step before is {step.after}"
+    else:
+        head = "after the step before is made"
+    return head + (f", then {wait} later" if step.wait_duration or step.wait else "")
+
+
+def _check_wearer(args: argparse.Namespace) -> int:
+    """``exo-rt check WEARER.yaml [--robot FILE]``: the profile; with the robot, checked
+    against it (joint names, ranges, the longest step) and its walking table."""
+    from exo_rt.session.wearer import load_wearer, table
+
+    robot = _check_robot_option(args)
+    mech = robot[0] if robot is not None else None
+    w = load_wearer(args.file, mech)
+    sp, sl = w.speed, w.step_length
+    print(f"wearer profile {args.file}" + (f": {w.description}" if w.description else ""))
+    print(f"  height {w.height:g} m, mass {w.mass:g} kg, {w.sex}")
+    print(f"  speed {sp.min:g}–{sp.max:g} m/s, starts at {sp.default:g} m/s, presets "
+          f"{', '.join(f'{v:g}' for v in sp.presets)} m/s; step length {sl.min:g}–{sl.max:g} m")
+    legs = ", ".join(f"{leg} {v:g}" for leg, v in w.assistance.legs.items())
+    print(f"  assistance {w.assistance.default:g}" + (f" ({legs})" if legs else ""))
+    for joint, r in w.range_of_motion.items():
+        print(f"  range of motion {joint}: {r.lower:g} … {r.upper:g} rad")
+    for name, angles in w.postures.items():
+        print(f"  posture {name}: " + ", ".join(f"{j} {q:g}" for j, q in angles.items())
+              + " rad")
+    if mech is None:
+        print("  (give --robot FILE for the walking table: cadence, step and stride length at "
+              "each speed on that robot)")
+    else:
+        speeds = sorted({sp.min, *sp.presets, sp.default, sp.max})
+        print(f"  walking on {mech.name}: speed m/s | cadence steps/min | stride period s | "
+              "step m | stride m | amplitude")
+        for v, c, t, step, stride, a in table(speeds, mech, w):
+            print(f"    {v:5.2f} | {c:6.1f} | {t:6.3f} | {step:6.3f} | {stride:6.3f} | {a:5.3f}")
+    print(f"ok: {args.file}" + (f" for {args.robot}" if mech is not None else ""))
+    return 0
+
+
+def _check_activities(args: argparse.Namespace) -> int:
+    """``exo-rt check ACTIVITIES.yaml --robot FILE``: the postures, the motions, and which
+    motions may start in each posture."""
+    from exo_rt.session.activities import load_activities
+
+    mech, margin = _check_robot_option(args, needed_by="an activities file")
+    a = load_activities(args.file, mech, margin)
+    print(f"activities {args.file} for {mech.name}" + (f": {a.description}" if a.description
+                                                       else ""))
+    print(f"  postures (every joint within {a.tolerance:g} rad of one: in it):")
+    for name, q in a.postures.items():
+        print(f"    {name}: " + ", ".join(f"{j} {x:.3f}"
+                                          for j, x in zip(a.joint_names, q, strict=True))
+              + " rad")
+    print("  motions (in the crutch menu's order):")
+    for m in a.motions:
+        peak = f", ≤ {m.max_speed:g} rad/s" if m.max_speed is not None else ""
+        if m.kind == "walk":
+            pace = f"opening {m.opening:g}, closing {m.closing:g} stride"
+        else:  # a homing move's: its shortest (it goes from wherever the leg is)
+            pace = f"{'≥ ' if m.kind == 'home' else ''}{m.duration:.3g} s{peak}"
+        marks = [w for w, on in (("GO held", m.hold_go), ("stoppable", m.stoppable),
+                                 ("needs CONFIRM", m.needs_confirm)) if on]
+        print(f"    {m.name}: {m.kind} {m.start or 'anywhere'} → {m.end}, {pace}"
+              + (f" ({', '.join(marks)})" if marks else ""))
+    print("  possible motions:")
+    for posture in (*a.postures, None):
+        print(f"    {posture or 'in no named posture'}: "
+              f"{', '.join(a.possible(posture)) or '—'}")
+    print(f"ok: {args.file} for {args.robot}")
+    return 0
+
+
+SESSION_CHECKS = {"session": _check_session, "wearer": _check_wearer,
+                  "activities": _check_activities}
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate a config file and print what it describes. A top config: it and every file it
     names, as a run loads them (robot, buses and their EDS files and load, the controller
     against the robot). A robot file (or URDF): the model — bodies, joints (order of q),
     mass, limits, its drives — then its warnings (what loads but is physically implausible;
-    --strict refuses them). A bus or controller file alone: what to check instead."""
+    --strict refuses them). A session script: its steps. A wearer profile: its values (with
+    --robot: checked against the robot, and its walking table). An activities file (with
+    --robot): its postures, motions and the motions possible in each posture. A bus or
+    controller file alone: what to check instead."""
     from exo_rt.errors import ConfigError
     from exo_rt.model import load_mechanism
 
     kind = config_kind(args.file)
+    if args.robot is not None and kind not in ("activities", "wearer"):
+        what = {"top": "top config", "buses": "bus file"}.get(kind, f"{kind} file")
+        raise ConfigError(f"--robot is for an activities file or a wearer profile; {args.file} "
+                          f"is a {what}", None, "leave --robot out")
+    if kind in SESSION_CHECKS:
+        if args.buses:
+            raise ConfigError(f"--buses is for a robot file; {args.file} is a {kind} file",
+                              None, "leave --buses out")
+        return SESSION_CHECKS[kind](args)
     if kind == "top":
         return _check_top(args)
     if kind == "bench":
