@@ -2,7 +2,7 @@
 compiled code against the same cycle handing them to Python (the drive protocols' own
 collect and send, the board link's own poll — what a simulated or python-can bus does):
 two controllers side by side, each on its own udp_multicast bus and its own board line (a
-pty), fed the same drive answers and board frames cycle after cycle — READY, ALIGN, RUN, an
+pty), fed the same drive answers and board frames cycle after cycle — READY, RUN (the session), an
 EMCY that faults a drive, SAFE's ramp and the drives disabled — must put the same frames on
 the wire and the same numbers in the cycle's data and in the recording's rings, and take the
 board's rare frames and the EMCY in Python alike. With two buses (exo_2leg) as with one: the
@@ -31,14 +31,15 @@ from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
-from exo_rt.runtime.states import READY, RUN
+from exo_rt.runtime.states import READY
+from exo_rt.session import session as sessions
 from firmware_bridge import protocol as p
 from firmware_bridge.link import BoardLink
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pty (POSIX)")
 
 CONFIGS = ("tests/data/exo_leg_vm.yaml", "configs/exo_2leg.yaml")  # one bus, two buses
-RUN_AT, EMCY_AT, CYCLES = 40, 70, 140  # ALIGN from READY_CYCLES (20); SAFE ramps out after
+EMCY_AT, CYCLES = 70, 140  # RUN (the session) from READY_CYCLES (20); SAFE ramps out after
 # the values that are the loop's clock (they differ between two runs of the same cycle)
 CLOCK_S = ("wake_us", "compute_us", "sample_t")
 CLOCK_V = (cy.V_T_PREV,)
@@ -77,6 +78,8 @@ class Side:
         self.line, pc = os.openpty()
         tty.setraw(self.line)
         ctl.close_buses()
+        ctl.duration = 10.0
+        ctl.session = sessions.for_run(ctl)  # (the default session: it homes, then walks)
         ctl.drives = list(self.buses)
         ctl.io.wire()
         ctl.realtime = True
@@ -125,7 +128,7 @@ class Side:
 
 def _answers(d: Drives, k: int, counts: np.ndarray, emcy: bool) -> list[tuple[int, bytes]]:
     """A bus's TPDOs for cycle k (joints still at ``counts``, the bus's own: the velocity
-    estimate needs no clock, and the gait's start is near enough for the tracking check),
+    estimate needs no clock, and standing is where the session holds),
     their heartbeats, and (``emcy``) an EMCY (2310h, current) from the hip at EMCY_AT."""
     out = [(0x180 + int(node), struct.pack("<Hih", 0x0237, int(counts[j]),
                                           (37 * k + 11 * j) % 400 - 200))
@@ -154,7 +157,8 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
     compiled = Side(compiled=True, config=config)  # first: it may compile its cycle (seconds,
     sides = [Side(compiled=False, config=config), compiled]  # which the other would not wait)
     try:
-        q_start = sides[0].ctl.q_start  # the joints, still, at the gait's start
+        # the joints, still, standing (the session homes there: no move, small commands)
+        q_start = sides[0].ctl.session.machine.activities.posture_q("standing")
         counts = [np.round(q_start[d.joint_index] / d.model.scale[:, 0]) for d in sides[0].buses]
         for side in sides:
             for d, c in zip(side.buses, counts, strict=True):
@@ -186,14 +190,11 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
             assert np.array_equal(a.flags, b.flags)
             assert np.array_equal(a.cycle.streaks, b.cycle.streaks)
             assert a.state == b.state, k
-            for side in sides:  # what _advance does at the end of ALIGN (here sooner)
-                if k == RUN_AT - 1:
-                    side.ctl._go(RUN, k + 1)
         a, b = (side.ctl for side in sides)
         assert not went_on[0] and EMCY_AT < k < CYCLES - 1, (k, a.events)  # ended in SAFE
         assert a.events == b.events
         assert [e["state"] for e in a.events if e["event"] == "state"] == [
-            "READY", "ALIGN", "RUN", "SAFE"]
+            "READY", "RUN", "SAFE"]
         assert [f.cause for f in a.faults] == [f.cause for f in b.faults] == ["drive_fault"]
         assert sides[0].drives.emcy_codes == sides[1].drives.emcy_codes == [(1, 0x2310)]
         assert [e[1] for e in a.board.errors] == [e[1] for e in b.board.errors] == [7]

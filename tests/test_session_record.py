@@ -183,8 +183,6 @@ def test_a_run_before_sessions_has_no_session_files(tmp_path):
     assert snapshot.recorded_session(tmp_path / "nothing") == (None, None, None)
 
 
-@pytest.mark.xfail(strict=True, reason="Controller._configure passes ctl=self to "
-                                       "snapshot.write_at_start (issue 35; then drop this mark)")
 def test_a_run_folder_keeps_its_session_files(session_run):
     run, ctl = session_run
     session, activities, wearer = snapshot.recorded_session(run)

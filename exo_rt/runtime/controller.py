@@ -175,7 +175,7 @@ class Controller:
         self.times["compile_in_run"] = time.monotonic() - t0
         self.times["compile"] += self.times["compile_in_run"]
         self._start_recording()
-        snapshot.write_at_start(self.top, self.record.out_dir, self.events)  # configs copied
+        snapshot.write_at_start(self.top, self.record.out_dir, self.events, ctl=self)  # copied
         self.record.write_guide()
         self._go(CONFIGURE, 0)
         for d in self.drives:

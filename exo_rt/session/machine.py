@@ -242,7 +242,7 @@ class ActivityMachine:
             s["seg_duration"] = self.activities.move_duration(motion, v[V_SEG_FROM])
             s["seg_kind"] = segment.MOVE
             extra = dict(duration=float(s["seg_duration"]))
-        self._strides_seen = 0.0
+        s["stride"] = self._strides_seen = 0.0  # (strides: the segment's own count)
         self.motion, self.posture, self.stop_asked = motion, None, False
         self.version += 1
         return self._yes(req, motion=motion.name, **extra)

@@ -1,0 +1,301 @@
+"""Sessions with a wearer on the simulated exoskeleton (issue 35; docs/sessions.md): the
+activity machine driven by the emulated crutch's buttons, a session script and the console,
+every boundary of the reference continuous, forbidden requests refused without touching the
+reference, input liveness, the E-stop, replay bit for bit."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from sessions_fixtures import jumps, requests, run_session, sequence
+
+from exo_rt.control import gait_speed
+from exo_rt.record.replay import replay
+from exo_rt.session import requests as rq
+from firmware_bridge import protocol as p
+
+SITTING = [0.9, 1.3]  # configs/activities/*.yaml's sitting, per leg
+DT = 1e-3
+
+# the wearer's crutch (s from the session's start): stand up with GO held (released half-way
+# for a second, pressed again), stand, walk at 0.4 m/s, MODE → 0.5, MODE → 0.3 (the presets
+# wrap), STOP, select sit down, sit down with GO held
+WHOLE = [(0.5, "buttons", "go"), (2.0, "buttons", "none"), (3.0, "buttons", "go"),
+         (7.5, "buttons", "none"),
+         (12.0, "buttons", "go"), (12.3, "buttons", "none"),
+         (24.8, "click", "mode"), (37.5, "click", "mode"), (51.5, "click", "stop"),
+         (55.0, "click", "next"), (56.0, "buttons", "go"), (62.5, "buttons", "none")]
+
+
+def _accepted(ctl, kind, motion=None):
+    return [e for e in requests(ctl) if e["request"] == kind and e["answer"] == "accepted"
+            and (motion is None or e.get("motion") == motion)]
+
+
+def _finished(ctl, motion):
+    return [e for e in ctl.events if e["event"] == "finished" and e.get("motion") == motion]
+
+
+def _speed_windows(ctl, log):
+    """(speed, first cycle, end cycle) of the strides walked steadily at each speed: from the
+    stride after a change's blend to the boundary the next change starts at."""
+    phase = log["phase"]
+    walk = _accepted(ctl, "go", "walk")[0]["cycle"]
+    stop = _accepted(ctl, "stop")[0]["cycle"]
+    boundaries = [k for k in range(walk + 1, stop) if np.floor(phase[k]) > np.floor(phase[k - 1])]
+    changes = [(0.4, walk)] + [(e["speed"], e["cycle"]) for e in _accepted(ctl, "mode")]
+    out = []
+    for i, (speed, at) in enumerate(changes):
+        start = [b for b in boundaries if b > at]
+        start = start[0] if i == 0 else start[1]  # (after a change: its blend's stride)
+        later = [b for b in boundaries if b > changes[i + 1][1]] if i + 1 < len(changes) \
+            else [b for b in boundaries if b <= stop]
+        end = later[0] if i + 1 < len(changes) else later[-1]
+        out.append((speed, start, end))
+    return out
+
+
+@pytest.mark.parametrize("config", ["exo_leg.yaml", "exo_2leg.yaml"])
+def test_a_whole_session_on_the_crutch_buttons(tmp_path, monkeypatch, config):
+    """Sit → stand up (GO released half-way: frozen, pressed: resumed) → stand 5 s → walk at
+    three speeds (20 strides) → STOP → stand → sit down, every request from the emulated
+    crutch."""
+    legs = 2 if "2leg" in config else 1
+    ctl, res = run_session(tmp_path, [{"request": "end", "at": 64.0}], config=config,
+                           plan=WHOLE, duration=64.0, monkeypatch=monkeypatch,
+                           start_pose=SITTING * legs)
+    s = res.summary
+    assert s["final_state"] == "SHUTDOWN" and not s["faults"]
+    assert [(e[1], e[2]) for e in sequence(ctl) if e[0] == "finished"] == [
+        ("stand_up", "standing"), ("walk", "standing"), ("sit_down", "sitting")]
+    assert all(e["answer"] == "accepted" for e in requests(ctl)), requests(ctl)
+    assert all(e["source"] == "board" for e in requests(ctl)[:-1])  # (the last: the END)
+    log = ctl.log
+    # every accepted request that starts a motion moves the reference in the next cycle
+    started = [e for e in _accepted(ctl, "go") if "duration" in e or "period" in e]
+    assert [e["motion"] for e in started] == ["stand_up", "walk", "sit_down"]
+    for e in started:
+        k = e["cycle"]
+        assert np.any(log["q_ref"][k + 1] != log["q_ref"][k]), e
+    # every answer reached the board within 10 ms of the press or release it answers
+    emu = ctl.bus_set.board
+    changes = list(emu.button_changes)
+    answered = [(t, a) for t, a in emu.answers if a.answer != rq.FINISHED]
+    assert len(answered) == len(requests(ctl))  # (the script's END is shown too)
+    for (t, a), e in zip(answered, requests(ctl), strict=True):
+        assert a.kind == rq.BY_NAME[e["request"]]
+        if e["source"] == "board":
+            sent = max(c[0] for c in changes if c[0] <= t)
+            assert t - sent <= 0.010, (t, sent)
+    # continuous references: no cycle steps q_r by 0.01 rad or q̇_r by 0.05 rad/s
+    run = log["state"] == 4
+    dq, dqd = jumps(log, np.flatnonzero(run)[:-1])
+    assert dq < 0.01 and dqd < 0.05, (dq, dqd)
+    for joint in s["joints"].values():
+        assert joint["rms_error_deg"] <= 0.5
+    # GO released mid-stand-up: frozen within 10 ms; pressed again: moving in the next cycle
+    rel = _accepted(ctl, "go_release")[0]["cycle"]
+    press = _accepted(ctl, "go", "stand_up")[1]["cycle"]
+    frozen = log["q_ref"][rel + 11 : press + 1]
+    assert np.all(frozen == frozen[0]) and np.all(log["qd_ref"][rel + 11] == 0.0)
+    assert np.any(log["q_ref"][press + 1] != log["q_ref"][press])
+    # STOP: standing within one stride
+    stop = _accepted(ctl, "stop")[0]["cycle"]
+    end = _finished(ctl, "walk")[0]["cycle"]
+    assert (end - stop) * DT <= _accepted(ctl, "mode")[-1]["period"]
+    # 20 strides, at three speeds: each speed's stride length and cadence within ±5 %
+    assert 20 <= ctl.session.machine.steps <= 22  # strides walked (the closing step too)
+    thigh, shank = gait_speed.leg_lengths(ctl.robot, "left_" if legs == 2 else "")
+    walks = {}
+    for speed, a, b in _speed_windows(ctl, log):
+        length, cadence = gait_speed.measure(log["q"][a:b, 0], log["q"][a:b, 1],
+                                             log["phase"][a:b], DT, thigh, shank)
+        w = ctl.wearer.walk(speed, ctl.robot)
+        walks[speed] = (length, cadence)
+        assert length == pytest.approx(w.stride_length, rel=0.05), speed
+        assert cadence == pytest.approx(60.0 / w.period, rel=0.05), speed
+    assert sorted(walks) == [0.3, 0.4, 0.5]
+
+
+def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_path,
+                                                                          monkeypatch):
+    """Fourteen requests the machine must refuse, each answered in the cycle it came with its
+    reason, and the reference bit for bit that of the same session without them."""
+    base = [{"request": "go", "at": 0.0},  # GO from sitting: stands up (the selected motion)
+            {"request": "go_release", "at": 6.0},
+            {"request": "start", "motion": "walk", "at": 6.5},
+            {"request": "stop", "at": 9.0},
+            {"request": "end", "at": 13.0}]
+    forbidden = [  # (the request, at s, the reason expected)
+        ({"request": "start", "motion": "walk"}, 0.0, "not_from_here"),  # walk from sitting
+        ({"request": "start", "motion": "walk"}, 1.0, "busy"),  # while standing up
+        ({"request": "next"}, 1.5, "not_selectable"),
+        ({"request": "stop"}, 2.0, "not_stoppable"),  # standing up may not be cut
+        ({"request": "end"}, 2.5, "not_in_posture"),
+        ({"request": "start", "motion": "walk"}, 5.5, "go_held"),  # GO held since standing
+        ({"request": "start", "motion": "sit_down"}, 7.0, "busy"),  # sit during a stride
+        ({"request": "speed", "value": 2.0}, 7.2, "speed_range"),
+        ({"request": "step_length", "value": 5.0}, 7.4, "step_range"),
+        ({"request": "level", "value": 1.5}, 7.6, "level_range"),
+        (None, 7.8, "unknown_motion"),  # (asked by a source of the test: start 'fly')
+        ({"request": "confirm"}, 8.0, "nothing_to_confirm"),
+        ({"request": "stop"}, 9.2, "already"),  # the closing step is due
+        ({"request": "stop"}, 12.0, "not_walking"),
+        ({"request": "start", "motion": "stand_up"}, 12.2, "not_from_here"),
+    ]
+    steps = sorted([dict(r, at=t) for r, t, _ in forbidden if r is not None] + base,
+                   key=lambda x: x["at"])  # (at equal times the forbidden one first)
+    ref, _ = run_session(tmp_path / "base", base, duration=13.0, start_pose=SITTING,
+                         board=None)
+    fly = [(7.8, rq.Request(rq.START, rq.CONSOLE, motion="fly"))]
+    ctl, res = run_session(tmp_path / "forbidden", steps, duration=13.0, asks=fly,
+                           monkeypatch=monkeypatch, start_pose=SITTING, board=None)
+    assert res.summary["final_state"] == "SHUTDOWN"
+    refused = [e for e in requests(ctl) if e["answer"] == "rejected"]
+    assert [e["reason"] for e in refused] == [r for _, _, r in forbidden]
+    for e, (_, t, _) in zip(refused, forbidden, strict=True):
+        assert e["cycle"] == ctl.k0[4] + round(t / DT)  # answered in the cycle it came
+    assert len(ctl.log) == len(ref.log)
+    assert ctl.log["q_ref"].tobytes() == ref.log["q_ref"].tobytes()
+    assert ctl.log["qd_ref"].tobytes() == ref.log["qd_ref"].tobytes()
+
+
+def test_a_start_in_no_named_posture_accepts_only_home(tmp_path):
+    steps = [{"request": "start", "motion": "walk", "at": 0.0},
+             {"request": "start", "motion": "stand_up", "at": 0.0},
+             {"request": "start", "motion": "sit_down", "at": 0.0},
+             {"request": "start", "motion": "home", "at": 0.1},
+             {"request": "confirm", "at": 0.2},
+             {"request": "end", "after": "finished"}]
+    ctl, res = run_session(tmp_path, steps, duration=10.0, start_pose=[0.5, 0.8], board=None)
+    assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
+    answers = [(e["request"], e.get("motion"), e["answer"], e.get("reason"))
+               for e in requests(ctl)]
+    assert answers == [("start", "walk", "rejected", "only_home"),
+                       ("start", "stand_up", "rejected", "only_home"),
+                       ("start", "sit_down", "rejected", "only_home"),
+                       ("start", "home", "rejected", "needs_confirm"),
+                       ("confirm", "home", "accepted", None),
+                       ("end", None, "accepted", None)]
+    home = _finished(ctl, "home")[0]
+    assert home["posture"] == "standing"
+    k = _accepted(ctl, "confirm")[0]["cycle"]
+    peak = np.abs(ctl.log["qd_ref"][k:home["cycle"]]).max()
+    assert 0.15 < peak <= 0.2 + 1e-9  # rad/s: homing is slow (max_speed 0.2)
+
+
+def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path, monkeypatch):
+    steps = [{"request": "start", "motion": "walk", "at": 0.0},
+             {"request": "end", "at": 8.0}]
+    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "silence", "2.5")], duration=8.0,
+                           monkeypatch=monkeypatch)
+    assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
+    (stop,) = _accepted(ctl, "stop")
+    assert stop["source"] == "board" and stop["note"] == "buttons silent"
+    # silent from 3.0 s (its last frame ≤ 20 ms before): stopped once silent for 1 s
+    assert 0.98 <= (stop["cycle"] - ctl.k0[4]) * DT - 3.0 <= 1.0 + 0.03
+    walk = _finished(ctl, "walk")[0]
+    period = _accepted(ctl, "start", "walk")[0]["period"]
+    assert walk["posture"] == "standing" and (walk["cycle"] - stop["cycle"]) * DT <= period
+
+
+def test_the_estop_mid_walk_goes_safe_within_3_cycles(tmp_path, monkeypatch):
+    steps = [{"request": "start", "motion": "walk", "at": 0.0},
+             {"request": "end", "at": 6.0}]
+    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "estop", "1")], duration=6.0,
+                           monkeypatch=monkeypatch)
+    s = res.summary
+    assert s["final_state"] == "SAFE"
+    (f,) = s["faults"]
+    assert f["cause"] == "estop" and f["reaction_cycles"] <= 3
+
+
+def _console_keys(ctl_box, w, done):
+    """The therapist: walk once standing ('1'), stop 3 s after the walk began ('s'), end
+    once the walk finished ('q') — each key when the session shows it is time."""
+    def events():
+        ctl = ctl_box.get("ctl")
+        return [] if ctl is None else list(ctl.events)
+
+    def wait(pred, timeout=120.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not done.is_set():
+            if pred(events()):
+                return True
+            time.sleep(0.002)
+        return False
+
+    if wait(lambda ev: any(e["event"] == "activity" for e in ev)):
+        os.write(w, b"1")
+    if wait(lambda ev: any(e.get("request") == "start" and e.get("answer") == "accepted"
+                           for e in ev)):
+        k = next(e["cycle"] for e in events() if e.get("request") == "start")
+        if wait(lambda ev: ctl_box["ctl"].cycles >= k + 3000):
+            os.write(w, b"s")
+    if wait(lambda ev: any(e["event"] == "finished" for e in ev)):
+        os.write(w, b"q")
+    os.close(w)
+
+
+def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
+    script = [{"request": "start", "motion": "walk", "at": 0.0},
+              {"request": "stop", "after": "accepted", "wait": 3.0},
+              {"request": "end", "after": "finished"}]
+    ctl_s, _ = run_session(tmp_path / "script", script, duration=30.0, board=None)
+    r, w = os.pipe()
+    monkeypatch.setattr("sys.stdin", os.fdopen(r, "r"))
+    box, done = {}, threading.Event()
+    feeder = threading.Thread(target=_console_keys, args=(box, w, done), daemon=True)
+    from exo_rt.runtime import controller as cm
+
+    made = cm.sessions.for_run
+
+    def keep(c):
+        box["ctl"] = c
+        return made(c)
+
+    monkeypatch.setattr(cm.sessions, "for_run", keep)
+    feeder.start()
+    try:  # (a console session: no script steps, the keys ask)
+        ctl_c, res = run_session(tmp_path / "console", [{"request": "end", "at": 1e6}],
+                                 duration=30.0, board=None, console=True)
+    finally:
+        done.set()
+    assert res.summary["final_state"] == "SHUTDOWN"
+    assert [e["source"] for e in requests(ctl_c)] == ["console"] * 3
+    assert sequence(ctl_c) == sequence(ctl_s)
+
+
+def test_controller_replay_of_a_button_session_is_bit_identical(tmp_path, monkeypatch):
+    plan = [(0.5, "click", "go"), (5.0, "click", "mode"), (7.0, "click", "stop")]
+    ctl, res = run_session(tmp_path, [{"request": "end", "at": 12.0}], plan=plan,
+                           duration=12.0, monkeypatch=monkeypatch)
+    assert res.summary["final_state"] == "SHUTDOWN"
+    assert [e["request"] for e in requests(ctl)] == ["go", "go_release", "mode", "stop",
+                                                     "end"]
+    monkeypatch.undo()  # (the replay's session asks the recorded requests, nothing else)
+    out = replay(res.run_dir, "controller")
+    assert out["max_abs_command_diff_A"] == 0.0 and out["first_diff_cycle"] is None
+
+
+def test_the_board_frames_carry_the_machines_answers(tmp_path, monkeypatch):
+    """What the crutch's display gets: an ANSWER per request, FINISHED at the end, MENUs
+    with the posture, the possible motions and the step count."""
+    plan = [(0.5, "click", "go"), (5.0, "click", "stop")]
+    ctl, _ = run_session(tmp_path, [{"request": "end", "at": 9.0}], plan=plan,
+                         duration=9.0, monkeypatch=monkeypatch)
+    emu = ctl.bus_set.board
+    acts = ctl.activities
+    kinds = [(a.kind, a.answer) for _, a in emu.answers]
+    assert (rq.GO, rq.ACCEPTED) in kinds and (rq.START, rq.FINISHED) in kinds
+    menus = [m for _, m in emu.menus]
+    standing = list(acts.postures).index("standing")
+    assert menus[0].posture == standing
+    assert menus[0].possible == sum(1 << acts.index(n) for n in acts.possible("standing"))
+    walking = [m for m in menus if m.motion == acts.index("walk")]
+    assert walking and max(m.steps for m in menus) >= 2
+    assert isinstance(menus[-1], p.Menu)
