@@ -96,8 +96,9 @@ def test_the_controller_procedure_is_the_controllers_run(tmp_path):
 
 
 def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
-    """The knee's drive faults while the session homes: SAFE in that cycle, the safe action (zero current)
-    over its ramp, the drives disabled; the report aborted with the cause, state and time."""
+    """The knee's drive faults while the session homes: SAFE in that cycle, the safe action
+    (zero current) over its ramp, the drives disabled; the report aborted with the cause,
+    state and time."""
     b = sim_bench()
     exchange = b.exchange
     at = 1500  # bench cycles: in RUN, homing
