@@ -195,8 +195,8 @@ def test_recording_json_counts_what_it_names(short_run):
         in_mcap = [json.loads(m.data)["state"] for _, ch, m in make_reader(f).iter_messages()
                    if ch.topic == "/events"]
     assert rec["mcap_messages"]["/events"] == len(in_mcap) == len(recorded)
-    assert in_mcap == recorded == ["READY", "ALIGN", "RUN", "STOPPING"]
-    assert len(events) == len(recorded) + 3  # BOOT, CONFIGURE, SHUTDOWN: events.jsonl only
+    assert in_mcap == recorded == ["READY", "RUN", "STOPPING"]
+    assert len(states) == len(recorded) + 3  # BOOT, CONFIGURE, SHUTDOWN: events.jsonl only
 
 
 def test_report_ranges_never_read_minus_zero(short_run):

@@ -48,9 +48,9 @@ def test_controller_replay_reports_a_changed_gain(recorded, tmp_path):
                        .replace("hip: {kp: 400", "hip: {kp: 440"))
     r = replay(recorded, "controller", controller=changed)
     records, _ = read_cycle_log(recorded / "cycles.exolog")
-    align = int(np.flatnonzero(records["state"] == 3)[0])  # ALIGN: the first cycle the law runs
-    # the law first acts in ALIGN (at its very first cycle the error is still zero)
-    assert align <= r["first_diff_cycle"] <= align + 5
+    run = int(np.flatnonzero(records["state"] == 4)[0])  # RUN: the first cycle the law runs
+    # the law first acts in RUN (the session; at its very first cycle the error is still zero)
+    assert run <= r["first_diff_cycle"] <= run + 5
     assert 0.0 < r["max_abs_command_diff_A"] <= 20.0 and r["cycles_with_differences"] > 1000
 
 

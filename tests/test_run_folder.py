@@ -25,7 +25,7 @@ from exo_rt.record.recorder import read_cycle_log
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [sys.executable, "-m", "exo_rt", "run"]
 STATUS = re.compile(r"^\S+\s+cycle\s+\d+\s+t\s")  # the recording's once-a-second status line
-RECORD = 8 * 24  # bytes of one cycle record (two joints)
+RECORD = 8 * 28  # bytes of one cycle record (two joints)
 HEADER = 16 + 8192
 
 
@@ -99,14 +99,14 @@ def test_a_full_disk_at_start_stops_the_recording_not_the_run(tmp_path):
 
 def test_a_disk_full_mid_run_stops_the_recording_not_the_run(tmp_path):
     out = tmp_path / "r"
-    # above the shared-memory rings (3.1 MB), reached by run.mcap at t ≈ 9 s of 10.5
-    res = _full_disk_run(out, 3_200_000, 8.0)
+    # above the shared-memory rings (3.7 MB), reached by run.mcap before the session's end
+    res = _full_disk_run(out, 4_000_000, 10.0)
     assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout
     lines = _no_flood(res.stderr)
     assert len(lines) <= 3
     assert sum("recording stopped at t =" in ln for ln in lines) == 1
     stopped = json.loads((out / "summary.json").read_text())["recording"]["stopped"]
-    assert 5.0 < stopped["t"] < 10.5 and "File too large" in stopped["error"]
+    assert 5.0 < stopped["t"] < 13.0 and "File too large" in stopped["error"]  # (the run: 13.5 s)
     events = [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
     assert [e["errno"] for e in events if e["event"] == "recording_stopped"] == ["EFBIG"]
     records, _ = read_cycle_log(out / "cycles.exolog")

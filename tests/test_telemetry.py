@@ -208,7 +208,7 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     records, log_meta = read_cycle_log(out / "cycles.exolog")
     n = len(records)
     topics = {c.topic for c in summary.channels.values()}
-    assert topics == {"/joints", "/state", "/timing", "/can", "/events"}
+    assert topics == {"/joints", "/state", "/timing", "/can", "/events", "/activity"}
     counts = {summary.channels[cid].topic: k
               for cid, k in summary.statistics.channel_message_counts.items()}
     assert counts["/joints"] == counts["/state"] == counts["/timing"] == n
@@ -218,8 +218,9 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
         r = records[k]
         j, s, tm = joints[k][1], state[k][1], timing[k][1]
         assert j["t"] == r["t"] and j["cycle"] == r["cycle"] == k
-        for f in ("q", "qd", "q_ref", "current", "command", "torque", "flags"):
+        for f in ("q", "qd", "q_ref", "current", "command", "torque", "flags", "qd_ref"):
             assert np.array_equal([_num(j[f][x]) for x in names], r[f], equal_nan=True), (k, f)
+        assert (s["phase"], s["stride"]) == (r["phase"], r["stride"])
         assert s["state_code"] == r["state"] and s["state"] == log_meta["states"][int(r["state"])]
         assert s["cause_code"] == r["cause"] and s["board"] == r["board"]
         assert s["overrun_streak"] == r["overrun_streak"]
