@@ -318,7 +318,12 @@ def replay_rig(records, meta: dict, top) -> Rig:
 
 def _session(run_dir: Path) -> dict:
     """The recorded session's options for a replay: its requests (every ``request`` event of
-    ``events.jsonl``, asked again at the cycles they came in, whoever asked then)."""
+    ``events.jsonl``, asked again at the cycles they came in, whoever asked then) and the run
+    folder's copies of its activities file and wearer profile (the postures, motions and
+    walking parameters it ran with; a run recorded before sessions: the defaults)."""
+    from exo_rt.runtime.snapshot import recorded_session
+
+    _script, activities, wearer = recorded_session(run_dir)
     events = []
     try:
         with (run_dir / "events.jsonl").open(encoding="utf-8") as f:
@@ -331,7 +336,8 @@ def _session(run_dir: Path) -> dict:
                     events.append(ev)
     except OSError:
         pass  # a run without events: no requests (the session's guard ends it)
-    return {"requests": tuple(events)}
+    return {"requests": tuple(events), "activities": None if activities is None else
+            str(activities), "wearer": None if wearer is None else str(wearer)}
 
 
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
