@@ -1,6 +1,6 @@
 """Sessions run on the lockstep simulated exoskeleton for the session tests: a session script
-written for the test, the emulated crutch's buttons pressed by plan (times from the session's
-start, on the board's clock), every cycle's record kept."""
+written for the test, the emulated crutch's buttons pressed by plan (:mod:`exo_rt.sim.crutch`),
+requests no script may hold asked by the test (:class:`Asks`), every cycle's record kept."""
 
 from __future__ import annotations
 
@@ -9,34 +9,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from exo_rt.runtime import controller as controller_module
 from exo_rt.runtime.config import load_top
+from exo_rt.runtime.controller import Controller
+from exo_rt.sim.crutch import crutch
 
 ROOT = Path(__file__).resolve().parents[1]
 EMPTY: tuple = ()
-
-
-class ButtonPlan:
-    """A test's wearer on the emulated crutch: at the session's first cycle, every ``(t,
-    command, what)`` of ``plan`` is handed to the board emulator (``buttons`` / ``click`` /
-    ``silence`` / ``estop``) at the session's start + t on the board's clock."""
-
-    def __init__(self, ctl, plan) -> None:
-        self.ctl, self.plan, self.t0 = ctl, list(plan), None
-
-    def poll(self, k: int):
-        if self.t0 is None:
-            self.t0 = self.ctl.board.clock()
-            for t, cmd, what in self.plan:
-                if cmd == "estop":
-                    continue
-                self.ctl.bus_set.board_command(f"{cmd} {self.t0 + t!r} {what}")
-        for t, cmd, what in self.plan:  # (the e-stop has no time of its own: pressed now)
-            if cmd == "estop" and self.ctl.board.clock() >= self.t0 + t and not \
-                    getattr(self, "_estop", False):
-                self._estop = True
-                self.ctl.bus_set.board_command(f"estop {what}")
-        return EMPTY
 
 
 class Asks:
@@ -54,7 +32,7 @@ class Asks:
 
 
 def run_session(tmp_path: Path, steps: list[dict], *, config: str = "exo_leg.yaml",
-                plan=(), asks=(), duration: float = 60.0, monkeypatch=None, **options):
+                plan=(), asks=(), duration: float = 60.0, **options):
     """A session run: ``steps`` (a session script's) written to a file, the buttons' ``plan``
     pressed on the emulated board. Returns the controller (``ctl.log`` every cycle,
     ``ctl.events``, ``ctl.session``) and the run's result."""
@@ -62,19 +40,10 @@ def run_session(tmp_path: Path, steps: list[dict], *, config: str = "exo_leg.yam
     path = tmp_path / "session.yaml"
     path.write_text(yaml.safe_dump({"description": "test", "steps": steps}))
     top = load_top(ROOT / "configs" / config)
-    ctl = controller_module.Controller(top, "sim", history=True, session=str(path), **options)
-    if plan or asks:
-        made = controller_module.sessions.for_run
-
-        def with_plan(c):
-            sess = made(c)
-            if asks:
-                sess.sources.insert(0, Asks(asks))
-            if plan:
-                sess.sources.insert(0, ButtonPlan(c, plan))
-            return sess
-
-        monkeypatch.setattr(controller_module.sessions, "for_run", with_plan)
+    sources = tuple(options.pop("sources", ()))
+    sources += ((lambda ctl: Asks(asks)),) if asks else ()
+    sources += (crutch(plan),) if plan else ()
+    ctl = Controller(top, "sim", history=True, session=str(path), sources=sources, **options)
     result = ctl.run(duration, tmp_path / "run")
     return ctl, result
 

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from sessions_fixtures import jumps, requests, run_session, sequence
+from sessions_fixtures import Asks, jumps, requests, run_session, sequence
 
 from exo_rt.control import gait_speed
 from exo_rt.record.replay import replay
@@ -60,13 +60,13 @@ def _speed_windows(ctl, log):
 
 
 @pytest.mark.parametrize("config", ["exo_leg.yaml", "exo_2leg.yaml"])
-def test_a_whole_session_on_the_crutch_buttons(tmp_path, monkeypatch, config):
+def test_a_whole_session_on_the_crutch_buttons(tmp_path, config):
     """Sit → stand up (GO released half-way: frozen, pressed: resumed) → stand 5 s → walk at
     three speeds (20 strides) → STOP → stand → sit down, every request from the emulated
     crutch."""
     legs = 2 if "2leg" in config else 1
     ctl, res = run_session(tmp_path, [{"request": "end", "at": 64.0}], config=config,
-                           plan=WHOLE, duration=64.0, monkeypatch=monkeypatch,
+                           plan=WHOLE, duration=64.0,
                            start_pose=SITTING * legs)
     s = res.summary
     assert s["final_state"] == "SHUTDOWN" and not s["faults"]
@@ -121,8 +121,7 @@ def test_a_whole_session_on_the_crutch_buttons(tmp_path, monkeypatch, config):
     assert sorted(walks) == [0.3, 0.4, 0.5]
 
 
-def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_path,
-                                                                          monkeypatch):
+def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_path):
     """Fourteen requests the machine must refuse, each answered in the cycle it came with its
     reason, and the reference bit for bit that of the same session without them."""
     base = [{"request": "go", "at": 0.0},  # GO from sitting: stands up (the selected motion)
@@ -153,7 +152,7 @@ def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_pa
                          board=None)
     fly = [(7.8, rq.Request(rq.START, rq.CONSOLE, motion="fly"))]
     ctl, res = run_session(tmp_path / "forbidden", steps, duration=13.0, asks=fly,
-                           monkeypatch=monkeypatch, start_pose=SITTING, board=None)
+                           start_pose=SITTING, board=None)
     assert res.summary["final_state"] == "SHUTDOWN"
     refused = [e for e in requests(ctl) if e["answer"] == "rejected"]
     assert [e["reason"] for e in refused] == [r for _, _, r in forbidden]
@@ -188,11 +187,10 @@ def test_a_start_in_no_named_posture_accepts_only_home(tmp_path):
     assert 0.15 < peak <= 0.2 + 1e-9  # rad/s: homing is slow (max_speed 0.2)
 
 
-def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path, monkeypatch):
+def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path):
     steps = [{"request": "start", "motion": "walk", "at": 0.0},
              {"request": "end", "at": 8.0}]
-    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "silence", "2.5")], duration=8.0,
-                           monkeypatch=monkeypatch)
+    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "silence", "2.5")], duration=8.0)
     assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
     (stop,) = _accepted(ctl, "stop")
     assert stop["source"] == "board" and stop["note"] == "buttons silent"
@@ -203,11 +201,10 @@ def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path, monke
     assert walk["posture"] == "standing" and (walk["cycle"] - stop["cycle"]) * DT <= period
 
 
-def test_the_estop_mid_walk_goes_safe_within_3_cycles(tmp_path, monkeypatch):
+def test_the_estop_mid_walk_goes_safe_within_3_cycles(tmp_path):
     steps = [{"request": "start", "motion": "walk", "at": 0.0},
              {"request": "end", "at": 6.0}]
-    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "estop", "1")], duration=6.0,
-                           monkeypatch=monkeypatch)
+    ctl, res = run_session(tmp_path, steps, plan=[(3.0, "estop", "1")], duration=6.0)
     s = res.summary
     assert s["final_state"] == "SAFE"
     (f,) = s["faults"]
@@ -250,19 +247,14 @@ def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stdin", os.fdopen(r, "r"))
     box, done = {}, threading.Event()
     feeder = threading.Thread(target=_console_keys, args=(box, w, done), daemon=True)
-    from exo_rt.runtime import controller as cm
-
-    made = cm.sessions.for_run
-
-    def keep(c):
+    def keep(c):  # (the feeder watches the controller's events)
         box["ctl"] = c
-        return made(c)
+        return Asks(())
 
-    monkeypatch.setattr(cm.sessions, "for_run", keep)
     feeder.start()
     try:  # (a console session: no script steps, the keys ask)
         ctl_c, res = run_session(tmp_path / "console", [{"request": "end", "at": 1e6}],
-                                 duration=30.0, board=None, console=True)
+                                 duration=30.0, board=None, console=True, sources=(keep,))
     finally:
         done.set()
     assert res.summary["final_state"] == "SHUTDOWN"
@@ -270,24 +262,23 @@ def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
     assert sequence(ctl_c) == sequence(ctl_s)
 
 
-def test_controller_replay_of_a_button_session_is_bit_identical(tmp_path, monkeypatch):
+def test_controller_replay_of_a_button_session_is_bit_identical(tmp_path):
     plan = [(0.5, "click", "go"), (5.0, "click", "mode"), (7.0, "click", "stop")]
     ctl, res = run_session(tmp_path, [{"request": "end", "at": 12.0}], plan=plan,
-                           duration=12.0, monkeypatch=monkeypatch)
+                           duration=12.0)
     assert res.summary["final_state"] == "SHUTDOWN"
     assert [e["request"] for e in requests(ctl)] == ["go", "go_release", "mode", "stop",
                                                      "end"]
-    monkeypatch.undo()  # (the replay's session asks the recorded requests, nothing else)
     out = replay(res.run_dir, "controller")
     assert out["max_abs_command_diff_A"] == 0.0 and out["first_diff_cycle"] is None
 
 
-def test_the_board_frames_carry_the_machines_answers(tmp_path, monkeypatch):
+def test_the_board_frames_carry_the_machines_answers(tmp_path):
     """What the crutch's display gets: an ANSWER per request, FINISHED at the end, MENUs
     with the posture, the possible motions and the step count."""
     plan = [(0.5, "click", "go"), (5.0, "click", "stop")]
     ctl, _ = run_session(tmp_path, [{"request": "end", "at": 9.0}], plan=plan,
-                         duration=9.0, monkeypatch=monkeypatch)
+                         duration=9.0)
     emu = ctl.bus_set.board
     acts = ctl.activities
     kinds = [(a.kind, a.answer) for _, a in emu.answers]

@@ -31,3 +31,5 @@ class RunOptions:
     wearer: str | None = None  # the wearer profile (None: the robot file's wearer)
     console: bool = False  # the therapist's console: keys on stdin, status on stderr
     requests: tuple | None = None  # replay: the recorded request events, asked again
+    sources: tuple = ()  # more request sources: callables (controller) → source (a rehearsal's
+    # crutch plan on the emulated board, exo_rt.sim.crutch; a test's own)

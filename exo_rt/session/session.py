@@ -237,6 +237,8 @@ def for_run(ctl) -> Session:
     sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
                  activities=o.activities, wearer=o.wearer, requests=o.requests)
     ctl.wearer, ctl.activities = sess.machine.wearer, sess.machine.activities
+    for make in o.sources:
+        sess.sources.insert(0, make(ctl))
     if o.console and o.requests is None:
         from exo_rt.session.console import ConsoleSource, ConsoleView
 
