@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from exo_rt.runtime.config import load_top
@@ -63,15 +62,3 @@ def sequence(ctl) -> list[tuple]:
         elif e["event"] == "finished":
             out.append(("finished", e.get("motion"), e.get("posture")))
     return out
-
-
-def jumps(log, cycles) -> tuple[float, float]:
-    """The largest per-cycle change of q_r (rad) and q̇_r (rad/s) across each cycle of
-    ``cycles`` (a boundary: the change from it to the next)."""
-    qr, qdr = log["q_ref"], log["qd_ref"]
-    dq = dqd = 0.0
-    for k in cycles:
-        if 0 <= k and k + 1 < len(qr):
-            dq = max(dq, float(np.abs(qr[k + 1] - qr[k]).max()))
-            dqd = max(dqd, float(np.abs(qdr[k + 1] - qdr[k]).max()))
-    return dq, dqd

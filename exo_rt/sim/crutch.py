@@ -42,3 +42,16 @@ def crutch(plan):
     """The plan as a source maker for :class:`~exo_rt.runtime.options.RunOptions`'
     ``sources`` (called with the controller when its session is made)."""
     return lambda ctl: CrutchPlan(ctl, plan)
+
+
+# A whole session on the crutch (docs/sessions.md's figures, tests/test_sessions.py), from
+# sitting: stand up with GO held (released half-way for a second, pressed again), stand 5 s,
+# GO: walk at the profile's default 0.4 m/s, MODE → 0.5, MODE → 0.3 (the presets wrap), 20
+# strides in all, STOP, NEXT (sit down), sit down with GO held. The session's END at
+# ``WHOLE_SESSION_S`` is a script's (the crutch has no END).
+WHOLE_SESSION = ((0.5, "buttons", "go"), (2.0, "buttons", "none"), (3.0, "buttons", "go"),
+                 (7.5, "buttons", "none"),
+                 (12.0, "buttons", "go"), (12.3, "buttons", "none"),
+                 (24.8, "click", "mode"), (37.5, "click", "mode"), (51.5, "click", "stop"),
+                 (55.0, "click", "next"), (56.0, "buttons", "go"), (62.5, "buttons", "none"))
+WHOLE_SESSION_S = 64.0
