@@ -688,6 +688,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in result.setup:
         print(f"set-up: {line}")
     print(_final_line(s, ctl.realtime))
+    if ctl.session is not None and ctl.session.stalled:  # the guard ended it: say why
+        print(f"session script stalled: {ctl.session.stalled}", file=sys.stderr)
     for name, j in s["joints"].items():
         print(f"  {name:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
               f"|I| ≤ {j['max_abs_current_A']:.2f} A")

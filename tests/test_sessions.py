@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from exo_rt.session.figures import session_figures
 from exo_rt.sim.crutch import WHOLE_SESSION, WHOLE_SESSION_S
 from firmware_bridge import protocol as p
 
+ROOT = Path(__file__).resolve().parents[1]
 SITTING = [0.9, 1.3]  # configs/activities/*.yaml's sitting, per leg
 DT = 1e-3
 
@@ -244,3 +246,46 @@ def test_the_board_frames_carry_the_machines_answers(tmp_path):
     walking = [m for m in menus if m.motion == acts.index("walk")]
     assert walking and max(m.steps for m in menus) >= 2
     assert isinstance(menus[-1], p.Menu)
+
+
+def _cli(*args: str, stdin: str | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "exo_rt", *args], input=stdin, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _events(folder) -> list[dict]:
+    import json
+
+    return [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines()]
+
+
+def test_the_docs_session_commands_run(tmp_path):
+    """docs/sessions.md's commands as typed: the shipped buttons' session from sitting, a
+    wearer profile on the two-leg exoskeleton, the console (its END key)."""
+    res = _cli("run", "--session", "configs/sessions/buttons_demo.yaml", "--start-pose", "0.9",
+               "1.3", "--duration", "60", "--out", str(tmp_path / "demo"))
+    assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
+    done = [e["motion"] for e in _events(tmp_path / "demo") if e["event"] == "finished"]
+    assert done == ["stand_up", "walk", "sit_down"]
+    res = _cli("run", "--wearer", "configs/wearers/example.yaml", "--config",
+               "configs/exo_2leg.yaml", "--duration", "2", "--out", str(tmp_path / "w"))
+    assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
+    assert (tmp_path / "w" / "configs" / "wearers" / "example.yaml").exists()
+    res = _cli("run", "--console", "--duration", "5", "--out", str(tmp_path / "c"), stdin="q")
+    assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
+    (end,) = [e for e in _events(tmp_path / "c") if e.get("request") == "end"]
+    assert end["source"] == "console" and end["answer"] == "accepted"
+
+
+def test_a_stalled_script_is_named_with_its_line(tmp_path):
+    script = tmp_path / "stall.yaml"
+    script.write_text("steps:\n  - {request: start, motion: stand_up, at: 0.0}\n"
+                      "  - {request: end, after: accepted}\n")
+    res = _cli("run", "--session", str(script), "--duration", "0.5", "--out",
+               str(tmp_path / "r"))
+    assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
+    assert f"session script stalled: {script}:3: steps[1]" in res.stderr
+    assert "not_from_here" in res.stderr and "Traceback" not in res.stderr

@@ -36,6 +36,7 @@ class Session:
         self.script = script  # the session script source, if any: its end ends the session
         self._steps = 0
         self._shown = -1
+        self.stalled: str | None = None  # why the script can go no further, once it cannot
         self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
 
     def begin(self, k: int) -> None:
@@ -102,6 +103,10 @@ class Session:
                 notify(ans, k)
         for sink in self.sinks:
             sink.answer(ans, k)
+        if self.script is not None and self.stalled is None:
+            self.stalled = self.script.source.stalled
+            if self.stalled is not None:  # (the session's guard will end it: say why now)
+                self._event(k, {"event": "script_stalled", "why": self.stalled})
 
     def _show(self, k: int) -> None:
         self._shown = self.machine.version
