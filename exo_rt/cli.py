@@ -590,7 +590,8 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "session still going 30 s after it is stopped (docs/sessions.md)")
     p.add_argument("--session", metavar="FILE",
                    help="session script: requests at times or after events (default "
-                        "configs/sessions/default.yaml: walk for --duration, stop, end)")
+                        "configs/sessions/default.yaml: home, walk for --duration, stop, "
+                        "end)")
     p.add_argument("--activities", metavar="FILE",
                    help="activities file: postures and motions (default the robot's, "
                         "configs/activities/ROBOT.yaml)")
@@ -1134,9 +1135,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
-    "run": (_setup_run, cmd_run, "run the controller (default: the simulated leg)"),
+    "run": (_setup_run, cmd_run,
+            "run the controller through a session (default: the simulated leg homes, walks, "
+            "stops)"),
     "check": (_setup_check, cmd_check,
-              "validate a top config (and every file it names) or a robot file"),
+              "validate a config file: a top config (and every file it names), a robot, a "
+              "session script, an activities file or a wearer profile"),
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
     "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
     "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
