@@ -39,20 +39,21 @@ def test_shipped_postures_and_moves_fit_the_robot(robots, name):
     knees = [i for i, j in enumerate(robot.joint_names) if j.endswith("knee")]
     np.testing.assert_allclose(act.posture_q("standing")[hips], 0.0, atol=0)
     np.testing.assert_allclose(act.posture_q("standing")[knees], 0.05, atol=1e-15)
-    np.testing.assert_allclose(act.posture_q("sitting")[hips + knees], 1.40, atol=1e-15)
+    np.testing.assert_allclose(act.posture_q("sitting")[hips], 0.90, atol=1e-15)
+    np.testing.assert_allclose(act.posture_q("sitting")[knees], 1.30, atol=1e-15)
     others = sorted(set(range(n)) - set(hips) - set(knees))
     assert np.all(act.posture_q("sitting")[others] == 0.0)
     assert act.names == ("stand_up", "walk", "sit_down", "home")
     for m in act.motions:
         assert act.index(m.name) == m.index == act.names.index(m.name)
     up, walk, down, home = act.motions
-    # stand up / sit down: minimum-jerk, the hip's 1.40 rad peaking at 0.5 rad/s
+    # stand up / sit down: minimum-jerk, the knee's 1.25 rad peaking at 0.5 rad/s
     for m, a, b in ((up, "sitting", "standing"), (down, "standing", "sitting")):
         assert (m.kind, m.start, m.end, m.hold_go, m.stoppable) == ("move", a, b, True, False)
-        assert m.duration == pytest.approx(PEAK * 1.40 / 0.5, abs=1e-12)  # 5.25 s
+        assert m.duration == pytest.approx(PEAK * 1.25 / 0.5, abs=1e-12)  # 4.69 s
         delta = np.abs(act.posture_q(b) - act.posture_q(a))
         assert np.max(PEAK * delta / m.duration) <= 0.5 + 1e-12
-        assert act.move_duration(m, act.posture_q(a)) == pytest.approx(5.25, abs=1e-12)
+        assert act.move_duration(m, act.posture_q(a)) == pytest.approx(4.6875, abs=1e-12)
     assert (walk.kind, walk.start, walk.end, walk.hold_go, walk.stoppable) == \
         ("walk", "standing", "standing", False, True)
     assert (walk.opening, walk.closing, walk.duration) == (0.5, 0.5, None)
@@ -107,7 +108,7 @@ def test_a_wearer_s_postures_replace_the_file_s_joint_by_joint(robots):
     robot = robots["exo_2leg"]
     act = load_activities(default_path("exo_2leg"), robot,
                           postures={"sitting": {"hip": 1.45, "right_knee": 1.5}})
-    np.testing.assert_array_equal(act.posture_q("sitting"), [1.45, 1.40, 1.45, 1.50])
+    np.testing.assert_array_equal(act.posture_q("sitting"), [1.45, 1.30, 1.45, 1.50])
     # the move's duration follows: the right knee moves 1.45 rad
     assert act.motion("stand_up").duration == pytest.approx(PEAK * 1.45 / 0.5, abs=1e-12)
     with pytest.raises(ConfigError, match="unknown posture 'siting'.*did you mean 'sitting'"):

@@ -69,11 +69,14 @@ def test_a_run_keeps_its_configs_and_runs_again_from_them(recorded, tmp_path):
     run, configs = recorded
     doc = json.loads((run / "config-snapshot.json").read_text())
     kinds = sorted(f["kind"] for f in doc["files"])
-    assert kinds == ["buses", "controller", "eds", "module", "robot", "top"]
+    assert kinds == ["activities", "buses", "controller", "eds", "module", "robot", "session",
+                     "top", "wearer"]
     for f in doc["files"]:  # each a copy inside the run folder, byte for byte
         copy = run / f["copy"]
         assert copy.resolve().is_relative_to(run.resolve())
-        if f["kind"] != "top":
+        if f["kind"] == "wearer":  # the robot file's wearer: its profile written out
+            assert "(its wearer, default profile)" in f["original"]
+        elif f["kind"] != "top":
             assert copy.read_bytes() == Path(f["original"]).read_bytes()
     assert "robot: \"configs/robots/exo_leg.yaml\"" in (run / "config.yaml").read_text()
     # the snapshot alone reproduces the run: its configs folder is gone meanwhile
@@ -217,8 +220,8 @@ def _bit_flipped(raw, start, size):  # the exponent's top bit of q[knee]: ≈ 1e
 
 
 DAMAGE = {
-    "truncated": (_halved, r"holds 17\d\d records where summary.json says 3\d{3}: it ends after "
-                           r"record 17\d\d \(cycle 17\d\d\)"),
+    "truncated": (_halved, r"holds \d{4} records where summary.json says \d{4}: it ends after "
+                           r"record \d{4} \(cycle \d{4}\)"),
     "gapped": (_gapped, r"the cycle counter jumps from 99 to 101 at record 100"),
     "empty": (_empty, r"it holds no records where summary.json says"),
     "non-finite": (_nan, r"q\[hip\] is nan at record 1234 \(cycle 1234\)"),

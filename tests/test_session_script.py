@@ -32,22 +32,28 @@ def _names(reqs):
     return [(r.cycle, rq.KINDS[r.kind], r.motion, r.value) for r in reqs]
 
 
-def test_the_default_run_walks_for_its_duration_then_stops_and_ends(activities):
+def test_the_default_run_homes_walks_for_its_duration_then_stops_and_ends(activities):
     session = load_session(default_path(), activities)
     src = ScriptSource(session, duration=10.0, dt=DT)
     first = src.poll(0)
-    assert _names(first) == [(0, "start", "walk", None)]
+    assert _names(first) == [(0, "start", "home", None)]
     assert first[0].source == rq.SCRIPT
-    assert src.poll(1) is EMPTY and not src.done and src.made == 1
-    src.notify(rq.Answer(rq.ACCEPTED, rq.START, motion="walk"), 3)  # accepted in cycle 3
-    assert src.poll(10002) is EMPTY  # --duration 10 s after the acceptance: cycle 10003
-    assert _names(src.poll(10003)) == [(10003, "stop", None, None)]
-    src.notify(rq.Answer(rq.ACCEPTED, rq.STOP), 10003)
-    assert src.poll(11000) is EMPTY  # the closing step runs
-    src.notify(rq.Answer(rq.FINISHED, rq.STOP, motion="walk", posture="standing"), 11500)
-    assert _names(src.poll(11500)) == [(11500, "end", None, None)]
+    src.notify(rq.Answer(rq.REJECTED, rq.START, rq.R_NEEDS_CONFIRM, motion="home"), 0)
+    assert _names(src.poll(1)) == [(1, "confirm", None, None)]  # the operator's confirmation
+    src.notify(rq.Answer(rq.ACCEPTED, rq.CONFIRM, motion="home"), 1)
+    assert src.poll(500) is EMPTY  # homing
+    src.notify(rq.Answer(rq.FINISHED, rq.START, motion="home", posture="standing"), 1001)
+    assert _names(src.poll(1002)) == [(1002, "start", "walk", None)]
+    assert src.poll(1003) is EMPTY and not src.done and src.made == 3
+    src.notify(rq.Answer(rq.ACCEPTED, rq.START, motion="walk"), 1003)  # accepted in 1003
+    assert src.poll(11002) is EMPTY  # --duration 10 s after the acceptance: cycle 11003
+    assert _names(src.poll(11003)) == [(11003, "stop", None, None)]
+    src.notify(rq.Answer(rq.ACCEPTED, rq.STOP), 11003)
+    assert src.poll(12000) is EMPTY  # the closing step runs
+    src.notify(rq.Answer(rq.FINISHED, rq.STOP, motion="walk", posture="standing"), 12500)
+    assert _names(src.poll(12501)) == [(12501, "end", None, None)]
     assert not src.done
-    src.notify(rq.Answer(rq.ACCEPTED, rq.END), 11500)
+    src.notify(rq.Answer(rq.ACCEPTED, rq.END), 12501)
     assert src.done and src.stalled is None and src.poll(20000) is EMPTY
 
 
@@ -123,7 +129,7 @@ def test_the_buttons_session_runs_through(activities):
             break
     # an event (an answer, a stride) in cycle c makes a step due in c + its wait: polled
     # at the start of each cycle, one without a wait is made in c + 1
-    up = round(5.25 / DT)  # the stand-up's cycles at max_speed 0.5 rad/s
+    up = round(4.6875 / DT)  # the stand-up's cycles at max_speed 0.5 rad/s
     t_up_done = 501 + up - 1  # GO from cycle 501: the move counts down from there
     walk = t_up_done + 1 + 5000  # GO released the cycle after, then 5 s standing
     sit = walk + 21_000 + 2000  # the closing stride (the 21st) ended, then 2 s

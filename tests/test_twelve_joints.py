@@ -125,7 +125,7 @@ def test_a_lockstep_stride_ends_shutdown_within_its_measured_errors(top, tmp_pat
     out = tmp_path / "run"
     s = Controller(top, "sim").run(2.0, out).summary
     assert s["final_state"] == "SHUTDOWN" and s["faults"] == []
-    assert s["bus"] == "sim" and s["phases_s"]["RUN"] == 2.0
+    assert s["bus"] == "sim" and 3.0 < s["phases_s"]["RUN"] < 5.5  # homing, 2 s, closing
     for name, j in s["joints"].items():
         kind = name.split("_", 1)[1]
         bound = MAX_ERROR_DEG.get(kind, MAX_ERROR_HELD_DEG)
