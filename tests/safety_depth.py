@@ -29,10 +29,13 @@ VM_CONFIG = ROOT / "tests" / "data" / "exo_leg_vm.yaml"
 ROBOT = ROOT / "configs" / "robots" / "exo_leg.yaml"
 BUSES = ROOT / "configs" / "buses" / "exo_leg.yaml"
 HARDWARE_FIFO = 70  # the stand-in hardware runs real time, below the control thread (80)
-# when the event comes: 0.1 s before ALIGN ends (2 s), the leg all but at rest at the gait's
-# start; from 2 s the gait moves it, and a joint killed in motion coasts until its friction
-# (or its brake) stops it — the knee, which has none, ~11° at gait speed (docs/safety.md)
+# when the event comes: the leg at rest, held under gravity at the gait's start posture (hip
+# flexed 34°) where the simulated drives start it, by a session that holds it there
+# (tests/data/hold_session.yaml); a joint killed in motion would coast until its friction (or
+# its brake) stops it — the knee, which has none, ~11° at gait speed (docs/safety.md)
 EVENT_S = 1.9
+POSE = ("0.594", "0.021")  # rad: the normal gait's start (hip, knee)
+HOLD = ROOT / "tests" / "data" / "hold_session.yaml"
 _groups = itertools.count(1)
 
 
@@ -72,7 +75,7 @@ class Hardware:
         self.trace_path = tmp / "trace.npz"
         args = [sys.executable, "-m", "exo_rt", "drives", "--config", str(ROBOT), "--buses",
                 str(buses), "--bus", f"udp_multicast:{_group()}", "--trace",
-                str(self.trace_path)] + (["--board"] if board else [])
+                str(self.trace_path), "--pose", *POSE] + (["--board"] if board else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, cwd=ROOT)
         try:  # like the drives' own hardware: never held up by the rest of the machine
@@ -118,7 +121,7 @@ class Controller:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "exo_rt", "run", "--config", str(self.config), "--bus",
              self.hw.served["leg"], "--board", board, "--duration", str(self.duration),
-             "--out", str(self.out), *self.extra],
+             "--out", str(self.out), "--session", str(HOLD), *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
     def wait_for_cycles(self, timeout: float = 60.0) -> float:
