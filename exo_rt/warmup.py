@@ -86,8 +86,7 @@ class Context:
         (its rows as wide as a run's records: the cycle writes a whole record into one)."""
         from exo_rt.runtime import cycle as cy
         t = self.top
-        return cy.build(t.robot, t.exo, t.controller, t.safety, dt=1.0 / t.rate_hz,
-                        align_s=t.align_s)
+        return cy.build(t.robot, t.exo, t.controller, t.safety, dt=1.0 / t.rate_hz)
 
     @cached_property
     def plant(self):

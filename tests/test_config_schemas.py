@@ -52,6 +52,8 @@ def test_loads_are_identical_to_the_hand_written_loaders():
     new = json.loads(json.dumps(capture()))
     for kind, files in old.items():
         for name, snap in files.items():
+            if kind == "top":  # (the ALIGN state went with sessions, and its duration)
+                snap = {k: v for k, v in snap.items() if k != "align_s"}
             assert _same(new[kind][name], snap), f"{kind} {name} loads differently"
 
 

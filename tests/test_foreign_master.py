@@ -163,7 +163,7 @@ def test_the_check_orders_foreign_first():
     from exo_rt.runtime.states import RUN
 
     top = load_top("configs/exo_leg.yaml")
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)
     c.s["state"] = RUN
     c.flags[:] = [F_DUPLICATE, F_FOREIGN]
     c.v[cy.V_QR] = 5.0  # a tracking error too, and a position out of range: foreign first
@@ -200,7 +200,7 @@ def test_a_second_sync_producer_on_the_realtime_bus():
         bus = can.Bus(interface="udp_multicast", channel=group)
         try:
             log = out / "cycles.exolog"
-            while not stop.is_set():  # from ~1 s into RUN (ALIGN is 2 s): the log's size
+            while not stop.is_set():  # from ~1 s into RUN: the log's size
                 if log.exists() and log.stat().st_size > 3100 * 24 * 8:
                     break
                 time.sleep(0.01)

@@ -34,7 +34,7 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
     from tests.pinref import TreeTwin
 
     top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.5))
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)
     c.s["state"] = RUN
     period = top.controller.reference.period
     c.s["phase"], c.s["period"] = 0.3 - 1e-3 / period, period  # (advanced, then evaluated)
@@ -54,7 +54,7 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
 
 def test_without_assist_the_wearer_torque_is_not_computed(tmp_path):
     top = load_top(ROOT / "configs" / "exo_leg.yaml", controller=_transparent(tmp_path, 0.0))
-    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3, align_s=1.0)
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)
     assert not c.p["assist"]
 
 
@@ -89,8 +89,7 @@ def test_one_cycle_four_users(recorded):
         "replay": None,  # the controller's own cycle
         "the bench": bench.build_cycle(top, 1.0 / top.rate_hz),
         "model-in-the-loop": mil.build_cycle(top.robot, top.controller,
-                                             mil.MilOptions(exo_model=top.exo),
-                                             align_s=top.align_s),
+                                             mil.MilOptions(exo_model=top.exo)),
     }
     for user, cycle in users.items():
         ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),

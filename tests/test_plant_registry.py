@@ -153,7 +153,6 @@ def _top(tmp_path: Path, plant: str) -> Path:
                     f"buses: {cfg / 'buses' / 'exo_leg.yaml'}\n"
                     f"controller: {_controller(tmp_path)}\n"
                     "rate_hz: 1000\n"
-                    "align: {duration: 1.0}\n"
                     f"simulation: {{plant: {plant}}}\n")
     return path
 
@@ -187,7 +186,7 @@ def test_a_plant_defined_here_runs_behind_the_simulated_bus(registered, tmp_path
     assert top.simulation.plant == registered
     ctl = Controller(top, "sim")
     assert isinstance(ctl.bus_set.world.plant, RigidGearPlant)
-    result = ctl.run(4.0, None)  # ALIGN 1 s, a gait cycle and a half, the stop
+    result = ctl.run(4.0, None)  # homing 1 s, a walk of 4 s, the closing step, the stop
     s = result.summary
     assert s["final_state"] == "SHUTDOWN" and not s["faults"] and result.exit_code == 0, s
     rms = np.array([j["rms_error_deg"] for j in s["joints"].values()])
@@ -226,7 +225,7 @@ def test_an_unknown_plant_model_is_one_clear_line(tmp_path):
         load_top(path)
     line = str(err.value)
     assert "\n" not in line
-    assert line.startswith(f"{path}:6: simulation.plant: unknown plant model 'harmonic_drives'")
+    assert line.startswith(f"{path}:5: simulation.plant: unknown plant model 'harmonic_drives'")
     assert line.endswith("— did you mean 'harmonic_drive'?")
 
 

@@ -89,7 +89,7 @@ def _assert_held(r, label: str, limit: float = DRIVE_WATCHDOG_S) -> None:
 @pytest.mark.parametrize("layer", ["both", "drives_alone", "board_alone"])
 @once_more_on_a_stall
 def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp_path, layer):
-    """kill -9 at t = 1.9 s of a real-time run (the end of ALIGN: the leg all but at rest, the
+    """kill -9 at t = 1.9 s of a real-time run (the leg at rest, held at the gait's start, the
     hip at 34°, 40 N·m of the leg on it). Drives alone: no board; board alone: the drives'
     heartbeat consumer off (1016h = 0). Every drive's power stage off and its current zero
     within 50 ms; every joint moves < 0.5° in 2 s (the hip's brake and the knee's harmonic drive

@@ -107,12 +107,13 @@ def test_dynamics_match_pinocchio(robot):
         assert_close(dyn.inverse_dynamics(q, v, a), tau_ref, 1e-9, "inverse dynamics")
 
 
-# Measured (lockstep, one 2 s stride of RUN): worst RUN error hip flexion 0.18°, knee 0.93°
-# (stick–slip as the knee's speed reverses; exo_2leg's knee 0.70° with the same stiction),
-# held joints ≤ 0.004°; largest current 18.8 A in ALIGN (the hips holding the legs at the
-# gait's start), 16.2 A in RUN. The bounds leave ≈ 30 % for the friction branch a change of
-# rounding can take; the current's catches the chatter of exo_2leg's damping (K_d 36: 20 A,
-# the drives' limit, for 0.3 s of ALIGN).
+# Measured (lockstep, the default session: homing from standing, a 2 s walk at 0.4 m/s — the
+# right leg half a stride behind — and the closing step; `exo-rt run --config
+# configs/exo_12dof.yaml --duration 2`): worst error hip flexion 0.15°, knee 0.48°, held
+# joints ≤ 0.004°; largest current 12.0 A (the hips). Before sessions (ALIGN to the gait's
+# start with the hips lifting both legs, then its full amplitude) the worst were 0.18°,
+# 0.93° and 18.8 A: the bounds keep those margins — the knee's stick–slip as its speed
+# reverses, the chatter of exo_2leg's damping at the 20 A limit.
 MAX_ERROR_DEG = {"hip": 0.25, "knee": 1.2}
 MAX_ERROR_HELD_DEG = 0.02
 MAX_CURRENT_A = 19.5

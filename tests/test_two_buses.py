@@ -58,7 +58,7 @@ def test_two_legs_on_two_buses_each_frame_on_its_own_bus(tmp_path):
     (tmp_path / "top.yaml").write_text(
         f"robot: {robot}\nbuses: {tmp_path / 'buses.yaml'}\n"
         f"controller: {ROOT / 'configs' / 'controllers' / 'computed_torque.yaml'}\n"
-        "rate_hz: 1000\nalign: {duration: 2.0}\nstop: {duration: 0.5}\n"
+        "rate_hz: 1000\nstop: {duration: 0.5}\n"
         "safety: {stale_cycles: 50, overrun_streak: 50, board_timeout: 0.1, "
         "tracking_error: 0.3}\n")
     pid = os.getpid()

@@ -43,7 +43,7 @@ def main() -> int:
             cfg = load_controller(path, robot)
         except ConfigError:  # another robot's controller file (its joints)
             continue
-        c = cy.build(robot, robot, cfg, SafetyConfig(), dt=1e-3, align_s=1.0)
+        c = cy.build(robot, robot, cfg, SafetyConfig(), dt=1e-3)
         c.q[:], c.qd[:], c.qr[:], c.qdr[:], c.qddr[:] = q, qd, qr, qdr, qddr
         args = (c.model, c.data)
         _steps(*args, 10)

@@ -10,8 +10,8 @@ load allows):
   law, torque → current, the drives' cycle, the controller's velocity estimate and safety
   check through the cycle's data);
 - ``controller``: the controller's own cycle on the bench (:meth:`exo_rt.hil.bench.Bench.
-  run_controller`: :func:`exo_rt.runtime.cycle.step` period by period, READY → ALIGN → RUN →
-  STOPPING; ``--cycles`` of them in RUN).
+  run_controller`: :func:`exo_rt.runtime.cycle.step` period by period, READY → RUN (the default
+  session) → STOPPING; ``--cycles`` of the gait in RUN).
 
 Reports µs per cycle for the whole loop, the physics alone (median, p99), and the host side
 (their difference), against the 1 ms period as a ratio.

@@ -4,7 +4,7 @@ each part of the cycle timed.
 
     python tools/bench_rt_parts.py [--config tests/data/exo_leg_vm.yaml] [--duration S]
 
-Parts (µs per cycle, p50 and p99 over the RUN and ALIGN cycles, and their share of the
+Parts (µs per cycle, p50 and p99 over the RUN cycles, and their share of the
 slowest 1 % of cycles): the board's poll, the drives' frames in (receive + decode + flags),
 the cycle kernel, the drives' commands out (RPDOs, SYNC and heartbeat) — the clock stamps the
 compiled cycle (exo_rt.runtime.cycle_call) leaves in its ``io`` —, the board's heartbeat (a

@@ -27,7 +27,7 @@ def short_config(folder: Path) -> Path:
     path.write_text(f"robot: {configs / 'robots/exo_leg.yaml'}\n"
                     f"buses: {configs / 'buses/exo_leg.yaml'}\n"
                     f"controller: {configs / 'controllers/computed_torque.yaml'}\n"
-                    "rate_hz: 1000\nalign: {duration: 0.6}\nstop: {duration: 0.05}\n")
+                    "rate_hz: 1000\nstop: {duration: 0.05}\n")
     return path
 
 

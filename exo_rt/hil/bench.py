@@ -37,7 +37,7 @@ from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety, script, summary
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES
+from exo_rt.runtime.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES
 
 
 class AbortKey:
@@ -103,7 +103,7 @@ class Log:
 def build_cycle(top: TopConfig, dt: float) -> cy.Cycle:
     """The bench's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) of the bench's
     top config and the controller file it names, at the bench's period ``dt`` (s)."""
-    return cy.build(top.robot, top.exo, top.controller, top.safety, dt=dt, align_s=top.align_s)
+    return cy.build(top.robot, top.exo, top.controller, top.safety, dt=dt)
 
 
 class Bench:
@@ -279,7 +279,7 @@ class Bench:
             if self.abort.pressed.is_set():
                 raise BenchAbort("operator abort")
             self.exchange(c.cur)  # the last cycle's command at this SYNC, its answers
-            cy.clock(d, float(k), dt, float(k0.get(ALIGN, 0)), float(k0.get(RUN, 0)))
+            cy.clock(d, float(k), dt)
             cy.step(m, d)
             log.add(k * dt, c, int(s["state"]))
             s["overrun_streak"] = s["overrun_streak"] + 1.0 if self.wait_period() else 0.0
@@ -426,10 +426,10 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
 
     It is not the controller's ``computed_torque`` law run by :func:`exo_rt.runtime.cycle.
     step` (:meth:`Bench.run_controller` runs that): the cycle takes its reference from its state
-    (the gait in RUN, a minimum-jerk move in ALIGN, a held posture with q̇_r = q̈_r = 0 in
-    STOPPING), while the procedures need their own (steps, chirps, constant-speed sweeps,
-    multi-sines); the law adds q̈_r and compensates friction along q̇_r, while the bench's
-    loop has no feed-forward — a step or chirp measures the feedback loop alone — and
+    (the session's segment in RUN, a held posture with q̇_r = q̈_r = 0 in STOPPING), while
+    the procedures need their own (steps, chirps, constant-speed sweeps, multi-sines); the
+    law adds q̈_r and compensates friction along q̇_r, while the bench's loop has no
+    feed-forward — a step or chirp measures the feedback loop alone — and
     compensates friction along the measured speed (along q̇_r = 0 a step or chirp would get
     none); and its gains change per move (:data:`HOLD`, the procedures' bandwidths) where the
     law's are the controller config's.

@@ -111,13 +111,14 @@ def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
 
 
 @registry.procedure("controller", per_joint=False,
-                    moves="the controller's own run, as on the exoskeleton: READY, ALIGN "
-                          "(a minimum-jerk move to the gait's start), the gait for 10 s, "
+                    moves="the controller's own run, as on the exoskeleton: READY, the "
+                          "default session (home to standing, walk 10 s, the closing step), "
                           "STOPPING — every joint")
 def controller(bench: Bench, seconds: float = 10.0) -> dict:
     """The controller's law, reference and safety on the bench, exactly as in a run
     (:meth:`~exo_rt.hil.bench.Bench.run_controller`: :func:`exo_rt.runtime.cycle.step` period by
-    period against the drives, READY → ALIGN → RUN for ``seconds`` → STOPPING): what a lab
+    period against the drives, READY → RUN (the default session, walking ``seconds``) →
+    STOPPING): what a lab
     runs before a person wears the exoskeleton. Per joint the RMS and largest tracking error
     over RUN (deg), the largest |current| (A), and the trace every 10 ms (t, the angle and its
     reference, rad; the state). A safety cause ends it as a run ends: SAFE, the safe action

@@ -32,7 +32,6 @@ class TopConfig:
     buses: tuple[BusConfig, ...]
     controller: ControllerConfig
     rate_hz: float
-    align_s: float
     stop_s: float
     safety: SafetyConfig
     runs_dir: Path
@@ -84,7 +83,7 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
     return TopConfig(
         path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), robot_path=robot_path,
         buses_path=buses_path, robot=robot, exo=exo, buses=buses, controller=ctrl,
-        rate_hz=top.rate_hz, align_s=top.align.duration, stop_s=top.stop.duration,
+        rate_hz=top.rate_hz, stop_s=top.stop.duration,
         safety=top.safety, runs_dir=Path(top.logging.runs), realtime=top.realtime,
         simulation=top.simulation,
     )

@@ -29,7 +29,7 @@ from exo_rt.errors import ConfigError
 from exo_rt.processes import other_cpus
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call, script, snapshot, summary
+from exo_rt.runtime import script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.cycle_io import CycleIO
@@ -39,7 +39,6 @@ from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
 from exo_rt.runtime.run_record import RunRecord
 from exo_rt.runtime.states import (
-    ALIGN,
     BOOT,
     CONFIGURE,
     READY,
@@ -112,9 +111,9 @@ class Controller:
         self.width = max(b for _, b in self.columns.values())
         self._history = history
         self.cycle = c = cycle or cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
-                                           dt=self.dt, align_s=self.top.align_s)
+                                           dt=self.dt)
         self.s = c.s  # the cycle's scalars, by name
-        self.q, self.q_prev, self.i_meas, self.q_align0 = c.q, c.q_prev, c.i_meas, c.q_align0
+        self.q, self.q_prev, self.i_meas = c.q, c.q_prev, c.i_meas
         self.q_start, self.cur, self.flags, self.law_state = c.q_start, c.cur, c.flags, \
             c.law_state
         self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
@@ -225,7 +224,6 @@ class Controller:
             self.board.send_heartbeat(READY, force=True)
         self.io.gather()
         self.q_prev[:] = self.q
-        self.q_align0[:] = self.q
         self.times.update(boot_to_ready=time.monotonic() - t_boot,
                           process_to_ready=time.monotonic() - STARTED)
         self.k0 = {READY: 0}
@@ -283,7 +281,7 @@ class Controller:
             self.board.send_heartbeat(self.state)
             self.bus_set.tick()
         script.advance(self, k)
-        if self._stop_requested and self.state in (READY, ALIGN, RUN):
+        if self._stop_requested and self.state in (READY, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
         if plan.board:
             plan.act_on_board(k, self.bus_set, self.dt)
@@ -300,14 +298,12 @@ class Controller:
         return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])
 
     def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
-        return script.run_cycle(self.dt, self.top.align_s)
+        return script.run_cycle()
 
     def _go(self, state: int, k: int) -> None:
         self.state = state
         self.s["state"] = state
         self.k0[state] = k
-        if state == ALIGN or state == RUN:  # (the compiled cycle's time in ALIGN, its phase)
-            self.io.values[cycle_call.IO_K0_ALIGN if state == ALIGN else cycle_call.IO_K0_RUN] = k
         self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "state",
                             "state": STATES[state]})
         if state == RUN:

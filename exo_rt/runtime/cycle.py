@@ -49,13 +49,11 @@ from exo_rt.runtime.layout import (
     V_MAX_ERROR,
     V_OFFSET,
     V_Q,
-    V_Q_ALIGN0,
     V_Q_HOLD,
     V_Q_MAX,
     V_Q_MIN,
     V_Q_PREV,
     V_Q_SAFE,
-    V_Q_START,
     V_QD,
     V_QD_SAFE,
     V_QDDR,
@@ -68,7 +66,7 @@ from exo_rt.runtime.layout import (
     V_WIDTH,
     VECTORS,
 )
-from exo_rt.runtime.states import ALIGN, READY, RUN, SAFE, STOPPING
+from exo_rt.runtime.states import READY, RUN, SAFE, STOPPING
 
 # the check's output
 _OUT = 2
@@ -172,9 +170,6 @@ def _reference(state, m, d):
             qr[j] = q[j]
             qdr[j] = 0.0
             qddr[j] = 0.0
-    elif state == ALIGN:
-        trajectory.minimum_jerk(s.align_t, m.p[0].align_duration, v[V_Q_ALIGN0], v[V_Q_START],
-                                qr, qdr, qddr)
     elif state == RUN:
         segment.reference(s, v, d.gaits, v[V_OFFSET], m.p[0].dt)
     elif state == STOPPING:
@@ -210,16 +205,13 @@ def command(m, d):
 
 
 @njit(cache=True)
-def clock(d, k, dt, k0_align, k0_run):
-    """The cycle's time inputs by state: its index ``k`` and time k·dt (s), the time in ALIGN
-    (from cycle ``k0_align``). Every user of the cycle keeps time by it. (RUN's gait phase is
-    the segment's own, integrated cycle by cycle: :mod:`exo_rt.runtime.segment`; ``k0_run``
-    stays for the callers' symmetry.)"""
+def clock(d, k, dt):
+    """The cycle's time: its index ``k`` and time k·dt (s). Every user of the cycle keeps
+    time by it (RUN's gait phase is the segment's own, integrated cycle by cycle:
+    :mod:`exo_rt.runtime.segment`)."""
     s = d.s[0]
     s.k = k
     s.t = k * dt
-    if int(s.state) == ALIGN:
-        s.align_t = (k - k0_align) * dt
 
 
 @njit(cache=True)
@@ -350,7 +342,7 @@ def step(m, d):
     s.new_fault = 0.0
     estimate(m, d)
     _reference(state, m, d)
-    if state == ALIGN or state == RUN or state == STOPPING:
+    if state == RUN or state == STOPPING:
         if _fresh(d.flags):
             command(m, d)
         # else: a joint's feedback is missing this cycle — the last commands stand (the law
@@ -388,12 +380,12 @@ def warm(cycle: Cycle) -> None:
     w.q[:] = cycle.q_start
     w.set_rows(np.zeros((1, cycle.width)))
     w.set_hist(np.zeros((1, cycle.width)))  # (a run keeps its first records: set_hist)
-    for state in (READY, ALIGN, RUN, STOPPING, SAFE):
+    for state in (READY, RUN, STOPPING, SAFE):
         w.s["state"] = state
         w.s["slot"] = 0.0
         w.s["hist"] = 0.0
         step(w.model, w.data)
-        clock(w.data, 0.0, cycle.p["dt"], 0.0, 0.0)  # as a caller that keeps time calls it
+        clock(w.data, 0.0, cycle.p["dt"])  # as a caller that keeps time calls it
     estimate(w.model, w.data)  # and the parts a caller runs alone (the bench measures and
     check(w.model, w.data)  # checks through them)
 
@@ -453,12 +445,12 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     return Cycle(model, d, arrays)
 
 
-def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float,
+def build(robot, exo, cfg, safety_cfg, *, dt: float,
           history: int = 0) -> Cycle:
     """The cycle of a controller: ``robot`` (the controller's rigid model: exoskeleton,
     wearer, rotors) and ``exo`` (the exoskeleton alone) :class:`~exo_rt.model.mechanism.
     Mechanism`, ``cfg`` its :class:`~exo_rt.control.config.ControllerConfig`, ``safety_cfg``
-    the top config's safety section, the period ``dt`` (s), ALIGN's duration (s) and the rows
+    the top config's safety section, the period ``dt`` (s) and the rows
     of history kept (a record's width is the recording's, :func:`exo_rt.record.recorder.
     cycle_columns`: what :func:`step` writes a cycle's record into). The one factory of the
     cycle: the controller, model-in-the-loop, the bench and replay all build theirs here."""
@@ -476,7 +468,6 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float, align_s: float,
     p = np.zeros(1, PARAMS)
     p[0]["dt"] = dt
     p[0]["alpha"] = filter_gain(cfg.velocity_cutoff_hz, dt)
-    p[0]["align_duration"] = align_s
     p[0]["friction_comp"] = bool(opts[0]["friction_compensation"])
     p[0]["assist"] = bool(np.any(gains["assist"] != 0.0))
     p[0]["action"] = safety.ACTIONS[safety_cfg.action]

@@ -2,7 +2,7 @@
 
 :func:`run` does: the board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives'
 frames in (:func:`exo_rt.bus.pdo_cycle.gather`, bus after bus) → the cycle's inputs by
-state (time, time in ALIGN, the gait phase) → the recording row's slot →
+state (time; the stride period from the heel strikes) → the recording row's slot →
 :func:`exo_rt.runtime.cycle.step` on the cycle's model and data → the row published → the
 drives disabled once SAFE has ramped out → the commands, SYNC and heartbeat out
 (:func:`exo_rt.bus.pdo_cycle.command`, each bus's RPDOs and SYNC in one system call, bus
@@ -47,24 +47,22 @@ IO_K = 0  # in: the cycle's index
 IO_STAGE = 1  # where the cycle resumes: 0 from its start, 1 at the frames in (0 when done)
 IO_T_SYNC = 2  # s, monotonic: when the last SYNC left (the feedback's sample time; the wall
 # clock's, which the frames' time stamps compare with, is the bus's ``sync_time``)
-IO_K0_ALIGN = 3  # the cycle ALIGN began
-IO_K0_RUN = 4  # the cycle RUN began
-IO_EVENTS = 5  # 1: the gait phase follows the wearer's heel strikes
-IO_BOARD = 6  # 1: a board link to poll
-IO_LINK_TIMEOUT = 7  # s without a board status: link lost
-IO_NEWS = 8  # out: what the board's poll brought (fastdecode.N_*), for Python
-IO_NOW = 9  # out: when (monotonic s)
-IO_PENDING = 10  # out: frames Python must take (the bus's python rows)
-IO_DEADLINE = 11  # monotonic s: the frames in wait until then at most (0.7 periods)
+IO_EVENTS = 3  # 1: the stride period follows the wearer's heel strikes
+IO_BOARD = 4  # 1: a board link to poll
+IO_LINK_TIMEOUT = 5  # s without a board status: link lost
+IO_NEWS = 6  # out: what the board's poll brought (fastdecode.N_*), for Python
+IO_NOW = 7  # out: when (monotonic s)
+IO_PENDING = 8  # out: frames Python must take (the bus's python rows)
+IO_DEADLINE = 9  # monotonic s: the frames in wait until then at most (0.7 periods)
 # out, monotonic s: when the cycle began and each part ended (the board's poll, the frames in,
 # the cycle kernel; the commands' end is IO_T_SYNC) — where a cycle's time went
 # (tools/bench_rt_parts.py); a clock read costs ~0.03 µs
-IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 12, 13, 14, 15
-IO_BUS = 16  # the bus whose frames are being gathered (out: whose frames Python must take)
-IO_PY_BOARD = 17  # 1: the board's link is Python's to poll (:data:`BACK_POLL`)
-IO_PY_BUSES = 18  # 1: the buses are Python's to read and write (BACK_COLLECT, BACK_SEND)
+IO_T_START, IO_T_BOARD, IO_T_IN, IO_T_KERNEL = 10, 11, 12, 13
+IO_BUS = 14  # the bus whose frames are being gathered (out: whose frames Python must take)
+IO_PY_BOARD = 15  # 1: the board's link is Python's to poll (:data:`BACK_POLL`)
+IO_PY_BUSES = 16  # 1: the buses are Python's to read and write (BACK_COLLECT, BACK_SEND)
 STAGE_START, STAGE_IN, STAGE_KERNEL = 0.0, 1.0, 2.0  # io[IO_STAGE]: where the cycle resumes
-IO_WIDTH = 19
+IO_WIDTH = 17
 
 # what run returns: done, or what Python must do before it calls again — the board's news
 # (BACK_BOARD), a bus's frames for Python (BACK_FRAMES: io[IO_BUS]'s), the board's link to
@@ -303,13 +301,13 @@ def _frames_in(a):
 
 @njit(cache=True)
 def _inputs(a):
-    """The cycle's inputs by state: its time, time in ALIGN, the gait phase (from time, or
-    from the wearer's heel strikes), the feedback's sample time, the history's row."""
+    """The cycle's inputs: its time, in RUN the stride period (with ``reference.phase:
+    events``, the wearer's heel strikes'), the feedback's sample time, the history's row."""
     s, io, d = a.data.s[0], a.io, a.data
     dt = a.model.p[0].dt
     k = io[IO_K]
     s.sample_t = io[IO_T_SYNC]  # the feedback answers the last SYNC
-    cy.clock(d, k, dt, io[IO_K0_ALIGN], io[IO_K0_RUN])
+    cy.clock(d, k, dt)
     if int(s.state) == RUN:
         phase_state = a.phase_state
         period = phase_state[trajectory.PH_PERIOD]

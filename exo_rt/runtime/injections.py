@@ -1,5 +1,5 @@
 """Fault injection on the simulated bus: ``--inject KIND[:JOINT]@T[+DURATION]``, ``T`` in
-seconds from the start of RUN (the gait; ALIGN before it takes ``align_s``), ``DURATION``
+seconds from the start of RUN (the session's first cycle), ``DURATION``
 how long it lasts.
 
 Kinds the simulated drives act out (``drop``, ``delay``, ``corrupt``, ``duplicate``,

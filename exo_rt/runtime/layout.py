@@ -12,7 +12,6 @@ import numpy as np
 PARAMS = np.dtype([
     ("dt", "f8"),  # s: the period
     ("alpha", "f8"),  # the velocity filter's gain
-    ("align_duration", "f8"),  # s: ALIGN's move
     ("friction_comp", "?"),  # compensate friction in torque → current
     ("assist", "?"),  # some joint's gain ``assist`` is set: compute the wearer's torque
     ("action", "i8"),  # the safe action (safety.ACTION_*)
@@ -28,7 +27,6 @@ SCALARS = np.dtype([
     ("state", "f8"),  # state (exo_rt.runtime.states)
     ("phase", "f8"),  # gait phase (RUN), in strides
     ("period", "f8"),  # s: stride period (RUN)
-    ("align_t", "f8"),  # s: time in ALIGN
     ("overrun_streak", "f8"),  # consecutive late cycles
     ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
     ("safe_k0", "f8"),  # the cycle SAFE was entered
@@ -76,30 +74,29 @@ V_I_MEAS = 3  # A, measured
 V_QR = 4  # reference
 V_QDR = 5
 V_QDDR = 6
-V_Q_ALIGN0 = 7  # where ALIGN starts
-V_Q_START = 8  # where the gait starts
-V_TAU = 9  # N·m, commanded joint torque
-V_CUR = 10  # A, commanded current
-V_ASSIST = 11  # N·m, the wearer's own torque along the reference (transparent law)
-V_Q_HOLD = 12  # rad, the posture SAFE holds
-V_Q_SAFE = 13  # scratch: finite positions for the safe action
-V_QD_SAFE = 14  # scratch: finite velocities
-V_SSE = 15  # summary: Σ(q − q_ref)² over RUN (deg²)
-V_MAX_ERROR = 16  # deg, over RUN
-V_MAX_CURRENT = 17  # A, |command|
-V_Q_MIN = 18  # rad
-V_Q_MAX = 19
-V_T_PREV = 20  # s: when the joint's last used sample was taken (its sample_t then)
-V_SETTLE = 21  # fresh samples still to re-anchor on before the velocity estimate resumes
-V_SEG_FROM = 22  # rad: the segment's start posture (a move's start, the opening step's)
-V_SEG_TO = 23  # rad: its end posture (a move's end, the closing step's, a hold's)
-V_OFFSET = 24  # strides: each joint's gait phase offset (the right leg half a stride late)
-V_WIDTH = 25
+V_Q_START = 7  # where the gait starts
+V_TAU = 8  # N·m, commanded joint torque
+V_CUR = 9  # A, commanded current
+V_ASSIST = 10  # N·m, the wearer's own torque along the reference (transparent law)
+V_Q_HOLD = 11  # rad, the posture SAFE holds
+V_Q_SAFE = 12  # scratch: finite positions for the safe action
+V_QD_SAFE = 13  # scratch: finite velocities
+V_SSE = 14  # summary: Σ(q − q_ref)² over RUN (deg²)
+V_MAX_ERROR = 15  # deg, over RUN
+V_MAX_CURRENT = 16  # A, |command|
+V_Q_MIN = 17  # rad
+V_Q_MAX = 18
+V_T_PREV = 19  # s: when the joint's last used sample was taken (its sample_t then)
+V_SETTLE = 20  # fresh samples still to re-anchor on before the velocity estimate resumes
+V_SEG_FROM = 21  # rad: the segment's start posture (a move's start, the opening step's)
+V_SEG_TO = 22  # rad: its end posture (a move's end, the closing step's, a hold's)
+V_OFFSET = 23  # strides: each joint's gait phase offset (the right leg half a stride late)
+V_WIDTH = 24
 
 SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
 # the joint vectors Python reads and writes by name (rows of v)
 VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
-           "qdr": V_QDR, "qddr": V_QDDR, "q_align0": V_Q_ALIGN0, "q_start": V_Q_START,
+           "qdr": V_QDR, "qddr": V_QDDR, "q_start": V_Q_START,
            "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV,
            "seg_from": V_SEG_FROM, "seg_to": V_SEG_TO, "phase_offset": V_OFFSET}

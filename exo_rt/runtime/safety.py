@@ -26,7 +26,7 @@ from exo_rt.bus.flags import (
 )
 from exo_rt.jit import njit
 from exo_rt.runtime.layout import V_CUR, V_I_MEAS, V_Q, V_QD, V_QR, V_TAU
-from exo_rt.runtime.states import ALIGN, RUN
+from exo_rt.runtime.states import RUN
 from exo_rt.schema import top
 
 OK = 0
@@ -98,7 +98,7 @@ def check(m, d):
     """First safety cause (``d.check_out[0]``) and its joint (``d.check_out[1]``); OK if all
     is well — on the cycle's model (``m.limits``, ``m.sopts``) and data (its measured and
     commanded joint vectors, the drives' flags, the state: the tracking error counts in
-    ALIGN and RUN, the overrun streak).
+    RUN, the overrun streak).
 
     ``d.streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
     feedback (F_MISSING/F_MALFORMED), with the current short of its command (F_SATURATED) and
@@ -111,7 +111,7 @@ def check(m, d):
     q, qd, current_meas, current_cmd, tau, q_ref = (v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR],
                                                     v[V_TAU], v[V_QR])
     state = int(s.state)
-    tracking_on = state == ALIGN or state == RUN
+    tracking_on = state == RUN
     overrun_streak = int(s.overrun_streak)
     n = q.shape[0]
     out[0] = OK

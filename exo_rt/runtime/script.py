@@ -68,10 +68,9 @@ def _guard(sess, k: int) -> None:
         sess.ask(rq.Request(rq.STOP, rq.SCRIPT), k)
 
 
-def run_cycle(dt: float, align_s: float) -> int:
+def run_cycle() -> int:
     """The control cycle RUN starts in (as :func:`advance` steps READY → RUN): where
-    ``--inject``'s T counts from. (``dt``, ``align_s``: the bench's and model-in-the-loop's
-    runs align first; a session's run does not.)"""
+    ``--inject``'s T counts from."""
     return READY_CYCLES + 1
 
 

@@ -30,7 +30,7 @@ class SafetyConfig:
                            doc="velocity-dependent margin: a joint moving at v towards a soft "
                                "limit trips at \\|v\\|·t before it")
     tracking_error: float = key(POSITIVE, 0.15, unit="rad",
-                                doc="largest tracking error while tracking (ALIGN, RUN)")
+                                doc="largest tracking error while tracking (RUN)")
     stale_cycles: int = key(COUNT, 2, doc="consecutive cycles without (or with late or "
                                           "malformed) feedback from a drive")
     overrun_streak: int = key(COUNT, 2, doc="consecutive overrunning cycles")
@@ -84,14 +84,6 @@ class SimulationConfig:
                          "friction and hysteresis, motor current loops")
 
 
-@section("align")
-class Align:
-    """ALIGN: the move from the measured posture to the reference's start."""
-
-    duration: float = key(POSITIVE, 2.0, unit="s", doc="minimum-jerk move from the measured "
-                                                       "posture to the reference's start")
-
-
 @section("stop")
 class Stop:
     """STOPPING: the hold at the end of RUN."""
@@ -121,7 +113,6 @@ class TopFile:
                                                 "overrides")
     rate_hz: float = key(POSITIVE, 1000.0, unit="Hz", doc="control rate; the bus load is "
                                                           "checked at this rate")
-    align: Align = key(Sub(Align), Align(), shown="", doc="the alignment phase")
     stop: Stop = key(Sub(Stop), Stop(), shown="", doc="the stop phase")
     safety: SafetyConfig = key(Sub(SafetyConfig), SafetyConfig(), shown="",
                                doc="the safety supervisor")

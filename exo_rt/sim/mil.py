@@ -104,7 +104,7 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
     for k in range(log.shape[0]):
         t = k * dt
         s.sample_t = t
-        cy.clock(d, k, dt, 0.0, 0.0)  # (RUN from cycle 0)
+        cy.clock(d, k, dt)  # (RUN from cycle 0)
         _measure(d, plant, sensors)
         cy.step(m, d)
         cur = v[cy.V_CUR]
@@ -162,15 +162,13 @@ class MilOptions:
     safety_cfg: SafetyConfig | None = None  # the checks (default MIL_SAFETY)
 
 
-def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions, *,
-                align_s: float = 0.0) -> cy.Cycle:
+def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
     """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) on
-    the options' rigid models and safety checks (``align_s``: ALIGN's move, for a caller that
-    runs more than RUN)."""
+    the options' rigid models and safety checks; RUN tracks its default segment (the gait
+    from phase 0: :func:`exo_rt.runtime.segment.walk_from_start`)."""
     o = options
     model = o.model or robot
-    return cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt,
-                    align_s=align_s)
+    return cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt)
 
 
 def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
