@@ -57,7 +57,7 @@ def test_run_mcap_holds_every_session_event_at_its_cycles_time(session_run):
     run, _ = session_run
     expected = [e for e in _events(run) if e.get("event") in ACTIVITY_EVENTS]
     kinds = {e["event"] for e in expected}
-    assert {"request", "finished", "activity", "stride"} <= kinds
+    assert {"request", "finished", "activity"} <= kinds
     assert read_activity(run / "run.mcap") == expected  # every field, in order
     report = json.loads((run / "recording.json").read_text())
     assert report["mcap_messages"]["/activity"] == len(expected)
@@ -119,7 +119,7 @@ def test_the_summary_counts_the_session(session_run):
     summary = json.loads((run / "summary.json").read_text())
     s = summary["session"]
     requests = [e for e in _events(run) if e.get("event") == "request"]
-    strides = [e["steps"] for e in _events(run) if e.get("event") == "stride"]
+    strides = [e["steps"] for e in _events(run) if e.get("event") == "activity"]
     assert s["steps"] == strides[-1] >= 1
     assert s["requests"] == {"made": 5, "accepted": 3, "rejected": 2,
                              "by_source": {"script": 5},

@@ -21,8 +21,8 @@ FILES = (
     ("can.blf", "every CAN frame sent and received, on one clock", "python-can's "
      "`can.LogReader`, Vector tools, `exo-rt replay can.blf --config …`"),
     ("run.mcap", "the cycle log, the CAN frames, the events and the session's (`/activity`) "
-     "as MCAP (a run longer than an hour goes on in `run-2.mcap`, `run-3.mcap` …, an hour "
-     "each)", "Foxglove or "
+     "as MCAP (a run longer than 10 minutes goes on in `run-2.mcap`, `run-3.mcap` …, 10 "
+     "minutes each)", "Foxglove or "
      "PlotJuggler (with `foxglove-layout.json`); `exo-rt recover RUN` if a crash cut it"),
     ("foxglove-layout.json", "the plots for this robot's joints", "Foxglove: Layout → Import"),
     ("config.yaml", "the top config as run, pointing at the copies under `configs/`",

@@ -51,7 +51,7 @@ def segment_path(first: Path, k: int) -> Path:
 
 
 def segments(run_dir: str | Path) -> list[Path]:
-    """A run folder's MCAP files in order: ``run.mcap``, ``run-2.mcap``, … (each an hour of
+    """A run folder's MCAP files in order: ``run.mcap``, ``run-2.mcap``, … (each 10 minutes of
     run time, :data:`exo_rt.record.mcap_log.SEGMENT_S`), as far as they go on without a
     gap."""
     first = Path(run_dir) / "run.mcap"
@@ -94,7 +94,7 @@ class RunFolder:
         if self.removed is not None or self.fd is None:
             return
         self.removed = []
-        # the run's later MCAP files too (run-2.mcap … an hour each, and their damaged
+        # the run's later MCAP files too (run-2.mcap … 10 minutes each, and their damaged
         # copies): left there, readers would take them for this run's
         later = sorted({p.name for p in self.path.glob("run-*.mcap*")
                         if p.name.split("-", 1)[1].split(".", 1)[0].isdigit()})

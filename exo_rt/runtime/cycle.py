@@ -160,7 +160,7 @@ def _fresh(flags):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reference(state, m, d):
     v, s = d.v, d.s[0]
     q, qr, qdr, qddr = v[V_Q], v[V_QR], v[V_QDR], v[V_QDDR]
@@ -178,7 +178,7 @@ def _reference(state, m, d):
             qddr[j] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def wearer_torque(m, d):
     """The wearer's own torque along the reference (N·m), for assistance: the inverse
     dynamics of the whole leg less those of the exoskeleton alone at (q_r, q̇_r, q̈_r) — what
@@ -193,7 +193,7 @@ def wearer_torque(m, d):
         ld.assist[j] -= t_exo[j]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def command(m, d):
     """The law's torque and the motor currents for it, through the transmission."""
     if m.p[0].assist:
@@ -214,7 +214,7 @@ def clock(d, k, dt):
     s.t = k * dt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _safe_command(m, d):
     """The ramped safe action on finite measurements; zero current once ramped out."""
     s, v, p = d.s[0], d.v, m.p[0]
@@ -265,7 +265,7 @@ def check(m, d):
                 v[V_Q_HOLD, j] = q[j]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _record(d, row):
     s, v, flags = d.s[0], d.v, d.flags
     n = v.shape[1]
@@ -294,7 +294,7 @@ def _record(d, row):
     row[o + n + 1] = s.stride
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _keep(d):
     """The cycle's record into the recording ring's row and the history's."""
     s = d.s[0]
@@ -311,7 +311,7 @@ def _keep(d):
             _record(d, d.hist[k])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _figures(state, d):
     """Running summary figures: tracking error over RUN, peak command, position range."""
     v, s = d.v, d.s[0]

@@ -69,14 +69,14 @@ def fourier(rows, j, phase):
     return p, d1, d2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _source(kind, slot, posture, gaits, j, phase):
     if kind == POSTURE:
         return posture[j], 0.0, 0.0
     return fourier(gaits[slot], j, phase)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _slew(s):
     """The progress rate one cycle nearer GO's target; returns its change per cycle."""
     r0 = s.seg_rate
@@ -85,7 +85,7 @@ def _slew(s):
     return step
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hold(v, n):
     for j in range(n):
         v[V_QR, j] = v[V_SEG_TO, j]
@@ -93,7 +93,7 @@ def _hold(v, n):
         v[V_QDDR, j] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _move(s, v, n, dt):
     """Progress first, then the reference at it: an accepted move moves in its first cycle."""
     dr = _slew(s)
@@ -113,14 +113,22 @@ def _move(s, v, n, dt):
         v[V_QDDR, j] = delta * (d2 / (big_t * big_t) * r * r + d1 / big_t * dr / dt)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _copy(gaits, src, dst):
+    """One slot's Fourier rows into another (an element loop: no shape-check code)."""
+    for j in range(gaits.shape[1]):
+        for i in range(gaits.shape[2]):
+            gaits[dst, j, i] = gaits[src, j, i]
+
+
+@njit(cache=True, inline="always")
 def _boundary(s, gaits, phase):
     """At a stride boundary the cycle crossed: the stride counted, a pending gait change
     begun (when no blend runs)."""
     s.stride += 1.0
     if s.next_pending and phase >= s.blend_start + s.blend_len:
-        gaits[SLOT_A, :, :] = gaits[SLOT_B]
-        gaits[SLOT_B, :, :] = gaits[SLOT_NEXT]
+        _copy(gaits, SLOT_B, SLOT_A)
+        _copy(gaits, SLOT_NEXT, SLOT_B)
         s.a_kind = GAIT_SOURCE
         s.b_kind = GAIT_SOURCE
         s.a_period = s.b_period
@@ -130,13 +138,13 @@ def _boundary(s, gaits, phase):
         s.next_pending = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _close(s, gaits, phase):
     """The closing step from the half-stride boundary just crossed, once no blend runs."""
     half = math.floor(2.0 * phase) / 2.0
     if s.closing or phase < s.blend_start + s.blend_len:
         return
-    gaits[SLOT_A, :, :] = gaits[SLOT_B]
+    _copy(gaits, SLOT_B, SLOT_A)
     s.a_kind = s.b_kind
     s.a_period = s.b_period
     s.b_kind = POSTURE
@@ -146,7 +154,7 @@ def _close(s, gaits, phase):
     s.stop_req = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _blend(s, phase):
     """The blend at ``phase``: its weight w and dw/dφ, d²w/dφ² (per stride), and the phase
     rate at full progress f (strides/s)."""
@@ -160,7 +168,7 @@ def _blend(s, phase):
     return x, w, w1, w2, (1.0 - w) / s.a_period + w / s.b_period
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _gait(s, v, n, dt, gaits, offsets):
     """The phase advanced first (at the rate of the blend where it was), the boundaries it
     crossed applied, then the reference at it: an accepted walk moves in its first cycle."""
@@ -194,7 +202,7 @@ def _gait(s, v, n, dt, gaits, offsets):
         v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def reference(s, v, gaits, offsets, dt):
     """The reference of the segment in the cycle's data (RUN): q_r, q̇_r, q̈_r into ``v``."""
     n = v.shape[1]

@@ -46,7 +46,7 @@ class Session:
             self.script.k0 = k
         self.machine.start()
         self._event(k, {"event": "activity", "posture": self.machine.posture,
-                        "possible": self.machine.possible()})
+                        "possible": self.machine.possible(), "steps": 0})
         self._show(k)
 
     def ask(self, req: Request, k: int, active: bool = True) -> Answer:
@@ -64,9 +64,8 @@ class Session:
                 self.ask(req, k, active)
         m = self.machine
         done = m.after_cycle()
-        if m.steps != self._steps:
-            self._steps = m.steps
-            self._event(k, {"event": "stride", "steps": m.steps})
+        if m.steps != self._steps:  # (counted in the record's stride column, not as events:
+            self._steps = m.steps  # an 8-hour walk would keep 14 400 of them in memory)
             for src in self.sources:
                 on_stride = getattr(src, "on_stride", None)
                 if on_stride is not None:
@@ -74,7 +73,7 @@ class Session:
         if done is not None:
             self._answered(k, None, done)
             self._event(k, {"event": "activity", "posture": m.posture,
-                            "possible": m.possible()})
+                            "possible": m.possible(), "steps": m.steps})
         if m.version != self._shown:
             self._show(k)
 
