@@ -130,3 +130,31 @@ def test_a_rig_without_simulated_drives_refuses_injections():
     inj = (Injection.parse("drop:knee@1.0", top.robot.joint_names),)
     with pytest.raises(ConfigError, match="simulated bus only"):
         Controller(top, "udp_multicast:239.74.9.8", injections=inj, board=None)
+
+
+def test_syncs_back_to_back_do_not_make_a_velocity_out_of_nothing():
+    """A stalled cycle sends its SYNC late and the next goes on time, 0.08 ms after it: the
+    drives' sample for the second can be a period after the first's (their own timing), so
+    the position moved a full period's worth over 0.08 ms of SYNC time. The estimate
+    re-anchors instead of dividing (before: 6.2 rad/s at a hip moving at 0.73 — SAFE on the
+    velocity limit in a loaded real-time rehearsal)."""
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)
+    speed = np.array([-0.73, -0.39])  # rad/s
+    t, q = 10.0, np.array([0.3, 0.3])
+    c.q[:] = c.q_prev[:] = q
+    c.t_prev[:] = t
+    c.qd[:] = speed
+    seen = []
+    gaps = [1e-3] * 20 + [1.92e-3, 0.08e-3] + [1e-3] * 20  # a stall, then back to back
+    moved = [1e-3] * 20 + [1.92e-3, 1e-3] + [1e-3] * 20  # what the drives' samples span
+    for gap, dq in zip(gaps, moved, strict=True):
+        t += gap
+        q = q + speed * dq
+        c.q[:] = q
+        c.s["sample_t"] = t
+        c.flags[:] = 0
+        cy.estimate(c.model, c.data)
+        seen.append(c.qd.copy())
+    seen = np.array(seen)
+    assert np.all(np.abs(seen - speed) <= 0.1 * np.abs(speed)), seen[18:26]

@@ -131,7 +131,10 @@ def estimate(m, d):
     feedback went missing, the next SETTLE_SAMPLES fresh samples only re-anchor the estimate:
     a drive that answered late may deliver the answer to an older SYNC after a newer one went
     out, and dividing its motion by the newer SYNC's time would make a velocity out of
-    nothing (seen: 19 rad/s at a knee moving at 3.5, after a 1.7 ms late answer)."""
+    nothing (seen: 19 rad/s at a knee moving at 3.5, after a 1.7 ms late answer). Two SYNCs
+    less than half a period apart (a late one, then one on time) re-anchor the same way: the
+    drive's sample for the second may be as old as a period, and divided by the short gap it
+    is a velocity out of nothing (seen: 6.2 rad/s at a hip moving at 0.73, under load)."""
     v, flags, s = d.v, d.flags, d.s[0]
     q, q_prev, qd, t_prev, settle = v[V_Q], v[V_Q_PREV], v[V_QD], v[V_T_PREV], v[V_SETTLE]
     dt, alpha, t = m.p[0].dt, m.p[0].alpha, s.sample_t
@@ -144,7 +147,12 @@ def estimate(m, d):
             q_prev[j] = q[j]
             t_prev[j] = t
             continue
-        gap = max(t - t_prev[j], 0.1 * dt)  # (two SYNCs back to back: no division by ~0)
+        gap = t - t_prev[j]
+        if gap < 0.5 * dt:  # SYNCs back to back (a late one, then one on time): which of the
+            settle[j] = SETTLE_SAMPLES - 1  # two the drive sampled for is unsure — re-anchor
+            q_prev[j] = q[j]  # (seen: a full period's motion over 0.08 ms, 6.2 rad/s at a
+            t_prev[j] = t  # hip moving at 0.73, under load: SAFE on velocity)
+            continue
         raw = (q[j] - q_prev[j]) / gap
         qd[j] += alpha * (raw - qd[j])
         q_prev[j] = q[j]
