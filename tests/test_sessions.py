@@ -15,6 +15,7 @@ import pytest
 from sessions_fixtures import Asks, requests, run_session, sequence
 
 from exo_rt.record.replay import replay
+from exo_rt.runtime.states import RUN
 from exo_rt.session import requests as rq
 from exo_rt.session.figures import session_figures
 from exo_rt.sim.crutch import WHOLE_SESSION, WHOLE_SESSION_S
@@ -241,7 +242,7 @@ def test_the_board_frames_carry_the_machines_answers(tmp_path):
     assert (rq.GO, rq.ACCEPTED) in kinds and (rq.START, rq.FINISHED) in kinds
     menus = [m for _, m in emu.menus]
     standing = list(acts.postures).index("standing")
-    assert menus[0].posture == standing
+    assert menus[0].posture == standing and menus[0].state == RUN  # the controller's state
     assert menus[0].possible == sum(1 << acts.index(n) for n in acts.possible("standing"))
     walking = [m for m in menus if m.motion == acts.index("walk")]
     assert walking and max(m.steps for m in menus) >= 2

@@ -28,11 +28,11 @@ class BoardButtons:
     it, for the ``machine`` (:class:`~exo_rt.session.machine.ActivityMachine`). ``listen``
     False (replay): the buttons are not heard (the recorded requests are asked instead)."""
 
-    def __init__(self, link, machine, *, listen: bool = True) -> None:
+    def __init__(self, link, machine, *, listen: bool = True, state=None) -> None:
         self.link, self.machine, self.listen = link, machine, listen
         self.mask = 0
         self.lost = False  # the buttons went silent during this walk (stopped once)
-        self.state = 0  # the controller's state, for the menu
+        self.state = state or (lambda: 0)  # the controller's state, for the menu
 
     def poll(self, k: int):
         """The requests of the buttons' changes since the last cycle; a STOP when they went
@@ -81,7 +81,7 @@ class BoardButtons:
             possible |= 1 << act.index(name)
         sel = machine.selected_motion()
         levels = list(machine.levels.values()) or [0.0]
-        self.link.send_menu(self.state, names.index(machine.posture) if machine.posture in names
+        self.link.send_menu(self.state(), names.index(machine.posture) if machine.posture in names
                             else None, act.index(machine.motion.name) if machine.motion
                             else None, act.index(sel) if sel else None, possible,
                             machine.steps, 1000.0 * machine.speed,

@@ -252,7 +252,8 @@ def for_run(ctl) -> Session:
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
         from exo_rt.session.buttons import BoardButtons
 
-        board = BoardButtons(ctl.board, sess.machine, listen=o.requests is None)
+        board = BoardButtons(ctl.board, sess.machine, listen=o.requests is None,
+                             state=lambda: ctl.state)
         sess.sources.append(board)
         sess.sinks.append(board)
     return sess
