@@ -650,9 +650,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
         print(f"model warning: {w}", file=sys.stderr)
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
-    from exo_rt.session.session import check_files
+    from exo_rt.session.session import load_files
 
-    check_files(top, args.session, args.activities, args.wearer)  # before anything starts
+    load_files(top, args.session, args.activities, args.wearer)  # checked before anything starts
     from exo_rt.runtime.buses import resolve_specs
 
     bus = resolve_specs(top.buses, args.bus)

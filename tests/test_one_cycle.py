@@ -37,7 +37,7 @@ def test_transparent_assists_in_the_cycle_as_pinocchio_says(tmp_path):
     c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)
     c.s["state"] = RUN
     period = top.controller.reference.period
-    c.s["phase"], c.s["period"] = 0.3 - 1e-3 / period, period  # (advanced, then evaluated)
+    c.s["phase"] = 0.3 - 1e-3 / period  # (advanced, then evaluated: at 0.3)
     qr, qdr, qddr = (np.zeros(2) for _ in range(3))
     trajectory.gait(0.3, c.period, c.coeffs, qr, qdr, qddr)
     c.q[:] = c.q_prev[:] = qr + [0.02, -0.03]  # near the reference: no safety cause

@@ -1,4 +1,5 @@
-"""Joint references: normal gait over the gait phase, minimum-jerk moves, hold.
+"""Joint references: the normal gait over the gait phase, and the gait phase from heel
+strikes (the session's moves and holds are exo_rt/runtime/segment.py's).
 
 Normal gait: hip and knee flexion as Fourier series of the gait phase φ ∈ [0, 1) — a least-
 squares fit to published normal-gait curves (gaitutils 0.13.9 normal.gcd; RMS residual 0.15° hip,
@@ -69,41 +70,11 @@ def gait(phase, period, coeffs, q, qd, qdd):
         qdd[j] = a
 
 
-@njit(cache=True)
-def minimum_jerk(t, duration, q0, q1, q, qd, qdd):
-    """Minimum-jerk move q0 → q1 over ``duration`` s (Flash & Hogan 1985): zero velocity and
-    acceleration at both ends; holds q1 after it."""
-    s = min(max(t / duration, 0.0), 1.0)
-    shape = s**3 * (10.0 - 15.0 * s + 6.0 * s * s)
-    dshape = 30.0 * s * s * (1.0 - s) ** 2 / duration
-    ddshape = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / duration**2
-    for j in range(q0.shape[0]):
-        d = q1[j] - q0[j]
-        q[j] = q1[j] if s >= 1.0 else q0[j] + d * shape  # the end posture exactly
-        qd[j] = d * dshape
-        qdd[j] = d * ddshape
-
-
-@njit(cache=True)
-def hold(q_hold, q, qd, qdd):
-    """Hold a posture."""
-    for j in range(q_hold.shape[0]):
-        q[j] = q_hold[j]
-        qd[j] = 0.0
-        qdd[j] = 0.0
-
-
 # --- gait phase from foot-contact events (heel strikes reported by the embedded board)
 PH_LAST = 0  # time of the last heel strike (s)
 PH_PERIOD = 1  # current stride period estimate (s)
 PH_COUNT = 2  # heel strikes seen
 PH_WIDTH = 3
-
-
-@njit(cache=True)
-def phase_from_time(t, period):
-    """Gait phase (cycles, unbounded) from time at a fixed cadence."""
-    return t / period
 
 
 @njit(cache=True)

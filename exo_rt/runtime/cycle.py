@@ -495,7 +495,6 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
                           sopts=sopts, transmissions=transmissions, table=table,
                           period=ref.period)
-    cycle.s["period"] = ref.period
     cycle.gaits[:] = coeffs
     segment.walk_from_start(cycle.s, ref.period)
     trajectory.gait(0.0, ref.period, coeffs, cycle.q_start, np.zeros(n), np.zeros(n))

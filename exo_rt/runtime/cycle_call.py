@@ -313,7 +313,6 @@ def _inputs(a):
         period = phase_state[trajectory.PH_PERIOD]
         if io[IO_EVENTS] and phase_state[trajectory.PH_COUNT] > 1:  # the wearer's cadence
             s.a_period = s.b_period = period
-        s.period = period
     s.hist = k if k < d.hist.shape[0] else -1.0
 
 

@@ -26,7 +26,6 @@ SCALARS = np.dtype([
     ("t", "f8"),  # s: k·dt
     ("state", "f8"),  # state (exo_rt.runtime.states)
     ("phase", "f8"),  # gait phase (RUN), in strides
-    ("period", "f8"),  # s: stride period (RUN)
     ("overrun_streak", "f8"),  # consecutive late cycles
     ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
     ("safe_k0", "f8"),  # the cycle SAFE was entered

@@ -35,7 +35,6 @@ from exo_rt.jit import njit
 from exo_rt.runtime.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 
 HOLD, MOVE, GAIT = 0, 1, 2
-KINDS = ("hold", "move", "gait")
 POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is
 SLOT_A, SLOT_B, SLOT_NEXT = 0, 1, 2  # the gait's Fourier rows in the cycle data's ``gaits``
 SLOTS = 3

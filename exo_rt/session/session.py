@@ -212,11 +212,6 @@ def load_files(top, session=None, activities=None, wearer=None):
     return script, a, w
 
 
-def check_files(top, session=None, activities=None, wearer=None) -> None:
-    """``exo-rt run``'s early check of the session's files (before anything starts)."""
-    load_files(top, session, activities, wearer)
-
-
 def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
           activities=None, wearer=None, requests=None) -> Session:
     """The session on ``cycle`` for the top config ``top``: its files (:func:`load_files`;
