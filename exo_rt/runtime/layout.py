@@ -63,6 +63,8 @@ SCALARS = np.dtype([
     ("closing_len", "f8"),  # strides: the closing step's length
     ("closing", "f8"),  # 1 while the closing step runs
     ("stride", "f8"),  # out: stride boundaries crossed in this segment
+    # the wearer's gait, as the cycle estimates it (exo_rt.control.phase_estimate)
+    ("heel", "f8"),  # in: 1 in the cycle a heel strike of the estimate's leg is reported
 ])
 
 # joint vectors (v rows)
