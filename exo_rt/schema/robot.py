@@ -151,6 +151,25 @@ class Drive:
                                  doc="[amplitude, phase] harmonics of 2·θ_WG added to the twist")
 
 
+@section("thermal")
+class MotorThermal:
+    """The motor's thermal catalogue data (the two-node winding model of
+    :mod:`exo_rt.actuators.thermal`, docs/assistance.md). The defaults are the maxon EC 45 flat
+    ∅43.5 mm 70 W (maxon catalogue, p. 324, lines 17–22)."""
+
+    resistance_winding_housing: float = key(
+        Num(gt=0), 6.64, unit="K/W", doc="thermal resistance winding–housing R_wh (line 18)")
+    resistance_housing_ambient: float = key(
+        Num(gt=0), 2.55, unit="K/W", doc="thermal resistance housing–ambient R_ha (line 17)")
+    time_constant_winding: float = key(
+        Num(gt=0), 43.1, unit="s", doc="thermal time constant of the winding τ_w (line 19)")
+    time_constant_motor: float = key(
+        Num(gt=0), 127.0, unit="s", doc="thermal time constant of the motor τ_m (line 20)")
+    max_winding_temperature: float = key(
+        Num(gt=0), 125.0, unit="°C", doc="maximum winding temperature (line 22): the top "
+                                         "config's `safety.thermal.limit` stays below it")
+
+
 @section("motor")
 class Motor:
     """A brushless DC motor and its drive's current loop (catalogue values)."""

@@ -20,6 +20,27 @@ PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")
 DEFAULT_PLANT = "harmonic_drive"  # the built-in model (exo_rt.sim.plant)
 
 
+@section("thermal", result=True)
+class ThermalLevels:
+    """The motors' winding temperature levels (the thermal model of
+    :mod:`exo_rt.actuators.thermal`, docs/assistance.md "Thermal protection")."""
+
+    ambient: float = key(Num(ge=-40, le=100), 25.0, unit="°C",
+                         fix="give the air temperature around the motors in °C (-40 … 100)",
+                         doc="the motors' surroundings (the model's T_a; inside a cover, "
+                             "warmer than the room)")
+    warning: float = key(Num(), 90.0, unit="°C",
+                         doc="winding temperature above which the current limit derates")
+    limit: float = key(Num(), 110.0, unit="°C",
+                       doc="winding temperature at which the cycle goes SAFE; below the "
+                           "motor's `thermal.max_winding_temperature` (125 °C) with a margin "
+                           "for what the model leaves out (iron losses, the hot spot)")
+    floor: float = key(Num(gt=0, le=1), None, shown="each motor's rated / peak current",
+                       fix="give a fraction of the current limit in (0, 1]",
+                       doc="derating factor of the current limit at the limit temperature "
+                           "(linear from 1 at the warning); default per motor")
+
+
 @section("safety", result=True)
 class SafetyConfig:
     """What the safety supervisor checks every cycle, and how it reacts (docs/config.md)."""
@@ -52,6 +73,8 @@ class SafetyConfig:
     board_timeout: float = key(POSITIVE, 0.02, unit="s",
                                doc="without a status from the embedded board for this long, "
                                    "its link counts as lost")
+    thermal: ThermalLevels = key(Sub(ThermalLevels), ThermalLevels(), shown="",
+                                 doc="the motors' winding temperature: derating and limit")
 
 
 @section("realtime", result=True)
