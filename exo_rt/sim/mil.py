@@ -14,6 +14,12 @@ Optionally a *wearer* moves the leg too: a torque on each joint from their own l
 inverse dynamics along the reference plus a joint stiffness and damping towards it
 (τ_w = ID_wearer(q, q̇, q̈_d) + K_p e + K_d ė). It measures how much of the exoskeleton the
 wearer feels: the interaction torque τ_w − ID_wearer(q, q̇, q̈) on the actual motion.
+
+Or a *walker* (:mod:`exo_rt.sim.walker`) moves it: a wearer who walks their own gait at their
+own cadence (changing mid-run, or standing still) by their own torques, whatever the
+controller's reference does, and reports their heel strikes to the cycle (its ``heel``
+input, in the cycle after the strike, some dropped as a board misses them). Their effort
+(RMS of their joint torque) measures what the assistance saves them.
 """
 
 from __future__ import annotations
@@ -31,17 +37,33 @@ from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety
+from exo_rt.runtime.layout import V_OFFSET
 from exo_rt.runtime.states import RUN, SAFE
 from exo_rt.schema.top import SafetyConfig
 from exo_rt.sim import plants
+from exo_rt.sim import walker as wk
 from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
 
 # the safety checks of model-in-the-loop: a top config's defaults, but the tracking error is
 # what it measures (a law that does not track — passive, transparent — would stop on it)
 MIL_SAFETY = dataclasses.replace(SafetyConfig(), tracking_error=math.inf)
 
-# log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true)
+# log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true),
+# the walker's own reference q_w (0 without a walker); then the walker's phase (strides since
+# the start, unwrapped) and the cycle's heel input this cycle (1: a heel strike reported)
 LOG_T = 0
+BLOCKS = 7
+B_TAU_WEARER, B_WALKER = 4, 6
+
+
+def log_width(n: int) -> int:
+    """The log's columns for ``n`` joints."""
+    return 1 + BLOCKS * n + 2
+
+
+def log_phase(n: int) -> int:
+    """The column of the walker's phase (strides, unwrapped); the heel input's is next."""
+    return 1 + BLOCKS * n
 
 
 @njit(cache=True)
@@ -78,15 +100,17 @@ def _wearer(m, d, plant, gains, work):
 
 
 @njit(cache=True)
-def mil_loop(m, d, plant, sensors, wearer_gains, log):
+def mil_loop(m, d, plant, sensors, wearer_gains, walker, log):
     """Run ``len(log)`` control periods of the cycle (``m``, ``d``: :func:`exo_rt.runtime.
     cycle.build`'s, in RUN) against the plant: ``plant`` = (its model, data, transmissions,
     state, scratch, compiled step, sub-steps) in its model's common layout
-    (:mod:`exo_rt.sim.plants`); ``sensors`` = [source (0 output, 1 motor), counts/rev].
+    (:mod:`exo_rt.sim.plants`); ``sensors`` = [source (0 output, 1 motor), counts/rev];
+    ``walker``: :func:`exo_rt.sim.walker.compile_walker`'s tuple (an empty schedule: none).
 
-    Each period: the encoders read → :func:`exo_rt.runtime.cycle.step` (the controller's
-    own: estimate, reference, the wearer's torque, law, current, safety) → the currents
-    latched for the next SYNC → the wearer's torque → the plant's step. Returns the largest
+    Each period: the walker's heel strike of the last cycle into the cycle's ``heel`` input
+    → the encoders read → :func:`exo_rt.runtime.cycle.step` (the controller's own: estimate,
+    reference, the wearer's torque, law, current, safety) → the currents latched for the next
+    SYNC → the wearer's or the walker's torque → the plant's step. Returns the largest
     |current| commanded (A) relative to its limit (≤ 1 by construction)."""
     leg_model, leg_data, leg_transmissions, leg_state, leg_scratch, leg_step, substeps = plant
     s, v = d.s[0], d.v
@@ -96,6 +120,10 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
     cmd = np.zeros(n_tr)  # A: what the drives apply this period (last period's law)
     latched = np.zeros(n_tr)  # A: this period's law, applied at the next SYNC
     work = np.zeros((4, n))  # the wearer's torques and state
+    walking = walker[wk.W_SCHEDULE].shape[0] > 0
+    qw = walker[wk.W_WORK][0]  # the walker's reference (walker_step writes it)
+    w_state = walker[wk.W_STATE]
+    o_phase = 1 + BLOCKS * n
     worst = 0.0
     for j in range(n):
         v[cy.V_Q_PREV, j] = leg_state[ST_Q, j]
@@ -105,6 +133,10 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
         t = k * dt
         s.sample_t = t
         cy.clock(d, k, dt)  # (RUN from cycle 0)
+        heel = 0.0
+        if walking:  # the board's report of last cycle's heel strike (0: none, or dropped)
+            heel = wk.heel_report(walker)
+            s.heel = heel
         _measure(d, plant, sensors)
         cy.step(m, d)
         cur = v[cy.V_CUR]
@@ -117,6 +149,8 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
             latched[i] = cur[int(leg_transmissions[i, T_JOINT])]
         if wearer_gains[0] > 0.0:
             _wearer(m, d, plant, wearer_gains, work)
+        if walking:
+            wk.walker_step(walker, t, leg_state)
         log[k, LOG_T] = t
         for j in range(n):
             log[k, 1 + j] = leg_state[ST_Q, j]
@@ -125,6 +159,9 @@ def mil_loop(m, d, plant, sensors, wearer_gains, log):
             log[k, 1 + 3 * n + j] = v[cy.V_TAU, j]
             log[k, 1 + 4 * n + j] = leg_state[ST_EXT, j]
             log[k, 1 + 5 * n + j] = leg_state[ST_V, j]
+            log[k, 1 + B_WALKER * n + j] = qw[j] if walking else 0.0
+        log[k, o_phase] = w_state[wk.S_PHASE]
+        log[k, o_phase + 1] = heel
         leg_step(leg_model, leg_data, leg_transmissions, leg_state, cmd, dt, substeps,
                  leg_scratch)
     return worst
@@ -142,6 +179,16 @@ class MilResult:
     worst_current_fraction: float
     interaction_rms_Nm: np.ndarray | None = None
     safe: dict | None = None  # the safety cause that ended tracking (cause, t, joint), if any
+    # with a wearer or a walker: the RMS of their joint torque (N·m) over the options' window
+    wearer_effort_rms_Nm: np.ndarray | None = None
+    # with a walker: the RMS of the true joint angle against their own reference (deg) over
+    # the window, their phase (strides since the start, unwrapped, one per cycle), each heel
+    # strike's time (s: the first cycle at or past the integer crossing) and whether the
+    # board dropped it
+    walker_rms_deg: np.ndarray | None = None
+    walker_phase: np.ndarray | None = None
+    heel_strike_times: np.ndarray | None = None
+    heel_dropped: np.ndarray | None = None
 
     def column(self, block: int) -> np.ndarray:
         n = len(self.joint_names)
@@ -160,6 +207,11 @@ class MilOptions:
     substeps: int = 10  # the plant's sub-steps a period
     plant_model: str = plants.DEFAULT  # the registered plant model (exo_rt.sim.plants)
     safety_cfg: SafetyConfig | None = None  # the checks (default MIL_SAFETY)
+    walker: wk.Walker | None = None  # a wearer who walks by themselves (needs exo_model)
+    duration: float | None = None  # s: the run's length (default: ``cycles`` strides of the
+    # controller's gait)
+    window: tuple[float, float] = (0.0, math.inf)  # s: where the wearer's effort and the
+    # walker's tracking are measured (to leave out the start)
 
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
@@ -179,7 +231,10 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     law), the wearer's ``wearer_gains``, the registered ``plant_model`` that simulates the
     leg, and ``safety_cfg`` the safety section the cycle checks (default
     :data:`MIL_SAFETY`) — a cause found ends tracking with the safe action, as on the
-    exoskeleton, and is in the result's ``safe``.
+    exoskeleton, and is in the result's ``safe``; a ``walker`` who moves the leg instead of
+    the wearer (:mod:`exo_rt.sim.walker`: the plant starts at their posture at their phase
+    0, their phase offsets go into the cycle's ``v[V_OFFSET]``), the run's ``duration`` (s)
+    instead of ``cycles`` and the ``window`` (s) the wearer's effort is measured over.
     """
     o = MilOptions(**options)
     model, exo_model, wearer_gains = o.model, o.exo_model, o.wearer_gains
@@ -190,16 +245,21 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
     c = build_cycle(robot, cfg, o)
     c.s["state"] = RUN
-    q0, v0, a0 = np.zeros(n), np.zeros(n), np.zeros(n)
-    trajectory.gait(0.0, c.period, c.coeffs, q0, v0, a0)
+    duration = cycles * c.period if o.duration is None else o.duration
+    steps = int(round(duration / dt))
+    walker = _walker(robot, o, c, duration)
+    if o.walker is not None:
+        q0, v0 = wk.start(walker)
+    else:
+        q0, v0, a0 = np.zeros(n), np.zeros(n), np.zeros(n)
+        trajectory.gait(0.0, c.period, c.coeffs, q0, v0, a0)
     plant.reset(q0, v0, equilibrium=False)
-    steps = int(round(cycles * c.period / dt))
-    log = np.zeros((steps, 1 + 6 * n))
+    log = np.zeros((steps, log_width(n)))
     sensors = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev])
     worst = mil_loop(c.model, c.data, (plant.model, plant.data, plant.transmissions,
                                        plant.state, plant.scratch, plants.compiled_step(plant),
                                        substeps),
-                     sensors, np.array(wearer_gains, dtype=float), log)
+                     sensors, np.array(wearer_gains, dtype=float), walker, log)
     q, qr = log[:, 1 : 1 + n], log[:, 1 + n : 1 + 2 * n]
     err = np.degrees(q - qr)
     result = MilResult(robot.joint_names, log, np.sqrt(np.mean(err**2, axis=0)),
@@ -207,12 +267,40 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
                        np.max(np.abs(log[:, 1 + 2 * n : 1 + 3 * n]), axis=0), float(worst))
     if wearer_gains[0] > 0.0:
         result.interaction_rms_Nm = _interaction_rms(robot, exo_model, log, n, dt)
+    inside = (log[:, LOG_T] >= o.window[0]) & (log[:, LOG_T] <= o.window[1])
+    if wearer_gains[0] > 0.0 or o.walker is not None:
+        result.wearer_effort_rms_Nm = np.sqrt(np.mean(result.column(B_TAU_WEARER)[inside]**2,
+                                                      axis=0))
+    if o.walker is not None:
+        e = np.degrees(q - result.column(B_WALKER))[inside]
+        result.walker_rms_deg = np.sqrt(np.mean(e**2, axis=0))
+        result.walker_phase = log[:, log_phase(n)]
+        result.heel_strike_times, result.heel_dropped = wk.heel_strikes(walker)
     if c.s["state"] == SAFE:  # the safety check is the controller's, on here too
         k = int(c.s["safe_k0"])
         result.safe = {"cause": safety.CAUSES[int(c.s["cause"])], "t": k * dt,
                        "joint": robot.joint_names[int(c.s["joint"])]
                        if c.s["joint"] >= 0 else None}
     return result
+
+
+def _walker(robot: Mechanism, o: MilOptions, c: cy.Cycle, duration: float) -> tuple:
+    """The options' walker compiled for the loop, its phase offsets written into the cycle's
+    ``v[V_OFFSET]`` (so the controller's reference agrees); without one an idle walker (an
+    empty schedule) of the same types."""
+    if o.walker is None:
+        w = wk.compile_walker(wk.Walker(), robot, robot, c, 0.0)
+        return w[:wk.W_SCHEDULE] + (np.zeros((0, 2)),) + w[wk.W_SCHEDULE + 1:]
+    if o.wearer_gains[0] > 0.0:
+        raise ValueError("run_mil: give either wearer_gains (a wearer who tracks the "
+                         "controller's reference) or walker (one who walks by themselves), "
+                         "not both")
+    if o.exo_model is None:
+        raise ValueError("run_mil: a walker needs exo_model, the exoskeleton alone (e.g. "
+                         "load_mechanism(robot_file, wearer=False)): their own limbs are the "
+                         "leg less the exoskeleton")
+    c.v[V_OFFSET] = o.walker.joint_offsets(robot.joint_names)
+    return wk.compile_walker(o.walker, robot, o.exo_model, c, duration)
 
 
 def _interaction_rms(robot, exo, log, n, dt):
