@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from exo_rt.config import load_controller
-from exo_rt.control import registry
+from exo_rt.control import phase_estimate, registry
 from exo_rt.dynamics import kernels
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
+from exo_rt.runtime import cycle as cy
 from exo_rt.sim.mil import run_mil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ def _controller(tmp_path: Path, law: str) -> Path:
 def test_a_law_defined_here_runs_in_model_in_the_loop(registered, tmp_path):
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
     cfg = load_controller(_controller(tmp_path, registered), robot)
-    assert cfg.options()[0]["law"] == registry.code(NAME) == 6  # after the six built-ins
+    assert cfg.options()[0]["law"] == registry.code(NAME) == 9  # after the nine built-ins
     r = run_mil(robot, cfg, cycles=1)
     # PD + gravity tracks the gait, without the model's inertia: worse than computed torque
     # (0.04°–0.05° RMS), far better than no control, and never at the current limit
@@ -87,10 +88,13 @@ def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
         opts = cfg.options()
         opts[0]["law"] = registry.code(law)
         q, tau = np.array([0.2, 0.4]), np.zeros(n)
-        model = registry.law_model(opts, cfg.gains, pk, pk, 1e-3)
+        model = registry.law_model(opts, cfg.gains, pk, pk, 1e-3,
+                                   cy.estimate_params(robot, cfg, np.zeros((n, 11))))
         z = np.zeros(n)
         data = registry.law_data(ws, ws.copy(), laws.law_state(n), laws.law_scratch(n), q=q,
-                                 qd=z, qr=q + 0.01, qdr=z, qddr=z, assist=z, tau=tau)
+                                 qd=z, qr=q + 0.01, qdr=z, qddr=z, assist=z, tau=tau,
+                                 gait=np.zeros(1, phase_estimate.STATE), level=np.ones(n),
+                                 offsets=z)
         laws.law_torque(table, model, data)
         return tau
 

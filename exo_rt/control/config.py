@@ -24,6 +24,7 @@ from exo_rt.schema.controller import (
     REFERENCE_TYPES,
     ControllerFile,
     Gains,
+    PhaseEstimate,
     Reference,
 )
 from exo_rt.yamlio import Node, read_yaml
@@ -48,6 +49,7 @@ class ControllerConfig:
     encoder: str  # 'output' | 'motor'
     counts_per_rev: float
     reference: Reference
+    phase_estimate: PhaseEstimate = PhaseEstimate()
 
     def options(self) -> np.ndarray:
         """The options the laws read: one :data:`exo_rt.control.laws.OPTIONS` record (an
@@ -56,7 +58,17 @@ class ControllerConfig:
         o[0]["law"] = registry.code(self.law)
         o[0]["inertia_feedforward"] = self.inertia_feedforward
         o[0]["friction_compensation"] = self.friction_compensation
+        o[0]["follows_wearer"] = registry.get(self.law).follows_wearer
         return o
+
+    def estimate_joint(self, mech: Mechanism) -> int:
+        """The index of the hip joint the gait-phase estimate follows (−1: the robot has
+        none): the file's ``phase_estimate.joint``, else the first hip flexion joint."""
+        name = self.phase_estimate.joint
+        if name:
+            return mech.joint_names.index(name)
+        hips = [j for j, nm in enumerate(mech.joint_names) if nm == "hip" or nm.endswith("_hip")]
+        return hips[0] if hips else -1
 
 
 def _joint_map(node: Node, mech: Mechanism) -> dict[str, Node]:
@@ -129,8 +141,18 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
             friction if friction is not None else f.law != "pid"),
         velocity_cutoff_hz=f.velocity_filter_hz,
         encoder=f.encoder.source, counts_per_rev=f.encoder.counts_per_rev,
-        reference=ref,
+        reference=ref, phase_estimate=_estimate(f.phase_estimate, nodes, mech),
     )
+
+
+def _estimate(est: PhaseEstimate, nodes: dict, mech: Mechanism) -> PhaseEstimate:
+    """The phase estimate's section, its joint checked against the robot."""
+    if est.joint and est.joint not in mech.joint_names:
+        node = nodes["phase_estimate"].value["joint"]
+        raise ConfigError(f"unknown joint '{est.joint}'", node.where(),
+                          did_you_mean(est.joint, mech.joint_names)
+                          or f"the robot's joints are {', '.join(mech.joint_names)}")
+    return est
 
 
 def rotor_inertias(mech: Mechanism) -> np.ndarray:

@@ -18,6 +18,11 @@ registry's table of compiled laws and clamps its torque:
 - transparent / assist: the exoskeleton's own inverse dynamics along the motion (its gravity,
   link and reflected rotor inertia) + friction compensation + an assistance torque.
 - passive: zero current.
+- phase_profile, impedance, assist_as_needed (docs/assistance.md): the exoskeleton carries its
+  own gravity and velocity forces, and adds, scaled by the wearer's assistance level, a torque
+  profile over the estimated gait phase (:mod:`exo_rt.control.phase_estimate`; faded out when
+  the wearer stands still), a spring and damper per phase of the stride, or a spring towards
+  the reference outside a free tunnel.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import math
 
 import numpy as np
 
-from exo_rt.control import registry
+from exo_rt.control import phase_estimate, registry
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 
@@ -93,9 +98,10 @@ def torque_to_current(tau, qd, qdd, transmissions, friction_comp, current):
 def friction_speed(opts, qd, qdr):
     """The joint speeds (rad/s) friction is compensated along: a tracking law's reference
     (a joint that sticks reads zero speed, and compensating on that leaves the loop hunting in
-    a stick–slip band ∝ 1/K_p); the measured ones where the wearer leads the motion
-    (transparent), so that the compensation never pulls the leg along the reference."""
-    return qd if opts[0].law == LAW_TRANSPARENT else qdr
+    a stick–slip band ∝ 1/K_p); the measured ones where the wearer leads the motion (a law
+    registered ``follows_wearer``: transparent, the assistance laws), so that the
+    compensation never pulls the leg along the reference."""
+    return qd if opts[0].follows_wearer else qdr
 
 
 @njit(cache=True)
@@ -185,7 +191,8 @@ def sliding_mode(m, d):
         tau[j] += g.k_s * s + g.k_switch * sat_s
 
 
-@registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance")
+@registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance",
+              follows_wearer=True)
 def transparent(m, d):
     n = d.q.shape[0]
     acc = d.scratch[n + 1]
@@ -194,6 +201,106 @@ def transparent(m, d):
     kernels.inverse_dynamics(m.model_exo, d.data_exo, d.q, d.qd, acc, d.tau)
     for j in range(n):
         d.tau[j] += m.gains[j].assist * d.assist[j]
+
+
+@njit(cache=True, inline="always")
+def _carry_itself(m, d):
+    """The exoskeleton carries itself: its own gravity and velocity forces at the measured
+    state, h_exo(q, q̇) (its inertia is not compensated: the wearer's acceleration is not
+    measured well enough to feed it forward). The drives' friction is compensated along the
+    measured speed after the law (the assistance laws follow the wearer)."""
+    n = d.q.shape[0]
+    zero = d.scratch[n + 1]
+    for j in range(n):
+        zero[j] = 0.0
+    kernels.inverse_dynamics(m.model_exo, d.data_exo, d.q, d.qd, zero, d.tau)
+
+
+@njit(cache=True, inline="always")
+def _smooth(x):
+    """3x² − 2x³ on [0, 1]: 0 → 1 with zero slope at both ends."""
+    x = min(max(x, 0.0), 1.0)
+    return x * x * (3.0 - 2.0 * x)
+
+
+@njit(cache=True, inline="always")
+def _lobe(phase, onset, peak, end):
+    """A lobe of the stride (0 … 1 … 0) at ``phase`` (strides): a cubic rise from ``onset``
+    to ``peak``, a cubic fall to ``end`` (fractions of the stride; a lobe may wrap past the
+    stride's end)."""
+    rise = (peak - onset) % 1.0
+    fall = (end - peak) % 1.0
+    u = (phase - onset) % 1.0
+    if u < rise:
+        return _smooth(u / rise)
+    if u < rise + fall:
+        return 1.0 - _smooth((u - rise) / fall)
+    return 0.0
+
+
+@njit(cache=True)
+def profile_torque(g, phase):
+    """The phase_profile's torque (N·m) of a joint's gains ``g`` at its gait ``phase``: the sum
+    of its lobes, each 0 where its torque is 0."""
+    tau = 0.0
+    if g.peak_torque != 0.0:
+        tau += g.peak_torque * _lobe(phase, g.onset, g.peak, g.end)
+    if g.peak_torque_2 != 0.0:
+        tau += g.peak_torque_2 * _lobe(phase, g.onset_2, g.peak_2, g.end_2)
+    return tau
+
+
+@registry.law("phase_profile", doc="the exoskeleton carries itself + a torque profile over "
+              "the wearer's estimated gait phase", follows_wearer=True)
+def phase_profile(m, d):
+    _carry_itself(m, d)
+    est = d.gait[0]
+    for j in range(d.tau.shape[0]):
+        phase = phase_estimate.joint_phase(d.gait, m.gp, d.offsets, j)
+        d.tau[j] += d.level[j] * est.walking * profile_torque(m.gains[j], phase)
+
+
+@registry.law("impedance", doc="the exoskeleton carries itself + a spring and damper per "
+              "phase of the stride (stance, swing)", follows_wearer=True)
+def impedance(m, d):
+    _carry_itself(m, d)
+    walking = d.gait[0].walking
+    for j in range(d.tau.shape[0]):
+        g = m.gains[j]
+        phase = phase_estimate.joint_phase(d.gait, m.gp, d.offsets, j)
+        swing = walking * _swing(phase, g.stance_end)
+        k = g.stiffness + swing * (g.swing_stiffness - g.stiffness)
+        b = g.damping + swing * (g.swing_damping - g.damping)
+        eq = g.equilibrium + swing * (g.swing_equilibrium - g.equilibrium)
+        d.tau[j] += d.level[j] * (k * (eq - d.q[j]) - b * d.qd[j])
+
+
+SWING_BLEND = 0.04  # strides: stance ↔ swing blend (the spring never steps)
+
+
+@njit(cache=True, inline="always")
+def _swing(phase, stance_end):
+    """0 in stance, 1 in swing (from ``stance_end`` to the stride's end), blended over
+    :data:`SWING_BLEND` at both boundaries."""
+    h = 0.5 * SWING_BLEND
+    if phase < 0.5 * stance_end:
+        return 1.0 - _smooth((phase + h) / SWING_BLEND)  # (the swing's end, at the wrap)
+    if phase > 1.0 - h:
+        return 1.0 - _smooth((phase - 1.0 + h) / SWING_BLEND)
+    return _smooth((phase - stance_end + h) / SWING_BLEND)
+
+
+@registry.law("assist_as_needed", doc="the exoskeleton carries itself + a spring towards the "
+              "reference outside a free tunnel", follows_wearer=True)
+def assist_as_needed(m, d):
+    _carry_itself(m, d)
+    for j in range(d.tau.shape[0]):
+        g = m.gains[j]
+        e = d.qr[j] - d.q[j]
+        out = abs(e) - g.tunnel
+        if out > 0.0:
+            push = min(g.stiffness * out, g.assist_limit)
+            d.tau[j] += d.level[j] * math.copysign(push, e)
 
 
 if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque", "sliding_mode",

@@ -49,6 +49,7 @@ from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.typed import List
 
 from exo_rt import plugins, structs
+from exo_rt.control import phase_estimate
 from exo_rt.jit import njit
 
 GROUP = "exo_rt.laws"
@@ -59,6 +60,8 @@ OPTIONS = np.dtype([  # the controller's options: one record
     ("law", "i8"),  # the law's code (its index in table())
     ("inertia_feedforward", "?"),  # model_pid: add M(q) q̈_d
     ("friction_compensation", "?"),  # compensate wave-generator friction in torque → current
+    ("follows_wearer", "?"),  # the wearer leads the motion: friction compensated along the
+    #                           measured speed (a law registered with follows_wearer=True)
 ], align=True)
 GAINS = np.dtype([  # one record per joint; the units depend on the law
     ("kp", "f8"),  # N·m/rad (PID) or 1/s² (computed torque)
@@ -71,6 +74,15 @@ GAINS = np.dtype([  # one record per joint; the units depend on the law
     ("boundary", "f8"),  # rad/s: boundary-layer width Φ
     ("k_s", "f8"),  # N·m·s/rad: linear feedback on s
     ("assist", "f8"),  # fraction of the wearer's own torque along the reference, as assistance
+    # phase_profile: up to two lobes of torque over the stride (fractions of it; N·m signed)
+    ("onset", "f8"), ("peak", "f8"), ("end", "f8"), ("peak_torque", "f8"),
+    ("onset_2", "f8"), ("peak_2", "f8"), ("end_2", "f8"), ("peak_torque_2", "f8"),
+    # impedance: stance (and standing) and swing; assist_as_needed: the stiffness outside
+    ("stiffness", "f8"), ("damping", "f8"), ("equilibrium", "f8"),  # N·m/rad, N·m·s/rad, rad
+    ("swing_stiffness", "f8"), ("swing_damping", "f8"), ("swing_equilibrium", "f8"),
+    ("stance_end", "f8"),  # fraction of the stride where swing begins
+    ("tunnel", "f8"),  # rad: assist_as_needed's half-width of the free tunnel
+    ("assist_limit", "f8"),  # N·m: assist_as_needed's largest restoring torque
 ])
 STATE = np.dtype([  # the law's state, one record per joint
     ("integral", "f8"),  # rad·s: ∫e dt
@@ -106,26 +118,31 @@ def _law_data(*fields):
 
 # a law's model: the controller's options (one OPTIONS record), the gains (one GAINS record
 # per joint), the packed rigid models of the whole leg and of the exoskeleton alone, the
-# period (s)
+# period (s), the gait-phase estimate's parameters (one phase_estimate.PARAMS record)
 LAW_MODEL = structs.declare(LawModelType, LawModel, [
     ("opts", structs.records(OPTIONS)), ("gains", structs.records(GAINS)),
-    ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64)], _law_model)
+    ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64),
+    ("gp", structs.records(phase_estimate.PARAMS))], _law_model)
 # a law's data: the two rigid workspaces, its per-joint STATE records, (n + 4, n) scratch
 # (row n + 2: last cycle's output clamp per joint, for an anti-windup), the measured q, q̇,
 # the reference q_r, q̇_r, q̈_r (rad, rad/s, rad/s²), the wearer's own torque along the
-# reference (N·m) and the torque out (N·m) — views of the cycle's joint vectors
+# reference (N·m) and the torque out (N·m) — views of the cycle's joint vectors; the gait
+# phase estimate (one phase_estimate.STATE record), the assistance level per joint (0–1) and
+# each joint's gait phase offset (strides)
 LAW_DATA = structs.declare(LawDataType, LawData, [
     ("data", structs.VEC), ("data_exo", structs.VEC), ("law_state", structs.records(STATE)),
     ("scratch", structs.MAT), ("q", structs.VEC), ("qd", structs.VEC), ("qr", structs.VEC),
     ("qdr", structs.VEC), ("qddr", structs.VEC), ("assist", structs.VEC),
-    ("tau", structs.VEC)], _law_data)
+    ("tau", structs.VEC), ("gait", structs.records(phase_estimate.STATE)),
+    ("level", structs.VEC), ("offsets", structs.VEC)], _law_data)
 SIGNATURE = types.void(LAW_MODEL, LAW_DATA)
 FUNCTION = types.FunctionType(SIGNATURE)
 
 
-def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
+def law_model(opts, gains, model, model_exo, dt: float, gp) -> LawModel:
     """A law's model (fields of :data:`LAW_MODEL`), checked against the declaration."""
-    m = LawModel(opts=opts, gains=gains, model=model, model_exo=model_exo, dt=float(dt))
+    m = LawModel(opts=opts, gains=gains, model=model, model_exo=model_exo, dt=float(dt),
+                 gp=gp)
     structs.check(m, LAW_MODEL, "law model")
     return m
 
@@ -133,7 +150,7 @@ def law_model(opts, gains, model, model_exo, dt: float) -> LawModel:
 def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
     """A law's data (fields of :data:`LAW_DATA`): the workspaces, the law's state and
     scratch, and the joint vectors by name (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
-    ``assist``, ``tau``) — the caller's arrays (views of its joint vectors), so that what
+    ``assist``, ``tau``, ``gait``, ``level``, ``offsets``) — the caller's arrays (views of its joint vectors), so that what
     the law writes is where the caller reads it."""
     d = LawData(data=data, data_exo=data_exo, law_state=law_state, scratch=scratch, **vectors)
     structs.check(d, LAW_DATA, "law data")
@@ -148,6 +165,7 @@ class Law:
     code: int
     torque: Callable
     doc: str = ""
+    follows_wearer: bool = False  # the wearer leads: friction compensated along q̇ measured
 
 
 NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema checks its name
@@ -156,11 +174,14 @@ _compiled_laws: dict[str, object] = {}  # name → its compiled cfunc, compiled 
 _tables: dict[tuple, object] = {}  # which laws are compiled → the table (numba typed List)
 
 
-def law(name: str, doc: str = "") -> Callable[[Callable], Callable]:
+def law(name: str, doc: str = "", follows_wearer: bool = False
+        ) -> Callable[[Callable], Callable]:
     """Register the decorated function as the law ``name`` (see the module's docstring); its
-    code is the number of laws registered before it (the built-in ones first)."""
+    code is the number of laws registered before it (the built-in ones first).
+    ``follows_wearer``: the wearer leads the motion (the drives' friction is compensated along
+    the measured speed, not the reference's)."""
     def register(fn: Callable) -> Callable:
-        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc))
+        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer))
         _tables.clear()
         return fn
     return register

@@ -27,7 +27,9 @@ def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
                         ("qd", n), ("q_ref", n), ("current", n), ("command", n),
                         ("torque", n), ("flags", n), ("overrun_streak", 1), ("board", 1),
                         ("wake_us", 1), ("compute_us", 1), ("overruns", 1), ("sample_t", 1),
-                        ("qd_ref", n), ("phase", 1), ("stride", 1)):
+                        ("qd_ref", n), ("phase", 1), ("stride", 1), ("gait_phase", 1),
+                        ("stride_hz", 1), ("walking", 1), ("heels", 1), ("level", n),
+                        ("winding", n), ("derate", n)):
         cols[name] = (o, o + width)
         o += width
     return cols

@@ -31,13 +31,13 @@ from numba import types
 
 from exo_rt import structs
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
-from exo_rt.control import laws, registry, trajectory
+from exo_rt.control import laws, phase_estimate, registry, trajectory
 from exo_rt.control.config import transmission_rows
 from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.record.recorder import cycle_columns
-from exo_rt.runtime import safety, segment
+from exo_rt.runtime import assistance, safety, segment
 from exo_rt.runtime.layout import (
     PARAMS,
     SCALARS,
@@ -45,6 +45,9 @@ from exo_rt.runtime.layout import (
     V_ASSIST,
     V_CUR,
     V_I_MEAS,
+    V_DERATE,
+    V_LEVEL,
+    V_LEVEL_TO,
     V_MAX_CURRENT,
     V_MAX_ERROR,
     V_OFFSET,
@@ -62,6 +65,7 @@ from exo_rt.runtime.layout import (
     V_SETTLE,
     V_SSE,
     V_T_PREV,
+    V_T_WINDING,
     V_TAU,
     V_WIDTH,
     VECTORS,
@@ -157,6 +161,17 @@ def estimate(m, d):
         qd[j] += alpha * (raw - qd[j])
         q_prev[j] = q[j]
         t_prev[j] = t
+
+
+@njit(cache=True, inline="always")
+def wearer_gait(m, d):
+    """The wearer's gait phase (:mod:`exo_rt.control.phase_estimate`) from the measured hip,
+    corrected by a heel strike reported since the last cycle; then the assistance level
+    (:mod:`exo_rt.runtime.assistance`), which changes at its stride boundaries."""
+    s, v, gait = d.s[0], d.v, d.law.gait
+    phase_estimate.update(m.law.gp, gait, v[V_Q], v[V_QD], s.heel, m.p[0].dt)
+    s.heel = 0.0
+    assistance.level_update(s, v, gait[0], m.p[0].dt)
 
 
 @njit(cache=True, inline="always")  # a few operations: compiled into its caller
@@ -300,6 +315,17 @@ def _record(d, row):
         row[o + j] = v[V_QDR, j]
     row[o + n] = s.phase
     row[o + n + 1] = s.stride
+    o += n + 2
+    est = d.law.gait[0]
+    row[o] = est.phase
+    row[o + 1] = est.omega / (2.0 * math.pi)
+    row[o + 2] = est.walking
+    row[o + 3] = est.heels
+    o += 4
+    for r in (V_LEVEL, V_T_WINDING, V_DERATE):
+        for j in range(n):
+            row[o + j] = v[r, j]
+        o += n
 
 
 @njit(cache=True, inline="always")
@@ -349,6 +375,7 @@ def step(m, d):
     state = int(s.state)
     s.new_fault = 0.0
     estimate(m, d)
+    wearer_gait(m, d)
     _reference(state, m, d)
     if state == RUN or state == STOPPING:
         if _fresh(d.flags):
@@ -430,13 +457,18 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     v = np.zeros((V_WIDTH, n))
     v[V_Q_MIN] = np.inf
     v[V_Q_MAX] = -np.inf
+    v[V_DERATE] = 1.0
     s = np.zeros(1, SCALARS)
     s[0]["slot"] = s[0]["hist"] = s[0]["joint"] = -1.0
     law_state, scratch = laws.law_state(n), laws.law_scratch(n)
     data, data_exo = law_arrays["data"].copy(), law_arrays["data_exo"].copy()
+    v[V_LEVEL] = v[V_LEVEL_TO] = 1.0  # (full assistance until a session sets the wearer's)
+    s[0]["level_ramp"] = 1.0
+    gait = np.zeros(1, phase_estimate.STATE)
+    phase_estimate.reset(model.law.gp, gait)
     ld = registry.law_data(data, data_exo, law_state, scratch, q=v[V_Q], qd=v[V_QD],
                            qr=v[V_QR], qdr=v[V_QDR], qddr=v[V_QDDR], assist=v[V_ASSIST],
-                           tau=v[V_TAU])
+                           tau=v[V_TAU], gait=gait, level=v[V_LEVEL], offsets=v[V_OFFSET])
     flags = np.zeros(n, np.int64)
     streaks = np.zeros((safety.STREAKS, n), np.int64)
     check_out = np.zeros(_OUT, np.int64)
@@ -447,10 +479,23 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
                   rows=no_rows, hist=hist, gaits=gaits)
     structs.check(d, CYCLE_DATA, "cycle data")
     arrays = dict(s=s[0], s_array=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
-                  rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state,
+                  rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state, gait=gait,
                   scratch=scratch, n=n, width=width, law_arrays=law_arrays, gaits=gaits)
     arrays.update({name: v[row] for name, row in VECTORS.items()})
     return Cycle(model, d, arrays)
+
+
+def estimate_params(robot, cfg, coeffs: np.ndarray) -> np.ndarray:
+    """The gait-phase estimate's parameters (:func:`exo_rt.control.phase_estimate.params`)
+    of a controller: its hip, the session's stride frequency to start from (a stride of
+    1.1 s where the reference has none), the normal gait's heel strike on that hip's curve."""
+    joint = cfg.estimate_joint(robot)
+    period = cfg.reference.period if math.isfinite(cfg.reference.period) else 1.1
+    est = cfg.phase_estimate
+    given = {k: getattr(est, k) for k in ("nu_phase", "nu_freq", "eta", "heel_gain", "slew",
+                                          "still_speed", "walk_speed", "speed_tau")}
+    offset0 = phase_estimate.hip_offset(coeffs[joint]) if joint >= 0 else 0.0
+    return phase_estimate.params(joint, 2.0 * math.pi / period, offset0, **given)
 
 
 def build(robot, exo, cfg, safety_cfg, *, dt: float,
@@ -468,11 +513,12 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     model_exo, data_exo = kernels.model_and_data(exo)
     opts = cfg.options()
     gains = cfg.gains
-    lm = registry.law_model(opts, gains, model, model_exo, dt)
     ref = cfg.reference
     kinds = [ref.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
              for nm in robot.joint_names]
     coeffs = trajectory.gait_coefficients(list(robot.joint_names), kinds, ref.amplitude)
+    lm = registry.law_model(opts, gains, model, model_exo, dt,
+                            estimate_params(robot, cfg, coeffs))
     p = np.zeros(1, PARAMS)
     p[0]["dt"] = dt
     p[0]["alpha"] = filter_gain(cfg.velocity_cutoff_hz, dt)

@@ -98,7 +98,7 @@ def check(m, d):
     """First safety cause (``d.check_out[0]``) and its joint (``d.check_out[1]``); OK if all
     is well — on the cycle's model (``m.limits``, ``m.sopts``) and data (its measured and
     commanded joint vectors, the drives' flags, the state: the tracking error counts in
-    RUN, the overrun streak).
+    RUN unless the wearer leads the motion, the overrun streak).
 
     ``d.streaks`` (int64, ``STREAKS`` × n) counts per joint the consecutive cycles without
     feedback (F_MISSING/F_MALFORMED), with the current short of its command (F_SATURATED) and
@@ -111,7 +111,8 @@ def check(m, d):
     q, qd, current_meas, current_cmd, tau, q_ref = (v[V_Q], v[V_QD], v[V_I_MEAS], v[V_CUR],
                                                     v[V_TAU], v[V_QR])
     state = int(s.state)
-    tracking_on = state == RUN
+    tracking_on = state == RUN and not m.law.opts[0].follows_wearer  # (a law the wearer
+    # leads — transparent, the assistance laws — tracks nothing: no tracking error)
     overrun_streak = int(s.overrun_streak)
     n = q.shape[0]
     out[0] = OK

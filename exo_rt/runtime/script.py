@@ -75,12 +75,15 @@ def run_cycle() -> int:
 
 
 def heel_strikes(ctl) -> None:
-    """The wearer's heel strikes the board reported, into the gait phase's estimate (RUN,
-    with ``reference.phase: events``)."""
+    """The wearer's heel strikes the board reported (RUN): into the gait-phase estimate of the
+    cycle (its next cycle corrects the phase), and with ``reference.phase: events`` into the
+    stride period's estimate."""
     ref, board = ctl.cfg.reference, ctl.board
-    if ctl.state != RUN or ref.phase != "events" or board is None:
+    if ctl.state != RUN or board is None or not board.heel_strikes:
         return
+    ctl.s["heel"] = 1.0
     while board.heel_strikes:
-        trajectory.phase_on_heel_strike(ctl.phase_state,
-                                        board.heel_strikes.popleft() - ctl._t_run,
-                                        0.5 * ref.period, 2.0 * ref.period, 0.5)
+        t = board.heel_strikes.popleft()
+        if ref.phase == "events":
+            trajectory.phase_on_heel_strike(ctl.phase_state, t - ctl._t_run,
+                                            0.5 * ref.period, 2.0 * ref.period, 0.5)

@@ -21,6 +21,11 @@ def gain(default: float = 0.0, unit: str = "", doc: str = "", gt: float | None =
     return key(kind, default, unit=unit, doc=doc, fix=FIX, **kw)
 
 
+def frac(default: float, doc: str):
+    """A fraction of the stride, 0–1."""
+    return key(Num(ge=0, le=1), default, unit="stride", doc=doc)
+
+
 @section("the gains")
 class Gains:
     """A joint's gains (omitted gains are 0); their units depend on the law (below)."""
@@ -41,6 +46,33 @@ class Gains:
     k_s: float = gain(unit="N·m·s/rad", doc="sliding_mode: linear feedback on s")
     assist: float = gain(doc="transparent: fraction of the wearer's torque along the gait "
                              "given as assistance")
+    onset: float = frac(0.0, "phase_profile: where the torque lobe begins")
+    peak: float = frac(0.0, "phase_profile: where it peaks")
+    end: float = frac(0.0, "phase_profile: where it ends (a lobe may wrap past the stride's "
+                           "end)")
+    peak_torque: float = key(Num(), 0.0, unit="N·m", doc="phase_profile: the lobe's torque at "
+                             "its peak, signed as the joint (0: no lobe)")
+    onset_2: float = frac(0.0, "phase_profile: a second lobe's onset")
+    peak_2: float = frac(0.0, "phase_profile: its peak")
+    end_2: float = frac(0.0, "phase_profile: its end")
+    peak_torque_2: float = key(Num(), 0.0, unit="N·m", doc="phase_profile: its torque at the "
+                               "peak (0: none)")
+    stiffness: float = gain(unit="N·m/rad", doc="impedance: stance (and standing) stiffness; "
+                                                "assist_as_needed: the spring outside the "
+                                                "tunnel")
+    damping: float = gain(unit="N·m·s/rad", doc="impedance: stance (and standing) damping")
+    equilibrium: float = key(Num(), 0.0, unit="rad", doc="impedance: stance (and standing) "
+                                                          "equilibrium angle")
+    swing_stiffness: float = gain(unit="N·m/rad", doc="impedance: swing stiffness")
+    swing_damping: float = gain(unit="N·m·s/rad", doc="impedance: swing damping")
+    swing_equilibrium: float = key(Num(), 0.0, unit="rad", doc="impedance: swing "
+                                                                "equilibrium angle")
+    stance_end: float = frac(0.6, "impedance: where swing begins (normal gait: toe-off at "
+                                  "≈ 60 %)")
+    tunnel: float = gain(unit="rad", doc="assist_as_needed: half-width of the free tunnel "
+                                         "around the reference")
+    assist_limit: float = gain(math.inf, unit="N·m", doc="assist_as_needed: largest restoring "
+                                                          "torque")
 
 
 # each gain key → its field of a gains record (exo_rt.control.laws.GAINS): the attribute's
@@ -73,6 +105,27 @@ class Reference:
                          "is integrated at it)")
 
 
+@section("phase_estimate", result=True)
+class PhaseEstimate:
+    """The wearer's gait phase, from an adaptive oscillator on one hip (docs/assistance.md)."""
+
+    joint: str = key(Name(), "", shown="the first hip flexion joint",
+                     doc="the hip joint followed (`hip`, `left_hip`)")
+    nu_phase: float = key(Num(gt=0), 20.0, unit="1/s", doc="ν_φ: phase coupling")
+    nu_freq: float = key(Num(gt=0), 20.0, unit="1/s²", doc="ν_ω: frequency learning")
+    eta: float = key(Num(gt=0), 2.0, unit="1/s", doc="η: amplitude learning")
+    heel_gain: float = key(Num(ge=0, le=1), 0.5, doc="fraction of a heel strike's phase error "
+                                                     "corrected")
+    slew: float = key(Num(gt=0), 0.002, unit="rad", doc="the heel-strike correction's largest "
+                                                         "step per cycle")
+    still_speed: float = key(Num(ge=0), 0.1, unit="rad/s", doc="RMS hip speed at or below "
+                                                               "which the wearer stands still")
+    walk_speed: float = key(Num(gt=0), 0.3, unit="rad/s", doc="RMS hip speed at or above "
+                                                              "which they walk")
+    speed_tau: float = key(Num(gt=0), 0.25, unit="s", doc="time constant of the hip's mean "
+                                                           "square speed")
+
+
 @section("encoder")
 class Encoder:
     """Which encoder the joint position comes from."""
@@ -103,6 +156,8 @@ class ControllerFile:
                                     doc="first-order filter on encoder differences")
     encoder: Encoder = key(Sub(Encoder), Encoder(), doc="the position feedback")
     reference: Reference = key(Sub(Reference), Reference(), doc="what the joints track")
+    phase_estimate: PhaseEstimate = key(Sub(PhaseEstimate), PhaseEstimate(),
+                                        doc="the wearer's gait phase (the assistance laws')")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 

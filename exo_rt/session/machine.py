@@ -28,8 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from exo_rt.runtime import segment
-from exo_rt.runtime.layout import V_OFFSET, V_QR, V_SEG_FROM, V_SEG_TO
+from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_TO, V_OFFSET, V_QR, V_SEG_FROM, V_SEG_TO
 from exo_rt.session import requests as rq
+from exo_rt.session.activities import leg_of
 from exo_rt.session.requests import Answer, Request
 
 GO_SLEW = 0.1  # the progress rate's change per cycle: GO's freeze and resume take 10 cycles
@@ -70,7 +71,18 @@ class ActivityMachine:
         qr = self.v[V_QR]
         self._hold(qr.copy())
         self.posture = self.activities.posture_of(qr)
+        self._levels()
+        self.v[V_LEVEL] = self.v[V_LEVEL_TO]  # (the profile's levels from the first cycle)
+        self.s["level_pending"], self.s["level_ramp"] = 0.0, 1.0
+        walks = [m for m in self.activities.motions if m.kind == "walk"]
+        if walks:  # (the legs' phase offsets, for assistance that follows the wearer)
+            self.v[V_OFFSET] = walks[0].phase_offsets
         self.version += 1
+
+    def _levels(self) -> None:
+        """Each joint's assistance level (its leg's) into the cycle's level asked for."""
+        joints = self.activities.joint_names
+        self.v[V_LEVEL_TO] = [self.levels.get(leg_of(j), 0.0) for j in joints]
 
     # ------------------------------------------------------------------ requests
     def handle(self, req: Request, active: bool = True) -> Answer:
@@ -209,6 +221,8 @@ class ActivityMachine:
             return self._no(req, rq.R_LEVEL_RANGE, value=req.value)
         for leg in req.legs or tuple(self.levels):
             self.levels[leg] = float(value)
+        self._levels()
+        self.s["level_pending"] = 1.0  # (the cycle applies it at the next stride boundary)
         self.version += 1
         return self._yes(req, level=float(value))
 
