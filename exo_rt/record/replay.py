@@ -265,7 +265,15 @@ class RecordedDrives(HostDrives):
             self.current[:] = r["current"]
             self.flags[:] = r["flags"].astype(np.int64)
             self.scalars["overrun_streak"] = r["overrun_streak"]
+            self.scalars["heel"] = float(self._heel(self.cursor.k))
         self.cursor.k += 1
+
+    def _heel(self, k: int) -> bool:
+        """The gait-phase estimate took a heel strike in cycle k (its count rose)."""
+        records = self.cursor.records
+        if "heels" not in records.dtype.names:
+            return False
+        return records[k]["heels"] > (records[k - 1]["heels"] if k > 0 else 0.0)
 
 
 class RecordedBuses:
