@@ -115,11 +115,31 @@ def _widen_packed(node) -> None:
     packed["data"] = np.hstack([table, extra]).ravel().tolist()
 
 
+def _add_motor_keys(node) -> None:
+    """The motor keys added since the snapshot, everywhere a motor appears: its thermal
+    catalogue data (``motor.thermal``), which every shipped motor (all EC 45 flat 70 W) gives
+    at the schema's defaults."""
+    from exo_rt.schema.robot import MotorThermal
+
+    if isinstance(node, list):
+        for v in node:
+            _add_motor_keys(v)
+    if not isinstance(node, dict):
+        return
+    for v in node.values():
+        _add_motor_keys(v)
+    if node.get("__class__") == "Motor":
+        node["thermal"] = snapshot(MotorThermal())
+
+
 def before() -> dict:
     """The snapshot taken with the hand-written loaders, with the retuned values (RETUNED),
-    the top config's added keys (TOP_ADDED, REALTIME_ADDED, SAFETY_ADDED) and the packed
-    models' added columns (:func:`_widen_packed`)."""
+    the top config's added keys (TOP_ADDED, REALTIME_ADDED, SAFETY_ADDED), the packed
+    models' added columns (:func:`_widen_packed`) and the motors' added keys
+    (:func:`_add_motor_keys`)."""
     import gzip
+
+    from exo_rt.schema.top import ThermalLevels
 
     snap = json.loads(gzip.decompress(FIXTURE.read_bytes()))
     for key, value in snap["controller"].items():
@@ -130,8 +150,9 @@ def before() -> dict:
         _retune(value["controller"], TOP_CONTROLLER)
         value.update(TOP_ADDED)
         value["realtime"].update(REALTIME_ADDED)
-        value["safety"].update(SAFETY_ADDED)
+        value["safety"].update(SAFETY_ADDED, thermal=snapshot(ThermalLevels()))
     _widen_packed(snap)
+    _add_motor_keys(snap)
     return snap
 
 

@@ -60,6 +60,9 @@ class Motor:
     # drive's power stage is off — disabled, faulted, or its supply cut by the board's relay;
     # 0: none (the leg is then held, if at all, by the harmonic drive's friction alone)
     brake_torque: float = 0.0
+    # the thermal catalogue data (exo_rt.schema.robot.MotorThermal) of the winding model,
+    # exo_rt.actuators.thermal; None: that schema's defaults (the EC 45 flat 70 W)
+    thermal: object = None
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ class Drive:
                                  doc="[amplitude, phase] harmonics of 2·θ_WG added to the twist")
 
 
-@section("thermal")
+@section("thermal", result=True)
 class MotorThermal:
     """The motor's thermal catalogue data (the two-node winding model of
     :mod:`exo_rt.actuators.thermal`, docs/assistance.md). The defaults are the maxon EC 45 flat
@@ -189,6 +189,9 @@ class Motor:
                               fix="write the brake's holding torque (N·m at the motor shaft, "
                                   "≥ 0; 0: no brake)",
                               doc="power-off holding brake at the motor shaft (0: none)")
+    thermal: MotorThermal = key(Sub(MotorThermal), None, shown="EC 45 flat 70 W's",
+                                doc="thermal catalogue data of the winding temperature model "
+                                    "(docs/assistance.md); omitted: the defaults below")
 
 
 @section("a transmission")
