@@ -129,7 +129,7 @@ def test_kernel_against_solve_ivp_over_ten_minutes(params):
     10 min of steps and walking currents (the issue asks 5 °C). The kernel holds each 1 ms
     sample over its period, the reference sees the continuous current: that shift (½ ms)
     is inside the figure too."""
-    solve_ivp = pytest.importorskip("scipy.integrate").solve_ivp
+    from scipy.integrate import solve_ivp  # (a test dependency: pyproject.toml)
     n_steps = round(STEPS_AT[-1] / DT)
     t = np.arange(n_steps) * DT
     cur = np.array([trace(x) for x in t])

@@ -163,7 +163,8 @@ def thermal_step(params, temps, current, reported, dt):
             continue
         tw = temps[WINDING, j]
         th = temps[HOUSING, j]
-        i = current[j]
+        i = current[j] if math.isfinite(current[j]) else 0.0  # (a missing sample: the
+        # safety check stops the run; the model must not turn NaN)
         loss = i * i * p["resistance"] * (1.0 + p["alpha"] * (tw - T_REF))
         q_wh = (tw - th) / p["r_wh"]
         q_ha = (th - p["ambient"]) / p["r_ha"]

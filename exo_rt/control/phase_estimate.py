@@ -7,6 +7,13 @@ frequency and the amplitudes (Euler at the cycle's period, a few dozen operation
 
     φ̇ᵢ = i·ω + ν_φ·F·cos φᵢ / Σα,   ω̇ = ν_ω·F·cos φ₁ / Σα,   α̇ᵢ = η·F·sin φᵢ,   α̇₀ = η·F.
 
+The learning rates scale with the stride frequency — ν_φ = k_φ·ω, ν_ω = k_ω·ω², η = k_η·ω
+(``nu_phase``, ``nu_freq``, ``eta``: per radian of the stride) — so the estimate settles in
+the same number of strides at every cadence: with rates fixed in 1/s, gains that follow a
+1.1 s stride within 3 strides leave a 2.4 s stride's phase wandering by 0.1 stride (measured
+on the normal gait's hip curve), and gains slow enough for it never catch a 1.1 s stride
+starting from 2 s.
+
 The fundamental φ₁ runs once per stride, but its zero is where the hip's first harmonic
 crosses zero, not the heel strike. The gait phase is φ₁ less an offset: at first that of the
 normal gait's hip curve (φ₁ at its heel strike), then learned from the heel strikes the
@@ -31,15 +38,16 @@ from exo_rt.jit import njit
 
 HARMONICS = 3  # oscillators in the pool (the hip's curve needs its first three harmonics)
 TWO_PI = 2.0 * math.pi
+PULL_IN = 0.15  # a stride time this far (in log ratio, ≈ 15 %) from the frequency pulls it in
 MIN_AMPLITUDE = 0.02  # rad: the floor of Σα in the phase and frequency updates (no blow-up
 # while the hip rests)
 
 # the estimate's parameters, one record (the cycle model's ``gp``)
 PARAMS = np.dtype([
     ("joint", "i8"),  # the hip joint whose angle is followed (−1: no estimate)
-    ("nu_phase", "f8"),  # ν_φ: phase coupling (1/s)
-    ("nu_freq", "f8"),  # ν_ω: frequency learning (1/s²)
-    ("eta", "f8"),  # η: amplitude learning (1/s)
+    ("nu_phase", "f8"),  # k_φ: phase coupling, ν_φ = k_φ·ω (per rad of the stride)
+    ("nu_freq", "f8"),  # k_ω: frequency learning, ν_ω = k_ω·ω²
+    ("eta", "f8"),  # k_η: amplitude learning, η = k_η·ω
     ("omega_min", "f8"),  # rad/s: the stride frequency's range
     ("omega_max", "f8"),
     ("omega0", "f8"),  # rad/s: where the frequency starts (the session's stride)
@@ -64,6 +72,7 @@ STATE = np.dtype([
     ("walking", "f8"),  # out: 0 (still) … 1 (walking)
     ("strides", "f8"),  # out: stride boundaries passed
     ("heels", "f8"),  # heel strikes used
+    ("since_heel", "f8"),  # s since the last heel strike (−1: none yet)
 ])
 
 
@@ -112,12 +121,35 @@ def reset(p, st):
     e.walking = 0.0
     e.strides = 0.0
     e.heels = 0.0
+    e.since_heel = -1.0
 
 
 @njit(cache=True, inline="always")
 def _wrap_pi(x):
     """x in (−π, π]."""
     return x - TWO_PI * math.floor((x + math.pi) / TWO_PI)
+
+
+@njit(cache=True, inline="always")
+def _stride_time(g, e):
+    """The frequency from the time since the last heel strike, where it is a walk's: one
+    stride, or two if a strike was missed — whichever is nearer the frequency now — when it
+    is more than :data:`PULL_IN` from it. This pulls the oscillator in from a cadence far
+    from where it started, which its own coupling cannot (it locks only within about ±40 %);
+    nearer, the oscillator's own learning is smoother (correcting every stride made the
+    phase alternate by ±1 % of the stride from one stride to the next)."""
+    t = e.since_heel
+    if t <= 0.0:
+        return
+    one, two = TWO_PI / t, 2.0 * TWO_PI / t
+    best = -1.0
+    if g.omega_min <= one <= g.omega_max:
+        best = one
+    if g.omega_min <= two <= g.omega_max and (
+            best < 0.0 or abs(math.log(two / e.omega)) < abs(math.log(best / e.omega))):
+        best = two
+    if best > 0.0 and abs(math.log(best / e.omega)) > PULL_IN:
+        e.omega += g.heel_gain * (best - e.omega)
 
 
 @njit(cache=True)
@@ -140,21 +172,28 @@ def update(p, st, q, qd, heel, dt):
     f = theta - fit
     norm = max(total, MIN_AMPLITUDE)
     c1 = math.cos(e.phi[0])
+    w = e.omega
+    nu_phase, eta = g.nu_phase * w, g.eta * w
     for i in range(HARMONICS):
         s, c = math.sin(e.phi[i]), math.cos(e.phi[i])
-        e.phi[i] = (e.phi[i] + dt * ((i + 1) * e.omega + g.nu_phase * f * c / norm)) % TWO_PI
-        e.alpha[i + 1] = max(0.0, e.alpha[i + 1] + dt * g.eta * f * s)
-    e.alpha[0] += dt * g.eta * f
-    e.omega = min(max(e.omega + dt * g.nu_freq * f * c1 / norm, g.omega_min), g.omega_max)
+        e.phi[i] = (e.phi[i] + dt * ((i + 1) * w + nu_phase * f * c / norm)) % TWO_PI
+        e.alpha[i + 1] = max(0.0, e.alpha[i + 1] + dt * eta * f * s)
+    e.alpha[0] += dt * eta * f
+    e.omega = min(max(w + dt * g.nu_freq * w * w * f * c1 / norm, g.omega_min), g.omega_max)
     # the hip's speed: walking or standing
     e.speed2 += dt / g.speed_tau * (qd[j] * qd[j] - e.speed2)
     x = (math.sqrt(e.speed2) - g.still_speed) / (g.walk_speed - g.still_speed)
     x = min(max(x, 0.0), 1.0)
     e.walking = x * x * (3.0 - 2.0 * x)
-    # the heel strike: where φ₁ is now is the offset (learned by a fraction)
+    # the heel strike: where φ₁ is now is the offset, the time since the last one a stride
+    # (or two, one missed): both learned by a fraction
+    if e.since_heel >= 0.0:
+        e.since_heel += dt
     if heel > 0.5:
         e.target = (e.target + g.heel_gain * _wrap_pi(e.phi[0] - e.target)) % TWO_PI
+        _stride_time(g, e)
         e.heels += 1.0
+        e.since_heel = 0.0
     step = _wrap_pi(e.target - e.offset)
     step = min(max(step, -g.slew), g.slew)
     e.offset = (e.offset + step) % TWO_PI

@@ -30,6 +30,7 @@ import numpy as np
 from numba import types
 
 from exo_rt import structs
+from exo_rt.actuators import thermal
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, phase_estimate, registry, trajectory
 from exo_rt.control.config import transmission_rows
@@ -64,7 +65,9 @@ from exo_rt.runtime.layout import (
     V_QR,
     V_SETTLE,
     V_SSE,
+    V_T_HOUSING,
     V_T_PREV,
+    V_T_REPORTED,
     V_T_WINDING,
     V_TAU,
     V_WIDTH,
@@ -110,6 +113,7 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
     ("sopts", structs.VEC),  # the safety check's options (safety.SOPT_*)
     ("transmissions", structs.records(laws.TRANSMISSION)),  # per joint
     ("coeffs", structs.MAT),  # the gait's Fourier rows per joint (rad)
+    ("thermal", structs.records(thermal.THERMAL)),  # per joint: the winding's thermal model
 ], _new_model)
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
@@ -161,6 +165,18 @@ def estimate(m, d):
         qd[j] += alpha * (raw - qd[j])
         q_prev[j] = q[j]
         t_prev[j] = t
+
+
+@njit(cache=True, inline="always")
+def windings(m, d):
+    """The motors' winding temperatures (:mod:`exo_rt.actuators.thermal`) one period on,
+    under the measured currents and the drives' own readings, and each joint's current-limit
+    factor for them (a winding at its limit is a safety cause: :func:`exo_rt.runtime.safety.
+    check`)."""
+    v = d.v
+    temps = v[V_T_WINDING:V_T_HOUSING + 1]
+    thermal.thermal_step(m.thermal, temps, v[V_I_MEAS], v[V_T_REPORTED], m.p[0].dt)
+    thermal.derate(m.thermal, temps, v[V_DERATE])
 
 
 @njit(cache=True, inline="always")
@@ -225,6 +241,10 @@ def command(m, d):
     v = d.v
     laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
                            v[V_QDDR], m.transmissions, m.p[0].friction_comp, v[V_CUR])
+    cur, factor = v[V_CUR], v[V_DERATE]
+    for j in range(cur.shape[0]):  # the limit derated for a hot winding
+        lim = factor[j] * m.transmissions[j].current_limit
+        cur[j] = min(max(cur[j], -lim), lim)
 
 
 @njit(cache=True)
@@ -376,6 +396,7 @@ def step(m, d):
     s.new_fault = 0.0
     estimate(m, d)
     wearer_gait(m, d)
+    windings(m, d)
     _reference(state, m, d)
     if state == RUN or state == STOPPING:
         if _fresh(d.flags):
@@ -458,6 +479,8 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     v[V_Q_MIN] = np.inf
     v[V_Q_MAX] = -np.inf
     v[V_DERATE] = 1.0
+    v[V_T_REPORTED] = np.nan  # (no drive's own reading until one reports it)
+    thermal.reset(model.thermal, v[V_T_WINDING:V_T_HOUSING + 1])  # at ambient
     s = np.zeros(1, SCALARS)
     s[0]["slot"] = s[0]["hist"] = s[0]["joint"] = -1.0
     law_state, scratch = laws.law_state(n), laws.law_scratch(n)
@@ -533,13 +556,15 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     sopts = safety.options(safety_cfg)
     transmissions = transmission_rows(robot, cfg)
     table = registry.table(cfg.law)  # the cycle's law compiled, the rest not
+    windings = thermal.thermal_rows(robot, safety_cfg)
     m = CycleModel(law=lm, laws=table, p=p, limits=limits, sopts=sopts,
-                   transmissions=transmissions, coeffs=coeffs)
+                   transmissions=transmissions, coeffs=coeffs, thermal=windings)
     structs.check(m, CYCLE_MODEL, "cycle model")
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)
     cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
                           sopts=sopts, transmissions=transmissions, table=table,
+                          thermal=windings,
                           period=ref.period)
     cycle.gaits[:] = coeffs
     segment.walk_from_start(cycle.s, ref.period)

@@ -25,7 +25,7 @@ from exo_rt.bus.flags import (
     F_SATURATED,
 )
 from exo_rt.jit import njit
-from exo_rt.runtime.layout import V_CUR, V_I_MEAS, V_Q, V_QD, V_QR, V_TAU
+from exo_rt.runtime.layout import V_CUR, V_I_MEAS, V_Q, V_QD, V_QR, V_T_WINDING, V_TAU
 from exo_rt.runtime.states import RUN
 from exo_rt.schema import top
 
@@ -50,10 +50,11 @@ DUPLICATE_ANSWER = 16  # a drive answered twice a cycle for several cycles in a 
 # unknown. (Once is no fault: a late answer to the last SYNC, read after the next SYNC left,
 # looks like an answer to it — a held-up simulation or drive does that.)
 CURRENT_SATURATION = 17  # a drive's current fell short of its command for too many cycles
+WINDING_TEMPERATURE = 18  # a motor winding reached its limit (exo_rt.actuators.thermal)
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
           "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off",
-          "foreign_master", "duplicate_answer", "current_saturation")
+          "foreign_master", "duplicate_answer", "current_saturation", "winding_temperature")
 
 # the safe actions by name → code: their names and order are the top config's (one list)
 ACTIONS = {name: code for code, name in enumerate(top.ACTIONS)}
@@ -158,6 +159,8 @@ def check(m, d):
             out[0] = CURRENT_SATURATION
         elif abs(qd[j]) > limits[j].velocity:
             out[0] = VELOCITY_LIMIT
+        elif m.thermal[j].c_w > 0.0 and v[V_T_WINDING, j] >= m.thermal[j].limit:
+            out[0] = WINDING_TEMPERATURE
         else:
             margin = abs(qd[j]) * opts[SOPT_STOP_TIME]
             if (q[j] < limits[j].lower + (margin if qd[j] < 0 else 0.0)

@@ -111,11 +111,13 @@ class PhaseEstimate:
 
     joint: str = key(Name(), "", shown="the first hip flexion joint",
                      doc="the hip joint followed (`hip`, `left_hip`)")
-    nu_phase: float = key(Num(gt=0), 20.0, unit="1/s", doc="ν_φ: phase coupling")
-    nu_freq: float = key(Num(gt=0), 20.0, unit="1/s²", doc="ν_ω: frequency learning")
-    eta: float = key(Num(gt=0), 2.0, unit="1/s", doc="η: amplitude learning")
-    heel_gain: float = key(Num(ge=0, le=1), 0.5, doc="fraction of a heel strike's phase error "
-                                                     "corrected")
+    nu_phase: float = key(Num(gt=0), 2.0, unit="1/rad", doc="k_φ: phase coupling, "
+                          "ν_φ = k_φ·ω (ω the stride's angular frequency)")
+    nu_freq: float = key(Num(gt=0), 0.6, unit="1/rad²", doc="k_ω: frequency learning, "
+                         "ν_ω = k_ω·ω²")
+    eta: float = key(Num(gt=0), 0.35, unit="1/rad", doc="k_η: amplitude learning, η = k_η·ω")
+    heel_gain: float = key(Num(ge=0, le=1), 0.5, doc="fraction of a heel strike's phase "
+                                                     "and stride-time error corrected")
     slew: float = key(Num(gt=0), 0.002, unit="rad", doc="the heel-strike correction's largest "
                                                          "step per cycle")
     still_speed: float = key(Num(ge=0), 0.1, unit="rad/s", doc="RMS hip speed at or below "

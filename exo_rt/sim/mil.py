@@ -50,7 +50,9 @@ MIL_SAFETY = dataclasses.replace(SafetyConfig(), tracking_error=math.inf)
 
 # log columns: t, then blocks of n: q (true), q_ref, current cmd, τ law, τ wearer, v (true),
 # the walker's own reference q_w (0 without a walker); then the walker's phase (strides since
-# the start, unwrapped) and the cycle's heel input this cycle (1: a heel strike reported)
+# the start, unwrapped), the cycle's heel input this cycle (1: a heel strike reported), the
+# cycle's gait-phase estimate (strides, [0, 1)), its ``walking`` (0–1) and the first joint's
+# assistance level (0–1); then each joint's winding temperature (°C) and current-limit factor
 LOG_T = 0
 BLOCKS = 7
 B_TAU_WEARER, B_WALKER = 4, 6
@@ -58,11 +60,13 @@ B_TAU_WEARER, B_WALKER = 4, 6
 
 def log_width(n: int) -> int:
     """The log's columns for ``n`` joints."""
-    return 1 + BLOCKS * n + 2
+    return 1 + BLOCKS * n + 5 + 2 * n
 
 
 def log_phase(n: int) -> int:
-    """The column of the walker's phase (strides, unwrapped); the heel input's is next."""
+    """The column of the walker's phase (strides, unwrapped); then the heel input's, the
+    estimated phase's, ``walking``'s and the level's, then n winding temperatures (°C) and n
+    current-limit factors (:mod:`exo_rt.actuators.thermal`)."""
     return 1 + BLOCKS * n
 
 
@@ -100,7 +104,7 @@ def _wearer(m, d, plant, gains, work):
 
 
 @njit(cache=True)
-def mil_loop(m, d, plant, sensors, wearer_gains, walker, log):
+def mil_loop(m, d, plant, sensors, wearer, walker, log):
     """Run ``len(log)`` control periods of the cycle (``m``, ``d``: :func:`exo_rt.runtime.
     cycle.build`'s, in RUN) against the plant: ``plant`` = (its model, data, transmissions,
     state, scratch, compiled step, sub-steps) in its model's common layout
@@ -113,6 +117,7 @@ def mil_loop(m, d, plant, sensors, wearer_gains, walker, log):
     SYNC → the wearer's or the walker's torque → the plant's step. Returns the largest
     |current| commanded (A) relative to its limit (≤ 1 by construction)."""
     leg_model, leg_data, leg_transmissions, leg_state, leg_scratch, leg_step, substeps = plant
+    wearer_gains, external = wearer
     s, v = d.s[0], d.v
     dt = m.p[0].dt
     n = v.shape[1]
@@ -151,6 +156,10 @@ def mil_loop(m, d, plant, sensors, wearer_gains, walker, log):
             _wearer(m, d, plant, wearer_gains, work)
         if walking:
             wk.walker_step(walker, t, leg_state)
+        if external.shape[0] > 0:  # a known perturbation, on top of the wearer's torque
+            for j in range(n):
+                leg_state[ST_EXT, j] = external[k, j] + (
+                    leg_state[ST_EXT, j] if walking or wearer_gains[0] > 0.0 else 0.0)
         log[k, LOG_T] = t
         for j in range(n):
             log[k, 1 + j] = leg_state[ST_Q, j]
@@ -162,6 +171,12 @@ def mil_loop(m, d, plant, sensors, wearer_gains, walker, log):
             log[k, 1 + B_WALKER * n + j] = qw[j] if walking else 0.0
         log[k, o_phase] = w_state[wk.S_PHASE]
         log[k, o_phase + 1] = heel
+        log[k, o_phase + 2] = d.law.gait[0].phase
+        log[k, o_phase + 3] = d.law.gait[0].walking
+        log[k, o_phase + 4] = v[cy.V_LEVEL, 0]
+        for j in range(n):
+            log[k, o_phase + 5 + j] = v[cy.V_T_WINDING, j]
+            log[k, o_phase + 5 + n + j] = v[cy.V_DERATE, j]
         leg_step(leg_model, leg_data, leg_transmissions, leg_state, cmd, dt, substeps,
                  leg_scratch)
     return worst
@@ -212,6 +227,9 @@ class MilOptions:
     # controller's gait)
     window: tuple[float, float] = (0.0, math.inf)  # s: where the wearer's effort and the
     # walker's tracking are measured (to leave out the start)
+    level: float = 1.0  # the assistance level, every joint (0–1)
+    external: np.ndarray | None = None  # (steps, n) N·m: a known torque on each joint, cycle
+    # by cycle (a perturbation), on top of the wearer's
 
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
@@ -245,6 +263,7 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
     c = build_cycle(robot, cfg, o)
     c.s["state"] = RUN
+    c.v[cy.V_LEVEL] = c.v[cy.V_LEVEL_TO] = o.level
     duration = cycles * c.period if o.duration is None else o.duration
     steps = int(round(duration / dt))
     walker = _walker(robot, o, c, duration)
@@ -259,7 +278,8 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     worst = mil_loop(c.model, c.data, (plant.model, plant.data, plant.transmissions,
                                        plant.state, plant.scratch, plants.compiled_step(plant),
                                        substeps),
-                     sensors, np.array(wearer_gains, dtype=float), walker, log)
+                     sensors, (np.array(wearer_gains, dtype=float), _external(o, steps, n)),
+                     walker, log)
     q, qr = log[:, 1 : 1 + n], log[:, 1 + n : 1 + 2 * n]
     err = np.degrees(q - qr)
     result = MilResult(robot.joint_names, log, np.sqrt(np.mean(err**2, axis=0)),
@@ -282,6 +302,17 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
                        "joint": robot.joint_names[int(c.s["joint"])]
                        if c.s["joint"] >= 0 else None}
     return result
+
+
+def _external(o: MilOptions, steps: int, n: int) -> np.ndarray:
+    """The options' perturbation as a (steps, n) array (none: (0, n))."""
+    if o.external is None:
+        return np.zeros((0, n))
+    ext = np.asarray(o.external, dtype=float)
+    if ext.shape != (steps, n):
+        raise ValueError(f"run_mil: external torques of shape {ext.shape}, the run needs "
+                         f"({steps}, {n}): one row per control period, one column per joint")
+    return ext
 
 
 def _walker(robot: Mechanism, o: MilOptions, c: cy.Cycle, duration: float) -> tuple:
