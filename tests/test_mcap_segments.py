@@ -52,7 +52,7 @@ def test_each_file_holds_its_stretch_and_together_the_whole_run(run):
         assert meta and meta[-1].metadata["segment"] == str(k + 1)
     got, _ = read_mcap(run / "run.mcap")  # every file, in order: the cycle log's records
     assert len(got) == len(records)
-    for name in ("t", "cycle", "q", "command"):
+    for name in ("t", "cycle", "q", "command", "gait_phase", "heels", "winding", "derate"):
         assert np.array_equal(got[name], records[name], equal_nan=True), name
 
 

@@ -2,7 +2,7 @@
 
 One lockstep run of the default config with ``--live``: a WebSocket client speaking Foxglove's
 protocol (the ``websockets`` package, nothing of exo-rt's) connects while it runs, subscribes
-to /joints, decodes every message and also tries to publish, set a parameter and call a
+to /joints, /events and /assistance, decodes every message and also tries to publish, set a parameter and call a
 service. Then ``run.mcap`` is read back with the ``mcap`` package's reader (independent of the
 Foxglove SDK that wrote it) and compared with the cycle log and the CAN log value for value.
 """
@@ -39,28 +39,30 @@ def _client(url: str, got: dict) -> None:
                             max_size=None) as ws:
         got["info"] = json.loads(ws.recv(timeout=10))
         channels = {}
-        while "/joints" not in channels:
+        while not {"/joints", "/assistance"} <= channels.keys():
             m = json.loads(ws.recv(timeout=10))
             if m.get("op") == "advertise":
                 channels.update({c["topic"]: c for c in m["channels"]})
         got["channels"] = channels
         ws.send(json.dumps({"op": "subscribe", "subscriptions": [
             {"id": 1, "channelId": channels["/joints"]["id"]},
-            {"id": 2, "channelId": channels["/events"]["id"]}]}))
+            {"id": 2, "channelId": channels["/events"]["id"]},
+            {"id": 3, "channelId": channels["/assistance"]["id"]}]}))
         # what a client must not be able to do: publish, set a parameter, call a service
         ws.send(json.dumps({"op": "advertise", "channels": [
             {"id": 7, "topic": "/joints/command", "encoding": "json", "schemaName": "x"}]}))
         ws.send(b"\x01" + struct.pack("<I", 7) + b'{"kp": 1e6}')
         ws.send(json.dumps({"op": "setParameters", "parameters": [{"name": "kp", "value": 1e6}]}))
         ws.send(b"\x02" + struct.pack("<III", 1, 1, 4) + b"json{}")
-        got["joints"], got["events"], got["status"] = [], [], []
+        got["joints"], got["events"], got["assistance"], got["status"] = [], [], [], []
+        by_sub = {1: "joints", 2: "events", 3: "assistance"}
         try:
             while True:
                 m = ws.recv(timeout=20)
                 if isinstance(m, bytes):
                     op, sub, _ns = struct.unpack_from("<BIQ", m)
                     assert op == 1
-                    got["joints" if sub == 1 else "events"].append(json.loads(m[13:]))
+                    got[by_sub[sub]].append(json.loads(m[13:]))
                 else:
                     msg = json.loads(m)
                     if msg.get("op") in ("status", "serviceCallFailure"):
@@ -116,6 +118,34 @@ def test_live_stream_is_decoded_at_100_hz_or_more_of_simulated_time(live_run):
             assert [m[f][n] for n in names] == r[f].tolist(), f
     assert any(e["state"] == "RUN" for e in got["events"]) or got["events"] == []
     assert "live telemetry on ws://127.0.0.1:" in got["stdout"]  # the set-up line
+
+
+def test_live_assistance_carries_the_estimate_level_and_windings_of_the_record(live_run):
+    """/assistance live: the same decimation as /joints (1 in 5 at 1 kHz), every value the
+    cycle log's, exactly."""
+    out, got = live_run
+    msgs = got["assistance"]
+    assert len(msgs) >= 100, got.get("end")
+    cycles = np.array([m["cycle"] for m in msgs])
+    assert np.all(cycles % 5 == 0) and np.all(np.diff(cycles) > 0)
+    records, meta = read_cycle_log(out / "cycles.exolog")
+    names = meta["joint_names"]
+    for m in msgs:
+        r = records[int(m["cycle"])]
+        assert m["t"] == r["t"]
+        _same_assistance(m, r, names)
+    # the run walks: the estimate moved, its phase stays a fraction of a stride
+    assert {m["heels"] for m in msgs} != {0.0}
+    assert all(0.0 <= m["gait_phase"] < 1.0 for m in msgs)
+
+
+def _same_assistance(m: dict, r, names) -> None:
+    """An /assistance message holds the record's values, bit for bit (null: NaN)."""
+    for f in ("gait_phase", "stride_hz", "walking", "heels"):
+        assert np.array_equal(_num(m[f]), r[f], equal_nan=True), f
+    for f in ("level", "winding", "derate"):
+        assert set(m[f]) == set(names), f
+        assert np.array_equal([_num(m[f][x]) for x in names], r[f], equal_nan=True), f
 
 
 def test_live_server_is_read_only(live_run):
@@ -208,15 +238,20 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     records, log_meta = read_cycle_log(out / "cycles.exolog")
     n = len(records)
     topics = {c.topic for c in summary.channels.values()}
-    assert topics == {"/joints", "/state", "/timing", "/can", "/events", "/activity"}
+    assert topics == {"/joints", "/state", "/timing", "/assistance", "/can", "/events",
+                      "/activity"}
     counts = {summary.channels[cid].topic: k
               for cid, k in summary.statistics.channel_message_counts.items()}
     assert counts["/joints"] == counts["/state"] == counts["/timing"] == n
+    assert counts["/assistance"] == n
     names = log_meta["joint_names"]
-    joints, state, timing = (by_topic[t] for t in ("/joints", "/state", "/timing"))
+    joints, state, timing, assist = (by_topic[t] for t in ("/joints", "/state", "/timing",
+                                                            "/assistance"))
     for k in range(n):
         r = records[k]
-        j, s, tm = joints[k][1], state[k][1], timing[k][1]
+        j, s, tm, a = joints[k][1], state[k][1], timing[k][1], assist[k][1]
+        assert a["t"] == r["t"] and a["cycle"] == k and assist[k][0] == joints[k][0]
+        _same_assistance(a, r, names)
         assert j["t"] == r["t"] and j["cycle"] == r["cycle"] == k
         for f in ("q", "qd", "q_ref", "current", "command", "torque", "flags", "qd_ref"):
             assert np.array_equal([_num(j[f][x]) for x in names], r[f], equal_nan=True), (k, f)
@@ -253,6 +288,14 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     info = json.loads(meta["exo-rt"]["meta"])
     assert info["joint_names"] == names and info["wall_start"] == log_meta["wall_start"]
     assert json.loads(meta["exo-rt"]["messages"])["/joints"] == n
+    assert json.loads(meta["exo-rt"]["messages"])["/assistance"] == n
+    # /assistance's schema: its fields, per joint where the record has n columns
+    schema = next(json.loads(summary.schemas[c.schema_id].data)
+                  for c in summary.channels.values() if c.topic == "/assistance")
+    props = schema["properties"]
+    assert set(props) == {"t", "cycle", "gait_phase", "stride_hz", "walking", "heels", "level",
+                          "winding", "derate"}
+    assert set(props["winding"]["properties"]) == set(names)
 
 
 def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_path):
@@ -279,6 +322,52 @@ def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_p
     os.remove(old / "cycles.exolog")
     rec2, meta2, config = load_run(old)
     assert np.array_equal(rec2.tobytes(), records.tobytes()) and config.exists()
+
+
+def test_assistance_is_written_only_for_records_that_have_its_columns(live_run, tmp_path):
+    """An older run's record (no estimate, level or thermal columns): export writes no
+    /assistance channel and read_mcap gives back its columns alone, bit for bit; a newer one's
+    NaN and ±inf go as null and come back NaN (the cycle log is the reference)."""
+    from mcap.reader import make_reader
+
+    from exo_rt.record.mcap_log import export_mcap, read_mcap
+    from exo_rt.record.recorder import read_header, write_header
+
+    out, _ = live_run
+    columns, meta = read_header(out / "cycles.exolog")
+    records, _ = read_cycle_log(out / "cycles.exolog")
+    width = max(b for _, b in columns.values())
+    rows = np.frombuffer(records.tobytes(), np.float64).reshape(len(records), width).copy()
+    new = ("gait_phase", "stride_hz", "walking", "heels", "level", "winding", "derate")
+    end = columns["gait_phase"][0]
+    assert all(columns[f][0] >= end for f in new) and width > end  # the newest, at the end
+
+    def write(folder: Path, cols: dict, body: np.ndarray) -> None:
+        folder.mkdir()
+        write_header(folder / "cycles.exolog", cols, meta)
+        with open(folder / "cycles.exolog", "ab") as f:
+            f.write(np.ascontiguousarray(body).tobytes())
+
+    old_cols = {k: v for k, v in columns.items() if k not in new}
+    write(tmp_path / "old", old_cols, rows[:, :end])
+    export_mcap(tmp_path / "old")
+    with open(tmp_path / "old" / "run.mcap", "rb") as f:
+        topics = {c.topic for c in make_reader(f).get_summary().channels.values()}
+    assert "/assistance" not in topics and {"/joints", "/state", "/timing"} <= topics
+    back, _ = read_mcap(tmp_path / "old" / "run.mcap")
+    assert back.dtype.names == tuple(old_cols)
+    assert back.tobytes() == np.ascontiguousarray(rows[:, :end]).tobytes()
+
+    odd = rows.copy()  # values JSON lacks, in the new columns
+    odd[3, columns["gait_phase"][0]] = np.nan
+    odd[4, columns["winding"][0] + 1] = np.inf
+    odd[5, columns["derate"][0]] = -np.inf
+    write(tmp_path / "odd", columns, odd)
+    export_mcap(tmp_path / "odd")
+    back, _ = read_mcap(tmp_path / "odd" / "run.mcap")
+    expect = odd.copy()
+    expect[~np.isfinite(expect)] = np.nan
+    assert back.tobytes() == expect.tobytes()
 
 
 def test_the_shipped_layout_is_the_default_runs():
@@ -311,6 +400,11 @@ def test_the_shipped_layout_is_the_default_runs():
         for f in ("q", "q_ref", "current", "command", "torque"):
             assert f"/joints.{f}.{n}" in paths(shipped)
     assert {"/state.state", "/state.cause", "/timing.compute_us", "/events"} <= paths(shipped)
+    assert {"/assistance.gait_phase", "/assistance.stride_hz", "/assistance.walking"} <= paths(
+        shipped)
+    for n in top.robot.joint_names:
+        for f in ("level", "winding", "derate"):
+            assert f"/assistance.{f}.{n}" in paths(shipped)
 
 
 def test_a_live_port_in_use_stops_the_start(tmp_path):

@@ -5,31 +5,39 @@ Foxglove SDK's native MCAP writer; ``exo-rt export --mcap`` writes it for older 
 reads it back (:func:`read_mcap`) when a run folder has no cycle log. Channels (JSON messages
 with a JSON schema, so any MCAP tool can decode them):
 
-========= ================= ==========================================================
-topic     one message per   fields
-========= ================= ==========================================================
-/joints   cycle             t, cycle; q, qd, q_ref, current, command, torque, flags,
+=========== =============== ==========================================================
+topic       one message per fields
+=========== =============== ==========================================================
+/joints     cycle           t, cycle; q, qd, q_ref, current, command, torque, flags,
                             qd_ref — each an object keyed by joint name (Foxglove path
                             ``/joints.q.hip``)
-/state    cycle             t, cycle, state (name), state_code, cause (name), cause_code,
+/state      cycle           t, cycle, state (name), state_code, cause (name), cause_code,
                             board, overrun_streak, phase (the gait's, in strides: its
                             whole part counts them), stride (strides counted)
-/timing   cycle             t, cycle, wake_us, compute_us, overruns, sample_t
-/can      CAN frame         t, id, dlc, data (bytes), rx, extended, error, bus
-/events   state change      t, cycle, event ("state"), state, from, cause
-/activity session event     t, cycle, event (request | finished | activity | script_stalled) and
-                            the event's own fields, as in events.jsonl (docs/sessions.md)
-========= ================= ==========================================================
+/timing     cycle           t, cycle, wake_us, compute_us, overruns, sample_t
+/assistance cycle           t, cycle, gait_phase (the wearer's estimated phase, strides,
+                            in [0, 1)), stride_hz (the estimated stride frequency, Hz),
+                            walking (0–1), heels (heel strikes the estimate took); level
+                            (assistance, 0–1), winding (the motor winding's modelled
+                            temperature, °C), derate (the current limit's factor, 0–1),
+                            each an object keyed by joint name (``/assistance.winding.hip``)
+/can        CAN frame       t, id, dlc, data (bytes), rx, extended, error, bus
+/events     state change    t, cycle, event ("state"), state, from, cause
+/activity   session event   t, cycle, event (request | finished | activity | script_stalled)
+                            and the event's own fields, as in events.jsonl (docs/sessions.md)
+=========== =============== ==========================================================
 
 Every value of the cycle log is in exactly one field (numbers as JSON numbers, which
 round-trip float64 exactly; NaN and ±inf — not JSON — as null), so :func:`read_mcap` rebuilds
-the cycle log's records. The run's metadata (the cycle log's header: joint names, rate, config
-…) is the MCAP metadata record ``exo-rt``. Log times: the run's wall clock at the loop's start
-plus the cycle's t; CAN frames at their time stamp (wall clock during bring-up; a lockstep
-loop stamps its frames with run time, counted from the same origin as t). The session's
-events come from the control process through a ring of their own
-(:class:`exo_rt.record.rings.MessageRing`), handed over once a second and at the end, and are
-logged at their own cycle's time: rare, they are never on the cycle's path.
+the cycle log's records. Older runs' records lack columns: ``qd_ref``, /state's phase and
+stride, /assistance's fields (a record without any of them: no /assistance channel); what a
+record lacks is in no message and stays absent when read back. The run's metadata (the cycle
+log's header: joint names, rate, config …) is the MCAP metadata record ``exo-rt``. Log times:
+the run's wall clock at the loop's start plus the cycle's t; CAN frames at their time stamp
+(wall clock during bring-up; a lockstep loop stamps its frames with run time, counted from the
+same origin as t). The session's events come from the control process through a ring of their
+own (:class:`exo_rt.record.rings.MessageRing`), handed over once a second and at the end, and
+are logged at their own cycle's time: rare, they are never on the cycle's path.
 """
 
 from __future__ import annotations
@@ -45,10 +53,14 @@ from exo_rt.errors import LogError, Where
 from exo_rt.record.rings import ERROR, EXTENDED, RX
 from exo_rt.record.runfolder import METADATA, recover_on_read, segment_path, segments
 
-TOPICS = ("/joints", "/state", "/timing", "/can", "/events", "/activity")
+ASSIST = "/assistance"
+TOPICS = ("/joints", "/state", "/timing", ASSIST, "/can", "/events", "/activity")
 JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")  # contiguous
 QD_REF = "qd_ref"  # per joint too, elsewhere in the record (newer runs only)
 STATE_EXTRA = ("phase", "stride")  # /state's, from the record's columns of that name
+# /assistance's (newer runs only): one value a cycle, then per joint
+ASSIST_FIELDS = ("gait_phase", "stride_hz", "walking", "heels")
+ASSIST_JOINT = ("level", "winding", "derate")
 # the events of events.jsonl that are the session's (exo_rt.session.session): /activity's
 ACTIVITY_EVENTS = ("request", "finished", "activity", "script_stalled")
 RELATIVE_BELOW_S = 1e8  # a frame time stamp below this (1973) counts from the run's start
@@ -65,6 +77,8 @@ def schemas(joint_names) -> dict[str, dict]:
              "overrun_streak": NUM} | dict.fromkeys(STATE_EXTRA, NUM)
     timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM,
               "sample_t": NUM}
+    assist = {"t": NUM, "cycle": NUM} | dict.fromkeys(ASSIST_FIELDS, NUM) | dict.fromkeys(
+        ASSIST_JOINT, per_joint)
     can = {"t": NUM, "id": {"type": "integer"}, "dlc": {"type": "integer"},
            "data": {"type": "array", "items": {"type": "integer"}}, "rx": {"type": "boolean"},
            "extended": {"type": "boolean"}, "error": {"type": "boolean"},
@@ -78,7 +92,7 @@ def schemas(joint_names) -> dict[str, dict]:
                 "possible": names, "steps": NUM, "value": NUM, "legs": names, "note": text}
     return {topic: {"type": "object", "title": f"exo_rt{topic.replace('/', '.')}",
                     "properties": props}
-            for topic, props in zip(TOPICS, (joints, state, timing, can, events, activity),
+            for topic, props in zip(TOPICS, (joints, state, timing, assist, can, events, activity),
                                     strict=True)}
 
 
@@ -91,10 +105,22 @@ def _null(s: str) -> str:
     return s
 
 
+def _spans(idx: list[int]) -> list[tuple[int, int]]:
+    """Column indices → the (first, end) runs of consecutive ones, in order."""
+    out: list[tuple[int, int]] = []
+    for i in idx:
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
 class RowEncoder:
     """Cycle records (float64 rows, :func:`exo_rt.record.recorder.cycle_columns`) → the JSON
-    bodies of /joints, /state, /timing and /events. Built once per run: a format string per
-    topic, one ``%`` per message."""
+    bodies of /joints, /state, /timing, /assistance and /events. Built once per run: a format
+    string per topic, one ``%`` per message (the record's values as one slice where its columns
+    are contiguous). :attr:`per_cycle`: (topic, encoder) of each message a cycle makes."""
 
     def __init__(self, columns: dict[str, tuple[int, int]], meta: dict) -> None:
         self.names = list(meta.get("joint_names", []))
@@ -121,6 +147,20 @@ class RowEncoder:
                           + "".join(f',"{f}":%r' for f in self.state_extra) + "}")
         self.timing_fmt = ('{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r,'
                            '"sample_t":%r}')
+        # /assistance: the estimate, level and thermal columns the record has (newer runs)
+        self.assist_fields = [f for f in ASSIST_FIELDS if f in columns]
+        self.assist_joint = [f for f in ASSIST_JOINT if f in columns]
+        for f in self.assist_joint:
+            if columns[f][1] - columns[f][0] != n:
+                raise ValueError(f"the record's column '{f}' is not one per joint")
+        self.assist_idx = [columns[f][0] for f in self.assist_fields] + [
+            i for f in self.assist_joint for i in range(*columns[f])]
+        self.assist_span = _spans(self.assist_idx)
+        self.assist_fmt = ('{"t":%r,"cycle":%r' + "".join(f',"{f}":%r' for f in self.assist_fields)
+                           + "".join(f',"{f}":{group}' for f in self.assist_joint) + "}")
+        self.per_cycle = [("/joints", self.joints), ("/state", self.state),
+                          ("/timing", self.timing)] + (
+            [(ASSIST, self.assistance)] if self.assist_idx else [])
         c = columns
         self.i_state, self.i_cause = c["state"][0], c["cause"][0]
         self.i_streak, self.i_board = c["overrun_streak"][0], c["board"][0]
@@ -157,6 +197,12 @@ class RowEncoder:
     def timing(self, r: list) -> str:
         return _null(self.timing_fmt % (r[0], r[1], r[self.i_wake], r[self.i_compute],
                                         r[self.i_overruns], r[self.i_sample]))
+
+    def assistance(self, r: list) -> str:
+        if len(self.assist_span) == 1:  # the columns of cycle_columns: one slice
+            (a, b), = self.assist_span
+            return _null(self.assist_fmt % (r[0], r[1], *r[a:b]))
+        return _null(self.assist_fmt % (r[0], r[1], *[r[i] for i in self.assist_idx]))
 
     def events(self, rows: np.ndarray) -> list[tuple[int, str]]:
         """(row index, JSON) of the state changes in ``rows``, continuing the last batch (the
@@ -280,11 +326,14 @@ class McapLog:
         self.segment_s = segment_length() if segment_s is None else float(segment_s)
         self.segment = 1  # the file being written: 1 is ``path``, then segment_path(path, k)
         self.ctx = foxglove.Context()
-        self.channels = {topic: foxglove.Channel(topic, schema=schema, message_encoding="json",
-                                                 context=self.ctx)
-                         for topic, schema in schemas(self.enc.names).items()}
+        # every topic, but /assistance only for a record with its columns (not older runs')
+        self.topics = [t for t in TOPICS if t != ASSIST or self.enc.assist_idx]
+        all_schemas = schemas(self.enc.names)
+        self.channels = {topic: foxglove.Channel(topic, schema=all_schemas[topic],
+                                                 message_encoding="json", context=self.ctx)
+                         for topic in self.topics}
         self.t0_ns: int | None = None
-        self.messages = dict.fromkeys(TOPICS, 0)  # the whole run's, every segment
+        self.messages = dict.fromkeys(self.topics, 0)  # the whole run's, every segment
         self._open(self.path)
 
     def _open(self, path: Path) -> None:
@@ -298,7 +347,7 @@ class McapLog:
         self.path = path
         self.file = _GuardedFile(path)
         self.writer = foxglove.open_mcap(self.file, context=self.ctx, writer_options=options)
-        self.in_segment = dict.fromkeys(TOPICS, 0)
+        self.in_segment = dict.fromkeys(self.topics, 0)
         self.segment_end = self.segment * self.segment_s  # run time (s) this file ends at
 
     def _next_segment(self) -> None:
@@ -358,21 +407,19 @@ class McapLog:
         if self.t0_ns is None:
             self.set_origin(self.meta)
         enc, ch, t0 = self.enc, self.channels, self.t0_ns
-        joints, state, timing = ch["/joints"].base.log, ch["/state"].base.log, \
-            ch["/timing"].base.log
+        per_cycle = [(ch[topic].base.log, encode) for topic, encode in enc.per_cycle]
         times = (rows[:, 0] * 1e9).round()
         times = np.where(np.isfinite(times), times, 0).astype(np.int64) + t0
         for r, ns in zip(rows.tolist(), times.tolist(), strict=True):
-            joints(enc.joints(r).encode(), ns)
-            state(enc.state(r).encode(), ns)
-            timing(enc.timing(r).encode(), ns)
+            for log, encode in per_cycle:
+                log(encode(r).encode(), ns)
         events = 0
         for i, body in enc.events(rows):
             ch["/events"].base.log(body.encode(), int(times[i]))
             events += 1
         for counts in (self.messages, self.in_segment):
             counts["/events"] += events
-            for topic in ("/joints", "/state", "/timing"):
+            for topic, _ in enc.per_cycle:
                 counts[topic] += len(rows)
 
     def frames(self, frames) -> None:
@@ -430,7 +477,7 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
     files = segments(path.parent) if path.name == "run.mcap" else [path]
     if path.name == "run.mcap":
         recover_on_read(path.parent)
-    by_topic: dict[str, list[dict]] = {"/joints": [], "/state": [], "/timing": []}
+    by_topic: dict[str, list[dict]] = {"/joints": [], "/state": [], "/timing": [], ASSIST: []}
     info = None
     for file in files:
         try:
@@ -460,9 +507,13 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
 
 
 def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.ndarray:
-    """The float64 records rebuilt from the decoded /joints, /state and /timing messages."""
+    """The float64 records rebuilt from the decoded /joints, /state, /timing and /assistance
+    messages (a record's column that no message holds — an older run's MCAP — is NaN)."""
     names = list(meta.get("joint_names", []))
-    n = min(len(v) for v in by_topic.values())
+    assist = by_topic.get(ASSIST) or []
+    n = min(len(v) for v in (by_topic["/joints"], by_topic["/state"], by_topic["/timing"]))
+    if assist:
+        n = min(n, len(assist))
     width = max(b for _, b in columns.values())
     out = np.full((n, width), np.nan)
 
@@ -490,6 +541,15 @@ def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.nda
         for f in STATE_EXTRA:
             if f in columns:
                 row[columns[f][0]] = num(s.get(f))
+        if assist:
+            m = assist[k]
+            for f in ASSIST_FIELDS:
+                if f in columns:
+                    row[columns[f][0]] = num(m.get(f))
+            for f in ASSIST_JOINT:
+                if f in columns:
+                    a, per = columns[f][0], m.get(f) or {}
+                    row[a:a + len(names)] = [num(per.get(nm)) for nm in names]
     return out
 
 

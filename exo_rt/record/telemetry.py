@@ -3,9 +3,11 @@
 The recording process (:mod:`exo_rt.record.writer`) serves the Foxglove WebSocket protocol
 through the Foxglove SDK (its server is native code, on its own threads): every ``every``-th
 cycle record (``LIVE_HZ`` a second at most, 200 by default: 1 in 5 at 1 kHz) on /joints,
-/state and /timing, every state change on /events and every session event on /activity
-(within a second: the control process hands them over once a second) — the same JSON messages
-as ``run.mcap`` (:mod:`exo_rt.record.mcap_log`). The control thread does nothing for it: it
+/state, /timing and /assistance (the gait-phase estimate, assistance level and winding
+temperatures; a record with those columns), each encoded only while a client subscribes to
+it, every state change on /events and every session event on /activity (within a second:
+the control process hands them over once a second) — the same JSON messages as ``run.mcap``
+(:mod:`exo_rt.record.mcap_log`). The control thread does nothing for it: it
 copies its record into shared memory as it always does, and the decimation, encoding and
 sending happen in the recording process.
 
@@ -23,11 +25,11 @@ import json
 import numpy as np
 
 from exo_rt.errors import ConfigError
-from exo_rt.record.mcap_log import RowEncoder, log_time_origin, schemas
+from exo_rt.record.mcap_log import ASSIST, RowEncoder, log_time_origin, schemas
 
 LIVE_HZ = 200.0
 DEFAULT_PORT = 8765
-LIVE_TOPICS = ("/joints", "/state", "/timing", "/events", "/activity")
+LIVE_TOPICS = ("/joints", "/state", "/timing", ASSIST, "/events", "/activity")
 
 
 def parse_live(spec: str, remote: bool = False) -> tuple[str, int]:
@@ -85,8 +87,9 @@ class LiveServer:
             services=None, supported_encodings=None)
         self.host, self.port = host, self.server.port
         all_schemas = schemas(self.enc.names)
+        topics = [t for t in LIVE_TOPICS if t != ASSIST or self.enc.assist_idx]
         self.channels = {t: foxglove.Channel(t, schema=all_schemas[t], message_encoding="json",
-                                             context=self.ctx) for t in LIVE_TOPICS}
+                                             context=self.ctx) for t in topics}
         self.t0_ns: int | None = None
         self.sent = 0
 
@@ -104,8 +107,8 @@ class LiveServer:
         self.t0_ns = int(round(log_time_origin(meta) * 1e9))
 
     def rows(self, rows: np.ndarray) -> None:
-        """Publish the records of this batch whose cycle is a multiple of ``every``, and
-        every state change."""
+        """Publish the records of this batch whose cycle is a multiple of ``every`` on the
+        per-cycle topics a client subscribes to, and every state change."""
         if not len(rows):
             return
         if self.t0_ns is None:
@@ -113,12 +116,14 @@ class LiveServer:
         enc, ch = self.enc, self.channels
         cyc = rows[:, 1]
         pick = np.flatnonzero(np.nan_to_num(cyc) % self.every == 0)
-        if len(pick) and ch["/joints"].has_sinks():  # nobody watching: nothing to encode
+        # a topic nobody subscribes to: nothing to encode
+        watched = [(ch[t].base.log, encode) for t, encode in enc.per_cycle
+                   if ch[t].has_sinks()] if len(pick) else []
+        if watched:
             for r in rows[pick].tolist():
                 ns = self.t0_ns + (int(round(r[0] * 1e9)) if r[0] == r[0] else 0)
-                ch["/joints"].base.log(enc.joints(r).encode(), ns)
-                ch["/state"].base.log(enc.state(r).encode(), ns)
-                ch["/timing"].base.log(enc.timing(r).encode(), ns)
+                for log, encode in watched:
+                    log(encode(r).encode(), ns)
                 self.sent += 1
         for i, body in enc.events(rows):
             t = rows[i, 0]
@@ -141,13 +146,20 @@ class LiveServer:
 def layout(joint_names) -> str:
     """A Foxglove layout (JSON) for these joints: per joint, position against reference, and
     current; torques; the state machine, the safety cause and the session's posture; the
-    gait's phase and strides; timing; the session's last event (/activity) and the state
-    changes (/events)."""
+    gait's phase and strides; the wearer's estimated gait phase, stride frequency, walking and
+    the assistance level; the windings' temperatures and the current limit's derating; timing;
+    the session's last event (/activity) and the state changes (/events)."""
     import foxglove.layouts as fl
 
-    def plot(title, series):
+    def plot(title, series, y_label=None, right=None, right_series=(), right_range=(None, None)):
+        """Series (path, label) on the left axis; ``right_series`` on a right one labelled
+        ``right`` (its range fixed where given)."""
+        axis = fl.PlotSecondaryAxis(id="right", label=right, min=right_range[0],
+                                    max=right_range[1])
         return fl.PlotPanel(title=title, config=fl.PlotConfig(
-            paths=[fl.PlotSeries(value=v, label=lab) for v, lab in series]))
+            paths=[fl.PlotSeries(value=v, label=lab) for v, lab in series]
+            + [fl.PlotSeries(value=v, label=lab, y_axis_id="right") for v, lab in right_series],
+            y_axis_label=y_label, secondary_axes=[axis] if right else None))
 
     def key(n):  # a message path names a field plainly, or quoted
         return n if n.isidentifier() else json.dumps(n)
@@ -174,6 +186,17 @@ def layout(joint_names) -> str:
                                           label="answer")]))),
         fl.SplitItem(content=plot("gait: phase and strides (strides)", [
             ("/state.phase", "phase"), ("/state.stride", "strides")])),
+        fl.SplitItem(content=plot(
+            "the wearer's gait: estimated phase (strides), walking, level; stride frequency", [
+                (f"{ASSIST}.gait_phase", "phase"), (f"{ASSIST}.walking", "walking")]
+            + [(f"{ASSIST}.level.{key(n)}", f"level {n}") for n in joint_names], "0–1",
+            right="stride frequency (Hz)",
+            right_series=[(f"{ASSIST}.stride_hz", "stride frequency")])),
+        fl.SplitItem(content=plot(
+            "windings (°C) and current-limit derating", [
+                (f"{ASSIST}.winding.{key(n)}", f"winding {n}") for n in joint_names], "°C",
+            right="derate (0–1)", right_range=(0.0, 1.05),
+            right_series=[(f"{ASSIST}.derate.{key(n)}", f"derate {n}") for n in joint_names])),
         fl.SplitItem(content=plot("timing (µs)", [("/timing.compute_us", "compute"),
                                                   ("/timing.wake_us", "wake")])),
         fl.SplitItem(content=fl.TablePanel(
