@@ -2,9 +2,10 @@
 
 One lockstep run of the default config with ``--live``: a WebSocket client speaking Foxglove's
 protocol (the ``websockets`` package, nothing of exo-rt's) connects while it runs, subscribes
-to /joints, /events and /assistance, decodes every message and also tries to publish, set a parameter and call a
-service. Then ``run.mcap`` is read back with the ``mcap`` package's reader (independent of the
-Foxglove SDK that wrote it) and compared with the cycle log and the CAN log value for value.
+to /joints, /events and /assistance, decodes every message and also tries to publish, set a
+parameter and call a service. Then ``run.mcap`` is read back with the ``mcap`` package's reader
+(independent of the Foxglove SDK that wrote it) and compared with the cycle log and the CAN log
+value for value.
 """
 
 from __future__ import annotations

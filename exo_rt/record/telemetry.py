@@ -25,7 +25,7 @@ import json
 import numpy as np
 
 from exo_rt.errors import ConfigError
-from exo_rt.record.mcap_log import ASSIST, RowEncoder, log_time_origin, schemas
+from exo_rt.record.mcap_log import ASSIST, RowEncoder, log_cycles, log_time_origin, schemas
 
 LIVE_HZ = 200.0
 DEFAULT_PORT = 8765
@@ -120,11 +120,10 @@ class LiveServer:
         watched = [(ch[t].base.log, encode) for t, encode in enc.per_cycle
                    if ch[t].has_sinks()] if len(pick) else []
         if watched:
-            for r in rows[pick].tolist():
-                ns = self.t0_ns + (int(round(r[0] * 1e9)) if r[0] == r[0] else 0)
-                for log, encode in watched:
-                    log(encode(r).encode(), ns)
-                self.sent += 1
+            picked = rows[pick]
+            log_cycles(watched, picked, [self.t0_ns + (int(round(t * 1e9)) if t == t else 0)
+                                         for t in picked[:, 0].tolist()])
+            self.sent += len(pick)
         for i, body in enc.events(rows):
             t = rows[i, 0]
             ch["/events"].base.log(body.encode(),
