@@ -16,7 +16,16 @@ from exo_rt.model import load_mechanism
 from exo_rt.record.recorder import cycle_columns
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import segment
-from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_TO, V_Q_PREV, V_SEG_TO, V_SETTLE, V_TAU
+from exo_rt.runtime.layout import (
+    V_LEVEL,
+    V_LEVEL_ASKED,
+    V_LEVEL_FROM,
+    V_LEVEL_TO,
+    V_Q_PREV,
+    V_SEG_TO,
+    V_SETTLE,
+    V_TAU,
+)
 from exo_rt.runtime.states import RUN
 from exo_rt.sim.mil import MIL_SAFETY
 
@@ -97,10 +106,13 @@ def test_a_lobe_peaks_where_the_file_says_and_is_zero_outside(robot, exo):
     g = cfg.gains[0]
     x = np.linspace(0, 1, 100001)[:-1]
     tau = np.array([profile_torque(g, p) for p in x])
-    assert x[np.argmax(tau)] == pytest.approx(g["peak"], abs=1e-5)
-    assert tau.max() == pytest.approx(g["peak_torque"], rel=1e-12)
-    assert x[np.argmin(tau)] == pytest.approx(g["peak_2"], abs=1e-5)
-    outside = (x > g["end"] + 1e-9) & (x < g["onset_2"] - 1e-9)
+    for onset, peak, end, torque in ((g["onset"], g["peak"], g["end"], g["peak_torque"]),
+                                     (g["onset_2"], g["peak_2"], g["end_2"],
+                                      g["peak_torque_2"])):
+        inside = (x >= onset) & (x <= end)
+        assert x[inside][np.argmax(tau[inside])] == pytest.approx(peak, abs=1e-5)
+        assert tau[inside].max() == pytest.approx(torque, rel=1e-12)
+    outside = ((x > g["end"] + 1e-9) & (x < g["onset_2"] - 1e-9)) | (x > g["end_2"] + 1e-9)
     assert np.all(tau[outside] == 0.0)
     # smooth, no step: the cubic's steepest slope is 1.5 × torque / the shortest half-lobe
     shortest = min((g["peak"] - g["onset"]) % 1, (g["end"] - g["peak"]) % 1,
@@ -146,7 +158,7 @@ def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(robot, e
     e = est[0]
     e["omega"], e["walking"] = 2 * math.pi / 1.0, 1.0  # walking, a stride a second
     v[V_LEVEL] = v[V_LEVEL_TO] = 0.0
-    v[V_LEVEL_TO] = 0.5
+    v[V_LEVEL_ASKED] = 0.5
     s["level_pending"] = 1.0
     for _ in range(300):  # mid-stride: nothing yet
         assistance.level_update(s, v, e, 1e-3)
@@ -161,8 +173,24 @@ def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(robot, e
     assert levels[499] == pytest.approx(0.25, abs=0.002)  # half-way: the smooth step's middle
     assert levels[-2] == pytest.approx(0.5, abs=1e-6) and levels[-1] == 0.5
     assert np.max(np.diff(levels)) < 1.5 * 0.5 / 1000 * 1.01  # 3x²−2x³'s slope ≤ 1.5
+    e["walking"] = 1.0  # a request during a ramp: the ramp keeps its end …
+    e["wrapped"] = 1.0
+    v[V_LEVEL_ASKED] = 0.0
+    s["level_pending"], s["level_ramp"] = 1.0, 0.0
+    v[V_LEVEL_FROM], v[V_LEVEL_TO] = 0.5, 1.0
+    assistance.level_update(s, v, e, 1e-3)  # (this boundary takes it: now from here to 0)
+    e["wrapped"] = 0.0
+    v[V_LEVEL_ASKED] = 0.8
+    s["level_pending"] = 1.0
+    before = v[V_LEVEL, 0]
+    for _ in range(200):
+        assistance.level_update(s, v, e, 1e-3)
+        assert abs(v[V_LEVEL, 0] - before) < 1.5 * 0.5 / 1000 * 1.01  # … no step
+        before = v[V_LEVEL, 0]
+    assert v[V_LEVEL_TO, 0] == 0.0 and s["level_pending"] == 1.0  # (waits for the next)
     e["walking"] = 0.0  # standing: a new level starts at once
-    v[V_LEVEL_TO] = 1.0
+    v[V_LEVEL_ASKED] = 1.0
+    s["level_ramp"], v[V_LEVEL] = 1.0, 0.5
     s["level_pending"] = 1.0
     assistance.level_update(s, v, e, 1e-3)
     assert 0.5 < v[V_LEVEL, 0] < 0.5 + 1e-5

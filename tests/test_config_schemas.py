@@ -83,9 +83,8 @@ def _assistance_added(got: dict, snap: dict) -> dict:
 
 
 def capture_default_estimate():
-    from tests.config_snapshot import snapshot
-
     from exo_rt.schema.controller import PhaseEstimate
+    from tests.config_snapshot import snapshot
     return snapshot(PhaseEstimate())
 
 

@@ -481,7 +481,7 @@ def level(rig: Rig, out: Path) -> dict:
     (:func:`exo_rt.runtime.assistance.level_update`) run on a recorded walk's hip."""
     from exo_rt.control import phase_estimate
     from exo_rt.runtime import assistance
-    from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_TO
+    from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_ASKED, V_LEVEL_TO
     from exo_rt.sim import mil
 
     strides = 14
@@ -489,7 +489,7 @@ def level(rig: Rig, out: Path) -> dict:
     c = mil.build_cycle(rig.robot, w.cfg, mil.MilOptions(exo_model=rig.exo))
     gp, gait, s, v = c.model.law.gp, c.data.law.gait, c.data.s, c.data.v
     phase_estimate.reset(gp, gait)
-    v[V_LEVEL] = v[V_LEVEL_TO] = 0.0
+    v[V_LEVEL] = v[V_LEVEL_TO] = v[V_LEVEL_ASKED] = 0.0
     asks = ((7.4 * STRIDE, 0.5), (10.55 * STRIDE, 1.0))  # s, level: mid-stride
     dt = float(w.t[1] - w.t[0])
     applied, phase = np.zeros(len(w.t)), np.zeros(len(w.t))
@@ -498,7 +498,7 @@ def level(rig: Rig, out: Path) -> dict:
     nxt, now = 0, 0.0
     for k in range(len(w.t)):
         if nxt < len(asks) and w.t[k] >= asks[nxt][0]:
-            v[V_LEVEL_TO] = asks[nxt][1]
+            v[V_LEVEL_ASKED] = asks[nxt][1]
             s[0]["level_pending"] = 1.0
             now = asks[nxt][1]
             nxt += 1

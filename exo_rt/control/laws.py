@@ -104,6 +104,21 @@ def friction_speed(opts, qd, qdr):
     return qd if opts[0].follows_wearer else qdr
 
 
+@njit(cache=True, inline="always")
+def friction_acceleration(opts, qddr, scratch):
+    """The joint accelerations (rad/s²) whose rotor inertia torque is taken out of the load
+    the mesh friction grows with: the reference's for a law that feeds it forward (tracking
+    laws, transparent); none (a zero row of the law's ``scratch``, its last) for the
+    assistance laws — the wearer leads, their acceleration is not the reference's, and no
+    inertia is fed forward."""
+    if not opts[0].follows_wearer or opts[0].law == LAW_TRANSPARENT:
+        return qddr
+    zero = scratch[scratch.shape[0] - 1]
+    for j in range(zero.shape[0]):
+        zero[j] = 0.0
+    return zero
+
+
 @njit(cache=True)
 def _integrate(m, d):
     """∫e dt with clamping anti-windup: frozen while the output saturates (unless e unwinds

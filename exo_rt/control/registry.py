@@ -21,7 +21,9 @@ A law is a function of one signature, the same for every law — the law's model
   (rad, rad/s, rad/s²); ``d.assist`` the wearer's own torque along the reference (N·m,
   computed by the cycle when a joint's gain ``assist`` is set); ``d.scratch`` (n + 4, n)
   work space, its row n + 2 last cycle's output clamp per joint (1: saturated), for an
-  anti-windup; ``d.tau`` the torque out.
+  anti-windup; ``d.tau`` the torque out; ``d.gait`` the wearer's gait-phase estimate (one
+  ``phase_estimate.STATE`` record: ``d.gait[0].phase``, ``.walking``), ``d.level`` the
+  assistance level per joint (0–1), ``d.offsets`` each joint's gait phase offset (strides).
 
 The cycle clamps ``tau`` to each joint's torque limit after the law, and turns it into
 current (:func:`exo_rt.control.laws.torque_to_current`). The cycle's one compiled call
@@ -149,9 +151,10 @@ def law_model(opts, gains, model, model_exo, dt: float, gp) -> LawModel:
 
 def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
     """A law's data (fields of :data:`LAW_DATA`): the workspaces, the law's state and
-    scratch, and the joint vectors by name (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
-    ``assist``, ``tau``, ``gait``, ``level``, ``offsets``) — the caller's arrays (views of its joint vectors), so that what
-    the law writes is where the caller reads it."""
+    scratch, and by name the joint vectors (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
+    ``assist``, ``tau``, ``level``, ``offsets``) and the gait-phase estimate (``gait``) — the
+    caller's arrays (views of its joint vectors), so that what the law writes is where the
+    caller reads it."""
     d = LawData(data=data, data_exo=data_exo, law_state=law_state, scratch=scratch, **vectors)
     structs.check(d, LAW_DATA, "law data")
     return d

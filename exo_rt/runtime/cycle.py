@@ -45,9 +45,10 @@ from exo_rt.runtime.layout import (
     SETTLE_SAMPLES,
     V_ASSIST,
     V_CUR,
-    V_I_MEAS,
     V_DERATE,
+    V_I_MEAS,
     V_LEVEL,
+    V_LEVEL_ASKED,
     V_LEVEL_TO,
     V_MAX_CURRENT,
     V_MAX_ERROR,
@@ -240,7 +241,8 @@ def command(m, d):
     laws.law_torque(m.laws, m.law, d.law)
     v = d.v
     laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
-                           v[V_QDDR], m.transmissions, m.p[0].friction_comp, v[V_CUR])
+                           laws.friction_acceleration(m.law.opts, v[V_QDDR], d.law.scratch),
+                           m.transmissions, m.p[0].friction_comp, v[V_CUR])
     cur, factor = v[V_CUR], v[V_DERATE]
     for j in range(cur.shape[0]):  # the limit derated for a hot winding
         lim = factor[j] * m.transmissions[j].current_limit
@@ -485,7 +487,8 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     s[0]["slot"] = s[0]["hist"] = s[0]["joint"] = -1.0
     law_state, scratch = laws.law_state(n), laws.law_scratch(n)
     data, data_exo = law_arrays["data"].copy(), law_arrays["data_exo"].copy()
-    v[V_LEVEL] = v[V_LEVEL_TO] = 1.0  # (full assistance until a session sets the wearer's)
+    v[V_LEVEL] = v[V_LEVEL_TO] = v[V_LEVEL_ASKED] = 1.0  # (full assistance until a session
+    # sets the wearer's)
     s[0]["level_ramp"] = 1.0
     gait = np.zeros(1, phase_estimate.STATE)
     phase_estimate.reset(model.law.gp, gait)

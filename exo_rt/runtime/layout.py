@@ -65,9 +65,9 @@ SCALARS = np.dtype([
     ("stride", "f8"),  # out: stride boundaries crossed in this segment
     # the wearer's gait, as the cycle estimates it (exo_rt.control.phase_estimate)
     ("heel", "f8"),  # in: 1 in the cycle a heel strike of the estimate's leg is reported
-    # the assistance level (exo_rt.runtime.assistance): v[V_LEVEL_TO] asked for, applied at
-    # the next stride boundary and ramped over a stride
-    ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_TO] waits for the next stride boundary
+    # the assistance level (exo_rt.runtime.assistance): v[V_LEVEL_ASKED] asked for, applied
+    # at the next stride boundary and ramped over a stride
+    ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_ASKED] waits for the next stride boundary
     ("level_ramp", "f8"),  # the ramp's progress, 0 → 1 (≥ 1: none running)
 ])
 
@@ -103,7 +103,9 @@ V_T_WINDING = 27  # °C: the motor winding's temperature (exo_rt.actuators.therm
 V_T_HOUSING = 28  # °C: the motor housing's
 V_T_REPORTED = 29  # °C: the drive's own reading (NaN where it reports none)
 V_DERATE = 30  # the current limit's factor for the winding's temperature, 0–1
-V_WIDTH = 31
+V_LEVEL_ASKED = 31  # the assistance level asked for (the session writes it; the cycle takes it
+# into V_LEVEL_TO at the next stride boundary)
+V_WIDTH = 32
 
 SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
@@ -112,5 +114,6 @@ VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V
            "qdr": V_QDR, "qddr": V_QDDR, "q_start": V_Q_START,
            "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV,
            "seg_from": V_SEG_FROM, "seg_to": V_SEG_TO, "phase_offset": V_OFFSET,
-           "level": V_LEVEL, "level_to": V_LEVEL_TO, "winding": V_T_WINDING,
+           "level": V_LEVEL, "level_to": V_LEVEL_TO, "level_asked": V_LEVEL_ASKED,
+           "winding": V_T_WINDING,
            "housing": V_T_HOUSING, "reported_temp": V_T_REPORTED, "derate": V_DERATE}

@@ -25,7 +25,16 @@ from exo_rt.bus.flags import (
     F_SATURATED,
 )
 from exo_rt.jit import njit
-from exo_rt.runtime.layout import V_CUR, V_I_MEAS, V_Q, V_QD, V_QR, V_T_WINDING, V_TAU
+from exo_rt.runtime.layout import (
+    V_CUR,
+    V_DERATE,
+    V_I_MEAS,
+    V_Q,
+    V_QD,
+    V_QR,
+    V_T_WINDING,
+    V_TAU,
+)
 from exo_rt.runtime.states import RUN
 from exo_rt.schema import top
 
@@ -167,7 +176,8 @@ def check(m, d):
                     or q[j] > limits[j].upper - (margin if qd[j] > 0 else 0.0)):
                 out[0] = POSITION_LIMIT
             elif tracking_on and abs(q_ref[j] - q[j]) > limits[j].tracking:
-                out[0] = TRACKING_ERROR
+                # (lost while its current limit is derated for a hot winding: that is why)
+                out[0] = WINDING_TEMPERATURE if v[V_DERATE, j] < 1.0 else TRACKING_ERROR
         if out[0] != OK:
             out[1] = j
             return

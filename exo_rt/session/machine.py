@@ -28,7 +28,15 @@ from __future__ import annotations
 import numpy as np
 
 from exo_rt.runtime import segment
-from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_TO, V_OFFSET, V_QR, V_SEG_FROM, V_SEG_TO
+from exo_rt.runtime.layout import (
+    V_LEVEL,
+    V_LEVEL_ASKED,
+    V_LEVEL_TO,
+    V_OFFSET,
+    V_QR,
+    V_SEG_FROM,
+    V_SEG_TO,
+)
 from exo_rt.session import requests as rq
 from exo_rt.session.activities import leg_of
 from exo_rt.session.requests import Answer, Request
@@ -72,7 +80,8 @@ class ActivityMachine:
         self._hold(qr.copy())
         self.posture = self.activities.posture_of(qr)
         self._levels()
-        self.v[V_LEVEL] = self.v[V_LEVEL_TO]  # (the profile's levels from the first cycle)
+        self.v[V_LEVEL] = self.v[V_LEVEL_TO] = self.v[V_LEVEL_ASKED]  # (the profile's
+        # levels from the first cycle)
         self.s["level_pending"], self.s["level_ramp"] = 0.0, 1.0
         walks = [m for m in self.activities.motions if m.kind == "walk"]
         if walks:  # (the legs' phase offsets, for assistance that follows the wearer)
@@ -82,7 +91,7 @@ class ActivityMachine:
     def _levels(self) -> None:
         """Each joint's assistance level (its leg's) into the cycle's level asked for."""
         joints = self.activities.joint_names
-        self.v[V_LEVEL_TO] = [self.levels.get(leg_of(j), 0.0) for j in joints]
+        self.v[V_LEVEL_ASKED] = [self.levels.get(leg_of(j), 0.0) for j in joints]
 
     # ------------------------------------------------------------------ requests
     def handle(self, req: Request, active: bool = True) -> Answer:

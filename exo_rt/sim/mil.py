@@ -42,7 +42,7 @@ from exo_rt.runtime.states import RUN, SAFE
 from exo_rt.schema.top import SafetyConfig
 from exo_rt.sim import plants
 from exo_rt.sim import walker as wk
-from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
+from exo_rt.sim.plants import ST_EXT, ST_I, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
 
 # the safety checks of model-in-the-loop: a top config's defaults, but the tracking error is
 # what it measures (a law that does not track — passive, transparent — would stop on it)
@@ -52,7 +52,8 @@ MIL_SAFETY = dataclasses.replace(SafetyConfig(), tracking_error=math.inf)
 # the walker's own reference q_w (0 without a walker); then the walker's phase (strides since
 # the start, unwrapped), the cycle's heel input this cycle (1: a heel strike reported), the
 # cycle's gait-phase estimate (strides, [0, 1)), its ``walking`` (0–1) and the first joint's
-# assistance level (0–1); then each joint's winding temperature (°C) and current-limit factor
+# assistance level (0–1); then each joint's winding temperature (°C), current-limit factor and
+# measured motor current (A)
 LOG_T = 0
 BLOCKS = 7
 B_TAU_WEARER, B_WALKER = 4, 6
@@ -60,13 +61,14 @@ B_TAU_WEARER, B_WALKER = 4, 6
 
 def log_width(n: int) -> int:
     """The log's columns for ``n`` joints."""
-    return 1 + BLOCKS * n + 5 + 2 * n
+    return 1 + BLOCKS * n + 5 + 3 * n
 
 
 def log_phase(n: int) -> int:
     """The column of the walker's phase (strides, unwrapped); then the heel input's, the
-    estimated phase's, ``walking``'s and the level's, then n winding temperatures (°C) and n
-    current-limit factors (:mod:`exo_rt.actuators.thermal`)."""
+    estimated phase's, ``walking``'s and the level's, then n winding temperatures (°C), n
+    current-limit factors (:mod:`exo_rt.actuators.thermal`) and n measured motor currents
+    (A)."""
     return 1 + BLOCKS * n
 
 
@@ -74,11 +76,13 @@ def log_phase(n: int) -> int:
 def _measure(d, plant, sensors):
     """The encoders, as the drives read them at a SYNC, into the cycle's measured positions:
     the motor's (through the transmission) or the joint's, quantised to ``sensors[1]``
-    counts a revolution (``sensors[0]`` 1: on the motor)."""
+    counts a revolution (``sensors[0]`` 1: on the motor); and the motors' actual currents
+    (A), as the drives report them."""
     leg_transmissions, leg_state = plant[2], plant[3]
     q = d.v[cy.V_Q]
     for m in range(leg_transmissions.shape[0]):
         j = int(leg_transmissions[m, T_JOINT])
+        d.v[cy.V_I_MEAS, j] = leg_state[ST_I, m]
         if sensors[0] > 0.5:
             r = int(leg_transmissions[m, T_ROTOR])
             rotor = estimate.quantize(leg_state[ST_Q, r], sensors[1])
@@ -177,6 +181,7 @@ def mil_loop(m, d, plant, sensors, wearer, walker, log):
         for j in range(n):
             log[k, o_phase + 5 + j] = v[cy.V_T_WINDING, j]
             log[k, o_phase + 5 + n + j] = v[cy.V_DERATE, j]
+            log[k, o_phase + 5 + 2 * n + j] = v[cy.V_I_MEAS, j]
         leg_step(leg_model, leg_data, leg_transmissions, leg_state, cmd, dt, substeps,
                  leg_scratch)
     return worst
@@ -263,7 +268,7 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
     c = build_cycle(robot, cfg, o)
     c.s["state"] = RUN
-    c.v[cy.V_LEVEL] = c.v[cy.V_LEVEL_TO] = o.level
+    c.v[cy.V_LEVEL] = c.v[cy.V_LEVEL_TO] = c.v[cy.V_LEVEL_ASKED] = o.level
     duration = cycles * c.period if o.duration is None else o.duration
     steps = int(round(duration / dt))
     walker = _walker(robot, o, c, duration)
