@@ -206,3 +206,39 @@ def test_impedance_measured_from_a_perturbation_is_the_files(robot, exo, tmp_pat
     (k_fit, b_fit, _, _), *_ = np.linalg.lstsq(regressors, rendered, rcond=None)
     assert k_fit == pytest.approx(k, rel=0.10)
     assert b_fit == pytest.approx(b, rel=0.10)
+
+
+def test_level_requests_apply_at_the_next_stride_boundary_ramped_and_recorded(tmp_path):
+    """A session script asks 0 → 0.5 → 1 mid-walk (the exoskeleton walks the leg; the
+    estimate follows its hip): each level holds until the estimated phase passes its next
+    stride boundary, then ramps there over one stride (smoothly: no step larger than the
+    smooth step's steepest), and every request's answer is in the session's events."""
+    from tests.sessions_fixtures import run_session
+
+    steps = [{"request": "start", "motion": "home", "at": 0.0},
+             {"request": "confirm", "after": "rejected"},
+             {"request": "start", "motion": "walk", "after": "finished"},
+             {"request": "level", "value": 0.0, "at": 7.0},
+             {"request": "level", "value": 0.5, "at": 12.3},
+             {"request": "level", "value": 1.0, "at": 18.7},
+             {"request": "stop", "at": 24.0},
+             {"request": "end", "after": "finished"}]
+    ctl, res = run_session(tmp_path, steps, duration=24.0)
+    assert res.summary["final_state"] == "SHUTDOWN"
+    log = ctl.log
+    asked = [e for e in ctl.events if e["event"] == "request" and e["request"] == "level"]
+    assert [(e["answer"], e["level"]) for e in asked] == [("accepted", 0.0),
+                                                         ("accepted", 0.5),
+                                                         ("accepted", 1.0)]
+    level, phase = log["level"][:, 0], log["gait_phase"]
+    hz = log["stride_hz"]
+    wraps = np.flatnonzero(np.diff(phase) < -0.5) + 1
+    for e, (before, after) in zip(asked, ((1.0, 0.0), (0.0, 0.5), (0.5, 1.0)), strict=True):
+        k = e["cycle"]
+        boundary = wraps[wraps > k][0]
+        assert np.all(level[k:boundary] == before)
+        done = boundary + np.flatnonzero(level[boundary:] == after)[0]
+        stride = 1e3 / np.mean(hz[boundary:done])  # cycles, at the estimated frequency
+        assert level[boundary] != before and done - boundary == pytest.approx(stride, abs=2)
+        ramp = level[boundary:done + 1]
+        assert np.max(np.abs(np.diff(ramp))) <= 1.5 * abs(after - before) / stride * 1.05

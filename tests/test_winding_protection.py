@@ -86,19 +86,18 @@ def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(robo
 
 
 @pytest.mark.slow(reason="ten minutes of walking in model-in-the-loop: ~40 s")
-def test_ten_minutes_of_walking_with_the_exoskeleton_carrying_itself_never_derate(robot, exo):
-    """A wearer walking 2 s strides for 10 min, the exoskeleton carrying itself and
-    compensating its drives' friction (phase_profile at level 0): no winding reaches the
-    warning level; the hip's, the warmer, settles below it."""
+def test_ten_minutes_of_assisted_walking_never_derate(robot, exo):
+    """A wearer walking 2 s strides for 10 min with the shipped phase_profile at full level
+    (the exoskeleton carries itself, compensates its drives' friction, and assists the hip):
+    no winding reaches the warning level — the hip's, the warmer, stays below it (its lobes
+    are sized to the motor's continuous budget, docs/assistance.md)."""
     cfg = load_controller(ROOT / "configs" / "controllers" / "phase_profile.yaml", robot)
     walker = Walker(cadence=((0.0, 2.0),), stiffness={"*": 400.0}, damping={"*": 20.0})
     safety = dataclasses.replace(mil.MIL_SAFETY, stop_time=1e-9)
     r = mil.run_mil(robot, cfg, walker=walker, exo_model=exo, duration=600.0,
-                    safety_cfg=safety, level=0.0)
+                    safety_cfg=safety, level=1.0)
     assert r.safe is None
-    t, winding, factor, _ = _columns(r)
+    _, winding, factor, _ = _columns(r)
     assert np.all(factor == 1.0)
-    warning = ThermalLevels().warning
-    assert winding.max() < warning - 5.0
-    last = t > 540.0
-    assert np.ptp(winding[last, 0]) < 3.0  # settled (the housing's time constant: 150 s)
+    assert winding.max() < ThermalLevels().warning
+    assert winding[:, 0].max() > winding[:, 1].max() + 20.0  # (the hip works: it heats)

@@ -109,6 +109,7 @@ class Drives:
         self.heartbeat_time = bd.heartbeat_time  # timestamp of the last heartbeat (NaN: none)
         self.commanded = bd.commanded  # last cycle's current commands (A), after clamping
         self.foreign = bd.foreign  # pdo_cycle.FOREIGN_OWN_NODE, FOREIGN_COUNT, FOREIGN_FIRST
+        self.temperature = np.full(self.n, np.nan)  # (the PDOs carry no temperature)
         # optional mapped quantities, kept raw (the drive's units)
         self.velocity_raw, self.digital_inputs, self.error_code = (
             bd.extras[:, 0], bd.extras[:, 1], bd.extras[:, 2])

@@ -21,6 +21,8 @@ class HostDrives(Protocol):
     - ``n`` drives on joints ``joint_index``; ``position`` (rad), ``current`` (A) and
       ``flags`` (:mod:`exo_rt.bus.flags`) per drive, the cycle's feedback;
     - ``foreign`` [own node, frames seen, first COB-ID] of another master on the bus;
+    - ``temperature`` (°C) per drive, as its replies give it (NaN where its protocol carries
+      none): a floor for the winding model's housing (:mod:`exo_rt.actuators.thermal`);
     - ``config`` the bus's :class:`~exo_rt.bus.config.BusConfig`; ``bus`` its python-can bus
       and ``port`` its frame port (the recording taps both);
     - ``bringup_warnings``: one line each, what bring-up could not set.
@@ -32,6 +34,7 @@ class HostDrives(Protocol):
     current: np.ndarray
     flags: np.ndarray
     foreign: np.ndarray
+    temperature: np.ndarray
     bringup_warnings: list[str]
 
     def configure(self) -> None:

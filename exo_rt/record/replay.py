@@ -245,6 +245,7 @@ class RecordedDrives(HostDrives):
         self.position, self.current = np.zeros(joints), np.zeros(joints)
         self.flags = np.zeros(joints, np.int64)
         self.foreign = np.array([0, 0, -1], np.int64)
+        self.temperature = np.full(joints, np.nan)  # (not recorded: the model's is)
         self.bringup_warnings: list[str] = []
         self.q_initial = np.asarray(q_initial, dtype=float)
         self.config = config

@@ -15,6 +15,7 @@ import numpy as np
 
 from exo_rt.runtime import cycle_call as cc
 from exo_rt.runtime import script
+from exo_rt.runtime.layout import V_T_REPORTED
 from exo_rt.runtime.states import SAFE
 
 
@@ -118,8 +119,10 @@ class CycleIO:
         """The drives' frames, read by their protocols in Python; injected NaN positions."""
         ctl = self.ctl
         deadline = None if not ctl.realtime else time.monotonic() + 0.7 * ctl.dt
+        reported = ctl.cycle.v[V_T_REPORTED]
         for d in ctl.drives:
             d.collect(deadline)
+            reported[d.joint_index] = d.temperature  # (NaN where a protocol has none)
         if self.gathers:
             self.gather()
         plan = ctl.plan

@@ -84,7 +84,7 @@ class ReplyDrives(abc.ABC):
         self.malformed_count = np.zeros(n, dtype=np.int64)
         self.status = np.zeros(n, dtype=np.int64)  # the family's state word
         self.error_code = np.zeros(n, dtype=np.int64)  # latched until fault_reset
-        self.temperature = np.zeros(n)  # °C, where the replies carry it
+        self.temperature = np.full(n, np.nan)  # °C, where the replies carry it (NaN: none)
         self.enabled = np.zeros(n, dtype=bool)  # the host's view: commands are applied
         self.commanded = np.zeros(n)  # last cycle's current commands (A), after clamping
         self.now = 0.0
