@@ -56,7 +56,9 @@ def one_run(duration: float, live: bool, out: Path) -> dict:
     cmd = [sys.executable, "-m", "exo_rt", "run", "--duration", str(duration), "--out", str(out)]
     if live:
         cmd += ["--live", "127.0.0.1:0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # stderr (the status line, the live server's address) is read by one thread to its end,
+    # and only by it: the run's stdout is not needed
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     counts: dict = {}
     stop = threading.Event()
     client = None
@@ -76,15 +78,20 @@ def one_run(duration: float, live: bool, out: Path) -> dict:
         if url:
             client = threading.Thread(target=_client, args=(url[0], counts, stop), daemon=True)
             client.start()
-    proc.communicate(timeout=600)
+    proc.wait(timeout=600)
+    t.join(10)  # stderr to its end (EOF once the run and its processes have exited)
+    if not t.is_alive():  # (closed under a reading thread, it would raise there)
+        proc.stderr.close()
     stop.set()
     if client is not None:
         client.join(10)
+    if proc.returncode not in (0, 1):  # 1: final state SAFE, still a run with its files
+        raise SystemExit(f"bench_telemetry: `{' '.join(cmd[1:])}` exited {proc.returncode}")
     summary = json.loads((out / "summary.json").read_text())
     rec = json.loads((out / "recording.json").read_text())
     return {"compute": summary["timing"]["compute_us"], "sim_s": summary["duration_s"],
             "cpu_s": rec.get("cpu_s"), "received": counts.get("messages", 0),
-            "mcap_bytes": (out / "run.mcap").stat().st_size, "mcap": rec.get("mcap", {}),
+            "mcap_bytes": (out / "run.mcap").stat().st_size, "mcap": rec["mcap_messages"],
             "records": rec["records"], "frames": rec["frames"], "out": out}
 
 
@@ -131,10 +138,14 @@ def main(argv=None) -> int:
     sim = med("without --live", lambda r: r["sim_s"])
     size = med("without --live", lambda r: r["mcap_bytes"])
     msgs = sum(last["mcap"].values())
+    # a channel per cycle: one message for each cycle record (/joints, /state, /timing …)
+    per_cycle = [t for t, n in last["mcap"].items() if n == last["records"]]
     print(f"  run.mcap: {size / sim / 1e3:.0f} kB per second of run "
           f"({size / sim * 3600 / 1e9:.2f} GB per hour), {msgs / last['sim_s']:.0f} messages/s "
-          f"({last['records'] / last['sim_s']:.0f} cycles/s × 3 channels, "
-          f"{last['frames'] / last['sim_s']:.0f} CAN frames/s)")
+          f"({last['records'] / last['sim_s']:.0f} cycles/s × {len(per_cycle)} channels "
+          f"{', '.join(per_cycle)}; {last['frames'] / last['sim_s']:.0f} CAN frames/s; "
+          f"{(msgs - len(per_cycle) * last['records'] - last['frames']) / last['sim_s']:.1f}"
+          f"/s on the others)")
     print(f"  MCAP writing: {last['records'] / encode_s:.0f} cycles/s with their CAN frames "
           f"({last['sim_s'] / encode_s:.1f}× real time at 1 kHz; export of the last run)")
     return 0
