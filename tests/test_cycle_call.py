@@ -199,7 +199,9 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
         assert sides[0].drives.emcy_codes == sides[1].drives.emcy_codes == [(1, 0x2310)]
         assert [e[1] for e in a.board.errors] == [e[1] for e in b.board.errors] == [7]
         strikes = sum(1 for j in range(k + 1) if j % 25 == 5)
-        assert len(a.board.heel_strikes) == len(b.board.heel_strikes) == strikes >= 3
+        assert strikes >= 3  # (in RUN the gait-phase estimate takes them; after, they wait)
+        assert len(a.board.heel_strikes) == len(b.board.heel_strikes) < strikes
+        assert a.cycle.gait[0]["heels"] == b.cycle.gait[0]["heels"] >= 1
         for side in sides:  # SAFE ramped out: disable voltage
             assert all((d.controlword == 0).all() for d in side.buses)
         # the recording: a row per cycle, the same numbers (less the loop's clock readings);
@@ -210,7 +212,7 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
         keep = np.ones(rows[0].shape[1], bool)
         for name in ("wake_us", "compute_us", "sample_t"):
             keep[slice(*cols[name])] = False
-        assert np.array_equal(rows[0][:, keep], rows[1][:, keep])
+        assert np.array_equal(rows[0][:, keep], rows[1][:, keep], equal_nan=True)
         frames = [side.rings.frames.take() for side in sides]
         for b in range(len(sides[0].buses)):  # (t, id, flags, dlc, bus, data): bus by bus
             one = [[f[1:] for f in side_frames if f[4] == b] for side_frames in frames]

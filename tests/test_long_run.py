@@ -22,6 +22,7 @@ from exo_rt.runtime.loop import Histogram, Scheduler, TimingStats
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "exo_leg.yaml"
+BOUTS = ROOT / "tests" / "data" / "bouts_session.yaml"
 
 
 # ---------------------------------------------------------------- timing as histograms
@@ -89,9 +90,11 @@ def test_timing_statistics_and_missed_deadlines_do_not_grow_with_the_run():
 def _peak_rss(duration: float, out: Path) -> dict[str, float]:
     """Peak resident memory (MiB) of the control process (the kernel's own figure, from
     wait4) and of the recording process (its VmHWM, read every 50 ms until it ends) for an
-    ``exo-rt run --duration`` in lockstep."""
+    ``exo-rt run --duration`` in lockstep, walking in bouts (tests/data/bouts_session.yaml:
+    a continuous walk of the simulated leg would derate its hip motor within a minute)."""
     proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--config", str(CONFIG),
-                             "--duration", str(duration), "--out", str(out)],
+                             "--session", str(BOUTS), "--duration", str(duration),
+                             "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     writer = {"hwm": 0.0}

@@ -100,6 +100,7 @@ def test_bench_procedures_over_slcan(tmp_path):
             assert fr[key] == pytest.approx(value, rel=0.10), key
         # the rig's fixture node (clamp and load cell), emulated with the served drives
         r = run_procedure("stiffness", bench, tmp_path, "knee")
+        assert "knee" in r["joints"], r
         st = r["joints"]["knee"]["fit"]
         for key, value in (("k1", 1.6e4), ("k2", 2.5e4), ("k3", 2.9e4), ("hysteresis", 0.4)):
             assert st[key] == pytest.approx(value, rel=0.10), key

@@ -144,7 +144,7 @@ def _same_assistance(m: dict, r, names) -> None:
     """An /assistance message holds the record's values, bit for bit (null: NaN)."""
     for f in ("gait_phase", "stride_hz", "walking", "heels"):
         assert np.array_equal(_num(m[f]), r[f], equal_nan=True), f
-    for f in ("level", "winding", "derate"):
+    for f in ("level", "winding", "derate", "drive_temp"):
         assert set(m[f]) == set(names), f
         assert np.array_equal([_num(m[f][x]) for x in names], r[f], equal_nan=True), f
 
@@ -295,7 +295,7 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
                   for c in summary.channels.values() if c.topic == "/assistance")
     props = schema["properties"]
     assert set(props) == {"t", "cycle", "gait_phase", "stride_hz", "walking", "heels", "level",
-                          "winding", "derate"}
+                          "winding", "derate", "drive_temp"}
     assert set(props["winding"]["properties"]) == set(names)
 
 
@@ -339,7 +339,8 @@ def test_assistance_is_written_only_for_records_that_have_its_columns(live_run, 
     records, _ = read_cycle_log(out / "cycles.exolog")
     width = max(b for _, b in columns.values())
     rows = np.frombuffer(records.tobytes(), np.float64).reshape(len(records), width).copy()
-    new = ("gait_phase", "stride_hz", "walking", "heels", "level", "winding", "derate")
+    new = ("gait_phase", "stride_hz", "walking", "heels", "level", "winding", "derate",
+           "drive_temp")
     end = columns["gait_phase"][0]
     assert all(columns[f][0] >= end for f in new) and width > end  # the newest, at the end
 

@@ -1,6 +1,6 @@
 """The figures of docs/sessions.md's "Measured" table: the whole session on the emulated
 crutch (:data:`exo_rt.sim.crutch.WHOLE_SESSION`: sit, stand up with GO released and pressed
-again, walk 20 strides at 0.4 / 0.5 / 0.3 m/s, STOP, sit down) on the lockstep simulated
+again, walk 17 strides at 0.4 / 0.5 / 0.3 m/s, STOP, stand) on the lockstep simulated
 exoskeleton, per robot (:func:`exo_rt.session.figures.session_figures`).
 
     python tools/session_figures.py [--config configs/exo_leg.yaml ...]

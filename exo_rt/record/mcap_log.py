@@ -20,7 +20,8 @@ topic       one message per fields
                             walking (0–1), heels (heel strikes the estimate took); level
                             (assistance, 0–1), winding (the motor winding's modelled
                             temperature, °C), derate (the current limit's factor, 0–1),
-                            each an object keyed by joint name (``/assistance.winding.hip``)
+                            drive_temp (the drive's own reading, °C; null: none), each an
+                            object keyed by joint name (``/assistance.winding.hip``)
 /can        CAN frame       t, id, dlc, data (bytes), rx, extended, error, bus
 /events     state change    t, cycle, event ("state"), state, from, cause
 /activity   session event   t, cycle, event (request | finished | activity | script_stalled)
@@ -60,7 +61,7 @@ QD_REF = "qd_ref"  # per joint too, elsewhere in the record (newer runs only)
 STATE_EXTRA = ("phase", "stride")  # /state's, from the record's columns of that name
 # /assistance's (newer runs only): one value a cycle, then per joint
 ASSIST_FIELDS = ("gait_phase", "stride_hz", "walking", "heels")
-ASSIST_JOINT = ("level", "winding", "derate")
+ASSIST_JOINT = ("level", "winding", "derate", "drive_temp")
 # the events of events.jsonl that are the session's (exo_rt.session.session): /activity's
 ACTIVITY_EVENTS = ("request", "finished", "activity", "script_stalled")
 RELATIVE_BELOW_S = 1e8  # a frame time stamp below this (1973) counts from the run's start

@@ -29,7 +29,7 @@ def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
                         ("wake_us", 1), ("compute_us", 1), ("overruns", 1), ("sample_t", 1),
                         ("qd_ref", n), ("phase", 1), ("stride", 1), ("gait_phase", 1),
                         ("stride_hz", 1), ("walking", 1), ("heels", 1), ("level", n),
-                        ("winding", n), ("derate", n)):
+                        ("winding", n), ("derate", n), ("drive_temp", n)):
         cols[name] = (o, o + width)
         o += width
     return cols

@@ -245,7 +245,7 @@ class RecordedDrives(HostDrives):
         self.position, self.current = np.zeros(joints), np.zeros(joints)
         self.flags = np.zeros(joints, np.int64)
         self.foreign = np.array([0, 0, -1], np.int64)
-        self.temperature = np.full(joints, np.nan)  # (not recorded: the model's is)
+        self.temperature = np.full(joints, np.nan)  # °C: the drives' readings, as recorded
         self.bringup_warnings: list[str] = []
         self.q_initial = np.asarray(q_initial, dtype=float)
         self.config = config
@@ -267,6 +267,8 @@ class RecordedDrives(HostDrives):
             self.flags[:] = r["flags"].astype(np.int64)
             self.scalars["overrun_streak"] = r["overrun_streak"]
             self.scalars["heel"] = float(self._heel(self.cursor.k))
+            if "drive_temp" in r.dtype.names:  # (the drives' own readings, as recorded)
+                self.temperature[:] = r["drive_temp"]
         self.cursor.k += 1
 
     def _heel(self, k: int) -> bool:

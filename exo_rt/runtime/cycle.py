@@ -344,7 +344,7 @@ def _record(d, row):
     row[o + 2] = est.walking
     row[o + 3] = est.heels
     o += 4
-    for r in (V_LEVEL, V_T_WINDING, V_DERATE):
+    for r in (V_LEVEL, V_T_WINDING, V_DERATE, V_T_REPORTED):
         for j in range(n):
             row[o + j] = v[r, j]
         o += n

@@ -46,12 +46,18 @@ def crutch(plan):
 
 # A whole session on the crutch (docs/sessions.md's figures, tests/test_sessions.py), from
 # sitting: stand up with GO held (released half-way for a second, pressed again), stand 5 s,
-# GO: walk at the profile's default 0.4 m/s, MODE → 0.5, MODE → 0.3 (the presets wrap), 20
-# strides in all, STOP, NEXT (sit down), sit down with GO held. The session's END at
-# ``WHOLE_SESSION_S`` is a script's (the crutch has no END).
+# GO: walk at the profile's default 0.4 m/s, MODE → 0.5, MODE → 0.3 (the presets wrap), 17
+# strides in all, STOP, stand. The session's END at ``WHOLE_SESSION_S`` is a script's (the
+# crutch has no END). It ends standing: on the simulated leg, which hangs with no seat or
+# ground under it, the walk heats the hip's winding by about 1.5 K/s, and sitting down and
+# holding the leg at a stool's height (≈ 10 A, three times the motor's rating) passes the
+# warning level even from cold (docs/assistance.md, "The exoskeleton's thermal budget");
+# sitting down from the crutch has its own test (tests/test_sessions.py).
 WHOLE_SESSION = ((0.5, "buttons", "go"), (2.0, "buttons", "none"), (3.0, "buttons", "go"),
                  (7.5, "buttons", "none"),
                  (12.0, "buttons", "go"), (12.3, "buttons", "none"),
-                 (24.8, "click", "mode"), (37.5, "click", "mode"), (51.5, "click", "stop"),
-                 (55.0, "click", "next"), (56.0, "buttons", "go"), (62.5, "buttons", "none"))
-WHOLE_SESSION_S = 64.0
+                 (22.5, "click", "mode"), (32.0, "click", "mode"), (44.0, "click", "stop"))
+WHOLE_SESSION_S = 48.0
+# From standing: NEXT selects sitting down, GO held sits down (released once sitting).
+SIT_DOWN = ((0.5, "click", "next"), (1.5, "buttons", "go"), (8.0, "buttons", "none"))
+SIT_DOWN_S = 9.5
