@@ -223,7 +223,7 @@ def test_check_prints_a_session_scripts_steps(capsys):
     for line, step in zip(lines, steps, strict=True):
         assert step.describe() in line
     assert "start stand_up" in lines[0] and "at 0.5 s" in lines[0]
-    assert "after 7 strides" in out
+    assert "after 4 strides" in out
 
 
 def test_check_prints_a_wearer_profile_and_its_walking_table_on_a_robot(capsys):

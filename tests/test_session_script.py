@@ -132,22 +132,22 @@ def test_the_buttons_session_runs_through(activities):
     up = round(4.6875 / DT)  # the stand-up's cycles at max_speed 0.5 rad/s
     t_up_done = 501 + up - 1  # GO from cycle 501: the move counts down from there
     walk = t_up_done + 1 + 5000  # GO released the cycle after, then 5 s standing
-    sit = walk + 21_000 + 2000  # the closing stride (the 21st) ended, then 2 s
+    sit = walk + 13_000 + 2000  # the closing stride (the 13th) ended, then 2 s
     assert made == [
         (500, "start", "stand_up", None),
         (501, "go", None, None),
         (t_up_done + 1, "go_release", None, None),
         (walk, "start", "walk", None),
         (walk + 1, "speed", None, 0.3),
-        (walk + 7001, "speed", None, 0.45),  # strides of 1 s from the walk's start
-        (walk + 14_001, "speed", None, 0.6),
-        (walk + 20_001, "stop", None, None),
+        (walk + 4001, "speed", None, 0.45),  # strides of 1 s from the walk's start
+        (walk + 8001, "speed", None, 0.6),
+        (walk + 12_001, "stop", None, None),
         (sit, "start", "sit_down", None),
         (sit + 1, "go", None, None),
         (sit + 1 + up, "go_release", None, None),
         (sit + 2 + up, "end", None, None),
     ]
-    assert fake.speeds == [(0, 0.3), (7, 0.45), (14, 0.6)] and fake.strides == 21
+    assert fake.speeds == [(0, 0.3), (4, 0.45), (8, 0.6)] and fake.strides == 13
     assert src.done and src.stalled is None
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from exo_rt.record import runfolder
+from exo_rt.record.mcap_log import ACTIVITY_EVENTS as SESSION_EVENTS
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import STATES
 
@@ -175,7 +176,11 @@ class RunRecord:
         if not_written:
             summary["files_not_written"] = not_written
             events_lost = not_written[0].startswith(f"cannot write {out_dir / 'events.jsonl'}")
-            shown = [e for e in self.events if e.get("event") != "state"][:10]
+            # the run's own events (faults, the recording stopped …) before the session's
+            # (requests and answers: many, and in events.jsonl's place they would hide those)
+            ev = [e for e in self.events if e.get("event") != "state"]
+            shown = ([e for e in ev if e.get("event") not in SESSION_EVENTS]
+                     + [e for e in ev if e.get("event") in SESSION_EVENTS])[:10]
             print(f"exo-rt: {'; '.join(not_written)}" + (
                 " — the run's events:" if events_lost and shown
                 else " (the events are in events.jsonl)"), file=sys.stderr)
