@@ -305,17 +305,24 @@ def _swing(phase, stance_end):
     return _smooth((phase - stance_end + h) / SWING_BLEND)
 
 
-@registry.law("assist_as_needed", doc="the exoskeleton carries itself + a spring towards the "
-              "reference outside a free tunnel", follows_wearer=True)
+TUNNEL_EDGE = 0.01  # rad: the restoring damper's engagement, past the tunnel's edge
+
+
+@registry.law("assist_as_needed", doc="the exoskeleton carries itself + a spring and damper "
+              "towards the reference outside a free tunnel", follows_wearer=True)
 def assist_as_needed(m, d):
     _carry_itself(m, d)
     for j in range(d.tau.shape[0]):
         g = m.gains[j]
         e = d.qr[j] - d.q[j]
         out = abs(e) - g.tunnel
-        if out > 0.0:
-            push = min(g.stiffness * out, g.assist_limit)
-            d.tau[j] += d.level[j] * math.copysign(push, e)
+        if out > 0.0:  # a spring on the excursion past the edge, and a damper on the error's
+            # rate that engages over TUNNEL_EDGE (no torque step at the edge), both limited
+            engaged = min(out / TUNNEL_EDGE, 1.0)
+            push = math.copysign(g.stiffness * out, e) + engaged * g.damping * (
+                d.qdr[j] - d.qd[j])
+            push = min(max(push, -g.assist_limit), g.assist_limit)
+            d.tau[j] += d.level[j] * push
 
 
 if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque", "sliding_mode",

@@ -60,7 +60,9 @@ class Gains:
     stiffness: float = gain(unit="N·m/rad", doc="impedance: stance (and standing) stiffness; "
                                                 "assist_as_needed: the spring outside the "
                                                 "tunnel")
-    damping: float = gain(unit="N·m·s/rad", doc="impedance: stance (and standing) damping")
+    damping: float = gain(unit="N·m·s/rad", doc="impedance: stance (and standing) damping; "
+                                                 "assist_as_needed: the damper outside the "
+                                                 "tunnel (on the error's rate)")
     equilibrium: float = key(Num(), 0.0, unit="rad", doc="impedance: stance (and standing) "
                                                           "equilibrium angle")
     swing_stiffness: float = gain(unit="N·m/rad", doc="impedance: swing stiffness")
