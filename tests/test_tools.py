@@ -101,16 +101,19 @@ def test_assistance_figures_draw_the_docs_pictures_and_meet_the_issues_figures(t
     for joint in ("hip", "knee"):
         (diff,) = _numbers(rf"{joint}: stance .*RMS ([\d.]+) N·m", text)
         assert diff < 1.0, joint
-    # assist_as_needed: nothing inside the tunnel, the file's spring outside, its limit
-    for joint, stiffness, limit in (("hip", 300.0, 30.0), ("knee", 200.0, 20.0)):
+    # assist_as_needed: nothing inside the tunnel, the file's spring and damper outside, its
+    # limit
+    for joint, stiffness, damping, limit in (("hip", 300.0, 40.0, 30.0),
+                                             ("knee", 200.0, 12.0, 20.0)):
         block = text[text.index(f"  {joint}: tunnel"):]
         _, on_ref = _numbers(r"largest excursion ([\d.]+) rad, largest assistance ([\d.]+)",
                              block)
-        inside, spring, largest = _numbers(r"inside the tunnel at most ([\d.]+) N·m; outside, "
-                                           r"fitted spring (\d+) N·m/rad; largest ([\d.]+)",
-                                           block)
+        inside, spring, damper, largest = _numbers(
+            r"inside the tunnel at most ([\d.]+) N·m; outside, fitted spring (\d+) N·m/rad and "
+            r"damper ([\d.]+) N·m·s/rad; largest ([\d.]+)", block)
         assert on_ref < 0.5 and inside < 0.5
         assert spring == pytest.approx(stiffness, rel=0.05)
+        assert damper == pytest.approx(damping, rel=0.05)
         assert largest == pytest.approx(limit, abs=0.5)
     # the level: nothing before the next stride boundary, then a stride's smooth step
     changes = re.findall(r"asked at [\d.]+ s \(estimated phase [\d.]+\): moved ([\d.e+-]+) "

@@ -288,8 +288,8 @@ def phase_profile(rig: Rig, out: Path) -> dict:
          "fade_s": {p: v[0] for p, v in fades.items()},
          "safe": [w1.result.safe, w0.result.safe] + [v[1].result.safe for v in fades.values()]}
     print(f"phase_profile: hip lobes {g['onset']:.2f}/{g['peak']:.2f}/{g['end']:.2f} "
-          f"{g['peak_torque']:+.0f} N·m and {g['onset_2']:.2f}/{g['peak_2']:.2f}/"
-          f"{g['end_2']:.2f} {g['peak_torque_2']:+.0f} N·m; strides of {period:g} s (the "
+          f"{g['peak_torque']:+g} N·m and {g['onset_2']:.2f}/{g['peak_2']:.2f}/"
+          f"{g['end_2']:.2f} {g['peak_torque_2']:+g} N·m; strides of {period:g} s (the "
           f"reference's), strides {settle}–{strides - 1}")
     print(f"  assistance (law − carried exoskeleton) against the profile at the true phase: "
           f"RMS {100 * track:.1f} % of the peak")
@@ -403,7 +403,9 @@ def impedance(rig: Rig, out: Path) -> dict:
 def assist_as_needed(rig: Rig, out: Path) -> dict:
     """Torque against the excursion from the reference; over a stride with a walker at
     1.2× the reference's stride period (drifting out of the tunnel); and a walker on the
-    reference (inside it)."""
+    reference (inside it). Outside the tunnel the law's spring (on the excursion past the
+    edge) and damper (on the error's rate) are fitted together, where the damper is fully
+    engaged (1 cm past the edge) and the limit not reached."""
     cfg = rig.controller("assist_as_needed")
     period = cfg.reference.period
     on = rig.walk("assist_as_needed", ((0.0, period),), 6 * period)
@@ -413,26 +415,30 @@ def assist_as_needed(rig: Rig, out: Path) -> dict:
     a_on = rig.assistance(on)
     a = rig.assistance(w)
     e = w.qr - w.q
+    de = np.gradient(w.qr, w.t, axis=0) - w.qd  # q̇_r − q̇, rad/s
     f = {"on_ref_excursion": np.abs(on.qr - on.q).max(axis=0).tolist(),
-         "on_ref_assist": np.abs(a_on).max(axis=0).tolist(), "slopes": [], "inside_max": [],
+         "on_ref_assist": np.abs(a_on).max(axis=0).tolist(), "slopes": [], "dampers": [],
+         "inside_max": [],
          "limit_max": [], "safe": [on.result.safe, w.result.safe]}
     print(f"assist_as_needed: reference strides of {period:g} s")
     for j, name in enumerate(rig.names):
         g = gains[j]
         out_ = np.abs(e[:, j]) - g['tunnel']
         inside = out_ < -0.005  # (an encoder count and the carried model apart at the edge)
-        spring = (out_ > 0.005) & (g['stiffness'] * out_ < 0.9 * g['assist_limit'])
-        slope = float(np.sum(np.abs(a[spring, j]) * out_[spring]) / np.sum(out_[spring] ** 2))
-        f["slopes"].append(slope)
+        spring = (out_ > 0.011) & (np.abs(a[:, j]) < 0.9 * g['assist_limit'])
+        regressors = np.c_[np.sign(e[spring, j]) * out_[spring], de[spring, j]]
+        (slope, damper), *_ = np.linalg.lstsq(regressors, a[spring, j], rcond=None)
+        f["slopes"].append(float(slope))
+        f["dampers"].append(float(damper))
         f["inside_max"].append(float(np.abs(a[inside, j]).max()))
         f["limit_max"].append(float(np.abs(a[:, j]).max()))
-        print(f"  {name}: tunnel {g['tunnel']:g} rad, stiffness {g['stiffness']:g} N·m/rad, limit "
-              f"{g['assist_limit']:g} N·m")
+        print(f"  {name}: tunnel {g['tunnel']:g} rad, stiffness {g['stiffness']:g} N·m/rad, "
+              f"damping {g['damping']:g} N·m·s/rad, limit {g['assist_limit']:g} N·m")
         print(f"    walker on the reference: largest excursion {f['on_ref_excursion'][j]:.3f} "
               f"rad, largest assistance {f['on_ref_assist'][j]:.2f} N·m")
         print(f"    walker at {slow:g} s strides: inside the tunnel at most "
-              f"{f['inside_max'][j]:.2f} N·m; outside, fitted spring {slope:.0f} N·m/rad; "
-              f"largest {f['limit_max'][j]:.1f} N·m")
+              f"{f['inside_max'][j]:.2f} N·m; outside, fitted spring {slope:.0f} N·m/rad and "
+              f"damper {damper:.1f} N·m·s/rad; largest {f['limit_max'][j]:.1f} N·m")
     print(f"  SAFE: {f['safe']}")
 
     plt = _pyplot()
@@ -447,8 +453,10 @@ def assist_as_needed(rig: Rig, out: Path) -> dict:
                                          g['assist_limit'])
         a1.plot(e[::20, j], a[::20, j], ".", ms=2, color=col, alpha=0.5)
         a1.plot(span, law, color=col, lw=1, label=f"{name}: tunnel {g['tunnel']:g} rad, "
-                f"{g['stiffness']:g} N·m/rad, limit {g['assist_limit']:g} N·m")
-    a1.set_xlabel("excursion q_r − q (rad); dots: the run at 1.2× the stride")
+                f"{g['stiffness']:g} N·m/rad (+ {g['damping']:g} N·m·s/rad), limit "
+                f"{g['assist_limit']:g} N·m")
+    a1.set_xlabel("excursion q_r − q (rad); dots: the run at 1.2× the stride; lines: the "
+                  "spring alone")
     a1.set_ylabel("assistance (N·m)")
     a1.legend(loc="upper left", fontsize=8)
     hip = rig.names.index("hip")
