@@ -278,6 +278,8 @@ class BoardEmulator:
     def heel_pressure(self, now: float) -> int:
         """Heel pressure (N) of a simulated gait: loaded within 1 % of the stride at heel
         strike (phase 0), unloaded linearly until heel-off at 40 %."""
+        if not self.stride_s < float("inf"):  # standing: the pressure stays flat, no strike
+            return 0
         phase = ((now - self._t0) / self.stride_s) % 1.0
         if phase < 0.01:
             return int(700 * phase / 0.01)
@@ -329,7 +331,8 @@ class BoardEmulator:
 
 def apply_command(emu: BoardEmulator, line: str) -> bool:
     """One command line from the process that started an emulated board: ``estop 1`` /
-    ``estop 0``, ``stall SECONDS``, ``walk [T]`` (the wearer's gait starts at T, or now); the
+    ``estop 0``, ``stall SECONDS``, ``walk [T [PERIOD]]`` (the wearer's gait starts at T, or
+    now, with strides of PERIOD s), ``stand`` (no heel strikes until the next walk); the
     crutch: ``buttons [T] MASK`` (hold exactly MASK from T: a number, or names as ``go+next``,
     ``none``), ``click [T] NAMES`` (pressed at T for one frame period), ``silence [T]
     SECONDS`` (no BUTTONS frame from T for SECONDS) — T on the emulator's clock, now if left
@@ -340,8 +343,14 @@ def apply_command(emu: BoardEmulator, line: str) -> bool:
             emu.press_estop(arg.strip() != "0")
         elif cmd == "stall":
             emu.stall(float(arg))
-        elif cmd == "walk":  # the wearer's gait starts at time T (the emulator's clock) or now
-            emu._t0 = float(arg) if arg.strip() else emu.clock()
+        elif cmd == "walk":  # the wearer's gait starts at time T (the emulator's clock) or
+            # now, its stride PERIOD s (or the one it had)
+            words = arg.split()
+            emu._t0 = float(words[0]) if words else emu.clock()
+            if len(words) > 1:
+                emu.stride_s = float(words[1])
+        elif cmd == "stand":  # the wearer stands: no heel strikes until the next walk
+            emu.stride_s = float("inf")
         elif cmd in ("buttons", "click", "silence"):
             *at, what = arg.split()
             (t,) = [float(x) for x in at] or [emu.clock()]

@@ -53,8 +53,9 @@ def advance(ctl, k: int) -> None:
         ctl._t_run = ctl.board.clock() + ctl.dt if ctl.board is not None else 0.0
         ctl.session.begin(k + 1)
         heel_strikes(ctl)  # those of READY's last cycles
-        if ctl.rig.board_emulated:  # the emulated wearer starts walking
-            ctl.bus_set.board_command(f"walk {ctl._t_run!r}")
+        if ctl.rig.board_emulated:  # the emulated wearer's heel strikes follow the session
+            from exo_rt.sim.crutch import WearerGait
+            ctl.session.sources.append(WearerGait(ctl))
 
 
 def _guard(sess, k: int) -> None:

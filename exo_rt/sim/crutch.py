@@ -12,6 +12,8 @@ for ``what`` s), ``estop`` (``1`` pressed, ``0`` released; at the first cycle at
 
 from __future__ import annotations
 
+from exo_rt.session import requests as rq
+
 EMPTY: tuple = ()
 
 
@@ -61,3 +63,44 @@ WHOLE_SESSION_S = 48.0
 # From standing: NEXT selects sitting down, GO held sits down (released once sitting).
 SIT_DOWN = ((0.5, "click", "next"), (1.5, "buttons", "go"), (8.0, "buttons", "none"))
 SIT_DOWN_S = 9.5
+
+
+class WearerGait:
+    """The emulated wearer's heel strikes, told to the board emulator (its foot-sole pressure):
+    where the exoskeleton walks the leg (``reference.phase: time``), the wearer's feet follow
+    it — no strikes while the session stands, and from the walk's start a strike at each of
+    its stride boundaries, at its stride period; where the wearer paces the walk
+    (``reference.phase: events``), they walk at the emulator's own cadence from the session's
+    start, and the exoskeleton follows them. A session source that asks nothing."""
+
+    def __init__(self, ctl) -> None:
+        self.ctl, self.started, self.walking = ctl, False, False
+
+    def _tell(self, line: str) -> None:
+        self.ctl.bus_set.board_command(line)
+
+    def _walk(self) -> None:
+        period = float(self.ctl.cycle.s["b_period"])
+        self._tell(f"walk {self.ctl.board.clock()!r} {period!r}")
+
+    def poll(self, k: int):
+        if not self.started:
+            self.started = True
+            events = self.ctl.cfg.reference.phase == "events"
+            self._tell(f"walk {self.ctl._t_run!r}" if events else "stand")
+        return EMPTY
+
+    def notify(self, answer, k: int) -> None:
+        if self.ctl.cfg.reference.phase == "events":
+            return
+        if answer.answer == rq.FINISHED and self.walking:
+            self.walking = False
+            self._tell("stand")  # (the closing step ended: standing)
+        elif (answer.answer == rq.ACCEPTED and answer.motion is not None
+              and "period" in answer.extra):  # (a motion with a stride period: a walk)
+            self.walking = True
+            self._walk()  # (the walk's start)
+
+    def on_stride(self, steps: int, k: int) -> None:
+        if self.walking and self.ctl.cfg.reference.phase != "events":
+            self._walk()  # a stride boundary: the heel strikes, at the stride's period
