@@ -123,21 +123,23 @@ def test_ensure_on_a_warm_cache_is_a_file_lookup(tmp_path, monkeypatch):
 
 
 def test_warmth_is_per_law_per_bus_count_per_plant(monkeypatch):
-    """The cycle is warm per control law, its one-call form per number of buses, the plant
-    per plant model; the rest once per dynamics variant. A run that differs in one says so."""
+    """The law is warm per control law (the cycle's step is the same for every law), the
+    cycle's one-call form per number of buses, the plant per plant model; the rest once per
+    dynamics variant. A run that differs in one says so."""
     one = warmup.Context(config=CONFIGS / "exo_leg.yaml")
     two = warmup.Context(config=CONFIGS / "exo_2leg.yaml")
     law = one.top.controller.law
-    names = ["cycle", "cycle.buses", "plant", "timing"]
-    assert warmup._tags(names, one) == {f"cycle@tree/{law}", "cycle.buses@tree/1buses",
+    names = ["cycle", "law", "cycle.buses", "plant", "timing"]
+    assert warmup._tags(names, one) == {"cycle@tree", f"law@tree/{law}",
+                                        "cycle.buses@tree/1buses",
                                         "plant@tree/harmonic_drive", "timing@tree"}
     assert warmup._tags(names, two) - warmup._tags(names, one) == {"cycle.buses@tree/2buses"}
     monkeypatch.setattr(warmup, "_warm_set", lambda: warmup._tags(names, one))
     assert warmup.why_cold(names, two) == \
         "the compile cache lacks the cycle for 2 buses (its first run)"
     monkeypatch.setattr(warmup, "_warm_set", lambda: {"timing@tree"})
-    assert warmup.why_cold(names, one) == ("the compile cache lacks 3 of this run's "
-                                           "components (cycle, cycle.buses, plant)")
+    assert warmup.why_cold(names, one) == ("the compile cache lacks 4 of this run's "
+                                           "components (cycle, law, cycle.buses …)")
 
 
 def test_a_registered_plant_model_warms_without_an_entry_of_its_own(tmp_path, monkeypatch):
