@@ -6,6 +6,7 @@ a module's fixtures are shut down at the session's end."""
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 
 import can
 import pytest
@@ -46,3 +47,21 @@ def _buses_shut_down():
 
 def pytest_sessionfinish(session, exitstatus):
     _close_all()
+
+
+@pytest.fixture(scope="module")
+def exo_leg():
+    """The shipped one-leg exoskeleton with its wearer (configs/robots/exo_leg.yaml), once a
+    module."""
+    from exo_rt.model import load_mechanism
+    return load_mechanism(Path(__file__).resolve().parents[1] / "configs" / "robots"
+                          / "exo_leg.yaml")
+
+
+@pytest.fixture(scope="module")
+def exo_leg_alone():
+    """The same exoskeleton without its wearer (the assistance laws' carried part)."""
+    from exo_rt.model import load_mechanism
+    return load_mechanism(Path(__file__).resolve().parents[1] / "configs" / "robots"
+                          / "exo_leg.yaml", wearer=False)
+

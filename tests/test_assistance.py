@@ -20,7 +20,6 @@ import pytest
 from exo_rt.config import load_controller
 from exo_rt.control.laws import profile_torque
 from exo_rt.dynamics import Dynamics
-from exo_rt.model import load_mechanism
 from exo_rt.sim import mil
 from exo_rt.sim.walker import Walker
 
@@ -33,13 +32,13 @@ STRIDES = 12  # per cadence
 
 
 @pytest.fixture(scope="module")
-def robot():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+def robot(exo_leg):
+    return exo_leg
 
 
 @pytest.fixture(scope="module")
-def exo():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml", wearer=False)
+def exo(exo_leg_alone):
+    return exo_leg_alone
 
 
 def _walk(robot, exo, law, cadence, duration, **options):

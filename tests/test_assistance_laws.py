@@ -12,7 +12,6 @@ import pytest
 
 from exo_rt.config import load_controller
 from exo_rt.dynamics import Dynamics
-from exo_rt.model import load_mechanism
 from exo_rt.record.recorder import cycle_columns
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import segment
@@ -34,13 +33,13 @@ CONTROLLERS = ROOT / "configs" / "controllers"
 
 
 @pytest.fixture(scope="module")
-def robot():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+def robot(exo_leg):
+    return exo_leg
 
 
 @pytest.fixture(scope="module")
-def exo():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml", wearer=False)
+def exo(exo_leg_alone):
+    return exo_leg_alone
 
 
 def _cycle(robot, exo, name):

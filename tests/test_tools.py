@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+EFFORT_SAVED = 0.30  # issue 36: at full level, the wearer's hip effort at least 30 % lower
 
 
 def _tool(*args: str, timeout: float = 120.0) -> str:
@@ -96,7 +97,9 @@ def test_assistance_figures_draw_the_docs_pictures_and_meet_the_issues_figures(t
                        text)
     assert track <= 10.0 and offset <= 2.0 and len(fades) == 2
     assert all(float(fade) < float(stride) for stride, fade in fades), fades
-    assert 1.0 - e1 / e0 >= 0.30 and less == pytest.approx(100.0 * (1.0 - e1 / e0), abs=1.0)
+    saved = 1.0 - e1 / e0  # the wearer's hip effort saved: the issue asks for 30 % at least
+    assert saved >= EFFORT_SAVED
+    assert less == pytest.approx(100.0 * saved, abs=1.0)  # (the printed % is the ratio's)
     # impedance: the law less the carried exoskeleton is the file's spring and damper
     for joint in ("hip", "knee"):
         (diff,) = _numbers(rf"{joint}: stance .*RMS ([\d.]+) N·m", text)

@@ -15,7 +15,6 @@ from scipy.integrate import solve_ivp
 
 from exo_rt.actuators import thermal
 from exo_rt.config import load_controller
-from exo_rt.model import load_mechanism
 from exo_rt.schema.top import ThermalLevels
 from exo_rt.sim import mil
 from exo_rt.sim.walker import Walker
@@ -25,13 +24,13 @@ N = 2
 
 
 @pytest.fixture(scope="module")
-def robot():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+def robot(exo_leg):
+    return exo_leg
 
 
 @pytest.fixture(scope="module")
-def exo():
-    return load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml", wearer=False)
+def exo(exo_leg_alone):
+    return exo_leg_alone
 
 
 def _columns(r):

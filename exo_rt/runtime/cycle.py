@@ -24,6 +24,7 @@ Its arguments are two records, Pinocchio's split (:mod:`exo_rt.structs`), made o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -517,9 +518,8 @@ def estimate_params(robot, cfg, coeffs: np.ndarray) -> np.ndarray:
     1.1 s where the reference has none), the normal gait's heel strike on that hip's curve."""
     joint = cfg.estimate_joint(robot)
     period = cfg.reference.period if math.isfinite(cfg.reference.period) else 1.1
-    est = cfg.phase_estimate
-    given = {k: getattr(est, k) for k in ("nu_phase", "nu_freq", "eta", "heel_gain", "slew",
-                                          "still_speed", "walk_speed", "speed_tau")}
+    given = dataclasses.asdict(cfg.phase_estimate)  # the file's keys, by name
+    del given["joint"]  # (a name: the index is `joint`)
     offset0 = phase_estimate.hip_offset(coeffs[joint]) if joint >= 0 else 0.0
     return phase_estimate.params(joint, 2.0 * math.pi / period, offset0, **given)
 
