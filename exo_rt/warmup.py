@@ -79,13 +79,6 @@ class Context:
                 "controller": str(self.top.controller.source)}
 
     @cached_property
-    def cycle(self):
-        """The controller's cycle, as :func:`exo_rt.runtime.cycle.build` makes it for a run."""
-        from exo_rt.runtime import cycle as cy
-        t = self.top
-        return cy.build(t.robot, t.exo, t.controller, t.safety, dt=1.0 / t.rate_hz)
-
-    @cached_property
     def plant(self):
         """The configured plant model, as the simulated bus makes it."""
         from exo_rt.sim import plants
@@ -94,26 +87,27 @@ class Context:
 
 
 # ---------------------------------------------------------------- the components
-# In the order the pool takes them: the run's, the cycle (the longest) first; last what compiles
-# the cycle into itself (at once with 'cycle', a second process would compile it a second time)
+# In the order the pool takes them: the run's, the longest first (the cycle's step, the plant);
+# the law after the plant (their rigid-body dynamics compile once in that process)
 @entry("cycle", "controller")
 def _cycle(c: Context) -> None:
-    """The cycle in every state, and in one call, its buses Python's — on the passive law (a
-    step for any law: the table is typed by the laws' signature); the run's law compiles
-    meanwhile in another process (entry 'law'; this entry: 12.1 → 10.4 s cold)."""
+    """The cycle's step in every state, on the passive law: every law's step (their table is
+    typed by their signature); the run's law and the one call compile in 'law', 'cycle.call'."""
     from exo_rt.runtime import cycle as cy
-    from exo_rt.runtime import cycle_call
-    t, passive = c.top, replace(c.top.controller, law="passive")
+    t, gains = c.top, c.top.controller.gains.copy()
+    gains["assist"] = 0.0  # (the wearer's torque too compiles in entry 'law': no dynamics here)
+    passive = replace(t.controller, law="passive", gains=gains)
     cyc = cy.build(t.robot, t.exo, passive, t.safety, dt=1.0 / t.rate_hz)
     cy.warm(cyc)
     cyc.fresh().set_hist(np.zeros((1, cyc.width)))  # as a run keeps its history
-    cycle_call.warm_up(cyc.model, cyc.data, [])
 
 
-@entry("law", "controller", per_law=True)
-def _law(c: Context) -> None:
-    from exo_rt.control import registry
-    registry.table(c.top.controller.law)  # the run's law, compiled into its own table
+@entry("plant", "plant", per_plant=True)
+def _plant(c: Context) -> None:
+    p = c.plant  # a step at zero current, as the simulated bus does before serving frames
+    p.reset(np.zeros(p.n_joints))  # at rest in equilibrium, as the simulated bus opens it
+    p.step(np.zeros_like(p.cmd))
+    p.reset(np.zeros(p.n_joints))
 
 
 @entry("bus.pdo", "controller")
@@ -129,6 +123,20 @@ def _board(c: Context) -> None:
     link.warm_up()  # a link on a descriptor, as a run's: its poll is compiled code
 
 
+@entry("cycle.call", "controller")
+def _cycle_call(c: Context) -> None:
+    from exo_rt.runtime import cycle_call
+    cycle_call.warm_up([])  # the one call, its buses Python's (lockstep, python-can ports)
+
+
+@entry("law", "controller", per_law=True)
+def _law(c: Context) -> None:
+    from exo_rt.control import registry
+    from exo_rt.runtime import cycle as cy
+    registry.table(c.top.controller.law)  # the run's law, compiled into its own table
+    cy.wearer_function()  # and the wearer's torque (assistance), a function of its signature
+
+
 @entry("gait_phase", "controller")
 def _gait_phase(c: Context) -> None:
     from exo_rt.control import trajectory
@@ -139,14 +147,6 @@ def _gait_phase(c: Context) -> None:
 def _timing(c: Context) -> None:
     from exo_rt.runtime.loop import TimingStats
     TimingStats().warm_up()  # the scheduler's histograms
-
-
-@entry("plant", "plant", per_plant=True)
-def _plant(c: Context) -> None:
-    p = c.plant  # a step at zero current, as the simulated bus does before serving frames
-    p.reset(np.zeros(p.n_joints))  # at rest in equilibrium, as the simulated bus opens it
-    p.step(np.zeros_like(p.cmd))
-    p.reset(np.zeros(p.n_joints))
 
 
 @entry("dynamics", "dynamics")
@@ -184,7 +184,7 @@ def _cycle_buses(c: Context) -> None:
     """The one compiled call reading and writing CiA 402 buses (real time; others: Python's)."""
     from exo_rt.runtime import cycle_call
     if all(b.protocol == "cia402" for b in c.top.buses):
-        cycle_call.warm_up(c.cycle.model, c.cycle.data, [len(b.drives) for b in c.top.buses])
+        cycle_call.warm_up([len(b.drives) for b in c.top.buses])
 
 
 @entry("mil", "sim", per_plant=True)

@@ -145,7 +145,7 @@ def _valid_body(kind, raw, plen):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _frame(enc, n, st, other, raw, contact):
     """One delimited frame: checked, counted, and applied to the board's state."""
     m = _cobs(enc, n, raw)

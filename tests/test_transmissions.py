@@ -14,7 +14,7 @@ from exo_rt.dynamics import Dynamics
 from exo_rt.dynamics.couplings import coupling_matrix, released
 from exo_rt.model.topology import JointSpec, LinkSpec, build_mechanism
 from exo_rt.model.transmission import HarmonicDrive, Motor, Transmission
-from tests.pinref import TreeTwin, assert_close
+from tests.pinref import TreeTwin, assert_close, pin
 
 
 def _box_inertia(rng, mass):
@@ -28,8 +28,10 @@ def _unit(rng):
     return v / np.linalg.norm(v)
 
 
-def random_tree_with_rotors(seed: int):
-    """A random tree (branches out of depth-first order) with rotors on random joints."""
+def random_tree_with_rotors(seed: int, *, rotor_com: float = 0.0, under_rotor: bool = False):
+    """A random tree (branches out of depth-first order) with rotors on random joints: their
+    centres of mass ``rotor_com`` (m, s.d.) off their axes, ``under_rotor``: a body hung on
+    each rotor on a joint of its own (a body below the rotor)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 9))
     links = [LinkSpec("base", 2.0, np.zeros(3), np.eye(3) * 0.01)]
@@ -51,12 +53,18 @@ def random_tree_with_rotors(seed: int):
         k = -ratio if rng.random() < 0.7 else ratio
         mr = float(rng.uniform(0.05, 0.3))
         jz = float(rng.uniform(1e-5, 5e-5))  # a disc: axial m r²/2, transverse ≥ m r²/4
-        links.append(LinkSpec(f"rotor{i}", mr, np.zeros(3), np.diag([0.6 * jz, 0.6 * jz, jz])))
+        links.append(LinkSpec(f"rotor{i}", mr, rng.normal(0, rotor_com, 3) if rotor_com else
+                              np.zeros(3), np.diag([0.6 * jz, 0.6 * jz, jz])))
         joints.append(JointSpec(f"rotor{i}_joint", "revolute", joints[i - 1].parent, f"rotor{i}",
                                 rng.normal(0, 0.1, 3), rng.uniform(-np.pi, np.pi, 3),
                                 np.array([0.0, 0.0, 1.0]), mimic=(f"j{i}", k, 0.0)))
         transmissions.append(Transmission(f"j{i}", f"rotor{i}_joint", f"rotor{i}", k,
                                           HarmonicDrive(ratio=ratio), motor))
+        if under_rotor:
+            links.append(LinkSpec(f"disc{i}", 0.02, rng.normal(0, 0.01, 3), np.eye(3) * 1e-6))
+            joints.append(JointSpec(f"disc{i}_joint", "revolute", f"rotor{i}", f"disc{i}",
+                                    rng.normal(0, 0.02, 3), rng.uniform(-np.pi, np.pi, 3),
+                                    np.array([0.0, 0.0, 1.0])))
     g = _unit(rng) * 9.81
     mech = build_mechanism(f"rotors{seed}", links, joints, g, "test",
                            transmissions=tuple(transmissions))
@@ -105,6 +113,25 @@ def test_reflected_inertia_on_the_diagonal():
         assert diff[j, j] == pytest.approx(j_axial * tr.ratio**2, rel=1e-10)
         others = np.delete(np.delete(diff, j, 0), j, 1)
         assert np.max(np.abs(others)) < 1e-9 * np.max(np.abs(m_with))
+
+
+@pytest.mark.parametrize("under_rotor", [False, True])
+def test_rotor_inertias_equal_pinocchio(under_rotor):
+    """What the cycle feeds forward per joint, k²·I_rotor — in closed form for a rotor with
+    nothing below it (the parallel-axis theorem), by the mass-matrix kernel otherwise —
+    against Pinocchio's mass matrix of the unconstrained tree at the rotor's coordinate."""
+    from exo_rt.control.config import rotor_inertias
+
+    for seed in range(8):
+        _rng, mech = random_tree_with_rotors(seed, rotor_com=0.01, under_rotor=under_rotor)
+        twin = TreeTwin(mech)
+        m = pin.crba(twin.model, twin.data, np.zeros(twin.model.nq))
+        expected = np.zeros(mech.nq)
+        for tr in mech.transmissions:
+            col = twin.model.idx_qs[twin.model.getJointId(tr.rotor_joint)]
+            expected[mech.joint_index(tr.joint)] = tr.multiplier**2 * m[col, col]
+        assert_close(rotor_inertias(mech), expected, 1e-9, f"k²·I_rotor, seed {seed}")
+        assert np.count_nonzero(expected) == len(mech.transmissions)
 
 
 def test_released_mechanism_frees_the_rotors():

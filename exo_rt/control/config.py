@@ -156,19 +156,33 @@ def _estimate(est: PhaseEstimate, nodes: dict, mech: Mechanism) -> PhaseEstimate
 
 
 def rotor_inertias(mech: Mechanism) -> np.ndarray:
-    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint."""
+    """k²·I_rotor (kg·m²) per joint: each rotor's own inertia about its axis, at the joint —
+    the released tree's mass-matrix diagonal at the rotor's coordinate. A rotor without
+    bodies below it (every shipped one) in closed form: aᵀ(I_G + m(|c|²E − c cᵀ))a of its
+    body (inertia I_G about its centre of mass c, axis a, all in its frame; the parallel-axis
+    theorem), so that a cycle's set-up compiles no dynamics; otherwise the mass-matrix
+    kernel's."""
     from exo_rt.dynamics import kernels
     from exo_rt.dynamics.couplings import released
 
     out = np.zeros(mech.nq)
     if not mech.transmissions or mech.closure is not None:
         return out
-    plant = released(mech)
-    m = np.zeros((plant.nq, plant.nq))  # the cycle's own mass-matrix kernel, not the facade
-    kernels.mass_matrix(*kernels.model_and_data(plant), np.zeros(plant.nq), m)
-    for tr in mech.transmissions:
-        r = plant.joint_names.index(tr.rotor_joint)
-        out[mech.joint_names.index(tr.joint)] = tr.multiplier**2 * m[r, r]
+    bodies = [mech.tree_joint_names.index(tr.rotor_joint) for tr in mech.transmissions]
+    if any(np.any(mech.parent == b) for b in bodies):  # a body below a rotor
+        plant = released(mech)
+        m = np.zeros((plant.nq, plant.nq))  # the cycle's own mass-matrix kernel
+        kernels.mass_matrix(*kernels.model_and_data(plant), np.zeros(plant.nq), m)
+        diag = [m[r, r] for r in (plant.joint_names.index(tr.rotor_joint)
+                                  for tr in mech.transmissions)]
+    else:
+        diag = []
+        for b in bodies:
+            a, c = mech.axis[b], mech.com[b]
+            about = mech.inertia[b] + mech.mass[b] * (c @ c * np.eye(3) - np.outer(c, c))
+            diag.append(float(a @ about @ a))
+    for tr, d in zip(mech.transmissions, diag, strict=True):
+        out[mech.joint_names.index(tr.joint)] = tr.multiplier**2 * d
     return out
 
 

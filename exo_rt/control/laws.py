@@ -119,7 +119,7 @@ def friction_acceleration(opts, qddr, scratch):
     return zero
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _integrate(m, d):
     """∫e dt with clamping anti-windup: frozen while the output saturates (unless e unwinds
     it), and bounded so that K_i·∫e stays within the gains' ``i_limit``."""

@@ -207,7 +207,9 @@ def code(name: str) -> int:
     return get(name).code
 
 
-def _compiled(fn: Callable):
+def compiled(fn: Callable):
+    """``fn(m, d)`` — a function of the laws' signature — compiled as a numba ``cfunc`` (cached
+    on disk where its source is in a file): what a table, or a cycle model's field, holds."""
     cache = inspect.getsourcefile(fn) is not None  # (a law typed at a prompt: no cache)
     with warnings.catch_warnings():  # numba calls first-class function types experimental
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
@@ -231,8 +233,9 @@ def _not_compiled(m, d):
 
 
 @functools.cache
-def _stand_in():
-    return _compiled(_not_compiled)
+def stand_in():
+    """The compiled stand-in: NaN torques (a fault, were it ever called)."""
+    return compiled(_not_compiled)
 
 
 def table(*names: str):
@@ -245,10 +248,10 @@ def table(*names: str):
     wanted = set(names) if names else set(laws)
     for name in wanted:
         if name not in _compiled_laws:
-            _compiled_laws[name] = _compiled(laws[name].torque)
+            _compiled_laws[name] = compiled(laws[name].torque)
     key = tuple(name in wanted for name in laws)
     if key not in _tables:
-        functions = tuple(_compiled_laws[name] if name in wanted else _stand_in()
+        functions = tuple(_compiled_laws[name] if name in wanted else stand_in()
                           for name in laws)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)

@@ -80,13 +80,13 @@ def _cross(ax, ay, az, bx, by, bz):
     return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _dims(model):
     nb = model.shape[0] - 1
     return nb, int(model[nb, HDR_NQ])
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _check(nq, x):
     if x.shape[0] != nq:
         raise ValueError("array length differs from the mechanism's number of coordinates")
@@ -174,7 +174,7 @@ def positions(model, data, q):
         _body_inertia(model, w, i)
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _body_inertia(model, w, i):
     """World COM c = r + A·com and J_G = A · I · Aᵀ of body i (after its frame is known)."""
     oi = i * W_WIDTH
@@ -204,7 +204,7 @@ def _body_inertia(model, w, i):
             w[oi + W_JG + 3 * c + r] = v
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _rnea_pass(model, data, q, v, a, vscale, ascale, gscale, out):
     """τ = R_zᵀ Σ bᵀ(M̄Ż − Q̄) for velocities v·vscale, accelerations a·ascale, gravity·gscale."""
     nb, nq = _dims(model)

@@ -25,6 +25,7 @@ Its arguments are two records, Pinocchio's split (:mod:`exo_rt.structs`), made o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -116,6 +117,7 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
     ("transmissions", structs.records(laws.TRANSMISSION)),  # per joint
     ("coeffs", structs.MAT),  # the gait's Fourier rows per joint (rad)
     ("thermal", structs.records(thermal.THERMAL)),  # per joint: the winding's thermal model
+    ("wearer", registry.FUNCTION),  # wearer_torque compiled (a NaN stand-in without assist)
 ], _new_model)
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
@@ -219,13 +221,14 @@ def _reference(state, m, d):
             qddr[j] = 0.0
 
 
-@njit(cache=True, inline="always")
-def wearer_torque(m, d):
-    """The wearer's own torque along the reference (N·m), for assistance: the inverse
-    dynamics of the whole leg less those of the exoskeleton alone at (q_r, q̇_r, q̈_r) — what
-    the wearer's own limbs take to follow it (the ``transparent`` law adds the fraction
-    ``assist`` of it)."""
-    lm, ld = m.law, d.law
+def wearer_torque(lm, ld):
+    """The wearer's own torque along the reference (N·m) into ``ld.assist``, for assistance:
+    the inverse dynamics of the whole leg less those of the exoskeleton alone at (q_r, q̇_r,
+    q̈_r) — what the wearer's own limbs take to follow it (the ``transparent`` law adds the
+    fraction ``assist`` of it). A function of the laws' signature (the law's model and data),
+    compiled as theirs are (:func:`wearer_function`) and called through the cycle model's
+    ``wearer``: the step compiles without the rigid-body dynamics, which the law's process
+    compiles anyway."""
     n = ld.q.shape[0]
     t_exo = ld.scratch[n + 3]
     kernels.inverse_dynamics(lm.model, ld.data, ld.qr, ld.qdr, ld.qddr, ld.assist)
@@ -234,11 +237,17 @@ def wearer_torque(m, d):
         ld.assist[j] -= t_exo[j]
 
 
+@functools.cache
+def wearer_function():
+    """:func:`wearer_torque` compiled (a ``cfunc`` of the laws' signature, cached on disk)."""
+    return registry.compiled(wearer_torque)
+
+
 @njit(cache=True, inline="always")
 def command(m, d):
     """The law's torque and the motor currents for it, through the transmission."""
     if m.p[0].assist:
-        wearer_torque(m, d)
+        m.wearer(m.law, d.law)
     laws.law_torque(m.laws, m.law, d.law)
     v = d.v
     laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
@@ -311,7 +320,7 @@ def check(m, d):
                 v[V_Q_HOLD, j] = q[j]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, python=False)
 def _record(d, row):
     s, v, flags = d.s[0], d.v, d.flags
     n = v.shape[1]
@@ -390,7 +399,7 @@ def _figures(state, d):
     s.cycles += 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, no_cfunc_wrapper=False)  # (its C wrapper: called through its address)
 def step(m, d):
     """One cycle's numbers, from the measurements in ``d.v`` to the currents in
     ``d.v[V_CUR]`` (and the record, the summary's figures)."""
@@ -416,6 +425,27 @@ def step(m, d):
         _safe_command(m, d)
     _keep(d)
     _figures(state, d)
+
+
+STEP_SIGNATURE = types.void(CYCLE_MODEL, CYCLE_DATA)
+STEP = types.FunctionType(STEP_SIGNATURE)  # step's type as a first-class function value
+
+
+class _StepValue(types.WrapperAddressProtocol):
+    """:func:`step` as a first-class function value (numba's wrapper-address protocol): the
+    one compiled call (:func:`exo_rt.runtime.cycle_call.run`) calls it through its address,
+    so that it compiles apart from the step — in another process at once — and its machine
+    code holds no second copy of the step's (a cold start's 2.8 s of compiling)."""
+
+    def __wrapper_address__(self) -> int:
+        cres = step.get_compile_result(STEP_SIGNATURE)  # (compiled or loaded first if not)
+        return cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+
+    def signature(self):
+        return STEP_SIGNATURE
+
+
+STEP_VALUE = _StepValue()
 
 
 @njit(cache=True)
@@ -560,8 +590,9 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     transmissions = transmission_rows(robot, cfg)
     table = registry.table(cfg.law)  # the cycle's law compiled, the rest not
     windings = thermal.thermal_rows(robot, safety_cfg)
+    wearer = wearer_function() if p[0]["assist"] else registry.stand_in()
     m = CycleModel(law=lm, laws=table, p=p, limits=limits, sopts=sopts,
-                   transmissions=transmissions, coeffs=coeffs, thermal=windings)
+                   transmissions=transmissions, coeffs=coeffs, thermal=windings, wearer=wearer)
     structs.check(m, CYCLE_MODEL, "cycle model")
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)

@@ -85,7 +85,7 @@ class CycleArgsType(_Bundle):
 
 
 class CycleArgs(structref.StructRefProxy):
-    """:func:`whole_cycle`'s arguments in one object, for :func:`run` (made by :func:`prepare`)."""
+    """:func:`run`'s arguments in one object (made by :func:`prepare`)."""
 
 
 @structref.register
@@ -105,8 +105,11 @@ BUS_FIELDS = ("rx", "tx", "tap", "model", "data", "current")
 structref.define_proxy(BusArgs, BusArgsType, list(BUS_FIELDS))
 
 
+# the last field, the step (cy.STEP_VALUE), prepare adds: run calls cy.step through its
+# address, so that the step compiles apart (another process may compile it meanwhile) and
+# its machine code is not emitted a second time into run's
 FIELDS = ("board", "status_time", "buses", "model", "data", "rec_header", "rec_capacity", "io",
-          "ts", "phase_state")
+          "ts", "phase_state", "step")
 structref.define_proxy(CycleArgs, CycleArgsType, list(FIELDS))
 
 
@@ -121,36 +124,39 @@ def _bus_bundle(*fields):
 
 
 def prepare(args: tuple) -> CycleArgs:
-    """:func:`whole_cycle`'s arguments (in :data:`FIELDS`' order; ``buses`` a tuple of
-    :meth:`~exo_rt.bus.drives.Drives.compiled_cycle` tuples, or None with ``board`` None: both
-    Python's) as one :class:`CycleArgs`, and
-    :func:`run` for it compiled — or loaded from numba's cache — now: before the drives are
-    enabled, whose heartbeat watchdog would not wait for a compiler."""
-    args = list(args)
-    i = FIELDS.index("buses")
-    if args[i] is not None:  # (None: the buses are Python's, and the board too)
-        args[i] = tuple(_bus_bundle(*bus) for bus in args[i])
+    """:func:`run`'s arguments (in :data:`FIELDS`' order but the step, which this adds;
+    ``buses`` a tuple of :meth:`~exo_rt.bus.drives.Drives.compiled_cycle` tuples, or None
+    with ``board`` None: both Python's) as one :class:`CycleArgs`, and :func:`run` for it
+    compiled — or loaded from numba's cache — now: before the drives are enabled, whose
+    heartbeat watchdog would not wait for a compiler."""
+    args = _bundled_buses(args) + [cy.STEP_VALUE]
     bundle = _bundle(*args)
     run.compile((numba.typeof(bundle),))
     return bundle
 
 
-@njit(cache=True)
-def run(a):
-    """:func:`whole_cycle` on its arguments bundled (:class:`CycleArgs`): the cycle's one
-    call."""
-    return whole_cycle(a)
+def _bundled_buses(args: tuple) -> list:
+    args = list(args)
+    i = FIELDS.index("buses")
+    if args[i] is not None:  # (None: the buses are Python's, and the board too)
+        args[i] = tuple(_bus_bundle(*bus) for bus in args[i])
+    return args
 
 
-def warm_up(model, data, drives: list[int]) -> None:
-    """Compile :func:`run` ahead of a run for a controller's cycle (``model``, ``data``:
-    :func:`exo_rt.runtime.cycle.build`'s) and CiA 402 buses of ``drives[b]`` drives each (on
-    no socket; the types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the
-    compiled cycle depends on the number of buses, not of drives; none: the buses are
-    Python's)."""
+def warm_up(drives: list[int]) -> None:
+    """Compile :func:`run` ahead of a run — from its arguments' types: neither a cycle nor
+    its step is made or compiled here (``cy.warm`` compiles the step, maybe in another
+    process meanwhile) — for CiA 402 buses of ``drives[b]`` drives each (on no socket; the
+    types are a real bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; the compiled cycle
+    depends on the number of buses, not of drives; none: the buses are Python's)."""
     buses = tuple(pdo_cycle.io_arguments(n, fastio.WIRE_UDP) for n in drives) or None
-    prepare((no_board() if buses else None, np.zeros(1), buses, model, data, NO_RECORDS, 0,
-             np.zeros(IO_WIDTH), np.zeros(2, np.int64), np.zeros(3)))
+    args = _bundled_buses((no_board() if buses else None, np.zeros(1), buses, None, None,
+                           NO_RECORDS, 0, np.zeros(IO_WIDTH), np.zeros(2, np.int64),
+                           np.zeros(3)))
+    fields = [numba.typeof(v) for v in args] + [cy.STEP]
+    fields[FIELDS.index("model")], fields[FIELDS.index("data")] = cy.CYCLE_MODEL, cy.CYCLE_DATA
+    _bundle.compile((types.BaseTuple.from_types(fields),))  # (its *fields: one tuple)
+    run.compile((CycleArgsType(list(zip(FIELDS, fields, strict=True))),))
 
 
 def no_board() -> tuple:
@@ -162,7 +168,7 @@ def no_board() -> tuple:
             *fd.new_state(), 200.0)
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def record_slot(header, capacity):
     """The recording ring's row for this cycle (:class:`exo_rt.record.rings.RecordRing`'s
     ``slot_index``): ``capacity`` — the spare row, never published — when the ring is full."""
@@ -172,7 +178,7 @@ def record_slot(header, capacity):
     return head % capacity
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def record_commit(header, capacity, slot):
     """The row is written: publish it (the head is stored after the row), or count it lost."""
     if slot == capacity:
@@ -257,7 +263,7 @@ def _poll_impl(a, now):
     return impl
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _start(a):
     """The cycle's start: its clock, the deadline of the frames in, the board's poll (compiled
     on a descriptor; else handed to Python: :data:`BACK_POLL`)."""
@@ -288,7 +294,7 @@ def _start(a):
     return BACK_DONE
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _frames_in(a):
     """Every bus's frames in, bus after bus (compiled; or all Python's: :data:`BACK_COLLECT`,
     after which Python sets ``io[IO_STAGE]`` on)."""
@@ -299,7 +305,7 @@ def _frames_in(a):
     return _gather(a)
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _inputs(a):
     """The cycle's inputs: its time, in RUN the stride period (with ``reference.phase:
     events``, the wearer's heel strikes'), the feedback's sample time, the history's row."""
@@ -316,7 +322,7 @@ def _inputs(a):
     s.hist = k if k < d.hist.shape[0] else -1.0
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _frames_out(a):
     """Every bus's commands, SYNC and heartbeat out (compiled, each bus's in one system call,
     bus after bus; or Python's: :data:`BACK_SEND`) — the power stages off once SAFE has
@@ -330,7 +336,7 @@ def _frames_out(a):
 
 
 @njit(cache=True)
-def whole_cycle(a):
+def run(a):
     """One cycle (or the rest of one, from ``io[IO_STAGE]``); returns :data:`BACK_DONE`, or
     what Python must do (``BACK_*``; then it calls again, except after :data:`BACK_SEND`,
     the cycle's last step).
@@ -355,7 +361,7 @@ def whole_cycle(a):
     if a.rec_capacity > 0:
         slot = record_slot(a.rec_header, a.rec_capacity)
         d.s[0].slot = slot
-    cy.step(a.model, d)
+    a.step(a.model, d)  # (cy.step, called through its address: compiled apart)
     if a.rec_capacity > 0:
         record_commit(a.rec_header, a.rec_capacity, slot)
     io[IO_T_KERNEL] = fastio.monotonic(a.ts)

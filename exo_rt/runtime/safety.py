@@ -185,7 +185,7 @@ def check(m, d):
         out[0] = OVERRUN
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def safe_action(action, q, qd, q_hold, damping, stiffness, fraction, tau):
     """The reaction's joint torque, scaled by ``fraction`` (1 → 0 over the ramp)."""
     for j in range(q.shape[0]):

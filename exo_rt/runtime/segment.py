@@ -49,7 +49,7 @@ def _shape(x):
             60.0 * x * (1.0 - x) * (1.0 - 2.0 * x))
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def fourier(rows, j, phase):
     """The gait's Fourier series of joint ``j`` at phase φ (strides): the angle (rad) and its
     first two derivatives per stride (rad/stride, rad/stride²)."""
@@ -201,7 +201,7 @@ def _gait(s, v, n, dt, gaits, offsets):
         v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)  # (its own kernel: inlined, the step's compile copied its IR level by level)
 def reference(s, v, gaits, offsets, dt):
     """The reference of the segment in the cycle's data (RUN): q_r, q̇_r, q̈_r into ``v``."""
     n = v.shape[1]

@@ -155,7 +155,7 @@ def twist(transmissions, t, q):
     return q[int(transmissions[t, T_JOINT])] - q[r] / k - e, 1.0 / k + de
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _forces(transmissions, state, q, v, tq, out):
     """Generalized forces (N·m) of flexsplines, motors, sliding WG friction and ST_EXT.
 
@@ -185,7 +185,7 @@ def _brake(transmissions, state, t):
     return transmissions[t, T_MOTOR + M_BRAKE] if state[ST_ON, t] < 0.5 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _lock_mask(transmissions, state, n, mask):
     """mask[i] = 1.0 for the coordinates held this sub-step (user locks and stuck rotors)."""
     for i in range(n):
@@ -196,7 +196,7 @@ def _lock_mask(transmissions, state, n, mask):
 
 
 # ------------------------------------------------------------------ dynamics with locks
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _accelerations(model, data, transmissions, state, q, v, scratch, acc):
     """q̈ with the locked coordinates held (q̈ = 0 there): M_ff a_f = Q_f − h_f.
 
@@ -239,7 +239,7 @@ def _reaction(scratch, n, acc, r):
     return need
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _stick_or_slip(model, data, transmissions, state, q, v, scratch, acc):
     """Decide which rotors stick this sub-step; leaves the stage-1 accelerations in acc.
 
@@ -279,7 +279,7 @@ def _stick_or_slip(model, data, transmissions, state, q, v, scratch, acc):
         _accelerations(model, data, transmissions, state, q, v, scratch, acc)
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _rk4(model, data, transmissions, state, q, v, dt, scratch):
     """One classical RK4 step on (q, v), the first stage already in X_A1; locks hold."""
     n = q.shape[0]
@@ -315,7 +315,7 @@ def _rk4(model, data, transmissions, state, q, v, dt, scratch):
 
 
 # ------------------------------------------------------------------ one sub-step, one period
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _current_slopes(transmissions, state, cmd, v, acc, h, scratch):
     """Rate (A/s) at which each target moves over the step: the voltage limit follows the rotor
     speed, predicted as ω_r + q̈_r·τ from the first stage."""
@@ -328,7 +328,7 @@ def _current_slopes(transmissions, state, cmd, v, acc, h, scratch):
         scratch[x0 + X_IS, t] = (end - scratch[x0 + X_IT, t]) / h
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _stage_currents(transmissions, state, scratch, n, tau):
     """Motor currents at time τ (s) into the step: the loop's exact response to a target
     i*(τ) = i*₀ + s·τ, i(τ) = i*(τ) − s/ω_c + (i₀ − i*₀ + s/ω_c)·exp(−ω_c τ) — every RK4
@@ -341,7 +341,7 @@ def _stage_currents(transmissions, state, scratch, n, tau):
         state[ST_I, t] = target + slope * tau - lag + (i0 - target + lag) * math.exp(-wc * tau)
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _end_substep(transmissions, state, q, v, tw0):
     """End of a (partial) sub-step: a sliding rotor (with dry friction) whose velocity
     reversed stops and sticks; Dahl's hysteresis torque follows the sub-step's twist
@@ -357,7 +357,7 @@ def _end_substep(transmissions, state, q, v, tw0):
                                             transmissions[t, T_DRIVE:T_MOTOR])
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _first_reversal(transmissions, state, v0, v):
     """(θ, t): the earliest fraction θ of the last step at which a sliding rotor's velocity
     (linear between v0 and v) crossed zero against its direction, and which; (1.0, −1): none."""
@@ -374,7 +374,7 @@ def _first_reversal(transmissions, state, v0, v):
     return theta, first
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _begin(transmissions, state, cmd, q, v, scratch):
     """Start of a (partial) sub-step: per transmission, the start current and the value the
     loop tends to over the sub-step (A) — the command within the drive's and the supply's
@@ -396,7 +396,7 @@ def _begin(transmissions, state, cmd, q, v, scratch):
             state[ST_DIR, t] = 1.0 if v[r] > 0.0 else -1.0
 
 
-@njit(cache=True)
+@njit(cache=True, python=False)
 def _restore(transmissions, state, q, v, scratch):
     """Back to the state at the start of the last RK4 step (positions, velocities, currents)."""
     x0 = 2 * q.shape[0]
