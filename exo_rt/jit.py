@@ -9,6 +9,13 @@ lowered, optimised and emitted for nothing: 2–6 % of a cold start's compiling
 (docs/performance.md, "Start-up"). A kernel that is to be passed as a value says
 ``no_cfunc_wrapper=False``.
 
+A kernel can also be compiled apart and called through its address (:func:`address`,
+:func:`call_at`): its callers then compile without it — numba would optimise and emit the
+callee's machine code again inside every caller's, level by level — and another process may
+compile it meanwhile. The address is this process's; the caller reads it from an array the
+object that owns the kernel fills when it is made (the plant's accelerations: the plant's
+step and its RK4 stages are ~1.5 s of a cold start less).
+
 One option is this project's: ``python=False`` compiles a kernel that only compiled code
 calls (a step's parts) without the wrapper through which Python calls it — numba's
 ``no_cpython_wrapper``: its arguments' unboxing and its result's boxing, lowered, optimised
@@ -24,9 +31,11 @@ cycle, the dynamics against Pinocchio).
 
 from __future__ import annotations
 
-from numba import config
+from numba import config, types
 from numba import njit as _njit
+from numba.core import cgutils
 from numba.core.registry import CPUDispatcher
+from numba.extending import intrinsic
 
 
 class CompiledCallersOnly(CPUDispatcher):
@@ -57,3 +66,37 @@ def njit(*args, python: bool = True, **options):
             disp.enable_caching()
         return disp
     return compile_later
+
+
+def address(kernel, argtypes: tuple) -> int:
+    """Where ``kernel`` (an ``njit`` function returning nothing), compiled — or loaded from the
+    cache — for the numba types ``argtypes``, starts in this process: what :func:`call_at`
+    calls. A float64 holds it exactly (user-space addresses are below 2⁵³)."""
+    kernel.compile(tuple(argtypes))
+    cres = kernel.overloads[tuple(argtypes)]
+    if cres.signature.return_type != types.none:
+        raise TypeError(f"{kernel.py_func.__qualname__} returns a value: call_at calls "
+                        "kernels that return nothing")
+    addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    if not 0 < addr < 2**53:
+        raise RuntimeError(f"{kernel.py_func.__qualname__}: no address ({addr})")
+    return addr
+
+
+@intrinsic
+def call_at(typingctx, addr, *args):
+    """``call_at(addr, *args)`` in compiled code: the kernel at ``addr`` (:func:`address`, for
+    exactly these argument types) called with ``args`` — numba's own calling convention, its
+    exceptions propagated; the caller's code holds none of the callee's."""
+    argtypes = tuple(args)
+    sig = types.void(addr, types.StarArgTuple.from_types(argtypes))
+
+    def codegen(context, builder, signature, llargs):
+        fnty = context.call_conv.get_function_type(types.none, argtypes)
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        values = cgutils.unpack_tuple(builder, llargs[1], len(argtypes))
+        status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes, values)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+    return sig, codegen

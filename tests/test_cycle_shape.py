@@ -79,7 +79,8 @@ def _calls(path: Path) -> set[str]:
 def test_every_user_runs_the_one_step():
     """The controller (its compiled cycle), model-in-the-loop and the bench call the cycle's
     step and estimate; replay runs the controller itself; nothing else estimates velocity."""
-    assert "cy.step" in _calls(PKG / "runtime" / "cycle_call.py")
+    one_call = PKG / "runtime" / "cycle_call.py"  # (it calls cy.step through its address)
+    assert "a.step" in _calls(one_call) and "cy.STEP_VALUE" in one_call.read_text()
     assert "cy.step" in _calls(PKG / "sim" / "mil.py")
     bench = {c.rsplit(".", 1)[-1] for c in _calls(PKG / "hil" / "bench.py")}
     assert bench & {"step", "estimate"}, "the bench measures through the cycle"

@@ -1,11 +1,13 @@
-"""exo_rt.jit: a kernel compiled for compiled callers only (``njit(python=False)``)."""
+"""exo_rt.jit: a kernel compiled for compiled callers only (``njit(python=False)``), and one
+called through its address (``address``, ``call_at``)."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
-from exo_rt.jit import CompiledCallersOnly, njit
+from exo_rt.jit import CompiledCallersOnly, address, call_at, njit
 
 
 @njit(python=False)
@@ -35,3 +37,39 @@ def test_compiled_callers_reach_it_and_python_gets_a_clear_error():
 def test_a_signature_is_refused():
     with pytest.raises(TypeError, match="keyword options only"):
         njit("f8(f8)", python=False)
+
+
+@njit(python=False)
+def _scaled(a, k, out):
+    if k < 0.0:
+        raise ValueError("negative scale")
+    for i in range(a.shape[0]):
+        out[i] = k * a[i]
+
+
+@njit
+def _through(addr, a, k, out):
+    call_at(addr, a, k, out)
+
+
+def test_a_kernel_called_at_its_address():
+    """What the plant's step does with its accelerations: the callee compiled apart, called
+    through where it starts — the same numbers as a direct call, its exception propagated."""
+    a, out = np.array([1.0, -2.5, 4.0]), np.zeros(3)
+    addr = address(_scaled, (numba.typeof(a), numba.float64, numba.typeof(out)))
+    _through(addr, a, 2.0, out)
+    np.testing.assert_array_equal(out, [2.0, -5.0, 8.0])
+    with pytest.raises(ValueError, match="negative scale"):
+        _through(addr, a, -1.0, out)
+    with pytest.raises(TypeError, match="returns a value"):
+        address(_twice, (numba.float64,))
+
+
+def test_the_plant_refuses_a_scratch_without_its_accelerations(exo_leg):
+    from exo_rt.sim.plant import Plant, plant_step, scratch_shape
+
+    plant = Plant(exo_leg)
+    args = list(plant.args)
+    args[-1] = np.zeros(scratch_shape(plant.mech.nq))  # (not new_scratch: no address)
+    with pytest.raises(ValueError, match="new_scratch"):
+        plant_step(*args)

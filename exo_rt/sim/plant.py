@@ -79,7 +79,7 @@ from exo_rt.actuators.motor import (
 )
 from exo_rt.dynamics import kernels
 from exo_rt.dynamics.couplings import released
-from exo_rt.jit import njit
+from exo_rt.jit import address, call_at, njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.plants import (
@@ -121,7 +121,8 @@ X_Q0, X_V0, X_QS, X_VS, X_V2, X_V3 = 6, 7, 8, 9, 10, 11
 X_A1, X_A2, X_A3, X_A4 = 12, 13, 14, 15
 X_T, X_TW = 16, 17  # per transmission: transmitted torque T, twist at the sub-step's start
 X_I0, X_IT, X_IS = 18, 19, 20  # per transmission: current at the step's start, target, slope
-X_ROWS = 21
+X_FN = 21  # [0]: where this process's compiled _accelerations starts (exo_rt.jit.address)
+X_ROWS = 22
 
 
 def plant_arrays(mech: Mechanism, *, friction: bool = True, hysteresis: bool = True):
@@ -140,6 +141,16 @@ def plant_arrays(mech: Mechanism, *, friction: bool = True, hysteresis: bool = T
 def scratch_shape(n: int) -> tuple[int, int]:
     """Shape of the plant's scratch array for n plant coordinates (n ≥ transmissions)."""
     return (2 * n + X_ROWS, max(n, 1))
+
+
+def new_scratch(n: int) -> np.ndarray:
+    """The plant's scratch for n plant coordinates, zero but for where the accelerations'
+    kernel starts in this process (compiled or loaded now: the step calls it there)."""
+    scratch = np.zeros(scratch_shape(n))
+    model, vec, mat = plants.STEP_SIGNATURE.args[:3]
+    scratch[2 * n + X_FN, 0] = address(_accelerations, (model, vec, mat, mat, vec, vec, mat,
+                                                        vec))
+    return scratch
 
 
 # ------------------------------------------------------------------ forces of drives and motors
@@ -200,7 +211,9 @@ def _lock_mask(transmissions, state, n, mask):
 def _accelerations(model, data, transmissions, state, q, v, scratch, acc):
     """q̈ with the locked coordinates held (q̈ = 0 there): M_ff a_f = Q_f − h_f.
 
-    Leaves M (rows 0…n−1 of scratch), h (X_H) and Q (X_F) for :func:`_reaction`.
+    Leaves M (rows 0…n−1 of scratch), h (X_H) and Q (X_F) for :func:`_reaction`. Its callers
+    reach it through its address (:func:`_accelerations_at`): compiled apart, the rigid-body
+    dynamics in it are not optimised and emitted again in each of them.
     """
     n = q.shape[0]
     x0 = 2 * n
@@ -227,6 +240,13 @@ def _accelerations(model, data, transmissions, state, q, v, scratch, acc):
     kernels.cholesky_solve(mff[:nf, :nf], rhs[:nf], x[:nf])
     for a in range(nf):
         acc[int(free[a])] = x[a]
+
+
+@njit(cache=True, inline="always")
+def _accelerations_at(model, data, transmissions, state, q, v, scratch, acc):
+    """:func:`_accelerations`, called where :func:`new_scratch` says it starts."""
+    call_at(int(scratch[2 * q.shape[0] + X_FN, 0]), model, data, transmissions, state, q, v,
+            scratch, acc)
 
 
 @njit(cache=True, inline="always")
@@ -258,7 +278,7 @@ def _stick_or_slip(model, data, transmissions, state, q, v, scratch, acc):
             state[ST_STUCK, t] = 1.0
             v[r] = 0.0
     _lock_mask(transmissions, state, n, scratch[x0 + X_LOCKED])
-    _accelerations(model, data, transmissions, state, q, v, scratch, acc)
+    _accelerations_at(model, data, transmissions, state, q, v, scratch, acc)
     for _ in range(transmissions.shape[0]):
         worst = -1
         excess = 0.0
@@ -276,7 +296,7 @@ def _stick_or_slip(model, data, transmissions, state, q, v, scratch, acc):
         state[ST_STUCK, worst] = 0.0
         state[ST_DIR, worst] = -1.0 if push > 0.0 else 1.0  # friction supplied +need: it moves −
         _lock_mask(transmissions, state, n, scratch[x0 + X_LOCKED])
-        _accelerations(model, data, transmissions, state, q, v, scratch, acc)
+        _accelerations_at(model, data, transmissions, state, q, v, scratch, acc)
 
 
 @njit(cache=True, python=False)
@@ -295,17 +315,17 @@ def _rk4(model, data, transmissions, state, q, v, dt, scratch):
         qs[i] = q0[i] + 0.5 * dt * v0[i]
         vs[i] = v0[i] + 0.5 * dt * a1[i]
         v2[i] = vs[i]
-    _accelerations(model, data, transmissions, state, qs, vs, scratch, a2)
+    _accelerations_at(model, data, transmissions, state, qs, vs, scratch, a2)
     for i in range(n):
         qs[i] = q0[i] + 0.5 * dt * v2[i]
         vs[i] = v0[i] + 0.5 * dt * a2[i]
         v3[i] = vs[i]
-    _accelerations(model, data, transmissions, state, qs, vs, scratch, a3)
+    _accelerations_at(model, data, transmissions, state, qs, vs, scratch, a3)
     for i in range(n):
         qs[i] = q0[i] + dt * v3[i]
         vs[i] = v0[i] + dt * a3[i]
     _stage_currents(transmissions, state, scratch, n, dt)
-    _accelerations(model, data, transmissions, state, qs, vs, scratch, a4)
+    _accelerations_at(model, data, transmissions, state, qs, vs, scratch, a4)
     for i in range(n):
         if mask[i] > 0.5:
             v[i] = 0.0
@@ -441,6 +461,9 @@ def plant_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
     """
     q = state[ST_Q]
     v = state[ST_V]
+    if scratch[2 * q.shape[0] + X_FN, 0] == 0.0:
+        raise ValueError("the plant's scratch does not say where its accelerations start: "
+                         "make it with new_scratch(n)")
     h = dt / substeps
     for _ in range(substeps):
         _substep(model, data, transmissions, state, cmd, q, v, h, scratch)
@@ -510,7 +533,7 @@ class HarmonicDrivePlant(plants.PlantModel):
         self.n_joints = mech.nq
         self.model, self.data = kernels.model_and_data(self.mech)
         self.state = np.zeros((ST_ROWS, n))
-        self.scratch = np.zeros(scratch_shape(n))
+        self.scratch = new_scratch(n)
         self.cmd = np.zeros(n_tr)
         self._e2 = np.zeros(2)
         self._torques = np.zeros(n_tr)
