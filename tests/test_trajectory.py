@@ -92,3 +92,15 @@ def test_phase_from_heel_strikes_tracks_the_stride_period():
     assert trajectory.phase_from_events(state, 1.5 * 29 + 5.0) == pytest.approx(0.999)
     trajectory.phase_on_heel_strike(state, 1.5 * 29 + 0.05, 0.5, 3.0, 0.3)  # implausible: ignored
     assert state[trajectory.PH_PERIOD] == pytest.approx(1.5, rel=1e-3)
+
+
+def test_the_start_position_is_the_gait_at_phase_zero_bit_for_bit():
+    """What a cycle's set-up holds before RUN (computed in Python, not compiled) is the
+    reference's first sample, to the bit: sessions and replay start where the gait starts."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        coeffs = rng.normal(0.0, 0.3, (4, 1 + 2 * trajectory.MAX_HARMONICS))
+        coeffs[:, rng.integers(1, coeffs.shape[1], 3)] = 0.0  # (harmonics the gait skips)
+        q = np.zeros(4)
+        trajectory.gait(0.0, 1.1, coeffs, q, np.zeros(4), np.zeros(4))
+        assert trajectory.start_position(coeffs).tobytes() == q.tobytes()

@@ -142,12 +142,11 @@ def initial_temperatures(params: np.ndarray) -> np.ndarray:
     return temps
 
 
-@njit(cache=True)
-def reset(params, temps):
-    """Every node of ``temps`` (2, n) back to its joint's ambient (in place)."""
-    for j in range(params.shape[0]):
-        temps[WINDING, j] = params[j]["ambient"]
-        temps[HOUSING, j] = params[j]["ambient"]
+def reset(params, temps) -> None:
+    """Every node of ``temps`` (2, n) back to its joint's ambient (in place; set-up, from
+    Python: nothing to compile)."""
+    temps[WINDING] = params["ambient"]
+    temps[HOUSING] = params["ambient"]
 
 
 @njit(cache=True)

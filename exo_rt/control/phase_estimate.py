@@ -102,26 +102,16 @@ def hip_offset(coeffs_row: np.ndarray) -> float:
     return math.atan2(coeffs_row[1], coeffs_row[2]) % TWO_PI
 
 
-@njit(cache=True)
-def reset(p, st):
-    """The estimate at rest: frequency ``omega0``, the phase at the heel strike, no amplitude
-    learned yet (as the cycle starts; and again when RUN begins)."""
-    g = p[0]
-    e = st[0]
-    e.omega = g.omega0
-    e.offset = g.offset0
-    e.target = g.offset0
-    for i in range(HARMONICS):
-        e.phi[i] = ((i + 1) * g.offset0) % TWO_PI
-        e.alpha[i + 1] = 0.0
-    e.alpha[0] = 0.0
-    e.phase = 0.0
-    e.wrapped = 0.0
-    e.speed2 = 0.0
-    e.walking = 0.0
-    e.strides = 0.0
-    e.heels = 0.0
-    e.since_heel = -1.0
+def reset(p, st) -> None:
+    """The estimate at rest (in place; set-up, from Python: nothing to compile): frequency
+    ``omega0``, the phase at the heel strike, no amplitude learned yet."""
+    g, e = p[0], st[0]
+    e["omega"] = g["omega0"]
+    e["offset"] = e["target"] = g["offset0"]
+    e["phi"] = (np.arange(1, HARMONICS + 1) * g["offset0"]) % TWO_PI
+    e["alpha"] = 0.0
+    e["phase"] = e["wrapped"] = e["speed2"] = e["walking"] = e["strides"] = e["heels"] = 0.0
+    e["since_heel"] = -1.0
 
 
 @njit(cache=True, inline="always")

@@ -47,6 +47,15 @@ def gait_coefficients(joints: list[str], kinds: list[str], amplitude: float = 1.
     return rows
 
 
+def start_position(coeffs: np.ndarray) -> np.ndarray:
+    """q at gait phase 0 (rad): a₀ + Σ aₙ (cos 0 = 1, sin 0 = 0), summed in :func:`gait`'s
+    order (the same bits) — set-up, from Python: nothing to compile."""
+    q = coeffs[:, 0].copy()
+    for n in range(1, MAX_HARMONICS + 1):
+        q += coeffs[:, 2 * n - 1]
+    return q
+
+
 @njit(cache=True)
 def gait(phase, period, coeffs, q, qd, qdd):
     """Reference at gait phase φ (cycles) for a stride of ``period`` s: q, q̇, q̈ (rad, /s, /s²)."""

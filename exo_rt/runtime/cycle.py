@@ -282,7 +282,9 @@ def _safe_command(m, d):
         qds[j] = qd[j] if math.isfinite(qd[j]) else 0.0
     safety.safe_action(p.action, qs, qds, v[V_Q_HOLD], p.damping, p.stiffness, fraction,
                        v[V_TAU])
-    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], m.transmissions, False, v[V_CUR])
+    compensate = int(s.state) != SAFE  # False (in SAFE the drives' friction only damps) — a
+    # value numba types bool: the constant False would compile torque_to_current a second time
+    laws.torque_to_current(v[V_TAU], qds, v[V_QDDR], m.transmissions, compensate, v[V_CUR])
     if fraction <= 0.0:
         v[V_CUR, :] = 0.0
         s.disable = 1.0
@@ -602,5 +604,5 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
                           period=ref.period)
     cycle.gaits[:] = coeffs
     segment.walk_from_start(cycle.s, ref.period)
-    trajectory.gait(0.0, ref.period, coeffs, cycle.q_start, np.zeros(n), np.zeros(n))
+    cycle.q_start[:] = trajectory.start_position(coeffs)
     return cycle

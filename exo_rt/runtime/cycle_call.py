@@ -168,7 +168,7 @@ def no_board() -> tuple:
             *fd.new_state(), 200.0)
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def record_slot(header, capacity):
     """The recording ring's row for this cycle (:class:`exo_rt.record.rings.RecordRing`'s
     ``slot_index``): ``capacity`` — the spare row, never published — when the ring is full."""
@@ -178,7 +178,7 @@ def record_slot(header, capacity):
     return head % capacity
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def record_commit(header, capacity, slot):
     """The row is written: publish it (the head is stored after the row), or count it lost."""
     if slot == capacity:
@@ -263,7 +263,7 @@ def _poll_impl(a, now):
     return impl
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def _start(a):
     """The cycle's start: its clock, the deadline of the frames in, the board's poll (compiled
     on a descriptor; else handed to Python: :data:`BACK_POLL`)."""
@@ -294,7 +294,7 @@ def _start(a):
     return BACK_DONE
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def _frames_in(a):
     """Every bus's frames in, bus after bus (compiled; or all Python's: :data:`BACK_COLLECT`,
     after which Python sets ``io[IO_STAGE]`` on)."""
@@ -305,7 +305,7 @@ def _frames_in(a):
     return _gather(a)
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def _inputs(a):
     """The cycle's inputs: its time, in RUN the stride period (with ``reference.phase:
     events``, the wearer's heel strikes'), the feedback's sample time, the history's row."""
@@ -322,7 +322,7 @@ def _inputs(a):
     s.hist = k if k < d.hist.shape[0] else -1.0
 
 
-@njit(cache=True, python=False)
+@njit(cache=True, inline="always")
 def _frames_out(a):
     """Every bus's commands, SYNC and heartbeat out (compiled, each bus's in one system call,
     bus after bus; or Python's: :data:`BACK_SEND`) — the power stages off once SAFE has
