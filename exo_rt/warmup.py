@@ -31,8 +31,7 @@ MISSED = " — missed by exo_rt/warmup.py's registry"  # a kernel no entry's com
 
 @dataclass(frozen=True)
 class Entry:
-    """``run(context)`` builds one component and steps it once; ``per_…``: it compiles the
-    configured law, bus count, plant model."""
+    """``run(context)`` builds a component, steps it once; ``per_…``: per law, buses, plant."""
 
     name: str
     group: str
@@ -87,16 +86,16 @@ class Context:
 
 
 # ---------------------------------------------------------------- the components
-# In the order the pool takes them: the run's, the longest first (the cycle's step, the plant);
-# the law after the plant (their rigid-body dynamics compile once in that process)
+# In the order the pool takes them: the run's, the longest first (the cycle's step, the plant)
 @entry("cycle", "controller")
 def _cycle(c: Context) -> None:
-    """The cycle's step in every state, on the passive law: every law's step (their table is
-    typed by their signature); the run's law and the one call compile in 'law', 'cycle.call'."""
+    """The cycle's step in every state, on the passive law (every law's step: their table is
+    typed by their signature) without assistance: the run's law and the wearer's torque (the
+    dynamics) compile in 'law', the one call in 'cycle.call'."""
     from exo_rt.runtime import cycle as cy
-    t, gains = c.top, c.top.controller.gains.copy()
-    gains["assist"] = 0.0  # (the wearer's torque too compiles in entry 'law': no dynamics here)
-    passive = replace(t.controller, law="passive", gains=gains)
+    t = c.top
+    passive = replace(t.controller, law="passive", gains=t.controller.gains.copy())
+    passive.gains["assist"] = 0.0
     cyc = cy.build(t.robot, t.exo, passive, t.safety, dt=1.0 / t.rate_hz)
     cy.warm(cyc)
     cyc.fresh().set_hist(np.zeros((1, cyc.width)))  # as a run keeps its history
@@ -133,8 +132,9 @@ def _cycle_call(c: Context) -> None:
 def _law(c: Context) -> None:
     from exo_rt.control import registry
     from exo_rt.runtime import cycle as cy
-    registry.table(c.top.controller.law)  # the run's law, compiled into its own table
-    cy.wearer_function()  # and the wearer's torque (assistance), a function of its signature
+    registry.table(c.top.controller.law)  # the run's law, compiled into its own table, and
+    if c.top.controller.assists:  # the wearer's torque (a function of its signature) it adds
+        cy.wearer_function()
 
 
 @entry("gait_phase", "controller")
@@ -181,9 +181,8 @@ def _plant_readouts(c: Context) -> None:
 
 @entry("cycle.buses", "io", per_buses=True)
 def _cycle_buses(c: Context) -> None:
-    """The one compiled call reading and writing CiA 402 buses (real time; others: Python's)."""
-    from exo_rt.runtime import cycle_call
-    if all(b.protocol == "cia402" for b in c.top.buses):
+    from exo_rt.runtime import cycle_call  # the one call on CiA 402 buses (real time; others:
+    if all(b.protocol == "cia402" for b in c.top.buses):  # their I/O is Python's)
         cycle_call.warm_up([len(b.drives) for b in c.top.buses])
 
 
@@ -233,7 +232,8 @@ def _tags(names: Iterable[str], ctx: Context) -> set[str]:
     """Each entry's warmth: per dynamics variant (tree, closed chain), and its ``per_…``."""
     t = ctx.top
     base = "closed" if t.robot.closure is not None else "tree"
-    return {f"{e.name}@{base}" + (f"/{t.controller.law}" if e.per_law else "")
+    law = t.controller.law + "+assist" * t.controller.assists
+    return {f"{e.name}@{base}" + (f"/{law}" if e.per_law else "")
             + (f"/{len(t.buses)}buses" if e.per_buses else "")
             + (f"/{t.simulation.plant}" if e.per_plant else "")
             for e in (ENTRIES[n] for n in names)}

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +141,11 @@ def test_warmth_is_per_law_per_bus_count_per_plant(monkeypatch):
     monkeypatch.setattr(warmup, "_warm_set", lambda: {"timing@tree"})
     assert warmup.why_cold(names, one) == ("the compile cache lacks 4 of this run's "
                                            "components (cycle, law, cycle.buses …)")
+    # a controller that assists: its law's entry compiles the wearer's torque too
+    helps = replace(one.top.controller, gains=one.top.controller.gains.copy())
+    helps.gains["assist"] = 0.3
+    assisted = warmup.Context(replace(one.top, controller=helps))
+    assert warmup._tags(["law"], assisted) == {f"law@tree/{law}+assist"}
 
 
 def test_a_registered_plant_model_warms_without_an_entry_of_its_own(tmp_path, monkeypatch):

@@ -322,6 +322,15 @@ def begin(data, deadline):
     data.done[0] = 0
 
 
+@njit(cache=True, inline="always")
+def _all_seen(seen):
+    """Every drive has answered (a loop: numba's ``ndarray.all`` is a kernel of its own)."""
+    for i in range(seen.shape[0]):
+        if not seen[i]:
+            return False
+    return True
+
+
 @njit(cache=True)
 def take_frames(batch, n, model, data):
     """One receive's rows 0 … n−1 (:func:`take_tpdos`) within a cycle's collection
@@ -340,7 +349,7 @@ def take_frames(batch, n, model, data):
         data.late_before[0] = data.expect[0] - 0.5 * model.period if sync != sync else sync
     pending = take_tpdos(batch, n, model, data)
     deadline = data.deadline[0]
-    if n < batch.arbitration_id.shape[0] and (deadline < 0.0 or data.seen.all()
+    if n < batch.arbitration_id.shape[0] and (deadline < 0.0 or _all_seen(data.seen)
                                               or fastio.monotonic(batch.clock) >= deadline):
         data.done[0] = 1
         collect_flags(model, data)

@@ -61,6 +61,11 @@ class ControllerConfig:
         o[0]["follows_wearer"] = registry.get(self.law).follows_wearer
         return o
 
+    @property
+    def assists(self) -> bool:
+        """A joint's gain ``assist`` is set: the cycle computes the wearer's own torque."""
+        return bool(np.any(self.gains["assist"] != 0.0))
+
     def estimate_joint(self, mech: Mechanism) -> int:
         """The index of the hip joint the gait-phase estimate follows (−1: the robot has
         none): the file's ``phase_estimate.joint``, else the first hip flexion joint."""

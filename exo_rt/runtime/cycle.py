@@ -581,7 +581,7 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     p[0]["dt"] = dt
     p[0]["alpha"] = filter_gain(cfg.velocity_cutoff_hz, dt)
     p[0]["friction_comp"] = bool(opts[0]["friction_compensation"])
-    p[0]["assist"] = bool(np.any(gains["assist"] != 0.0))
+    p[0]["assist"] = cfg.assists
     p[0]["action"] = safety.ACTIONS[safety_cfg.action]
     p[0]["damping"] = safety_cfg.damping
     p[0]["stiffness"] = safety_cfg.stiffness
