@@ -89,8 +89,8 @@ class Context:
 # In the order the pool takes them: the run's, the longest first (the cycle's step, the plant)
 @entry("cycle", "controller")
 def _cycle(c: Context) -> None:
-    """The cycle's step in every state, on the passive law (every law's step: their table is
-    typed by their signature) without assistance: the run's law and the wearer's torque (the
+    """The cycle's step in every state, on the passive law (every law's step: a law's value is
+    typed by the laws' signature) without assistance: the run's law and the wearer's torque (the
     dynamics) compile in 'law', the one call in 'cycle.call'."""
     from exo_rt.runtime import cycle as cy
     t = c.top
@@ -132,7 +132,7 @@ def _cycle_call(c: Context) -> None:
 def _law(c: Context) -> None:
     from exo_rt.control import registry
     from exo_rt.runtime import cycle as cy
-    registry.table(c.top.controller.law)  # the run's law, compiled into its own table, and
+    registry.function(c.top.controller.law)  # the run's law compiled, and
     if c.top.controller.assists:  # the wearer's torque (a function of its signature) it adds
         cy.wearer_function()
 
@@ -171,7 +171,7 @@ def _bus_io(c: Context) -> None:
 @entry("laws", "sim")
 def _laws(c: Context) -> None:
     from exo_rt.control import registry
-    registry.table()  # every registered law (model-in-the-loop, the tools)
+    registry.compile_all()  # every registered law (model-in-the-loop, the tools)
 
 
 @entry("plant.readouts", "sim", per_plant=True)

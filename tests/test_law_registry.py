@@ -73,10 +73,10 @@ def test_names_are_unique_and_only_the_last_is_removed(registered):
         registry.unregister("pid")
 
 
-def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
-    """registry.table("pid") — what a run builds — holds the PID law compiled and, at every
-    other code, a stand-in whose torques are NaN: a law never compiled can never act, and the
-    safety check turns NaN into a fault (test_runtime's non-finite cases)."""
+def test_a_cycle_holds_its_own_law_compiled():
+    """registry.function("pid") — what a run's cycle model holds — is the PID law compiled,
+    once per process; the law the cycle calls through it gives the law's own torques, and
+    another law's value gives that law's (the cycle is compiled for any: one signature)."""
     from exo_rt.control import laws
 
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
@@ -84,26 +84,27 @@ def test_a_run_compiles_its_own_law_and_a_stand_in_for_the_others():
     pk, ws = kernels.model_and_data(robot)
     n = robot.nq
 
-    def torque(table, law):
-        opts = cfg.options()
-        opts[0]["law"] = registry.code(law)
+    def torque(function, compiled=True):
         q, tau = np.array([0.2, 0.4]), np.zeros(n)
-        model = registry.law_model(opts, cfg.gains, pk, pk, 1e-3,
+        model = registry.law_model(cfg.options(), cfg.gains, pk, pk, 1e-3,
                                    cy.estimate_params(robot, cfg, np.zeros((n, 11))))
         z = np.zeros(n)
         data = registry.law_data(ws, ws.copy(), laws.law_state(n), laws.law_scratch(n), q=q,
                                  qd=z, qr=q + 0.01, qdr=z, qddr=z, assist=z, tau=tau,
                                  gait=np.zeros(1, phase_estimate.STATE), level=np.ones(n),
                                  offsets=z)
-        laws.law_torque(table, model, data)
+        if compiled:
+            laws.law_torque(function, model, data)
+        else:  # the registered Python function (its compiled parts) from Python, clamped
+            function(model, data)
+            np.clip(tau, -cfg.gains["torque_limit"], cfg.gains["torque_limit"], out=tau)
         return tau
 
-    own = registry.table("pid")
-    assert own is registry.table("pid")  # built once, then shared
-    assert np.all(np.isfinite(torque(own, "pid"))) and np.any(torque(own, "pid") != 0.0)
-    assert np.all(np.isnan(torque(own, "computed_torque")))
-    every = registry.table()
-    np.testing.assert_array_equal(torque(every, "pid"), torque(own, "pid"))
-    assert np.all(np.isfinite(torque(every, "computed_torque")))
+    pid = registry.function("pid")
+    assert pid is registry.function("pid")  # compiled once, then shared
+    got = torque(pid)
+    assert np.all(got > 0.1)  # pushing towards the reference, 0.01 rad ahead
+    np.testing.assert_array_equal(got, torque(registry.get("pid").torque, compiled=False))
+    assert np.all(np.isnan(torque(registry.stand_in())))  # the stand-in: NaN, a fault
     with pytest.raises(KeyError):
-        registry.table("no_such_law")
+        registry.function("no_such_law")

@@ -28,7 +28,7 @@ def _steps(m, d, n):
     lm, ld = m.law, d.law
     for _ in range(n):
         ld.q[0] += 1e-9
-        laws.law_torque(m.laws, lm, ld)
+        laws.law_torque(m.torque, lm, ld)
         laws.torque_to_current(ld.tau, ld.qd, ld.qddr, m.transmissions, m.p[0].friction_comp,
                                d.v[cy.V_CUR])
 

@@ -7,8 +7,8 @@ The dynamics come from the controller's rigid model (exoskeleton + wearer + roto
 Hidalgo & Rocón eqs. 23–27), called inside njit: no Python between the law and the kernels.
 
 The built-in laws, each registered by name in :mod:`exo_rt.control.registry` (codes ``LAW_*``,
-the order they register in); :func:`law_torque` calls the one a controller names through the
-registry's table of compiled laws and clamps its torque:
+the order they register in); :func:`law_torque` calls the one a controller names, compiled
+(:func:`exo_rt.control.registry.function`: the cycle model's ``torque``), and clamps its torque:
 - PID: derivative on the measurement (filtered velocity, no derivative kick), integral with
   clamping anti-windup, output limit.
 - model-based PID: PID + g(q) + wave-generator friction compensation (+ M(q) q̈_d if enabled).
@@ -331,12 +331,11 @@ if [registry.code(n) for n in ("passive", "pid", "model_pid", "computed_torque",
 
 
 @njit(cache=True)
-def law_torque(table, m, d):
-    """Joint torques (N·m) into ``d.tau`` of the law in ``m.opts[0].law`` (its code in
-    ``table``, the compiled laws: :func:`exo_rt.control.registry.table`), clamped to each
-    joint's torque limit; the clamp is remembered in ``d.scratch``'s row n + 2 for the
-    anti-windup."""
-    table[m.opts[0].law](m, d)
+def law_torque(law, m, d):
+    """Joint torques (N·m) into ``d.tau`` of ``law`` (compiled:
+    :func:`exo_rt.control.registry.function`), clamped to each joint's torque limit; the clamp
+    is remembered in ``d.scratch``'s row n + 2 for the anti-windup."""
+    law(m, d)
     tau = d.tau
     saturated = d.scratch[tau.shape[0] + 2]
     for j in range(tau.shape[0]):

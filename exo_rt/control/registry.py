@@ -26,11 +26,11 @@ A law is a function of one signature, the same for every law — the law's model
   assistance level per joint (0–1), ``d.offsets`` each joint's gait phase offset (strides).
 
 The cycle clamps ``tau`` to each joint's torque limit after the law, and turns it into
-current (:func:`exo_rt.control.laws.torque_to_current`). The cycle's one compiled call
-indexes a table of compiled functions (numba ``cfunc``, cached on disk like every kernel) by
-the law's code: the control cycle stays one call. A run compiles only its own law into the
-table (``table("pid")``: ~0.4 s of a cold start per law saved); the other codes hold a stand-in
-that writes NaN torques, which the safety check turns into a fault, were one ever called.
+current (:func:`exo_rt.control.laws.torque_to_current`). The cycle's model holds its law
+compiled (:func:`function`: a numba ``cfunc``, cached on disk like every kernel) and calls it
+through that value — every law has the same type, so the compiled cycle is every law's, and
+the control cycle stays one call. A run compiles only its own law (~0.4 s of a cold start per
+law saved; :func:`compile_all`: every law, for model-in-the-loop and the tools).
 
 The built-in laws are those of :mod:`exo_rt.control.laws` (:data:`BUILTIN`); a third party
 registers its own under the entry-point group ``exo_rt.laws`` (name → the module defining it),
@@ -48,7 +48,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cfunc, types
 from numba.core.errors import NumbaExperimentalFeatureWarning
-from numba.typed import List
 
 from exo_rt import plugins, structs
 from exo_rt.control import phase_estimate
@@ -59,7 +58,7 @@ BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-i
 
 # the records a law reads by field name (docs/performance.md, "Named layouts")
 OPTIONS = np.dtype([  # the controller's options: one record
-    ("law", "i8"),  # the law's code (its index in table())
+    ("law", "i8"),  # the law's code (its order of registration: code())
     ("inertia_feedforward", "?"),  # model_pid: add M(q) q̈_d
     ("friction_compensation", "?"),  # compensate wave-generator friction in torque → current
     ("follows_wearer", "?"),  # the wearer leads the motion: friction compensated along the
@@ -162,7 +161,7 @@ def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
 
 @dataclass(frozen=True)
 class Law:
-    """A registered law: its name, its code (index in the table) and its function."""
+    """A registered law: its name, its code (order of registration) and its function."""
 
     name: str
     code: int
@@ -174,7 +173,6 @@ class Law:
 NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema checks its name
     GROUP, "control law", BUILTIN, last_only=True, docs="docs/architecture.md")
 _compiled_laws: dict[str, object] = {}  # name → its compiled cfunc, compiled on first use
-_tables: dict[tuple, object] = {}  # which laws are compiled → the table (numba typed List)
 
 
 def law(name: str, doc: str = "", follows_wearer: bool = False
@@ -185,16 +183,14 @@ def law(name: str, doc: str = "", follows_wearer: bool = False
     the measured speed, not the reference's)."""
     def register(fn: Callable) -> Callable:
         NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer))
-        _tables.clear()
         return fn
     return register
 
 
 def unregister(name: str) -> None:
-    """Remove the law registered last (codes stay the table's indices)."""
+    """Remove the law registered last (the others keep their codes)."""
     NAMES.unregister(name)
     _compiled_laws.pop(name, None)
-    _tables.clear()
 
 
 def get(name: str) -> Law:
@@ -203,27 +199,18 @@ def get(name: str) -> Law:
 
 
 def code(name: str) -> int:
-    """The law's index in :func:`table` (the controller options' ``law``)."""
+    """The law's code (the controller options' ``law``: what the laws and the cycle compare a
+    law by, e.g. :func:`exo_rt.control.laws.friction_acceleration`)."""
     return get(name).code
 
 
 def compiled(fn: Callable):
     """``fn(m, d)`` — a function of the laws' signature — compiled as a numba ``cfunc`` (cached
-    on disk where its source is in a file): what a table, or a cycle model's field, holds."""
+    on disk where its source is in a file): what a cycle model's field holds."""
     cache = inspect.getsourcefile(fn) is not None  # (a law typed at a prompt: no cache)
     with warnings.catch_warnings():  # numba calls first-class function types experimental
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
         return cfunc(SIGNATURE, cache=cache)(fn)
-
-
-@njit(cache=True)
-def _table_of(functions):
-    """The compiled laws as a typed list, built in compiled code (cached: a list built from
-    Python would compile numba's list code in every process)."""
-    out = List.empty_list(FUNCTION)
-    for f in functions:
-        out.append(f)
-    return out
 
 
 def _not_compiled(m, d):
@@ -238,22 +225,16 @@ def stand_in():
     return compiled(_not_compiled)
 
 
-def table(*names: str):
-    """The compiled laws, by code: what the control cycle calls through. ``names``: the laws
-    it holds (a run's own), the other codes a NaN stand-in; none named: every registered law.
-    Each law compiles once per process; each table is built once."""
-    for name in names:
-        get(name)  # KeyError for a law that is not registered; an installed one loaded
-    laws = NAMES.entries()
-    wanted = set(names) if names else set(laws)
-    for name in wanted:
-        if name not in _compiled_laws:
-            _compiled_laws[name] = compiled(laws[name].torque)
-    key = tuple(name in wanted for name in laws)
-    if key not in _tables:
-        functions = tuple(_compiled_laws[name] if name in wanted else stand_in()
-                          for name in laws)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-            _tables[key] = _table_of(functions)
-    return _tables[key]
+def function(name: str):
+    """The law ``name`` compiled (a KeyError naming the registered ones if there is none; an
+    installed one loaded): what a cycle's model holds. Compiled once per process."""
+    law_ = get(name)
+    if name not in _compiled_laws:
+        _compiled_laws[name] = compiled(law_.torque)
+    return _compiled_laws[name]
+
+
+def compile_all() -> None:
+    """Every registered law compiled (into numba's cache: model-in-the-loop, the tools)."""
+    for name in NAMES.entries():
+        function(name)

@@ -10,7 +10,7 @@ Its arguments are two records, Pinocchio's split (:mod:`exo_rt.structs`), made o
 :func:`build` — the one factory the controller, model-in-the-loop, the bench and replay use:
 
 - :data:`CYCLE_MODEL` — fixed for a run: the law's model (options, gains, the rigid models),
-  the table of compiled laws, the cycle's parameters (:data:`PARAMS`: period, velocity
+  the law compiled, the cycle's parameters (:data:`PARAMS`: period, velocity
   filter, safe action …), the safety limits and options, the transmissions, the gait's
   coefficients;
 - :data:`CYCLE_DATA` — what a cycle reads and writes: the law's data (workspaces, its state,
@@ -110,7 +110,7 @@ def _new_data(*fields):
 
 CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
     ("law", registry.LAW_MODEL),  # the law's model (options, gains, rigid models, period)
-    ("laws", types.ListType(registry.FUNCTION)),  # the compiled laws, by code
+    ("torque", registry.FUNCTION),  # the law compiled (registry.function)
     ("p", structs.records(PARAMS)),  # one PARAMS record
     ("limits", structs.records(safety.LIMITS)),  # per joint
     ("sopts", structs.VEC),  # the safety check's options (safety.SOPT_*)
@@ -248,7 +248,7 @@ def command(m, d):
     """The law's torque and the motor currents for it, through the transmission."""
     if m.p[0].assist:
         m.wearer(m.law, d.law)
-    laws.law_torque(m.laws, m.law, d.law)
+    laws.law_torque(m.torque, m.law, d.law)
     v = d.v
     laws.torque_to_current(v[V_TAU], laws.friction_speed(m.law.opts, v[V_QD], v[V_QDR]),
                            laws.friction_acceleration(m.law.opts, v[V_QDDR], d.law.scratch),
@@ -590,16 +590,16 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
                                  cfg.current_limit)
     sopts = safety.options(safety_cfg)
     transmissions = transmission_rows(robot, cfg)
-    table = registry.table(cfg.law)  # the cycle's law compiled, the rest not
+    torque = registry.function(cfg.law)  # the cycle's law compiled
     windings = thermal.thermal_rows(robot, safety_cfg)
     wearer = wearer_function() if p[0]["assist"] else registry.stand_in()
-    m = CycleModel(law=lm, laws=table, p=p, limits=limits, sopts=sopts,
+    m = CycleModel(law=lm, torque=torque, p=p, limits=limits, sopts=sopts,
                    transmissions=transmissions, coeffs=coeffs, thermal=windings, wearer=wearer)
     structs.check(m, CYCLE_MODEL, "cycle model")
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)
     cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
-                          sopts=sopts, transmissions=transmissions, table=table,
+                          sopts=sopts, transmissions=transmissions, torque=torque,
                           thermal=windings,
                           period=ref.period)
     cycle.gaits[:] = coeffs
