@@ -26,16 +26,32 @@ Two of numba's code-generation settings are set when the package is imported (be
 is; see ``exo_rt/__init__.py``): LLVM's loop vectoriser off and optimisation level 2. The
 kernels work on 2–12 joints, too short for vector loops to pay; both cut compiling and leave
 the run time as it was (measured side by side: the plant step, every law, the real-time
-cycle, the dynamics against Pinocchio).
+cycle, the dynamics against Pinocchio). For the same reason, when this module is imported,
+LLVM does not unroll loops whose trip count is known only at run time (``-unroll-runtime=
+false``; ``EXO_RT_LLVM_UNROLL_RUNTIME=1`` keeps LLVM's default): unrolled by 8 with a
+remainder loop, a loop over the joints grew a kernel's code several times over (the record
+row's 4 500 lines of IR) — 7–9 % of a cold start's compiling, for no gain at n = 2–12.
 """
 
 from __future__ import annotations
 
+import os
+
+import llvmlite.binding as llvm
 from numba import config, types
 from numba import njit as _njit
 from numba.core import cgutils
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
+
+
+def _llvm_options() -> None:
+    """LLVM's runtime loop unrolling off, once per process (an LLVM option may be given once)."""
+    if os.environ.get("EXO_RT_LLVM_UNROLL_RUNTIME") != "1":
+        llvm.set_option("exo-rt", "-unroll-runtime=false")
+
+
+_llvm_options()
 
 
 class CompiledCallersOnly(CPUDispatcher):

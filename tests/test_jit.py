@@ -3,6 +3,8 @@ called through its address (``address``, ``call_at``)."""
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 import pytest
@@ -73,3 +75,31 @@ def test_the_plant_refuses_a_scratch_without_its_accelerations(exo_leg):
     args[-1] = np.zeros(scratch_shape(plant.mech.nq))  # (not new_scratch: no address)
     with pytest.raises(ValueError, match="new_scratch"):
         plant_step(*args)
+
+
+UNROLLED = """
+import numpy as np
+from exo_rt.jit import njit
+
+@njit
+def scale(a, k):
+    for i in range(a.shape[0]):  # a trip count known only at run time
+        a[i] *= k
+
+scale(np.ones(5), 2.0)
+(cres,) = scale.overloads.values()
+print("epil" in cres.library.get_llvm_str())  # LLVM's remainder loop of a runtime unroll
+"""
+
+
+@pytest.mark.parametrize("keep, unrolled", [("0", "False"), ("1", "True")])
+def test_loops_over_the_joints_are_not_unrolled_at_run_time(keep, unrolled):
+    """Importing exo_rt.jit turns LLVM's runtime unrolling off (a loop over 2–12 joints gains
+    nothing from 8 copies of its body, and compiles slower); EXO_RT_LLVM_UNROLL_RUNTIME=1
+    keeps LLVM's default."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", UNROLLED], capture_output=True, text=True,
+                         env={**os.environ, "EXO_RT_LLVM_UNROLL_RUNTIME": keep}, check=True)
+    assert out.stdout.strip() == unrolled, out.stdout + out.stderr
