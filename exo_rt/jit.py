@@ -13,13 +13,13 @@ A kernel can also be compiled apart and called through its address (:func:`addre
 :func:`call_at`): its callers then compile without it — numba would optimise and emit the
 callee's machine code again inside every caller's, level by level — and another process may
 compile it meanwhile. The address is this process's; the caller reads it from an array the
-object that owns the kernel fills when it is made (the plant's accelerations: the plant's
-step and its RK4 stages are ~1.5 s of a cold start less).
+object that owns the kernel fills when it is made (the plant's accelerations: its step,
+RK4 stages and stick–slip decision compile ~0.7 s faster).
 
 One option is this project's: ``python=False`` compiles a kernel that only compiled code
 calls (a step's parts) without the wrapper through which Python calls it — numba's
 ``no_cpython_wrapper``: its arguments' unboxing and its result's boxing, lowered, optimised
-and emitted for every such kernel, ~5 % of a cold start's compiling. Called from Python, such
+and emitted for every such kernel, 3–5 % of a cold start's compiling. Called from Python, such
 a kernel raises a ``TypeError`` saying so (numba itself would crash the interpreter).
 
 Two of numba's code-generation settings are set when the package is imported (before numba
@@ -30,7 +30,7 @@ cycle, the dynamics against Pinocchio). For the same reason, when this module is
 LLVM does not unroll loops whose trip count is known only at run time (``-unroll-runtime=
 false``; ``EXO_RT_LLVM_UNROLL_RUNTIME=1`` keeps LLVM's default): unrolled by 8 with a
 remainder loop, a loop over the joints grew a kernel's code several times over (the record
-row's 4 500 lines of IR) — 7–9 % of a cold start's compiling, for no gain at n = 2–12.
+row's 4 500 lines of IR) — 3–9 % of a cold start's compiling, for no gain at n = 2–12.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from numba.extending import intrinsic
 
 
 def _llvm_options() -> None:
-    """LLVM's runtime loop unrolling off, once per process (an LLVM option may be given once)."""
+    """LLVM's runtime loop unrolling off (a process-wide LLVM option, set on import)."""
     if os.environ.get("EXO_RT_LLVM_UNROLL_RUNTIME") != "1":
         llvm.set_option("exo-rt", "-unroll-runtime=false")
 

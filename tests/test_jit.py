@@ -103,3 +103,25 @@ def test_loops_over_the_joints_are_not_unrolled_at_run_time(keep, unrolled):
     out = subprocess.run([sys.executable, "-c", UNROLLED], capture_output=True, text=True,
                          env={**os.environ, "EXO_RT_LLVM_UNROLL_RUNTIME": keep}, check=True)
     assert out.stdout.strip() == unrolled, out.stdout + out.stderr
+
+
+def test_a_plant_unpickled_in_another_process_points_at_its_own_accelerations(exo_leg,
+                                                                               tmp_path):
+    """The plant's scratch holds where its accelerations start — this process's address: a
+    plant pickled (a batch's payload) and stepped in another process steps as here."""
+    import pickle
+    import subprocess
+    import sys
+
+    from exo_rt.sim.plant import Plant
+
+    plant = Plant(exo_leg)
+    plant.reset([0.3, 0.6])
+    (tmp_path / "plant.pkl").write_bytes(pickle.dumps(plant))
+    code = ("import pickle, sys, numpy as np; p = pickle.load(open(sys.argv[1], 'rb')); "
+            "[p.step(np.array([1.0, -0.5])) for _ in range(20)]; print(repr(p.state.tobytes()))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plant.pkl")],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    for _ in range(20):
+        plant.step(np.array([1.0, -0.5]))
+    assert out == repr(plant.state.tobytes())

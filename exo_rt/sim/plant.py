@@ -147,10 +147,15 @@ def new_scratch(n: int) -> np.ndarray:
     """The plant's scratch for n plant coordinates, zero but for where the accelerations'
     kernel starts in this process (compiled or loaded now: the step calls it there)."""
     scratch = np.zeros(scratch_shape(n))
+    _point_at_accelerations(scratch)
+    return scratch
+
+
+def _point_at_accelerations(scratch: np.ndarray) -> None:
     model, vec, mat = plants.STEP_SIGNATURE.args[:3]
+    n = (scratch.shape[0] - X_ROWS) // 2
     scratch[2 * n + X_FN, 0] = address(_accelerations, (model, vec, mat, mat, vec, vec, mat,
                                                         vec))
-    return scratch
 
 
 # ------------------------------------------------------------------ forces of drives and motors
@@ -538,6 +543,12 @@ class HarmonicDrivePlant(plants.PlantModel):
         self._e2 = np.zeros(2)
         self._torques = np.zeros(n_tr)
         self.reset(np.zeros(mech.nq))
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled (another process: a batch's worker): the scratch points at this
+        process's accelerations, not the pickling one's."""
+        self.__dict__.update(state)
+        _point_at_accelerations(self.scratch)
 
     @property
     def stuck(self) -> np.ndarray:
