@@ -31,15 +31,6 @@ N = 2  # joints of exo_leg
 STRIDES = 12  # per cadence
 
 
-@pytest.fixture(scope="module")
-def robot(exo_leg):
-    return exo_leg
-
-
-@pytest.fixture(scope="module")
-def exo(exo_leg_alone):
-    return exo_leg_alone
-
 
 def _walk(robot, exo, law, cadence, duration, **options):
     cfg = load_controller(CONTROLLERS / f"{law}.yaml", robot)
@@ -64,7 +55,8 @@ def _assistance(r, exo, joint=0):
 
 @pytest.mark.parametrize("drop", [0.0, 0.1], ids=["every heel strike", "10 % dropped"])
 @pytest.mark.parametrize("period", [1.1, 1.5, 2.0])
-def test_the_phase_estimate_follows_a_walker_through_cadence_steps(robot, exo, period, drop):
+def test_the_phase_estimate_follows_a_walker_through_cadence_steps(
+        exo_leg, exo_leg_alone, period, drop):
     """Twelve strides (sixteen first) at each of three cadences, +20 % then −20 % steps of the
     stride
     period: within 5 % of the stride (RMS, per stride) in steady walking and from the third
@@ -74,7 +66,7 @@ def test_the_phase_estimate_follows_a_walker_through_cadence_steps(robot, exo, p
     t1 = first * period
     t2 = t1 + STRIDES * 1.2 * period
     cadence = ((0.0, period), (t1, 1.2 * period), (t2, 0.96 * period))
-    r, _, true, est, err = _walk(robot, exo, "phase_profile", cadence,
+    r, _, true, est, err = _walk(exo_leg, exo_leg_alone, "phase_profile", cadence,
                                  t2 + STRIDES * 0.96 * period, drop=drop)
     assert r.safe is None
     stride = np.floor(true)
@@ -97,17 +89,17 @@ def test_the_phase_estimate_follows_a_walker_through_cadence_steps(robot, exo, p
 
 
 @pytest.fixture(scope="module")
-def profile_walks(robot, exo):
+def profile_walks(exo_leg, exo_leg_alone):
     """The shipped phase_profile, a walker at the exoskeleton's 2 s stride, 10 strides at
     level 1 and at level 0."""
-    return {level: _walk(robot, exo, "phase_profile", ((0.0, 2.0),), 20.0, level=level)
+    return {level: _walk(exo_leg, exo_leg_alone, "phase_profile", ((0.0, 2.0),), 20.0, level=level)
             for level in (1.0, 0.0)}
 
 
-def test_phase_profile_times_its_peak_and_tracks_its_profile(exo, profile_walks):
+def test_phase_profile_times_its_peak_and_tracks_its_profile(exo_leg_alone, profile_walks):
     r, cfg, true, _, _ = profile_walks[1.0]
     g = cfg.gains[0]
-    assist = _assistance(r, exo)
+    assist = _assistance(r, exo_leg_alone)
     ideal = np.array([profile_torque(g, x % 1.0) for x in true])
     steady = true >= 4.0
     peak = max(abs(g["peak_torque"]), abs(g["peak_torque_2"]))
@@ -131,38 +123,41 @@ def test_full_assistance_saves_the_wearer_at_least_30_percent_of_their_hip_effor
 
 
 @pytest.mark.parametrize("period", [1.1, 2.0])
-def test_assistance_fades_within_a_stride_when_the_wearer_stands_still(robot, exo, period):
+def test_assistance_fades_within_a_stride_when_the_wearer_stands_still(
+        exo_leg, exo_leg_alone, period):
     """The walker stops mid-lobe (at the second lobe's peak) and stands: from one stride on,
     less than 5 % of the peak (standing 2 s past that stride)."""
-    cfg = load_controller(CONTROLLERS / "phase_profile.yaml", robot)
+    cfg = load_controller(CONTROLLERS / "phase_profile.yaml", exo_leg)
     stop = (8 + cfg.gains[0]["peak_2"]) * period
-    r, _, _, _, _ = _walk(robot, exo, "phase_profile", ((0.0, period), (stop, math.inf)),
+    r, _, _, _, _ = _walk(exo_leg, exo_leg_alone, "phase_profile",
+                          ((0.0, period), (stop, math.inf)),
                           stop + period + 2.0)
     t = r.log[:, 0]
-    assist = _assistance(r, exo)
+    assist = _assistance(r, exo_leg_alone)
     peak = max(abs(cfg.gains[0]["peak_torque"]), abs(cfg.gains[0]["peak_torque_2"]))
     assert np.abs(assist[(t > stop - 0.05) & (t < stop)]).max() > 0.8 * peak
     assert np.abs(assist[t >= stop + period]).max() < 0.05 * peak
 
 
-def test_assist_as_needed_is_zero_in_the_tunnel_and_a_spring_outside(robot, exo):
+def test_assist_as_needed_is_zero_in_the_tunnel_and_a_spring_outside(exo_leg, exo_leg_alone):
     """A walker who walks the reference (its stride, its phase) stays inside the tunnel: no
     assistance at all. One 20 % slower drifts out of it: the law's torque outside is the
     file's spring on the excursion beyond the tunnel and its damper on the error's rate
     (both fitted within 5 %, where the damper is fully engaged and the limit not reached)."""
-    cfg = load_controller(CONTROLLERS / "assist_as_needed.yaml", robot)
+    cfg = load_controller(CONTROLLERS / "assist_as_needed.yaml", exo_leg)
     period = cfg.reference.period
-    r, _, _, _, _ = _walk(robot, exo, "assist_as_needed", ((0.0, period),), 3 * period)
+    r, _, _, _, _ = _walk(exo_leg, exo_leg_alone, "assist_as_needed", ((0.0, period),), 3 * period)
     e = r.log[:, 1 + N:1 + 2 * N] - r.log[:, 1:1 + N]
     assert np.all(np.abs(e) < cfg.gains["tunnel"])
     for j in range(N):
-        assert np.max(np.abs(_assistance(r, exo, j))) < 0.2  # N·m: the carry, computed
+        assert np.max(np.abs(_assistance(r, exo_leg_alone, j))) < 0.2  # N·m: the carry, computed
         # here on the true state, differs from the cycle's (measured, filtered q̇) a little
-    r, _, _, _, _ = _walk(robot, exo, "assist_as_needed", ((0.0, 1.2 * period),), 3 * period)
+    r, _, _, _, _ = _walk(exo_leg, exo_leg_alone, "assist_as_needed", ((0.0, 1.2 * period),),
+                          3 * period)
     e = r.log[:, 1 + N:1 + 2 * N] - r.log[:, 1:1 + N]
     g = cfg.gains[0]
     out = np.abs(e[:, 0]) - g["tunnel"]
-    push = _assistance(r, exo, 0)
+    push = _assistance(r, exo_leg_alone, 0)
     de = np.gradient(r.log[:, 1 + N], 1e-3) - r.log[:, 1 + 5 * N]  # q̇_r − q̇
     spring = (out > 0.011) & (np.abs(push) < 0.9 * g["assist_limit"])
     assert spring.sum() > 200
@@ -173,7 +168,7 @@ def test_assist_as_needed_is_zero_in_the_tunnel_and_a_spring_outside(robot, exo)
     assert np.max(np.abs(push[out < -0.005])) < 0.2
 
 
-def test_impedance_measured_from_a_perturbation_is_the_files(robot, exo, tmp_path):
+def test_impedance_measured_from_a_perturbation_is_the_files(exo_leg, exo_leg_alone, tmp_path):
     """The hip's stiffness and damping fitted from its motion under a known perturbation
     torque (a sum of sines, 0.3–2.3 Hz, 60 N·m in all; the knee held by the wearer):
     τ_exo = M(q)q̈ + h(q, q̇) − τ_wearer on the true motion, less the carried exoskeleton,
@@ -184,7 +179,7 @@ def test_impedance_measured_from_a_perturbation_is_the_files(robot, exo, tmp_pat
                  f"  hip: {{stiffness: {k}, damping: {b}, equilibrium: {eq}, "
                  f"swing_stiffness: {k}, swing_damping: {b}, swing_equilibrium: {eq}}}\n"
                  "encoder: {source: motor, counts_per_rev: 65536}\n")
-    cfg = load_controller(f, robot)
+    cfg = load_controller(f, exo_leg)
     dt, duration = 1e-3, 14.0
     t = np.arange(int(round(duration / dt))) * dt
     rng = np.random.default_rng(1)
@@ -194,13 +189,13 @@ def test_impedance_measured_from_a_perturbation_is_the_files(robot, exo, tmp_pat
     push[t < 2.0] = 0.0
     walker = Walker(cadence=((0.0, 1.1), (0.25 * 1.1, math.inf)),
                     stiffness={"hip": 1e-3, "knee": 400.0}, damping={"hip": 1e-4, "knee": 20.0})
-    r = mil.run_mil(robot, cfg, walker=walker, exo_model=exo, duration=duration,
+    r = mil.run_mil(exo_leg, cfg, walker=walker, exo_model=exo_leg_alone, duration=duration,
                     safety_cfg=SAFETY, external=push)
     assert r.safe is None
     log = r.log
     q, v, tw = log[:, 1:1 + N], log[:, 1 + 5 * N:1 + 6 * N], log[:, 1 + 4 * N:1 + 5 * N]
     a = np.gradient(v, dt, axis=0)
-    full, alone = Dynamics(robot), Dynamics(exo)
+    full, alone = Dynamics(exo_leg), Dynamics(exo_leg_alone)
     idx = np.flatnonzero((t > 3.0) & (np.abs(v[:, 0]) > 0.1))[::4]  # (moving: a stuck
     # drive holds by its friction whatever the law asks)
     rendered = np.array([full.inverse_dynamics(q[i], v[i], a[i]) - tw[i]

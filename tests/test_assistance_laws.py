@@ -32,15 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CONTROLLERS = ROOT / "configs" / "controllers"
 
 
-@pytest.fixture(scope="module")
-def robot(exo_leg):
-    return exo_leg
-
-
-@pytest.fixture(scope="module")
-def exo(exo_leg_alone):
-    return exo_leg_alone
-
 
 def _cycle(robot, exo, name):
     cfg = load_controller(CONTROLLERS / f"{name}.yaml", robot)
@@ -79,8 +70,9 @@ def _lobe(x, onset, peak, end):
     return 0.0
 
 
-def test_phase_profile_is_the_carried_exoskeleton_plus_the_lobes_at_the_phase(robot, exo):
-    c, cfg = _cycle(robot, exo, "phase_profile")
+def test_phase_profile_is_the_carried_exoskeleton_plus_the_lobes_at_the_phase(
+        exo_leg, exo_leg_alone):
+    c, cfg = _cycle(exo_leg, exo_leg_alone, "phase_profile")
     g = cfg.gains[0]
     q, qd = np.array([0.3, 0.4]), np.array([1.0, -0.5])
     worst = 0.0
@@ -91,17 +83,17 @@ def test_phase_profile_is_the_carried_exoskeleton_plus_the_lobes_at_the_phase(ro
         tau = _torque(c, q, qd)
         # the estimate ran one cycle before the law: the law saw its phase
         seen = c.gait[0]["phase"]
-        want = _carry(exo, q, qd)
+        want = _carry(exo_leg_alone, q, qd)
         want[0] += (g["peak_torque"] * _lobe(seen, g["onset"], g["peak"], g["end"])
                     + g["peak_torque_2"] * _lobe(seen, g["onset_2"], g["peak_2"], g["end_2"]))
         worst = max(worst, abs(tau[0] - want[0]), abs(tau[1] - want[1]))
     assert worst < 1e-9
 
 
-def test_a_lobe_peaks_where_the_file_says_and_is_zero_outside(robot, exo):
+def test_a_lobe_peaks_where_the_file_says_and_is_zero_outside(exo_leg, exo_leg_alone):
     from exo_rt.control.laws import profile_torque
 
-    cfg = load_controller(CONTROLLERS / "phase_profile.yaml", robot)
+    cfg = load_controller(CONTROLLERS / "phase_profile.yaml", exo_leg)
     g = cfg.gains[0]
     x = np.linspace(0, 1, 100001)[:-1]
     tau = np.array([profile_torque(g, p) for p in x])
@@ -120,39 +112,41 @@ def test_a_lobe_peaks_where_the_file_says_and_is_zero_outside(robot, exo):
     assert np.max(np.abs(np.diff(tau))) <= steepest * 1e-5 * 1.0001
 
 
-def test_assist_as_needed_adds_nothing_inside_the_tunnel_and_a_spring_outside(robot, exo):
-    c, cfg = _cycle(robot, exo, "assist_as_needed")
+def test_assist_as_needed_adds_nothing_inside_the_tunnel_and_a_spring_outside(
+        exo_leg, exo_leg_alone):
+    c, cfg = _cycle(exo_leg, exo_leg_alone, "assist_as_needed")
     g = cfg.gains
     qr = np.array([0.3, 0.5])
     qd = np.zeros(2)
     inside = qr + 0.9 * g["tunnel"] * np.array([1, -1])
     tau = _torque(c, inside, qd, qr)
-    assert np.max(np.abs(tau - _carry(exo, inside, qd))) < 1e-9
+    assert np.max(np.abs(tau - _carry(exo_leg_alone, inside, qd))) < 1e-9
     for excursion in (0.02, 0.05):
         q = qr - (g["tunnel"] + excursion)
         tau = _torque(c, q, qd, qr)
-        push = tau - _carry(exo, q, qd)
+        push = tau - _carry(exo_leg_alone, q, qd)
         want = np.minimum(g["stiffness"] * excursion, g["assist_limit"])
         assert push == pytest.approx(want, rel=1e-9)
     q = qr + 1.0  # far outside: the limit, pulling back
-    push = _torque(c, q, qd, qr) - _carry(exo, q, qd)
+    push = _torque(c, q, qd, qr) - _carry(exo_leg_alone, q, qd)
     assert push == pytest.approx(-g["assist_limit"], rel=1e-9)
 
 
-def test_impedance_is_the_stance_spring_standing_and_the_swing_spring_in_swing(robot, exo):
-    c, cfg = _cycle(robot, exo, "impedance")
+def test_impedance_is_the_stance_spring_standing_and_the_swing_spring_in_swing(
+        exo_leg, exo_leg_alone):
+    c, cfg = _cycle(exo_leg, exo_leg_alone, "impedance")
     g = cfg.gains
     q, qd = np.array([0.1, 0.2]), np.array([0.5, -0.3])
     tau = _torque(c, q, qd)  # standing: walking = 0 (the hip's speed never built up)
     assert c.gait[0]["walking"] == 0.0
     want = g["stiffness"] * (g["equilibrium"] - q) - g["damping"] * qd
-    assert tau - _carry(exo, q, qd) == pytest.approx(want, rel=1e-9)
+    assert tau - _carry(exo_leg_alone, q, qd) == pytest.approx(want, rel=1e-9)
 
 
-def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(robot, exo):
+def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(exo_leg, exo_leg_alone):
     from exo_rt.runtime import assistance
 
-    c, _ = _cycle(robot, exo, "phase_profile")
+    c, _ = _cycle(exo_leg, exo_leg_alone, "phase_profile")
     s, v, est = c.s, c.v, np.zeros(1, c.gait.dtype)
     e = est[0]
     e["omega"], e["walking"] = 2 * math.pi / 1.0, 1.0  # walking, a stride a second
@@ -195,9 +189,9 @@ def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(robot, e
     assert 0.5 < v[V_LEVEL, 0] < 0.5 + 1e-5
 
 
-def test_the_record_carries_the_estimate_and_the_level(robot, exo):
-    c, _ = _cycle(robot, exo, "phase_profile")
-    cols = cycle_columns(robot.nq)
+def test_the_record_carries_the_estimate_and_the_level(exo_leg, exo_leg_alone):
+    c, _ = _cycle(exo_leg, exo_leg_alone, "phase_profile")
+    cols = cycle_columns(exo_leg.nq)
     c.set_hist(np.zeros((1, c.width)))
     c.s["hist"] = 0.0
     c.v[V_LEVEL] = [0.3, 0.7]

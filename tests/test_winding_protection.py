@@ -23,15 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 N = 2
 
 
-@pytest.fixture(scope="module")
-def robot(exo_leg):
-    return exo_leg
-
-
-@pytest.fixture(scope="module")
-def exo(exo_leg_alone):
-    return exo_leg_alone
-
 
 def _columns(r):
     o = mil.log_phase(N) + 5
@@ -58,7 +49,7 @@ def _independent(row, t, current, ambient):
     return sol.y[0]
 
 
-def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(robot, exo):
+def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(exo_leg, exo_leg_alone):
     """A wearer holds the leg stiffly away from the PID's reference on a hot day (40 °C):
     the drives push at their limit, the windings pass the warning level and the limit
     derates; the current the derated limit still allows heats the winding on to its limit
@@ -66,14 +57,14 @@ def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(robo
     within 5 °C of scipy's integration of the same equations all the way."""
     levels = dataclasses.replace(ThermalLevels(), ambient=40.0)
     safety = dataclasses.replace(mil.MIL_SAFETY, stop_time=1e-9, thermal=levels)
-    cfg = load_controller(ROOT / "configs" / "controllers" / "pid.yaml", robot)
+    cfg = load_controller(ROOT / "configs" / "controllers" / "pid.yaml", exo_leg)
     wearer = Walker(cadence=((0.0, math.inf),), stiffness={"*": 2000.0}, damping={"*": 50.0})
-    r = mil.run_mil(robot, cfg, walker=wearer, exo_model=exo, duration=240.0,
+    r = mil.run_mil(exo_leg, cfg, walker=wearer, exo_model=exo_leg_alone, duration=240.0,
                     safety_cfg=safety)
     assert r.safe is not None and r.safe["cause"] == "winding_temperature", r.safe
-    j = robot.joint_names.index(r.safe["joint"])
+    j = exo_leg.joint_names.index(r.safe["joint"])
     t, winding, factor, current = _columns(r)
-    row = thermal.thermal_rows(robot, safety)[j]
+    row = thermal.thermal_rows(exo_leg, safety)[j]
     at_safe = np.searchsorted(t, r.safe["t"])
     first_derated = np.argmax(factor[:, j] < 1.0)
     assert 0 < first_derated < at_safe
@@ -85,15 +76,15 @@ def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(robo
 
 
 @pytest.mark.slow(reason="ten minutes of walking in model-in-the-loop: ~40 s")
-def test_ten_minutes_of_assisted_walking_never_derate(robot, exo):
+def test_ten_minutes_of_assisted_walking_never_derate(exo_leg, exo_leg_alone):
     """A wearer walking 2 s strides for 10 min with the shipped phase_profile at full level
     (the exoskeleton carries itself, compensates its drives' friction, and assists the hip):
     no winding reaches the warning level — the hip's, the warmer, stays below it (its lobes
     are sized to the motor's continuous budget, docs/assistance.md)."""
-    cfg = load_controller(ROOT / "configs" / "controllers" / "phase_profile.yaml", robot)
+    cfg = load_controller(ROOT / "configs" / "controllers" / "phase_profile.yaml", exo_leg)
     walker = Walker(cadence=((0.0, 2.0),), stiffness={"*": 400.0}, damping={"*": 20.0})
     safety = dataclasses.replace(mil.MIL_SAFETY, stop_time=1e-9)
-    r = mil.run_mil(robot, cfg, walker=walker, exo_model=exo, duration=600.0,
+    r = mil.run_mil(exo_leg, cfg, walker=walker, exo_model=exo_leg_alone, duration=600.0,
                     safety_cfg=safety, level=1.0)
     assert r.safe is None
     _, winding, factor, _ = _columns(r)
