@@ -214,7 +214,8 @@ def compiled(fn: Callable):
 
 
 def _not_compiled(m, d):
-    """The stand-in for a law this process has not compiled: NaN torques (a fault)."""
+    """A stand-in of the laws' signature where a cycle calls nothing (the wearer's torque
+    without assistance): NaN torques, a fault, were it ever called."""
     for j in range(d.tau.shape[0]):
         d.tau[j] = np.nan
 

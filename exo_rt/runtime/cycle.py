@@ -599,8 +599,7 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)
     cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
-                          sopts=sopts, transmissions=transmissions, torque=torque,
-                          thermal=windings,
+                          sopts=sopts, transmissions=transmissions, thermal=windings,
                           period=ref.period)
     cycle.gaits[:] = coeffs
     segment.walk_from_start(cycle.s, ref.period)
