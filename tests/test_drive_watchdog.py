@@ -112,6 +112,7 @@ def test_the_controller_is_a_heartbeat_producer():
     d.bus.shutdown()
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 @pytest.mark.parametrize("sync_watchdog", [False, True])
 def test_a_dead_master_leaves_every_drive_stopped_at_zero_current(tmp_path, sync_watchdog):
     """No SYNC and no heartbeat any more: within the consumer time (40 ms) + 1 period every
@@ -147,6 +148,7 @@ def test_a_dead_master_leaves_every_drive_stopped_at_zero_current(tmp_path, sync
     d.bus.shutdown()
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 def test_sync_loss_alone_stops_the_drives_while_the_heartbeat_goes_on(tmp_path):
     """The heartbeat keeps coming (a master whose cycle hangs, not its heartbeat): with the
     SYNC watchdog the drives stop after 3 × 1006h, EMCY 8100h and no 8130h; without it they
@@ -172,6 +174,7 @@ def test_sync_loss_alone_stops_the_drives_while_the_heartbeat_goes_on(tmp_path):
         d.bus.shutdown()
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 def test_abort_connection_options_give_their_cia402_states(tmp_path):
     """6007h = fault signal → FAULT; disable voltage → SWITCH ON DISABLED at once; quick stop
     → QUICK STOP ACTIVE, the torque ramped to zero over 2 ms, then as 605Ah says: 2 (the
@@ -228,6 +231,7 @@ def test_error_behaviour_chooses_the_nmt_state_after_the_loss(tmp_path):
         d.bus.shutdown()
 
 
+@pytest.mark.hazard("H-RESTART-STOPPED")
 def test_a_drive_found_in_fault_is_one_clear_error_and_reset_faults_enables_it():
     sim, d = _open("wd-found-fault")
     sim.inject("fault", "leg", 2)  # node 2 faulted before this controller started
@@ -252,6 +256,7 @@ def test_a_drive_found_in_fault_is_one_clear_error_and_reset_faults_enables_it()
     d.bus.shutdown()
 
 
+@pytest.mark.hazard("H-RESTART-STOPPED")
 def test_quick_stop_active_found_at_start_is_refused_too():
     sim, d = _open("wd-found-qs")
     d.configure()
@@ -283,6 +288,7 @@ def _open_again(world: str, sim):
                        ROBOT)
 
 
+@pytest.mark.hazard("H-RESTART-STOPPED")
 def test_restart_after_the_master_died_needs_the_operators_reset():
     """The drives stopped themselves when their controller died; the next one says so
     (8130h, heartbeat) and moves nothing until it is told to reset them."""

@@ -192,6 +192,7 @@ def test_c_decoder_survives_the_corpus_under_sanitizers(tmp_path):
     assert b"runtime error" not in res.stderr and b"ERROR: AddressSanitizer" not in res.stderr
 
 
+@pytest.mark.hazard("H-BOARD-WATCHDOG")
 def test_watchdog_cuts_power_and_latches():
     emu = BoardEmulator(watchdog_s=0.05)
     emu.start()
@@ -282,6 +283,8 @@ def test_gait_phase_from_emulated_foot_contacts():
 @pytest.mark.parametrize(("spec", "cause", "limit"), [("estop@0.5", "estop", 3),
                                                       ("board_link_loss@0.5+0.1",
                                                        "board_link_loss", 20 + 3)])
+@pytest.mark.hazard("H-ESTOP")
+@pytest.mark.hazard("H-BOARD-LINK")
 def test_runtime_reacts_to_the_board(spec, cause, limit):
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller, Injection
@@ -309,6 +312,7 @@ def test_event_driven_gait_follows_the_heel_strikes():
         assert j["rms_error_deg"] <= 0.5
 
 
+@pytest.mark.hazard("H-BOARD-WATCHDOG")
 def test_the_boards_watchdog_cuts_the_simulated_drives_current():
     """Motor power is physical in simulation: the board's watchdog (no heartbeat for 50 ms)
     opens its relay, and the simulated drives then deliver no current, whatever they were told

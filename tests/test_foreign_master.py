@@ -48,6 +48,7 @@ FOREIGN = {  # kind → the COB-ID the fault names (knee: node 2, the controller
     "foreign_sdo": 0x602, "foreign_heartbeat": 0x77F}
 
 
+@pytest.mark.hazard("H-FOREIGN-MASTER")
 @pytest.mark.parametrize("kind", list(FOREIGN))
 def test_another_master_is_a_fault_within_three_cycles(kind, normal_peaks):
     top, c, result = _run(f"{kind}:knee@{AT}")
@@ -65,6 +66,7 @@ def test_another_master_is_a_fault_within_three_cycles(kind, normal_peaks):
         assert s["joints"][j]["max_abs_current_A"] <= peak + 1e-9, (j, peak)
 
 
+@pytest.mark.hazard("H-FOREIGN-MASTER")
 def test_two_answers_a_cycle_are_a_fault_when_they_go_on():
     """A drive answering twice a cycle for ``duplicate_cycles`` cycles: SAFE in the last."""
     top, _c, result = _run(f"duplicate:knee@{AT}+0.01")
@@ -91,6 +93,7 @@ def _streaks(flags: np.ndarray, bit: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.hazard("H-FOREIGN-MASTER")
 def test_a_drive_that_cannot_follow_its_command_is_a_fault():
     """The hip's drive delivers at most 20 % of its peak from 2.4 s on: once the gait asks it
     for more (by over 20 % of peak) for ``saturation_cycles`` cycles in a row, SAFE — in the
@@ -136,6 +139,7 @@ def _take(frames) -> tuple[np.ndarray, np.ndarray]:
     (0x080, b"", "all"), (0x000, b"\x02\x00", "all"), (0x000, b"\x81\x02", "all"),
     (0x77F, b"\x05", "all"), (0x602, b"\x2b\x71\x60\x00\xf4\x01\x00\x00", 1),
     (0x202, b"\x0f\x00\x00\x00", 1), (0x501, b"\x00", 0)])
+@pytest.mark.hazard("H-FOREIGN-MASTER")
 def test_take_tpdos_flags_every_frame_only_a_master_sends(arb, data, which):
     """The decoder itself: the COB-IDs of CiA 301 that only the master sends, from anyone
     but the controller (a port never hands it its own frames), flag the bus or the drive."""
@@ -174,6 +178,7 @@ def test_the_check_orders_foreign_first():
     assert safety.CAUSES[c.check_out[0]] == "tracking_error"
 
 
+@pytest.mark.hazard("H-FOREIGN-MASTER")
 @pytest.mark.slow
 def test_a_second_sync_producer_on_the_realtime_bus():
     """The attack as seen: the simulated exoskeleton in its own real-time process (``exo-rt

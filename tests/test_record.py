@@ -121,6 +121,7 @@ def test_a_run_folder_given_again_holds_the_new_run_whole(tmp_path):
     assert len(records) == len(logged) == result.summary["cycles"]
 
 
+@pytest.mark.hazard("H-RECORD-LOST")
 def test_kill_minus_nine_loses_at_most_100_ms(tmp_path):
     """The control process killed: the recording process, on its own, drains every record it
     was handed and closes a readable file (the loss is the cycle in flight, not 100 ms)."""
@@ -222,6 +223,7 @@ def test_a_full_disk_is_an_event_not_a_crash(tmp_path):
     frames.release()
 
 
+@pytest.mark.hazard("H-RECORD-LOST")
 def test_the_run_goes_on_when_the_recording_process_dies(tmp_path):
     """The recording process killed mid-run: the loop never waits for it, the run ends
     SHUTDOWN (not SAFE), and the summary says when recording stopped."""

@@ -92,6 +92,7 @@ INJECT = ["drop:knee@0.4+0.05", "delay:knee@0.4+0.05", "corrupt:knee@0.4+0.05",
           "encoder_glitch:hip@0.4", "overcurrent:knee@0.4", "overrun@0.4+0.01", "nan:hip@0.4"]
 
 
+@pytest.mark.hazard("H-FAULT-INJECTED")
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", INJECT, ids=[s.split("@")[0] for s in INJECT])
 def test_every_injected_fault_is_caught_within_three_cycles(spec):

@@ -86,6 +86,7 @@ def _assert_held(r, label: str, limit: float = DRIVE_WATCHDOG_S) -> None:
     assert np.all(r.motion_deg < HOLD_DEG), (label, r, tau, hold)
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 @pytest.mark.parametrize("layer", ["both", "drives_alone", "board_alone"])
 @once_more_on_a_stall
 def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp_path, layer):
@@ -132,6 +133,7 @@ def test_kill_minus_nine_each_layer_alone_stops_the_drives_and_holds_the_leg(tmp
     assert np.all(np.diff(records["cycle"]) == 1) and len(records) >= 1000 * EVENT_S - 5 - skipped
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 @once_more_on_a_stall
 def test_a_stopped_controller_finds_its_drives_stopped_and_goes_safe_on_resume(tmp_path):
     """SIGSTOP for 200 ms at t = 1.9 s: the drives stop by themselves within 50 ms and stay
@@ -162,6 +164,7 @@ def test_a_stopped_controller_finds_its_drives_stopped_and_goes_safe_on_resume(t
     assert summary["final_state"] == "SAFE" and gap <= safe <= gap + 3, (gap, safe, summary)
 
 
+@pytest.mark.hazard("H-CONTROLLER-DEAD")
 @once_more_on_a_stall
 def test_a_cut_bus_stops_the_drives_and_the_controller_goes_safe(tmp_path):
     """The bus between controller and drives cut for 0.3 s at t = 1.9 s (nothing passes
