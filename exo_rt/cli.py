@@ -1005,7 +1005,13 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
 
     from exo_rt import warmup
     from exo_rt.hil.bench import AbortKey, Bench
-    from exo_rt.hil.procedures import checklist, load_options, result_lines, run_procedure
+    from exo_rt.hil.procedures import (
+        checklist,
+        load_options,
+        proceed,
+        result_lines,
+        run_procedure,
+    )
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
 
@@ -1019,11 +1025,10 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
 
     bus = resolve_specs(top.buses, args.bus)
     simulated = bus in ("sim", "sim-realtime")
+    # a real bus: asked whenever --yes is absent, from a terminal or not (docs/bench.md)
+    if not args.yes and not simulated and not proceed(sys.stdin, sys.stdout, sys.stderr):
+        return 1
     interactive = sys.stdin.isatty()
-    if not args.yes and not simulated and interactive:
-        if input("Proceed? [y/N] ").strip().lower() != "y":
-            print("aborted before starting")
-            return 1
     # the bench's kernels with the run's (a cold cache compiles them all now, in parallel)
     warmup.ensure(top, (warmup.RUN_GROUPS if simulated else warmup.REAL_BUS_GROUPS)
                   + ("bench",))

@@ -188,6 +188,46 @@ def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:
     return lines
 
 
+def proceed(stdin, out, err) -> bool:
+    """The pre-flight question on a real bus: ``Proceed? [y/N]`` on ``out``, one line read
+    from ``stdin`` — a terminal or not (a pipe, a file, /dev/null): a script that runs
+    ``exo-rt bench-test`` answers it on its standard input or gives ``--yes``. True only for
+    ``y`` (or ``yes``); anything else, end of input, an unreadable line or ctrl-C is no, and
+    ``err`` gets one line saying what was read and that nothing moved (nothing is enabled
+    before this returns True)."""
+    out.write("Proceed? [y/N] ")
+    out.flush()
+    tty = _isatty(stdin)
+    try:
+        line = stdin.readline()
+    except KeyboardInterrupt:
+        line, why = None, "ctrl-C"
+    except (OSError, ValueError, AttributeError) as exc:  # (UnicodeDecodeError is a
+        line, why = None, f"standard input unreadable ({exc})"  # ValueError; None: no stdin)
+    else:
+        why = None if line else "end of input, no answer"
+    if not tty:  # the answer read from a pipe is not echoed: say what it was
+        out.write(f"{line.strip()!r} (read from standard input, not a terminal)\n"
+                  if line else "\n")
+        out.flush()
+    answer = (line or "").strip().lower()
+    if answer in ("y", "yes"):
+        return True
+    if why is None:
+        why = f"answer {answer!r}" if answer else "an empty answer"
+    err.write(f"exo-rt: bench-test not started ({why}): nothing was enabled, nothing moved — "
+              "answer y to proceed, or give --yes to run without the question\n")
+    err.flush()
+    return False
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return ["  " + "  ".join(c.rjust(w) if i else c.ljust(w)
