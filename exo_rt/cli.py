@@ -600,7 +600,9 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "robot file's wearer)")
     p.add_argument("--console", action="store_true",
                    help="the therapist's console: keys on standard input become requests, the "
-                        "session's status on standard error (docs/sessions.md)")
+                        "session's status on standard error; alone it runs no script (with "
+                        "--session, that script too); lockstep goes at the wall clock's pace "
+                        "(docs/sessions.md)")
     p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>; a "
                                                 "previous run's files there are replaced)")
     p.add_argument("--realtime", action="store_true",
@@ -671,7 +673,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     runfolder.claim(out)
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=args.start_pose,
-                     status=True, rt_setup=not args.no_rt_setup, board=args.board,
+                     status=not args.console, rt_setup=not args.no_rt_setup, board=args.board,
                      live=args.live, live_remote=args.live_remote,
                      live_wait=_live_wait(args, bus),
                      reset_faults=args.reset_faults, session=args.session,

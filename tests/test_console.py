@@ -8,12 +8,24 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 
 import pytest
 
 from exo_rt.session import requests as rq
-from exo_rt.session.console import EMPTY, HELP, ConsoleSource, ConsoleView, render
+from exo_rt.session.console import (
+    EMPTY,
+    HELP,
+    KEYS_PER_POLL,
+    ConsoleSource,
+    ConsoleView,
+    render,
+    status_lines,
+)
+
+LOST_NOTE = ("console input lost: end of input — no key is heard any more; a walk stops at "
+             "the end of its stride")
 
 
 def _keys(text: str) -> ConsoleSource:
@@ -31,7 +43,9 @@ def test_every_key_and_its_request():
     src = _keys("g s\nn p m c q g 2 1 + - x h\n")
     src.set_possible(("walk", "sit_down"))
     src.set_status({"speed": 0.5})
-    reqs = src.poll(42)
+    first = src.poll(42)
+    assert len(first) == KEYS_PER_POLL  # a cycle takes at most KEYS_PER_POLL keys
+    reqs = [*first, *src.poll(42)]
     assert all(r.source == rq.CONSOLE and r.cycle == 42 for r in reqs)
     kinds = _kinds(reqs)
     assert kinds[:10] == [("go", None, None), ("stop", None, None), ("next", None, None),
@@ -43,7 +57,8 @@ def test_every_key_and_its_request():
     assert kinds[10][2] == pytest.approx(0.6, abs=1e-12)
     assert kinds[11][2] == pytest.approx(0.4, abs=1e-12)
     notes = src.messages()
-    assert notes == ("unknown key 'x' — h for help", HELP)
+    assert notes == (LOST_NOTE, "unknown key 'x' — h for help", HELP)
+    assert src.lost == "end of input"
     assert src.messages() is EMPTY and src.poll(43) is EMPTY
 
 
@@ -51,10 +66,11 @@ def test_keys_that_cannot_act_give_a_hint_and_no_request():
     src = _keys("3+")
     src.set_status({"possible": ["stand_up"], "speed": None})
     assert src.poll(0) == []
-    assert src.messages() == ("no motion 3 here (possible: 1 stand_up)",
+    assert src.messages() == (LOST_NOTE, "no motion 3 here (possible: 1 stand_up)",
                               "the speed is not known yet: + and - change it while walking")
     src = _keys("1")
-    assert src.poll(0) == [] and src.messages() == ("no motion 1 here (possible: none)",)
+    assert src.poll(0) == [] and src.messages() == (LOST_NOTE,
+                                                    "no motion 1 here (possible: none)",)
 
 
 def test_keys_through_a_pipe_arrive_while_poll_never_blocks():
@@ -97,7 +113,7 @@ STATUS = {"time": 12.34, "state": "RUN", "posture": "standing",
 
 
 def test_the_status_line():
-    assert render(STATUS) == ("   12.3 s | RUN | standing | possible: 1 walk 2 sit_down | "
+    assert render(STATUS) == ("   12.3 s | RUN | standing | possible: 1 walk, 2 sit_down | "
                               "strides 0 | 0.40 m/s | assist 100% | GO – | "
                               "last: finished stand_up → standing")
     walking = {**STATUS, "motion": "walk", "progress": 0.437, "strides": 7, "speed": 0.45,
@@ -113,6 +129,41 @@ def test_the_status_line():
     assert render({"state": "RUN", "posture": None, "possible": ["home"],
                    "waiting": "confirm"}) == \
         "RUN | no posture | waiting for confirm | possible: 1 home"
+
+
+def test_the_status_line_says_what_each_motion_needs_and_what_waits_for_what():
+    """What each possible motion needs (GO held, a CONFIRM), what waits for what (HOME for
+    CONFIRM, the next motion for GO's release), a GO-held move's GO, the time against the
+    run's limit, and keys no longer heard."""
+    standing = {**STATUS, "time": 3.0, "duration": 60.0, "ends": 90.0,
+                "needs": {"sit_down": "hold GO: g"}}
+    assert render(standing).startswith(
+        "    3.0 s of 60 s | RUN | standing | possible: 1 walk, 2 sit_down (hold GO: g) | ")
+    home = render({"posture": None, "possible": ["home"], "waiting": "confirm",
+                   "pending": "home", "needs": {"home": "then CONFIRM: c"}})
+    assert home == "no posture | home waits for CONFIRM: c | possible: 1 home (then CONFIRM: c)"
+    moving = {"motion": "sit_down", "progress": 0.0, "hold": True, "go": False}
+    assert render(moving) == "sit_down   0% (waits for GO: g) | GO –"
+    assert render({**moving, "progress": 0.25, "go": True}) == \
+        "sit_down  25% (GO held: g pauses) | GO held"
+    assert render({"motion": "walk", "stopping": True}) == "walk (stopping)"
+    assert render({"posture": "sitting", "go_block": True, "go": True}) == \
+        "sitting | release GO (g) before the next motion | GO held"
+    late = render({"time": 75.0, "duration": 60.0, "ends": 90.0, "state": "RUN",
+                   "lost": "end of input", "posture": "standing"})
+    assert late == "   75.0 s: past 60 s, ended by 90 s | RUN | NO KEYS: end of input | standing"
+
+
+def test_a_status_on_a_narrow_terminal_is_cut_between_its_parts():
+    status = {**STATUS, "needs": {"sit_down": "hold GO: g"}}
+    for width in (40, 80, 200):
+        lines = status_lines(status, width)
+        assert all(len(x) <= width - 1 for x in lines), (width, lines)
+        if width > 40:  # (at 40, the possible motions' part is cut)
+            assert " | ".join(lines) == render(status)
+    assert len(status_lines(status, 200)) == 1 and len(status_lines(status, 80)) == 2
+    (cut,) = status_lines({"posture": "x" * 50}, 40)
+    assert cut == "x" * 38 + "…"  # 39 characters: the width less one
 
 
 class Clock:
@@ -142,13 +193,122 @@ def test_the_view_writes_at_most_every_0_2_s_and_only_changes():
     assert lines[0] == render(STATUS) and lines[1] == render({**STATUS, "strides": 1})
     assert lines[2] == "no motion 3 here" and lines[3] == "" and len(lines) == 4
 
+
+def test_on_a_terminal_the_status_block_is_rewritten_in_place_the_hints_above_it():
     clock, tty = Clock(), Tty()
-    view = ConsoleView(tty, clock=clock)
+    view = ConsoleView(tty, clock=clock)  # (a StringIO has no size: 80 columns)
     assert view.tty and view.update(STATUS)
     clock.t = 0.2
     view.note("hint")
     assert view.update({**STATUS, "strides": 2})
     view.close()
-    text = render(STATUS)
-    assert tty.getvalue() == (f"\r{text}\x1b[K" + f"\r\x1b[Khint\n{text}\x1b[K"
-                              + f"\r{render({**STATUS, 'strides': 2})}\x1b[K" + "\n")
+    one, two = status_lines(STATUS, 80), status_lines({**STATUS, "strides": 2}, 80)
+    assert len(one) == len(two) == 2  # 133 characters on 80 columns
+    up = "\x1b[1A\r\x1b[J"  # to the block's first line, cleared to the screen's end
+    assert tty.getvalue() == ("\r\x1b[J" + "\n".join(one) + up + "hint\n" + "\n".join(one)
+                              + up + "\n".join(two) + "\n")
+
+
+# ----------------------------------------------------------------------------- hazards
+def _wait_for(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.001)
+    return pred()
+
+
+@pytest.mark.hazard("H-CONSOLE-BYTE")
+def test_a_byte_that_is_not_text_under_a_strict_locale_is_a_hint_and_stop_is_still_heard():
+    """Standard input decoded strictly as ASCII (a strict locale): a byte 0xFF, and a cut
+    UTF-8 sequence, are each a hint; the reader lives on and hears STOP; its end is said."""
+    r, w = os.pipe()
+    stream = os.fdopen(r, "r", encoding="ascii", errors="strict")
+    src = ConsoleSource(stream)
+    try:
+        os.write(w, b"\xff")
+        os.write(w, b"\xc3")
+        reqs = []
+        assert _wait_for(lambda: reqs.extend(src.poll(1)) or len(src.messages()) == 2)
+        assert reqs == [] and src.lost is None and not src.closed
+        os.write(w, b"s")
+        got = _wait_for(lambda: src.poll(2))
+        assert _kinds(got) == [("stop", None, None)]
+    finally:
+        os.close(w)
+    src.join(5.0)
+    assert src.closed and src.lost == "end of input"
+    assert src.messages() == (LOST_NOTE,)
+    stream.close()
+
+
+class Broken:
+    """A stream whose reading fails (a terminal gone, a driver's error)."""
+
+    def isatty(self):
+        return False
+
+    def read(self, n=-1):
+        raise RuntimeError("device vanished")
+
+
+@pytest.mark.hazard("H-CONSOLE-BYTE")
+def test_a_read_error_is_said_not_silent():
+    src = ConsoleSource(Broken())
+    src.join(5.0)
+    assert src.lost == "read error (RuntimeError: device vanished)"
+    assert src.messages() == ("console input lost: read error (RuntimeError: device "
+                              "vanished) — no key is heard any more; a walk stops at the end "
+                              "of its stride",)
+
+
+PASTE_BYTES = 3 * 2 ** 20  # 3 MiB
+
+
+def paste(seed: int = 43) -> bytes:
+    """3 MiB of printable ASCII (every key among it) with a byte 0xFF every 1000th."""
+    import random
+    import string
+
+    text = bytearray(random.Random(seed).choices(string.printable.encode(), k=PASTE_BYTES))
+    text[::1000] = b"\xff" * len(text[::1000])
+    return bytes(text)
+
+
+def keys_in(data: bytes) -> int:
+    return len(data) - sum(data.count(c.encode()) for c in " \t\r\n")
+
+
+@pytest.mark.hazard("H-REQUEST-FLOOD")
+def test_a_3_mb_paste_is_dropped_whole_with_one_warning_and_keys_typed_after_it_act():
+    data = paste()
+    r, w = os.pipe()
+    stream = os.fdopen(r, "r", encoding="utf-8")
+    src = ConsoleSource(stream)
+    src.set_status({"possible": ["walk", "sit_down"], "speed": 0.4})
+    writer = threading.Thread(target=os.write, args=(w, data), daemon=True)
+    writer.start()
+    reqs, longest = [], 0.0
+    try:
+        end = time.monotonic() + 30.0
+        while (writer.is_alive() or src.dropped < keys_in(data)) and time.monotonic() < end:
+            t0 = time.thread_time()
+            got = src.poll(0)
+            longest = max(longest, time.thread_time() - t0)
+            assert len(got) <= KEYS_PER_POLL
+            reqs += got
+            time.sleep(0.0005)
+        assert src.dropped == keys_in(data) and reqs == []
+        time.sleep(0.15)  # a pause: the paste is over
+        os.write(w, b"s")
+        got = _wait_for(lambda: src.poll(1))
+        assert _kinds(got) == [("stop", None, None)]
+    finally:
+        os.close(w)
+    notes = src.messages()
+    assert sum("a paste ignored" in n for n in notes) == 1, notes
+    assert longest < 1e-3, longest  # s of CPU in one poll during the paste
+    src.join(5.0)
+    stream.close()

@@ -175,7 +175,8 @@ class Writer:
                 "on unrecorded; its files hold it up to there (run.mcap made whole by exo-rt "
                 "recover, or when read)")
         try:
-            sys.stderr.write(("\n" if self.status and sys.stderr.isatty() else "") + line + "\n")
+            # on a line of its own below a status line (this one's, or the console's)
+            sys.stderr.write(("\n" if sys.stderr.isatty() else "") + line + "\n")
             sys.stderr.flush()
         except OSError:
             pass

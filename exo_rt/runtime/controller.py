@@ -187,9 +187,11 @@ class Controller:
             self.record.wait_for_viewer(self.options.live_wait)
         # allocated before mlockall (which faults every later allocation in at once)
         self.sched = Scheduler(self.dt, lockstep=not self.realtime)
-        # watched live, a simulated run goes at the wall clock's pace (still lockstep: the
-        # same cycles, only slowed to real time) — else it is over before a viewer is
-        self.sched.paced = self.options.live is not None and not self.realtime
+        # watched live or driven from the console, a simulated run goes at the wall clock's
+        # pace (still lockstep: the same cycles, only slowed to real time) — else it is over
+        # before a viewer is, and a key acts seconds of simulated time after it was pressed
+        o = self.options
+        self.sched.paced = (o.live is not None or o.console) and not self.realtime
 
     def _warm_up(self) -> None:
         """Every compiled part of the cycle run once on throw-away data (:func:`exo_rt.

@@ -17,7 +17,8 @@ class RunOptions:
     injections: tuple[Injection, ...] = ()  # faults injected (--inject)
     start_pose: tuple[float, ...] | None = None  # rad: the simulated leg's initial angles
     seed: int = 0  # the simulated bus's noise
-    status: bool = False  # a live status line on stderr (the recording prints it)
+    status: bool = False  # a live status line on stderr (the recording prints it; exo-rt run
+    # --console leaves it off: the console's status shows the time)
     rt_setup: bool = True  # SCHED_FIFO, affinity, mlockall, the gc frozen (real time)
     board: str | None = "emulator"  # the embedded board: emulator, a pyserial URL, None
     plant: Mechanism | None = None  # the simulated leg's model (default: the robot's)
@@ -29,7 +30,8 @@ class RunOptions:
     session: str | None = None  # the session script (None: configs/sessions/default.yaml)
     activities: str | None = None  # the activities file (None: the robot's shipped one)
     wearer: str | None = None  # the wearer profile (None: the robot file's wearer)
-    console: bool = False  # the therapist's console: keys on stdin, status on stderr
+    console: bool = False  # the therapist's console: keys on stdin, status on stderr (alone,
+    # without session: the only source; lockstep paced to the wall clock)
     requests: tuple | None = None  # replay: the recorded request events, asked again
     sources: tuple = ()  # more request sources: callables (controller) → source (a rehearsal's
     # crutch plan on the emulated board, exo_rt.sim.crutch; a test's own)

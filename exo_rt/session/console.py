@@ -1,18 +1,25 @@
 """The therapist's console on the PC's terminal: keys in (:class:`ConsoleSource`), a status
 line out (:func:`render`, :class:`ConsoleView`). docs/sessions.md lists the keys.
 
-Keys are read in a daemon thread, one character at a time, into a queue; :meth:`poll` turns
-them into requests (source CONSOLE) in the caller's thread without ever blocking, so the
-current possible motions and speed (:meth:`ConsoleSource.set_status`) are the ones a key
-acts on. A terminal has no key-up: ``g`` toggles GO between pressed and released. On a
-terminal the keys act at once (cbreak mode, restored by :meth:`ConsoleSource.close`); on a
-pipe or a file they are read as they come.
+Keys are read in a daemon thread as bytes, decoded with every undecodable byte replaced (a
+byte that is not text is a hint, never the reader's end), into a bounded queue; :meth:`poll`
+turns at most ``KEYS_PER_POLL`` of them into requests (source CONSOLE) in the caller's thread
+without ever blocking, so the current possible motions and speed
+(:meth:`ConsoleSource.set_status`) are the ones a key acts on, and no cycle does more than a
+few keys' work. A paste is not a therapist: a read that brings more than ``PASTE_KEYS`` keys
+at once is dropped whole, with what follows it without a pause (``PASTE_QUIET_S``), and said
+once; no more than ``MAX_WAITING`` keys ever wait. The end of the input (or an error reading
+it) is said too (:attr:`ConsoleSource.lost`): the session then stops a walk at the end of
+its stride, as when the crutch goes silent. A terminal has no key-up: ``g`` toggles GO
+between pressed and released. On a terminal the keys act at once (cbreak mode, restored by
+:meth:`ConsoleSource.close`); on a pipe or a file they are read as they come.
 """
 
 from __future__ import annotations
 
+import codecs
 import collections
-import queue
+import os
 import sys
 import threading
 import time
@@ -27,24 +34,34 @@ KEYS = {  # key → request kind (the keys that map one to one)
 }
 HELP = ("keys: g GO press/release · s STOP · 1–9 start a possible motion · n/p next/previous "
         "· m mode · +/- speed ±0.1 m/s · c confirm HOME · q end · h help")
+KEYS_PER_POLL = 8  # the most keys one poll (one control cycle) turns into requests
+MAX_WAITING = 64  # the most keys waiting to be polled; more are dropped (said once)
+PASTE_KEYS = 16  # a read bringing more keys than this at once is a paste: dropped whole
+PASTE_QUIET_S = 0.1  # s: what follows a paste without this long a pause belongs to it
+READ_BYTES = 4096  # the most bytes one read takes
+NOT_TEXT = "\ufffd"  # what a byte that is not text decodes to
 
-__all__ = ["ConsoleSource", "ConsoleView", "HELP", "render"]
+__all__ = ["ConsoleSource", "ConsoleView", "HELP", "render", "status_lines"]
 
 
 class ConsoleSource:
     """Requests from the keys typed on ``stream`` (default standard input).
 
-    ``poll(cycle)`` returns the requests of the keys that arrived since the last call (the
-    shared empty tuple when none did); hints for unknown or useless keys, and the help, are
-    collected for the view (:meth:`messages`). ``set_status`` (or ``set_possible``) tells
-    it what the number keys start and the speed that + and − change."""
+    ``poll(cycle)`` returns the requests of at most ``KEYS_PER_POLL`` keys that arrived since
+    the last call (the shared empty tuple when none did); hints for unknown or useless keys,
+    a dropped paste, the help and the input's end are collected for the view
+    (:meth:`messages`). ``set_status`` (or ``set_possible``) tells it what the number keys
+    start and the speed that + and − change. ``lost``: why no key will come any more (the
+    end of the input, a read error), None while keys can come."""
 
     def __init__(self, stream=None, *, cbreak: bool = True,
                  speed_step: float = SPEED_STEP) -> None:
         self.stream = sys.stdin if stream is None else stream
         self.speed_step = speed_step
         self.go_held = False
-        self._keys: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.lost: str | None = None
+        self.dropped = 0  # keys dropped: pastes, or more than MAX_WAITING waiting
+        self._keys: collections.deque[str] = collections.deque()
         self._notes: collections.deque[str] = collections.deque(maxlen=16)
         self._possible: tuple[str, ...] = ()
         self._speed: float | None = None
@@ -81,17 +98,67 @@ class ConsoleSource:
             except (OSError, termios.error):
                 pass
 
-    def _read(self) -> None:
-        """The reading thread: every character into the queue until the stream ends."""
-        read = self.stream.read
+    def _chunks(self):
+        """(read, decode): one read of at most READ_BYTES (bytes, or text from a text-only
+        stream), and bytes → text with every undecodable byte replaced by U+FFFD."""
+        raw = getattr(self.stream, "buffer", self.stream)
+        fileno = None
         try:
+            fileno = raw.fileno()
+        except (AttributeError, OSError, ValueError):
+            pass
+        if fileno is not None and getattr(raw, "closed", False) is False:
+            def read():  # whatever the descriptor has (a key, a paste's chunk), or b"": EOF
+                return os.read(fileno, READ_BYTES)
+        elif hasattr(raw, "read1"):
+            def read():
+                return raw.read1(READ_BYTES)
+        else:  # a text stream without bytes (tests' StringIO): one character at a time
+            def read():
+                return raw.read(1)
+        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        try:
+            decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        except LookupError:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return read, decoder.decode
+
+    def _read(self) -> None:
+        """The reading thread: keys into the queue until the stream ends; its end, or any
+        error, is kept in :attr:`lost` and said (never a silent end)."""
+        why = "end of input"
+        try:
+            read, decode = self._chunks()
+            last, pasting = -float("inf"), False
             while True:
-                ch = read(1)
-                if not ch:
-                    return
-                self._keys.put(ch)
-        except (OSError, ValueError):  # the stream was closed under it
-            return
+                chunk = read()
+                if not chunk:
+                    break
+                text = chunk if isinstance(chunk, str) else decode(chunk)
+                now = time.monotonic()
+                follows, last = now - last < PASTE_QUIET_S, now
+                n = len(text) - sum(text.count(c) for c in IGNORED)
+                if n > PASTE_KEYS or (pasting and follows):
+                    if not pasting:
+                        self._notes.append(f"a paste ignored (more than {PASTE_KEYS} keys at "
+                                           "once): a paste is not a therapist — type keys "
+                                           "one at a time")
+                    pasting = True
+                    self.dropped += n
+                    continue
+                pasting = False
+                for ch in text:
+                    if ch in IGNORED:
+                        continue
+                    if len(self._keys) >= MAX_WAITING:
+                        self.dropped += 1
+                        continue
+                    self._keys.append(ch)
+        except Exception as exc:  # any failure is said, the run goes on without keys
+            why = f"read error ({exc.__class__.__name__}: {exc})"
+        self.lost = why
+        self._notes.append(f"console input lost: {why} — no key is heard any more; a walk "
+                           "stops at the end of its stride")
 
     @property
     def closed(self) -> bool:
@@ -108,30 +175,34 @@ class ConsoleSource:
         self._possible = tuple(names)
 
     def set_status(self, status: dict) -> None:
-        """The machine's status (as :func:`render` takes it): ``possible`` and ``speed``."""
+        """The machine's status (as :func:`render` takes it): ``possible``, ``speed`` and
+        ``go`` (GO held, whoever pressed it: the next ``g`` toggles it from there)."""
         if "possible" in status:
             self._possible = tuple(status["possible"])
         if status.get("speed") is not None:
             self._speed = float(status["speed"])
+        if status.get("go") is not None:
+            self.go_held = bool(status["go"])
 
     # -- keys → requests
     def poll(self, cycle: int):
-        """The requests of the keys typed since the last call, made in ``cycle``."""
-        if self._keys.empty():
+        """The requests of at most ``KEYS_PER_POLL`` keys typed since the last call, made in
+        ``cycle`` (the rest wait, in order, for the next calls)."""
+        keys = self._keys
+        if not keys:
             return EMPTY
         out = []
-        while True:
+        for _ in range(KEYS_PER_POLL):
             try:
-                ch = self._keys.get_nowait()
-            except queue.Empty:
-                return out
+                ch = keys.popleft()
+            except IndexError:
+                break
             req = self._request(ch, cycle)
             if req is not None:
                 out.append(req)
+        return out
 
     def _request(self, ch: str, cycle: int) -> rq.Request | None:
-        if ch in IGNORED:
-            return None
         if ch in KEYS:
             return rq.Request(KEYS[ch], rq.CONSOLE, cycle)
         if ch == "g":
@@ -156,6 +227,9 @@ class ConsoleSource:
         if ch in "h?":
             self._notes.append(HELP)
             return None
+        if ch == NOT_TEXT:
+            self._notes.append("a byte that is not text ignored — h for help")
+            return None
         self._notes.append(f"unknown key {ch!r} — h for help")
         return None
 
@@ -163,9 +237,10 @@ class ConsoleSource:
         """The hints collected since the last call (for the view), oldest first."""
         if not self._notes:
             return EMPTY
-        out = tuple(self._notes)
-        self._notes.clear()
-        return out
+        out = []
+        while self._notes:
+            out.append(self._notes.popleft())
+        return tuple(out)
 
 
 # ----------------------------------------------------------------------------- the display
@@ -196,19 +271,35 @@ def _level(level) -> str:
     return f"assist {100 * float(level):.0f}%"
 
 
-def render(status: dict) -> str:
-    """The console's status line from the machine's status. Keys (each optional):
-    ``state`` (the controller's: RUN, SAFE, …), ``posture`` (or None: in none),
-    ``motion`` and ``progress`` (0–1) while one runs, ``paused`` (GO released mid-motion),
-    ``waiting`` (e.g. ``confirm``), ``possible`` (names, numbered for the keys 1–9),
-    ``strides`` (the step count), ``speed`` (m/s), ``step_length`` (m), ``level`` (0–1, or
-    {leg: 0–1}), ``go`` (held), ``answer`` (the last: an Answer, its dict or text), ``time``
-    (s)."""
-    parts = []
+KEY_OF = {"confirm": "c", "go": "g"}  # what a wait is for → the key that gives it
+
+
+def _needs(name: str, needs: dict) -> str:
+    """A possible motion as the status line lists it: ``sit_down (hold GO: g)``."""
+    what = needs.get(name)
+    return f"{name} ({what})" if what else name
+
+
+def _clock(status: dict) -> str:
+    """The session's time and its limit: ``12.3 s of 60 s``; past it, when the run ends."""
+    t, d = status["time"], status.get("duration")
+    if d is None:
+        return f"{t:7.1f} s"
+    if t <= d:
+        return f"{t:7.1f} s of {d:g} s"
+    end = status.get("ends")
+    return f"{t:7.1f} s: past {d:g} s" + (f", ended by {end:g} s" if end is not None else "")
+
+
+def parts(status: dict) -> list[str]:
+    """The status line's parts, most important first (:func:`render` joins them)."""
+    out = []
     if status.get("time") is not None:
-        parts.append(f"{status['time']:7.1f} s")
+        out.append(_clock(status))
     if status.get("state"):
-        parts.append(str(status["state"]))
+        out.append(str(status["state"]))
+    if status.get("lost"):
+        out.append(f"NO KEYS: {status['lost']}")
     motion = status.get("motion")
     if motion:
         where = motion
@@ -216,36 +307,82 @@ def render(status: dict) -> str:
             where += f" {100 * status['progress']:3.0f}%"
         if status.get("paused"):
             where += " (paused: hold GO)"
-        parts.append(where)
+        elif status.get("hold") and status.get("go") is not None:
+            where += (" (GO held: g pauses)" if status["go"] else " (waits for GO: g)")
+        if status.get("stopping"):
+            where += " (stopping)"
+        out.append(where)
     else:
-        parts.append(status.get("posture") or "no posture")
-    if status.get("waiting"):
-        parts.append(f"waiting for {status['waiting']}")
+        out.append(status.get("posture") or "no posture")
+    waiting = status.get("waiting")
+    if waiting:
+        key = KEY_OF.get(waiting)
+        what = waiting.upper() + (f": {key}" if key else "")
+        out.append(f"{status['pending']} waits for {what}" if status.get("pending")
+                   else f"waiting for {waiting}")
+    if status.get("go_block"):
+        out.append("release GO (g) before the next motion")
     possible = status.get("possible")
     if possible is not None and not motion:
-        parts.append("possible: " + (" ".join(f"{i} {m}" for i, m in enumerate(possible, 1))
-                                     or "none"))
+        needs = status.get("needs") or {}
+        out.append("possible: " + (", ".join(f"{i} {_needs(m, needs)}"
+                                             for i, m in enumerate(possible, 1)) or "none"))
     if status.get("strides") is not None:
-        parts.append(f"strides {status['strides']}")
+        out.append(f"strides {status['strides']}")
     if status.get("speed") is not None:
         walk = f"{status['speed']:.2f} m/s"
         if status.get("step_length") is not None:
             walk += f" × {status['step_length']:.2f} m"
-        parts.append(walk)
+        out.append(walk)
     if status.get("level") is not None:
-        parts.append(_level(status["level"]))
+        out.append(_level(status["level"]))
     if status.get("go") is not None:
-        parts.append("GO held" if status["go"] else "GO –")
+        out.append("GO held" if status["go"] else "GO –")
     last = _answer(status.get("answer"))
     if last:
-        parts.append(f"last: {last}")
-    return " | ".join(parts)
+        out.append(f"last: {last}")
+    return out
+
+
+def render(status: dict) -> str:
+    """The console's status line from the machine's status. Keys (each optional):
+    ``time`` (s) and ``duration`` (s: the run's --duration; ``ends``: s, when a session
+    still going is ended), ``state`` (the controller's: RUN, SAFE, …), ``lost`` (why no key
+    is heard any more), ``posture`` (or None: in none), ``motion`` and ``progress`` (0–1)
+    while one runs, ``paused`` (GO released mid-motion), ``hold`` (the motion needs GO
+    held), ``stopping`` (STOP asked), ``waiting`` (e.g. ``confirm``) and ``pending`` (the
+    motion that waits: ``home``), ``go_block`` (GO still held since the last posture),
+    ``possible`` (names, numbered for the keys 1–9) and ``needs`` ({name: what it needs,
+    e.g. ``hold GO: g``}), ``strides`` (the step count), ``speed`` (m/s), ``step_length``
+    (m), ``level`` (0–1, or {leg: 0–1}), ``go`` (held), ``answer`` (the last: an Answer, its
+    dict or text)."""
+    return " | ".join(parts(status))
+
+
+def status_lines(status: dict, width: int) -> list[str]:
+    """:func:`render`'s parts on as many lines of at most ``width`` − 1 characters as they
+    need (a terminal's status block: a line that wrapped could not be rewritten in place),
+    cut between parts; a part longer than a line is shortened with an ellipsis."""
+    room = max(width - 1, 20)
+    lines: list[str] = []
+    line = ""
+    for part in parts(status):
+        if len(part) > room:
+            part = part[: room - 1] + "…"
+        if line and len(line) + 3 + len(part) > room:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line} | {part}" if line else part
+    lines.append(line)
+    return lines
 
 
 class ConsoleView:
-    """Writes :func:`render`'s line to ``stream`` (default standard error) at most every
-    ``period`` s and only when it changed: on a terminal rewritten in place (carriage return,
-    clear to the end of the line), elsewhere one line each. ``clock``: seconds (monotonic)."""
+    """Writes the status to ``stream`` (default standard error) at most every ``period`` s
+    and only when it changed: on a terminal as a block of lines the width of the terminal
+    (:func:`status_lines`), rewritten in place, the hints above it; elsewhere :func:`render`'s
+    line, one each. ``clock``: seconds (monotonic)."""
 
     def __init__(self, stream=None, period: float = 0.2, clock=time.monotonic) -> None:
         self.stream = sys.stderr if stream is None else stream
@@ -257,10 +394,22 @@ class ConsoleView:
             self.tty = False
         self._last_time = -float("inf")
         self._last_text: str | None = None
+        self._block: list[str] = []  # the lines on the terminal now (tty)
+
+    def _width(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return 80
+
+    def _top(self) -> str:
+        """Back to the block's first line, cleared with all below it (tty)."""
+        up = f"\x1b[{len(self._block) - 1}A" if len(self._block) > 1 else ""
+        return f"{up}\r\x1b[J"
 
     def update(self, status: dict, notes=EMPTY) -> bool:
         """Show ``status`` (and the hint lines ``notes``, e.g. the console's
-        :meth:`ConsoleSource.messages`, at once); True if the status line was written."""
+        :meth:`ConsoleSource.messages`, at once); True if the status was written."""
         for note in notes:
             self.note(note)
         now = self.clock()
@@ -270,22 +419,26 @@ class ConsoleView:
         if text == self._last_text:
             return False
         self._last_time, self._last_text = now, text
-        self.stream.write(f"\r{text}\x1b[K" if self.tty else f"{text}\n")
+        if self.tty:
+            lines = status_lines(status, self._width())
+            self.stream.write(self._top() + "\n".join(lines))
+            self._block = lines
+        else:
+            self.stream.write(f"{text}\n")
         self.stream.flush()
         return True
 
     def note(self, text: str) -> None:
-        """A line of its own (a hint, the help) above the status line."""
+        """A line of its own (a hint, the help) above the status."""
         if self.tty:
-            self.stream.write(f"\r\x1b[K{text}\n")
-            if self._last_text is not None:
-                self.stream.write(f"{self._last_text}\x1b[K")
+            self.stream.write(self._top() + f"{text}\n" + "\n".join(self._block))
         else:
             self.stream.write(f"{text}\n")
         self.stream.flush()
 
     def close(self) -> None:
-        """End the status line (a terminal's cursor to a new line)."""
-        if self.tty and self._last_text is not None:
+        """End the status (a terminal's cursor to a new line under it)."""
+        if self.tty and self._block:
             self.stream.write("\n")
             self.stream.flush()
+            self._block = []

@@ -119,23 +119,71 @@ class Session:
 
 
 class ConsoleSink:
-    """The console's status line, kept up with the machine (what changed, the last answer);
-    the console's keys act on the possible motions and the speed it was last told."""
+    """The therapist's console on a session: a source (:meth:`poll`: its keys' requests) and
+    a sink (its status kept up with the machine ``machine``: what changed, the last answer,
+    and every ``REFRESH_CYCLES`` the time and a move's progress). Its keys act on the
+    possible motions and the speed it was last told. When its input is lost (the end of
+    the input, a read error), a walk is stopped at the end of its stride — a STOP from the
+    console, noted why — as when the crutch goes silent (a GO-held move goes on while GO is
+    held, to its posture)."""
 
-    def __init__(self, ctl, source, view) -> None:
+    REFRESH_CYCLES = 100  # the time on the status line: every 0.1 s at 1 kHz
+
+    def __init__(self, ctl, source, view, machine=None) -> None:
         self.ctl, self.source, self.view, self.last = ctl, source, view, None
+        self.machine = machine
+        self._refresh = 0
+        self._lost_stop = False  # this walk was stopped for the lost input
+
+    def poll(self, k: int):
+        """The keys' requests (at most a few a cycle); a STOP when the input is lost during
+        a walk; the status refreshed every ``REFRESH_CYCLES``."""
+        src, m = self.source, self.machine
+        reqs = src.poll(k)
+        if src.lost is not None and m is not None:
+            walking = m.motion is not None and m.motion.kind == "walk" and not m.stop_asked
+            if walking and not self._lost_stop:
+                self._lost_stop = True
+                reqs = [*reqs, Request(rq.STOP, rq.CONSOLE, k,
+                                       note=f"console input lost: {src.lost}")]
+            elif m.motion is None:
+                self._lost_stop = False
+        if k >= self._refresh and m is not None:
+            self._refresh = k + self.REFRESH_CYCLES
+            self.show(m, k)
+        return reqs
 
     def answer(self, ans, k: int) -> None:
         self.last = ans
 
     def show(self, machine, k: int) -> None:
-        from exo_rt.runtime.states import STATES
+        from exo_rt.runtime.script import SESSION_SPARE_S
+        from exo_rt.runtime.states import RUN, STATES
 
-        st = machine.status()
-        status = dict(time=k * self.ctl.dt, state=STATES[self.ctl.state], posture=st["posture"],
-                      motion=st["motion"], possible=st["possible"], strides=st["steps"],
-                      speed=st["speed"], level=st["levels"], go=st["go"], answer=self.last,
-                      waiting="confirm" if st["home_pending"] else None)
+        ctl, st, motion = self.ctl, machine.status(), machine.motion
+        progress = None
+        if motion is not None and motion.kind != "walk" and machine.s["seg_duration"] > 0:
+            progress = min(machine.s["seg_tau"] / machine.s["seg_duration"], 1.0)
+        needs = {}
+        for name in st["possible"]:
+            m = machine.activities.motion(name)
+            if m is not None and m.hold_go:
+                needs[name] = "hold GO: g"
+            elif m is not None and m.needs_confirm:
+                needs[name] = "then CONFIRM: c"
+        pending = machine.home_pending
+        duration = getattr(ctl, "duration", None)
+        status = dict(time=(k - ctl.k0.get(RUN, 0)) * ctl.dt, duration=duration,
+                      ends=None if duration is None else duration + SESSION_SPARE_S,
+                      state=STATES[ctl.state], lost=self.source.lost, posture=st["posture"],
+                      motion=st["motion"], progress=progress,
+                      hold=motion is not None and motion.hold_go,
+                      stopping=motion is not None and machine.stop_asked,
+                      possible=st["possible"], needs=needs, strides=st["steps"],
+                      speed=st["speed"], level=st["levels"], go=st["go"],
+                      go_block=machine.go_block and motion is None, answer=self.last,
+                      waiting="confirm" if pending is not None else None,
+                      pending=pending.name if pending is not None else None)
         self.source.set_status(status)
         self.view.update(status, self.source.messages())
 
@@ -231,7 +279,8 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
 def for_run(ctl) -> Session:
     """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
     RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
-    buttons when the board is there, the console with ``console``."""
+    buttons when the board is there, the console with ``console`` — alone (no ``session``)
+    the only source besides the board: no script runs under it."""
     o = ctl.options
     sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
                  activities=o.activities, wearer=o.wearer, requests=o.requests)
@@ -241,9 +290,12 @@ def for_run(ctl) -> Session:
     if o.console and o.requests is None:
         from exo_rt.session.console import ConsoleSource, ConsoleView
 
-        console = ConsoleSource()
+        if o.session is None and sess.script is not None:  # the console alone: its keys
+            sess.sources.remove(sess.script)  # are the only source (no default script)
+            sess.script = None
+        console = ConsoleSink(ctl, ConsoleSource(), ConsoleView(), sess.machine)
         sess.sources.append(console)
-        sess.sinks.append(ConsoleSink(ctl, console, ConsoleView()))
+        sess.sinks.append(console)
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
         from exo_rt.session.buttons import BoardButtons
 
