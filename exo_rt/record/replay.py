@@ -148,6 +148,41 @@ def _errors(sim: np.ndarray, rec: np.ndarray, names) -> tuple[dict, int | None]:
     return joints, (int(over[0]) if len(over) else None)
 
 
+LEAD_SYNCS = 2  # SYNC periods before cycle 0's command acts: READY's first SYNC, cycle 0's
+
+
+def _start_plant(plant, meta: dict, powered_flags: np.ndarray, rate_hz: float) -> None:
+    """Put ``plant`` where the recording's leg was when cycle 0's command began to act.
+
+    On the lockstep simulated bus (``bus: sim``) that state is known exactly: the simulation
+    was reset to the run's start pose (``--start-pose``, else every joint at 0) in static
+    equilibrium, stepped at zero current with the power stages off through the drives'
+    bring-up (its periods: the simulated clock from the recording's start to the loop's,
+    ``wall_start`` − ``wall_boot`` on that bus), then :data:`LEAD_SYNCS` periods at zero current with the
+    stages as the drives reported them (``powered_flags``, cycle 0's flags). A leg that does
+    not start at rest in equilibrium — sitting, its hip sagging as soon as the drives enable
+    at zero current in READY — is then replayed from the very state the simulation had
+    (issue 43: from sitting, plant replay started at the start pose itself, two periods early,
+    and the knee drifted off by 9.5° RMS). Any other bus: the measured posture at READY
+    (``q_initial``), at rest."""
+    lockstep = meta.get("bus") == "sim"
+    start = meta.get("start_pose")
+    if start is None:
+        start = np.zeros(plant.n_joints) if lockstep else meta["q_initial"]
+    plant.reset(np.asarray(start, float))
+    if not lockstep:
+        return
+    zero = np.zeros(len(plant.transmissions))
+    bring_up = meta.get("wall_start", 0.0) - meta.get("wall_boot", 0.0)  # s, simulated
+    plant.state[ST_ON, : len(zero)] = 0.0
+    for _ in range(min(max(round(bring_up * rate_hz), 0), int(rate_hz))):  # (≤ 1 s: a
+        plant.step(zero)  # clock that is not the simulation's cannot stall the replay)
+    plant.state[ST_ON, : len(zero)] = ~(powered_flags.astype(np.int64) & F_NOT_ENABLED
+                                       ).astype(bool)
+    for _ in range(LEAD_SYNCS):
+        plant.step(zero)
+
+
 def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     """The recorded commands into the plant; the predicted motor-encoder joint angles against
     the recorded ones. Cycle k's command is applied at its SYNC and acts until the next one,
@@ -157,11 +192,10 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     top = load_top(run.config)
     robot = robot or top.robot
     plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
-    start = meta.get("start_pose") or meta["q_initial"]
-    plant.reset(np.asarray(start, float))
     n = robot.nq
     k_mult = plant.transmissions[:, T_K]
     joint_of = plant.transmissions[:, T_JOINT].astype(int)
+    _start_plant(plant, meta, records["flags"][0][joint_of], top.rate_hz)
     cpr = np.array([next(d.scale.counts_per_rev for b in top.buses for d in b.drives
                          if d.joint == robot.joint_names[j]) for j in joint_of], float)
     # the drives receive torque in per mille of their rated torque: the same rounding here
