@@ -137,6 +137,12 @@ def _law(c: Context) -> None:
         cy.wearer_function()
 
 
+@entry("envelope", "controller")
+def _envelope(c: Context) -> None:
+    from exo_rt.session import envelope
+    envelope.warm_up()  # the walks' trace: a session checks each walk before it begins
+
+
 @entry("gait_phase", "controller")
 def _gait_phase(c: Context) -> None:
     from exo_rt.control import trajectory

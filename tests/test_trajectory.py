@@ -67,7 +67,7 @@ def test_a_moves_endpoints_are_exact_and_its_peak_speed_15_8_of_the_mean():
     v[V_SEG_FROM], v[V_SEG_TO] = q0, q1
     s[0]["seg_kind"], s[0]["seg_duration"] = segment.MOVE, big_t
     s[0]["seg_rate"] = s[0]["seg_go"] = 1.0
-    s[0]["seg_slew"] = 0.1
+    s[0]["seg_slew"] = segment.GO_OMEGA
     gaits = np.zeros((segment.SLOTS, 2, 11))
     qr, qdr = [], []
     for _ in range(1600):

@@ -256,6 +256,10 @@ class Controller:
             out["recording"] = self.record.summary_part()
         run_dir = self.record.write(out)
         code = 0 if out["final_state"] == "SHUTDOWN" and not self.faults else 1
+        sess = self.session
+        if sess is not None and (sess.failed or getattr(sess, "last_resort", None)):
+            out["session_ended_by"] = sess.failed or "the run's limit"  # (not by its END)
+            code = 1
         return RunResult(out, run_dir, code, list(self.setup_lines))
 
     # ------------------------------------------------------------------ the update loop

@@ -40,7 +40,7 @@ from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.record.recorder import cycle_columns
-from exo_rt.runtime import assistance, safety, segment
+from exo_rt.runtime import assistance, governor, safety, segment
 from exo_rt.runtime.layout import (
     PARAMS,
     SCALARS,
@@ -215,10 +215,13 @@ def _reference(state, m, d):
             qddr[j] = 0.0
     elif state == RUN:
         segment.reference(s, v, d.gaits, v[V_OFFSET], m.p[0].dt)
+        governor.govern(s, v, m.p[0].dt)  # (the last word on it, whatever asked)
+        return
     elif state == STOPPING:
         for j in range(n):
             qdr[j] = 0.0
             qddr[j] = 0.0
+    governor.follow(v)
 
 
 def wearer_torque(lm, ld):
@@ -523,6 +526,7 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     v[V_LEVEL] = v[V_LEVEL_TO] = v[V_LEVEL_ASKED] = 1.0  # (full assistance until a session
     # sets the wearer's)
     s[0]["level_ramp"] = 1.0
+    governor.set_bounds(v, model.limits, 1.0, np.inf)  # (the joints' own: build narrows them)
     gait = np.zeros(1, phase_estimate.STATE)
     phase_estimate.reset(model.law.gp, gait)
     ld = registry.law_data(data, data_exo, law_state, scratch, q=v[V_Q], qd=v[V_QD],
@@ -602,6 +606,9 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
                           sopts=sopts, transmissions=transmissions, thermal=windings,
                           period=ref.period)
     cycle.gaits[:] = coeffs
+    governor.set_bounds(cycle.v, limits, safety_cfg.reference_speed,
+                        governor.accelerations(robot.joint_names,
+                                               safety_cfg.reference_acceleration))
     segment.walk_from_start(cycle.s, ref.period)
     cycle.q_start[:] = trajectory.start_position(coeffs)
     return cycle

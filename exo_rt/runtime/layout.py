@@ -46,9 +46,10 @@ SCALARS = np.dtype([
     ("seg_kind", "f8"),  # segment.HOLD / MOVE / GAIT
     ("seg_tau", "f8"),  # s: a move's progress
     ("seg_duration", "f8"),  # s: a move's duration at full rate
-    ("seg_rate", "f8"),  # progress rate, 0–1 (slews towards seg_go)
+    ("seg_rate", "f8"),  # progress rate, 0–1 (follows seg_go smoothly: segment._slew)
+    ("seg_rate_dot", "f8"),  # 1/s: its rate of change (continuous: no step in q̈_r)
     ("seg_go", "f8"),  # 1: progress (GO held, or not needed), 0: freeze
-    ("seg_slew", "f8"),  # the rate's largest change per cycle
+    ("seg_slew", "f8"),  # rad/s: the rate filter's natural frequency ω (critically damped)
     ("seg_done", "f8"),  # out: 1 once a move or the closing step has ended (end posture)
     ("blend_start", "f8"),  # strides: where the running blend began
     ("blend_len", "f8"),  # strides: its length (0: none)
@@ -69,6 +70,9 @@ SCALARS = np.dtype([
     # at the next stride boundary and ramped over a stride
     ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_ASKED] waits for the next stride boundary
     ("level_ramp", "f8"),  # the ramp's progress, 0 → 1 (≥ 1: none running)
+    # the reference governor (exo_rt.runtime.governor): the last word on every reference
+    ("governed", "f8"),  # out: cycles in RUN whose reference the governor had to change
+    ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
 ])
 
 # joint vectors (v rows)
@@ -105,7 +109,16 @@ V_T_REPORTED = 29  # °C: the drive's own reading (NaN where it reports none)
 V_DERATE = 30  # the current limit's factor for the winding's temperature, 0–1
 V_LEVEL_ASKED = 31  # the assistance level asked for (the session writes it; the cycle takes it
 # into V_LEVEL_TO at the next stride boundary)
-V_WIDTH = 32
+# the reference governor (exo_rt.runtime.governor): each joint's bounds on the reference and
+# the reference it let through last cycle
+V_GOV_LO = 32  # rad: the lowest q_r (the soft limit, or the wearer's range where tighter)
+V_GOV_HI = 33  # rad: the highest
+V_GOV_VEL = 34  # rad/s: the largest |q̇_r|
+V_GOV_ACC = 35  # rad/s²: the largest |q̈_r| (and |Δq̇_r| per cycle over the period)
+V_GOV_Q = 36  # rad: the reference let through last cycle
+V_GOV_QD = 37  # rad/s
+V_GOV_ON = 38  # 1 while the joint's reference is the governor's, not the segment's
+V_WIDTH = 39
 
 SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
 
@@ -115,5 +128,6 @@ VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V
            "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV,
            "seg_from": V_SEG_FROM, "seg_to": V_SEG_TO, "phase_offset": V_OFFSET,
            "level": V_LEVEL, "level_to": V_LEVEL_TO, "level_asked": V_LEVEL_ASKED,
-           "winding": V_T_WINDING,
+           "winding": V_T_WINDING, "gov_lo": V_GOV_LO, "gov_hi": V_GOV_HI,
+           "gov_vel": V_GOV_VEL, "gov_acc": V_GOV_ACC, "gov_on": V_GOV_ON,
            "housing": V_T_HOUSING, "reported_temp": V_T_REPORTED, "derate": V_DERATE}

@@ -28,7 +28,10 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
         if state == RUN:
             if session.ended:
                 return STOPPING
-            if (k + 1 - k0[RUN]) * dt >= duration + SESSION_SPARE_S:
+            t = (k + 1 - k0[RUN]) * dt
+            if t >= duration + 2.0 * SESSION_SPARE_S or session.broken is not None:
+                return _last_resort(session, k, t - duration)
+            if t >= duration + SESSION_SPARE_S:
                 _guard(session, k)
     if state == STOPPING and (k + 1 - k0[STOPPING]) * dt >= stop_s:
         return SHUTDOWN
@@ -59,14 +62,46 @@ def advance(ctl, k: int) -> None:
 
 
 def _guard(sess, k: int) -> None:
-    """The run's time is up: stop a walk (or cut what STOP may cut), END from a posture."""
+    """The run's time is up: stop a walk (or cut what STOP may cut), end a frozen GO-held
+    move now (its ``on_frozen``), END from a posture."""
+    import dataclasses
+
     from exo_rt.session import requests as rq
 
     m = sess.machine
+    if getattr(sess, "guarded", None) is None:
+        sess.guarded = k
+        sess.events.append({"cycle": k, "t": round(k * sess.dt, 6), "event": "run_time_up",
+                            "why": "the session is still going past --duration + "
+                                   f"{SESSION_SPARE_S:g} s: stopped (STOP, END)"})
     if m.motion is None:
-        sess.ask(rq.Request(rq.END, rq.SCRIPT), k)
+        if not m.ended:
+            sess.ask(rq.Request(rq.END, rq.SESSION), k)
     elif not m.stop_asked and m.motion.stoppable:
-        sess.ask(rq.Request(rq.STOP, rq.SCRIPT), k)
+        sess.ask(rq.Request(rq.STOP, rq.SESSION), k)
+    elif m.motion.hold_go and m.frozen_since is not None and m.motion.frozen_timeout > 0:
+        m.motion = dataclasses.replace(m.motion, frozen_timeout=0.0)  # (ends it next cycle)
+
+
+LAST_RESORT_S = 1.0  # s: the freeze's longest wait before STOPPING, whatever moves
+
+
+def _last_resort(sess, k: int, over: float) -> int | None:
+    """The session could not be ended (the run is past its limit, or the session's code
+    broke): whatever moves is frozen smoothly, then the run goes STOPPING, saying why — a
+    run never ends in RUN."""
+    m = sess.machine
+    if getattr(sess, "last_resort", None) is None:
+        sess.last_resort = k
+        why = (f"the session's code failed ({sess.broken})" if sess.broken is not None
+               else f"the session did not end {2.0 * SESSION_SPARE_S:g} s after --duration "
+                    f"(posture {m.posture}, motion {m.motion.name if m.motion else None})")
+        sess.events.append({"cycle": k, "t": round(k * sess.dt, 6), "event": "run_limit",
+                            "why": why})
+        m.freeze()
+    if m.frozen() or (k - sess.last_resort) * sess.dt >= LAST_RESORT_S:
+        return STOPPING
+    return None
 
 
 def run_cycle() -> int:

@@ -6,10 +6,10 @@ A segment is one of
 - **HOLD** — a posture (``v[V_SEG_TO]``): q̇_r = q̈_r = 0;
 - **MOVE** — a minimum-jerk move (Flash & Hogan 1985) from ``v[V_SEG_FROM]`` to
   ``v[V_SEG_TO]`` over ``s.seg_duration`` s of *progress* ``s.seg_tau``. Progress advances at
-  the rate ``s.seg_rate`` ∈ [0, 1], which slews towards ``s.seg_go`` (1: GO held, 0:
-  released) by at most ``s.seg_slew`` a cycle: releasing GO freezes the move smoothly — the
-  reference keeps its position and its velocity falls to zero over 1/slew cycles, with no
-  step in either — and pressing it again resumes it the same way;
+  the rate ``s.seg_rate`` ∈ [0, 1], which follows ``s.seg_go`` (1: GO held, 0: released)
+  through a critically damped filter (:func:`_slew`): releasing GO freezes the move smoothly
+  — the reference keeps its position and its velocity falls to zero in 0.23 s, with no step
+  in q_r, q̇_r or q̈_r — and pressing it again resumes it the same way;
 - **GAIT** — walking: the gait phase φ (strides) advances at ``rate · ((1 − w)/T_A + w/T_B)``
   and every joint's reference is a blend ``q = (1 − w)·A(φ) + w·B(φ)`` of two sources, each a
   posture or the normal gait (Fourier rows of the cycle data's ``gaits[slot]``, the joint's
@@ -39,6 +39,9 @@ POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is
 SLOT_A, SLOT_B, SLOT_NEXT = 0, 1, 2  # the gait's Fourier rows in the cycle data's ``gaits``
 SLOTS = 3
 TWO_PI = 2.0 * math.pi
+GO_OMEGA = 40.0  # rad/s: the progress rate's filter — GO released, a move is frozen in 0.23 s
+# (r < RATE_SNAP), its q̈_r at most ω/e ≈ 15 /s times its speed at full rate
+RATE_SNAP = 1e-3  # the rate this close to its target (and nearly still) is put on it
 
 
 @njit(cache=True, inline="always")
@@ -76,12 +79,25 @@ def _source(kind, slot, posture, gaits, j, phase):
 
 
 @njit(cache=True, inline="always")
-def _slew(s):
-    """The progress rate one cycle nearer GO's target; returns its change per cycle."""
-    r0 = s.seg_rate
-    step = min(max(s.seg_go - r0, -s.seg_slew), s.seg_slew)
-    s.seg_rate = r0 + step
-    return step
+def _slew(s, dt):
+    """The progress rate one cycle nearer GO's target ``s.seg_go``, by a critically damped
+    second-order filter of natural frequency ω = ``s.seg_slew`` (rad/s): r̈ = ω²(g − r) − 2ωṙ.
+    The rate's change ṙ is continuous, so q̈_r — which holds ṙ·dq/dτ — never steps, however
+    GO chatters; a reversal half-way turns round smoothly. Within ``RATE_SNAP`` of its target
+    and nearly still it is put on it (a step of q̇_r of at most RATE_SNAP of the move's speed:
+    a frozen move is frozen exactly, a resumed one runs at full rate). Returns ṙ (1/s)."""
+    r, rd, g, w = s.seg_rate, s.seg_rate_dot, s.seg_go, s.seg_slew
+    if r == g and rd == 0.0:
+        return 0.0
+    rd += (w * w * (g - r) - 2.0 * w * rd) * dt  # (semi-implicit Euler: stable at ω·dt ≪ 1)
+    r += rd * dt
+    if abs(r - g) < RATE_SNAP and abs(rd) < 2.0 * w * RATE_SNAP:
+        r, rd = g, 0.0
+    elif r < 0.0 or r > 1.0:  # (a reversal that would overshoot: held at the end)
+        r, rd = min(max(r, 0.0), 1.0), 0.0
+    s.seg_rate = r
+    s.seg_rate_dot = rd
+    return rd
 
 
 @njit(cache=True, inline="always")
@@ -95,7 +111,7 @@ def _hold(v, n):
 @njit(cache=True, inline="always")
 def _move(s, v, n, dt):
     """Progress first, then the reference at it: an accepted move moves in its first cycle."""
-    dr = _slew(s)
+    rd = _slew(s, dt)
     r, big_t = s.seg_rate, s.seg_duration
     s.seg_tau += r * dt
     x = s.seg_tau / big_t
@@ -109,7 +125,7 @@ def _move(s, v, n, dt):
         delta = v[V_SEG_TO, j] - v[V_SEG_FROM, j]
         v[V_QR, j] = v[V_SEG_FROM, j] + delta * sh
         v[V_QDR, j] = delta * d1 / big_t * r
-        v[V_QDDR, j] = delta * (d2 / (big_t * big_t) * r * r + d1 / big_t * dr / dt)
+        v[V_QDDR, j] = delta * (d2 / (big_t * big_t) * r * r + d1 / big_t * rd)
 
 
 @njit(cache=True, inline="always")
@@ -171,7 +187,7 @@ def _blend(s, phase):
 def _gait(s, v, n, dt, gaits, offsets):
     """The phase advanced first (at the rate of the blend where it was), the boundaries it
     crossed applied, then the reference at it: an accepted walk moves in its first cycle."""
-    dr = _slew(s)
+    rd = _slew(s, dt)
     r = s.seg_rate
     last = s.phase
     phase = last + r * _blend(s, last)[4] * dt
@@ -188,7 +204,7 @@ def _gait(s, v, n, dt, gaits, offsets):
         s.closing = 0.0
         return
     rate = r * f  # φ̇
-    rate_dot = dr / dt * f + r * w1 * (1.0 / s.b_period - 1.0 / s.a_period) * rate  # φ̈
+    rate_dot = rd * f + r * w1 * (1.0 / s.b_period - 1.0 / s.a_period) * rate  # φ̈
     for j in range(n):
         pj = phase + offsets[j]
         a, a1, a2 = _source(s.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
@@ -222,7 +238,8 @@ def walk_from_start(s, period: float) -> None:
     s["a_kind"] = s["b_kind"] = GAIT_SOURCE
     s["a_period"] = s["b_period"] = s["next_period"] = period
     s["seg_rate"] = s["seg_go"] = 1.0
-    s["seg_slew"] = 0.1
+    s["seg_rate_dot"] = 0.0
+    s["seg_slew"] = GO_OMEGA
     s["phase"] = s["stride"] = 0.0
     s["blend_start"] = s["blend_len"] = 0.0
     s["next_pending"] = s["stop_req"] = s["closing"] = s["seg_done"] = 0.0

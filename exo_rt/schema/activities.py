@@ -46,6 +46,13 @@ class MotionEntry:
                               shown="all 0",
                               doc="walk: how far behind the gait a joint runs — by joint "
                                   "name, joint kind (`hip`) or leg (`right`: its joints)")
+    frozen_timeout: float = key(Num(gt=0, le=600), 30.0, unit="s",
+                                doc="a move that needs GO held, frozen (GO released) this "
+                                    "long, ends by itself as `on_frozen` says: a half-done "
+                                    "move never stays forever")
+    on_frozen: str = key(Choice(("return", "finish"), "frozen move's ending"), "return",
+                         doc="`return`: back to its start posture; `finish`: on to its end "
+                             "posture — either as a move of its own speed, no GO needed")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 
@@ -55,6 +62,10 @@ class ActivitiesFile:
 
     tolerance: float = key(Num(gt=0), 0.1, unit="rad",
                            doc="the leg is in a posture when every joint is this close to it")
+    go_debounce: float = key(Num(ge=0, le=0.5), 0.05, unit="s",
+                             doc="GO must be held this long before it moves a motion that "
+                                 "needs it held: a shorter press (a chattering contact) never "
+                                 "reaches the move; releasing GO acts at once")
     postures: dict = key(MapOf(ANGLES, "standing: {hip: 0.0, knee: 0.05}"), REQUIRED,
                          unit="rad", shown="required",
                          doc="name → joint angles, by joint kind (`hip`: every leg's) or full "

@@ -8,7 +8,7 @@ schema of their sections and what the run uses."""
 from __future__ import annotations
 
 from exo_rt import plugins
-from exo_rt.schema.core import REQUIRED, Choice, Name, Num, Sub, key, section
+from exo_rt.schema.core import REQUIRED, Choice, MapOf, Name, Num, Sub, key, section
 
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
@@ -75,6 +75,19 @@ class SafetyConfig:
                                    "its link counts as lost")
     thermal: ThermalLevels = key(Sub(ThermalLevels), ThermalLevels(), shown="",
                                  doc="the motors' winding temperature: derating and limit")
+    reference_speed: float = key(
+        Num(gt=0, le=1), 0.8, fix="give a fraction in (0, 1]",
+        doc="the reference's largest speed, as a fraction of each joint's velocity limit "
+            "(the rest is the tracking's margin before the velocity check): every motion is "
+            "checked against it at load and at each request, and the cycle's reference "
+            "governor holds to it (docs/safety.md)")
+    reference_acceleration: dict = key(
+        MapOf(Num(gt=0), "hip: 25.0, knee: 50.0"), {}, unit="rad/s²",
+        shown="50 rad/s² for every joint not named",
+        doc="the reference's largest acceleration per joint (a joint's name, or a kind: "
+            "`hip` names every `*_hip`): what the drive can give the leg with its wearer "
+            "without saturating, measured by the walks at the edge (docs/safety.md); also "
+            "bounds the change of q̇_r per cycle")
 
 
 @section("realtime", result=True)

@@ -39,7 +39,7 @@ class Speed:
     """The walking speeds the wearer may be asked for (SPEED requests, the MODE button)."""
 
     min: float = key(SPEED, 0.2, unit="m/s", doc="the slowest speed")
-    max: float = key(SPEED, 0.8, unit="m/s", doc="the fastest speed")
+    max: float = key(SPEED, 0.6, unit="m/s", doc="the fastest speed")
     default: float = key(SPEED, 0.4, unit="m/s", doc="the speed a walk starts at")
     presets: tuple = key(ListOf(SPEED), (0.3, 0.4, 0.5), unit="m/s",
                          doc="the speeds the crutch's MODE button cycles through, in order "

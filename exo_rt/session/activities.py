@@ -26,6 +26,7 @@ from exo_rt.yamlio import Node, did_you_mean, read_yaml
 
 PEAK = 1.875  # peak speed of a minimum-jerk move, in units of Δq/T (at t = T/2)
 HOME_DURATION = 1.0  # s: a homing move's shortest duration when the file gives none
+HOME_CEILING = 0.2  # rad/s: no homing move is faster, whatever its file says
 WALK_STEP = 0.5  # strides: the opening and closing steps when the file gives none
 LEG_NAMES = ("left", "right")  # a joint "left_knee" is the left leg's knee; "knee": the one leg
 MARGIN = SafetyConfig().joint_margin  # rad: the safety's soft limits, inside the joint limits
@@ -55,6 +56,8 @@ class Motion:
     closing: float  # strides (walk; 0 for the others)
     phase_offsets: np.ndarray = field(repr=False)  # (n,) strides
     description: str = ""
+    frozen_timeout: float = 30.0  # s: a GO-held move frozen this long ends by itself
+    on_frozen: str = "return"  # … back to its start posture, or on to its end ("finish")
 
     @property
     def needs_confirm(self) -> bool:
@@ -77,6 +80,7 @@ class Activities:
     postures: dict[str, np.ndarray]
     motions: tuple[Motion, ...]
     description: str = ""
+    go_debounce: float = 0.0  # s: GO held this long before it moves a GO-held motion
     _by_name: dict = field(init=False, repr=False, compare=False)
     _possible: dict = field(init=False, repr=False, compare=False)
     _table: np.ndarray = field(init=False, repr=False, compare=False)
@@ -198,11 +202,19 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _postures(f: ActivitiesFile, nodes: dict, robot: Mechanism, margin: float) -> dict:
-    """name → joint vector, each inside the soft limits (the joint limits less ``margin``)."""
+def _postures(f: ActivitiesFile, nodes: dict, robot: Mechanism, margin: float,
+              rom=None) -> dict:
+    """name → joint vector, each inside the soft limits (the joint limits less ``margin``)
+    and, with ``rom`` ((lower, upper) rad per joint, the wearer's range of motion), inside
+    the wearer's range."""
     joints = tuple(robot.joint_names)
     lo = _per_coordinate(robot, robot.lower) + margin
     hi = _per_coordinate(robot, robot.upper) - margin
+    whose = np.array(["the soft limits"] * len(joints), dtype=object)
+    if rom is not None:
+        tighter_lo, tighter_hi = np.asarray(rom[0]) > lo, np.asarray(rom[1]) < hi
+        whose[tighter_lo | tighter_hi] = "the wearer's range of motion"
+        lo, hi = np.maximum(lo, rom[0]), np.minimum(hi, rom[1])
     out = {}
     for name, angles in f.postures.items():
         node = nodes["postures"].value[name]
@@ -213,10 +225,11 @@ def _postures(f: ActivitiesFile, nodes: dict, robot: Mechanism, margin: float) -
             given = next((k for k in angles if i in _joints(k, node.value[k], joints,
                                                              False)[1]), None)
             where = node.value[given].where() if given else node.where()
+            why = (f"the joint's limits less the safety's margin {margin:g} rad"
+                   if whose[i] == "the soft limits" else "the wearer profile's")
             raise ConfigError(
-                f"posture '{name}': {joints[i]} {x:g} rad is outside the soft limits "
-                f"{lo[i]:g}…{hi[i]:g} rad (the joint's limits less the safety's margin "
-                f"{margin:g} rad)", where,
+                f"posture '{name}': {joints[i]} {x:g} rad is outside {whose[i]} "
+                f"{lo[i]:g}…{hi[i]:g} rad ({why})", where,
                 f"give {joints[i]} a value within {lo[i]:g}…{hi[i]:g} rad"
                 if given else f"name {joints[i]} in the posture (unnamed joints are 0)")
         out[name] = _read_only(q)
@@ -255,6 +268,12 @@ def _motion(name: str, index: int, spec, node: Node, postures: dict, robot: Mech
     if spec.kind != "home" and spec.start is None:
         raise ConfigError(f"motion '{name}' ({spec.kind}) has no 'from'", node.where(),
                           "add 'from: POSTURE' (the posture it starts in)")
+    if spec.kind == "home" and spec.max_speed is not None and spec.max_speed > HOME_CEILING:
+        raise ConfigError(f"motion '{name}': a homing move's max_speed {spec.max_speed:g} "
+                          f"rad/s is above the ceiling {HOME_CEILING:g} rad/s",
+                          keys["max_speed"].where(),
+                          f"give at most {HOME_CEILING:g} rad/s (homing starts from anywhere, "
+                          f"a person in the exoskeleton: no file lifts this ceiling)")
     if spec.kind == "home" and spec.max_speed is None:
         raise ConfigError(f"motion '{name}' (home) has no 'max_speed'", node.where(),
                           "add 'max_speed: 0.2' (rad/s: a homing move starts anywhere, so "
@@ -305,7 +324,8 @@ def _motion(name: str, index: int, spec, node: Node, postures: dict, robot: Mech
         stoppable=stoppable,
         opening=(WALK_STEP if spec.opening is None else spec.opening) if walk else 0.0,
         closing=(WALK_STEP if spec.closing is None else spec.closing) if walk else 0.0,
-        phase_offsets=_read_only(offsets), description=spec.description)
+        phase_offsets=_read_only(offsets), description=spec.description,
+        frozen_timeout=spec.frozen_timeout, on_frozen=spec.on_frozen)
 
 
 def _merge_postures(root: Node, given: dict | Node) -> None:
@@ -330,7 +350,7 @@ def _merge_postures(root: Node, given: dict | Node) -> None:
 
 
 def load_activities(path: str | Path, robot: Mechanism, margin: float = MARGIN,
-                    postures: dict | Node | None = None) -> Activities:
+                    postures: dict | Node | None = None, rom=None) -> Activities:
     """Read and check an activities file for ``robot``. ``margin`` (rad): how far inside
     the joint limits the safety's soft limits are (the top config's
     ``safety.joint_margin``). ``postures``: angles that replace the file's, joint by joint
@@ -343,7 +363,7 @@ def load_activities(path: str | Path, robot: Mechanism, margin: float = MARGIN,
     f = core.read(ActivitiesFile, root)
     nodes = root.value
     joints = tuple(robot.joint_names)
-    postures = _postures(f, nodes, robot, margin)
+    postures = _postures(f, nodes, robot, margin, rom)
     if not postures:
         raise ConfigError("no postures", nodes["postures"].where(),
                           "name at least one, e.g. standing: {hip: 0.0, knee: 0.05}")
@@ -352,7 +372,7 @@ def load_activities(path: str | Path, robot: Mechanism, margin: float = MARGIN,
     legs = tuple(dict.fromkeys(leg_of(j) for j in joints))
     return Activities(source=str(path), joint_names=joints, legs=legs,
                       tolerance=f.tolerance, postures=postures, motions=motions,
-                      description=f.description)
+                      description=f.description, go_debounce=f.go_debounce)
 
 
 def default_path(robot_name: str) -> Path:

@@ -20,7 +20,15 @@ Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
 - GO still held when a posture is reached must be released before the next motion starts,
   so a held button never chains motions;
 - STOP during a walk ends it with the closing step (from the next half-stride boundary);
-- speed and step length change at the next stride boundary, within the wearer's profile.
+- speed and step length change at the next stride boundary, within the wearer's profile;
+- nothing begins that asks more of a joint than the cycle's reference governor allows
+  (range, speed, acceleration: :mod:`exo_rt.session.envelope`): refused ``beyond_joints``;
+- any motion that begins clears a HOME waiting for CONFIRM, and CONFIRM is refused ``busy``
+  while a motion runs, as any start is;
+- GO moves a GO-held motion only once held ``go_debounce`` s (a chattering contact never
+  reaches it); released, the motion freezes at once, smoothly;
+- a GO-held move left frozen ``frozen_timeout`` s ends by itself (back to its start posture,
+  or on to its end, as the activities file says): no motion stays half-done forever.
 """
 
 from __future__ import annotations
@@ -41,7 +49,6 @@ from exo_rt.session import requests as rq
 from exo_rt.session.activities import leg_of
 from exo_rt.session.requests import Answer, Request
 
-GO_SLEW = 0.1  # the progress rate's change per cycle: GO's freeze and resume take 10 cycles
 SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
 
 
@@ -53,9 +60,14 @@ class ActivityMachine:
     walking reference at a speed (:mod:`exo_rt.control.gait_speed`); ``wearer``: the profile
     whose ranges bound the walking parameters and the assistance level."""
 
-    def __init__(self, cycle, activities, wearer, gaits) -> None:
+    def __init__(self, cycle, activities, wearer, gaits, envelope=None) -> None:
         self.cycle, self.activities, self.wearer, self.gaits = cycle, activities, wearer, gaits
+        self.envelope = envelope  # the joints' bounds every motion is checked against
         self.s, self.v, self.dt = cycle.s, cycle.v, float(cycle.p["dt"])
+        self.k = 0  # the cycle the machine was last told of (after_cycle)
+        self.go_since: int | None = None  # the cycle GO was pressed, until it moves a motion
+        self.debounce = int(round(getattr(activities, "go_debounce", 0.0) / self.dt))
+        self.frozen_since: int | None = None  # the cycle a GO-held move froze
         self.posture: str | None = None
         self.motion = None  # the running motion (an activities Motion), or None
         self.go_held = False
@@ -107,6 +119,7 @@ class ActivityMachine:
         if kind == rq.GO_RELEASE:
             self.go_held = False
             self.go_block = False
+            self.go_since = None
             if self.motion is not None and self.motion.hold_go:
                 self.s["seg_go"] = 0.0
             self.version += 1
@@ -128,6 +141,8 @@ class ActivityMachine:
         if kind == rq.CONFIRM:
             if self.home_pending is None:
                 return self._no(req, rq.R_NOTHING_TO_CONFIRM)
+            if self.motion is not None:  # (a start began since: it cleared the HOME; this
+                return self._no(req, rq.R_BUSY, motion=self.home_pending.name)  # is a guard)
             motion, self.home_pending = self.home_pending, None
             return self._begin(req, motion)
         if kind == rq.END:
@@ -162,7 +177,7 @@ class ActivityMachine:
         self.go_held = True
         if self.motion is not None:
             if self.motion.hold_go:
-                self.s["seg_go"] = 1.0
+                self._go_pressed()
             self.version += 1
             return self._yes(req, motion=self.motion.name)
         if self.go_block:
@@ -211,9 +226,13 @@ class ActivityMachine:
             return self._no(req, rq.R_ALREADY)
         try:
             rows, period, stride = self.gaits(speed, step)
+            beyond = self._walks_beyond(speed, step, walking)
         except ValueError as e:
             return self._no(req, rq.R_STEP_RANGE if step is not None else rq.R_SPEED_RANGE,
                             value=req.value, why=str(e))
+        if beyond is not None:
+            return self._no(req, rq.R_BEYOND_JOINTS, value=req.value, why=str(beyond),
+                            **beyond.extra())
         self.speed, self.step_length = speed, step
         if walking:  # from the next stride boundary, blended over a stride
             self.cycle.gaits[segment.SLOT_NEXT] = rows
@@ -236,14 +255,57 @@ class ActivityMachine:
         return self._yes(req, level=float(value))
 
     # ------------------------------------------------------------------ segments
+    def _beyond(self, motion):
+        """What ``motion`` begun now from the reference would ask beyond the joints (an
+        :class:`~exo_rt.session.envelope.Beyond`), or None."""
+        env = self.envelope
+        if env is None:
+            return None
+        if motion.kind == "walk":
+            return env.walk(motion, self.v[V_QR], self.activities.posture_q(motion.end),
+                            self.speed, self.step_length)
+        duration = self.activities.move_duration(motion, self.v[V_QR])
+        return env.move(motion.name, self.v[V_QR], self.activities.posture_q(motion.end),
+                        duration, motion.hold_go)
+
+    def _walks_beyond(self, speed: float, step: float | None, walking: bool):
+        """The walk running (blended from what it walks now), or else every walk of the
+        activities from its start posture, at ``speed`` and ``step``: what would be beyond
+        the joints, or None."""
+        env = self.envelope
+        if env is None:
+            return None
+        if walking:
+            m = self.motion
+            return env.walk(m, self.activities.posture_q(m.start),
+                            self.activities.posture_q(m.end), speed, step,
+                            old=(self.speed, self.step_length))
+        for m in self.activities.motions:
+            if m.kind == "walk":
+                found = env.walk(m, self.activities.posture_q(m.start),
+                                 self.activities.posture_q(m.end), speed, step)
+                if found is not None:
+                    return found
+        return None
+
     def _begin(self, req: Request, motion) -> Answer:
-        """Start ``motion`` from the reference the last cycle tracked."""
+        """Start ``motion`` from the reference the last cycle tracked — once it is known to
+        keep within the joints (else refused ``beyond_joints``)."""
+        try:
+            beyond = self._beyond(motion)
+        except ValueError as e:  # (the walk cannot be made at this speed and step)
+            return self._no(req, rq.R_BEYOND_JOINTS, motion=motion.name, why=str(e))
+        if beyond is not None:
+            return self._no(req, rq.R_BEYOND_JOINTS, motion=motion.name, why=str(beyond),
+                            **beyond.extra())
+        self.home_pending = None  # (any motion that begins clears a HOME waiting)
         s, v = self.s, self.v
         v[V_SEG_FROM] = v[V_QR]
         v[V_SEG_TO] = self.activities.posture_q(motion.end)
-        go = 1.0 if (self.go_held or not motion.hold_go) else 0.0
+        go = 1.0 if not motion.hold_go else 0.0  # (GO-held: moves once GO is debounced)
         s["seg_go"] = s["seg_rate"] = go
-        s["seg_slew"] = GO_SLEW
+        s["seg_rate_dot"] = 0.0
+        s["seg_slew"] = segment.GO_OMEGA
         s["seg_done"] = 0.0
         s["stop_req"] = s["next_pending"] = s["closing"] = 0.0
         extra = {}
@@ -267,8 +329,19 @@ class ActivityMachine:
             extra = dict(duration=float(s["seg_duration"]))
         s["stride"] = self._strides_seen = 0.0  # (strides: the segment's own count)
         self.motion, self.posture, self.stop_asked = motion, None, False
+        self.frozen_since = None
+        if motion.hold_go and self.go_held:
+            self._go_pressed()
         self.version += 1
         return self._yes(req, motion=motion.name, **extra)
+
+    def _go_pressed(self) -> None:
+        """GO held for a GO-held motion: it moves once held ``go_debounce`` (at once when
+        none is declared)."""
+        if self.go_since is None:
+            self.go_since = self.k
+        if self.k - self.go_since >= self.debounce:
+            self.s["seg_go"] = 1.0
 
     def _hold(self, q: np.ndarray) -> None:
         self.v[V_SEG_TO] = q
@@ -281,8 +354,19 @@ class ActivityMachine:
         that has ended (its FINISHED answer, the end posture reached). Cheap when nothing
         happened: two scalar reads."""
         s = self.s
+        self.k = k = int(s["k"])
         if self.motion is None:
             return None
+        if self.motion.hold_go:
+            if self.go_held and s["seg_go"] == 0.0 and not self.stop_asked:
+                self._go_pressed()  # (the debounce's end)
+            if s["seg_rate"] == 0.0 and s["seg_go"] == 0.0 and not self.stop_asked:
+                if self.frozen_since is None:
+                    self.frozen_since = k
+                elif (k - self.frozen_since) * self.dt >= self.motion.frozen_timeout:
+                    return self._unfreeze()
+            else:
+                self.frozen_since = None
         strides = s["stride"]
         if strides != self._strides_seen:
             self.steps += int(strides - self._strides_seen)
@@ -305,6 +389,36 @@ class ActivityMachine:
             self.version += 1
             return Answer(rq.FINISHED, rq.STOP, motion=m.name, posture=None)
         return None
+
+    def _unfreeze(self) -> Answer:
+        """A GO-held move frozen past its ``frozen_timeout``: ended by a move of its own to
+        its start posture (``on_frozen: return``) or its end (``finish``), no GO needed."""
+        import dataclasses
+
+        m = self.motion
+        target = m.start if m.on_frozen == "return" and m.start is not None else m.end
+        ending = dataclasses.replace(m, start=None, end=target, hold_go=False,
+                                     stoppable=False, duration=None,
+                                     max_speed=m.max_speed or _slowest(m))
+        self.motion = None
+        ans = self._begin(Request(rq.START, rq.SESSION, motion=m.name), ending)
+        if ans.answer != rq.ACCEPTED:  # (cannot be: it goes back the way it came, slower)
+            self.motion = m
+            self.frozen_since = self.k
+            return ans
+        return Answer(rq.ACCEPTED, rq.START, motion=m.name,
+                      extra={"frozen": round(m.frozen_timeout, 3), "to": target})
+
+    def freeze(self) -> None:
+        """Freeze whatever moves, smoothly (the run's last resort before STOPPING): progress
+        slewed to zero whatever GO says."""
+        self.s["seg_go"] = 0.0
+        self.go_held = False
+
+    def frozen(self) -> bool:
+        """The reference is still (a posture held, or a segment whose progress is zero)."""
+        s = self.s
+        return self.motion is None or (s["seg_rate"] == 0.0 and s["seg_rate_dot"] == 0.0)
 
     # ------------------------------------------------------------------ what may be asked
     def possible(self) -> list[str]:
@@ -332,6 +446,11 @@ class ActivityMachine:
     def _no(req: Request, reason: int, motion: str | None = None, **extra) -> Answer:
         return Answer(rq.REJECTED, req.kind, reason, motion=motion or req.motion,
                       extra={k: v for k, v in extra.items() if v is not None})
+
+
+def _slowest(motion) -> float:
+    """A speed for the ending of a frozen move that has only a duration (rad/s)."""
+    return 0.2
 
 
 def m_frozen(s, motion) -> bool:

@@ -53,6 +53,9 @@ R_ALREADY = 13  # already asked (a second STOP while the closing step is due)
 R_NOT_IN_POSTURE = 14  # END only from a posture, not during a motion
 R_NOTHING_TO_CONFIRM = 15  # CONFIRM with no HOME waiting for it
 R_NOT_SELECTABLE = 16  # NEXT/PREV/MODE while a motion runs
+R_BEYOND_JOINTS = 17  # the motion would ask more of a joint than its bounds (range, speed,
+# acceleration: exo_rt.session.envelope) — a slower walk, a longer step, or another motion
+R_SESSION_FAULT = 18  # the session's own code failed: it is ending (the guard's STOP)
 REASONS = {R_NONE: "none", R_NOT_FROM_HERE: "not_from_here", R_BUSY: "busy",
            R_GO_HELD: "go_held", R_UNKNOWN_MOTION: "unknown_motion",
            R_SPEED_RANGE: "speed_range", R_STEP_RANGE: "step_range",
@@ -60,11 +63,13 @@ REASONS = {R_NONE: "none", R_NOT_FROM_HERE: "not_from_here", R_BUSY: "busy",
            R_NEEDS_CONFIRM: "needs_confirm", R_NOT_ACTIVE: "not_active",
            R_NOT_STOPPABLE: "not_stoppable", R_LEVEL_RANGE: "level_range",
            R_ALREADY: "already", R_NOT_IN_POSTURE: "not_in_posture",
-           R_NOTHING_TO_CONFIRM: "nothing_to_confirm", R_NOT_SELECTABLE: "not_selectable"}
+           R_NOTHING_TO_CONFIRM: "nothing_to_confirm", R_NOT_SELECTABLE: "not_selectable",
+           R_BEYOND_JOINTS: "beyond_joints", R_SESSION_FAULT: "session_fault"}
 
 # --- who asked
-BOARD, CONSOLE, SCRIPT, REPLAY = 1, 2, 3, 4
-SOURCES = {BOARD: "board", CONSOLE: "console", SCRIPT: "script", REPLAY: "replay"}
+BOARD, CONSOLE, SCRIPT, REPLAY, SESSION = 1, 2, 3, 4, 5
+SOURCES = {BOARD: "board", CONSOLE: "console", SCRIPT: "script", REPLAY: "replay",
+           SESSION: "session"}  # SESSION: the session itself (its guard, a frozen move's end)
 
 # --- the crutch buttons (bits of the BUTTONS frame's mask)
 B_GO, B_STOP, B_NEXT, B_PREV, B_MODE = 1, 2, 4, 8, 16

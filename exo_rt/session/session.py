@@ -12,6 +12,8 @@ before the machine; safety is not theirs (the cycle's check runs whoever asked).
 
 from __future__ import annotations
 
+import dataclasses
+from collections import deque
 from pathlib import Path
 
 from exo_rt.session import requests as rq
@@ -19,6 +21,8 @@ from exo_rt.session.machine import ActivityMachine
 from exo_rt.session.requests import Answer, Request
 
 EMPTY: tuple = ()
+MAX_REQUESTS = 4  # requests answered in one cycle, at most: the rest wait in order (a pasted
+# flood or a script's thousand steps due at once never makes a cycle late)
 
 
 class Session:
@@ -38,6 +42,12 @@ class Session:
         self._shown = -1
         self.stalled: str | None = None  # why the script can go no further, once it cannot
         self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
+        self.waiting: deque[Request] = deque()  # requests beyond a cycle's MAX_REQUESTS
+        self._warned = MAX_REQUESTS
+        self._governing = 0.0
+        self.failed: str | None = None  # the session's code raised: it winds down
+        self.broken: str | None = None  # … and so did the machine: the run ends it
+        self.error_file = None  # where a traceback is written (the run folder's)
 
     def begin(self, k: int) -> None:
         """The first RUN cycle: the machine holds where the leg is and names its posture;
@@ -57,11 +67,46 @@ class Session:
         return ans
 
     def tick(self, k: int, active: bool) -> None:
-        """The end of cycle ``k``: the sources' requests, then what the cycle did (strides,
-        a motion's end). Nothing allocates when nobody asked and nothing happened."""
+        """The end of cycle ``k``: the sources' requests (at most ``MAX_REQUESTS`` a cycle:
+        the rest wait, in order), then what the cycle did (strides, a motion's end, the
+        reference governed). Nothing allocates when nobody asked and nothing happened.
+        Session code runs inside the guard: an exception of a source, a sink or the machine
+        ends the session safely (:meth:`_fault`), never the loop."""
+        try:
+            self._tick(k, active)
+        except Exception as e:  # noqa: BLE001 (the guard: whatever it is, the loop goes on)
+            self._fault(k, e)
+
+    def _tick(self, k: int, active: bool) -> None:
+        if self.failed is not None:
+            self._wind_down(k, active)
+            return
+        budget = MAX_REQUESTS
+        waiting = self.waiting
+        if waiting:
+            while waiting and budget:
+                self.ask(waiting.popleft(), k, active)
+                budget -= 1
         for src in self.sources:
-            for req in src.poll(k):
-                self.ask(req, k, active)
+            reqs = src.poll(k)
+            if not reqs:
+                continue
+            for req in reqs:
+                if budget and not waiting:
+                    self.ask(req, k, active)
+                    budget -= 1
+                else:
+                    waiting.append(req)
+            if len(waiting) > self._warned:
+                self._warned = 2 * max(len(waiting), MAX_REQUESTS)
+                self._event(k, {"event": "requests_waiting", "waiting": len(waiting),
+                                "per_cycle": MAX_REQUESTS})
+        governing = self.machine.s["governing"]
+        if governing != self._governing:
+            self._governing = governing
+            self._event(k, {"event": "reference_governed" if governing else
+                            "reference_released",
+                            "cycles": int(self.machine.s["governed"])})
         m = self.machine
         done = m.after_cycle()
         if m.steps != self._steps:  # (counted in the record's stride column, not as events:
@@ -76,6 +121,52 @@ class Session:
                             "possible": m.possible(), "steps": m.steps})
         if m.version != self._shown:
             self._show(k)
+
+    def _fault(self, k: int, e: BaseException) -> None:
+        """Session code raised: the traceback recorded (an event, and ``session-error.txt``
+        in the run folder when there is one), the source that raised dropped, and the session
+        wound down — a walk STOPs with its closing step, a move ends where it goes, then END
+        (:meth:`_wind_down`)."""
+        import traceback
+
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        first = self.failed is None
+        self.failed = self.failed or f"{type(e).__name__}: {e}"
+        self._event(k, {"event": "session_fault", "error": f"{type(e).__name__}: {e}",
+                        "traceback": text})
+        if self.error_file is not None:
+            try:
+                with open(self.error_file, "a", encoding="utf-8") as f:
+                    f.write(f"cycle {k}: {text}\n")
+            except OSError:
+                pass
+        culprit = _culprit(e, self.sources)
+        if culprit is not None:
+            self.sources.remove(culprit)
+        if first:
+            self.waiting.clear()
+        try:
+            self._wind_down(k, True)
+        except Exception as again:  # noqa: BLE001 (the machine itself: the run ends it)
+            self.broken = f"{type(again).__name__}: {again}"
+            self._event(k, {"event": "session_broken", "error": self.broken})
+
+    def _wind_down(self, k: int, active: bool) -> None:
+        """A failed session ends as safely as it can: STOP a walk (its closing step), let a
+        move end, then END from the posture reached."""
+        if self.broken is not None or not active:
+            return
+        m = self.machine
+        done = m.after_cycle()
+        if done is not None:
+            self._answered(k, None, done)
+        if m.motion is None:
+            if not m.ended:
+                self.ask(Request(rq.END, rq.SESSION), k, active)
+        elif m.motion.stoppable and not m.stop_asked:
+            self.ask(Request(rq.STOP, rq.SESSION), k, active)
+        elif m.motion.hold_go and m.s["seg_go"] == 0.0 and not m.stop_asked:
+            m.motion = dataclasses.replace(m.motion, frozen_timeout=0.0)  # (ends it now)
 
     def close(self) -> None:
         """The run is over: the console's terminal restored."""
@@ -227,6 +318,21 @@ class Recorded:
         return self.due.get(k, EMPTY)
 
 
+def _culprit(e: BaseException, sources: list):
+    """The source whose code raised ``e`` (the innermost frame in one of its methods), or
+    None (the machine's, or a sink's)."""
+    tb = e.__traceback__
+    found = None
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and any(owner is s or getattr(s, "source", None) is owner
+                                     for s in sources):
+            found = next(s for s in sources
+                         if owner is s or getattr(s, "source", None) is owner)
+        tb = tb.tb_next
+    return found
+
+
 def gait_function(robot, cfg, wearer):
     """(speed m/s, step length m or None) → (Fourier rows (n, 11) rad, stride period s,
     stride length m): the walking reference for this robot and wearer
@@ -245,6 +351,17 @@ def gait_function(robot, cfg, wearer):
     return gaits
 
 
+def wearer_range(wearer, robot):
+    """The wearer's range of motion per joint, in the robot's joint order: (lower, upper)
+    rad (the joints' own limits where the profile gives none)."""
+    import numpy as np
+
+    lower, upper = wearer.limits(robot)
+    names = list(robot.coordinate_names)
+    idx = [names.index(j) for j in robot.joint_names]
+    return np.asarray(lower)[idx], np.asarray(upper)[idx]
+
+
 def load_files(top, session=None, activities=None, wearer=None):
     """The session's files, read and checked against the robot: (session script, activities,
     wearer) — the defaults where a path is None. ConfigError (file:line) on any mistake."""
@@ -255,7 +372,8 @@ def load_files(top, session=None, activities=None, wearer=None):
     robot = top.robot
     w = wr.load_wearer(wearer, robot) if wearer is not None else wr.default_wearer(robot)
     a = act.load_activities(activities or act.default_path(robot.name), robot,
-                            top.safety.joint_margin, postures=w.postures or None)
+                            top.safety.joint_margin, postures=w.postures or None,
+                            rom=wearer_range(w, robot))
     script = sc.load_session(Path(session) if session is not None else sc.default_path(), a)
     return script, a, w
 
@@ -266,10 +384,16 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     None: the defaults) and its script, timed by the run's ``duration`` — or, in replay, the
     recorded ``requests`` instead. The controller's (:func:`for_run`) adds its board and
     console; the bench's run of the controller takes it as it is."""
+    from exo_rt.runtime import governor
+    from exo_rt.session import envelope as env
     from exo_rt.session import script as sc
 
     steps, acts, who = load_files(top, session, activities, wearer)
-    machine = ActivityMachine(cycle, acts, who, gait_function(top.robot, top.controller, who))
+    gaits = gait_function(top.robot, top.controller, who)
+    governor.narrow(cycle.v, *wearer_range(who, top.robot))
+    bounds = env.Envelope.of_cycle(cycle, top.robot.joint_names, gaits)
+    env.check_at_load(bounds, acts, who)  # (ConfigError, file:line: nothing begins beyond)
+    machine = ActivityMachine(cycle, acts, who, gaits, bounds)
     if requests is not None:  # replay: what was asked, when it was
         return Session(events, dt, machine, [Recorded(list(requests))])
     script = Shifted(sc.ScriptSource(steps, duration, dt))
@@ -285,6 +409,9 @@ def for_run(ctl) -> Session:
     sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
                  activities=o.activities, wearer=o.wearer, requests=o.requests)
     ctl.wearer, ctl.activities = sess.machine.wearer, sess.machine.activities
+    out_dir = getattr(getattr(ctl, "record", None), "out_dir", None)
+    if out_dir is not None:  # (a session fault's traceback, kept with the run)
+        sess.error_file = Path(out_dir) / "session-error.txt"
     for make in o.sources:
         sess.sources.insert(0, make(ctl))
     if o.console and o.requests is None:

@@ -1,0 +1,344 @@
+"""What each motion asks of the joints, checked against the bounds the cycle's reference
+governor holds to (:mod:`exo_rt.runtime.governor`): the range (the soft limits, narrowed to
+the wearer's range of motion), the largest speed and the largest acceleration of q_r.
+
+A motion is checked before it can begin — at load (each posture, move, homing, and each walk
+at the wearer's default, preset and extreme speeds) and at every request that changes it
+(a walk's speed or step length) — and one that would exceed a bound is refused with the
+reason :data:`exo_rt.session.requests.R_BEYOND_JOINTS`, naming the joint, the figure and the
+bound. The figures are the cycle's own: a walk is traced by the compiled segment itself
+(:func:`trace`: the opening step, two strides, the closing step from either half-stride
+boundary, every cycle), a move by the closed forms of a minimum-jerk move (Flash & Hogan 1985:
+peak speed 15/8·Δq/T, peak acceleration 10/√3·Δq/T²) plus what the GO filter adds
+(:data:`exo_rt.runtime.segment.GO_OMEGA`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from exo_rt.jit import njit
+from exo_rt.runtime import segment
+from exo_rt.runtime.layout import SCALARS, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
+
+PEAK_SPEED = 1.875  # a minimum-jerk move's peak speed, in units of Δq/T
+PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # its peak acceleration, in units of Δq/T²
+GO_RATE_PEAK = segment.GO_OMEGA / math.e  # 1/s: the fastest change of the progress rate
+SPEED_BLEND = 1.0  # strides: a walk's speed change blends over a stride (the machine's)
+HOME_CEILING = 0.2  # rad/s: homing never faster, whatever a file says (docs/sessions.md)
+# trace rows
+T_SPEED, T_ACCEL, T_LOW, T_HIGH = range(4)
+WHAT = ("speed", "acceleration", "range", "range")
+UNIT = ("rad/s", "rad/s²", "rad", "rad")
+
+
+@njit(cache=True)
+def trace(s_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
+    """Run the segment in ``s_arr``/``v``/``gaits`` (scratch copies: a cycle's layout) for
+    at most ``cycles`` cycles, asking the closing step once the phase passes ``stop_phase``
+    (strides; < 0: never), and keep per joint in ``out`` (4, n) the largest |q̇_r|, the
+    largest |q̈_r| (and |Δq̇_r|/dt), the lowest and highest q_r. Returns the cycles run until
+    the segment ended (its ``seg_done``)."""
+    s = s_arr[0]
+    n = v.shape[1]
+    for j in range(n):
+        out[T_SPEED, j] = abs(v[V_QDR, j])
+        out[T_ACCEL, j] = 0.0
+        out[T_LOW, j] = v[V_QR, j]
+        out[T_HIGH, j] = v[V_QR, j]
+    asked = False
+    prev = np.empty(n)
+    for k in range(cycles):
+        if stop_phase >= 0.0 and not asked and s.phase >= stop_phase:
+            s.stop_req = 1.0
+            s.next_pending = 0.0
+            asked = True
+        for j in range(n):
+            prev[j] = v[V_QDR, j]
+        segment.reference(s, v, gaits, offsets, dt)
+        for j in range(n):
+            q, qd, qdd = v[V_QR, j], v[V_QDR, j], v[V_QDDR, j]
+            if not (math.isfinite(q) and math.isfinite(qd) and math.isfinite(qdd)):
+                out[T_SPEED, j] = np.inf  # (beyond every bound)
+                return k + 1
+            out[T_SPEED, j] = max(out[T_SPEED, j], abs(qd))
+            out[T_ACCEL, j] = max(out[T_ACCEL, j], abs(qdd), abs(qd - prev[j]) / dt)
+            out[T_LOW, j] = min(out[T_LOW, j], q)
+            out[T_HIGH, j] = max(out[T_HIGH, j], q)
+        if s.seg_done:
+            return k + 1
+    return cycles
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """A motion beyond a joint: ``joint`` needs ``value`` of ``what`` (speed, acceleration,
+    range), its bound being ``limit`` (SI units)."""
+
+    motion: str
+    joint: str
+    what: str
+    value: float
+    limit: float
+    unit: str
+
+    def __str__(self) -> str:
+        if self.what == "range":
+            return (f"{self.motion}: {self.joint} reaches {self.value:.3g} {self.unit}, outside "
+                    f"its range (bound {self.limit:.3g} {self.unit})")
+        return (f"{self.motion}: {self.joint} needs {self.value:.3g} {self.unit} of "
+                f"{self.what}, above its {self.limit:.3g} {self.unit}")
+
+    def extra(self) -> dict:
+        """The answer's details (the crutch and console show them)."""
+        return {"joint": self.joint, "what": self.what, "value": round(self.value, 4),
+                "limit": round(self.limit, 4)}
+
+
+class Envelope:
+    """The bounds of one run's reference (``lo``, ``hi`` rad, ``vel`` rad/s, ``acc`` rad/s²,
+    (n,) each, the governor's: :func:`exo_rt.runtime.governor.set_bounds` and ``narrow``),
+    and the checks of the activities' motions against them. ``gaits``: (speed, step length)
+    → (Fourier rows, period s, stride m) as the activity machine's; ``dt``: the period (s)."""
+
+    def __init__(self, joint_names, lo, hi, vel, acc, dt: float, gaits) -> None:
+        self.joints = tuple(joint_names)
+        self.lo, self.hi = np.asarray(lo, float), np.asarray(hi, float)
+        self.vel, self.acc = np.asarray(vel, float), np.asarray(acc, float)
+        self.dt, self.gaits = float(dt), gaits
+        n = len(self.joints)
+        self._s = np.zeros(1, SCALARS)
+        self._v = np.zeros((V_WIDTH, n))
+        self._g = np.zeros((segment.SLOTS, n, 1 + 2 * 5))
+        self._out = np.zeros((4, n))
+        self._walks: dict = {}
+        self.peaks: dict[str, np.ndarray] = {}  # motion → the (4, n) figures of its last check
+
+    @classmethod
+    def of_cycle(cls, cycle, joint_names, gaits) -> Envelope:
+        """The envelope of a cycle's governor bounds (after the wearer's range narrowed them)."""
+        from exo_rt.runtime.layout import V_GOV_ACC, V_GOV_HI, V_GOV_LO, V_GOV_VEL
+
+        v = cycle.v
+        env = cls(joint_names, v[V_GOV_LO].copy(), v[V_GOV_HI].copy(), v[V_GOV_VEL].copy(),
+                  v[V_GOV_ACC].copy(), float(cycle.p["dt"]), gaits)
+        env._g = np.zeros_like(cycle.gaits)
+        return env
+
+    # ------------------------------------------------------------------ the checks
+    def figures(self, name: str, out: np.ndarray) -> Beyond | None:
+        """The first bound ``out`` (4, n: speed, acceleration, low, high) exceeds, or None."""
+        self.peaks[name] = out.copy()
+        eps = 1e-9
+        out = np.where(np.isfinite(out), out, np.inf)  # (NaN: beyond every bound)
+        for j, joint in enumerate(self.joints):
+            if out[T_LOW, j] < self.lo[j] - eps:
+                return Beyond(name, joint, "range", out[T_LOW, j], self.lo[j], "rad")
+            if out[T_HIGH, j] > self.hi[j] + eps:
+                return Beyond(name, joint, "range", out[T_HIGH, j], self.hi[j], "rad")
+            if out[T_SPEED, j] > self.vel[j] * (1 + eps):
+                return Beyond(name, joint, "speed", out[T_SPEED, j], self.vel[j], "rad/s")
+            if out[T_ACCEL, j] > self.acc[j] * (1 + eps):
+                return Beyond(name, joint, "acceleration", out[T_ACCEL, j], self.acc[j],
+                              "rad/s²")
+        return None
+
+    def posture(self, name: str, q) -> Beyond | None:
+        """A posture (rad, (n,)) inside the range."""
+        q = np.asarray(q, float)
+        return self.figures(name, np.array([np.zeros_like(q), np.zeros_like(q), q, q]))
+
+    def move(self, name: str, q_from, q_to, duration: float, hold_go: bool) -> Beyond | None:
+        """A minimum-jerk move (rad, (n,) each; ``duration`` s at full rate): its peak speed
+        and acceleration in closed form, the GO filter's part where GO drives it."""
+        delta = np.abs(np.asarray(q_to, float) - np.asarray(q_from, float))
+        t = max(float(duration), 1e-9)
+        speed = PEAK_SPEED * delta / t
+        accel = PEAK_ACCELERATION * delta / t**2 + (GO_RATE_PEAK * speed if hold_go else 0.0)
+        lo = np.minimum(q_from, q_to)
+        hi = np.maximum(q_from, q_to)
+        return self.figures(name, np.array([speed, accel, lo, hi]))
+
+    def walk(self, motion, q_from, q_to, speed: float, step: float | None,
+             old: tuple | None = None) -> Beyond | None:
+        """A walk at ``speed`` (m/s) and ``step`` length (m; None: the wearer's walk ratio),
+        from posture ``q_from`` to ``q_to`` (rad): its opening step, two strides and its
+        closing step from either half-stride boundary, traced by the cycle's own segment;
+        with ``old`` ((speed, step) walked now), the blend from that walk into this one too.
+        ValueError from ``gaits`` where the walk cannot be made at all."""
+        key = (motion.name, speed, step, old, motion.opening, motion.closing)
+        if key in self._walks:
+            return self._walks[key]
+        rows, period, _ = self.gaits(speed, step)
+        worst = np.zeros((4, len(self.joints)))
+        worst[T_LOW] = np.inf
+        worst[T_HIGH] = -np.inf
+        runs = [(stop, None) for stop in (1.2, 1.7)]
+        if old is not None:
+            runs.append((-1.0, self.gaits(*old)))
+        for stop, before in runs:
+            out = self._trace(motion, rows, period, q_from, q_to, stop, before)
+            worst[:2] = np.maximum(worst[:2], out[:2])
+            worst[T_LOW] = np.minimum(worst[T_LOW], out[T_LOW])
+            worst[T_HIGH] = np.maximum(worst[T_HIGH], out[T_HIGH])
+        found = self.figures(motion.name, worst)
+        self._walks[key] = found
+        return found
+
+    def _trace(self, motion, rows, period, q_from, q_to, stop, before) -> np.ndarray:
+        """One trace of a walk (as the activity machine begins it) or, with ``before`` (the
+        Fourier rows, period and stride walked now), of the blend from it into ``rows``."""
+        s, v, g = self._s, self._v, self._g
+        s[:] = 0
+        v[:] = 0.0
+        g[:] = 0.0
+        s0 = s[0]
+        s0["seg_go"] = s0["seg_rate"] = 1.0
+        s0["seg_slew"] = segment.GO_OMEGA
+        s0["seg_kind"] = segment.GAIT
+        s0["closing_len"] = motion.closing
+        v[V_SEG_FROM], v[V_SEG_TO] = q_from, q_to
+        k = rows.shape[1]
+        if before is None:
+            g[segment.SLOT_A, :, :k] = rows
+            g[segment.SLOT_B, :, :k] = rows
+            s0["a_kind"], s0["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
+            s0["a_period"] = s0["b_period"] = s0["next_period"] = period
+            s0["blend_len"] = motion.opening
+            v[V_QR] = q_from
+        else:  # the walk now at its stride boundary, the new one blended in over a stride
+            b_rows, b_period, _ = before
+            g[segment.SLOT_A, :, :k] = b_rows
+            g[segment.SLOT_B, :, :k] = rows
+            s0["a_kind"] = s0["b_kind"] = segment.GAIT_SOURCE
+            s0["a_period"], s0["b_period"] = b_period, period
+            s0["blend_len"] = SPEED_BLEND
+            self._start_on_gait(b_rows, b_period, motion.phase_offsets)
+        cycles = int(math.ceil((3.0 + motion.opening + motion.closing + SPEED_BLEND)
+                               * max(period, before[1] if before else 0.0) / self.dt)) + 10
+        trace(s, v, g, np.asarray(motion.phase_offsets, float), self.dt, cycles, stop,
+              self._out)
+        return self._out.copy()
+
+    def _start_on_gait(self, rows, period, offsets) -> None:
+        """The scratch reference on a gait at phase 0 (where a blend begins: a boundary)."""
+        from exo_rt.runtime.segment import TWO_PI
+
+        v = self._v
+        for j in range(len(self.joints)):
+            ph = offsets[j]
+            q, d1 = rows[j, 0], 0.0
+            for n in range(1, (rows.shape[1] - 1) // 2 + 1):
+                a, b = rows[j, 2 * n - 1], rows[j, 2 * n]
+                w = TWO_PI * n
+                q += a * math.cos(w * ph) + b * math.sin(w * ph)
+                d1 += w * (b * math.cos(w * ph) - a * math.sin(w * ph))
+            v[V_QR, j], v[V_QDR, j] = q, d1 / period
+
+
+def _where(path: str, *keys: str):
+    """The place of a key path in a YAML file (its line), for an error; the file alone when
+    it cannot be read or has no such key."""
+    from exo_rt.errors import ConfigError, Where
+    from exo_rt.yamlio import read_yaml
+
+    if not path:
+        return Where("<the robot file's wearer section>")
+    try:
+        node = read_yaml(path, ConfigError)
+        for k in keys:
+            node = node.value[k]
+        return node.where()
+    except (ConfigError, KeyError, TypeError, AttributeError, OSError):
+        return Where(str(path))
+
+
+def walk_speeds(wearer) -> list[float]:
+    """The speeds a wearer's walks are checked at when loaded (m/s): the default, the
+    presets and both ends of the range, at the walk ratio's step length."""
+    sp = wearer.speed
+    return sorted({float(sp.default), float(sp.min), float(sp.max), *map(float, sp.presets)})
+
+
+def check_at_load(env: Envelope, activities, wearer) -> None:
+    """Every move of ``activities`` between its postures, and every walk at each of the
+    wearer's :func:`walk_speeds`, within ``env``'s bounds — else ConfigError naming the file
+    and line at fault: the motion in the activities file (a move, or a walk that is beyond
+    at the wearer's default speed: its opening or closing step), or the wearer's speed key
+    (a walk beyond only at that speed)."""
+    from exo_rt.errors import ConfigError
+
+    act = activities
+    for m in act.motions:
+        if m.kind == "move":
+            found = env.move(m.name, act.posture_q(m.start), act.posture_q(m.end),
+                             m.duration, m.hold_go)
+            if found is not None:
+                raise ConfigError(str(found), _where(act.source, "motions", m.name),
+                                  "make it slower (a longer duration or a lower max_speed)")
+            continue
+        if m.kind != "walk":
+            continue
+        for speed in walk_speeds(wearer):
+            try:
+                found = env.walk(m, act.posture_q(m.start), act.posture_q(m.end), speed, None)
+            except ValueError as e:
+                raise ConfigError(f"walk '{m.name}' at {speed:g} m/s: {e}",
+                                  _where(wearer.source, "speed"),
+                                  "narrow the speed range") from None
+            if found is None:
+                continue
+            if speed == float(wearer.speed.default):
+                raise ConfigError(
+                    f"{found} (walking at the wearer's default {speed:g} m/s)",
+                    _where(act.source, "motions", m.name),
+                    "lengthen its opening and closing steps (strides), or lower the wearer's "
+                    "default speed")
+            key = "max" if speed == float(wearer.speed.max) else (
+                "min" if speed == float(wearer.speed.min) else "presets")
+            raise ConfigError(f"{found} (walking at {speed:g} m/s, the wearer's speed.{key})",
+                              _where(wearer.source, "speed", key),
+                              "give speeds the joints can follow (exo-rt check prints each "
+                              "walk's peaks against the bounds)")
+
+
+def report(env: Envelope, activities, wearer) -> list[str]:
+    """``exo-rt check``'s lines: each motion's peak |q̇| and |q̈| per joint against the
+    bounds (walks at each of the wearer's :func:`walk_speeds`)."""
+    act = activities
+    lines = []
+
+    def line(name: str, label: str) -> None:
+        out = env.peaks[name]
+        cells = [f"{j} {out[T_SPEED, i]:.2f}/{env.vel[i]:.2f} rad/s "
+                 f"{out[T_ACCEL, i]:.1f}/{env.acc[i]:.1f} rad/s²"
+                 for i, j in enumerate(env.joints)]
+        lines.append(f"  {label:<22} " + ", ".join(cells))
+
+    for m in act.motions:
+        if m.kind == "move":
+            env.move(m.name, act.posture_q(m.start), act.posture_q(m.end), m.duration,
+                     m.hold_go)
+            line(m.name, m.name)
+        elif m.kind == "home":
+            far = np.maximum(np.abs(act.posture_q(m.end) - env.lo),
+                             np.abs(env.hi - act.posture_q(m.end)))
+            t = max(m.duration or 0.0, PEAK_SPEED * float(far.max()) / m.max_speed)
+            env.move(m.name, act.posture_q(m.end) - far, act.posture_q(m.end), t, m.hold_go)
+            line(m.name, f"{m.name} (from afar)")
+        else:
+            for speed in walk_speeds(wearer):
+                env.walk(m, act.posture_q(m.start), act.posture_q(m.end), speed, None)
+                line(m.name, f"{m.name} @ {speed:g} m/s")
+    return lines
+
+
+def warm_up() -> None:
+    """Compile (or load) :func:`trace` on throw-away data of the layout a session uses."""
+    s = np.zeros(1, SCALARS)
+    s[0]["seg_kind"] = segment.HOLD
+    trace(s, np.zeros((V_WIDTH, 1)), np.zeros((segment.SLOTS, 1, 11)), np.zeros(1), 1e-3, 1,
+          -1.0, np.zeros((4, 1)))
