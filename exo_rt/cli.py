@@ -98,7 +98,15 @@ def _setup_check(p: argparse.ArgumentParser) -> None:
                    help="refuse the model's warnings (implausible inertias, floating joints)")
     p.add_argument("--robot", metavar="FILE",
                    help="with an activities file (needed) or a wearer profile: the robot it "
-                        "is for — a robot file or a top config (the wearer's walking table)")
+                        "is for — a robot file or a top config (the wearer's walking table); "
+                        "with a session script: the top config it runs with (default "
+                        "configs/exo_leg.yaml)")
+    p.add_argument("--activities", metavar="FILE",
+                   help="with a session script: the activities file it runs with (default "
+                        "the robot's, as exo-rt run)")
+    p.add_argument("--wearer", metavar="FILE",
+                   help="with a session script: the wearer profile it runs with (default the "
+                        "robot file's, as exo-rt run)")
 
 
 CONFIG_KINDS = ("top", "robot", "buses", "controller", "bench", "activities", "session",
@@ -264,17 +272,51 @@ def _check_robot_option(args: argparse.Namespace, needed_by: str | None = None):
 
 
 def _check_session(args: argparse.Namespace) -> int:
-    """``exo-rt check SESSION.yaml``: the script's steps, each with when it is made (motion
-    names are checked against the activities file a run loads)."""
-    from exo_rt.session.script import load_session
+    """``exo-rt check SESSION.yaml [--robot TOP] [--activities FILE] [--wearer FILE]``: the
+    script checked against the files ``exo-rt run --session`` runs it with (its motions,
+    legs and start posture against the activities file, which it names), where it starts,
+    and its steps, each with when it is made."""
+    from pathlib import Path
 
-    script = load_session(args.file)
+    from exo_rt.errors import ConfigError
+    from exo_rt.runtime.config import load_top
+    from exo_rt.session.session import load_files
+
+    config = Path(args.robot) if args.robot is not None else _default_config()
+    if config_kind(config) != "top":
+        raise ConfigError(f"{config} is a {config_kind(config)} file; a session script is "
+                          "checked against the top config it runs with", None,
+                          "give --robot CONFIG, a top config such as configs/exo_leg.yaml")
+    script, acts, _ = load_files(load_top(config), args.file, args.activities, args.wearer)
     print(f"session script {args.file}" + (f": {script.description}" if script.description
                                            else ""))
+    print(f"  checked against {_shown(acts.source)} (its motions, legs and postures), as "
+          f"exo-rt run --config {_shown(config)} runs it")
+    if script.start is None:
+        print("  starts wherever the leg is")
+    else:
+        angles = ", ".join(f"{j} {x:.3g}" for j, x in zip(acts.joint_names,
+                                                          acts.posture_q(script.start),
+                                                          strict=True))
+        print(f"  starts {script.start} ({angles} rad): the simulated leg is put there; on "
+              f"real drives the session begins only with every joint within "
+              f"{acts.tolerance:g} rad of it")
     for i, step in enumerate(script.steps, 1):
         print(f"  {i:2d}. {step.describe():<24} {_when(step)}")
+    print(f"  the run's --duration unless given: {script.run_duration(None):g} s")
     print(f"ok: {len(script.steps)} step{'s' if len(script.steps) != 1 else ''}")
     return 0
+
+
+def _shown(path) -> str:
+    """A path as a line shows it: relative to the working directory when it is inside it."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def _when(step) -> str:
@@ -374,10 +416,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from exo_rt.model import load_mechanism
 
     kind = config_kind(args.file)
-    if args.robot is not None and kind not in ("activities", "wearer"):
-        what = {"top": "top config", "buses": "bus file"}.get(kind, f"{kind} file")
-        raise ConfigError(f"--robot is for an activities file or a wearer profile; {args.file} "
-                          f"is a {what}", None, "leave --robot out")
+    what = {"top": "top config", "buses": "bus file"}.get(kind, f"{kind} file")
+    if args.robot is not None and kind not in ("activities", "wearer", "session"):
+        raise ConfigError(f"--robot is for an activities file, a wearer profile or a session "
+                          f"script; {args.file} is a {what}", None, "leave --robot out")
+    for option in ("activities", "wearer"):
+        if getattr(args, option) is not None and kind != "session":
+            raise ConfigError(f"--{option} is for a session script; {args.file} is a {what}",
+                              None, f"leave --{option} out")
     if kind in SESSION_CHECKS:
         if args.buses:
             raise ConfigError(f"--buses is for a robot file; {args.file} is a {kind} file",
@@ -585,9 +631,10 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "NAME=SPEC for bus NAME (repeatable). Default: each bus from its bus "
                         "file (interface, channel, bitrate), sim where none names one")
     p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
-    p.add_argument("--duration", type=float, default=10.0, metavar="S",
-                   help="the session's time (s): the default session walks this long; any "
-                        "session still going 30 s after it is stopped (docs/sessions.md)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="the session's time (s; default the session script's 'duration', "
+                        "else 10): the default session walks this long; any session still "
+                        "going 30 s after it is stopped (docs/sessions.md)")
     p.add_argument("--session", metavar="FILE",
                    help="session script: requests at times or after events (default "
                         "configs/sessions/default.yaml: home, walk for --duration, stop, "
@@ -603,8 +650,11 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                         "session's status on standard error; alone it runs no script (with "
                         "--session, that script too); lockstep goes at the wall clock's pace "
                         "(docs/sessions.md)")
-    p.add_argument("--out", metavar="DIR", help="run folder (default runs/<date-time>; a "
-                                                "previous run's files there are replaced)")
+    p.add_argument("--out", metavar="DIR",
+                   help="run folder (default runs/<date-time>): new or empty, or an earlier "
+                        "run's — a finished run's files there are replaced, a run that did not "
+                        "finish is moved aside to DIR.crashed-<its start>; a folder of other "
+                        "files is refused")
     p.add_argument("--realtime", action="store_true",
                    help="wall-clock rate on the sim bus: the simulation runs in its own process, "
                         "the control thread SCHED_FIFO on its own CPU (always so on real buses)")
@@ -612,7 +662,9 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="fault injection on the simulated bus (repeatable): T in s from the "
                         "start of RUN, D how long, e.g. drop:knee@2.0+0.05 (docs/cli.md)")
     p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
-                   help="initial joint angles of the simulated leg (default 0)")
+                   help="initial joint angles of the simulated leg (default: the session "
+                        "script's start posture, else 0); inside that posture when the "
+                        "script declares one")
     p.add_argument("--board", default="emulator", metavar="URL",
                    help="the embedded board's serial link: emulator (default), a pyserial URL "
                         "(/dev/ttyACM0) or none")
@@ -654,11 +706,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
     from exo_rt.session.session import load_files
 
-    load_files(top, args.session, args.activities, args.wearer)  # checked before anything starts
+    # checked before anything starts
+    script, acts, _ = load_files(top, args.session, args.activities, args.wearer)
     from exo_rt.runtime.buses import resolve_specs
 
     bus = resolve_specs(top.buses, args.bus)
     bus = "sim-realtime" if args.realtime and bus == "sim" else bus
+    start_pose = _session_start(script, acts, args.start_pose, bus)
     if args.live is not None:  # a bad or open address: refused before anything starts
         from exo_rt.record.telemetry import parse_live, remote_warning
 
@@ -672,7 +726,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else _new_run_folder(runs_root(config) / top.runs_dir)
     runfolder.claim(out)
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
-                     start_pose=args.start_pose,
+                     start_pose=start_pose,
                      status=not args.console, rt_setup=not args.no_rt_setup, board=args.board,
                      live=args.live, live_remote=args.live_remote,
                      live_wait=_live_wait(args, bus),
@@ -686,7 +740,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    result = ctl.run(args.duration, out)
+    result = ctl.run(script.run_duration(args.duration), out)
     s = result.summary
     for line in result.setup:
         print(f"set-up: {line}")
@@ -713,6 +767,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         where += f" ({'; '.join(s['files_not_written'])})"
     print(f"run folder: {result.run_dir}{where}")
     return result.exit_code
+
+
+def _session_start(script, activities, given, bus):
+    """Where the simulated leg starts for a session script (rad per joint): ``given``
+    (``--start-pose``) — refused unless it is in the posture the script starts in, if it
+    declares one —, else that posture's angles (None: none declared, the simulation's 0).
+    On real drives ``given`` as it is: the controller checks the measured leg against the
+    script's start posture before the session begins."""
+    from exo_rt.session.script import check_start, start_pose
+    from exo_rt.sim.launch import SIM_SPECS
+
+    if bus not in SIM_SPECS:
+        return given
+    if given is None:
+        return start_pose(script, activities)
+    check_start(script, activities, given, "--start-pose " + " ".join(f"{x:g}" for x in given),
+                f"leave --start-pose out: the simulated leg is put in {script.start}")
+    return given
 
 
 def _final_line(s: dict, realtime: bool) -> str:
@@ -926,8 +998,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """The cycle log as CSV, or the run (cycle log and CAN log) as MCAP."""
     if args.mcap:
+        from pathlib import Path
+
+        from exo_rt.errors import LogError, Where
         from exo_rt.record.mcap_log import export_mcap
 
+        if (Path(args.run_dir) / "run.mcap").is_symlink():  # never written through a link
+            raise LogError("run.mcap is a symbolic link: nothing is written through it",
+                           Where(str(Path(args.run_dir) / "run.mcap")),
+                           "remove the link and export again")
         print(export_mcap(args.run_dir))
         return 0
     from exo_rt.record.report import export_csv

@@ -223,11 +223,12 @@ GOOD = "steps:\n  - {request: start, motion: walk, at: 0.0}\n  - {request: stop,
     ("after: strides 0", ["after 'strides 0' is not an event"]),
     ("at: 1.0, after: accepted", ["both 'at' and 'after'"]),
     ("at: 1.0, wait: 2.0", ["a step made 'at' a time waits for nothing"]),
-    ("at: -1.0", ["at -1 is negative"]),
+    ("at: -1.0", ["at -1 is out of range (outside 0…86400)"]),
     ("wait: soon", ["unknown wait 'soon'"]),
     ("value: 0.5", ["a stop request takes no 'value'"]),
     ("legs: [left]", ["a stop request takes no 'legs'"]),
-    ("after: accepted, wait: -1", ["wait -1 is negative"]),
+    ("after: accepted, wait: -1", ["wait -1 is out of range (outside 0…86400)"]),
+    ("after: accepted, wait: 1e3x", ["unknown wait '1e3x'"]),
 ])
 def test_mistakes_in_a_step_are_one_line_with_file_and_line(tmp_path, step, words):
     path = tmp_path / "s.yaml"
@@ -283,3 +284,67 @@ def test_an_unknown_motion_is_left_to_the_machine_without_activities(tmp_path):
     src.notify(rq.Answer(rq.REJECTED, rq.START, reason=rq.R_UNKNOWN_MOTION, motion="fly"), 0)
     assert _names(src.poll(1)) == [(1, "speed", None, 9.0)]
     assert _names(src.poll(1501)) == [(1501, "stop", None, None)]
+
+
+LIMIT = "the run's 24 h limit"
+
+
+@pytest.mark.hazard("H-SCRIPT-TIME")
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("steps:\n  - {request: start, motion: walk, at: 1.0e306}\n", 2,
+     ["steps[0].at: at 1e+306 is out of range (outside 0…86400)", LIMIT]),
+    ("steps:\n  - {request: start, motion: walk, at: 86400.001}\n", 2,
+     ["at 86400 is out of range (outside 0…86400)", LIMIT]),
+    ("steps:\n  - {request: start, motion: walk, at: .inf}\n", 2,
+     ["steps[0].at: expected a finite number, got inf"]),
+    ("steps:\n  - {request: start, motion: walk, at: .nan}\n", 2,
+     ["steps[0].at: expected a finite number, got nan"]),
+    ("steps:\n  - {request: go, at: 0.0}\n  - {request: stop, after: accepted, "
+     "wait: 1.0e306}\n", 3, ["steps[1].wait: wait 1e+306 is out of range", LIMIT]),
+    ("steps:\n  - {request: go, at: 0.0}\n  - {request: stop, after: strides 172801}\n", 3,
+     ["'strides 172801' is more strides than the run's 24 h limit can walk (at most 172800"]),
+    ("steps:\n  - {request: go, at: 0.0}\n  - {request: stop, after: strides "
+     "99999999999999999999999999}\n", 3, ["is more strides than the run's 24 h limit"]),
+    ("steps:\n  - {request: go, at: 0.0}\n  - {request: go, wait: 50000}\n"
+     "  - {request: go_release, wait: 36400.5}\n", 4,
+     ["'go_release' is made no earlier than 86400.5 s into the session", LIMIT]),
+    ("steps:\n  - {request: go, at: 86000.0}\n  - {request: stop, after: strides 801}\n", 3,
+     ["'stop' is made no earlier than 86400.5 s"]),
+    ("steps:\n  - {request: speed, value: .inf, at: 0.0}\n", 2,
+     ["steps[0].value: expected a finite number, got inf"]),
+    ("steps:\n  - {request: level, value: .nan, at: 0.0}\n", 2,
+     ["steps[0].value: expected a finite number, got nan"]),
+    ("duration: 1.0e306\nsteps:\n  - {request: go, at: 0.0}\n", 1,
+     ["duration 1e+306 is out of range (outside 0…86400)"]),
+])
+def test_times_and_values_beyond_the_run_are_refused_at_load(tmp_path, activities, text, line,
+                                                             words):
+    """A step at 1e306 s was accepted and overflowed mid-walk (OverflowError, no summary):
+    every time the run cannot reach, and every value that is not finite, is refused at load
+    with file:line."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_session(path, activities)
+    msg = str(err.value)
+    assert f"{path}:{line}: " in msg and " — " in msg and "\n" not in msg, msg
+    for w in words:
+        assert w in msg, msg
+
+
+@pytest.mark.hazard("H-SCRIPT-TIME")
+def test_the_last_instant_of_the_run_is_a_cycle_like_any_other(tmp_path, activities):
+    """What load accepts, the source times without overflow: a step at 86 400 s is made in
+    cycle 86 400 000, one 172 800 strides later when they are walked."""
+    path = tmp_path / "s.yaml"
+    path.write_text("steps:\n  - {request: start, motion: walk, at: 0.0}\n"
+                    "  - {request: stop, after: strides 172800}\n"
+                    "  - {request: end, at: 86400.0}\n")
+    src = ScriptSource(load_session(path, activities), duration=None, dt=DT)
+    assert _names(src.poll(0)) == [(0, "start", "walk", None)]
+    src.on_stride(172_799, 86_000_000)
+    assert src.poll(86_000_000) is EMPTY
+    src.on_stride(172_800, 86_000_001)
+    assert _names(src.poll(86_000_001)) == [(86_000_001, "stop", None, None)]
+    assert src.poll(86_399_999) is EMPTY
+    assert _names(src.poll(86_400_000)) == [(86_400_000, "end", None, None)]

@@ -9,6 +9,12 @@ A step is made at a session time (``at``), or once the step before it was answer
 neither is made with the one before it (``wait`` after it). The machine's owner calls
 :meth:`ScriptSource.poll` every control cycle and tells it what happened
 (:meth:`ScriptSource.notify`, :meth:`ScriptSource.on_stride`).
+
+Every time is range-checked at load: a step that could only be made beyond the run's 24 h
+limit (its ``at``, or the waits and strides of the steps before it added up) is refused with
+its file and line, not left to overflow mid-walk. A script may declare the posture it starts
+in (``start``): :func:`start_pose` is where a simulated leg is put, :func:`check_start` refuses
+a leg that is not there.
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ from pathlib import Path
 from exo_rt import resources
 from exo_rt.errors import ConfigError, Where
 from exo_rt.schema import core
-from exo_rt.schema.session import SessionFile
+from exo_rt.schema.session import (
+    DEFAULT_DURATION_S,
+    IN_THE_RUN,
+    MAX_TIME_S,
+    MIN_STRIDE_S,
+    SessionFile,
+)
 from exo_rt.session import requests as rq
 from exo_rt.yamlio import did_you_mean, read_yaml
 
@@ -30,7 +42,9 @@ EVENTS = {"accepted": rq.ACCEPTED, "rejected": rq.REJECTED, "finished": rq.FINIS
 EMPTY: tuple = ()  # what poll returns when nothing is due (shared: no allocation)
 NEVER = 1 << 62  # a due cycle not yet known
 
-__all__ = ["EMPTY", "ScriptSource", "Session", "Step", "default_path", "load_session"]
+__all__ = ["EMPTY", "ScriptSource", "Session", "Step", "check_run_start", "check_start",
+           "default_path",
+           "load_session", "start_pose"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,16 @@ class Session:
     source: str
     steps: tuple[Step, ...]
     description: str = ""
+    start: str | None = None  # the posture it starts in (None: wherever the leg is)
+    start_where: Where | None = None  # ... where the file says so
+    duration: float | None = None  # s: the run's --duration when the run gives none
+
+    def run_duration(self, given: float | None) -> float:
+        """The run's ``--duration`` (s): ``given`` on the command line, else the script's,
+        else :data:`~exo_rt.schema.session.DEFAULT_DURATION_S`."""
+        if given is not None:
+            return given
+        return self.duration if self.duration is not None else DEFAULT_DURATION_S
 
 
 def _step(entry, node, first: bool, last_at: float | None, activities) -> Step:
@@ -134,11 +158,79 @@ def load_session(path: str | Path, activities=None) -> Session:
     if not nodes:
         raise ConfigError("a session with no steps", root.value["steps"].where(),
                           "add '- {request: start, motion: walk, at: 0.0}'")
-    steps, last_at = [], None
+    steps, last_at, earliest = [], None, 0.0
     for i, (entry, node) in enumerate(zip(f.steps, nodes, strict=True)):
-        steps.append(_step(entry, node, i == 0, last_at, activities))
+        step = _step(entry, node, i == 0, last_at, activities)
+        earliest = _earliest(step, earliest)
+        steps.append(step)
         last_at = entry.at if entry.at is not None else last_at
-    return Session(source=str(path), steps=tuple(steps), description=f.description)
+    keys = root.value
+    if activities is not None and f.start is not None and f.start not in activities.postures:
+        raise ConfigError(f"unknown posture '{f.start}' to start in", keys["start"].where(),
+                          did_you_mean(f.start, activities.postures)
+                          or f"the postures of {activities.source}: "
+                             f"{', '.join(activities.postures)}")
+    return Session(source=str(path), steps=tuple(steps), description=f.description,
+                   start=f.start, start_where=keys["start"].where() if "start" in keys else None,
+                   duration=f.duration)
+
+
+def _earliest(step: Step, before: float) -> float:
+    """The earliest session time (s) ``step`` can be made, the step before it made no earlier
+    than ``before``: its ``at``, or ``before`` plus the strides it waits for (each at least
+    :data:`~exo_rt.schema.session.MIN_STRIDE_S`) and its wait (``wait: duration`` counts 0
+    here: the run's ``--duration`` is itself within the limit). ConfigError beyond the run's
+    24 h limit (:data:`~exo_rt.schema.session.MAX_TIME_S`)."""
+    t = step.at if step.at is not None else before + step.strides * MIN_STRIDE_S + step.wait
+    if t > MAX_TIME_S:
+        raise ConfigError(f"'{step.describe()}' is made no earlier than {t:g} s into the "
+                          f"session (the waits and strides of the steps before it added up), "
+                          f"beyond the run's 24 h limit", step.where,
+                          f"shorten the waits: every step at {IN_THE_RUN}")
+    return t
+
+
+def check_run_start(run, q) -> None:
+    """:func:`check_start` for a run's session (:class:`exo_rt.session.session.Session`)
+    when its script declares a start posture, ``q`` the measured leg (rad): what the
+    controller calls on real drives once they are enabled at zero current, before RUN."""
+    source = getattr(getattr(run, "script", None), "source", None)
+    if source is not None and source.session is not None:
+        check_start(source.session, run.machine.activities, q)
+
+
+def start_pose(session: Session, activities) -> list[float] | None:
+    """Where a simulated leg is put for ``session``: its start posture's joint angles (rad,
+    the robot's joint order, as ``--start-pose`` takes them), or None when it declares none
+    (the leg starts where the simulation puts it)."""
+    if session.start is None:
+        return None
+    return [float(x) for x in activities.posture_q(session.start)]
+
+
+def check_start(session: Session, activities, q, measured: str = "the leg",
+                fix: str | None = None) -> None:
+    """Refuse to begin ``session`` unless every joint of ``q`` (rad, the robot's joint
+    order: the measured leg, or a ``--start-pose``) is within the activities' tolerance of
+    the posture it starts in: ConfigError naming each joint that is not, where it is and
+    where it should be, and (unless ``fix`` says otherwise) offering HOME. Nothing when the
+    script declares no start."""
+    if session.start is None:
+        return
+    want, tol = activities.posture_q(session.start), activities.tolerance
+    off = [f"{name} {float(x):.3g} rad (not {w:.3g} ± {tol:g})"
+           for name, x, w in zip(activities.joint_names, q, want, strict=True)
+           if not abs(float(x) - w) <= tol]
+    if not off:
+        return
+    homes = [m for m in activities.motions if m.kind == "home"]
+    offer = (f", or home it first: a session without 'start' that asks 'start {homes[0].name}' "
+             f"(to {homes[0].end}, after CONFIRM), as `exo-rt run` without --session does"
+             if homes else "")
+    raise ConfigError(f"the session starts {session.start}, but {measured} is not there: "
+                      f"{', '.join(off)}", session.start_where,
+                      fix or f"put the leg in {session.start} (each joint within {tol:g} "
+                             f"rad){offer}")
 
 
 def default_path() -> Path:
@@ -161,6 +253,7 @@ class ScriptSource:
     def __init__(self, steps, duration: float | None, dt: float) -> None:
         if not dt > 0:
             raise ValueError(f"the control period dt must be > 0 s, got {dt!r}")
+        self.session = steps if isinstance(steps, Session) else None  # (its start)
         self.steps = tuple(steps.steps if isinstance(steps, Session) else steps)
         self.dt = float(dt)
         self._requests = [s.request() for s in self.steps]
