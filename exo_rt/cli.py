@@ -236,6 +236,9 @@ def _check_top(args: argparse.Namespace) -> int:
                                          else ""))
     _print_buses(top.buses, rate, args.bus)
     print(f"controller {cfg.source}: {cfg.law} for {', '.join(mech.joint_names)}")
+    from exo_rt.session import envelope
+    for line in envelope.check_lines(top):  # (each motion's peaks against the governor's)
+        print(line)
     _print_warnings(mech)
     n = 3 + len(eds)
     print(f"ok: {args.file} and the {n} files it names")

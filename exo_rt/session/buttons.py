@@ -45,6 +45,9 @@ class BoardButtons:
             _t, mask, _presses = changes.popleft()
             pressed, released = mask & ~self.mask, self.mask & ~mask
             self.mask = mask
+            if pressed & rq.B_STOP:  # STOP wins over GO in the same frame: that GO is
+                pressed &= ~rq.B_GO  # not heard (held on, it counts only once released
+                # and pressed again)
             for bit, kind in PRESS:
                 if pressed & bit:
                     out = out or []

@@ -171,7 +171,9 @@ class Envelope:
         ValueError from ``gaits`` where the walk cannot be made at all."""
         key = (motion.name, speed, step, old, motion.opening, motion.closing)
         if key in self._walks:
-            return self._walks[key]
+            found, worst = self._walks[key]
+            self.peaks[motion.name] = worst
+            return found
         rows, period, _ = self.gaits(speed, step)
         worst = np.zeros((4, len(self.joints)))
         worst[T_LOW] = np.inf
@@ -185,7 +187,7 @@ class Envelope:
             worst[T_LOW] = np.minimum(worst[T_LOW], out[T_LOW])
             worst[T_HIGH] = np.maximum(worst[T_HIGH], out[T_HIGH])
         found = self.figures(motion.name, worst)
-        self._walks[key] = found
+        self._walks[key] = (found, worst)
         return found
 
     def _trace(self, motion, rows, period, q_from, q_to, stop, before) -> np.ndarray:
@@ -219,7 +221,7 @@ class Envelope:
             self._start_on_gait(b_rows, b_period, motion.phase_offsets)
         cycles = int(math.ceil((3.0 + motion.opening + motion.closing + SPEED_BLEND)
                                * max(period, before[1] if before else 0.0) / self.dt)) + 10
-        trace(s, v, g, np.asarray(motion.phase_offsets, float), self.dt, cycles, stop,
+        trace(s, v, g, np.array(motion.phase_offsets, float), self.dt, cycles, stop,
               self._out)
         return self._out.copy()
 
@@ -342,3 +344,33 @@ def warm_up() -> None:
     s[0]["seg_kind"] = segment.HOLD
     trace(s, np.zeros((V_WIDTH, 1)), np.zeros((segment.SLOTS, 1, 11)), np.zeros(1), 1e-3, 1,
           -1.0, np.zeros((4, 1)))
+
+
+def for_top(top, wearer, gaits) -> Envelope:
+    """The envelope a run of the top config ``top`` would have with ``wearer`` (the cycle's
+    governor bounds, computed without building the cycle): ``exo-rt check``'s."""
+    from exo_rt.runtime import governor, safety
+    from exo_rt.session.session import wearer_range
+
+    robot, sc = top.robot, top.safety
+    limits = safety.limits_array(robot, sc.joint_margin, sc.tracking_error,
+                                 top.controller.current_limit)
+    lo, hi = wearer_range(wearer, robot)
+    acc = governor.accelerations(robot.joint_names, sc.reference_acceleration)
+    return Envelope(robot.joint_names, np.maximum(limits["lower"], lo),
+                    np.minimum(limits["upper"], hi), limits["velocity"] * sc.reference_speed,
+                    acc, 1.0 / top.rate_hz, gaits)
+
+
+def check_lines(top, activities=None, wearer=None) -> list[str]:
+    """``exo-rt check``'s report of a run's motions against the joints' bounds (the default
+    activities and wearer where None); ConfigError as a run would refuse them."""
+    from exo_rt.session import session as sessions
+
+    _, acts, who = sessions.load_files(top, None, activities, wearer)
+    env = for_top(top, who, sessions.gait_function(top.robot, top.controller, who))
+    check_at_load(env, acts, who)
+    head = (f"motions of {acts.source} for {who.source or 'the default wearer'}: peak |q̇| / "
+            f"bound, peak |q̈| / bound per joint (bounds: {top.safety.reference_speed:g} of "
+            f"each velocity limit, safety.reference_acceleration)")
+    return [head, *report(env, acts, who)]

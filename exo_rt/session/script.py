@@ -308,13 +308,14 @@ class ScriptSource:
             self._due = cycle + self._wait[self._next]
 
     # -- the owner's calls
-    def poll(self, cycle: int):
-        """The requests due in ``cycle`` (source SCRIPT, their cycle set), in order; the
-        shared empty tuple when none is."""
+    def poll(self, cycle: int, limit: int = NEVER):
+        """The requests due in ``cycle`` (source SCRIPT, their cycle set), in order, at most
+        ``limit`` of them (the rest stay due: the next cycles make them); the shared empty
+        tuple when none is."""
         if cycle < self._due:
             return EMPTY
         out = []
-        while self._next < len(self.steps) and cycle >= self._due:
+        while self._next < len(self.steps) and cycle >= self._due and len(out) < limit:
             req = self._requests[self._next]
             req.cycle = cycle
             out.append(req)

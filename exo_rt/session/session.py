@@ -291,7 +291,7 @@ class Shifted:
         self.source, self.k0 = source, 0
 
     def poll(self, k: int):
-        return self.source.poll(k - self.k0)
+        return self.source.poll(k - self.k0, MAX_REQUESTS)  # (the rest stay due in it)
 
     def notify(self, answer, k: int) -> None:
         self.source.notify(answer, k - self.k0)
