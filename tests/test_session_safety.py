@@ -126,7 +126,7 @@ def test_the_fastest_speed_at_the_shortest_step_is_refused(tmp_path, config, wea
     a2 = m.handle(rq.Request(rq.SPEED, rq.CONSOLE, value=w.speed.max))
     refused = [a for a in (a1, a2) if a.answer == rq.REJECTED]
     assert refused and all(a.reason == rq.R_BEYOND_JOINTS for a in refused), (a1, a2)
-    assert "joint" in refused[0].extra and refused[0].extra["value"] > refused[0].extra["limit"]
+    assert "joint" in refused[0].extra and refused[0].extra["needs"] > refused[0].extra["limit"]
     assert (m.speed, m.step_length) != (w.speed.max, w.step_length.min)
     assert before[0] in (m.speed, before[0])
 

@@ -94,7 +94,7 @@ class Beyond:
 
     def extra(self) -> dict:
         """The answer's details (the crutch and console show them)."""
-        return {"joint": self.joint, "what": self.what, "value": round(self.value, 4),
+        return {"joint": self.joint, "what": self.what, "needs": round(self.value, 4),
                 "limit": round(self.limit, 4)}
 
 
