@@ -29,7 +29,7 @@ from exo_rt.errors import ConfigError
 from exo_rt.processes import other_cpus
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import script, snapshot, summary
+from exo_rt.runtime import derating, script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.cycle_io import CycleIO
@@ -120,6 +120,7 @@ class Controller:
         self._t_run = 0.0
         self.s["state"] = BOOT
         self.io = CycleIO(self)
+        self.derating = derating.Watch(self)  # a winding past its warning: announced
 
     def close_buses(self) -> None:
         self.rig.close()  # (a controller that never ran)
@@ -274,6 +275,7 @@ class Controller:
         s["compute_us"] = sched.stats.last_compute_us
         s["overruns"] = sched.stats.overruns
         self.io.run(k)
+        self.derating.poll(k)  # (one comparison a cycle)
         self.cycles = k + 1
         if s["new_fault"]:
             self._fault(k, int(s["cause"]), int(s["joint"]))

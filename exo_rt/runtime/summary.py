@@ -131,6 +131,7 @@ def summary(ctl) -> dict:
         "timing": ctl.sched.stats.summary() if ctl.sched is not None else {},
         "joints": joints(ctl.cycle, ctl.robot.joint_names),
         "faults": faults(ctl.faults, ctl.dt, ctl.k0.get(RUN)),
+        "derating": ctl.derating.summary(),  # per joint whose winding passed its warning
         "final_state": STATES[ctl.state],
         "setup": list(ctl.setup_lines),
     }
