@@ -158,8 +158,9 @@ def _start_plant(plant, meta: dict, powered_flags: np.ndarray, rate_hz: float) -
     was reset to the run's start pose (``--start-pose``, else every joint at 0) in static
     equilibrium, stepped at zero current with the power stages off through the drives'
     bring-up (its periods: the simulated clock from the recording's start to the loop's,
-    ``wall_start`` − ``wall_boot`` on that bus), then :data:`LEAD_SYNCS` periods at zero current with the
-    stages as the drives reported them (``powered_flags``, cycle 0's flags). A leg that does
+    ``wall_start`` − ``wall_boot`` on that bus), then :data:`LEAD_SYNCS` periods at zero
+    current with the stages as the drives reported them (``powered_flags``, cycle 0's
+    flags). A leg that does
     not start at rest in equilibrium — sitting, its hip sagging as soon as the drives enable
     at zero current in READY — is then replayed from the very state the simulation had
     (issue 43: from sitting, plant replay started at the start pose itself, two periods early,
