@@ -312,3 +312,128 @@ def test_a_3_mb_paste_is_dropped_whole_with_one_warning_and_keys_typed_after_it_
     assert longest < 1e-3, longest  # s of CPU in one poll during the paste
     src.join(5.0)
     stream.close()
+
+
+# ----------------------------------------------------------------------------- in a run
+def _console_sink(ctl):
+    from exo_rt.session.session import ConsoleSink
+
+    (sink,) = [s for s in ctl.session.sources if isinstance(s, ConsoleSink)]
+    return sink
+
+
+class WallClock:
+    """A source that asks nothing: the wall clock at its first and last poll (RUN's
+    cycles)."""
+
+    def __init__(self) -> None:
+        self.first = self.last = None
+
+    def poll(self, k: int):
+        now = (k, time.monotonic())
+        self.first = self.first or now
+        self.last = now
+        return EMPTY
+
+    def pace(self) -> float:
+        """Wall-clock ms a cycle between the first poll and the last."""
+        (k0, t0), (k1, t1) = self.first, self.last
+        return (t1 - t0) / ((k1 - k0) * 1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.hazard("H-CONSOLE-BYTE")
+def test_the_end_of_the_consoles_input_stops_a_walk_at_the_end_of_its_stride(tmp_path,
+                                                                            monkeypatch):
+    """Key 1 (walk), then the input ends: the console asks STOP itself (noted why) and the
+    walk ends standing within its stride, as when the crutch goes silent — not SAFE. The run
+    goes at the wall clock's pace (lockstep with --console)."""
+    from tests.sessions_fixtures import requests, run_session
+
+    r, w = os.pipe()
+    os.write(w, b"1")
+    os.close(w)
+    monkeypatch.setattr("sys.stdin", os.fdopen(r, "r"))
+    clock = WallClock()
+    ctl, res = run_session(tmp_path, [{"request": "end", "at": 4.0}], duration=4.0,
+                           board=None, console=True, sources=(lambda ctl: clock,))
+    s = res.summary
+    assert s["final_state"] == "SHUTDOWN" and not s["faults"]
+    asked = [(e["request"], e["source"], e["answer"], e.get("note")) for e in requests(ctl)]
+    assert asked == [("start", "console", "accepted", None),
+                     ("stop", "console", "accepted", "console input lost: end of input"),
+                     ("end", "script", "accepted", None)]
+    start, stop = requests(ctl)[:2]
+    assert stop["cycle"] - start["cycle"] <= 2
+    (walk,) = [e for e in ctl.events if e["event"] == "finished"]
+    assert walk["posture"] == "standing"
+    assert (walk["cycle"] - stop["cycle"]) * 1e-3 <= start["period"] + 1e-3  # s
+    assert _console_sink(ctl).source.lost == "end of input"
+    # paced: a millisecond of wall time a cycle over the session (unpaced lockstep: ≈ 0.3)
+    assert 0.95 <= clock.pace() <= 1.5, clock.pace()
+
+
+def _paste_run(tmp_path, monkeypatch, data: bytes | None):
+    """A walk on the script (STOP at 3 s, END once it finished) with the console on a pipe:
+    ``data`` written into it 0.5 s into RUN. Returns (controller, result)."""
+    from exo_rt.runtime.states import RUN
+    from tests.sessions_fixtures import Asks, run_session
+
+    r, w = os.pipe()
+    monkeypatch.setattr("sys.stdin", os.fdopen(r, "r"))
+    box = {}
+
+    def keep(ctl):  # (the paster waits for the run)
+        box["ctl"] = ctl
+        return Asks(())
+
+    def paster():
+        while "ctl" not in box or RUN not in box["ctl"].k0 or \
+                box["ctl"].cycles < box["ctl"].k0[RUN] + 500:
+            time.sleep(0.01)
+        if data:
+            t0 = time.monotonic()
+            os.write(w, data)
+            box["paste_s"] = time.monotonic() - t0  # (the figure docs/sessions.md gives)
+
+    thread = threading.Thread(target=paster, daemon=True)
+    thread.start()
+    script = [{"request": "start", "motion": "walk", "at": 0.0},
+              {"request": "stop", "at": 3.0}, {"request": "end", "after": "finished"}]
+    try:
+        ctl, res = run_session(tmp_path, script, duration=8.0, board=None, console=True,
+                               sources=(keep,))
+        ctl.paste_s = box.get("paste_s")
+        return ctl, res
+    finally:
+        thread.join(10.0)
+        os.close(w)
+
+
+@pytest.mark.slow
+@pytest.mark.hazard("H-REQUEST-FLOOD")
+def test_a_3_mb_paste_mid_walk_asks_nothing_and_no_cycle_lasts_long(tmp_path, monkeypatch,
+                                                                    capsys):
+    """The same walk with and without a 3 MiB paste on the console 0.5 s into it (lockstep,
+    paced): the paste asks nothing (dropped whole, one warning), the session is the same,
+    and the longest cycle with it is at most twice the longest without (a paste used to
+    make one cycle of 130 s)."""
+    from tests.sessions_fixtures import sequence
+
+    data = paste()
+    ctl_a, res_a = _paste_run(tmp_path / "quiet", monkeypatch, None)
+    ctl_b, res_b = _paste_run(tmp_path / "paste", monkeypatch, data)
+    for res in (res_a, res_b):
+        assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
+    assert sequence(ctl_b) == sequence(ctl_a)
+    assert not [e for e in ctl_b.events if e.get("source") == "console"]
+    assert _console_sink(ctl_b).source.dropped == keys_in(data)
+    assert capsys.readouterr().err.count("a paste ignored") == 1
+    (qa, pa), (qb, pb) = [(r.summary["timing"]["compute_us"]["max"],
+                           r.summary["timing"]["compute_us"]["p99"]) for r in (res_a, res_b)]
+    quiet, pasted = qa, qb
+    print(f"longest cycle {qa:.0f} µs (p99 {pa:.0f}) without the paste, {qb:.0f} µs (p99 "
+          f"{pb:.0f}) with it; the paste read and dropped in {ctl_b.paste_s:.2f} s")
+    # as the issue's bound for 20 000 requests at once: ≤ 2× the longest without (µs; on a
+    # shared machine the longest cycle is another process's doing, hence a floor of 5 ms)
+    assert pasted <= max(2.0 * quiet, 5000.0), (quiet, pasted)
