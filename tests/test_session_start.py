@@ -158,6 +158,8 @@ def test_the_buttons_demo_runs_as_shipped_from_sitting_to_shutdown(tmp_path):
     assert [a[0] for a in asked] == ["start", "go", "go_release", "start", "speed", "speed",
                                      "speed", "stop", "start", "go", "go_release", "end"]
     assert {(a[1], a[2]) for a in asked} == {("script", "accepted")}
+    done = [e["motion"] for e in events if e["event"] == "finished"]
+    assert done == ["stand_up", "walk", "sit_down"]
     end = next(e for e in events if e.get("request") == "end")
     assert 42.0 <= end["t"] <= 42.3  # s: the session's 42.1 s, from the first RUN cycle
     assert "final state SHUTDOWN" in res.stdout and "session script stalled" not in res.stderr

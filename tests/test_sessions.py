@@ -230,8 +230,8 @@ def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
         return Asks(())
 
     feeder.start()
-    try:  # (a console session: no script steps, the keys ask)
-        ctl_c, res = run_session(tmp_path / "console", [{"request": "end", "at": 1e6}],
+    try:  # (a console session: no script step within 30 s, the keys ask)
+        ctl_c, res = run_session(tmp_path / "console", [{"request": "end", "at": 86400.0}],
                                  duration=30.0, board=None, console=True, sources=(keep,))
     finally:
         done.set()
