@@ -281,14 +281,15 @@ def _needs(name: str, needs: dict) -> str:
 
 
 def _clock(status: dict) -> str:
-    """The session's time and its limit: ``12.3 s of 60 s``; past it, when the run ends."""
+    """The session's time and its limit: ``12.3 s of 60 s``; past it, when a session still
+    going is stopped."""
     t, d = status["time"], status.get("duration")
     if d is None:
         return f"{t:7.1f} s"
     if t <= d:
         return f"{t:7.1f} s of {d:g} s"
     end = status.get("ends")
-    return f"{t:7.1f} s: past {d:g} s" + (f", ended by {end:g} s" if end is not None else "")
+    return f"{t:7.1f} s: past {d:g} s" + (f", stopped at {end:g} s" if end is not None else "")
 
 
 def parts(status: dict) -> list[str]:
@@ -347,7 +348,7 @@ def parts(status: dict) -> list[str]:
 def render(status: dict) -> str:
     """The console's status line from the machine's status. Keys (each optional):
     ``time`` (s) and ``duration`` (s: the run's --duration; ``ends``: s, when a session
-    still going is ended), ``state`` (the controller's: RUN, SAFE, …), ``lost`` (why no key
+    still going is stopped), ``state`` (the controller's: RUN, SAFE, …), ``lost`` (why no key
     is heard any more), ``posture`` (or None: in none), ``motion`` and ``progress`` (0–1)
     while one runs, ``paused`` (GO released mid-motion), ``hold`` (the motion needs GO
     held), ``stopping`` (STOP asked), ``waiting`` (e.g. ``confirm``) and ``pending`` (the
