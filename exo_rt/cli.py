@@ -895,6 +895,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             head += f"; largest command difference {r['max_abs_command_diff_A']:.6g} A"
         if r.get("first_diff_cycle") is not None:
             head += f" (first at cycle {r['first_diff_cycle']})"
+        if r.get("replay_ended_at_cycle") is not None:  # no command after it to compare
+            head += f"; the replay ended at cycle {r['replay_ended_at_cycle']}"
         print(head)
     for row in b.failed:
         print(f"exo-rt: error: session {row['session']}: {row['error']}", file=sys.stderr)

@@ -249,9 +249,21 @@ def default_out(folders: list[Path]) -> Path | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """``path`` written whole (:func:`exo_rt.record.runfolder.write_atomic`): a link planted
+    there is replaced, its target never written."""
+    from exo_rt.record.runfolder import write_atomic
+
+    write_atomic(path, text)
+
+
+def _real_folder(path: Path) -> Path:
+    """``path`` made (if needed) as a folder; LogError when it is a symbolic link (the cache
+    or the table would be written wherever it points)."""
+    if path.is_symlink():
+        raise LogError("is a symbolic link: nothing is written through it", Where(str(path)),
+                       "remove the link (or give --out another folder)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def run_batch(archives: list[str | Path], mode: str, *, controller: str | None = None,
@@ -272,8 +284,7 @@ def run_batch(archives: list[str | Path], mode: str, *, controller: str | None =
     out = Path(out) if out is not None else default_out(folders)
     cache = None
     if out is not None:
-        cache = out / CACHE
-        cache.mkdir(parents=True, exist_ok=True)
+        cache = _real_folder(out / CACHE)
     tasks = [{"name": s.name, "path": s.path, "mode": mode, "controller": controller,
               "config": config, "allow_config_change": allow_config_change,
               "key": session_key(s, mode, controller, config, allow_config_change)}
@@ -415,6 +426,9 @@ def plot_summary(batch: Batch, path: Path) -> Path | None:
     ax.set_title(f"{batch.mode} replay of {len(res)} sessions: {ok} ok, "
                  f"{len(batch.failed)} failed")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from exo_rt.record.runfolder import replacing
+
+    with replacing(path, "wb") as f:  # a link planted there: replaced, not followed
+        fig.savefig(f, dpi=90, format="png")
     plt.close(fig)
     return path

@@ -9,10 +9,12 @@ died, :attr:`stopped_at` is the last record time it had written and the run goes
 A write error stops the recording in the recording process (one line there); its report
 (:meth:`close`) says when and why, and becomes a ``recording_stopped`` event.
 
-The session's events (requests, answers, transitions, strides: a few a second at most) go to
-run.mcap's ``/activity`` through a third ring, of short messages: the run's event list is
-followed (:meth:`Recording.follow`) and what the session added is handed over at the
-once-a-second check and at the end — never in the cycle.
+The run's events (state changes, faults, the session's requests, answers, transitions,
+strides: a few a second at most) go through a third ring, of short messages: the run's event
+list is followed (:meth:`Recording.follow`) and what was added is handed over at the check —
+every :data:`~exo_rt.record.events.HAND_OVER_S` of run time, between two cycles — and at the
+end, never in the cycle; the recording process appends them to ``events.jsonl`` (each check's
+with a mark: :mod:`exo_rt.record.events`) and the session's to run.mcap's ``/activity``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ import can
 
 from exo_rt.errors import ConfigError
 from exo_rt.processes import Helper
+from exo_rt.record import events as ev_file
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS
 from exo_rt.record.recorder import cycle_columns, update_header, write_header
-from exo_rt.record.rings import FrameRing, MessageRing, RecordRing
+from exo_rt.record.rings import MESSAGE_HEAD, MESSAGE_SLOT, FrameRing, MessageRing, RecordRing
 
 RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
 FRAME_RING = 1 << 17  # CAN frames
-MESSAGE_RING = 1 << 9  # the session's events handed over at once (a second's, at most)
+MESSAGE_RING = 1 << 9  # the run's events handed over at once (a check's, at most)
 
 
 class Recording:
@@ -118,33 +121,41 @@ class Recording:
             self.events.append({"event": "recording_error", "error": str(exc)})
 
     def follow(self, events: list[dict]) -> None:
-        """The run's event list: its session events go to run.mcap's ``/activity``."""
+        """The run's event list: each event to events.jsonl, the session's to run.mcap's
+        ``/activity`` too."""
         self._followed, self._handed = events, 0
 
-    def hand_over(self) -> None:
-        """The session's events added since the last call, into the message ring (JSON, at
-        their cycle's time). An event too long for a slot goes without its longest lists."""
+    def hand_over(self, k: int | None = None, t: float = 0.0) -> None:
+        """The events added since the last call, into the message ring (JSON lines, at
+        their cycle's time; :func:`exo_rt.record.events.parts`), then — with ``k``, the
+        cycle that just ended — the mark that every event of cycles ≤ k is handed over. In
+        real time a ring without room for an event is never waited for: the rest wait for
+        the next call (and no mark goes)."""
         events, ring = self._followed, self.notes
+        room = MESSAGE_SLOT - MESSAGE_HEAD.size
         for i in range(self._handed, len(events)):
-            ev = events[i]
-            if ev.get("event") not in ACTIVITY_EVENTS:
-                continue
-            t = float(ev.get("t", 0.0))
-            if not ring.put(t, json.dumps(ev).encode()):
-                short = {k: v for k, v in ev.items() if not isinstance(v, (list, dict))}
-                ring.put(t, json.dumps(short | {"shortened": True}).encode())
-        self._handed = len(events)
+            e = events[i]
+            pieces = ev_file.parts(e, e.get("event") in ACTIVITY_EVENTS, room)
+            if not ring.block_when_full and len(pieces) + 1 > ring.free():
+                return
+            at = float(e.get("t", 0.0)) if isinstance(e.get("t"), int | float) else 0.0
+            for piece in pieces:
+                ring.put(at, piece)
+            self._handed = i + 1
+        if k is not None and (ring.block_when_full or ring.free() > 0):
+            ring.put(t, ev_file.mark(k, t))
 
     def check(self, t: float) -> bool:
-        """(Once a second) is the recording process alive? Notes when it stopped. The
-        session's events of the last second are handed over."""
+        """(Every :data:`~exo_rt.record.events.HAND_OVER_S` of run time, at the end of the
+        cycle at ``t`` s) is the recording process alive? Notes when it stopped. The events
+        since the last check are handed over, with their mark."""
         if self.stopped_at is None and not self.process.alive():
             self.stopped_at = t
             self.records.block_when_full = self.frames.block_when_full = False  # never wait
             self.notes.block_when_full = False
             self.events.append({"t": round(t, 6), "event": "recording_stopped",
                                 "exit_code": self.process.proc.returncode})
-        self.hand_over()
+        self.hand_over(int(round(t * float(self.meta.get("rate_hz", 1000.0)))), t)
         return self.stopped_at is None
 
     def tap(self, bus: can.BusABC, index: int, clock=None, epoch: float = 0.0) -> None:

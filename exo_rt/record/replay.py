@@ -24,7 +24,8 @@ from exo_rt.bus.host import HostDrives
 from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.record import integrity
+from exo_rt.record import events as recorded_events
+from exo_rt.record import integrity, runfolder
 from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
@@ -49,6 +50,7 @@ class Run:
     config: Path
     notes: list[str] = field(default_factory=list)
     finished: bool = True
+    status_summary: dict | None = None  # summary.json (a finished run's)
 
 
 def _config(run_dir: Path, meta: dict, path: Path, config, allow: bool,
@@ -72,6 +74,14 @@ def _config(run_dir: Path, meta: dict, path: Path, config, allow: bool,
                              "drives whose bus file names none) changed since the run; the "
                              "replay uses today's (the run's is in its configs/default-eds/)")
     else:
+        if (run_dir / "configs").is_dir() and config is None:  # the copy is there, unverified
+            raise LogError(f"{snapshot.MANIFEST} is missing, but the run's own copy of its "
+                           "configs (configs/, config.yaml) is there: without the manifest "
+                           "the copy cannot be checked, and today's files are not the run's",
+                           Where(str(run_dir / snapshot.MANIFEST)),
+                           "restore it from a copy of the run folder, or replay with the copy "
+                           f"as it is: --config {run_dir / 'config.yaml'} "
+                           "--allow-config-change")
         recorded = Path(meta.get("config", ""))
         if not recorded.is_file() and config is None:
             raise LogError(f"the run's config {recorded} is gone (the run keeps no copy of "
@@ -120,7 +130,8 @@ def open_run(run_dir: Path, config: str | Path | None = None, allow_config_chang
         raise LogError("the log's header lacks q_initial (the run stopped before READY)",
                        Where(str(path)), "replay a run that reached READY")
     cfg, notes = _config(run_dir, meta, path, config, allow_config_change, controller)
-    return Run(run_dir, records, meta, cfg, status.notes + notes, status.finished)
+    return Run(run_dir, records, meta, cfg, status.notes + notes, status.finished,
+               status.summary)
 
 
 def load_run(run_dir: Path):
@@ -362,28 +373,46 @@ def replay_rig(records, meta: dict, top) -> Rig:
     return Rig(buses, [drives], RecordedBoard(cursor), sync_instant=buses.sync_instant)
 
 
-def _session(run_dir: Path) -> dict:
-    """The recorded session's options for a replay: its requests (every ``request`` event of
-    ``events.jsonl``, asked again at the cycles they came in, whoever asked then) and the run
-    folder's copies of its activities file and wearer profile (the postures, motions and
-    walking parameters it ran with; a run recorded before sessions: the defaults)."""
+def _session(run: Run) -> tuple[dict, int | None]:
+    """The recorded session's options for a replay — its requests (every ``request`` event of
+    ``events.jsonl``, checked line by line: :func:`exo_rt.record.events.load`; asked again at
+    the cycles they came in, whoever asked then) and the run folder's copies of its activities
+    file and wearer profile (a run recorded before sessions: the defaults) — and the cycle up
+    to which the file holds every event (None: the whole run). A cut last line of a run that
+    did not finish is left out, with a note."""
     from exo_rt.runtime.snapshot import recorded_session
 
-    _script, activities, wearer = recorded_session(run_dir)
-    events = []
-    try:
-        with (run_dir / "events.jsonl").open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue  # (a line cut by a crash: the events before it stand)
-                if isinstance(ev, dict) and ev.get("event") == "request":
-                    events.append(ev)
-    except OSError:
-        pass  # a run without events: no requests (the session's guard ends it)
-    return {"requests": tuple(events), "activities": None if activities is None else
-            str(activities), "wearer": None if wearer is None else str(wearer)}
+    _script, activities, wearer = recorded_session(run.path)
+    rec = (run.status_summary or {}).get("recording") if run.finished else None
+    expected = rec.get("events") if isinstance(rec, dict) else None
+    got = recorded_events.load(run.path, run.finished,
+                               expected if isinstance(expected, int) else None)
+    run.notes.extend(got.notes)
+    return ({"requests": tuple(got.requests), "activities": None if activities is None else
+             str(activities), "wearer": None if wearer is None else str(wearer)},
+            got.complete_through)
+
+
+def _compared(run: Run, through: int | None) -> int:
+    """How many of the recorded cycles a controller replay can compare: all of a finished
+    run's; of a run that did not finish, those whose requests its events.jsonl holds (a
+    request answered in cycle k acts from cycle k + 1: up to its last mark's cycle + 1).
+    LogError when that leaves fewer than 2 (no comparison is made, never a difference of inf)."""
+    n = len(run.records)
+    if through is None:
+        return n
+    m = min(n, through + 2) if through >= 0 else 0
+    if m < 2:
+        raise LogError(f"the run did not finish and its events.jsonl holds no mark of the "
+                       f"events it had (\"{recorded_events.MARK}\"): which requests it made "
+                       f"is unknown, its {n} recorded cycles cannot be compared",
+                       Where(str(run.path / "events.jsonl")),
+                       "replay it in plant mode (--mode plant), which needs no events")
+    if m < n:
+        run.notes.append(f"{run.path}: compared over its first {m} of {n} recorded cycles: "
+                         "its events.jsonl holds every event up to cycle "
+                         f"{through} (the crash cut the rest)")
+    return m
 
 
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
@@ -391,20 +420,25 @@ def replay_controller(run_dir: Path | Run, controller: str | Path | None = None)
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
+    session, through = _session(run)
+    n = _compared(run, through)
     ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),
-                     **_session(run.path))
+                     **session)
     ctl.drives[0].scalars = ctl.s
     ctl.run(float(meta["duration_s"]))
-    commands = ctl.log["command"][: len(records)]  # what the recording holds for each cycle
-    if len(commands) < len(records):  # (the replay went SAFE before the recording ended)
-        commands = np.concatenate([commands, np.full((len(records) - len(commands),
-                                                      commands.shape[1]), np.nan)])
-    diff = _command_diff(commands, records["command"])
+    commands = ctl.log["command"][:n]  # what the recording holds for each compared cycle
+    diff = _command_diff(commands, records["command"][: len(commands)])
     changed = np.flatnonzero(np.any(diff > 0.0, axis=1))
-    return {"mode": "controller", "cycles": int(len(records)),
-            "max_abs_command_diff_A": float(diff.max()),
-            "first_diff_cycle": int(changed[0]) if len(changed) else None,
-            "cycles_with_differences": int(len(changed))}
+    out = {"mode": "controller", "cycles": int(n),
+           "max_abs_command_diff_A": float(diff.max()) if len(diff) else 0.0,
+           "first_diff_cycle": int(changed[0]) if len(changed) else None,
+           "cycles_with_differences": int(len(changed))}
+    if len(commands) < n:  # the replay ended (SAFE) before the recorded cycles did
+        out["replay_ended_at_cycle"] = int(len(commands))
+        out["cycles_with_differences"] += n - len(commands)
+        if out["first_diff_cycle"] is None:
+            out["first_diff_cycle"] = int(len(commands))
+    return out
 
 
 def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
@@ -413,14 +447,16 @@ def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
     inj = tuple(Injection(k, j, t, d) for k, j, t, d in meta.get("injections", []))
+    session, through = _session(run)
+    n = _compared(run, through)
     ctl = Controller(top, "sim", injections=inj, start_pose=meta.get("start_pose"),
-                     history=True, **_session(run.path))  # every cycle's record, to compare
+                     history=True, **session)  # every cycle's record, to compare
     if meta.get("injections_from") != "RUN":  # recorded before T counted from RUN's start
         ctl.injections = tuple(Injection(i.kind, i.joint, i.t - ctl.run_cycle() * ctl.dt,
                                          i.duration) for i in inj)
     result = ctl.run(float(meta["duration_s"]), None)
     log = ctl.log
-    m = min(len(records), result.summary["cycles"], len(log))
+    m = min(n, result.summary["cycles"], len(log))
     joints, first = _errors(log["q"][:m], records["q"][:m], top.robot.joint_names)
     diff = _command_diff(log["command"][:m], records["command"][:m])
     return {"mode": "closed-loop", "cycles": int(m), "joints": joints,
@@ -465,7 +501,8 @@ def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None,
         out["did_not_finish"] = True
     if run.notes:
         out["notes"] = run.notes
-    (run_dir / f"replay-{mode}.json").write_text(json.dumps(out, indent=2) + "\n")
+    # whole or not at all; a link planted there is replaced, its target never written
+    runfolder.write_atomic(run_dir / f"replay-{mode}.json", json.dumps(out, indent=2) + "\n")
     return out
 
 

@@ -1,4 +1,6 @@
-"""Reports of a run: PNG plots and a short text summary, and CSV export."""
+"""Reports of a run: PNG plots and a short text summary, and CSV export — each file written
+whole (:func:`exo_rt.record.runfolder.replacing`): a symbolic link planted in the run folder
+under its name is replaced, its target never written."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import numpy as np
 
 from exo_rt.errors import ConfigError
 from exo_rt.record.recorder import read_cycle_log
-from exo_rt.record.runfolder import recover_on_read
+from exo_rt.record.runfolder import recover_on_read, replacing, write_atomic
 
 
 def export_csv(run_dir: str | Path) -> Path:
@@ -29,7 +31,7 @@ def export_csv(run_dir: str | Path) -> Path:
                 header.append(f"{field}_{n}")
                 columns.append(data[:, j])
     out = run_dir / "cycles.csv"
-    with open(out, "w", newline="") as f:
+    with replacing(out, "w", newline="") as f:  # a link planted there: replaced, not followed
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(np.column_stack(columns).tolist())
@@ -175,7 +177,7 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
             continue
         lines.append(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s, reacted in "
                      f"{f['reaction_cycles']} cycles ({f['action']})")
-    (run_dir / "report.txt").write_text("\n".join(lines) + "\n")
+    write_atomic(run_dir / "report.txt", "\n".join(lines) + "\n")
     files.append(run_dir / "report.txt")
     return files
 
@@ -186,7 +188,9 @@ def _deg(x: float) -> str:
 
 
 def _save(fig, path: Path, plt) -> Path:
+    """The figure as ``path`` (PNG), written whole: a link planted there is replaced."""
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with replacing(path, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
     plt.close(fig)
     return path

@@ -4,13 +4,20 @@ its ``run.mcap`` recovered after a crash.
 - :func:`claim` takes the folder for a run before anything is brought up: ``run.lock`` in the
   folder, an exclusive ``flock`` held by the run's control process until its files are
   written. A second run into a folder a live run holds is refused (:class:`FolderInUse`, one
-  line, exit 2); in a folder an earlier, finished run left, that run's files are removed when
-  the new run's recording starts (:meth:`RunFolder.take_over`: the folder then holds the new
-  run whole). A folder that cannot be written (full disk, read-only) is no error: the run goes
-  on unrecorded and says so.
-- :func:`write_atomic` writes a small file (summary, events, the recording's report, the
-  layout) so that a reader sees the old file or the new one whole, never a part: a temporary
-  file beside it, fsync, rename, fsync of the folder.
+  line, exit 2); so is a folder that is not empty and holds none of a run's files
+  (:class:`NotARunFolder`: a clone's root, a home folder — nothing there is touched). A run
+  that did not finish (killed, a power loss: no ``summary.json``) is kept: its folder is moved
+  aside whole to ``DIR.crashed-<its start>`` (one line on stderr), or — where it cannot be
+  moved — the new run is refused (:class:`CrashedRun`). In a folder an earlier, finished run
+  left, that run's files are removed when the new run's recording starts
+  (:meth:`RunFolder.take_over`: the folder then holds the new run whole). A folder that
+  cannot be written (full disk, read-only) is no error: the run goes on unrecorded and says
+  so.
+- :func:`write_atomic` writes a file (summary, events, the recording's report, the layout,
+  what ``report``, ``export`` and ``replay`` write into a run folder) so that a reader sees the
+  old file or the new one whole, never a part: a temporary file beside it (created new, never
+  through a link), fsync, rename, fsync of the folder. A symbolic link planted where the file
+  goes is replaced by the file; its target is never written.
 - :func:`recover` rewrites a ``run.mcap`` whose end is missing (the recording killed: power
   loss, SIGKILL, a full disk) into a valid file holding every record that reached the disk
   whole; the damaged original is kept as ``run.mcap.damaged``. ``exo-rt recover RUN`` runs it,
@@ -27,7 +34,9 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +71,25 @@ def segments(run_dir: str | Path) -> list[Path]:
     return out
 
 
+# a run's own files: a folder holding one of them is a run folder (an earlier run's)
+MARKERS = ("run.lock", "summary.json", "cycles.exolog", "run.mcap", "config-snapshot.json",
+           "events.jsonl", "recording.json")
+# what only a run that got going leaves (a folder holding run.lock alone: a start that failed)
+RUN_DATA = ("cycles.exolog", "run.mcap", "events.jsonl", "config-snapshot.json", "can.blf",
+            "can.asc", "can.log", "recording.json")
+CRASHED = ".crashed-"  # DIR.crashed-<start>: where a run that did not finish is kept
+
+
 class FolderInUse(ConfigError):
     """A second run into a run folder that a live run holds."""
+
+
+class NotARunFolder(ConfigError):
+    """``--out`` names a folder that is not empty and holds none of a run's files."""
+
+
+class CrashedRun(ConfigError):
+    """``--out`` names the folder of a run that did not finish, which cannot be moved aside."""
 
 
 def describe(exc: OSError, path: Path | str | None = None) -> str:
@@ -161,18 +187,112 @@ def _lock(path: Path, fd: int, what: str) -> None:
                           what) from None
 
 
+def finished(path: Path) -> bool:
+    """Whether the run folder ``path`` holds a run that finished (its ``summary.json``)."""
+    return (path / "summary.json").is_file()
+
+
+def _entries(path: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in path.iterdir())
+    except OSError:
+        return []
+
+
+def _check_foreign(path: Path, names: list[str]) -> None:
+    """NotARunFolder when ``path`` holds files and none of them is a run's."""
+    if not names or any(n in MARKERS for n in names):
+        return
+    shown = ", ".join(names[:3]) + (f" … ({len(names)} entries)" if len(names) > 3 else "")
+    raise NotARunFolder(f"not a run folder: it holds {shown} and none of a run's files; "
+                        "nothing there was touched", Where(str(path)),
+                        "give a new or empty folder as --out (or none: a new folder under "
+                        "runs/)")
+
+
+def _started(path: Path) -> str:
+    """When the run of the folder ``path`` started (its lock's record, else its cycle log's
+    time), as ``YYYYmmdd-HHMMSS``."""
+    try:
+        when = float(json.loads((path / LOCK).read_text())["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        stamps = [(path / n).stat().st_mtime for n in RUN_DATA if (path / n).exists()]
+        when = min(stamps, default=time.time())
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+
+
+def move_aside(path: Path) -> Path:
+    """Keep the unfinished run of ``path``: the folder renamed whole to ``DIR.crashed-<its
+    start>`` (``-2``, ``-3`` … if taken), nothing in it changed. CrashedRun when it cannot be
+    (the current folder, a mount point, no right to rename)."""
+    path = Path(os.path.abspath(path))
+    base = path.with_name(f"{path.name}{CRASHED}{_started(path)}")
+    aside, k = base, 1
+    while os.path.lexists(aside):
+        k += 1
+        aside = base.with_name(f"{base.name}-{k}")
+    why = None
+    cwd = os.path.realpath(os.getcwd())
+    if cwd == os.path.realpath(path) or cwd.startswith(os.path.realpath(path) + os.sep):
+        why = "it is the current folder"
+    else:
+        try:
+            os.rename(path, aside)
+            fsync_dir(path.parent)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+    if why is not None:
+        raise CrashedRun(f"the folder holds a run that did not finish (no summary.json: killed "
+                         f"or a power loss), kept; it cannot be moved aside ({why})",
+                         Where(str(path)), f"move it yourself (mv {path} {aside}), or give "
+                         "another --out")
+    return aside
+
+
+def _keep_unfinished(path: Path, names: list[str]) -> None:
+    """The folder of a run that did not finish: FolderInUse while it lives (its lock held),
+    else moved aside whole (one line on stderr), nothing in it changed."""
+    if LOCK in names:
+        try:
+            fd = os.open(path / LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            fd = None
+        if fd is not None:
+            _lock(path, fd, "give another --out (or none: a new folder under runs/), or wait "
+                            "for it to end")
+            try:
+                aside = move_aside(path)
+            finally:
+                os.close(fd)
+        else:
+            aside = move_aside(path)
+    else:
+        aside = move_aside(path)
+    print(f"exo-rt: {path} held a run that did not finish (no summary.json: killed or a "
+          f"power loss): kept whole, moved to {aside} (exo-rt recover, replay or report it "
+          f"there); this run goes into {path}", file=sys.stderr, flush=True)
+
+
 def claim(path: str | Path) -> RunFolder:
     """The folder ``path`` for a run of this process: created if needed, locked, an earlier
-    run's files removed. FolderInUse when a live run holds it; a folder that cannot be written
-    gives a RunFolder whose ``error`` says why (no exception: the run goes on unrecorded)."""
+    finished run's files removed when the run starts. FolderInUse when a live run holds it;
+    NotARunFolder when it holds other files and no run's; a run there that did not finish is
+    moved aside (:func:`move_aside`, said in one line on stderr). A folder that cannot be
+    written gives a RunFolder whose ``error`` says why (no exception: the run goes on
+    unrecorded)."""
     path = Path(path)
     held = _HELD.get(_key(path))
     if held is not None:
         return held
-    fresh = not path.exists() or (path.is_dir() and not any(path.iterdir()))
+    names = _entries(path) if path.is_dir() else []
+    _check_foreign(path, names)
+    if not finished(path) and any(n in RUN_DATA for n in names):
+        _keep_unfinished(path, names)
+        return claim(path)
+    fresh = not names
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         return RunFolder(path, error=describe(exc, exc.filename or path))
     _lock(path, fd, "give another --out (or none: a new folder under runs/), or wait for it "
@@ -190,25 +310,45 @@ def claim(path: str | Path) -> RunFolder:
     return folder
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all (a temporary file, fsync, rename, fsync of the
-    folder). OSError (a full disk …) goes to the caller; the temporary file is removed."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
+@contextmanager
+def replacing(path: Path, mode: str = "w", **kw):
+    """A file object that becomes ``path`` whole when the block ends without an error (a
+    temporary file beside it, created new — never through a link planted there —, fsync,
+    rename, fsync of the folder); a link at ``path`` is replaced, its target never written.
+    OSError (a full disk …) goes to the caller; the temporary file is removed."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would make it (mkstemp's are 0600)
+        with open(fd, mode, **kw) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError:
+    except BaseException:
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
         raise
     fsync_dir(path.parent)
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``path`` whole or not at all (:func:`replacing`): a link planted there is
+    replaced, its target never written."""
+    raw = data.encode() if isinstance(data, str) else data
+    with replacing(path, "wb") as f:
+        f.write(raw)
 
 
 def fsync_dir(path: Path) -> None:
@@ -353,9 +493,12 @@ def recover(run_dir: str | Path, *, force: bool = False) -> Recovered | None:
     path = run_dir / "run.mcap" if run_dir.is_dir() else run_dir
     if not path.exists() or (not force and mcap_complete(path)):
         return None
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.recovering")
+    tmp = path.with_name(f".{path.name}.recovering")  # (named once mkstemp made it)
     try:
-        with open(tmp, "wb") as f:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".recovering",
+                                    dir=path.parent)  # new: never a link planted there
+        tmp = Path(name)
+        with open(fd, "wb") as f:
             copy = _Copy(f)
             try:
                 cut, reason = _copy_until_damaged(path, copy)

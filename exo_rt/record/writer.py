@@ -8,7 +8,9 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 - CAN frames → python-can's writer for the run's format (``.blf`` default, ``.asc``, ``.log``);
 - both → ``run.mcap`` (typed JSON channels, :mod:`exo_rt.record.mcap_log`), through the
   Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it;
-- the session's events (a third ring, of short messages) → run.mcap's ``/activity``;
+- the run's events (a third ring, of short messages) → appended to ``events.jsonl`` (before
+  the cycle records taken with them; :mod:`exo_rt.record.events`), the session's to
+  run.mcap's ``/activity`` too;
 - with ``--live HOST:PORT``, every 5th record (200 Hz at 1 kHz) and every state change to a
   Foxglove WebSocket server (:mod:`exo_rt.record.telemetry`; read only, loopback by default);
 - once a second, a status line (state, time, compute and wake p99 over the last second,
@@ -17,9 +19,11 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 All of it costs the control thread nothing beyond its one record copy into shared memory.
 
 What a crash can lose: at least every ``SYNC_S`` (of wall-clock time, and of run time: a
-lockstep run is faster than real time) the cycle log and the CAN log are flushed and fsynced
-and run.mcap's open chunk is closed and fsynced — a power loss loses at most that much, and
-:func:`exo_rt.record.runfolder.recover` makes the cut run.mcap whole again.
+lockstep run is faster than real time), and at each mark of the events (every
+:data:`~exo_rt.record.events.HAND_OVER_S` of run time), the cycle log, ``events.jsonl`` and
+the CAN log are flushed and fsynced together and run.mcap's open chunk is closed and fsynced
+— a power loss loses at most that much, and :func:`exo_rt.record.runfolder.recover` makes the
+cut run.mcap whole again.
 
 It stops when the control process closes the rings (after draining them), or when the control
 process has died (its parent pid changes): then it drains what was handed over — at most the
@@ -50,6 +54,7 @@ import can
 import numpy as np
 
 from exo_rt.processes import ARGS_ON_STDIN
+from exo_rt.record import events as ev_file
 from exo_rt.record.rings import (
     CLIENTS,
     CLOSED,
@@ -79,7 +84,9 @@ class Writer:
                  messages: str | None = None) -> None:
         self.rows = RecordRing(name=records)
         self.frames = FrameRing(name=frames)
-        self.notes = MessageRing(name=messages) if messages else None  # the session's events
+        self.notes = MessageRing(name=messages) if messages else None  # the run's events
+        self.assembler = ev_file.Assembler()
+        self.events_fd: int | None = None  # events.jsonl, appended as the events come
         self.out = out
         self.parent = parent
         self.status = status
@@ -103,6 +110,10 @@ class Writer:
         path = out / "cycles.exolog"
         try:
             self.log = open(path, "ab")  # noqa: SIM115 (closed in finish)
+            if self.notes is not None:  # this run's alone (never through a planted link)
+                path = out / "events.jsonl"
+                self.events_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                                         | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             path = out / f"can{can_format}"
             self.can = can.Logger(str(path))
         except OSError as exc:
@@ -193,6 +204,7 @@ class Writer:
             except Exception:  # the full disk again: the file stays as it is
                 pass
         self.log = self.can = None
+        self._close_events()
         if self.mcap is not None:
             self.mcap_messages = dict(self.mcap.messages)
             try:
@@ -201,6 +213,30 @@ class Writer:
                 pass
             self.mcap = None
 
+    def _close_events(self) -> None:
+        if self.events_fd is not None:
+            try:
+                os.close(self.events_fd)
+            except OSError:
+                pass
+            self.events_fd = None
+
+    def _events(self, notes) -> None:
+        """The run's events taken from the ring: their lines appended to events.jsonl (one
+        write), the session's to run.mcap's and live telemetry's ``/activity``."""
+        lines, activity = self.assembler.add(notes)
+        if lines and self.events_fd is not None:
+            try:
+                view = memoryview(lines)
+                while view:
+                    view = view[os.write(self.events_fd, view):]
+            except OSError as exc:
+                self._stop(exc, self.out / "events.jsonl")
+        if activity and self.mcap is not None:
+            self._sink("mcap", self.mcap.activity, activity)
+        if activity and self.live is not None:
+            self._sink("live", self.live.activity, activity)
+
     def _sync(self) -> None:
         """Flush and fsync every file, close run.mcap's open chunk: what a power loss can
         lose ends here."""
@@ -208,6 +244,9 @@ class Writer:
         try:
             if self.log is not None:
                 os.fsync(self.log.fileno())
+            if self.events_fd is not None:
+                path = self.out / "events.jsonl"
+                os.fsync(self.events_fd)
             if self.can is not None:
                 path = self.can.file.name
                 if hasattr(self.can, "_flush"):  # python-can's BLF writer: the open container
@@ -225,9 +264,14 @@ class Writer:
         :data:`FRAMES_PER_DRAIN`): the process's memory does not grow with how far behind it
         fell (a held-up writer once took 8 s of frames as one list). True: more is waiting."""
         rows = self.rows.take(ROWS_PER_DRAIN)
+        # the events handed over before these records were published, written before them:
+        # a crash never leaves a record whose cycle's events are missing
+        notes = self.notes.take() if self.notes is not None else ()
+        if len(rows) and not self._started:
+            self._start()
+        if notes:
+            self._events(notes)
         if len(rows):
-            if not self._started:
-                self._start()
             if self.log is not None:
                 try:
                     self.log.write(rows.tobytes())
@@ -248,11 +292,6 @@ class Writer:
         more = len(rows) == ROWS_PER_DRAIN or len(frames) == FRAMES_PER_DRAIN
         if frames and self.mcap is not None:
             self._sink("mcap", self.mcap.frames, frames)
-        notes = self.notes.take() if self.notes is not None else ()
-        if notes and self.mcap is not None:
-            self._sink("mcap", self.mcap.activity, notes)
-        if notes and self.live is not None:
-            self._sink("live", self.live.activity, notes)
         for t, arb, flags, dlc, bus, data in frames:
             if self.can is None:
                 break
@@ -270,7 +309,8 @@ class Writer:
                 if len(self.errors) < 10:
                     self.errors.append(f"CAN log: {exc}")
         now = time.monotonic()
-        if self.stopped is None and (now >= self._next_sync or self.last_t >= self._sync_t):
+        if self.stopped is None and (now >= self._next_sync or self.last_t >= self._sync_t
+                                     or self.assembler.marks):
             self._next_sync = now + SYNC_S
             self._sync_t = self.last_t + SYNC_S
             self._sync()
@@ -325,6 +365,12 @@ class Writer:
                 self.log = None
             except OSError as exc:
                 self._stop(exc, self.out / "cycles.exolog")
+        if self.events_fd is not None:
+            try:
+                os.fsync(self.events_fd)
+            except OSError as exc:
+                self._stop(exc, self.out / "events.jsonl")
+            self._close_events()
         if self.can is not None:
             try:
                 self.can.stop()

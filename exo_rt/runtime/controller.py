@@ -27,6 +27,7 @@ import numpy as np
 from exo_rt import STARTED, processes
 from exo_rt.errors import ConfigError
 from exo_rt.processes import other_cpus
+from exo_rt.record.events import HAND_OVER_S
 from exo_rt.record.recorder import columns_dtype, cycle_columns
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import derating, script, snapshot, summary
@@ -300,7 +301,7 @@ class Controller:
             while time.perf_counter() < end:
                 pass
         if k >= self._next_check:
-            self._next_check = k + int(self.top.rate_hz)
+            self._next_check = k + max(1, int(self.top.rate_hz * HAND_OVER_S))
             if rec is not None:
                 rec.check(k * self.dt)
         return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])

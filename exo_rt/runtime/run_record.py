@@ -1,6 +1,8 @@
 """A run's record: its folder (claimed for this run alone), the recording process, the
-guide, the live viewer's wait, and the events and summary written at the end — whatever
-else failed (a full disk, a read-only folder: the run goes on unrecorded, and says so).
+guide, the live viewer's wait, the events (appended to ``events.jsonl`` by the recording
+process as the run goes, :mod:`exo_rt.record.events`; rewritten whole at the end) and the
+summary written at the end — whatever else failed (a full disk, a read-only folder: the run
+goes on unrecorded, and says so).
 
 The controller's report step; nothing here is on the cycle's path (the cycle writes into
 the recording's shared-memory rings, :mod:`exo_rt.record.rings`).
@@ -13,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from exo_rt.record import events as events_file
 from exo_rt.record import runfolder
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS as SESSION_EVENTS
 from exo_rt.runtime import safety
@@ -148,10 +151,12 @@ class RunRecord:
         return out
 
     def write(self, summary: dict) -> Path | None:
-        """The run's events, then its summary (with what failed: the recording, a file),
-        each written whole or not at all; then the folder is let go. Nothing here raises: a
-        file the disk does not take is said on stderr, with the events it would have held.
-        The summary gains the session's part (:func:`exo_rt.record.activity.summary`)."""
+        """The run's events (the whole list, without the recording's marks), then its
+        summary (with what failed: the recording, a file; ``recording.events``: the lines of
+        events.jsonl, which replay checks), each written whole or not at all; then the folder
+        is let go. Nothing here raises: a file the disk does not take is said on stderr, with
+        the events it would have held. The summary gains the session's part
+        (:func:`exo_rt.record.activity.summary`)."""
         if self.session is not None:
             from exo_rt.record import activity
 
@@ -162,7 +167,7 @@ class RunRecord:
         not_written: list[str] = []
         for name in ("events.jsonl", "summary.json"):
             if name == "events.jsonl":
-                text = "".join(json.dumps(e) + "\n" for e in self.events)
+                text = b"".join(events_file.line(e) for e in self.events)
             else:
                 if not_written:
                     summary["files_not_written"] = list(not_written)
@@ -171,6 +176,9 @@ class RunRecord:
                 runfolder.write_atomic(out_dir / name, text)
             except OSError as exc:
                 not_written.append(runfolder.describe(exc, out_dir / name))
+                continue
+            if name == "events.jsonl" and isinstance(summary.get("recording"), dict):
+                summary["recording"]["events"] = len(self.events)
         if self.folder is not None:
             self.folder.release()
         if not_written:
