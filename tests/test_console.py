@@ -255,13 +255,17 @@ class Broken:
 
 
 @pytest.mark.hazard("H-CONSOLE-BYTE")
-def test_a_read_error_is_said_not_silent():
+def test_a_read_error_is_said_not_silent(monkeypatch):
     src = ConsoleSource(Broken())
     src.join(5.0)
     assert src.lost == "read error (RuntimeError: device vanished)"
     assert src.messages() == ("console input lost: read error (RuntimeError: device "
                               "vanished) — no key is heard any more; a walk stops at the end "
                               "of its stride",)
+    monkeypatch.setattr("sys.stdin", None)  # started with standard input closed (<&-)
+    src = ConsoleSource()
+    src.join(5.0)
+    assert src.lost == "no standard input" and src.poll(0) is EMPTY
 
 
 PASTE_BYTES = 3 * 2 ** 20  # 3 MiB

@@ -126,8 +126,10 @@ class ConsoleSource:
     def _read(self) -> None:
         """The reading thread: keys into the queue until the stream ends; its end, or any
         error, is kept in :attr:`lost` and said (never a silent end)."""
-        why = "end of input"
+        why = "end of input" if self.stream is not None else "no standard input"
         try:
+            if self.stream is None:  # (started with standard input closed)
+                raise EOFError
             read, decode = self._chunks()
             last, pasting = -float("inf"), False
             while True:
@@ -154,6 +156,8 @@ class ConsoleSource:
                         self.dropped += 1
                         continue
                     self._keys.append(ch)
+        except EOFError:
+            pass
         except Exception as exc:  # any failure is said, the run goes on without keys
             why = f"read error ({exc.__class__.__name__}: {exc})"
         self.lost = why
