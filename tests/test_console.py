@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import threading
 import time
 
@@ -207,6 +208,26 @@ def test_on_a_terminal_the_status_block_is_rewritten_in_place_the_hints_above_it
     up = "\x1b[1A\r\x1b[J"  # to the block's first line, cleared to the screen's end
     assert tty.getvalue() == ("\r\x1b[J" + "\n".join(one) + up + "hint\n" + "\n".join(one)
                               + up + "\n".join(two) + "\n")
+
+
+def test_the_process_own_lines_go_above_the_status_block_not_into_it(monkeypatch):
+    """While the console holds the terminal, a line another part of the run writes to
+    sys.stderr (a derating line, from its own thread) goes above the status block, whole."""
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    view = ConsoleView(clock=Clock())
+    view.take_stderr()
+    assert view.update(STATUS)
+    block = "\n".join(status_lines(STATUS, 80))
+    writer = threading.Thread(target=lambda: print("derating: hip from 1.2 s", file=sys.stderr))
+    writer.start()
+    writer.join()
+    sys.stderr.write("a line not ended")
+    view.close()
+    assert sys.stderr is tty
+    up = "\x1b[1A\r\x1b[J"
+    assert tty.getvalue() == ("\r\x1b[J" + block + up + "derating: hip from 1.2 s\n" + block
+                              + up + "a line not ended\n" + block + "\n")
 
 
 # ----------------------------------------------------------------------------- hazards

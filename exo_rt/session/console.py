@@ -400,6 +400,8 @@ class ConsoleView:
         self._last_time = -float("inf")
         self._last_text: str | None = None
         self._block: list[str] = []  # the lines on the terminal now (tty)
+        self._lock = threading.Lock()  # (a line from another thread: whole, above the block)
+        self._taken = None  # sys.stderr as it was, while take_stderr holds it
 
     def _width(self) -> int:
         try:
@@ -411,6 +413,14 @@ class ConsoleView:
         """Back to the block's first line, cleared with all below it (tty)."""
         up = f"\x1b[{len(self._block) - 1}A" if len(self._block) > 1 else ""
         return f"{up}\r\x1b[J"
+
+    def take_stderr(self) -> None:
+        """On a terminal, while the status is shown: whatever else this process writes to
+        ``sys.stderr`` (a derating line from its thread, a warning) goes above the status
+        block, line by line, instead of into it (:meth:`close` gives it back)."""
+        if self.tty and self._taken is None and sys.stderr is self.stream:
+            self._taken = sys.stderr
+            sys.stderr = _Above(self)
 
     def update(self, status: dict, notes=EMPTY) -> bool:
         """Show ``status`` (and the hint lines ``notes``, e.g. the console's
@@ -424,26 +434,61 @@ class ConsoleView:
         if text == self._last_text:
             return False
         self._last_time, self._last_text = now, text
-        if self.tty:
-            lines = status_lines(status, self._width())
-            self.stream.write(self._top() + "\n".join(lines))
-            self._block = lines
-        else:
-            self.stream.write(f"{text}\n")
-        self.stream.flush()
+        with self._lock:
+            if self.tty:
+                lines = status_lines(status, self._width())
+                self.stream.write(self._top() + "\n".join(lines))
+                self._block = lines
+            else:
+                self.stream.write(f"{text}\n")
+            self.stream.flush()
         return True
 
     def note(self, text: str) -> None:
         """A line of its own (a hint, the help) above the status."""
-        if self.tty:
-            self.stream.write(self._top() + f"{text}\n" + "\n".join(self._block))
-        else:
-            self.stream.write(f"{text}\n")
-        self.stream.flush()
+        with self._lock:
+            if self.tty:
+                self.stream.write(self._top() + f"{text}\n" + "\n".join(self._block))
+            else:
+                self.stream.write(f"{text}\n")
+            self.stream.flush()
 
     def close(self) -> None:
-        """End the status (a terminal's cursor to a new line under it)."""
-        if self.tty and self._block:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._block = []
+        """End the status (a terminal's cursor to a new line under it); sys.stderr given
+        back."""
+        if self._taken is not None:
+            rest = sys.stderr.pending() if isinstance(sys.stderr, _Above) else ""
+            sys.stderr, self._taken = self._taken, None
+            if rest:
+                self.note(rest)
+        with self._lock:
+            if self.tty and self._block:
+                self.stream.write("\n")
+                self.stream.flush()
+                self._block = []
+
+
+class _Above:
+    """``sys.stderr`` while a :class:`ConsoleView` holds the terminal: each whole line
+    written goes above its status block (:meth:`ConsoleView.note`); anything else asked of
+    it is the terminal's."""
+
+    def __init__(self, view: ConsoleView) -> None:
+        self._view, self._part = view, ""
+
+    def write(self, text: str) -> int:
+        *lines, self._part = (self._part + text).split("\n")
+        for line in lines:
+            self._view.note(line.replace("\r", ""))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def pending(self) -> str:
+        """What was written after the last newline (a line not yet ended)."""
+        out, self._part = self._part, ""
+        return out
+
+    def __getattr__(self, name: str):
+        return getattr(self._view.stream, name)

@@ -420,7 +420,9 @@ def for_run(ctl) -> Session:
         if o.session is None and sess.script is not None:  # the console alone: its keys
             sess.sources.remove(sess.script)  # are the only source (no default script)
             sess.script = None
-        console = ConsoleSink(ctl, ConsoleSource(), ConsoleView(), sess.machine)
+        view = ConsoleView()
+        view.take_stderr()  # (the run's own lines go above its status, not into it)
+        console = ConsoleSink(ctl, ConsoleSource(), view, sess.machine)
         sess.sources.append(console)
         sess.sinks.append(console)
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
