@@ -154,7 +154,8 @@ motions:
     ("duration: 6.0", "duration: 0.3",  # 1.875·1.40/0.3 = 8.75 rad/s > the hip's 6
      ["hip peaks at 8.75 rad/s over 0.3 s, above its velocity limit 6 rad/s",
       "at least 0.438 s"]),
-    ("max_speed: 0.2", "max_speed: 7", ["max_speed 7 rad/s exceeds hip's velocity limit 6"]),
+    ("max_speed: 0.2", "max_speed: 7", ["homing move's max_speed 7 rad/s is above the ceiling "
+                                        "0.2 rad/s"]),
     ("to: standing}\n  home", "to: standing, duration: 2.0}  #<\n  home",
      ["a walk takes no 'duration'"]),
     ("duration: 6.0, hold_go", "duration: 6.0, opening: 0.5, hold_go",

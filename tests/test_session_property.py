@@ -84,7 +84,7 @@ def _variant(tmp: Path, robot: str, i: int):
     wearer = {"height": float(rng.uniform(1.55, 1.9)), "mass": float(rng.uniform(55, 95)),
               "sex": "female" if i % 2 else "male",
               "speed": {"min": 0.2, "max": top, "default": 0.3, "presets": [0.2, 0.3, top]},
-              "step_length": {"min": float(rng.uniform(0.25, 0.32)), "max": 0.6}}
+              "step_length": {"min": float(rng.uniform(0.2, 0.26)), "max": 0.6}}
     a, w = tmp / f"acts{i}.yaml", tmp / f"wearer{i}.yaml"
     a.write_text(yaml.safe_dump(acts))
     w.write_text(yaml.safe_dump(wearer))

@@ -276,7 +276,7 @@ def test_check_of_an_activities_file_needs_the_robot(capsys):
     rc, out, err = _check(capsys, ROOT / "configs" / "activities" / "exo_leg.yaml")
     assert rc == 2 and "give --robot FILE" in err and out == ""
     rc, _, err = _check(capsys, CONFIG, "--robot", CONFIG)
-    assert rc == 2 and "--robot is for an activities file or a wearer profile" in err
+    assert rc == 2 and "--robot is for an activities file, a wearer profile or a session" in err
 
 
 BAD = {  # kind: (file text, the line of the mistake, what the error says)

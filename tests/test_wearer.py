@@ -41,7 +41,7 @@ def test_the_default_profile_loads_against_both_robots(leg, legs):
     for mech in (leg, legs):
         w = load_wearer(path, mech)
         assert (w.height, w.mass, w.sex) == (1.75, 75.0, "male")
-        assert (w.speed.min, w.speed.max, w.speed.default) == (0.2, 0.8, 0.4)
+        assert (w.speed.min, w.speed.max, w.speed.default) == (0.2, 0.6, 0.4)
         assert w.speed.presets == (0.3, 0.4, 0.5)
         assert w.text == path.read_text(encoding="utf-8")
         assert w.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -105,9 +105,9 @@ def test_the_example_resolves_kinds_legs_and_postures(leg, legs):
      ["speed preset 0.9 m/s is outside", "give presets within the range"]),
     (None, "height: 1.75\nmass: 75\nsex: male\nspeed:\n  presets: []  #<\n",
      ["speed.presets is empty"]),
-    (None, "height: 1.75\nmass: 75\nsex: male\nstep_length:\n  min: 0.25\n  max: 0.5  #<\n",
-     ["at speed.max 0.8 m/s a 1.75 m tall wearer's steps are 0.557 m",
-      "raise step_length.max to ≥ 0.56 m"]),
+    (None, "height: 1.75\nmass: 75\nsex: male\nstep_length:\n  min: 0.25\n  max: 0.45  #<\n",
+     ["at speed.max 0.6 m/s a 1.75 m tall wearer's steps are 0.483 m",
+      "raise step_length.max to ≥ 0.48 m"]),
     (None, "height: 1.75\nmass: 75\nsex: male\nstep_length:\n  min: 0.3  #<\n",
      ["at speed.min 0.2 m/s", "0.279 m", "lower step_length.min to ≤ 0.28 m"]),
     (None, "height: 1.75\nmass: 75\nsex: male\nrange_of_motion:\n  knee: {lower: 1, upper: 0.5}"

@@ -250,7 +250,9 @@ def _where(path: str, *keys: str):
     if not path:
         return Where("<the robot file's wearer section>")
     try:
-        node = read_yaml(path, ConfigError)
+        from pathlib import Path
+
+        node = read_yaml(Path(path), ConfigError)
         for k in keys:
             node = node.value[k]
         return node.where()

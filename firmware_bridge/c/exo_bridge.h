@@ -88,6 +88,8 @@ int eb_feed(eb_decoder *d, uint8_t byte, eb_frame *frame);
 #define EB_R_NOT_IN_POSTURE 14u
 #define EB_R_NOTHING_TO_CONFIRM 15u
 #define EB_R_NOT_SELECTABLE 16u
+#define EB_R_BEYOND_JOINTS 17u
+#define EB_R_SESSION_FAULT 18u
 
 typedef struct {
     uint8_t mask;     /* buttons held now (EB_B_*) */
