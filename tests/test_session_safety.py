@@ -174,7 +174,8 @@ def test_an_opening_too_short_is_refused_at_load(tmp_path, opening):
     with pytest.raises(ConfigError) as e:
         _session_of(tmp_path, activities=a)
     msg = str(e.value)
-    assert "acts.yaml:" in msg and "walk" in msg and "acceleration" in msg, msg
+    assert "acts.yaml:" in msg and "motions.walk" in msg and "lengthen its opening" in msg \
+        and ("of speed" in msg or "of acceleration" in msg), msg
 
 
 @pytest.mark.hazard("H-HOME-FAST")

@@ -228,6 +228,8 @@ class Controller:
             self.board.send_heartbeat(READY, force=True)
         self.io.gather()
         self.q_prev[:] = self.q
+        from exo_rt.session.script import check_run_start  # (the leg where the session's
+        check_run_start(self.session, self.q)  # script starts, else one line: nothing moves)
         self.times.update(boot_to_ready=time.monotonic() - t_boot,
                           process_to_ready=time.monotonic() - STARTED)
         self.k0 = {READY: 0}

@@ -286,7 +286,8 @@ def check_at_load(env: Envelope, activities, wearer) -> None:
             continue
         if m.kind != "walk":
             continue
-        for speed in walk_speeds(wearer):
+        default = float(wearer.speed.default)  # (first: beyond there, the motion is at fault)
+        for speed in [default] + [x for x in walk_speeds(wearer) if x != default]:
             try:
                 found = env.walk(m, act.posture_q(m.start), act.posture_q(m.end), speed, None)
             except ValueError as e:
@@ -295,7 +296,7 @@ def check_at_load(env: Envelope, activities, wearer) -> None:
                                   "narrow the speed range") from None
             if found is None:
                 continue
-            if speed == float(wearer.speed.default):
+            if speed == default:
                 raise ConfigError(
                     f"{found} (walking at the wearer's default {speed:g} m/s)",
                     _where(act.source, "motions", m.name),
