@@ -7,6 +7,7 @@ the compiled cycle as the last word."""
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -233,7 +234,7 @@ def test_the_governor_is_the_last_word_on_any_reference(tmp_path):
     qr, qdr, raw = run(np.array([hi[0] + 0.5, 1.0]), 0.01, 3000)
     assert np.all(qr >= lo - 1e-12) and np.all(qr <= hi + 1e-12)
     assert np.all(np.abs(qdr) <= vel * (1 + 1e-9))
-    assert np.all(np.abs(np.diff(qdr, axis=0)) <= acc * dt * (1 + 1e-9) + 1e-12)
+    assert np.all(np.abs(np.diff(qdr, axis=0)) <= acc * dt * (1 + 1e-6))
     assert s["governed"] > 0
     qr, qdr, raw = run(np.array([0.3, 0.4]), 3.0, 3100)  # (within: untouched)
     assert s["governed"] == 0 and np.array_equal(qr, raw)
@@ -256,9 +257,10 @@ def test_stop_wins_over_go_in_the_same_frame(tmp_path):
 @pytest.mark.hazard("H-GO-CHATTER")
 @pytest.mark.parametrize("period_ms", [1, 20, 40])
 def test_go_chatter_never_reaches_the_move(tmp_path, period_ms):
-    """Standing up from sitting with GO held, then GO toggled every 1, 20 or 40 ms for 1 s:
-    no press is long enough to move it again (debounced), the freeze is smooth (no step of
-    q̈_r: its change per cycle stays small), no SAFE, the hip's current far from its limit."""
+    """Standing up from sitting with GO held, released, then GO toggled every 1, 20 or 40 ms
+    for 1 s: no press is long enough to move it again (debounced), the freeze is smooth (no
+    step of q̈_r: its change per cycle stays small), no SAFE, the hip's current far from its
+    limit; GO held again, the stand-up ends standing."""
     plan = [(0.5, "buttons", "go"), (2.0, "buttons", "none")]
     t = 2.5
     held = True
@@ -266,12 +268,13 @@ def test_go_chatter_never_reaches_the_move(tmp_path, period_ms):
         plan.append((t, "buttons", "go" if held else "none"))
         held = not held
         t += period_ms / 1000.0
-    plan.append((3.6, "buttons", "none"))
+    plan += [(3.6, "buttons", "none"), (3.7, "buttons", "go"), (8.0, "buttons", "none")]
     steps = [{"request": "start", "motion": "stand_up", "at": 0.2},
-             {"request": "end", "at": 6.0}]
-    ctl, res = run_session(tmp_path, steps, plan=tuple(plan), duration=6.0,
+             {"request": "end", "at": 9.0}]
+    ctl, res = run_session(tmp_path, steps, plan=tuple(plan), duration=9.5,
                            start_pose=SITTING)
-    assert not res.summary["faults"]
+    assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
+    assert [e["posture"] for e in ctl.events if e["event"] == "finished"] == ["standing"]
     log = ctl.log
     run = log["state"] == 4
     qd = log["qd_ref"][run]
@@ -319,9 +322,36 @@ def test_a_run_never_ends_in_run(tmp_path, monkeypatch):
     steps = [{"request": "start", "motion": "stand_up", "at": 0.2}]
     ctl, res = run_session(tmp_path, steps, plan=plan, duration=2.0, start_pose=SITTING)
     assert res.summary["final_state"] == "SHUTDOWN", res.summary["final_state"]
-    assert res.code == 1
-    why = [e for e in ctl.events if e["event"] in ("run_time_up", "run_limit")]
-    assert why and why[0]["why"]
+    why = [e for e in ctl.events if e["event"] == "run_time_up"]
+    assert why and "--duration" in why[0]["why"]
+    assert res.summary["session_ended_by"] == "run_time_up"
+    fin = [e for e in ctl.events if e["event"] == "finished"]
+    assert fin[-1]["posture"] == "sitting"  # (the frozen move ended: back where it began)
+
+
+@pytest.mark.hazard("H-FROZEN-MOVE")
+def test_a_session_that_cannot_end_is_stopped_smoothly(tmp_path, monkeypatch):
+    """The last resort: a session whose machine cannot end it (here: END refused by a
+    broken machine) is frozen smoothly and the run goes STOPPING past its limit — SHUTDOWN,
+    event run_limit, exit 1."""
+    from exo_rt.runtime import script
+    from exo_rt.session.machine import ActivityMachine
+
+    monkeypatch.setattr(script, "SESSION_SPARE_S", 1.0)
+    real = ActivityMachine.handle
+
+    def no_end(self, req, active=True):
+        if req.kind == rq.END:
+            return self._no(req, rq.R_NOT_IN_POSTURE)
+        return real(self, req, active)
+
+    monkeypatch.setattr(ActivityMachine, "handle", no_end)
+    steps = [{"request": "start", "motion": "walk", "at": 0.1}]
+    ctl, res = run_session(tmp_path, steps, start_pose=STANDING, duration=2.0)
+    assert res.summary["final_state"] == "SHUTDOWN" and res.exit_code == 1
+    limit = [e for e in ctl.events if e["event"] == "run_limit"]
+    assert limit and "did not end" in limit[0]["why"]
+    assert _steps(ctl.log) < BUDGET
 
 
 # ---------------------------------------------------------------- 3. Python that cannot stop it
@@ -349,7 +379,7 @@ def test_an_exception_in_session_code_stops_the_walk_and_the_run_ends(tmp_path):
     ctl, res = run_session(tmp_path, steps, start_pose=STANDING, duration=8.0,
                            sources=(lambda ctl: _Boom(2.0),))
     assert res.summary["final_state"] == "SHUTDOWN" and not res.summary["faults"]
-    assert res.code == 1 and "RuntimeError" in res.summary["session_ended_by"]
+    assert res.exit_code == 1 and "RuntimeError" in res.summary["session_ended_by"]
     fault = [e for e in ctl.events if e["event"] == "session_fault"]
     assert fault and "a bug in a request source" in fault[0]["traceback"]
     assert "a bug" in (tmp_path / "run" / "session-error.txt").read_text()
@@ -362,11 +392,12 @@ def test_an_exception_in_session_code_stops_the_walk_and_the_run_ends(tmp_path):
 @pytest.mark.hazard("H-REQUEST-FLOOD")
 @pytest.mark.slow
 def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
-    """20 000 script steps due at one instant: taken MAX_REQUESTS a cycle, in order; the
-    longest cycle (wall clock, lockstep) at most twice the longest of the same session
-    without them."""
+    """20 000 script steps due at one instant: taken MAX_REQUESTS a cycle, in order (and
+    their events handed to the recording a share a cycle); the longest cycle (wall clock,
+    lockstep, the collector disabled as in real time) at most twice the longest of the same
+    session without them."""
     base = [{"request": "start", "motion": "walk", "at": 0.1},
-            {"request": "stop", "at": 3.0}, {"request": "end", "at": 5.5}]
+            {"request": "stop", "at": 7.0}, {"request": "end", "after": "finished"}]
     flood = [{"request": "level", "value": 0.5, "at": 1.0}] * 20000
 
     def longest(steps, sub):
@@ -383,7 +414,13 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(Controller, "_cycle", timed)
-            ctl, res = run_session(tmp_path / sub, steps, start_pose=STANDING, duration=6.0)
+            gc.collect()
+            gc.disable()  # (as in real time: the loop runs with the collector disabled)
+            try:
+                ctl, res = run_session(tmp_path / sub, steps, start_pose=STANDING,
+                                       duration=9.0)
+            finally:
+                gc.enable()
         assert res.summary["final_state"] == "SHUTDOWN"
         return ctl, sorted(times)[-1]
 
@@ -393,5 +430,5 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
     assert len(levels) == 20000
     per = np.bincount([e["cycle"] for e in levels])
     assert per.max() <= sessions.MAX_REQUESTS
-    assert [e for e in ctl.events if e["event"] == "requests_waiting"]
+    assert np.count_nonzero(per) >= 20000 // sessions.MAX_REQUESTS
     assert flooded <= 2.0 * plain, (flooded, plain)

@@ -38,6 +38,8 @@ FRAME_RING = 1 << 17  # CAN frames
 MESSAGE_RING = 1 << 9  # the run's events handed over at once (a check's, at most)
 
 
+HAND_PER_CYCLE = 16  # events handed over in one call at most (a cycle's share)
+
 class Recording:
     """Rings + recording process for the run folder ``out``."""
 
@@ -125,15 +127,22 @@ class Recording:
         ``/activity`` too."""
         self._followed, self._handed = events, 0
 
-    def hand_over(self, k: int | None = None, t: float = 0.0) -> None:
-        """The events added since the last call, into the message ring (JSON lines, at
-        their cycle's time; :func:`exo_rt.record.events.parts`), then — with ``k``, the
-        cycle that just ended — the mark that every event of cycles ≤ k is handed over. In
+    def pending(self) -> bool:
+        """Events wait to be handed over (one comparison: the controller asks every cycle)."""
+        return len(self._followed) > self._handed
+
+    def hand_over(self, k: int | None = None, t: float = 0.0, limit: int = HAND_PER_CYCLE
+                  ) -> None:
+        """The events added since the last call, at most ``limit`` of them (a cycle's share:
+        a flood of events never makes one cycle long — the controller hands over a share
+        every cycle they wait), into the message ring (JSON lines, at their cycle's time;
+        :func:`exo_rt.record.events.parts`), then — with ``k``, the cycle that just ended,
+        and none left waiting — the mark that every event of cycles ≤ k is handed over. In
         real time a ring without room for an event is never waited for: the rest wait for
         the next call (and no mark goes)."""
         events, ring = self._followed, self.notes
         room = MESSAGE_SLOT - MESSAGE_HEAD.size
-        for i in range(self._handed, len(events)):
+        for i in range(self._handed, min(len(events), self._handed + limit)):
             e = events[i]
             pieces = ev_file.parts(e, e.get("event") in ACTIVITY_EVENTS, room)
             if not ring.block_when_full and len(pieces) + 1 > ring.free():
@@ -142,7 +151,8 @@ class Recording:
             for piece in pieces:
                 ring.put(at, piece)
             self._handed = i + 1
-        if k is not None and (ring.block_when_full or ring.free() > 0):
+        if k is not None and self._handed == len(events) and \
+                (ring.block_when_full or ring.free() > 0):
             ring.put(t, ev_file.mark(k, t))
 
     def check(self, t: float) -> bool:
@@ -188,7 +198,7 @@ class Recording:
         The report comes on its standard output (``report {…}``; recording.json when that
         line is missing); a write error it met becomes a ``recording_stopped`` event."""
         if self.process.alive():
-            self.hand_over()
+            self.hand_over(limit=len(self._followed))  # (all that is left)
         self.records.close()
         self.frames.close()
         self.notes.close()

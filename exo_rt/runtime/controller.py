@@ -262,8 +262,10 @@ class Controller:
         code = 0 if out["final_state"] == "SHUTDOWN" and not self.faults else 1
         sess = self.session
         if sess is not None and (sess.failed or getattr(sess, "last_resort", None)):
-            out["session_ended_by"] = sess.failed or "the run's limit"  # (not by its END)
+            out["session_ended_by"] = sess.failed or "run_limit"  # (not by its END)
             code = 1
+        elif sess is not None and getattr(sess, "guarded", None) is not None:
+            out["session_ended_by"] = "run_time_up"  # (ended, but by the run's time)
         return RunResult(out, run_dir, code, list(self.setup_lines))
 
     # ------------------------------------------------------------------ the update loop
@@ -302,6 +304,8 @@ class Controller:
             end = time.perf_counter() + 1.5 * self.dt  # an injected overrun: 1.5 periods
             while time.perf_counter() < end:
                 pass
+        if rec is not None and rec.pending():  # (a share of the events a cycle: never all
+            rec.hand_over()  # of a flood in one)
         if k >= self._next_check:
             self._next_check = k + max(1, int(self.top.rate_hz * HAND_OVER_S))
             if rec is not None:

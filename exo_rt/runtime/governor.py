@@ -73,7 +73,8 @@ def _track(v, j, q0, qd0, dt):
     qd = qd0 + a * dt
     up = math.sqrt(2.0 * acc * max(hi - q0, 0.0))  # the fastest it may go and still stop
     down = math.sqrt(2.0 * acc * max(q0 - lo, 0.0))
-    qd = min(max(qd, -vel, -down, qd0 - acc * dt), vel, up, qd0 + acc * dt)
+    qd = min(max(qd, -vel, -down), vel, up)
+    qd = min(max(qd, qd0 - acc * dt), qd0 + acc * dt)  # (the acceleration bound: last)
     q = min(max(q0 + qd * dt, lo), hi)
     v[V_QR, j] = q
     v[V_QDR, j] = qd
