@@ -71,6 +71,9 @@ TOP_ADDED = {"simulation": {"__class__": "SimulationConfig", "plant": "harmonic_
 REALTIME_ADDED = {"cpu_latency_us": 0}  # keys added to the top config's `realtime` since
 # keys added to the top config's `safety` since
 SAFETY_ADDED = {"saturation_cycles": 20, "duplicate_cycles": 3}
+# the reference governor's bounds (issue 43): the shipped tops that name their joints' own
+REFERENCE_ACCELERATION = {"exo_leg": {"hip": 12.0, "knee": 50.0},
+                          "exo_2leg": {"hip": 12.0, "knee": 50.0}}
 
 
 def _retune(snap: dict, name: str) -> None:
@@ -146,11 +149,15 @@ def before() -> dict:
         name = Path(key.split("@")[0]).stem
         if name in RETUNED:
             _retune(value, name)
-    for value in snap["top"].values():
+    for key, value in snap["top"].items():
         _retune(value["controller"], TOP_CONTROLLER)
         value.update(TOP_ADDED)
         value["realtime"].update(REALTIME_ADDED)
-        value["safety"].update(SAFETY_ADDED, thermal=snapshot(ThermalLevels()))
+        value["safety"].update(SAFETY_ADDED, thermal=snapshot(ThermalLevels()),
+                               reference_speed=0.8,
+                               reference_acceleration={"__dict__": [
+                                   list(kv) for kv in REFERENCE_ACCELERATION.get(
+                                       Path(key).stem, {}).items()]})
     _widen_packed(snap)
     _add_motor_keys(snap)
     return snap
