@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from exo_rt import __version__
 from exo_rt.errors import ExoError
+from exo_rt.schema.session import MAX_DURATION_S  # the longest --duration: 24 h
 
-MAX_DURATION_S = 86400.0  # the longest --duration: 24 h (a run's log is ~14 GB then)
 MAX_JOBS = 1024
 MAX_PID = 4194304  # Linux's largest pid_max (2^22)
 
@@ -236,8 +236,8 @@ def _check_top(args: argparse.Namespace) -> int:
                                          else ""))
     _print_buses(top.buses, rate, args.bus)
     print(f"controller {cfg.source}: {cfg.law} for {', '.join(mech.joint_names)}")
-    from exo_rt.session import envelope
-    for line in envelope.check_lines(top):  # (each motion's peaks against the governor's)
+    from exo_rt.session import session as sessions
+    for line in sessions.check_lines(top):  # (each motion's peaks against the governor's)
         print(line)
     _print_warnings(mech)
     n = 3 + len(eds)

@@ -1,11 +1,9 @@
 """Numba warm-up: each component the run, the simulator and the bench use, built by its own
 public constructor from the top config and stepped once (or its ``warm_up`` called), so its
-kernels are in numba's on-disk cache before a cycle needs them — with exactly the runtime's
-argument types: nothing here mirrors a kernel's arguments; a registered plant model or law
-warms by the same code. ``exo-rt warmup`` runs every entry, a line each; :func:`ensure`, before
-a run opens its buses, the run's groups on a cold cache (a file lookup on a warm one); a
-kernel compiled later anyway is reported. Entries run in this process and workers at once,
-each taking the next in this order (a plain pool, :func:`exo_rt.compile_workers.pool`).
+kernels are in numba's on-disk cache before a cycle needs them, with the runtime's own
+argument types (a registered plant model or law warms by the same code). ``exo-rt warmup``
+runs every entry, :func:`ensure` the run's groups on a cold cache; a kernel compiled later
+is reported. Entries run here and in workers at once (:func:`exo_rt.compile_workers.pool`).
 """
 
 from __future__ import annotations
@@ -137,16 +135,12 @@ def _law(c: Context) -> None:
         cy.wearer_function()
 
 
-@entry("envelope", "controller")
-def _envelope(c: Context) -> None:
-    from exo_rt.session import envelope
-    envelope.warm_up()  # the walks' trace: a session checks each walk before it begins
-
-
 @entry("gait_phase", "controller")
 def _gait_phase(c: Context) -> None:
     from exo_rt.control import trajectory
+    from exo_rt.session import envelope
     trajectory.warm_up()  # the heel strikes' kernels
+    envelope.warm_up()  # the walks' trace: a session checks each walk before it begins
 
 
 @entry("timing", "controller")

@@ -431,4 +431,6 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
     per = np.bincount([e["cycle"] for e in levels])
     assert per.max() <= sessions.MAX_REQUESTS
     assert np.count_nonzero(per) >= 20000 // sessions.MAX_REQUESTS
+    told = [e for e in ctl.events if e["event"] == "requests_waiting"]
+    assert len(told) == 1 and told[0]["source"] == "script"
     assert flooded <= 2.0 * plain, (flooded, plain)

@@ -39,16 +39,7 @@ from exo_rt.runtime.loop import Scheduler, TimingStats, last_cpu, realtime_setup
 from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
 from exo_rt.runtime.run_record import RunRecord
-from exo_rt.runtime.states import (
-    BOOT,
-    CONFIGURE,
-    READY,
-    RUN,
-    SAFE,
-    SHUTDOWN,
-    STATES,
-    STOPPING,
-)
+from exo_rt.runtime.states import BOOT, CONFIGURE, READY, RUN, SAFE, SHUTDOWN, STATES, STOPPING
 from exo_rt.runtime.summary import Fault, RunResult
 from exo_rt.session import session as sessions
 
@@ -259,13 +250,8 @@ class Controller:
         if self.record.out_dir is not None:
             out["recording"] = self.record.summary_part()
         run_dir = self.record.write(out)
-        code = 0 if out["final_state"] == "SHUTDOWN" and not self.faults else 1
-        sess = self.session
-        if sess is not None and (sess.failed or getattr(sess, "last_resort", None)):
-            out["session_ended_by"] = sess.failed or "run_limit"  # (not by its END)
-            code = 1
-        elif sess is not None and getattr(sess, "guarded", None) is not None:
-            out["session_ended_by"] = "run_time_up"  # (ended, but by the run's time)
+        code = 0 if out["final_state"] == "SHUTDOWN" and not self.faults and \
+            out["session_ended_by"] in (None, "run_time_up") else 1  # (a failed session: 1)
         return RunResult(out, run_dir, code, list(self.setup_lines))
 
     # ------------------------------------------------------------------ the update loop

@@ -527,6 +527,7 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     # sets the wearer's)
     s[0]["level_ramp"] = 1.0
     governor.set_bounds(v, model.limits, 1.0, np.inf)  # (the joints' own: build narrows them)
+    governor.unset(v)
     gait = np.zeros(1, phase_estimate.STATE)
     phase_estimate.reset(model.law.gp, gait)
     ld = registry.law_data(data, data_exo, law_state, scratch, q=v[V_Q], qd=v[V_QD],

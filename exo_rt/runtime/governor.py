@@ -89,6 +89,8 @@ def govern(s, v, dt):
     on = 0.0
     for j in range(v.shape[1]):
         q0, qd0 = v[V_GOV_Q, j], v[V_GOV_QD, j]
+        if q0 != q0:  # (none yet — a cycle that begins in RUN, model-in-the-loop's: the
+            q0, qd0 = v[V_QR, j], v[V_QDR, j]  # segment's first reference is the start)
         if v[V_GOV_ON, j] == 0.0 and _within(v, j, q0, qd0, dt):
             pass
         else:
@@ -136,6 +138,14 @@ def accelerations(joint_names, given: dict) -> np.ndarray:
     for i, value in exact.items():
         out[i] = value
     return out
+
+
+def unset(v) -> None:
+    """No reference let through yet (NaN): the first RUN cycle's reference is the start,
+    checked against the bounds alone — for a cycle that begins in RUN, as model-in-the-loop's
+    does; a controller's READY sets it (:func:`follow`)."""
+    v[V_GOV_Q] = np.nan
+    v[V_GOV_QD] = np.nan
 
 
 def set_bounds(v, limits, speed_fraction: float, acceleration) -> None:

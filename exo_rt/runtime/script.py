@@ -69,7 +69,7 @@ def _guard(sess, k: int) -> None:
     from exo_rt.session import requests as rq
 
     m = sess.machine
-    if getattr(sess, "guarded", None) is None:
+    if sess.guarded is None:
         sess.guarded = k
         sess.events.append({"cycle": k, "t": round(k * sess.dt, 6), "event": "run_time_up",
                             "why": "the session is still going past --duration + "
@@ -91,7 +91,7 @@ def _last_resort(sess, k: int, over: float) -> int | None:
     broke): whatever moves is frozen smoothly, then the run goes STOPPING, saying why — a
     run never ends in RUN."""
     m = sess.machine
-    if getattr(sess, "last_resort", None) is None:
+    if sess.last_resort is None:
         sess.last_resort = k
         why = (f"the session's code failed ({sess.broken})" if sess.broken is not None
                else f"the session did not end {2.0 * SESSION_SPARE_S:g} s after --duration "

@@ -132,6 +132,7 @@ def summary(ctl) -> dict:
         "joints": joints(ctl.cycle, ctl.robot.joint_names),
         "faults": faults(ctl.faults, ctl.dt, ctl.k0.get(RUN)),
         "derating": ctl.derating.summary(),  # per joint whose winding passed its warning
+        "session_ended_by": ctl.session.ended_by() if ctl.session is not None else None,
         "final_state": STATES[ctl.state],
         "setup": list(ctl.setup_lines),
     }

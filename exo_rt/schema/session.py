@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-from exo_rt.cli import MAX_DURATION_S
 from exo_rt.schema.core import (
     REQUIRED,
     AnyOf,
@@ -27,7 +26,8 @@ from exo_rt.yamlio import plain
 REQUESTS = tuple(KINDS.values())  # start, stop, go, go_release, speed, … (requests.KINDS)
 ANSWER_EVENTS = ("accepted", "finished", "rejected")
 AFTER = re.compile(r"^\s*(accepted|finished|rejected|strides\s+([1-9][0-9]*))\s*$")
-MAX_TIME_S = MAX_DURATION_S  # s: no session time beyond the run's 24 h limit (--duration's)
+MAX_DURATION_S = 86400.0  # s: the longest run (--duration's bound: a run's log is ~14 GB then)
+MAX_TIME_S = MAX_DURATION_S  # s: no session time beyond the run's 24 h limit
 MIN_STRIDE_S = 0.5  # s: the shortest stride — 240 steps/min, beyond any walking cadence
 MAX_STRIDES = int(MAX_TIME_S / MIN_STRIDE_S)  # 172 800: more strides than 24 h can walk
 IN_THE_RUN = f"a time within the run's 24 h limit: 0…{MAX_TIME_S:g} s"

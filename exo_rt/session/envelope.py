@@ -353,27 +353,12 @@ def for_top(top, wearer, gaits) -> Envelope:
     """The envelope a run of the top config ``top`` would have with ``wearer`` (the cycle's
     governor bounds, computed without building the cycle): ``exo-rt check``'s."""
     from exo_rt.runtime import governor, safety
-    from exo_rt.session.session import wearer_range
 
     robot, sc = top.robot, top.safety
     limits = safety.limits_array(robot, sc.joint_margin, sc.tracking_error,
                                  top.controller.current_limit)
-    lo, hi = wearer_range(wearer, robot)
+    lo, hi = wearer.joint_range(robot)
     acc = governor.accelerations(robot.joint_names, sc.reference_acceleration)
     return Envelope(robot.joint_names, np.maximum(limits["lower"], lo),
                     np.minimum(limits["upper"], hi), limits["velocity"] * sc.reference_speed,
                     acc, 1.0 / top.rate_hz, gaits)
-
-
-def check_lines(top, activities=None, wearer=None) -> list[str]:
-    """``exo-rt check``'s report of a run's motions against the joints' bounds (the default
-    activities and wearer where None); ConfigError as a run would refuse them."""
-    from exo_rt.session import session as sessions
-
-    _, acts, who = sessions.load_files(top, None, activities, wearer)
-    env = for_top(top, who, sessions.gait_function(top.robot, top.controller, who))
-    check_at_load(env, acts, who)
-    head = (f"motions of {acts.source} for {who.source or 'the default wearer'}: peak |q̇| / "
-            f"bound, peak |q̈| / bound per joint (bounds: {top.safety.reference_speed:g} of "
-            f"each velocity limit, safety.reference_acceleration)")
-    return [head, *report(env, acts, who)]

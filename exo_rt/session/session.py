@@ -44,10 +44,13 @@ class Session:
         self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
         self.waiting: deque[Request] = deque()  # requests beyond a cycle's MAX_REQUESTS
         self._warned = MAX_REQUESTS
+        self._script_flood = False  # a script burst beyond MAX_REQUESTS a cycle was told
         self._governing = 0.0
         self.failed: str | None = None  # the session's code raised: it winds down
         self.broken: str | None = None  # … and so did the machine: the run ends it
         self.error_file = None  # where a traceback is written (the run folder's)
+        self.guarded: int | None = None  # the cycle the run's guard began ending it
+        self.last_resort: int | None = None  # the cycle it was frozen to end the run
 
     def begin(self, k: int) -> None:
         """The first RUN cycle: the machine holds where the leg is and names its posture;
@@ -97,10 +100,14 @@ class Session:
                     budget -= 1
                 else:
                     waiting.append(req)
-            if len(waiting) > self._warned:
-                self._warned = 2 * max(len(waiting), MAX_REQUESTS)
+            burst = src is self.script and len(reqs) >= MAX_REQUESTS  # (more stay due in it)
+            if len(waiting) > self._warned or (burst and not self._script_flood):
+                self._warned = max(self._warned, 2 * len(waiting))
                 self._event(k, {"event": "requests_waiting", "waiting": len(waiting),
-                                "per_cycle": MAX_REQUESTS})
+                                "per_cycle": MAX_REQUESTS,
+                                "source": "script" if burst else "queue"})
+            if src is self.script:
+                self._script_flood = burst  # (a burst is told once, when it begins)
         governing = self.machine.s["governing"]
         if governing != self._governing:
             self._governing = governing
@@ -174,6 +181,16 @@ class Session:
             close = getattr(sink, "close", None)
             if close is not None:
                 close()
+
+    def ended_by(self) -> str | None:
+        """What ended the session when its own END did not (summary.json's
+        ``session_ended_by``): the error its code raised, ``run_limit`` (stopped past the
+        run's limit), ``run_time_up`` (ended by the guard past ``--duration``), or None."""
+        if self.failed is not None:
+            return self.failed
+        if self.last_resort is not None:
+            return "run_limit"
+        return "run_time_up" if self.guarded is not None else None
 
     @property
     def ended(self) -> bool:
@@ -351,17 +368,6 @@ def gait_function(robot, cfg, wearer):
     return gaits
 
 
-def wearer_range(wearer, robot):
-    """The wearer's range of motion per joint, in the robot's joint order: (lower, upper)
-    rad (the joints' own limits where the profile gives none)."""
-    import numpy as np
-
-    lower, upper = wearer.limits(robot)
-    names = list(robot.coordinate_names)
-    idx = [names.index(j) for j in robot.joint_names]
-    return np.asarray(lower)[idx], np.asarray(upper)[idx]
-
-
 def load_files(top, session=None, activities=None, wearer=None):
     """The session's files, read and checked against the robot: (session script, activities,
     wearer) — the defaults where a path is None. ConfigError (file:line) on any mistake."""
@@ -373,7 +379,7 @@ def load_files(top, session=None, activities=None, wearer=None):
     w = wr.load_wearer(wearer, robot) if wearer is not None else wr.default_wearer(robot)
     a = act.load_activities(activities or act.default_path(robot.name), robot,
                             top.safety.joint_margin, postures=w.postures or None,
-                            rom=wearer_range(w, robot))
+                            rom=w.joint_range(robot))
     script = sc.load_session(Path(session) if session is not None else sc.default_path(), a)
     return script, a, w
 
@@ -390,7 +396,7 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
 
     steps, acts, who = load_files(top, session, activities, wearer)
     gaits = gait_function(top.robot, top.controller, who)
-    governor.narrow(cycle.v, *wearer_range(who, top.robot))
+    governor.narrow(cycle.v, *who.joint_range(top.robot))
     bounds = env.Envelope.of_cycle(cycle, top.robot.joint_names, gaits)
     env.check_at_load(bounds, acts, who)  # (ConfigError, file:line: nothing begins beyond)
     machine = ActivityMachine(cycle, acts, who, gaits, bounds)
@@ -433,3 +439,18 @@ def for_run(ctl) -> Session:
         sess.sources.append(board)
         sess.sinks.append(board)
     return sess
+
+
+def check_lines(top, activities=None, wearer=None) -> list[str]:
+    """``exo-rt check``'s report of a run's motions against the joints' bounds (the default
+    activities and wearer where None): each motion's peak |q̇| and |q̈| per joint; ConfigError
+    as a run would refuse them."""
+    from exo_rt.session import envelope
+
+    _, acts, who = load_files(top, None, activities, wearer)
+    env = envelope.for_top(top, who, gait_function(top.robot, top.controller, who))
+    envelope.check_at_load(env, acts, who)
+    head = (f"motions of {acts.source} for {who.source or 'the default wearer'}: peak |q̇| / "
+            f"bound, peak |q̈| / bound per joint (bounds: {top.safety.reference_speed:g} of "
+            f"each velocity limit, safety.reference_acceleration)")
+    return [head, *envelope.report(env, acts, who)]

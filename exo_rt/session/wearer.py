@@ -58,6 +58,14 @@ class Wearer:
                 lower[names.index(j)], upper[names.index(j)] = r.lower, r.upper
         return lower[: mech.nq], upper[: mech.nq]
 
+    def joint_range(self, mech) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) rad per joint in the robot's joint order (:meth:`limits`): the
+        range every posture and reference keeps inside."""
+        lower, upper = self.limits(mech)
+        names = list(mech.coordinate_names)
+        idx = [names.index(j) for j in mech.joint_names]
+        return np.asarray(lower)[idx], np.asarray(upper)[idx]
+
     def rom(self, mech, prefix: str = "") -> dict[str, tuple[float, float]]:
         """{'hip': (lower, upper), 'knee': …} rad of the leg ``prefix`` (:meth:`limits`): the
         ranges :func:`exo_rt.control.gait_speed.walk` keeps the reference in."""
