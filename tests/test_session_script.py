@@ -259,14 +259,7 @@ def test_mistakes_in_a_step_are_one_line_with_file_and_line(tmp_path, step, word
     ("description: x\n", 1, ["has no 'steps'"]),
 ])
 def test_mistakes_in_a_script_are_one_line(tmp_path, activities, text, line, words):
-    path = tmp_path / "s.yaml"
-    path.write_text(text)
-    with pytest.raises(ConfigError) as err:
-        load_session(path, activities)
-    msg = str(err.value)
-    assert f"{path}:{line}: " in msg and " — " in msg and "\n" not in msg, msg
-    for w in words:
-        assert w in msg, msg
+    _refused_in_one_line(tmp_path, activities, text, line, words)
 
 
 def test_an_unknown_motion_is_left_to_the_machine_without_activities(tmp_path):
@@ -322,14 +315,7 @@ def test_times_and_values_beyond_the_run_are_refused_at_load(tmp_path, activitie
     """A step at 1e306 s was accepted and overflowed mid-walk (OverflowError, no summary):
     every time the run cannot reach, and every value that is not finite, is refused at load
     with file:line."""
-    path = tmp_path / "s.yaml"
-    path.write_text(text)
-    with pytest.raises(ConfigError) as err:
-        load_session(path, activities)
-    msg = str(err.value)
-    assert f"{path}:{line}: " in msg and " — " in msg and "\n" not in msg, msg
-    for w in words:
-        assert w in msg, msg
+    _refused_in_one_line(tmp_path, activities, text, line, words)
 
 
 @pytest.mark.hazard("H-SCRIPT-TIME")
@@ -348,3 +334,16 @@ def test_the_last_instant_of_the_run_is_a_cycle_like_any_other(tmp_path, activit
     assert _names(src.poll(86_000_001)) == [(86_000_001, "stop", None, None)]
     assert src.poll(86_399_999) is EMPTY
     assert _names(src.poll(86_400_000)) == [(86_400_000, "end", None, None)]
+
+
+def _refused_in_one_line(tmp_path, activities, text, line, words) -> None:
+    """The script ``text`` is refused at load in one line: its file:line, what and the fix
+    (`` — ``), every one of ``words``."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_session(path, activities)
+    msg = str(err.value)
+    assert f"{path}:{line}: " in msg and " — " in msg and "\n" not in msg, msg
+    for w in words:
+        assert w in msg, msg
