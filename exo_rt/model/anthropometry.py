@@ -35,8 +35,23 @@ REFERENCE_LENGTH = {
     "female": {"thigh": 0.3685, "shank": 0.4323, "foot": 0.2283},
 }
 REFERENCE_STATURE = {"male": 1.741, "female": 1.735}
+# the rest of the body as mass fractions (de Leva 1996, Table 4, the same table's other rows):
+# head (with neck), trunk, and one upper arm, forearm and hand — the simulated world's upper
+# body (exo_rt/sim/world/scene.py); the leg's segments above complete each column to 1
+UPPER_BODY = {
+    "male": {"head": 0.0694, "trunk": 0.4346, "upper_arm": 0.0271, "forearm": 0.0162,
+             "hand": 0.0061},
+    "female": {"head": 0.0668, "trunk": 0.4257, "upper_arm": 0.0255, "forearm": 0.0138,
+               "hand": 0.0056},
+}
 HEIGHT_RANGE = (1.2, 2.2)  # m: the tables are for adults
 MASS_RANGE = (30.0, 200.0)  # kg
+
+
+def upper_body_fraction(sex: str) -> float:
+    """Head, trunk and both arms as a fraction of body mass (de Leva 1996, Table 4)."""
+    f = UPPER_BODY[sex]
+    return f["head"] + f["trunk"] + 2.0 * (f["upper_arm"] + f["forearm"] + f["hand"])
 
 
 @dataclass(frozen=True)

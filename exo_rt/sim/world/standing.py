@@ -1,0 +1,98 @@
+"""Standing in the world: the exoskeleton and its wearer on the floor, joints held by a PD.
+
+The PD (τ = K_p·(q* − q) − K_d·q̇ on each of the Mechanism's joints, written into MuJoCo's
+``qfrc_applied``) is a stand-in for the controller and its drives — not exo-rt's law, not its
+motors — to check that the world stands: the floor carries the whole weight, the feet do not
+slip and the pelvis does not drift (docs/world.md, "Standing").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.sim.world.build import World, build_world
+from exo_rt.sim.world.scene import CONTACT_RADIUS, feet, floor, upper_body
+
+KP = 3000.0  # N·m/rad: the stand-in's stiffness per joint
+KD = 60.0  # N·m·s/rad
+
+
+@dataclass(frozen=True)
+class StandingFigures:
+    """What a standing run measured after it settled (SI)."""
+
+    total_mass: float  # kg: everything in the world that moves
+    reaction_mean: float  # N: summed vertical ground reaction, mean over the window
+    reaction_worst: float  # relative: max |reaction / (total mass · g) − 1| over the window
+    slip: float  # m: the largest horizontal travel of any contact sphere's centre
+    pelvis_drift: float  # m: the largest distance of the pelvis origin from where it settled
+    seconds: float  # s: the measured window
+
+
+def standing_world(mech: Mechanism, feet_points: dict, *, wearer=(75.0, 1.75, "male"),
+                   timestep: float = 1e-3, radius: float = CONTACT_RADIUS) -> World:
+    """``mech`` on the sagittal base, on the floor, with heel and toe spheres at
+    ``feet_points`` and the wearer's (mass kg, height m, sex) upper body on the pelvis.
+
+    The pelvis starts at the height where the soles of the legs at q = 0 touch the floor."""
+    world0 = build_world(mech)  # where the feet are at q = 0, pelvis at the origin
+    data0 = world0.new_data()
+    mujoco.mj_kinematics(world0.model, data0)
+    lowest = min(
+        float((data0.xpos[world0.bodies[mech.body_names.index(b)]]
+               + data0.xmat[world0.bodies[mech.body_names.index(b)]].reshape(3, 3)
+               @ np.asarray(p))[2])
+        for b, pair in feet_points.items() for p in pair)
+    return build_world(mech, base="sagittal", base_pos=(0.0, 0.0, -lowest), timestep=timestep,
+                       extras=(floor(), feet(feet_points, radius), upper_body(*wearer)))
+
+
+def vertical_reaction(model: mujoco.MjModel, data: mujoco.MjData) -> float:
+    """Summed vertical force the floor exerts on the world's contacts (N, +z)."""
+    total, f = 0.0, np.zeros(6)
+    for i in range(data.ncon):
+        mujoco.mj_contactForce(model, data, i, f)
+        frame = data.contact[i].frame.reshape(3, 3)  # rows: normal, tangents (world)
+        total += float(f[:3] @ frame[:, 2])
+    return total
+
+
+def stand(world: World, posture, *, settle: float = 1.0, seconds: float = 5.0,
+          kp: float = KP, kd: float = KD) -> StandingFigures:
+    """Hold ``posture`` (the Mechanism's q, rad) for ``settle`` + ``seconds`` of simulated
+    time; measure over the last ``seconds``."""
+    model, data = world.model, world.new_data()
+    q_star = np.asarray(posture, dtype=float)
+    world.set_state(data, q_star, np.zeros(len(q_star)))
+    mujoco.mj_forward(model, data)
+    spheres = [g for g in range(model.ngeom)
+               if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE]
+    pelvis = world.bodies[0]
+    g = float(np.linalg.norm(model.opt.gravity))
+    total_mass = float(model.body_mass.sum())
+    n_settle = int(round(settle / model.opt.timestep))
+    n_run = int(round(seconds / model.opt.timestep))
+    reactions = np.zeros(n_run)
+    start_spheres = start_pelvis = None
+    slip = drift = 0.0
+    for k in range(n_settle + n_run):
+        q, v = data.qpos[world.qpos], data.qvel[world.dof]
+        data.qfrc_applied[world.dof] = kp * (q_star - q) - kd * v
+        mujoco.mj_step(model, data)
+        if k < n_settle:
+            continue
+        if start_spheres is None:
+            start_spheres = np.array(data.geom_xpos[spheres])
+            start_pelvis = np.array(data.xpos[pelvis])
+        reactions[k - n_settle] = vertical_reaction(model, data)
+        travel = data.geom_xpos[spheres, :2] - start_spheres[:, :2]
+        slip = max(slip, float(np.max(np.linalg.norm(travel, axis=1))))
+        drift = max(drift, float(np.linalg.norm(data.xpos[pelvis] - start_pelvis)))
+    weight = total_mass * g
+    return StandingFigures(total_mass, float(reactions.mean()),
+                           float(np.max(np.abs(reactions / weight - 1.0))), slip, drift,
+                           seconds)
