@@ -10,8 +10,9 @@ itself checked against Pinocchio (``tests/test_dynamics_pinocchio.py``) — to 1
 - 10 random trees of ``tests/treegen.py`` (revolute, continuous, prismatic and fixed joints,
   rotated frames, random axes, gravity in any direction) without ``<mimic>``: a general mimic
   linkage has no MuJoCo equivalent and the builder refuses it (tested below);
-- 10 random trees with random harmonic-drive rotors (3-D axes: the rotor's coupling to its
-  carrier's rotation and its gyroscopic terms);
+- 10 random trees with random harmonic-drive rotors
+  (:func:`exo_rt.sim.world.check.random_tree_with_rotors`; 3-D axes: the rotor's coupling to
+  its carrier's rotation and its gyroscopic terms);
 - the sagittal floating base against exo-rt's own model of the same base (the pelvis on two
   prismatic joints and a revolute one, as three extra coordinates).
 
@@ -27,41 +28,20 @@ import pytest
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import ModelError
 from exo_rt.model import load_mechanism, load_urdf
-from exo_rt.model.mechanism import JOINT_PRISMATIC, JOINT_REVOLUTE, Mechanism
-from exo_rt.model.topology import JointSpec, LinkSpec, build_mechanism
-from exo_rt.sim.world import build_world, mass_matrix
-from exo_rt.sim.world.spec import SAGITTAL_JOINTS
-from tests.treegen import random_tree, random_tree_specs
+from exo_rt.model.mechanism import Mechanism
+from exo_rt.sim.world import build_world
+from exo_rt.sim.world.check import (
+    mujoco_terms,
+    random_tree_with_rotors,
+    rel_error,
+    sagittal_mechanism,
+    worst_errors,
+)
+from tests.treegen import random_tree
 
 REL = 1e-9
 STATES = 100
 ROBOTS = ("configs/robots/exo_leg.yaml", "configs/robots/exo_2leg.yaml")
-
-
-def rel_error(ours, ref) -> float:
-    """‖ours − ref‖∞ / ‖ref‖∞."""
-    return float(np.max(np.abs(np.asarray(ours) - ref)) / np.max(np.abs(ref)))
-
-
-def mujoco_terms(world, data, q, v, base_q=None, base_v=None):
-    """(M, h) from MuJoCo in the order [base (x, z, pitch)…, the Mechanism's q…]."""
-    world.set_state(data, q, v, base_q, base_v)
-    mujoco.mj_forward(world.model, data)
-    order = np.concatenate([world.base_dof, world.dof])
-    return mass_matrix(world, data)[np.ix_(order, order)], np.array(data.qfrc_bias[order])
-
-
-def worst_errors(mech: Mechanism, world, rng, states=STATES, q_range=2.0):
-    """Largest relative errors of M and h over ``states`` random states."""
-    dyn, data = Dynamics(mech), world.new_data()
-    worst_m = worst_h = 0.0
-    for _ in range(states):
-        q = rng.uniform(-q_range, q_range, mech.nq)
-        v = rng.normal(0.0, 2.0, mech.nq)
-        m, h = mujoco_terms(world, data, q, v)
-        worst_m = max(worst_m, rel_error(m, dyn.mass_matrix(q)))
-        worst_h = max(worst_h, rel_error(h, dyn.bias_forces(q, v)))
-    return worst_m, worst_h
 
 
 # ----------------------------------------------------------------------- shipped robots
@@ -139,55 +119,11 @@ def test_random_tree_matches_exo_rt(seed):
     assert worst_h <= REL, f"bias forces: {worst_h:.3e}"
 
 
-def _margin(inertia: np.ndarray) -> float:
-    """How much a principal moment can change before the inertia stops being physical."""
-    eig = np.linalg.eigvalsh(inertia)
-    return float(min(eig[0], eig[0] + eig[1] - eig[2]))
-
-
-def random_tree_with_rotors(seed: int) -> Mechanism:
-    """A random tree (treegen's links and joints) where about half the revolute and continuous
-    joints (the first one always) get a
-    harmonic drive: a rotor on the joint's parent link, axis parallel to the joint's (same
-    origin rotation, ±axis, random offset), axisymmetric, COM on its axis, turning
-    k = ±N·q (N 30–160). Its axial moment is sized so the folded carrier and output links stay
-    physical (a tenth of their smallest margin)."""
-    rng = np.random.default_rng(2000 + seed)
-    specs = random_tree_specs(rng, int(rng.integers(3, 13)), prismatic=True, fixed=False)
-    links = {lk["name"]: LinkSpec(lk["name"], lk["mass"], np.array(lk["com"]),
-                                  np.array(lk["inertia"])) for lk in specs["links"]}
-    joints = [JointSpec(j["name"], j["type"], j["parent"], j["child"], np.array(j["xyz"]),
-                        np.array(j["rpy"]), np.array(j["axis"]),
-                        *((-np.inf, np.inf) if j["type"] == "continuous" else (-3.0, 3.0)))
-              for j in specs["joints"]]
-    rotors = 0
-    for j in list(joints):
-        if j.type not in ("revolute", "continuous") or (rng.random() < 0.5 and rotors):
-            continue
-        ratio = float(rng.uniform(30.0, 160.0))
-        sign = float(rng.choice([-1.0, 1.0]))
-        u = sign * j.axis
-        budget = 0.1 * min(_margin(links[j.parent].inertia), _margin(links[j.child].inertia))
-        axial = budget / ratio
-        transverse = axial * float(rng.uniform(0.5, 2.0))
-        inertia = axial * np.outer(u, u) + transverse * (np.eye(3) - np.outer(u, u))
-        name = f"{j.name}_rotor"
-        links[name] = LinkSpec(name, float(rng.uniform(0.1, 0.5)),
-                               u * float(rng.uniform(-0.02, 0.02)), inertia)
-        joints.append(JointSpec(f"{name}_joint", j.type, j.parent, name,
-                                rng.normal(0.0, 0.1, 3), j.origin_rpy.copy(), u,
-                                mimic=(j.name, float(rng.choice([-1.0, 1.0])) * ratio,
-                                       float(rng.uniform(-1.0, 1.0)))))
-        rotors += 1
-    gravity = rng.normal(size=3)
-    return build_mechanism(f"rotors{seed}", list(links.values()), joints,
-                           9.81 * gravity / np.linalg.norm(gravity), "<random rotors>")
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_random_tree_with_rotors_matches_exo_rt(seed):
     """Random 3-D trees with harmonic-drive rotors, base fixed: M and h to 1e-9."""
-    mech = random_tree_with_rotors(seed)
+    rng = np.random.default_rng(2000 + seed)
+    mech = random_tree_with_rotors(rng, int(rng.integers(3, 13)))
     world = build_world(mech)
     assert world.rigid.rotors
     worst_m, worst_h = worst_errors(mech, world, np.random.default_rng(seed))
@@ -211,44 +147,6 @@ def test_mimic_linkage_is_refused():
 
 
 # ----------------------------------------------------------------------- sagittal base
-def sagittal_mechanism(mech: Mechanism, base_pos) -> Mechanism:
-    """exo-rt's own model of the sagittal base: a massless world body, the pelvis on
-    prismatic x, prismatic z and revolute y (three coordinates first), the rest unchanged."""
-    extra = 3
-    parent = np.concatenate([[-1, 0, 1, 2], np.asarray(mech.parent[1:]) + extra])
-    q_index = np.concatenate([[-1, 0, 1, 2], np.asarray(mech.q_index[1:]) + extra])
-    eye = np.broadcast_to(np.eye(3), (extra, 3, 3))
-    origin_xyz = np.concatenate([np.zeros((1, 3)), [base_pos], np.zeros((2, 3)),
-                                 mech.origin_xyz[1:]])
-    names = tuple(n for n, _, _ in SAGITTAL_JOINTS)
-    return Mechanism(
-        name=f"{mech.name}_sagittal", source=mech.source,
-        body_names=("world", "base_x_body", "base_z_body") + mech.body_names,
-        joint_names=names + mech.joint_names,
-        tree_joint_names=("",) + names + mech.tree_joint_names[1:],
-        joint_types=("prismatic", "prismatic", "revolute") + mech.joint_types,
-        parent=parent, q_index=q_index,
-        joint_type=np.concatenate([[0, JOINT_PRISMATIC, JOINT_PRISMATIC, JOINT_REVOLUTE],
-                                   mech.joint_type[1:]]),
-        mimic_multiplier=np.concatenate([np.ones(4), mech.mimic_multiplier[1:]]),
-        mimic_offset=np.concatenate([np.zeros(4), mech.mimic_offset[1:]]),
-        origin_xyz=origin_xyz,
-        origin_rot=np.concatenate([np.eye(3)[None], eye, mech.origin_rot[1:]]),
-        axis=np.concatenate([np.zeros((1, 3)), [[1.0, 0, 0], [0, 0, 1.0], [0, 1.0, 0]],
-                             mech.axis[1:]]),
-        mass=np.concatenate([[0.0, 0.0, 0.0], mech.mass]),
-        com=np.concatenate([np.zeros((3, 3)), mech.com]),
-        inertia=np.concatenate([np.zeros((3, 3, 3)), mech.inertia]),
-        gravity=mech.gravity,
-        lower=np.concatenate([np.full(3, -np.inf), mech.lower]),
-        upper=np.concatenate([np.full(3, np.inf), mech.upper]),
-        velocity_limit=np.concatenate([np.full(3, np.inf), mech.velocity_limit]),
-        effort_limit=np.concatenate([np.full(3, np.inf), mech.effort_limit]),
-        total_mass=mech.total_mass,
-        coordinate_names=names + mech.coordinate_names,
-    )
-
-
 @pytest.mark.parametrize("path", ROBOTS)
 def test_sagittal_base_matches_exo_rt(path):
     """The floating sagittal base (x, z, pitch) with the legs and rotors: MuJoCo's M and h

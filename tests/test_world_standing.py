@@ -20,12 +20,9 @@ import pytest
 
 from exo_rt.model import load_mechanism
 from exo_rt.sim.world.scene import upper_body_inertia
+from exo_rt.sim.world.standing import EXO_2LEG_FEET as FEET
 from exo_rt.sim.world.standing import stand, standing_world
 
-# the shank carries the foot (ankle fixed 0.42 m below the knee, exo_leg_module.yaml); the
-# sole is 0.07 m below the ankle, from 0.06 m behind it to 0.19 m ahead (the ends of the
-# wearer's foot segment in exo_2leg.yaml)
-FEET = {b: ((-0.06, 0.0, -0.49), (0.19, 0.0, -0.49)) for b in ("left_shank", "right_shank")}
 G = 9.81
 
 

@@ -17,6 +17,11 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim.world.build import World, build_world
 from exo_rt.sim.world.scene import CONTACT_RADIUS, feet, floor, upper_body
 
+# exo_2leg's heel and toe: the shank carries the foot (the ankle fixed 0.42 m below the knee,
+# configs/robots/modules/exo_leg_module.yaml); the sole is 0.07 m below the ankle, from 0.06 m
+# behind it to 0.19 m ahead (the ends of the wearer's foot segment in exo_2leg.yaml)
+EXO_2LEG_FEET = {b: ((-0.06, 0.0, -0.49), (0.19, 0.0, -0.49))
+                 for b in ("left_shank", "right_shank")}
 KP = 3000.0  # N·m/rad: the stand-in's stiffness per joint
 KD = 60.0  # N·m·s/rad
 
