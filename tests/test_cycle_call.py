@@ -56,6 +56,9 @@ class Rings:
     def check(self, t: float) -> bool:
         return True
 
+    def pending(self) -> bool:  # (no session here: no events to hand over)
+        return False
+
     def release(self) -> None:
         self.records.release()
         self.frames.release()

@@ -36,7 +36,7 @@ from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety
+from exo_rt.runtime import governor, safety
 from exo_rt.runtime.layout import V_OFFSET
 from exo_rt.runtime.states import RUN, SAFE
 from exo_rt.schema.top import SafetyConfig
@@ -239,11 +239,16 @@ class MilOptions:
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
     """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) on
-    the options' rigid models and safety checks; RUN tracks its default segment (the gait
-    from phase 0: :func:`exo_rt.runtime.segment.walk_from_start`)."""
+    the options' rigid models and safety checks, its reference governor bounding the range
+    alone; RUN tracks its default segment (the gait from phase 0:
+    :func:`exo_rt.runtime.segment.walk_from_start`)."""
     o = options
     model = o.model or robot
-    return cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt)
+    c = cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt)
+    # the reference governor keeps the joints' range, not a session's speed and acceleration
+    # bounds: the walker or the study sets the pace model-in-the-loop measures
+    governor.set_bounds(c.v, c.limits, math.inf, math.inf)
+    return c
 
 
 def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
