@@ -165,12 +165,14 @@ def test_a_walk_beyond_the_hip_is_refused_and_the_edge_walk_tracks(tmp_path):
 
 
 @pytest.mark.hazard("H-OPENING-FAST")
-@pytest.mark.parametrize("opening", [0.002, 0.04])
-def test_an_opening_too_short_is_refused_at_load(tmp_path, opening):
-    """An opening step of a few thousandths of a stride would step the reference: refused at
-    load, naming the activities file's motion and the joint."""
+@pytest.mark.parametrize("key,value", [("opening", 0.002), ("opening", 0.04),
+                                       ("closing", 0.002), ("closing", 0.04)])
+def test_an_opening_too_short_is_refused_at_load(tmp_path, key, value):
+    """An opening or closing step of a few hundredths of a stride would step the reference:
+    refused at load, naming the activities file's motion and the joint."""
     text = (ROOT / "configs/activities/exo_leg.yaml").read_text()
-    text = text.replace("opening: 0.5", f"opening: {opening}")
+    assert f"{key}: 0.5" in text
+    text = text.replace(f"{key}: 0.5", f"{key}: {value}")
     a = _write(tmp_path, "acts.yaml", text)
     with pytest.raises(ConfigError) as e:
         _session_of(tmp_path, activities=a)
