@@ -37,7 +37,9 @@ calls it from Python (the simulated bus, replay); model-in-the-loop calls it fro
 compiled loop through :func:`compiled_step` (a numba ``cfunc`` of :data:`STEP_SIGNATURE`, cached
 on disk like every kernel), so every model runs there without a Python call per period.
 
-The built-in model is ``harmonic_drive`` (:mod:`exo_rt.sim.plant`); a third party registers
+The built-in models are ``harmonic_drive`` (:mod:`exo_rt.sim.plant`) and ``world``
+(:mod:`exo_rt.sim.world_plant`: the rigid bodies in MuJoCo, harmonic_drive's drives; the
+test stand so far); a third party registers
 its own under the entry-point group ``exo_rt.plants`` (name → the module defining it), as
 control laws do under ``exo_rt.laws``.
 """
@@ -60,7 +62,8 @@ from exo_rt import plugins
 from exo_rt.schema import top
 
 GROUP = "exo_rt.plants"
-BUILTIN = ("exo_rt.sim.plant",)  # modules whose import registers the built-in models
+# modules whose import registers the built-in models (neither imports MuJoCo until a world is made)
+BUILTIN = ("exo_rt.sim.plant", "exo_rt.sim.world_plant")
 DEFAULT = top.DEFAULT_PLANT  # the top config's default plant model (one name)
 
 # --- state rows every model keeps: per coordinate (state[row, i]) …
