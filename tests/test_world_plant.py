@@ -189,3 +189,24 @@ def test_exo_rt_run_on_the_world_plant(tmp_path, monkeypatch):
         rms[plant] = np.array([j["rms_error_deg"] for j in s["joints"].values()])
     assert np.all(rms["world"] < 0.5), rms
     np.testing.assert_allclose(rms["world"], rms["harmonic_drive"], rtol=0, atol=1e-6)
+
+
+def test_its_arrays_hold_mujoco_alive(robot):
+    """Model-in-the-loop and the bus keep the plant's ``args``, not always the plant: those
+    arrays point into MuJoCo's model and data, and keep them alive."""
+    import gc
+
+    from exo_rt.sim.plant import plant_step
+
+    plant, ref = plants.create("world", robot), plants.create("harmonic_drive", robot)
+    plant.reset([0.3, 0.5])
+    ref.reset([0.3, 0.5])
+    args = plant.args
+    del plant
+    gc.collect()
+    _ = [np.ones(1000) for _ in range(1000)]  # the freed memory reused, if it were freed
+    for k in range(300):
+        args[4][:] = _sine(k, ref.dt)
+        plant_step(*args)
+        ref.step(_sine(k, ref.dt))
+    np.testing.assert_allclose(args[3][0], ref.q, rtol=0, atol=1e-9)

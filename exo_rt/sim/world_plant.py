@@ -142,6 +142,11 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
         acc[int(free[a])] = x[a]
 
 
+class _Keep(bytearray):
+    """A buffer for an array of addresses that holds what they point at (``refs``): the
+    arrays in a plant's ``args`` keep MuJoCo's model and data alive after the plant is gone."""
+
+
 def _c_function(lib, name: str) -> int:
     import ctypes
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
@@ -200,10 +205,13 @@ class WorldPlant(HarmonicDrivePlant):
         if (start - d.qpos.ctypes.data) % 8:
             raise RuntimeError("MuJoCo's qpos, qvel and qfrc_bias are not 8-byte aligned")
         buf = (ctypes.c_double * ((end - start) // 8)).from_address(start)
+        buf.keep = (world.model, d)  # the view's base holds MuJoCo's model and data alive
         self.data = np.ctypeslib.as_array(buf)  # a view of MuJoCo's arrays: the kernel's data
         off = lambda a: (a.ctypes.data - start) // 8  # noqa: E731
         lib = ctypes.CDLL(str(Path(mujoco.__file__).parent / f"libmujoco.so.{mujoco.__version__}"))
-        model = np.zeros((W_ROWS, max(n, 5)))
+        keep = _Keep(8 * W_ROWS * max(n, 5))  # the array's base holds what it points at
+        keep.refs = (world.model, d, lib)
+        model = np.frombuffer(keep).reshape(W_ROWS, max(n, 5))
         model[W_PTR, :5] = (world.model._address, d._address,
                             _c_function(lib, "mj_fwdPosition"),
                             _c_function(lib, "mj_fwdVelocity"), _c_function(lib, "mj_fullM"))
