@@ -94,6 +94,30 @@ def test_reproduces_harmonic_drive_for_the_same_currents(robot):
     assert world.energy() == pytest.approx(hd.energy(), abs=1e-6)  # same gravity datum here
 
 
+def test_the_check_sees_the_rotors_counted_twice(robot):
+    """The bound above can fail: the world builder's fold (armature k²·I_a − c·I_a on each
+    joint: 0.600 and 0.378 kg·m² for exo_leg) added to the released rotors — the reflected
+    inertia counted twice — moves the joints by far more than 0.05° RMS in 1 s (measured: 2.2°
+    hip, 6.8° knee)."""
+    from exo_rt.sim.world import build_world
+
+    folded = build_world(robot).model
+    hd, world = plants.create("harmonic_drive", robot), plants.create("world", robot)
+    joints = world.world.dof[: world.n_joints]
+    world.world.model.dof_armature[joints] = [folded.joint(n).armature[0]
+                                              for n in robot.joint_names]
+    assert world.world.model.dof_armature[joints] == pytest.approx([0.600, 0.378], abs=1e-3)
+    for p in (hd, world):
+        p.reset([0.3, 0.6], equilibrium=False)
+    err = []
+    for k in range(1000):
+        hd.step(_sine(k, hd.dt))
+        world.step(_sine(k, hd.dt))
+        err.append(world.joint_positions - hd.joint_positions)
+    rms = np.degrees(np.sqrt(np.mean(np.square(err), axis=0)))
+    assert np.all(rms > 0.5), rms
+
+
 def _coasting(robot, *, power_on: bool, dt=5e-4, substeps=1, seconds=10.0):
     """Drives without friction, hysteresis or brake, released from a raised posture: (largest
     |E − E₀| (J), peak kinetic energy (J))."""
