@@ -1,8 +1,9 @@
 """The world: the exoskeleton and its wearer as a MuJoCo model (Todorov, Erez & Tassa 2012),
 built in code from the same Mechanism the controller uses (docs/world.md).
 
-Not a registered plant yet: :func:`build_world` makes the model, fixed to a test stand or on
-a sagittal floating base; the controller never sees it.
+:func:`build_world` makes the model, fixed to a test stand or on a sagittal floating base; the
+registered plant model ``world`` (:mod:`exo_rt.sim.world_plant`) steps the test stand's with
+exo-rt's drives. The controller never sees it.
 """
 
 from exo_rt.sim.world.build import World, build_world, mass_matrix
