@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 from numba import config, types
 from numba import njit as _njit
 from numba.core import cgutils
@@ -114,5 +115,21 @@ def call_at(typingctx, addr, *args):
         status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes, values)
         with cgutils.if_unlikely(builder, status.is_error):
             context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def c_call_at(typingctx, addr, *args):
+    """``c_call_at(addr, *args)`` in compiled code: the C function ``void f(args…)`` at
+    ``addr`` (an int64) with the C calling convention — a C library's API (MuJoCo's) from a
+    kernel, as :func:`call_at` calls a kernel; pointers are passed as int64."""
+    argtypes = tuple(args)
+    sig = types.void(addr, types.StarArgTuple.from_types(argtypes))
+
+    def codegen(context, builder, signature, llargs):
+        fnty = ir.FunctionType(ir.VoidType(), [context.get_value_type(t) for t in argtypes])
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        builder.call(fn, cgutils.unpack_tuple(builder, llargs[1], len(argtypes)))
         return context.get_dummy_value()
     return sig, codegen

@@ -30,7 +30,7 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
                 return STOPPING
             t = (k + 1 - k0[RUN]) * dt
             if t >= duration + 2.0 * SESSION_SPARE_S or session.broken is not None:
-                return _last_resort(session, k, t - duration)
+                return _last_resort(session, k)
             if t >= duration + SESSION_SPARE_S:
                 _guard(session, k)
     if state == STOPPING and (k + 1 - k0[STOPPING]) * dt >= stop_s:
@@ -64,8 +64,6 @@ def advance(ctl, k: int) -> None:
 def _guard(sess, k: int) -> None:
     """The run's time is up: stop a walk (or cut what STOP may cut), end a frozen GO-held
     move now (its ``on_frozen``), END from a posture."""
-    import dataclasses
-
     from exo_rt.session import requests as rq
 
     m = sess.machine
@@ -79,14 +77,14 @@ def _guard(sess, k: int) -> None:
             sess.ask(rq.Request(rq.END, rq.SESSION), k)
     elif not m.stop_asked and m.motion.stoppable:
         sess.ask(rq.Request(rq.STOP, rq.SESSION), k)
-    elif m.motion.hold_go and m.frozen_since is not None and m.motion.frozen_timeout > 0:
-        m.motion = dataclasses.replace(m.motion, frozen_timeout=0.0)  # (ends it next cycle)
+    else:
+        m.end_frozen()  # (a frozen GO-held move: its on_frozen move, next cycle)
 
 
 LAST_RESORT_S = 1.0  # s: the freeze's longest wait before STOPPING, whatever moves
 
 
-def _last_resort(sess, k: int, over: float) -> int | None:
+def _last_resort(sess, k: int) -> int | None:
     """The session could not be ended (the run is past its limit, or the session's code
     broke): whatever moves is frozen smoothly, then the run goes STOPPING, saying why — a
     run never ends in RUN."""

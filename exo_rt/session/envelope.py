@@ -20,19 +20,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from exo_rt.control import trajectory
 from exo_rt.jit import njit
 from exo_rt.runtime import segment
 from exo_rt.runtime.layout import SCALARS, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
+from exo_rt.session.activities import PEAK  # a minimum-jerk move's peak speed, per Δq/T
+from exo_rt.session.machine import SPEED_BLEND  # strides: a speed change's blend
 
-PEAK_SPEED = 1.875  # a minimum-jerk move's peak speed, in units of Δq/T
-PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # its peak acceleration, in units of Δq/T²
+PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # … and its peak acceleration, per Δq/T²
 GO_RATE_PEAK = segment.GO_OMEGA / math.e  # 1/s: the fastest change of the progress rate
-SPEED_BLEND = 1.0  # strides: a walk's speed change blends over a stride (the machine's)
-HOME_CEILING = 0.2  # rad/s: homing never faster, whatever a file says (docs/sessions.md)
 # trace rows
 T_SPEED, T_ACCEL, T_LOW, T_HIGH = range(4)
-WHAT = ("speed", "acceleration", "range", "range")
-UNIT = ("rad/s", "rad/s²", "rad", "rad")
 
 
 @njit(cache=True)
@@ -112,8 +110,9 @@ class Envelope:
         n = len(self.joints)
         self._s = np.zeros(1, SCALARS)
         self._v = np.zeros((V_WIDTH, n))
-        self._g = np.zeros((segment.SLOTS, n, 1 + 2 * 5))
+        self._g = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
         self._out = np.zeros((4, n))
+        self._one = (np.zeros(1), np.zeros(1), np.zeros(1))  # (one joint's q, q̇, q̈)
         self._walks: dict = {}
         self.peaks: dict[str, np.ndarray] = {}  # motion → the (4, n) figures of its last check
 
@@ -156,7 +155,7 @@ class Envelope:
         and acceleration in closed form, the GO filter's part where GO drives it."""
         delta = np.abs(np.asarray(q_to, float) - np.asarray(q_from, float))
         t = max(float(duration), 1e-9)
-        speed = PEAK_SPEED * delta / t
+        speed = PEAK * delta / t
         accel = PEAK_ACCELERATION * delta / t**2 + (GO_RATE_PEAK * speed if hold_go else 0.0)
         lo = np.minimum(q_from, q_to)
         hi = np.maximum(q_from, q_to)
@@ -226,19 +225,12 @@ class Envelope:
         return self._out.copy()
 
     def _start_on_gait(self, rows, period, offsets) -> None:
-        """The scratch reference on a gait at phase 0 (where a blend begins: a boundary)."""
-        from exo_rt.runtime.segment import TWO_PI
-
-        v = self._v
+        """The scratch reference on a gait at phase 0 (where a blend begins: a boundary),
+        each joint at its phase offset (:func:`exo_rt.control.trajectory.gait`)."""
+        v, one = self._v, self._one
         for j in range(len(self.joints)):
-            ph = offsets[j]
-            q, d1 = rows[j, 0], 0.0
-            for n in range(1, (rows.shape[1] - 1) // 2 + 1):
-                a, b = rows[j, 2 * n - 1], rows[j, 2 * n]
-                w = TWO_PI * n
-                q += a * math.cos(w * ph) + b * math.sin(w * ph)
-                d1 += w * (b * math.cos(w * ph) - a * math.sin(w * ph))
-            v[V_QR, j], v[V_QDR, j] = q, d1 / period
+            trajectory.gait(offsets[j], period, rows[j:j + 1], *one)
+            v[V_QR, j], v[V_QDR, j] = one[0][0], one[1][0]
 
 
 def _where(path: str, *keys: str):
@@ -331,7 +323,7 @@ def report(env: Envelope, activities, wearer) -> list[str]:
         elif m.kind == "home":
             far = np.maximum(np.abs(act.posture_q(m.end) - env.lo),
                              np.abs(env.hi - act.posture_q(m.end)))
-            t = max(m.duration or 0.0, PEAK_SPEED * float(far.max()) / m.max_speed)
+            t = max(m.duration or 0.0, PEAK * float(far.max()) / m.max_speed)
             env.move(m.name, act.posture_q(m.end) - far, act.posture_q(m.end), t, m.hold_go)
             line(m.name, f"{m.name} (from afar)")
         else:

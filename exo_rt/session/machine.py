@@ -33,6 +33,8 @@ Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from exo_rt.runtime import segment
@@ -46,7 +48,7 @@ from exo_rt.runtime.layout import (
     V_SEG_TO,
 )
 from exo_rt.session import requests as rq
-from exo_rt.session.activities import leg_of
+from exo_rt.session.activities import HOME_CEILING, leg_of
 from exo_rt.session.requests import Answer, Request
 
 SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
@@ -66,8 +68,9 @@ class ActivityMachine:
         self.s, self.v, self.dt = cycle.s, cycle.v, float(cycle.p["dt"])
         self.k = 0  # the cycle the machine was last told of (after_cycle)
         self.go_since: int | None = None  # the cycle GO was pressed, until it moves a motion
-        self.debounce = int(round(getattr(activities, "go_debounce", 0.0) / self.dt))
+        self.debounce = int(round(activities.go_debounce / self.dt))
         self.frozen_since: int | None = None  # the cycle a GO-held move froze
+        self.walked: tuple = ()  # (speed, step length) of the gait walked now (its slot B)
         self.posture: str | None = None
         self.motion = None  # the running motion (an activities Motion), or None
         self.go_held = False
@@ -275,11 +278,10 @@ class ActivityMachine:
         env = self.envelope
         if env is None:
             return None
-        if walking:
+        if walking:  # (blended from the gait walked now: a change still waiting is replaced)
             m = self.motion
             return env.walk(m, self.activities.posture_q(m.start),
-                            self.activities.posture_q(m.end), speed, step,
-                            old=(self.speed, self.step_length))
+                            self.activities.posture_q(m.end), speed, step, old=self.walked)
         for m in self.activities.motions:
             if m.kind == "walk":
                 found = env.walk(m, self.activities.posture_q(m.start),
@@ -311,6 +313,7 @@ class ActivityMachine:
         extra = {}
         if motion.kind == "walk":
             rows, period, stride = self.gaits(self.speed, self.step_length)
+            self.walked = (self.speed, self.step_length)
             g = self.cycle.gaits
             g[segment.SLOT_A] = rows
             g[segment.SLOT_B] = rows
@@ -369,6 +372,8 @@ class ActivityMachine:
                 self.frozen_since = None
         strides = s["stride"]
         if strides != self._strides_seen:
+            if s["next_pending"] == 0.0:  # (a change asked has begun at this boundary)
+                self.walked = (self.speed, self.step_length)
             self.steps += int(strides - self._strides_seen)
             self._strides_seen = strides
             self.version += 1
@@ -393,13 +398,11 @@ class ActivityMachine:
     def _unfreeze(self) -> Answer:
         """A GO-held move frozen past its ``frozen_timeout``: ended by a move of its own to
         its start posture (``on_frozen: return``) or its end (``finish``), no GO needed."""
-        import dataclasses
-
         m = self.motion
         target = m.start if m.on_frozen == "return" and m.start is not None else m.end
         ending = dataclasses.replace(m, start=None, end=target, hold_go=False,
                                      stoppable=False, duration=None,
-                                     max_speed=m.max_speed or _slowest(m))
+                                     max_speed=m.max_speed or HOME_CEILING)
         self.motion = None
         ans = self._begin(Request(rq.START, rq.SESSION, motion=m.name), ending)
         if ans.answer != rq.ACCEPTED:  # (cannot be: it goes back the way it came, slower)
@@ -408,6 +411,13 @@ class ActivityMachine:
             return ans
         return Answer(rq.ACCEPTED, rq.START, motion=m.name,
                       extra={"frozen": round(m.frozen_timeout, 3), "to": target})
+
+    def end_frozen(self) -> None:
+        """End a frozen GO-held move now rather than at its ``frozen_timeout`` (the run's time
+        is up, or the session's code failed): its ``on_frozen`` move begins next cycle."""
+        m = self.motion
+        if m is not None and m.hold_go and self.s["seg_go"] == 0.0 and not self.stop_asked:
+            self.motion = dataclasses.replace(m, frozen_timeout=0.0)
 
     def freeze(self) -> None:
         """Freeze whatever moves, smoothly (the run's last resort before STOPPING): progress
@@ -446,11 +456,6 @@ class ActivityMachine:
     def _no(req: Request, reason: int, motion: str | None = None, **extra) -> Answer:
         return Answer(rq.REJECTED, req.kind, reason, motion=motion or req.motion,
                       extra={k: v for k, v in extra.items() if v is not None})
-
-
-def _slowest(motion) -> float:
-    """A speed for the ending of a frozen move that has only a duration (rad/s)."""
-    return 0.2
 
 
 def m_frozen(s, motion) -> bool:

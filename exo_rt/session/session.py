@@ -12,7 +12,6 @@ before the machine; safety is not theirs (the cycle's check runs whoever asked).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from pathlib import Path
 
@@ -47,6 +46,7 @@ class Session:
         self._script_flood = False  # a script burst beyond MAX_REQUESTS a cycle was told
         self._governing = 0.0
         self.failed: str | None = None  # the session's code raised: it winds down
+        self.tracebacks: list[str] = []  # … what it raised, for ``error_file`` at close
         self.broken: str | None = None  # … and so did the machine: the run ends it
         self.error_file = None  # where a traceback is written (the run folder's)
         self.guarded: int | None = None  # the cycle the run's guard began ending it
@@ -141,12 +141,7 @@ class Session:
         self.failed = self.failed or f"{type(e).__name__}: {e}"
         self._event(k, {"event": "session_fault", "error": f"{type(e).__name__}: {e}",
                         "traceback": text})
-        if self.error_file is not None:
-            try:
-                with open(self.error_file, "a", encoding="utf-8") as f:
-                    f.write(f"cycle {k}: {text}\n")
-            except OSError:
-                pass
+        self.tracebacks.append(f"cycle {k}: {text}")  # (written at close: no file I/O
         culprit = _culprit(e, self.sources)
         if culprit is not None:
             self.sources.remove(culprit)
@@ -172,11 +167,17 @@ class Session:
                 self.ask(Request(rq.END, rq.SESSION), k, active)
         elif m.motion.stoppable and not m.stop_asked:
             self.ask(Request(rq.STOP, rq.SESSION), k, active)
-        elif m.motion.hold_go and m.s["seg_go"] == 0.0 and not m.stop_asked:
-            m.motion = dataclasses.replace(m.motion, frozen_timeout=0.0)  # (ends it now)
+        else:
+            m.end_frozen()  # (a frozen GO-held move ends now; one that moves goes on)
 
     def close(self) -> None:
-        """The run is over: the console's terminal restored."""
+        """The run is over: the console's terminal restored; a fault's tracebacks written
+        to ``error_file`` (here, after the loop: no file I/O between two cycles)."""
+        if self.tracebacks and self.error_file is not None:
+            try:
+                Path(self.error_file).write_text("\n".join(self.tracebacks), encoding="utf-8")
+            except OSError as e:
+                self.events.append({"event": "session_error_file", "error": str(e)})
         for sink in self.sinks:
             close = getattr(sink, "close", None)
             if close is not None:
@@ -336,16 +337,14 @@ class Recorded:
 
 
 def _culprit(e: BaseException, sources: list):
-    """The source whose code raised ``e`` (the innermost frame in one of its methods), or
-    None (the machine's, or a sink's)."""
-    tb = e.__traceback__
-    found = None
+    """The source whose code raised ``e`` (the innermost frame in one of its methods, or in
+    its wrapped ``source``'s), or None (the machine's, or a sink's)."""
+    found, tb = None, e.__traceback__
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
-        if owner is not None and any(owner is s or getattr(s, "source", None) is owner
-                                     for s in sources):
-            found = next(s for s in sources
-                         if owner is s or getattr(s, "source", None) is owner)
+        for s in sources:
+            if owner is not None and (owner is s or getattr(s, "source", None) is owner):
+                found = s
         tb = tb.tb_next
     return found
 

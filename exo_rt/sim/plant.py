@@ -222,13 +222,22 @@ def _accelerations(model, data, transmissions, state, q, v, scratch, acc):
     """
     n = q.shape[0]
     x0 = 2 * n
+    kernels.mass_matrix(model, data, q, scratch[:n])
+    kernels.bias_forces(model, data, q, v, scratch[x0 + X_H])
+    _forces(transmissions, state, q, v, scratch[x0 + X_T], scratch[x0 + X_F])
+    solve_locked(scratch, n, acc)
+
+
+@njit(cache=True, inline="always")
+def solve_locked(scratch, n, acc):
+    """M_ff a_f = Q_f − h_f: q̈ into ``acc`` from M (rows 0…n−1 of ``scratch``), h (X_H) and
+    Q (X_F), 0 on the coordinates the lock mask (X_LOCKED) holds — whoever computed M and h
+    (exo-rt's dynamics here, MuJoCo's in the world plant)."""
+    x0 = 2 * n
     m = scratch[:n]
     mff = scratch[n:x0]
     h, f, rhs, x = scratch[x0 + X_H], scratch[x0 + X_F], scratch[x0 + X_RHS], scratch[x0 + X_X]
     free, mask = scratch[x0 + X_FREE], scratch[x0 + X_LOCKED]
-    kernels.mass_matrix(model, data, q, m)
-    kernels.bias_forces(model, data, q, v, h)
-    _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
     nf = 0
     for i in range(n):
         acc[i] = 0.0

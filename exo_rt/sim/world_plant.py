@@ -46,15 +46,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from exo_rt.actuators.harmonic_drive import twist_for_torque
-from exo_rt.dynamics import kernels
 from exo_rt.dynamics.couplings import released
-from exo_rt.jit import address, njit
+from exo_rt.jit import address, c_call_at, njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.plant import (
@@ -63,17 +58,14 @@ from exo_rt.sim.plant import (
     T_MOTOR,
     X_F,
     X_FN,
-    X_FREE,
     X_H,
-    X_LOCKED,
-    X_RHS,
     X_ROWS,
     X_T,
-    X_X,
     HarmonicDrivePlant,
     _forces,
     kinematic_error,
     plant_energy,
+    solve_locked,
 )
 from exo_rt.sim.plants import ST_Q, T_JOINT, T_K, T_ROTOR
 
@@ -87,22 +79,6 @@ W_ROWS = 5
 _P_MODEL, _P_DATA, _P_FWDPOS, _P_FWDVEL, _P_FULLM = range(5)
 
 
-@intrinsic
-def ccall(typingctx, addr, *args):
-    """``ccall(addr, *args)`` in compiled code: the C function ``void f(args…)`` at ``addr``
-    (an int64), with the C calling convention — MuJoCo's API from a kernel. Pointers are
-    passed as int64."""
-    argtypes = tuple(args)
-    sig = types.void(addr, types.StarArgTuple.from_types(argtypes))
-
-    def codegen(context, builder, signature, llargs):
-        fnty = ir.FunctionType(ir.VoidType(), [context.get_value_type(t) for t in argtypes])
-        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
-        builder.call(fn, cgutils.unpack_tuple(builder, llargs[1], len(argtypes)))
-        return context.get_dummy_value()
-    return sig, codegen
-
-
 @njit(cache=True, python=False)
 def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
     """q̈ with the locked coordinates held (q̈ = 0 there): M_ff a_f = Q_f − h_f, with M and h
@@ -114,39 +90,23 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
     n = q.shape[0]
     x0 = 2 * n
     m = scratch[:n]
-    mff = scratch[n:x0]
-    h, f, rhs, x = scratch[x0 + X_H], scratch[x0 + X_F], scratch[x0 + X_RHS], scratch[x0 + X_X]
-    free, mask = scratch[x0 + X_FREE], scratch[x0 + X_LOCKED]
+    mff = scratch[n:x0]  # (MuJoCo's dense M first: its dofs' order)
+    h = scratch[x0 + X_H]
     for i in range(n):
         data[int(model[W_QPOS, i])] = q[i]
         data[int(model[W_QVEL, i])] = v[i]
     mptr = np.int64(model[W_PTR, _P_MODEL])
     dptr = np.int64(model[W_PTR, _P_DATA])
-    ccall(np.int64(model[W_PTR, _P_FWDPOS]), mptr, dptr)
-    ccall(np.int64(model[W_PTR, _P_FWDVEL]), mptr, dptr)
-    ccall(np.int64(model[W_PTR, _P_FULLM]), mptr, dptr, np.int64(mff.ctypes.data))
+    c_call_at(np.int64(model[W_PTR, _P_FWDPOS]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_FWDVEL]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_FULLM]), mptr, dptr, np.int64(mff.ctypes.data))
     for i in range(n):
         di = int(model[W_DOF, i])
         h[i] = data[int(model[W_BIAS, i])]
         for j in range(n):
             m[i, j] = mff.flat[di * n + int(model[W_DOF, j])]
-    _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
-    nf = 0
-    for i in range(n):
-        acc[i] = 0.0
-        if mask[i] < 0.5:
-            free[nf] = i
-            nf += 1
-    if nf == 0:
-        return
-    for a in range(nf):
-        ia = int(free[a])
-        rhs[a] = f[ia] - h[ia]
-        for b in range(nf):
-            mff[a, b] = m[ia, int(free[b])]
-    kernels.cholesky_solve(mff[:nf, :nf], rhs[:nf], x[:nf])
-    for a in range(nf):
-        acc[int(free[a])] = x[a]
+    _forces(transmissions, state, q, v, scratch[x0 + X_T], scratch[x0 + X_F])
+    solve_locked(scratch, n, acc)
 
 
 class _Keep(bytearray):
