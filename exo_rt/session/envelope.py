@@ -119,13 +119,15 @@ class Envelope:
     @classmethod
     def of_cycle(cls, cycle, joint_names, gaits) -> Envelope:
         """The envelope of a cycle's governor bounds (after the wearer's range narrowed them)."""
+        return cls.of_bounds(cycle.v, joint_names, float(cycle.p["dt"]), gaits)
+
+    @classmethod
+    def of_bounds(cls, v, joint_names, dt: float, gaits) -> Envelope:
+        """The envelope of the governor's bounds in the joint vectors ``v`` (its V_GOV_ rows)."""
         from exo_rt.runtime.layout import V_GOV_ACC, V_GOV_HI, V_GOV_LO, V_GOV_VEL
 
-        v = cycle.v
-        env = cls(joint_names, v[V_GOV_LO].copy(), v[V_GOV_HI].copy(), v[V_GOV_VEL].copy(),
-                  v[V_GOV_ACC].copy(), float(cycle.p["dt"]), gaits)
-        env._g = np.zeros_like(cycle.gaits)
-        return env
+        return cls(joint_names, v[V_GOV_LO].copy(), v[V_GOV_HI].copy(), v[V_GOV_VEL].copy(),
+                   v[V_GOV_ACC].copy(), dt, gaits)
 
     # ------------------------------------------------------------------ the checks
     def figures(self, name: str, out: np.ndarray) -> Beyond | None:
@@ -349,8 +351,8 @@ def for_top(top, wearer, gaits) -> Envelope:
     robot, sc = top.robot, top.safety
     limits = safety.limits_array(robot, sc.joint_margin, sc.tracking_error,
                                  top.controller.current_limit)
-    lo, hi = wearer.joint_range(robot)
-    acc = governor.accelerations(robot.joint_names, sc.reference_acceleration)
-    return Envelope(robot.joint_names, np.maximum(limits["lower"], lo),
-                    np.minimum(limits["upper"], hi), limits["velocity"] * sc.reference_speed,
-                    acc, 1.0 / top.rate_hz, gaits)
+    v = np.zeros((V_WIDTH, robot.nq))  # (the rows a cycle's build and session fill: the same)
+    governor.set_bounds(v, limits, sc.reference_speed,
+                        governor.accelerations(robot.joint_names, sc.reference_acceleration))
+    governor.narrow(v, *wearer.joint_range(robot))
+    return Envelope.of_bounds(v, robot.joint_names, 1.0 / top.rate_hz, gaits)
