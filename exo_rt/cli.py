@@ -8,6 +8,7 @@ exit 2; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
@@ -61,6 +62,20 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise ConfigError(f"{_option(POSES[args.command])} {x:g} is not a finite angle",
                               None,
                               "give one finite angle (rad) per joint")
+
+
+def _room_option(text: str) -> dict:
+    """--room's JSON object (the simulation: section's room keys), or one clear error."""
+    from exo_rt.errors import ConfigError
+
+    try:
+        room = json.loads(text)
+    except json.JSONDecodeError as e:
+        room = e
+    if not isinstance(room, dict):
+        raise ConfigError(f"--room {text!r} is not a JSON object", None,
+                          "give e.g. --room '{\"scene\": \"floor\", \"support\": 0.3}'")
+    return room
 
 
 def _check_pose(pose, mech, option: str) -> None:
@@ -485,6 +500,10 @@ def _setup_drives(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plant", default="harmonic_drive", metavar="NAME",
                    help="the plant model (a registered one: exo_rt.sim.plants; a top config's "
                         "simulation: {plant: NAME}, set by exo-rt run) [harmonic_drive]")
+    p.add_argument("--room", default="{}", metavar="JSON",
+                   help="where the plant's exoskeleton stands: the top config's simulation: "
+                        "room keys as a JSON object, e.g. '{\"scene\": \"floor\"}' (set by "
+                        "exo-rt run; docs/world.md) [{}]")
     p.add_argument("--parent", type=int, default=None, metavar="PID",
                    help="end --linger s after this process is gone (set by exo-rt run)")
     p.add_argument("--linger", type=float, default=5.0, metavar="S",
@@ -556,7 +575,8 @@ def cmd_drives(args: argparse.Namespace) -> int:
         names = list(plants.NAMES)
         raise ConfigError(f"unknown plant model '{args.plant}'", None,
                           did_you_mean(args.plant, names) or f"use one of {', '.join(names)}")
-    world = SimWorld.open("drives", mech, buses, plant_model=args.plant)
+    world = SimWorld.open("drives", mech, buses, plant_model=args.plant,
+                          plant_room=_room_option(args.room))
     world.warm_up(np.array(args.pose if args.pose else np.zeros(mech.nq)))
     signal.signal(signal.SIGINT, signal.SIG_IGN if args.parent else signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -1000,6 +1020,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_size(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="one or more run folders")
+    p.add_argument("--robot", metavar="FILE",
+                   help="the robot file whose drives to hold the runs against (default: the "
+                        "first run's own copy of its robot file)")
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    """Per joint, the runs' peak and RMS torque, current and speed against the drives'
+    ratings (docs/sizing.md); exit 1 when a joint is over a rating."""
+    from exo_rt.record.sizing import main as size
+
+    return size(args.run_dirs, args.robot)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """The cycle log as CSV, or the run (cycle log and CAN log) as MCAP."""
     if args.mcap:
@@ -1235,6 +1270,8 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
     "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
     "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
+    "size": (_setup_size, cmd_size,
+             "per joint, the runs' torque, current and speed against the drives' ratings"),
     "recover": (_setup_run_dir, cmd_recover, "make a crashed run's run.mcap whole again"),
     "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
     "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),

@@ -33,17 +33,20 @@ M_V = 3  # V (inf: no voltage limit)
 M_BANDWIDTH = 4  # rad/s
 M_SIGN = 5  # ±1
 M_BRAKE = 6  # N·m at the motor shaft: the power-off brake's holding torque (0: none)
-M_WIDTH = 7
+M_SHORT = 7  # 1.0: the disabled drive shorts the motor's phases (SAFE reaction short_circuit)
+M_WIDTH = 8
 
 
-def motor_row(motor: Motor, sign: float = 1.0) -> np.ndarray:
-    """The parameter row of one motor (SI; bandwidth in rad/s)."""
+def motor_row(motor: Motor, sign: float = 1.0, *, short: bool = False) -> np.ndarray:
+    """The parameter row of one motor (SI; bandwidth in rad/s); ``short``: its drive shorts
+    the phases while its power stage is off (:func:`short_circuit_current`)."""
     row = np.zeros(M_WIDTH)
     row[M_KT], row[M_PEAK] = motor.torque_constant, motor.peak_current
     row[M_R], row[M_V] = motor.resistance, motor.voltage
     row[M_BANDWIDTH] = 2.0 * math.pi * motor.current_bandwidth_hz
     row[M_SIGN] = sign
     row[M_BRAKE] = motor.brake_torque
+    row[M_SHORT] = 1.0 if short and motor.resistance > 0.0 else 0.0
     return row
 
 
@@ -70,3 +73,14 @@ def current_step(i, i_cmd, omega_r, dt, p):
 def motor_torque(i, p):
     """Torque (N·m) on the rotor coordinate for the actual current i (A): motor_sign·k_M·i."""
     return p[M_SIGN] * p[M_KT] * i
+
+
+@njit(cache=True, inline="always")
+def short_circuit_current(omega_r, p):
+    """The current (A) a disabled drive's shorted phases carry at rotor speed ω_r (rad/s):
+    0 = R·i + k_M·ω_m, i = −k_M·motor_sign·ω_r/R — its torque −k_M²·ω_r/R brakes the rotor
+    in proportion to its speed (the winding's resistance limits it: at rest nothing holds);
+    0 for a drive that leaves the phases open (or a winding without resistance)."""
+    if p[M_SHORT] > 0.5 and p[M_R] > 0.0:
+        return -p[M_KT] * p[M_SIGN] * omega_r / p[M_R]
+    return 0.0

@@ -139,13 +139,27 @@ def _urdf(parts: Parts, node: Node) -> None:
 
 def _harmonic_drive(d: schema.Drive, ratio: float) -> HarmonicDrive:
     values = {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
-    del values["catalogue"]
     values["kinematic_error"] = tuple(tuple(float(x) for x in e) for e in d.kinematic_error)
     return HarmonicDrive(ratio=ratio, **values)
 
 
 def _motor(m: schema.Motor) -> Motor:
     return Motor(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)})
+
+
+def _check_safe_reaction(t: schema.Transmission, m: dict) -> None:
+    """The declared SAFE reaction needs its part: a brake, dry gear friction, a winding
+    resistance to short the phases through (docs/safety.md)."""
+    need = {"brake": (t.motor.brake_torque > 0, "motor.brake_torque > 0 (the power-off "
+                                                "brake's holding torque, N·m at the motor)"),
+            "friction": (max(t.drive.static, t.drive.coulomb) > 0,
+                         "drive.static or drive.coulomb > 0 (the gear's dry friction)"),
+            "short_circuit": (t.motor.resistance > 0, "motor.resistance > 0 (the winding's "
+                                                      "terminal resistance, Ω)")}
+    if t.safe_reaction in need and not need[t.safe_reaction][0]:
+        raise ModelError(f"safe_reaction '{t.safe_reaction}' on joint '{t.joint}' needs "
+                         f"{need[t.safe_reaction][1]}", m["safe_reaction"].where(),
+                         "give that value, or declare the reaction this drive has")
 
 
 def _resolve_transmissions(parts: Parts) -> tuple[list[Transmission], list[Where]]:
@@ -182,9 +196,10 @@ def _resolve_transmissions(parts: Parts) -> tuple[list[Transmission], list[Where
                                  m["rotor_joint"].where(),
                                  did_you_mean(rotor_joint, by_name) or "name the URDF mimic joint")
             rotor_body = by_name[rotor_joint].child
+        _check_safe_reaction(t, m)
         out.append(Transmission(t.joint, rotor_joint, rotor_body, k,
                                 _harmonic_drive(t.drive, t.ratio), _motor(t.motor),
-                                t.motor_sign))
+                                t.motor_sign, t.safe_reaction))
         wheres.append(item.where())
     return out, wheres
 

@@ -42,6 +42,14 @@ class HarmonicDrive:
     load_friction: float = 0.0  # μ: extra WG friction μ·|T_FS|/N from the transmitted torque
     efficiency: float = 1.0  # forward efficiency used by the controller's torque → current
     kinematic_error: tuple[tuple[float, float], ...] = ()  # (amplitude rad, phase rad) of 2k·θ_WG
+    catalogue: str = ""  # the catalogue name, for people (e.g. CSG-25-100)
+    # the catalogue's ratings at the output (None: not given): rated torque (at 2000 r/min
+    # input), limit for repeated peak torque, limit for momentary peak torque (N·m); the largest
+    # input speed (rad/s at the wave generator). Read by `exo-rt size` (exo_rt.analysis.sizing)
+    rated_torque: float | None = None
+    peak_torque: float | None = None
+    momentary_torque: float | None = None
+    max_input_speed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,10 @@ class Motor:
     # drive's power stage is off — disabled, faulted, or its supply cut by the board's relay;
     # 0: none (the leg is then held, if at all, by the harmonic drive's friction alone)
     brake_torque: float = 0.0
+    # rad/s at the motor shaft (None: not given): the data sheet's nominal speed and its
+    # permissible maximum (`exo-rt size`)
+    rated_speed: float | None = None
+    max_speed: float | None = None
     # the thermal catalogue data (exo_rt.schema.robot.MotorThermal) of the winding model,
     # exo_rt.actuators.thermal; None: that schema's defaults (the EC 45 flat 70 W)
     thermal: object = None
@@ -81,6 +93,11 @@ class Transmission:
     drive: HarmonicDrive
     motor: Motor
     motor_sign: float = 1.0  # +1 if positive current turns the rotor in +z_rotor
+    # what holds the joint once SAFE has disabled its drive (docs/safety.md): "brake" (the
+    # motor's power-off brake), "friction" (the gear is not back-drivable under the load),
+    # "short_circuit" (the disabled drive shorts the motor's phases: the plant's current is
+    # −k_M·ω_m/R), "none" (nothing declared: the power stage off, a brake if the motor has one)
+    safe_reaction: str = "none"
 
     @property
     def ratio(self) -> float:

@@ -29,6 +29,8 @@ from exo_rt.schema.core import (
 )
 
 NUMBER = Num()
+RATING_FIX = "give the catalogue's value (> 0, SI), or leave the key out when it is not known"
+SAFE_REACTIONS = ("none", "brake", "friction", "short_circuit")
 MASS = Num(ge=0)
 MAGNITUDE = Num(ge=0, inf=True)
 ZERO = (0.0, 0.0, 0.0)
@@ -149,6 +151,22 @@ class Drive:
                                                 "current")
     kinematic_error: tuple = key(ListOf(Vec(2)), (), unit="rad, rad",
                                  doc="[amplitude, phase] harmonics of 2·θ_WG added to the twist")
+    # the catalogue's ratings (output side; `exo-rt size` compares a run against them)
+    rated_torque: float = key(Num(gt=0), None, unit="N·m", shown="—",
+                              what="drive rated_torque", fix=RATING_FIX,
+                              doc="rated torque (at 2000 r/min input: the catalogue's "
+                                  "continuous rating)")
+    peak_torque: float = key(Num(gt=0), None, unit="N·m", shown="—",
+                             what="drive peak_torque", fix=RATING_FIX,
+                             doc="limit for repeated peak torque (starting and stopping)")
+    momentary_torque: float = key(Num(gt=0), None, unit="N·m", shown="—",
+                                  what="drive momentary_torque", fix=RATING_FIX,
+                                  doc="limit for momentary peak torque (a collision, an "
+                                      "emergency stop; a limited number of times)")
+    max_input_speed: float = key(Num(gt=0), None, unit="rad/s", shown="—",
+                                 what="drive max_input_speed", fix=RATING_FIX,
+                                 doc="largest input (wave generator) speed: the catalogue's "
+                                     "r/min × 2π/60")
 
 
 @section("thermal", result=True)
@@ -185,6 +203,14 @@ class Motor:
                          doc="supply voltage (limits the current at speed)")
     current_bandwidth_hz: float = key(Num(gt=0, inf=True), 1000.0, unit="Hz",
                                       doc="drive current loop (first-order lag)")
+    rated_speed: float = key(Num(gt=0), None, unit="rad/s", shown="—",
+                             what="motor rated_speed", fix=RATING_FIX,
+                             doc="nominal speed at the nominal voltage and current (the data "
+                                 "sheet's r/min × 2π/60)")
+    max_speed: float = key(Num(gt=0), None, unit="rad/s", shown="—",
+                           what="motor max_speed", fix=RATING_FIX,
+                           doc="largest permissible speed (the data sheet's limit, r/min × "
+                               "2π/60)")
     brake_torque: float = key(Num(ge=0), 0.0, unit="N·m",
                               fix="write the brake's holding torque (N·m at the motor shaft, "
                                   "≥ 0; 0: no brake)",
@@ -215,6 +241,13 @@ class Transmission:
     motor: Motor = key(Sub(Motor), REQUIRED, doc="the motor")
     motor_sign: float = key(NUMBER, 1.0, doc="+1 if positive current turns the rotor in "
                                              "+z_rotor")
+    safe_reaction: str = key(Choice(SAFE_REACTIONS, "safe reaction"), "none",
+                             fix="use one of " + ", ".join(SAFE_REACTIONS) + " (docs/safety.md)",
+                             doc="what holds the joint once SAFE has disabled its drive: "
+                                 "`brake` (the motor's power-off brake), `friction` (the "
+                                 "gear's own, not back-drivable), `short_circuit` (the drive "
+                                 "shorts the motor's phases: damping k_M²·ω/R); `none`: "
+                                 "nothing declared")
 
 
 @section("a loop")

@@ -72,10 +72,12 @@ from exo_rt.actuators.harmonic_drive import (
 from exo_rt.actuators.motor import (
     M_BANDWIDTH,
     M_BRAKE,
+    M_SHORT,
     M_WIDTH,
     current_target,
     motor_row,
     motor_torque,
+    short_circuit_current,
 )
 from exo_rt.dynamics import kernels
 from exo_rt.dynamics.couplings import released
@@ -134,7 +136,8 @@ def plant_arrays(mech: Mechanism, *, friction: bool = True, hysteresis: bool = T
         rows[n, T_ROTOR] = plant.joint_names.index(tr.rotor_joint)
         rows[n, T_K] = tr.multiplier
         rows[n, T_DRIVE:T_MOTOR] = drive_row(tr.drive, friction=friction, hysteresis=hysteresis)
-        rows[n, T_MOTOR:] = motor_row(tr.motor, tr.motor_sign)
+        rows[n, T_MOTOR:] = motor_row(tr.motor, tr.motor_sign,
+                                      short=tr.safe_reaction == "short_circuit")
     return plant, rows
 
 
@@ -359,6 +362,8 @@ def _current_slopes(transmissions, state, cmd, v, acc, h, scratch):
         end = 0.0
         if state[ST_ON, t] > 0.5:
             end = current_target(cmd[t], v[r] + acc[r] * h, transmissions[t, T_MOTOR:])
+        elif transmissions[t, T_MOTOR + M_SHORT] > 0.5:  # the phases shorted: back-EMF alone
+            end = short_circuit_current(v[r] + acc[r] * h, transmissions[t, T_MOTOR:])
         scratch[x0 + X_IS, t] = (end - scratch[x0 + X_IT, t]) / h
 
 
@@ -412,7 +417,8 @@ def _first_reversal(transmissions, state, v0, v):
 def _begin(transmissions, state, cmd, q, v, scratch):
     """Start of a (partial) sub-step: per transmission, the start current and the value the
     loop tends to over the sub-step (A) — the command within the drive's and the supply's
-    limits at the rotor speed of the sub-step's start, 0 with the power stage off —, the
+    limits at the rotor speed of the sub-step's start, 0 with the power stage off (the
+    back-EMF's short-circuit current where the drive shorts the phases) —, the
     twist, and the sliding direction."""
     x0 = 2 * q.shape[0]
     i0, target = scratch[x0 + X_I0], scratch[x0 + X_IT]
@@ -421,6 +427,10 @@ def _begin(transmissions, state, cmd, q, v, scratch):
         i0[t] = state[ST_I, t]
         if state[ST_ON, t] > 0.5:
             target[t] = current_target(cmd[t], v[r], transmissions[t, T_MOTOR:])
+        elif transmissions[t, T_MOTOR + M_SHORT] > 0.5:  # off, the phases shorted: the
+            # back-EMF's current, reached with the loop's lag (the winding's L/R, about
+            # 0.5 ms, is of the same order)
+            target[t] = short_circuit_current(v[r], transmissions[t, T_MOTOR:])
         else:  # the power stage is off: no current at once
             target[t] = 0.0
             i0[t] = 0.0
