@@ -80,7 +80,8 @@ class Context:
         """The configured plant model, as the simulated bus makes it."""
         from exo_rt.sim import plants
         t = self.top
-        return plants.create(t.simulation.plant, t.robot, dt=1.0 / t.rate_hz)
+        return plants.create(t.simulation.plant, t.robot, dt=1.0 / t.rate_hz,
+                             room=t.simulation.plant_options())
 
 
 # ---------------------------------------------------------------- the components

@@ -67,8 +67,8 @@ def test_registered_with_rotors_as_bodies_and_no_armature(robot):
                       / np.abs(m_exo).max())
         worst_h = max(worst_h, np.abs(d.qfrc_bias[w.dof] - h_exo).max() / np.abs(h_exo).max())
     assert worst_m < 1e-9 and worst_h < 1e-9
-    with pytest.raises(ValueError, match="no scene 'floor'"):
-        WorldPlant(robot, scene="floor")
+    with pytest.raises(ValueError, match="no scene 'moon'"):
+        WorldPlant(robot, scene="moon")
 
 
 def test_reproduces_harmonic_drive_for_the_same_currents(robot):

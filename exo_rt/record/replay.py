@@ -203,7 +203,8 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     records, meta = run.records, run.meta
     top = load_top(run.config)
     robot = robot or top.robot
-    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
+    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz,
+                          room=top.simulation.plant_options())
     n = robot.nq
     k_mult = plant.transmissions[:, T_K]
     joint_of = plant.transmissions[:, T_JOINT].astype(int)
@@ -569,7 +570,8 @@ def replay_can_log(log_path: str | Path, config: str | Path) -> dict:
         raise LogError("the CAN log holds fewer than 3 control cycles of this robot's drives",
                        Where(str(log_path)), "check the bus file's node ids against the log")
     measured, commands, powered = np.array(measured), np.array(commands), np.array(powered)
-    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz)
+    plant = plants.create(top.simulation.plant, robot, dt=1.0 / top.rate_hz,
+                          room=top.simulation.plant_options())
     # entry i: the command a SYNC applies, and the sample taken at the SYNC before it; that
     # command acts until the next SYNC, whose sample is entry i + 2's
     plant.reset(measured[1])

@@ -18,6 +18,7 @@ ACTIONS = ("zero_current", "damping", "hold")
 # the plant models' names: the registry of exo_rt.sim.plants, handed down by entry-point group
 PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")
 DEFAULT_PLANT = "harmonic_drive"  # the built-in model (exo_rt.sim.plant)
+SCENES = ("test_stand", "floor")  # the world plant's scenes (exo_rt.sim.world_plant)
 
 
 @section("thermal", result=True)
@@ -117,7 +118,37 @@ class SimulationConfig:
     plant: str = key(Choice(PLANTS, "plant model"), DEFAULT_PLANT,
                      doc="the plant model (a registered one: exo_rt.sim.plants); "
                          "`harmonic_drive`: rigid bodies, compliant harmonic drives with "
-                         "friction and hysteresis, motor current loops")
+                         "friction and hysteresis, motor current loops; `world`: the "
+                         "rigid bodies in MuJoCo (docs/world.md)")
+    scene: str = key(Choice(SCENES, "scene"), "test_stand",
+                     doc="where the `world` plant's exoskeleton is: `test_stand` (the pelvis "
+                         "fixed, the leg in the air) or `floor` (the pelvis free in x, z and "
+                         "pitch, feet on the floor, a chair behind them: docs/world.md)")
+    seat_height: float = key(Num(ge=0, le=1.0), 0.45, unit="m",
+                             fix="give the chair's seat height in m (0: no chair; chairs are "
+                                 "0.40 … 0.46 m)",
+                             doc="the `floor` scene's chair: its seat's top (0: no chair; "
+                                 "lowered to the thighs if they are lower at the start)")
+    stabiliser_stiffness: float = key(Num(ge=0), 3000.0, unit="N·m/rad",
+                                      doc="the `floor` scene's pelvis-pitch stabiliser — the "
+                                          "crutches that keep the trunk upright: stiffness")
+    stabiliser_damping: float = key(Num(ge=0), 300.0, unit="N·m·s/rad",
+                                    doc="… and damping")
+    support: float = key(Num(ge=0, le=1), 0.0, unit="1",
+                         fix="give the fraction of the body weight a harness lifts, 0 … 1",
+                         doc="the `floor` scene's body-weight support: the fraction of the "
+                             "whole weight a harness lifts at the pelvis (0.3: 30 %)")
+    wearer_damping: float = key(Num(ge=0), 0.0, unit="N·m·s/rad",
+                                doc="the `world` plant's passive wearer: damping of their "
+                                    "joints (on every joint of the robot)")
+
+    def plant_options(self) -> dict:
+        """The room's keys that differ from their defaults ({} on the default test stand):
+        what a plant model that has a room (``world``) takes, and one without refuses."""
+        fields = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping",
+                  "support", "wearer_damping")
+        return {f: getattr(self, f) for f in fields
+                if getattr(self, f) != getattr(type(self), f, None)}
 
 
 @section("stop")

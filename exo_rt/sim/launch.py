@@ -15,6 +15,7 @@ are injected the same way (:meth:`SimulatedBuses.inject`, :meth:`SimulatedBuses.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -70,7 +71,8 @@ class SimulatedBuses:
 
             name = f"run-{id(self)}"
             self.world = SimWorld.open(name, plant or top.robot, top.buses, dt=1.0 / top.rate_hz,
-                                       seed=seed, plant_model=top.simulation.plant)
+                                       seed=seed, plant_model=top.simulation.plant,
+                                       plant_room=top.simulation.plant_options())
             self.world.reset(pose)
             self.buses = [can.Bus(interface="exo_sim", channel=b.channel, world=name)
                           for b in top.buses]
@@ -82,6 +84,7 @@ class SimulatedBuses:
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
                 "--bus", f"udp_multicast:{group_for(0)}", "--board",
                 "--parent", str(os.getpid()), "--plant", top.simulation.plant,
+                "--room", json.dumps(top.simulation.plant_options()),
                 "--fifo", str(fifo or 0),  # (placed here too: the placement line says so)
                 "--pose", *[repr(float(x)) for x in pose]]
         self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,

@@ -226,6 +226,7 @@ class MilOptions:
     dt: float = 1e-3  # s: the control period
     substeps: int = 10  # the plant's sub-steps a period
     plant_model: str = plants.DEFAULT  # the registered plant model (exo_rt.sim.plants)
+    plant_room: dict | None = None  # where it stands (the top config's simulation: room keys)
     safety_cfg: SafetyConfig | None = None  # the checks (default MIL_SAFETY)
     walker: wk.Walker | None = None  # a wearer who walks by themselves (needs exo_model)
     duration: float | None = None  # s: the run's length (default: ``cycles`` strides of the
@@ -270,7 +271,7 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     model = model or robot
     exo_model = exo_model or model
     n = robot.nq
-    plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
+    plant = plants.create(plant_model, robot, dt=dt, substeps=substeps, room=o.plant_room)
     c = build_cycle(robot, cfg, o)
     c.s["state"] = RUN
     c.v[cy.V_LEVEL] = c.v[cy.V_LEVEL_TO] = c.v[cy.V_LEVEL_ASKED] = o.level

@@ -102,6 +102,7 @@ class PlantModel(abc.ABC):
     """
 
     name = ""  # the registered name (set by :func:`model`)
+    has_room = False  # True: it takes the top config's room keys (:func:`create`'s ``room``)
     robot: object
     n_joints: int
     dt: float
@@ -258,10 +259,19 @@ def registered() -> dict[str, Entry]:
     return NAMES.entries()
 
 
-def create(name: str, robot, **kw) -> PlantModel:
+def create(name: str, robot, *, room: dict | None = None, **kw) -> PlantModel:
     """A plant of the model ``name`` for ``robot`` (keywords: ``dt``, ``substeps``, the
-    model's own)."""
-    return get(name)(robot, **kw)
+    model's own). ``room``: the top config's ``simulation:`` keys that place the exoskeleton
+    (:meth:`exo_rt.schema.top.SimulationConfig.plant_options`; ``world`` takes them) — a
+    model without a room refuses any (ValueError), rather than run on a test stand that the
+    config did not ask for."""
+    cls = get(name)
+    if room:
+        if not cls.has_room:
+            raise ValueError(f"the plant model '{name}' has no room: simulation keys "
+                             f"{', '.join(sorted(room))} need `plant: world`")
+        kw["room"] = room
+    return cls(robot, **kw)
 
 
 def compiled_step(plant: PlantModel | type[PlantModel] | str):

@@ -50,14 +50,16 @@ class _Endpoint:
 
 class SimWorld:
     """The plant and every emulated drive of one simulated robot; ``plant_model`` names the
-    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`)."""
+    registered plant model that simulates the leg (:mod:`exo_rt.sim.plants`), ``plant_room``
+    where it stands (the top config's ``simulation:`` room keys)."""
 
     _worlds: dict[str, SimWorld] = {}
 
     def __init__(self, robot: Mechanism, buses: tuple[BusConfig, ...], dt: float = 1e-3,
                  substeps: int = 10, encoder_noise: float = 0.0, seed: int = 0,
-                 fixture_node: int = fx.FIXTURE_NODE, plant_model: str = plants.DEFAULT) -> None:
-        self.plant = plants.create(plant_model, robot, dt=dt, substeps=substeps)
+                 fixture_node: int = fx.FIXTURE_NODE, plant_model: str = plants.DEFAULT,
+                 plant_room: dict | None = None) -> None:
+        self.plant = plants.create(plant_model, robot, dt=dt, substeps=substeps, room=plant_room)
         self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
         # the test rig's fixture (exo_rt.bus.fixture); 0: none, or when a drive has its node id
         taken = {d.node for bus in buses for d in bus.drives}

@@ -43,6 +43,7 @@ nothing from the arena, its usual cause; the floor scene must bound its contacts
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,7 @@ from exo_rt.jit import address, c_call_at, njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.plant import (
+    ST_ROWS,
     SUBSTEPS,
     T_DRIVE,
     T_MOTOR,
@@ -63,20 +65,35 @@ from exo_rt.sim.plant import (
     X_T,
     HarmonicDrivePlant,
     _forces,
+    _substep,
     kinematic_error,
-    plant_energy,
+    new_scratch,
     solve_locked,
+    stiffness_energy,
+    twist,
 )
-from exo_rt.sim.plants import ST_Q, T_JOINT, T_K, T_ROTOR
+from exo_rt.sim.plants import ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
 
 # --- rows of the world plant's ``model`` array (read-only in its kernel)
-W_PTR = 0  # [mjModel*, mjData*, mj_fwdPosition, mj_fwdVelocity, mj_fullM] (addresses)
+W_PTR = 0  # the addresses of MuJoCo's model, data and the C functions called (_P_*)
 W_QPOS = 1  # per plant coordinate: its index in ``data`` (a view of MuJoCo's qpos …)
 W_QVEL = 2  # … of its qvel …
 W_BIAS = 3  # … of its qfrc_bias …
-W_DOF = 4  # … and its dof in MuJoCo's order (the dense M's row and column)
-W_ROWS = 5
-_P_MODEL, _P_DATA, _P_FWDPOS, _P_FWDVEL, _P_FULLM = range(5)
+W_DOF = 4  # … its dof in MuJoCo's order (the dense M's row and column) …
+W_APPLIED = 5  # … of its qfrc_applied …
+W_CONSTRAINT = 6  # … of its qfrc_constraint …
+W_DAMPING = 7  # … and the passive wearer's damping on it (N·m·s/rad; 0 off the joints)
+W_ROOM = 8  # the room's scalars (R_*)
+W_ROWS = 9
+_P_MODEL, _P_DATA, _P_KIN, _P_COMPOS, _P_MAKEM, _P_COMVEL, _P_RNE, _P_FULLM, _P_FORWARD = range(9)
+_N_PTR = 9
+# W_ROOM: 1.0 on the floor (contacts each sub-step); the base's first coordinate in the
+# plant's q; the pitch stabiliser's stiffness (N·m/rad) and damping (N·m·s/rad); the
+# body-weight support's upward force on the pelvis (N)
+R_FLOOR, R_BASE, R_KP, R_KD, R_SUPPORT = range(5)
+ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
+# or N) at the sub-step's start, held over its stages
+ST_WORLD_ROWS = ST_ROWS + 1
 
 
 @njit(cache=True, python=False)
@@ -97,16 +114,76 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
         data[int(model[W_QVEL, i])] = v[i]
     mptr = np.int64(model[W_PTR, _P_MODEL])
     dptr = np.int64(model[W_PTR, _P_DATA])
-    c_call_at(np.int64(model[W_PTR, _P_FWDPOS]), mptr, dptr)
-    c_call_at(np.int64(model[W_PTR, _P_FWDVEL]), mptr, dptr)
+    # the rigid bodies only: no collision, no constraint (the contacts are the sub-step's)
+    c_call_at(np.int64(model[W_PTR, _P_KIN]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_COMPOS]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_MAKEM]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_COMVEL]), mptr, dptr)
+    c_call_at(np.int64(model[W_PTR, _P_RNE]), mptr, dptr, np.int32(0),
+              np.int64(data.ctypes.data) + np.int64(8 * int(model[W_BIAS, 0] - model[W_DOF, 0])))
     c_call_at(np.int64(model[W_PTR, _P_FULLM]), mptr, dptr, np.int64(mff.ctypes.data))
     for i in range(n):
         di = int(model[W_DOF, i])
         h[i] = data[int(model[W_BIAS, i])]
         for j in range(n):
             m[i, j] = mff.flat[di * n + int(model[W_DOF, j])]
-    _forces(transmissions, state, q, v, scratch[x0 + X_T], scratch[x0 + X_F])
+    f = scratch[x0 + X_F]
+    _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
+    _room_forces(model, q, v, f)
+    for i in range(n):
+        f[i] += state[ST_CONTACT, i]
     solve_locked(scratch, n, acc)
+
+
+@njit(cache=True, inline="always")
+def _room_forces(model, q, v, f):
+    """What the room adds to the generalized forces (N·m, N): the passive wearer's joint
+    damping, and on the floor the pelvis-pitch stabiliser and the body-weight support."""
+    for i in range(q.shape[0]):
+        f[i] -= model[W_DAMPING, i] * v[i]
+    if model[W_ROOM, R_FLOOR] > 0.5:
+        b = int(model[W_ROOM, R_BASE])
+        f[b + 1] += model[W_ROOM, R_SUPPORT]
+        f[b + 2] -= model[W_ROOM, R_KP] * q[b + 2] + model[W_ROOM, R_KD] * v[b + 2]
+
+
+@njit(cache=True, python=False)
+def _contacts(model, data, transmissions, state, q, v, scratch):
+    """MuJoCo's contact (and joint-stop) forces at the sub-step's start into ST_CONTACT: the
+    drives' and the room's forces written into ``qfrc_applied``, ``mj_forward`` solves the
+    constraints, ``qfrc_constraint`` read back. Held over the sub-step's stages: the contacts
+    are soft (a 5 ms time constant), a sub-step 0.1 ms."""
+    n = q.shape[0]
+    x0 = 2 * n
+    f = scratch[x0 + X_F]
+    _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
+    _room_forces(model, q, v, f)
+    for i in range(n):
+        data[int(model[W_QPOS, i])] = q[i]
+        data[int(model[W_QVEL, i])] = v[i]
+        data[int(model[W_APPLIED, i])] = f[i]
+    c_call_at(np.int64(model[W_PTR, _P_FORWARD]), np.int64(model[W_PTR, _P_MODEL]),
+              np.int64(model[W_PTR, _P_DATA]))
+    for i in range(n):
+        state[ST_CONTACT, i] = data[int(model[W_CONSTRAINT, i])]
+
+
+@njit(cache=True)
+def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
+    """Advance the world plant by dt (s) in ``substeps`` sub-steps: on the floor, MuJoCo's
+    contact forces at each sub-step's start (:func:`_contacts`), then ``harmonic_drive``'s
+    sub-step (RK4, stick–slip) with the world's accelerations. Allocates nothing."""
+    q = state[ST_Q]
+    v = state[ST_V]
+    x0 = 2 * q.shape[0]
+    if scratch[x0 + X_FN, 0] == 0.0:
+        raise ValueError("the plant's scratch does not say where its accelerations start")
+    h = dt / substeps
+    floor = model[W_ROOM, R_FLOOR] > 0.5
+    for _ in range(substeps):
+        if floor:
+            _contacts(model, data, transmissions, state, q, v, scratch)
+        _substep(model, data, transmissions, state, cmd, q, v, h, scratch)
 
 
 class _Keep(bytearray):
@@ -119,35 +196,87 @@ def _c_function(lib, name: str) -> int:
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
-@plants.model("world", doc="rigid bodies in MuJoCo on the test stand (pelvis fixed), "
-                           "harmonic_drive's drives, motors and friction (RK4 sub-steps)")
+@dataclass(frozen=True)
+class Room:
+    """Where the world plant's exoskeleton is (docs/world.md; the top config's
+    ``simulation:`` keys of the same names).
+
+    ``scene``: ``test_stand`` (the pelvis welded to the world, no floor) or ``floor`` (the
+    pelvis free in x, z and pitch; the floor, a chair). ``seat_height`` (m; 0: no chair): the
+    chair's top, lowered to the thighs if they are lower at the start. ``stabiliser``: the
+    pelvis-pitch stiffness (N·m/rad) and damping (N·m·s/rad) that hold the trunk upright as a
+    wearer's crutches do. ``support``: the body-weight support, the fraction of the whole
+    weight a harness lifts at the pelvis (0–1). ``wearer_damping``: the passive wearer's joint
+    damping (N·m·s/rad, on every joint of the robot).
+    """
+
+    scene: str = "test_stand"
+    seat_height: float = 0.45
+    stabiliser: tuple[float, float] = (3000.0, 300.0)
+    support: float = 0.0
+    wearer_damping: float = 0.0
+
+    @classmethod
+    def from_options(cls, options: dict) -> Room:
+        """The room of the top config's ``simulation:`` keys (``plant_options()``)."""
+        o = dict(options)
+        kp = o.pop("stabiliser_stiffness", cls.stabiliser[0])
+        kd = o.pop("stabiliser_damping", cls.stabiliser[1])
+        return cls(stabiliser=(float(kp), float(kd)), **o)
+
+
+@plants.model("world", doc="rigid bodies in MuJoCo — on the test stand (pelvis fixed) or on "
+                           "the floor with a chair — harmonic_drive's drives, motors and "
+                           "friction (RK4 sub-steps)")
 class WorldPlant(HarmonicDrivePlant):
     """The leg's rigid bodies in MuJoCo, its drives exo-rt's (the module's docstring): the
     same interface, state layout, rows and kernel as :class:`HarmonicDrivePlant`, so a
-    ``harmonic_drive`` run and a ``world`` run differ only in who computes M and h.
+    ``harmonic_drive`` run and a ``world`` run differ only in who computes M and h — and, on
+    the floor, in the contacts, the pelvis's three coordinates and the room's forces.
 
-    ``WorldPlant(mech, dt=1e-3, substeps=10, friction=True, hysteresis=True)``; ``scene``:
-    ``"test_stand"`` (the pelvis welded to the world, no floor), the only scene so far.
-    :attr:`world` is the compiled :class:`~exo_rt.sim.world.World` of the released mechanism
-    and :attr:`mj_data` its ``MjData``.
+    ``WorldPlant(mech, dt=1e-3, substeps=10, friction=True, hysteresis=True, room=Room())``.
+    On the floor the plant's q is the robot's joints, the rotors, then the pelvis's x, z (m)
+    and pitch (rad) (:attr:`base`). :attr:`world` is the compiled
+    :class:`~exo_rt.sim.world.World` of the released mechanism and :attr:`mj_data` its
+    ``MjData``.
     """
 
-    SCENES = ("test_stand",)
+    SCENES = ("test_stand", "floor")
+    kernel = staticmethod(world_step)
+    has_room = True
 
     def __init__(self, mech: Mechanism, *, dt: float = 1e-3, substeps: int = SUBSTEPS,
                  friction: bool = True, hysteresis: bool = True,
-                 scene: str = "test_stand") -> None:
-        if scene not in self.SCENES:
-            raise ValueError(f"the world plant has no scene '{scene}' (it has "
-                             f"{', '.join(self.SCENES)}; the floor and seat are to come)")
-        self.scene = scene
+                 room: Room | dict | None = None, scene: str | None = None) -> None:
+        room = Room.from_options(room) if isinstance(room, dict) else (room or Room())
+        if scene is not None:
+            room = replace(room, scene=scene)
+        if room.scene not in self.SCENES:
+            raise ValueError(f"the world plant has no scene '{room.scene}' (it has "
+                             f"{', '.join(self.SCENES)})")
+        if not 0.0 <= room.support <= 1.0:
+            raise ValueError("the body-weight support is a fraction of the weight, 0 … 1")
+        self.room = room
+        self.scene = room.scene
         super().__init__(mech, dt=dt, substeps=substeps, friction=friction,
                          hysteresis=hysteresis)
-        # exo-rt's packed model of the same released mechanism stays for energy() only —
-        # never in the step
+        # exo-rt's packed model of the same released mechanism (no pelvis) stays for checks
+        # only — never in the step
         self._exo_model, self._exo_data = self.model, self.data
         self._attach()
         self.reset(np.zeros(mech.nq))
+
+    @property
+    def floor(self) -> bool:
+        """Whether the exoskeleton stands in the room (the pelvis free) rather than on the
+        test stand."""
+        return self.scene == "floor"
+
+    @property
+    def base(self) -> np.ndarray:
+        """The pelvis's x, z (m) and pitch (rad) in the room (a view; empty on the test
+        stand)."""
+        return self.state[ST_Q, self.mech.nq:]
 
     # --- MuJoCo's side
     def _attach(self) -> None:
@@ -157,35 +286,56 @@ class WorldPlant(HarmonicDrivePlant):
         import mujoco
 
         from exo_rt.sim.world import build_world
+        from exo_rt.sim.world.room import build_room
 
-        world = build_world(released(self.robot))
-        if world.model.nv != self.mech.nq or np.any(world.model.dof_armature):
+        plant_mech, room = released(self.robot), self.room
+        h = self.dt / self.substeps
+        if self.floor:
+            world = build_room(plant_mech, _wearer(self.robot), seat_height=room.seat_height,
+                               timestep=h)
+        else:
+            world = build_world(plant_mech, timestep=h)
+        nb = len(world.base_dof)
+        n = self.mech.nq + nb
+        if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
+        if self.state.shape[1] != n or self.state.shape[0] != ST_WORLD_ROWS:
+            self.state = np.zeros((ST_WORLD_ROWS, n))
+            self.scratch = new_scratch(n)
         self.world = world
         self.mj_data = d = world.new_data()
-        n = self.mech.nq
-        arrays = (d.qpos, d.qvel, d.qfrc_bias)  # one view of MuJoCo's buffer spans them
-        start = min(a.ctypes.data for a in arrays)
+        arrays = (d.qpos, d.qvel, d.qfrc_bias, d.qfrc_applied, d.qfrc_constraint)
+        start = min(a.ctypes.data for a in arrays)  # one view of MuJoCo's buffer spans them
         end = max(a.ctypes.data + a.nbytes for a in arrays)
         if any((a.ctypes.data - start) % 8 for a in arrays):
-            raise RuntimeError("MuJoCo's qpos, qvel and qfrc_bias are not 8 bytes apart")
+            raise RuntimeError("MuJoCo's state and force arrays are not 8 bytes apart")
         buf = (ctypes.c_double * ((end - start) // 8)).from_address(start)
         buf.keep = (world.model, d)  # the view's base holds MuJoCo's model and data alive
         self.data = np.ctypeslib.as_array(buf)  # a view of MuJoCo's arrays: the kernel's data
         off = lambda a: (a.ctypes.data - start) // 8  # noqa: E731
         lib = ctypes.CDLL(str(Path(mujoco.__file__).parent / f"libmujoco.so.{mujoco.__version__}"))
-        keep = _Keep(8 * W_ROWS * max(n, 5))  # the array's base holds what it points at
+        width = max(n, _N_PTR, 5)
+        keep = _Keep(8 * W_ROWS * width)  # the array's base holds what it points at
         keep.refs = (world.model, d, lib)
-        model = np.frombuffer(keep).reshape(W_ROWS, max(n, 5))
-        model[W_PTR, :5] = (world.model._address, d._address,
-                            _c_function(lib, "mj_fwdPosition"),
-                            _c_function(lib, "mj_fwdVelocity"), _c_function(lib, "mj_fullM"))
-        model[W_QPOS, :n] = off(d.qpos) + world.qpos
-        model[W_QVEL, :n] = off(d.qvel) + world.dof
-        model[W_BIAS, :n] = off(d.qfrc_bias) + world.dof
-        model[W_DOF, :n] = world.dof
-        if not np.all(model[W_PTR, :5] < 2**53):
+        model = np.frombuffer(keep).reshape(W_ROWS, width)
+        model[W_PTR, :_N_PTR] = (world.model._address, d._address, *(
+            _c_function(lib, f) for f in ("mj_kinematics", "mj_comPos", "mj_makeM",
+                                          "mj_comVel", "mj_rne", "mj_fullM", "mj_forward")))
+        qpos = np.concatenate([world.qpos, world.base_qpos])
+        dof = np.concatenate([world.dof, world.base_dof])
+        model[W_QPOS, :n] = off(d.qpos) + qpos
+        model[W_QVEL, :n] = off(d.qvel) + dof
+        model[W_BIAS, :n] = off(d.qfrc_bias) + dof
+        model[W_DOF, :n] = dof
+        model[W_APPLIED, :n] = off(d.qfrc_applied) + dof
+        model[W_CONSTRAINT, :n] = off(d.qfrc_constraint) + dof
+        model[W_DAMPING, : self.n_joints] = room.wearer_damping
+        if self.floor:
+            weight = float(world.model.body_mass.sum()) * float(np.linalg.norm(
+                world.model.opt.gravity))
+            model[W_ROOM, :5] = (1.0, self.mech.nq, *room.stabiliser, room.support * weight)
+        if not np.all(model[W_PTR, :_N_PTR] < 2**53):
             raise RuntimeError("an address does not fit a float64 exactly")
         model.flags.writeable = False
         self.model = model
@@ -202,23 +352,56 @@ class WorldPlant(HarmonicDrivePlant):
         """Unpickled (another process): MuJoCo's model and data are built again here."""
         self.__dict__.update(state)
         self._attach()
+        if self.floor:
+            self._place_seat()
 
     # --- what differs from harmonic_drive's
+    @property
+    def total_mass(self) -> float:
+        """Everything in the world that moves (kg): exoskeleton, wearer, rotors."""
+        return float(self.world.model.body_mass.sum())
+
+    def reset(self, q_joints, v_joints=None, *, equilibrium: bool = True) -> None:
+        """As :meth:`HarmonicDrivePlant.reset`; on the floor, also the pelvis upright where the
+        posture's soles touch the floor and the chair under the thighs
+        (:func:`exo_rt.sim.world.room.place`), the flexsplines untwisted (their static load
+        depends on how the floor shares the weight: they take it in the first milliseconds)."""
+        if not hasattr(self, "world"):  # the base class's constructor: not attached yet
+            return super().reset(q_joints, v_joints, equilibrium=equilibrium)
+        super().reset(q_joints, v_joints, equilibrium=equilibrium and not self.floor)
+        if self.floor:
+            self._place_seat()
+
+    def _place_seat(self) -> None:
+        from exo_rt.sim.world.room import move_seat, place
+
+        q = self.state[ST_Q]
+        base, top, front = place(self.world, q[: self.mech.nq], self.room.seat_height)
+        if not np.any(self.state[ST_V, self.mech.nq:]) and not np.any(q[self.mech.nq:]):
+            q[self.mech.nq:] = base
+        if self.room.seat_height > 0.0:
+            move_seat(self.world, top, front)
+        self.seat = (top, front) if self.room.seat_height > 0.0 else None
+
     def energy(self) -> float:
         """Kinetic + gravity (MuJoCo's, ``mj_energyPos``/``mj_energyVel``: gravity's zero at
         the world origin) + flexspline elastic energy (J)."""
         import mujoco
 
         w, d = self.world, self.mj_data
-        d.qpos[w.qpos] = self.q
-        d.qvel[w.dof] = self.v
+        n = self.mech.nq
+        d.qpos[w.qpos] = self.q[:n]
+        d.qvel[w.dof] = self.v[:n]
+        d.qpos[w.base_qpos] = self.q[n:]
+        d.qvel[w.base_dof] = self.v[n:]
         mujoco.mj_kinematics(w.model, d)
         mujoco.mj_comPos(w.model, d)
         mujoco.mj_energyPos(w.model, d)
         mujoco.mj_comVel(w.model, d)
         mujoco.mj_energyVel(w.model, d)
-        spring = plant_energy(self._exo_model, self._exo_data, self.transmissions, self.state,
-                              self._e2)
+        spring = sum(stiffness_energy(twist(self.transmissions, t, self.q)[0],
+                                      self.transmissions[t, T_DRIVE:T_MOTOR])
+                     for t in range(len(self.transmissions)))
         return float(d.energy[0] + d.energy[1] + spring)
 
     def _pretwist(self) -> None:
@@ -231,7 +414,7 @@ class WorldPlant(HarmonicDrivePlant):
         w, d = self.world, self.mj_data
         q, rows = self.state[ST_Q], self.transmissions
         for _ in range(5):
-            d.qpos[w.qpos] = q
+            d.qpos[w.qpos] = q[: self.mech.nq]
             d.qvel[:] = 0.0
             mujoco.mj_fwdPosition(w.model, d)
             mujoco.mj_fwdVelocity(w.model, d)
@@ -242,6 +425,39 @@ class WorldPlant(HarmonicDrivePlant):
                 delta = twist_for_torque(-g[j], drive)
                 q[r] = k * (q[j] - delta - kinematic_error(q[r], drive)[0])
 
+    def contact_forces(self) -> dict[str, np.ndarray]:
+        """Each contact geom's force from the floor or the seat (N, world x, y, z), at the
+        state of the last sub-step's contact solve: {geom name: force}, summed over its
+        contacts."""
+        import mujoco
+
+        m, d = self.world.model, self.mj_data
+        out: dict[str, np.ndarray] = {}
+        f = np.zeros(6)
+        for i in range(d.ncon):
+            c = d.contact[i]
+            mujoco.mj_contactForce(m, d, i, f)
+            world_f = c.frame.reshape(3, 3).T @ f[:3]  # on geom2 from geom1; the floor is 1
+            g1, g2 = (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) for g in c.geom)
+            body = g2 if g1 in ("floor", "seat") else g1
+            sign = 1.0 if g1 in ("floor", "seat") else -1.0
+            out[body] = out.get(body, np.zeros(3)) + sign * world_f
+        return out
+
+
+def _wearer(robot: Mechanism) -> tuple[float, float, str]:
+    """(mass kg, height m, sex) of the robot file's wearer: the upper body on the pelvis."""
+    from exo_rt.yamlio import read_yaml
+
+    top = read_yaml(Path(str(robot.source))).value
+    w = top.get("wearer") if isinstance(top, dict) else None
+    if w is None or not isinstance(w.value, dict):
+        raise ValueError(f"'{robot.source}' names no wearer: the floor scene needs the "
+                         "wearer's mass, height and sex (its 'wearer:' section)")
+    w = w.value
+    return float(w["mass"].value), float(w["height"].value), str(w.get("sex").value
+                                                                 if "sex" in w else "male")
+
 
 def _point_at_world(scratch: np.ndarray) -> None:
     """The plant step's accelerations: :func:`_world_accelerations` (compiled or loaded now)."""
@@ -249,4 +465,3 @@ def _point_at_world(scratch: np.ndarray) -> None:
     n = (scratch.shape[0] - X_ROWS) // 2
     scratch[2 * n + X_FN, 0] = address(_world_accelerations,
                                        (model, vec, mat, mat, vec, vec, mat, vec))
-
