@@ -704,6 +704,17 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
                    help="with --live: wait up to S s for a Foxglove client before the drives "
                         "enable (default 10 on the simulated bus, 0 on real buses; a simulated "
                         "run watched live goes at the wall clock's pace)")
+    p.add_argument("--web", nargs="?", const="8080", default=None, metavar="[HOST:]PORT",
+                   help="the therapist's web console: a page served by a process of its own "
+                        "(default 127.0.0.1:8080); the pairing code is printed here; alone it "
+                        "runs no script; lockstep goes at the wall clock's pace "
+                        "(docs/console-web.md)")
+    p.add_argument("--web-remote", action="store_true",
+                   help="allow --web on an address other than loopback (TLS required)")
+    p.add_argument("--web-cert", metavar="FILE|device",
+                   help="TLS for --web: a PEM certificate (with --web-key), or 'device' (a "
+                        "self-signed one made for this device, its fingerprint printed)")
+    p.add_argument("--web-key", metavar="FILE", help="the --web-cert certificate's PEM key")
     p.add_argument("--reset-faults", action="store_true",
                    help="clear drives found in FAULT or QUICK STOP ACTIVE, or stopped by "
                         "their own watchdog, before enabling them (the operator's explicit "
@@ -742,6 +753,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         host, port = parse_live(args.live, args.live_remote)
         if args.live_remote and host not in ("127.0.0.1", "localhost", "::1"):
             print(remote_warning(host, port), file=sys.stderr)
+    web = None
+    if args.web is not None or args.web_cert or args.web_key or args.web_remote:
+        from exo_rt.web.address import parse_web  # (no TLS on the network: refused here)
+
+        web = parse_web(args.web if args.web is not None else "8080", args.web_remote,
+                        args.web_cert, args.web_key)
+        processes.request("exo_rt.web")  # its process: started ahead, as the recording's
     from exo_rt.record import runfolder
     from exo_rt.resources import runs_root
 
@@ -754,7 +772,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                      live=args.live, live_remote=args.live_remote,
                      live_wait=_live_wait(args, bus),
                      reset_faults=args.reset_faults, session=args.session,
-                     activities=args.activities, wearer=args.wearer, console=args.console)
+                     activities=args.activities, wearer=args.wearer, console=args.console,
+                     web=web)
     ctl.can_format = args.can_log
     import signal
 

@@ -184,7 +184,8 @@ class Controller:
         # pace (still lockstep: the same cycles, only slowed to real time) — else it is over
         # before a viewer is, and a key acts seconds of simulated time after it was pressed
         o = self.options
-        self.sched.paced = (o.live is not None or o.console) and not self.realtime
+        self.sched.paced = (o.live is not None or o.console or o.web is not None) and \
+            not self.realtime
 
     def _warm_up(self) -> None:
         """Every compiled part of the cycle run once on throw-away data (:func:`exo_rt.

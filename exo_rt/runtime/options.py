@@ -32,6 +32,8 @@ class RunOptions:
     wearer: str | None = None  # the wearer profile (None: the robot file's wearer)
     console: bool = False  # the therapist's console: keys on stdin, status on stderr (alone,
     # without session: the only source; lockstep paced to the wall clock)
+    web: object | None = None  # the therapist's web page: its address (exo_rt.web.address.
+    # WebAddress, or "[HOST:]PORT"); served by a process of its own; lockstep paced
     requests: tuple | None = None  # replay: the recorded request events, asked again
     sources: tuple = ()  # more request sources: callables (controller) → source (a rehearsal's
     # crutch plan on the emulated board, exo_rt.sim.crutch; a test's own)

@@ -67,9 +67,10 @@ REASONS = {R_NONE: "none", R_NOT_FROM_HERE: "not_from_here", R_BUSY: "busy",
            R_BEYOND_JOINTS: "beyond_joints", R_SESSION_FAULT: "session_fault"}
 
 # --- who asked
-BOARD, CONSOLE, SCRIPT, REPLAY, SESSION = 1, 2, 3, 4, 5
+BOARD, CONSOLE, SCRIPT, REPLAY, SESSION, WEB = 1, 2, 3, 4, 5, 6
 SOURCES = {BOARD: "board", CONSOLE: "console", SCRIPT: "script", REPLAY: "replay",
-           SESSION: "session"}  # SESSION: the session itself (its guard, a frozen move's end)
+           SESSION: "session",  # SESSION: the session itself (its guard, a frozen move's end)
+           WEB: "web"}  # WEB: the therapist's web page (exo_rt.web), with the page's id
 
 # --- the crutch buttons (bits of the BUTTONS frame's mask)
 B_GO, B_STOP, B_NEXT, B_PREV, B_MODE = 1, 2, 4, 8, 16
@@ -91,11 +92,14 @@ class Request:
     value: float | None = None
     legs: tuple[str, ...] | None = None
     note: str | None = None  # why, where the source asked by itself (the buttons' silence)
+    client: str | None = None  # which page asked (source WEB: the web console's client id)
 
     def as_dict(self) -> dict:
         out = {"request": KINDS[self.kind], "source": SOURCES[self.source]}
         if self.note is not None:
             out["note"] = self.note
+        if self.client is not None:
+            out["client"] = self.client
         if self.motion is not None:
             out["motion"] = self.motion
         if self.value is not None:

@@ -408,8 +408,9 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
 def for_run(ctl) -> Session:
     """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
     RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
-    buttons when the board is there, the console with ``console`` — alone (no ``session``)
-    the only source besides the board: no script runs under it."""
+    buttons when the board is there, the console with ``console``, the web page with ``web``
+    — alone (no ``session``) the only sources besides the board: no script runs under
+    them."""
     o = ctl.options
     sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
                  activities=o.activities, wearer=o.wearer, requests=o.requests)
@@ -430,6 +431,15 @@ def for_run(ctl) -> Session:
         console = ConsoleSink(ctl, ConsoleSource(), view, sess.machine)
         sess.sources.append(console)
         sess.sinks.append(console)
+    if o.web is not None and o.requests is None:  # the therapist's web page (exo_rt.web)
+        from exo_rt.session import web
+
+        if o.session is None and sess.script is not None:  # the page alone: no script
+            sess.sources.remove(sess.script)
+            sess.script = None
+        page = web.start(ctl, sess)
+        sess.sources.append(page)
+        sess.sinks.append(page)
     if ctl.board is not None and hasattr(ctl.board, "button_changes"):
         from exo_rt.session.buttons import BoardButtons
 
