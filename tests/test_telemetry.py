@@ -240,10 +240,10 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     n = len(records)
     topics = {c.topic for c in summary.channels.values()}
     assert topics == {"/joints", "/state", "/timing", "/assistance", "/can", "/events",
-                      "/activity"}
+                      "/activity", "/robot_description", "/tf", "/scene"}  # (the 3D scene)
     counts = {summary.channels[cid].topic: k
               for cid, k in summary.statistics.channel_message_counts.items()}
-    assert counts["/joints"] == counts["/state"] == counts["/timing"] == n
+    assert counts["/joints"] == counts["/state"] == counts["/timing"] == counts["/tf"] == n
     assert counts["/assistance"] == n
     names = log_meta["joint_names"]
     joints, state, timing, assist = (by_topic[t] for t in ("/joints", "/state", "/timing",

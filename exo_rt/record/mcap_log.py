@@ -333,7 +333,8 @@ class McapLog:
     write error stops the file at the first one: :attr:`error`."""
 
     def __init__(self, path: Path, columns: dict[str, tuple[int, int]], meta: dict,
-                 channels: list[str] | None = None, segment_s: float | None = None) -> None:
+                 channels: list[str] | None = None, segment_s: float | None = None,
+                 scene=None) -> None:
         import foxglove
 
         self.path = self.first = Path(path)
@@ -349,6 +350,14 @@ class McapLog:
         self.channels = {topic: foxglove.Channel(topic, schema=all_schemas[topic],
                                                  message_encoding="json", context=self.ctx)
                          for topic in self.topics}
+        # the 3D scene (exo_rt.record.scene.RobotScene): /robot_description, /tf, /scene
+        self.scene = None
+        if scene is not None:
+            from exo_rt.record import scene as sc
+
+            self.scene = sc.SceneLog(scene, columns, meta)
+            self.channels |= sc.channels(self.ctx)
+            self.topics += list(sc.SCENE_TOPICS)
         self.t0_ns: int | None = None
         self.messages = dict.fromkeys(self.topics, 0)  # the whole run's, every segment
         self._open(self.path)
@@ -380,6 +389,8 @@ class McapLog:
             return  # the recording stops on it (error)
         self.segment += 1
         self._open(segment_path(self.first, self.segment))
+        if self.scene is not None:  # the URDF and the static scene again, in this file
+            self.scene.restart()
         if self.meta.get("wall_start"):
             self._write_metadata(self.meta, counts=None)
 
@@ -436,6 +447,15 @@ class McapLog:
             counts["/events"] += events
             for topic, _ in enc.per_cycle:
                 counts[topic] += len(rows)
+        if self.scene is not None:
+            before = dict(self.scene.counts)
+            self.scene.rows(rows, times, self._log)
+            for topic, n in self.scene.counts.items():
+                self.messages[topic] += n - before[topic]
+                self.in_segment[topic] += n - before[topic]
+
+    def _log(self, topic: str, body: bytes, ns: int) -> None:
+        self.channels[topic].base.log(body, ns)
 
     def frames(self, frames) -> None:
         """(t, id, flags, dlc, bus index, data) tuples, as the frame ring hands them over."""

@@ -72,7 +72,7 @@ class LiveServer:
     """A Foxglove WebSocket server with the run's live channels (its own context)."""
 
     def __init__(self, host: str, port: int, columns: dict[str, tuple[int, int]], meta: dict,
-                 live_hz: float = LIVE_HZ) -> None:
+                 live_hz: float = LIVE_HZ, scene=None) -> None:
         import foxglove
 
         foxglove.set_log_level("ERROR")  # a misbehaving client must not scribble on the status
@@ -90,6 +90,12 @@ class LiveServer:
         topics = [t for t in LIVE_TOPICS if t != ASSIST or self.enc.assist_idx]
         self.channels = {t: foxglove.Channel(t, schema=all_schemas[t], message_encoding="json",
                                              context=self.ctx) for t in topics}
+        self.scene = None  # the 3D scene: /tf with every record sent, /scene at 50 Hz
+        if scene is not None:
+            from exo_rt.record import scene as sc
+
+            self.scene = sc.SceneLog(scene, columns, meta, scene_every_s=sc.LIVE_SCENE_EVERY_S)
+            self.channels |= sc.channels(self.ctx)
         self.t0_ns: int | None = None
         self.sent = 0
 
@@ -124,10 +130,21 @@ class LiveServer:
             log_cycles(watched, picked, [self.t0_ns + (int(round(t * 1e9)) if t == t else 0)
                                          for t in picked[:, 0].tolist()])
             self.sent += len(pick)
+        if self.scene is not None and len(pick):
+            tf, scene = ch["/tf"].has_sinks(), ch["/scene"].has_sinks()
+            urdf = ch["/robot_description"].has_sinks()
+            if tf or scene or urdf:
+                picked = rows[pick]
+                times = np.nan_to_num(picked[:, 0] * 1e9).round().astype(np.int64) + self.t0_ns
+                self.scene.rows(picked, times, self._log, tf=tf, dynamic=scene,
+                                static=scene or urdf)
         for i, body in enc.events(rows):
             t = rows[i, 0]
             ch["/events"].base.log(body.encode(),
                                    self.t0_ns + (int(round(t * 1e9)) if t == t else 0))
+
+    def _log(self, topic: str, body: bytes, ns: int) -> None:
+        self.channels[topic].base.log(body, ns)
 
     def activity(self, messages) -> None:
         """The session's events (t, JSON bytes), each at its cycle's time."""
@@ -147,7 +164,9 @@ def layout(joint_names) -> str:
     current; torques; the state machine, the safety cause and the session's posture; the
     gait's phase and strides; the wearer's estimated gait phase, stride frequency, walking and
     the assistance level; the windings' temperatures and the current limit's derating; timing;
-    the session's last event (/activity) and the state changes (/events)."""
+    the session's last event (/activity) and the state changes (/events); a 3D panel with
+    the robot (its URDF on /robot_description, moved by /tf), the floor, the centre of mass
+    and the ground reactions (/scene) between the plots."""
     import foxglove.layouts as fl
 
     def plot(title, series, y_label=None, right=None, right_series=(), right_range=(None, None)):
@@ -203,6 +222,26 @@ def layout(joint_names) -> str:
         fl.SplitItem(content=fl.RawMessagesPanel(
             title="events", config=fl.RawMessagesConfig(topic_path="/events"))),
     ])
-    root = fl.SplitContainer(direction="row", items=[fl.SplitItem(proportion=2, content=left),
-                                                     fl.SplitItem(proportion=1, content=right)])
+    root = fl.SplitContainer(direction="row", items=[
+        fl.SplitItem(proportion=2, content=left),
+        fl.SplitItem(proportion=1.6, content=three_d(fl)),
+        fl.SplitItem(proportion=1, content=right)])
     return json.dumps(json.loads(fl.Layout(content=root).to_json()), indent=1) + "\n"
+
+
+def three_d(fl):
+    """The 3D panel: the robot from /robot_description moved by /tf, and /scene's entities
+    (floor, seat, centre of mass, contact points and ground-reaction arrows), seen from the
+    wearer's left in the world frame."""
+    urdf = fl.BaseRendererUrdfLayerSettings(
+        visible=True, instance_id="exo-rt-urdf", layer_id="foxglove.Urdf", label="exo-rt robot",
+        source_type="topic", topic="/robot_description", display_mode="visual")
+    grid = fl.BaseRendererGridLayerSettings(
+        visible=True, instance_id="exo-rt-grid", layer_id="foxglove.Grid", frame_id="world",
+        size=4.0, divisions=8)
+    return fl.ThreeDeePanel(title="3D: the leg, the floor, centre of mass and ground reactions",
+                            config=fl.ThreeDeeConfig(
+        layers={"exo-rt-urdf": urdf, "exo-rt-grid": grid},
+        follow_tf="world", follow_mode="follow-none",
+        camera_state=fl.ThreeDeeCameraState(distance=3.2, perspective=True, phi=70.0,
+                                             theta_offset=90.0, target=(0.0, 0.0, 0.6))))

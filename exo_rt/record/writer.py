@@ -7,7 +7,9 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
 - cycle records → appended to ``cycles.exolog`` (whose header the control process wrote);
 - CAN frames → python-can's writer for the run's format (``.blf`` default, ``.asc``, ``.log``);
 - both → ``run.mcap`` (typed JSON channels, :mod:`exo_rt.record.mcap_log`), through the
-  Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it;
+  Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it, and the 3D scene made
+  from the records (:mod:`exo_rt.record.scene`: the URDF, the links' transforms every cycle,
+  the floor, the centre of mass, the ground reactions a world run records);
 - the run's events (a third ring, of short messages) → appended to ``events.jsonl`` (before
   the cycle records taken with them; :mod:`exo_rt.record.events`), the session's to
   run.mcap's ``/activity`` too;
@@ -118,11 +120,13 @@ class Writer:
             self.can = can.Logger(str(path))
         except OSError as exc:
             self._stop(exc, path)
+        self.scene = self._scene()  # the 3D scene (exo_rt.record.scene), or None
         if mcap and self.stopped is None:
             try:
                 from exo_rt.record.mcap_log import McapLog
 
-                self.mcap = McapLog(out / "run.mcap", self.columns, self.meta, channels)
+                self.mcap = McapLog(out / "run.mcap", self.columns, self.meta, channels,
+                                    scene=self.scene)
             except OSError as exc:
                 self._stop(exc, out / "run.mcap")
             except Exception as exc:  # no foxglove-sdk: the cycle log goes on
@@ -142,8 +146,22 @@ class Writer:
             from exo_rt.record.telemetry import LiveServer, parse_live
 
             host, port = parse_live(live, live_remote)
-            self.live = LiveServer(host, port, self.columns, self.meta)
+            self.live = LiveServer(host, port, self.columns, self.meta, scene=self.scene)
         self.cpu0 = time.process_time()
+
+    def _scene(self):
+        """The run's 3D scene from its robot file; None (and a note in the report) where it
+        cannot be drawn, or with ``EXO_RT_SCENE=0`` in the environment (to measure its cost,
+        tools/bench_scene.py)."""
+        if os.environ.get("EXO_RT_SCENE", "1") == "0":
+            return None
+        try:
+            from exo_rt.record.scene import scene_for_run
+
+            return scene_for_run(self.out, self.meta)
+        except Exception as exc:  # the recording goes on without the scene
+            self.errors.append(f"3D scene: {exc}")
+            return None
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent
@@ -441,7 +459,8 @@ class Writer:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == [ARGS_ON_STDIN]:  # started ahead: imports done, the arguments come now
-        from exo_rt.record import mcap_log, recorder, telemetry  # noqa: F401  (ahead too)
+        from exo_rt.model import robot_yaml  # noqa: F401  (the scene's robot file)
+        from exo_rt.record import mcap_log, recorder, scene, telemetry  # noqa: F401  (ahead)
 
         line = sys.stdin.readline()
         if not line:  # not needed after all
