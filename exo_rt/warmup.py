@@ -79,9 +79,8 @@ class Context:
     def plant(self):
         """The configured plant model, as the simulated bus makes it."""
         from exo_rt.sim import plants
-        t = self.top
-        return plants.create(t.simulation.plant, t.robot, dt=1.0 / t.rate_hz,
-                             room=t.simulation.plant_options())
+        t, s = self.top, self.top.simulation
+        return plants.create(s.plant, t.robot, dt=1.0 / t.rate_hz, room=s.plant_options())
 
 
 # ---------------------------------------------------------------- the components

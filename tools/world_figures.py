@@ -7,6 +7,9 @@
    random trees with harmonic-drive rotors — and what armature alone would leave.
 2. Standing: ``exo_2leg`` with its wearer on the floor, joints held by the PD stand-in, at
    1 ms and 0.5 ms, straight and flexed (hip = knee = 0.1 rad).
+3. ``--floor``: the world plant's floor scene through exo-rt's drives (tests/test_world_floor.py):
+   standing 60 s with and without 30 % body-weight support, seated on the chair, the drives
+   switched off in stance, and the plant's period against the test stand's.
 
 The cases are those of tests/test_world_model.py and tests/test_world_standing.py, from the
 same helpers (exo_rt/sim/world/check.py, standing.py); the plain random trees here are
@@ -64,7 +67,11 @@ def armature_only_error(path: str) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", type=int, default=100)
+    ap.add_argument("--floor", action="store_true",
+                    help="only the floor scene's figures (through the drives; about a minute)")
     args = ap.parse_args(argv)
+    if args.floor:
+        return floor_figures()
     n = args.states
     print(f"## The model against exo-rt's dynamics ({n} random states per case; worst "
           "relative error)\n")
@@ -98,6 +105,67 @@ def main(argv=None) -> int:
             print(f"| {dt * 1e3:g} ms | {label} | {f.total_mass:.2f} kg | "
                   f"{f.reaction_mean:.1f} N | {f.reaction_worst * 100:.3f} % | "
                   f"{f.slip * 1e3:.3f} mm | {f.pelvis_drift * 1e3:.2f} mm | {wall:.2f} s |")
+    return 0
+
+
+def floor_figures() -> int:
+    """The floor scene's figures (docs/world.md, "The floor scene")."""
+    from exo_rt.sim.plant import HarmonicDrivePlant
+    from exo_rt.sim.world.standing import drives_pd, stand_on_drives
+    from exo_rt.sim.world_plant import Room, WorldPlant
+
+    mech = load_mechanism(ROOT / "configs/robots/exo_2leg.yaml")
+    standing, sitting = np.array([0.0, 0.05] * 2), np.array([1.55] * 4)
+    print("## Standing on the drives (exo_2leg, 75 kg wearer; 1 s settling, then 60 s)\n")
+    print("| support | reaction mean | / weight | worst error | slip | pelvis drift |\n"
+          "|---|---|---|---|---|---|")
+    for support in (0.0, 0.3):
+        plant = WorldPlant(mech, room=Room(scene="floor", wearer_damping=1.0, support=support))
+        plant.reset(standing)
+        f = stand_on_drives(plant, standing, seconds=60.0)
+        w = plant.total_mass * 9.81
+        print(f"| {support:.0%} | {f.reaction_mean:.2f} N | {f.reaction_mean / w:.5f} | "
+              f"{f.reaction_worst:.1e} | "
+              f"{f.slip * 1e3:.2f} mm | {f.pelvis_drift * 1e3:.2f} mm |")
+    plant = WorldPlant(mech, room=Room(scene="floor", wearer_damping=1.0))
+    plant.reset(sitting)
+    for _ in range(2000):
+        plant.step(drives_pd(plant, sitting))
+    seat = sum(f[2] for g, f in plant.contact_forces().items() if g.endswith("_seat"))
+    print(f"\nSeated (hip = knee = 1.55 rad), chair top {plant.seat[0]:.3f} m: the chair "
+          f"carries {seat:.0f} N of {plant.total_mass * 9.81:.0f} N; currents "
+          f"{np.round(plant.currents, 2)} A (hips' rating 3.29 A)\n")
+    print("| drives off in stance at (hip, knee) | pelvis drop in 2 s | knee change |\n"
+          "|---|---|---|")
+    for post in ((0.0, 0.05), (0.3, 0.5)):
+        q = np.array(post * 2)
+        plant = WorldPlant(mech, room=Room(scene="floor", wearer_damping=1.0))
+        plant.reset(q)
+        for _ in range(1000):
+            plant.step(drives_pd(plant, q))
+        z0, q0 = plant.base[1], plant.joint_positions.copy()
+        plant.power(False)
+        for _ in range(2000):
+            plant.step(np.zeros(4))
+        dk = np.degrees(plant.joint_positions[[1, 3]] - q0[[1, 3]])
+        print(f"| {post} rad | {(z0 - plant.base[1]) * 1e3:.2f} mm | {dk.round(2)}° |")
+    print("\n| plant period (exo_2leg, 10 sub-steps, best of 5 × 1000) | µs |\n|---|---|")
+    for label, make in (("harmonic_drive", lambda: HarmonicDrivePlant(mech)),
+                        ("world, test stand", lambda: WorldPlant(mech)),
+                        ("world, floor", lambda: WorldPlant(mech, room=Room(
+                            scene="floor", wearer_damping=1.0)))):
+        plant = make()
+        plant.reset(standing)
+        cmd = drives_pd(plant, standing)
+        for _ in range(200):
+            plant.step(cmd)
+        best = np.inf
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(1000):
+                plant.step(cmd)
+            best = min(best, (time.perf_counter() - t0) * 1e3)
+        print(f"| {label} | {best:.0f} |")
     return 0
 
 

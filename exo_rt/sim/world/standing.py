@@ -101,3 +101,58 @@ def stand(world: World, posture, *, settle: float = 1.0, seconds: float = 5.0,
     return StandingFigures(total_mass, float(reactions.mean()),
                            float(np.max(np.abs(reactions / weight - 1.0))), slip, drift,
                            seconds)
+
+
+def drives_pd(plant, posture, kp: float = 2000.0, kd: float = 40.0) -> np.ndarray:
+    """Motor currents (A) of a joint PD on the plant's drives — τ = K_p (q* − q) − K_d q̇ on
+    each joint (N·m/rad, N·m·s/rad), as a current through its gear, i = τ / (k · sign · k_t),
+    clamped at the motor's peak: a stand-in for the controller that reaches the world through
+    the real motors, flexsplines and friction."""
+    from exo_rt.actuators.motor import M_KT, M_PEAK, M_SIGN
+    from exo_rt.sim.plant import T_MOTOR
+    from exo_rt.sim.plants import T_JOINT, T_K
+
+    rows = plant.transmissions
+    j = rows[:, T_JOINT].astype(int)
+    tau = kp * (np.asarray(posture)[j] - plant.q[j]) - kd * plant.v[j]
+    i = tau / (rows[:, T_K] * rows[:, T_MOTOR + M_SIGN] * rows[:, T_MOTOR + M_KT])
+    peak = rows[:, T_MOTOR + M_PEAK]
+    return np.clip(i, -peak, peak)
+
+
+def stand_on_drives(plant, posture, *, settle: float = 1.0, seconds: float = 60.0,
+                    every: int = 20) -> StandingFigures:
+    """Hold ``posture`` with :func:`drives_pd` on a ``world`` plant on the floor for ``settle``
+    + ``seconds`` (s); the summed vertical reaction each period (the contact forces on the
+    pelvis's vertical coordinate), the spheres' and the pelvis's travel every ``every``
+    periods, measured over the last ``seconds``."""
+    from exo_rt.sim.world_plant import ST_CONTACT
+
+    world, data = plant.world, plant.mj_data
+    n = plant.mech.nq
+    spheres = [g for g in range(world.model.ngeom)
+               if world.model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE]
+    periods = int(round(seconds / plant.dt))
+    reactions = np.zeros(periods)
+    start = None
+    slip = drift = 0.0
+    for k in range(int(round(settle / plant.dt)) + periods):
+        plant.step(drives_pd(plant, posture))
+        m = k - int(round(settle / plant.dt))
+        if m < 0:
+            continue
+        reactions[m] = plant.state[ST_CONTACT, n + 1]
+        if m % every:
+            continue
+        data.qpos[world.qpos] = plant.q[:n]
+        data.qpos[world.base_qpos] = plant.q[n:]
+        mujoco.mj_kinematics(world.model, data)
+        now = (np.array(data.geom_xpos[spheres]), np.array(data.xpos[world.bodies[0]]))
+        if start is None:
+            start = now
+        slip = max(slip, float(np.max(np.linalg.norm(now[0][:, :2] - start[0][:, :2], axis=1))))
+        drift = max(drift, float(np.linalg.norm(now[1] - start[1])))
+    weight = plant.total_mass * float(np.linalg.norm(world.model.opt.gravity))
+    return StandingFigures(plant.total_mass, float(reactions.mean()),
+                           float(np.max(np.abs(reactions / weight - 1.0))), slip, drift,
+                           seconds)
