@@ -1026,10 +1026,23 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    """PNG plots and a text summary of a run (needs the plot extra)."""
-    from exo_rt.record.report import report
+def _setup_report(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a run folder; with --wearer, an archive (a folder of run folders)")
+    p.add_argument("--wearer", metavar="NAME",
+                   help="write the progress page of this wearer's sessions in the archive "
+                        "(NAME: their profile's file name, configs/wearers/NAME.yaml)")
 
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """PNG plots, a text summary and the clinic's report.html of a run (needs the plot extra);
+    with --wearer, a wearer's progress page over an archive's sessions."""
+    from exo_rt.record.report import progress_report, report
+
+    if args.wearer is not None:
+        for f in progress_report(args.run_dir, args.wearer):
+            print(f)
+        return 0
     notes: list[str] = []
     files = report(args.run_dir, notes)
     for note in notes:  # a run that did not finish
@@ -1287,7 +1300,8 @@ COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
               "validate a config file: a top config (and every file it names), a robot, a "
               "session script, an activities file or a wearer profile"),
     "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
-    "report": (_setup_run_dir, cmd_report, "PNG plots and a text summary of a run"),
+    "report": (_setup_report, cmd_report,
+               "PNG plots, a text summary and the clinic's report.html of a run"),
     "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
     "size": (_setup_size, cmd_size,
              "per joint, the runs' torque, current and speed against the drives' ratings"),

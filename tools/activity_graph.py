@@ -131,7 +131,9 @@ def draw(a, out: Path, title: str) -> list[str]:
     ax.set_title(title, fontsize=11)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, metadata={"Software": None})
+    from exo_rt.plotting import save_png
+
+    save_png(fig, out, metadata={"Software": None})
     plt.close(fig)
     return lines
 

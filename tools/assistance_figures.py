@@ -142,8 +142,10 @@ def _pyplot():
 
 
 def _save(fig, out: Path) -> None:
+    from exo_rt.plotting import save_png
+
     fig.tight_layout()
-    fig.savefig(out, metadata={"Software": None})
+    save_png(fig, out, metadata={"Software": None})
     _pyplot().close(fig)
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 
@@ -220,12 +222,15 @@ def estimate(rig: Rig, out: Path) -> dict:
         if zoom[min(np.searchsorted(w.t, t), len(w.t) - 1)]:
             a1.axvline(t, color="#c0392b" if d else "0.3", lw=0.8, ls=":" if d else "-")
     a1.axvline(t1, color="#d9730d", lw=1.5)
-    a1.text(t1, 1.08, f" strides {periods[0]:.2f} → {periods[1]:.2f} s", color="#d9730d",
+    a1.text(t1, 1.04, f" strides {periods[0]:.2f} → {periods[1]:.2f} s", color="#d9730d",
             va="bottom", fontsize=8)
     a1.set_ylabel("gait phase (strides)")
     a1.set_ylim(0, 1.3)
-    a1.set_xlabel("time (s); heel strikes: grey, dropped: red dotted")
-    a1.legend(loc="upper left", fontsize=8, ncol=2)
+    a1.set_xlabel("time (s)")
+    a1.plot([], [], color="0.3", lw=0.8, label="heel strike")
+    a1.plot([], [], color="#c0392b", lw=0.8, ls=":", label="dropped heel strike")
+    a1.plot([], [], color="#d9730d", lw=1.5, label="cadence step")
+    a1.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, ncol=3, frameon=False)
     a2.plot(w.t, 100.0 * err, color="#1f5fa8", lw=0.8)
     a2.axhspan(-5, 5, color="0.9", zorder=0)
     for t in starts[1:-1]:
@@ -233,9 +238,10 @@ def estimate(rig: Rig, out: Path) -> dict:
     a2.plot(strikes[dropped], np.full(int(dropped.sum()), -9.0), "x", color="#c0392b",
             label="dropped heel strike")
     a2.set_ylim(-10, 10)
-    a2.set_xlabel("time (s); cadence steps in orange")
+    a2.plot([], [], color="#d9730d", lw=1.2, label="cadence step")
+    a2.set_xlabel("time (s)")
     a2.set_ylabel("estimate − true (% stride)")
-    a2.legend(loc="upper right", fontsize=8)
+    a2.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, ncol=2, frameon=False)
     fig.suptitle("Gait-phase estimate: adaptive oscillator on the hip, heel-strike corrected",
                  fontsize=10)
     _save(fig, out / "assistance_estimate.png")
@@ -544,15 +550,15 @@ def level(rig: Rig, out: Path) -> dict:
     win = (w.t >= 6.5 * STRIDE) & (w.t <= 13 * STRIDE)
     a1.step(w.t[win], asked[win], where="post", color="0.5", lw=1.2, ls="--",
             label="level asked for (request)")
-    a1.plot(w.t[win], applied[win], color="#1f5fa8", lw=1.8, label="level applied (v[V_LEVEL])")
+    a1.plot(w.t[win], applied[win], color="#1f5fa8", lw=1.8, label="level applied by the cycle")
     for b in boundaries[(boundaries >= w.t[win][0]) & (boundaries <= w.t[win][-1])]:
         a1.axvline(b, color="0.8", lw=0.8)
         a2.axvline(b, color="0.8", lw=0.8)
-    a1.set_ylabel("assistance level")
+    a1.set_ylabel("assistance level (0–1)")
     a1.set_ylim(-0.05, 1.1)
     a1.legend(loc="upper left", fontsize=8)
     a2.plot(w.t[win], phase[win], color="#d9730d", lw=1)
-    a2.set_ylabel("estimated\nphase")
+    a2.set_ylabel("estimated\nphase (strides)")
     a2.set_xlabel("time (s); grey lines: the estimate's stride boundaries")
     fig.suptitle("The level: applied at the next stride boundary, ramped over one stride",
                  fontsize=10)

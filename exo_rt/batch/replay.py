@@ -429,6 +429,8 @@ def plot_summary(batch: Batch, path: Path) -> Path | None:
     from exo_rt.record.runfolder import replacing
 
     with replacing(path, "wb") as f:  # a link planted there: replaced, not followed
-        fig.savefig(f, dpi=90, format="png")
+        from exo_rt.plotting import save_png
+
+        save_png(fig, f, dpi=90)
     plt.close(fig)
     return path

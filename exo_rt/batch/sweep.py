@@ -522,6 +522,8 @@ def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
     fig.suptitle(f"{sweep.controller.name}: {len(grid)} points × {per} (model errors × "
                  "wearers); ★ best, ○ shipped")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    from exo_rt.plotting import save_png
+
+    save_png(fig, path, dpi=90)
     plt.close(fig)
     return path

@@ -70,18 +70,34 @@ def _bode(ax, r: dict) -> None:
 
 
 def _friction(ax, r: dict, ratio: float) -> None:
+    """Friction at the joint against the joint's speed: the sweeps (coloured by the load),
+    the breakaways at rest (speed 0, on the axis's linear part), and the fitted model at the
+    10th and 90th percentile of the load; the title gives the fit at the wave generator (the
+    motor side, where the model's parameters are) and what it is at the joint (× the ratio)."""
     d = r["data"]
     v, h, load = (np.asarray(d[k]) for k in ("speed", "friction_Nm", "load_Nm"))
     p = r["fit"]
-    sc = ax[0].scatter(np.maximum(v, 1e-3), h, c=np.abs(load), s=10, cmap="viridis")
-    grid = np.geomspace(1e-3, max(float(v.max()), 1e-2), 100)
-    for level in np.percentile(np.abs(load), [10, 90]):
-        ax[0].plot(grid, fit.friction_model(grid, level, p, ratio), "k--", lw=0.8)
-    ax[0].set_xscale("log")
-    ax[0].set_xlabel("joint speed (rad/s; breakaways at 1e-3)")
+    moving = v > 0
+    sc = ax[0].scatter(v[moving], h[moving], c=np.abs(load[moving]), s=10, cmap="viridis",
+                       label="sweep (colour: |load|)")
+    if (~moving).any():
+        ax[0].scatter(v[~moving], h[~moving], marker="^", s=22, color="#d62728",
+                      label="breakaway (at rest)")
+    top = max(float(v.max()), 1e-2)
+    grid = np.geomspace(1e-3, top, 100)
+    styles = ("--", ":")
+    for level, ls in zip(np.percentile(np.abs(load), [10, 90]), styles, strict=True):
+        ax[0].plot(grid, fit.friction_model(grid, level, p, ratio), "k", ls=ls, lw=0.9,
+                   label=f"fitted model, |load| {level:.0f} N·m")
+    ax[0].set_xscale("symlog", linthresh=1e-2)
+    ax[0].set_xlim(0.0, top * 1.3)
+    ax[0].set_xlabel("joint speed (rad/s)")
     ax[0].set_ylabel("friction at the joint (N·m)")
-    ax[0].set_title(f"{r['joint']}: T_c {p['coulomb']:.3g}, T_s {p['static']:.3g} N·m, "
-                    f"μ {p['load_friction']:.2f}")
+    n = float(ratio)
+    ax[0].set_title(f"{r['joint']}: wave generator T_c {p['coulomb']:.3g}, T_s "
+                    f"{p['static']:.3g} N·m (at the joint ×{n:g}: {n * p['coulomb']:.3g}, "
+                    f"{n * p['static']:.3g} N·m), μ {p['load_friction']:.2f}", fontsize=9)
+    ax[0].legend(loc="upper left", fontsize=8, frameon=False)
     ax[0].figure.colorbar(sc, ax=ax[0], label="|load| (N·m)")
 
 
@@ -131,7 +147,7 @@ def _controller(ax, r: dict, joint: str) -> None:
     t = np.asarray(tr["t_s"])
     ax[0].plot(t, np.degrees(tr["q_rad"]), label="measured")
     ax[0].plot(t, np.degrees(tr["q_ref_rad"]), color="k", lw=0.8, ls="--", label="reference")
-    ax[0].set_xlabel("t (s)")
+    ax[0].set_xlabel("time (s)")
     ax[0].set_ylabel("joint angle (deg)")
     ax[0].set_title(f"{joint}: RMS error {r['rms_error_deg']:.3f}°, max {r['max_error_deg']:.3f}°, "
                     f"max |i| {r['max_abs_current_A']:.1f} A")
@@ -164,7 +180,9 @@ def plot(name: str, report: dict, robot, out: Path) -> Path | None:
             elif name == "controller":
                 _controller(ax, r, joint)
     fig.tight_layout()
+    from exo_rt.plotting import save_png
+
     path = out / f"bench-{name}.png"
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, dpi=90)
     plt.close(fig)
     return path

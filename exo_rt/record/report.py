@@ -1,10 +1,13 @@
-"""Reports of a run: PNG plots and a short text summary, and CSV export — each file written
+"""Reports of a run: PNG plots, a short text summary and the clinic's report.html (with a
+wearer's progress page over sessions), and CSV export — each file written
 whole (:func:`exo_rt.record.runfolder.replacing`): a symbolic link planted in the run folder
 under its name is replaced, its target never written."""
 
 from __future__ import annotations
 
 import csv
+import datetime
+import json
 from pathlib import Path
 
 import numpy as np
@@ -85,11 +88,15 @@ def summary_from_records(records: np.ndarray, meta: dict) -> dict:
 
 
 def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
-    """PNG plots (tracking, errors, currents against limits, timing, faults) + report.txt.
+    """PNG plots (tracking, errors, currents, and — in real time — timing; faults marked and
+    labelled), report.txt, and the clinic's report.html (:mod:`exo_rt.record.report_html`)
+    whose numbers go into summary.json's ``clinic`` (a run that did not finish: report.json).
 
     The cycle log is checked whole first (:mod:`exo_rt.record.integrity`: LogError when it
     is damaged). A run that did not finish (no summary.json) is reported from its records,
-    saying so in report.txt and in ``notes`` (lines for the user)."""
+    saying so in report.txt and in ``notes`` (lines for the user). A lockstep run (the
+    simulated bus, faster than real time) prints and plots no real-time figures: its compute
+    times and overruns are the simulation's, not the controller's."""
     from exo_rt.record import integrity
 
     run_dir = Path(run_dir)
@@ -99,6 +106,7 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
     if notes is not None:
         notes.extend(status.notes)
     summary = status.summary if status.finished else summary_from_records(records, meta)
+    lockstep = meta.get("bus") == "sim"  # the lockstep simulated bus: no real-time figure
     try:
         import matplotlib
 
@@ -111,49 +119,73 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
     t = records["t"]
     faults = summary.get("faults", [])
     files = []
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
     def mark(ax):
-        for f in faults:
-            ax.axvline(f["t"], color="red", ls="--", lw=1)
+        """Each fault: a red dashed line, labelled with its cause (in the legend and beside
+        the line)."""
+        for k, f in enumerate(faults):
+            ax.axvline(f["t"], color="red", ls="--", lw=1,
+                       label="fault" if k == 0 else None)
+            ax.annotate(f"fault: {f['cause']}", (f["t"], 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(3, -3), textcoords="offset points", ha="left", va="top",
+                        fontsize=8, color="red")
 
-    fig, axes = plt.subplots(len(names), 1, figsize=(10, 3 * len(names)), sharex=True)
-    for j, (ax, n) in enumerate(zip(np.atleast_1d(axes), names, strict=True)):
-        ax.plot(t, np.degrees(records["q_ref"][:, j]), label="reference", lw=1)
-        ax.plot(t, np.degrees(records["q"][:, j]), label="measured", lw=1)
-        ax.set_ylabel(f"{n} (deg)")
+    def legend(ax):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 3 * len(names)), sharex=True,
+                             squeeze=False)
+    for j, (ax, n) in enumerate(zip(axes[:, 0], names, strict=True)):
+        ax.plot(t, np.degrees(records["q_ref"][:, j]), label="reference", lw=1.2,
+                color="0.2", ls="--")
+        ax.plot(t, np.degrees(records["q"][:, j]), label="measured", lw=1, color=colors[0])
+        ax.set_ylabel(f"{n} angle (deg)")
         mark(ax)
-        ax.legend(loc="upper right")
-    np.atleast_1d(axes)[-1].set_xlabel("time (s)")
+        legend(ax)
+    axes[-1, 0].set_xlabel("time (s)")
     files.append(_save(fig, run_dir / "tracking.png", plt))
 
     fig, ax = plt.subplots(figsize=(10, 3))
     for j, n in enumerate(names):
-        ax.plot(t, np.degrees(records["q"][:, j] - records["q_ref"][:, j]), label=n, lw=1)
+        ax.plot(t, np.degrees(records["q"][:, j] - records["q_ref"][:, j]), label=n, lw=1,
+                color=colors[j % len(colors)])
     ax.set_ylabel("tracking error (deg)")
     ax.set_xlabel("time (s)")
     mark(ax)
-    ax.legend()
+    legend(ax)
     files.append(_save(fig, run_dir / "tracking_error.png", plt))
 
-    fig, ax = plt.subplots(figsize=(10, 3))
-    for j, n in enumerate(names):
-        ax.plot(t, records["command"][:, j], label=f"{n} command", lw=1)
-        ax.plot(t, records["current"][:, j], label=f"{n} measured", lw=0.8, alpha=0.7)
-    limit = max(j["max_abs_current_A"] for j in summary["joints"].values())
-    ax.set_ylabel("motor current (A)")
-    ax.set_xlabel("time (s)")
-    ax.set_title(f"largest |current| {limit:.2f} A")
-    mark(ax)
-    ax.legend(loc="upper right", fontsize=7)
+    # currents: a panel per joint, the command (dark, dashed, on top) over the measurement
+    # (coloured, solid, beneath): both stay visible where they agree
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.6 * len(names)), sharex=True,
+                             squeeze=False)
+    for j, (ax, n) in enumerate(zip(axes[:, 0], names, strict=True)):
+        ax.plot(t, records["current"][:, j], label="measured", lw=1.6,
+                color=colors[j % len(colors)], alpha=0.8)
+        ax.plot(t, records["command"][:, j], label="command", lw=0.9, color="black",
+                ls=(0, (4, 2)))
+        ax.set_ylabel(f"{n} current (A)")
+        lim = summary["joints"].get(n, {}).get("max_abs_current_A")
+        if lim is not None:
+            ax.set_title(f"{n}: largest |current| {lim:.2f} A", fontsize=9, loc="left")
+        mark(ax)
+        legend(ax)
+    axes[-1, 0].set_xlabel("time (s)")
     files.append(_save(fig, run_dir / "currents.png", plt))
 
-    fig, ax = plt.subplots(figsize=(6, 3))
-    compute = records["compute_us"][records["compute_us"] > 0]
-    ax.hist(compute, bins=50)
-    ax.set_xlabel("cycle compute time (µs)")
-    ax.set_ylabel("cycles")
-    ax.set_yscale("log")
-    files.append(_save(fig, run_dir / "timing.png", plt))
+    if not lockstep:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        compute = records["compute_us"][records["compute_us"] > 0]
+        ax.hist(compute, bins=50)
+        ax.set_xlabel("cycle compute time (µs)")
+        ax.set_ylabel("cycles (count)")
+        ax.set_yscale("log")
+        files.append(_save(fig, run_dir / "timing.png", plt))
+    else:
+        stale = run_dir / "timing.png"  # an earlier report's, from before this rule
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink()
 
     lines = [f"run {run_dir}"]
     if not status.finished:
@@ -169,8 +201,12 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
                      f"{_deg(j['max_position_deg'])}]°")
     tm = summary["timing"]
     cu = tm["compute_us"]
-    lines.append(f"  compute p50 {cu['p50']:.1f} µs, p99 {cu['p99']:.1f} µs; wake latency p99 "
-                 f"{tm['wake_latency_us']['p99']:.1f} µs; overruns {tm['overruns']}")
+    if lockstep:
+        lines.append("  lockstep simulation: no real-time figures (compute times and overruns "
+                     "are the simulation's)")
+    else:
+        lines.append(f"  compute p50 {cu['p50']:.1f} µs, p99 {cu['p99']:.1f} µs; wake latency "
+                     f"p99 {tm['wake_latency_us']['p99']:.1f} µs; overruns {tm['overruns']}")
     for f in faults:
         if "reaction_cycles" not in f:  # from the records: where SAFE began, and why
             lines.append(f"  FAULT {f['cause']} at {f['t']:.3f} s (SAFE from the records)")
@@ -179,7 +215,101 @@ def report(run_dir: str | Path, notes: list[str] | None = None) -> list[Path]:
                      f"{f['reaction_cycles']} cycles ({f['action']})")
     write_atomic(run_dir / "report.txt", "\n".join(lines) + "\n")
     files.append(run_dir / "report.txt")
+    files += clinic_report(run_dir, records, meta, summary, status.finished)
     return files
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    """events.jsonl's events (the marks left out; a line that is not an event skipped: the
+    report shows what it can)."""
+    out = []
+    try:
+        raw = (Path(run_dir) / "events.jsonl").read_bytes()
+    except OSError:
+        return out
+    for chunk in raw.split(b"\n"):
+        try:
+            ev = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("event"), str) and \
+                ev["event"] != "events_complete":
+            out.append(ev)
+    return out
+
+
+def clinic_report(run_dir: Path, records, meta: dict, summary: dict, finished: bool
+                  ) -> list[Path]:
+    """report.html, and its numbers in summary.json's ``clinic`` (rewritten whole; a run that
+    did not finish has no summary.json: report.json then)."""
+    from exo_rt.record import clinic, report_html
+
+    events = read_events(run_dir)
+    fig = clinic.figures(records, meta, events, summary)
+    wearer = report_html.wearer_name(run_dir)
+    fig["wearer"] = wearer
+    start = meta.get("wall_start") or meta.get("wall_boot")
+    fig["date"] = (datetime.datetime.fromtimestamp(float(start)).isoformat(timespec="seconds")
+                   if start else None)
+    text = report_html.page(run_dir, records, meta, events, summary, fig, finished, wearer)
+    write_atomic(run_dir / "report.html", text)
+    if finished:
+        doc = json.loads((run_dir / "summary.json").read_text())
+        doc["clinic"] = fig
+        write_atomic(run_dir / "summary.json", json.dumps(doc, indent=2) + "\n")
+        numbers = run_dir / "summary.json"
+    else:
+        numbers = run_dir / "report.json"
+        write_atomic(numbers, json.dumps({"clinic": fig}, indent=2) + "\n")
+    return [run_dir / "report.html", numbers]
+
+
+def progress_report(archive: str | Path, wearer: str) -> list[Path]:
+    """``progress-<wearer>.html`` and ``.json`` in ``archive``: every run folder below it
+    (any depth) recorded with that wearer (:func:`exo_rt.record.report_html.wearer_name`), by
+    date — steps, walking time, distance, walking speed, assistance used, session length.
+    A run without the clinic's numbers yet (never reported) is computed here; one that
+    cannot be read is skipped with a note on stderr."""
+    import sys
+
+    from exo_rt.errors import ExoError
+    from exo_rt.record import integrity, report_html
+
+    archive = Path(archive)
+    sessions = []
+    for summary_path in sorted(archive.rglob("summary.json")):
+        run_dir = summary_path.parent
+        if report_html.wearer_name(run_dir) != wearer:
+            continue
+        try:
+            doc = json.loads(summary_path.read_text())
+            fig = doc.get("clinic")
+            if fig is None:
+                records, meta, path = integrity.read_records(run_dir)
+                status = integrity.check(records, meta, path, run_dir)
+                clinic_report(run_dir, records, meta, status.summary or doc, True)
+                fig = json.loads(summary_path.read_text())["clinic"]
+        except (ExoError, OSError, ValueError, KeyError) as exc:
+            print(f"exo-rt: warning: {run_dir}: skipped ({exc})", file=sys.stderr)
+            continue
+        levels = [a["mean"] for a in fig.get("assistance", {}).values()]
+        sessions.append({"run": str(run_dir.relative_to(archive)), "date": fig.get("date") or "",
+                         "session_s": fig["session_s"], "steps": fig["steps"],
+                         "walking_s": fig["walking_s"], "distance_m": fig["distance_m"],
+                         "speed_m_s": fig["speed_m_s"],
+                         "assistance": float(np.mean(levels)) if levels else None})
+    if not sessions:
+        raise ConfigError(f"no run of wearer '{wearer}' under {archive}", None,
+                          "name the wearer by their profile's file name (configs/wearers/"
+                          "NAME.yaml, as exo-rt run --wearer took it)")
+    sessions.sort(key=lambda s: s["date"])
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in wearer)
+    page = archive / f"progress-{safe}.html"
+    write_atomic(page, report_html.progress(sessions, wearer))
+    numbers = archive / f"progress-{safe}.json"
+    write_atomic(numbers, json.dumps({"wearer": wearer, "sessions": sessions}, indent=2)
+                 + "\n")
+    return [page, numbers]
 
 
 def _deg(x: float) -> str:
@@ -189,8 +319,10 @@ def _deg(x: float) -> str:
 
 def _save(fig, path: Path, plt) -> Path:
     """The figure as ``path`` (PNG), written whole: a link planted there is replaced."""
+    from exo_rt.plotting import save_png
+
     fig.tight_layout()
     with replacing(path, "wb") as f:
-        fig.savefig(f, dpi=100, format="png")
+        save_png(fig, f, dpi=100)
     plt.close(fig)
     return path
