@@ -2,29 +2,157 @@
 """Whole controller cycle (drives read → estimate → law → safety → drives write → record) on
 the lockstep simulated bus, for exo_leg (one bus) and exo_2leg (two buses), and the start-up
 time: ``python tools/bench_cycle.py [--duration S]``. (The simulated physics is inside the
-cycle here: on hardware that time is the drives'.)"""
+cycle here: on hardware that time is the drives'.)
+
+``--world [--quick] [--repeats N]``: the same whole cycle on the plant models side by side —
+``harmonic_drive``, ``world`` on its test stand and ``world`` on the floor (``exo_2leg`` only:
+``exo_leg`` has no floor yet) — every run the same session, standing (the leg put at the
+activities' ``standing`` posture, held for --duration: the floor scene cannot walk yet), the
+cases taking turns, ``--repeats`` rounds; the median of each run's per-cycle median, its
+p99, the ratio to ``harmonic_drive`` (issue 44: the world ≤ 2×), and the plant's period alone
+(its step from Python, 1 ms of 10 RK4 sub-steps, holding the posture) with, on the floor,
+MuJoCo's contact solve (``mj_forward``, once a sub-step) timed by itself.
+"""
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
 
 ROOT = Path(__file__).resolve().parents[1]
+# (robot, label, the top config's simulation: section)
+CASES = (("exo_leg", "harmonic_drive", "{plant: harmonic_drive}"),
+         ("exo_leg", "world test stand", "{plant: world}"),
+         ("exo_2leg", "harmonic_drive", "{plant: harmonic_drive}"),
+         ("exo_2leg", "world test stand", "{plant: world}"),
+         ("exo_2leg", "world floor", "{plant: world, scene: floor}"))
+STANDING_SESSION = ("description: stand for --duration, end (tools/bench_cycle.py --world)\n"
+                    "start: standing\n"
+                    "steps:\n"
+                    "  - {request: end, wait: duration}\n")
+
+
+def _top(folder: Path, robot: str, simulation: str) -> Path:
+    """A top config of ``robot`` with computed torque and ``simulation``, written in folder."""
+    cfg = ROOT / "configs"
+    path = folder / f"{robot}-{abs(hash(simulation))}.yaml"
+    path.write_text(f"robot: {cfg / 'robots' / f'{robot}.yaml'}\n"
+                    f"buses: {cfg / 'buses' / f'{robot}.yaml'}\n"
+                    f"controller: {cfg / 'controllers' / 'computed_torque.yaml'}\n"
+                    f"rate_hz: 1000\nsimulation: {simulation}\n")
+    return path
+
+
+def lockstep(top: Path, session: Path, duration: float) -> tuple[float, float, str]:
+    """One lockstep run standing: (compute p50 µs, p99 µs, final state and faults)."""
+    result = Controller(load_top(top), "sim", session=str(session)).run(duration, None)
+    s = result.summary
+    t = s["timing"]["compute_us"]
+    faults = [f["cause"] for f in s["faults"]]
+    return t["p50"], t["p99"], s["final_state"] + (f" {faults}" if faults else "")
+
+
+def plant_period(top: Path, periods: int) -> tuple[float, float]:
+    """(µs per plant period, µs of MuJoCo's contact solve per period — 0 off the floor): the
+    configured plant holding the ``standing`` posture with a joint PD on its drives (the step
+    alone timed, from Python)."""
+    import mujoco
+    import numpy as np
+
+    from exo_rt.session.activities import load_activities
+    from exo_rt.sim import plants
+    from exo_rt.sim.world.standing import drives_pd
+
+    t = load_top(top)
+    plant = plants.create(t.simulation.plant, t.robot, dt=1.0 / t.rate_hz,
+                          room=t.simulation.plant_options())
+    acts = load_activities(ROOT / "configs" / "activities" / f"{Path(t.robot.source).stem}.yaml",
+                           t.robot)
+    posture = np.array(acts.postures["standing"])
+    plant.reset(posture)
+    spent = 0.0
+    for k in range(periods + 100):  # the first 100 settle, untimed
+        cmd = drives_pd(plant, posture)
+        t0 = time.perf_counter()
+        plant.step(cmd)
+        if k >= 100:
+            spent += time.perf_counter() - t0
+    contact = 0.0
+    if getattr(plant, "floor", False):
+        m, d = plant.world.model, plant.mj_data
+        t0 = time.perf_counter()
+        for _ in range(periods):
+            mujoco.mj_forward(m, d)
+        contact = (time.perf_counter() - t0) / periods * plant.substeps
+    return spent / periods * 1e6, contact * 1e6
+
+
+def world_side_by_side(repeats: int, duration: float, periods: int, robots) -> None:
+    """The ``--world`` comparison (the module's docstring)."""
+    cases = [c for c in CASES if c[0] in robots]
+    runs: dict[tuple, list] = {c: [] for c in cases}
+    alone: dict[tuple, list] = {c: [] for c in cases}
+    with tempfile.TemporaryDirectory(prefix="exo-rt-bench-cycle-") as tmp:
+        session = Path(tmp) / "standing.yaml"
+        session.write_text(STANDING_SESSION)
+        tops = {c: _top(Path(tmp), c[0], c[2]) for c in cases}
+        for c in cases:  # each case's kernels loaded (or compiled) before any is timed
+            lockstep(tops[c], session, 0.05)
+        for r in range(repeats):
+            for c in cases:
+                runs[c].append(lockstep(tops[c], session, duration))
+                alone[c].append(plant_period(tops[c], periods))
+                p50, p99, end = runs[c][-1]
+                print(f"  round {r + 1}: {c[0]:<9} {c[1]:<17} p50 {p50:6.1f}  p99 {p99:6.1f} µs"
+                      f"  ({end}); plant alone {alone[c][-1][0]:6.1f} µs", flush=True)
+    print(f"whole cycle on the lockstep simulated bus, standing, computed_torque; {repeats} "
+          f"round(s) of {duration:g} s, the cases alternated (µs; min / median of the runs' "
+          f"p50; ratio of the medians to harmonic_drive's):")
+    for robot in robots:
+        base = statistics.median(p[0] for p in runs[(robot, *CASES[0][1:])]) \
+            if robot == "exo_leg" else statistics.median(p[0] for p in runs[CASES[2]])
+        base_alone = statistics.median(a[0] for c, v in alone.items() if c[0] == robot
+                                       and c[1] == "harmonic_drive" for a in v)
+        for c in (c for c in cases if c[0] == robot):
+            p50 = [p[0] for p in runs[c]]
+            p99 = statistics.median(p[1] for p in runs[c])
+            us = statistics.median(a[0] for a in alone[c])
+            mj = statistics.median(a[1] for a in alone[c])
+            print(f"  {robot:<9} {c[1]:<17} p50 {min(p50):6.1f} / {statistics.median(p50):6.1f}"
+                  f"  p99 {p99:6.1f}  ratio {statistics.median(p50) / base:4.2f}   plant period "
+                  f"alone {us:6.1f} µs (ratio {us / base_alone:4.2f})"
+                  + (f", of it the contact solve ≈ {mj:5.1f} µs" if mj else ""))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=None,
+                    help="s of each run [10; --world 3, --quick 0.3]")
+    ap.add_argument("--world", action="store_true",
+                    help="harmonic_drive, the world's test stand and floor side by side")
+    ap.add_argument("--repeats", type=int, default=None, help="--world rounds [3; --quick 1]")
+    ap.add_argument("--quick", action="store_true",
+                    help="with --world: exo_2leg only, one short round (a smoke run)")
     args = ap.parse_args(argv)
+    if args.world:
+        world_side_by_side(args.repeats or (1 if args.quick else 3),
+                           args.duration or (0.3 if args.quick else 3.0),
+                           200 if args.quick else 2000,
+                           ("exo_2leg",) if args.quick else ("exo_leg", "exo_2leg"))
+        return 0
+    duration = args.duration or 10.0
     print("whole cycle on the lockstep simulated bus (µs; target ≤ 150 µs median):")
     for name in ("exo_leg", "exo_2leg"):
         top = load_top(ROOT / "configs" / f"{name}.yaml")
-        result = Controller(top, "sim").run(args.duration, None)
+        result = Controller(top, "sim").run(duration, None)
         t = result.summary["timing"]["compute_us"]
         print(f"  {name:<9} median {t['p50']:6.1f}  p99 {t['p99']:6.1f}  p99.9 {t['p999']:6.1f}  "
               f"max {t['max']:7.1f}  ({result.summary['final_state']})")

@@ -3,6 +3,7 @@
 in their own processes — as on the exoskeleton.
 
     python tools/bench_rt.py [--duration S] [--configs exo_leg exo_2leg] [--hog] [--out DIR]
+        [--simulation YAML ...] [--standing] [--rounds N]
 
 For each config it runs ``exo-rt run --realtime`` (recording on, board emulator on) and prints
 the controller-only cycle (compute: bus I/O + the cycle kernel + state handling, from the
@@ -11,6 +12,13 @@ the cycles, the first 100 cycles after READY (wake + compute within the period?)
 simulation's own figures. ``--hog`` runs a CPU hog on every CPU but the control thread's for
 the whole run. Targets: compute median ≤ 40 µs (exo_leg) / ≤ 80 µs (exo_2leg), p99.9 ≤ 150 µs;
 wake p99.9 ≤ 100 µs; overruns ≤ 0.01 %; no fault.
+
+``--simulation '{plant: world, scene: floor}' '{plant: harmonic_drive}'`` runs each config
+once per ``simulation:`` section given (a copy of the config with it); ``--standing`` runs a
+session that stands for --duration (the floor scene cannot walk yet); ``--rounds N`` repeats
+the whole set N times, the runs taking turns. Each run also counts its stale cycles (a joint's
+feedback missing, late or malformed: the cycle log's flags) and their longest streak — what
+the safety's ``stale_cycles`` trips on.
 """
 
 from __future__ import annotations
@@ -26,6 +34,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_P50 = {"exo_leg": 40.0, "exo_2leg": 80.0}
+STANDING_SESSION = ("description: stand for --duration, end (tools/bench_rt.py --standing)\n"
+                    "start: standing\n"
+                    "steps:\n"
+                    "  - {request: end, wait: duration}\n")
 
 
 def hogs(control_cpu: int) -> list[subprocess.Popen]:
@@ -35,14 +47,47 @@ def hogs(control_cpu: int) -> list[subprocess.Popen]:
             for c in cpus]
 
 
-def run(config: str, duration: float, out: Path, hog: bool) -> dict:
+def with_simulation(path: Path, simulation: str, folder: Path) -> Path:
+    """A copy of the top config ``path`` in ``folder`` with ``simulation`` (YAML) as its
+    ``simulation:`` section, the files it names made absolute."""
+    import yaml
+
+    top = yaml.safe_load(path.read_text())
+    for key in ("robot", "buses", "controller"):
+        if isinstance(top.get(key), str):
+            top[key] = str((path.parent / top[key]).resolve())
+    top["simulation"] = yaml.safe_load(simulation)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{path.stem}.yaml"
+    out.write_text(yaml.safe_dump(top, sort_keys=False))
+    return out
+
+
+def stale(records) -> tuple[int, int]:
+    """(cycles with a joint's feedback missing, late or malformed; their longest streak)."""
+    from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
+
+    flags = np.atleast_2d(records["flags"].astype(np.int64).T).T
+    bad = np.any(flags & (F_MISSING | F_MALFORMED | F_LATE), axis=1)
+    streak = longest = 0
+    for b in bad:
+        streak = streak + 1 if b else 0
+        longest = max(longest, streak)
+    return int(bad.sum()), longest
+
+
+def run(config: str, duration: float, out: Path, hog: bool, simulation: str | None = None,
+        session: Path | None = None) -> dict:
     procs = hogs(max(os.sched_getaffinity(0))) if hog else []
     try:
         path = Path(config) if config.endswith(".yaml") else ROOT / "configs" / f"{config}.yaml"
+        if simulation is not None:
+            path = with_simulation(path, simulation, out.parent / f"{out.name}-config")
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--config",
                               str(path), "--duration",
-                              str(duration), "--out", str(out)], capture_output=True, text=True,
-                             cwd=ROOT)
+                              str(duration), "--out", str(out)]
+                             + (["--session", str(session)] if session else []),
+                             capture_output=True, text=True, cwd=ROOT)
     finally:
         for p in procs:
             p.kill()
@@ -54,7 +99,7 @@ def run(config: str, duration: float, out: Path, hog: bool) -> dict:
     records, _ = read_cycle_log(out / "cycles.exolog")
     first = records["wake_us"][:100] + records["compute_us"][1:101]
     return {"summary": s, "sim": sim[-1] if sim else "", "first100_max_us": float(first.max()),
-            "records": len(records)}
+            "records": len(records), "stale": stale(records)}
 
 
 def main(argv=None) -> int:
@@ -64,17 +109,33 @@ def main(argv=None) -> int:
                     help="names in configs/ or paths to top configs (.yaml)")
     ap.add_argument("--hog", action="store_true", help="a CPU hog on every other CPU")
     ap.add_argument("--out", default="/tmp/exo-rt-bench-rt")
+    ap.add_argument("--simulation", nargs="*", default=None, metavar="YAML",
+                    help="run each config once per simulation: section given, e.g. "
+                         "'{plant: world, scene: floor}'")
+    ap.add_argument("--standing", action="store_true",
+                    help="a session that stands for --duration (not the default walk)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the set, the runs alternated")
     args = ap.parse_args(argv)
     print(f"exo-rt run --realtime, {args.duration:g} s each, recording and board emulator on"
           f"{', CPU hog on the other CPUs' if args.hog else ''} ({os.cpu_count()} CPUs):")
-    for config in args.configs:
-        out = Path(args.out) / Path(config).stem
-        r = run(config, args.duration, out, args.hog)
+    session = None
+    if args.standing:
+        session = Path(args.out) / "standing.yaml"
+        session.parent.mkdir(parents=True, exist_ok=True)
+        session.write_text(STANDING_SESSION)
+    runs = [(c, sim) for c in args.configs for sim in (args.simulation or [None])]
+    for rnd, (config, simulation) in ((r, x) for r in range(args.rounds) for x in runs):
+        label = Path(config).stem + (f"-{abs(hash(simulation)):x}" if simulation else "")
+        out = Path(args.out) / (label + (f"-{rnd + 1}" if args.rounds > 1 else ""))
+        r = run(config, args.duration, out, args.hog, simulation, session)
         s = r["summary"]
         t = s["timing"]
         cycles = max(s["cycles"], 1)
-        print(f"  {config}: {s['final_state']}, {s['cycles']} cycles, faults "
-              f"{[f['cause'] for f in s['faults']]}")
+        print(f"  {config}{f' simulation: {simulation}' if simulation else ''}"
+              f"{f' (round {rnd + 1})' if args.rounds > 1 else ''}: {s['final_state']}, "
+              f"{s['cycles']} cycles, faults {[f['cause'] for f in s['faults']]}; stale cycles "
+              f"{r['stale'][0]} ({100 * r['stale'][0] / cycles:.3f} %), longest streak "
+              f"{r['stale'][1]}")
         for key, label in (("compute_us", "compute"), ("wake_latency_us", "wake"),
                            ("period_us", "period")):
             x = t[key]
