@@ -133,3 +133,41 @@ def move_seat(world: World, top: float, front: float) -> None:
     g = m.geom("seat").id
     depth, height = m.geom_size[g, 0], m.geom_size[g, 2]
     m.geom_pos[g] = (front - depth, 0.0, top - height)
+
+
+def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
+           support: float = 0.0, seconds: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+    """(base (x, z, pitch), joint torques N·m) of the wearer at rest in the posture ``q`` (the
+    released mechanism's coordinates, rad): MuJoCo steps the world ``seconds`` with each joint
+    ``joints[t]`` held by a stiff PD at q (its rotor ``rotors[t]`` turned with it, k·q) and
+    the pelvis free from ``base``, under the stabiliser (stiffness N·m/rad, damping N·m·s/rad
+    about ``base``'s pitch) and the ``support`` force (N, up), until the floor and the chair
+    carry the weight; the PD's torques are then what each joint must hold — what the plant's
+    flexsplines are pre-twisted to carry. The contacts share a statically indeterminate load
+    as the soft contacts settle it."""
+    m = world.model
+    d = mujoco.MjData(m)
+    q = np.asarray(q, dtype=float)
+    jq, jd = world.qpos[joints], world.dof[joints]
+    rq, rd = world.qpos[rotors], world.dof[rotors]
+    bq, bd = world.base_qpos, world.base_dof
+    d.qpos[world.qpos] = q
+    d.qpos[bq] = base
+    mujoco.mj_forward(m, d)
+    full = np.zeros((m.nv, m.nv))
+    mujoco.mj_fullM(m, d, full)
+    inertia = np.diag(full)[jd]
+    kp = 1e5 * np.ones(len(joints))  # N·m/rad: 1 mrad per 100 N·m
+    kd = 2.0 * np.sqrt(kp * inertia)  # critically damped
+    upright = float(base[2])
+    for _ in range(int(round(seconds / m.opt.timestep))):
+        d.qfrc_applied[:] = 0.0
+        d.qfrc_applied[jd] = kp * (q[joints] - d.qpos[jq]) - kd * d.qvel[jd]
+        d.qfrc_applied[bd[1]] = support
+        d.qfrc_applied[bd[2]] = (-stabiliser[0] * (d.qpos[bq[2]] - upright)
+                                 - stabiliser[1] * d.qvel[bd[2]])
+        mujoco.mj_step(m, d)
+        d.qpos[rq] = np.asarray(k) * d.qpos[jq]
+        d.qvel[rd] = np.asarray(k) * d.qvel[jd]
+    tau = kp * (q[joints] - d.qpos[jq]) - kd * d.qvel[jd]
+    return np.array(d.qpos[bq]), tau
