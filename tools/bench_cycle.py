@@ -28,12 +28,14 @@ from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
 
 ROOT = Path(__file__).resolve().parents[1]
-# (robot, label, the top config's simulation: section)
+# (robot, label, the top config's simulation: section); "walking": the default session
 CASES = (("exo_leg", "harmonic_drive", "{plant: harmonic_drive}"),
          ("exo_leg", "world test stand", "{plant: world}"),
+         ("exo_leg", "walking", "{plant: harmonic_drive}"),
          ("exo_2leg", "harmonic_drive", "{plant: harmonic_drive}"),
          ("exo_2leg", "world test stand", "{plant: world}"),
-         ("exo_2leg", "world floor", "{plant: world, scene: floor}"))
+         ("exo_2leg", "world floor", "{plant: world, scene: floor}"),
+         ("exo_2leg", "walking", "{plant: harmonic_drive}"))
 STANDING_SESSION = ("description: stand for --duration, end (tools/bench_cycle.py --world)\n"
                     "start: standing\n"
                     "steps:\n"
@@ -51,9 +53,11 @@ def _top(folder: Path, robot: str, simulation: str) -> Path:
     return path
 
 
-def lockstep(top: Path, session: Path, duration: float) -> tuple[float, float, str]:
-    """One lockstep run standing: (compute p50 µs, p99 µs, final state and faults)."""
-    result = Controller(load_top(top), "sim", session=str(session)).run(duration, None)
+def lockstep(top: Path, session: Path | None, duration: float) -> tuple[float, float, str]:
+    """One lockstep run, standing (``session``) or the default walk (None): (compute p50 µs,
+    p99 µs, final state and faults)."""
+    result = Controller(load_top(top), "sim", session=session and str(session)).run(duration,
+                                                                                       None)
     s = result.summary
     t = s["timing"]["compute_us"]
     faults = [f["cause"] for f in s["faults"]]
@@ -63,7 +67,8 @@ def lockstep(top: Path, session: Path, duration: float) -> tuple[float, float, s
 def plant_period(top: Path, periods: int) -> tuple[float, float]:
     """(µs per plant period, µs of MuJoCo's contact solve per period — 0 off the floor): the
     configured plant holding the ``standing`` posture with a joint PD on its drives (the step
-    alone timed, from Python)."""
+    alone timed, from Python, in this thread's CPU time: a shared machine's other work left
+    out)."""
     import mujoco
     import numpy as np
 
@@ -81,17 +86,17 @@ def plant_period(top: Path, periods: int) -> tuple[float, float]:
     spent = 0.0
     for k in range(periods + 100):  # the first 100 settle, untimed
         cmd = drives_pd(plant, posture)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         plant.step(cmd)
         if k >= 100:
-            spent += time.perf_counter() - t0
+            spent += time.thread_time() - t0
     contact = 0.0
     if getattr(plant, "floor", False):
         m, d = plant.world.model, plant.mj_data
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         for _ in range(periods):
             mujoco.mj_forward(m, d)
-        contact = (time.perf_counter() - t0) / periods * plant.substeps
+        contact = (time.thread_time() - t0) / periods * plant.substeps
     return spent / periods * 1e6, contact * 1e6
 
 
@@ -104,38 +109,50 @@ def world_side_by_side(repeats: int, duration: float, periods: int, robots) -> N
         session = Path(tmp) / "standing.yaml"
         session.write_text(STANDING_SESSION)
         tops = {c: _top(Path(tmp), c[0], c[2]) for c in cases}
+        walk = {c: None if c[1] == "walking" else session for c in cases}
         for c in cases:  # each case's kernels loaded (or compiled) before any is timed
-            lockstep(tops[c], session, 0.05)
+            lockstep(tops[c], walk[c], 0.05)
         for r in range(repeats):
             for c in cases:
-                runs[c].append(lockstep(tops[c], session, duration))
-                alone[c].append(plant_period(tops[c], periods))
+                runs[c].append(lockstep(tops[c], walk[c], duration))
+                if c[1] != "walking":
+                    alone[c].append(plant_period(tops[c], periods))
                 p50, p99, end = runs[c][-1]
-                print(f"  round {r + 1}: {c[0]:<9} {c[1]:<17} p50 {p50:6.1f}  p99 {p99:6.1f} µs"
-                      f"  ({end}); plant alone {alone[c][-1][0]:6.1f} µs", flush=True)
-    print(f"whole cycle on the lockstep simulated bus, standing, computed_torque; {repeats} "
-          f"round(s) of {duration:g} s, the cases alternated (µs; min / median of the runs' "
-          f"p50; ratio of the medians to harmonic_drive's):")
+                print(f"  round {r + 1}: {c[0]:<9} {c[1]:<17} p50 {p50:6.1f}  p99 {p99:7.1f} µs"
+                      f"  ({end})" + (f"; plant alone {alone[c][-1][0]:6.1f} µs CPU"
+                                      if c[1] != "walking" else ""), flush=True)
+    print(f"whole cycle on the lockstep simulated bus, computed_torque, standing (walking: the "
+          f"default session, harmonic_drive); {repeats} round(s) of {duration:g} s, the cases "
+          f"alternated (µs; min / median of the runs' p50, median p99; ratio of the medians to "
+          f"harmonic_drive's standing; the plant period alone in CPU µs, min / median):")
     for robot in robots:
-        base = statistics.median(p[0] for p in runs[(robot, *CASES[0][1:])]) \
-            if robot == "exo_leg" else statistics.median(p[0] for p in runs[CASES[2]])
-        base_alone = statistics.median(a[0] for c, v in alone.items() if c[0] == robot
-                                       and c[1] == "harmonic_drive" for a in v)
-        for c in (c for c in cases if c[0] == robot):
+        mine = [c for c in cases if c[0] == robot]
+        base = statistics.median(p[0] for p in runs[mine[0]])
+        base_alone = min(a[0] for a in alone[mine[0]])
+        for c in mine:
             p50 = [p[0] for p in runs[c]]
             p99 = statistics.median(p[1] for p in runs[c])
-            us = statistics.median(a[0] for a in alone[c])
-            mj = statistics.median(a[1] for a in alone[c])
-            print(f"  {robot:<9} {c[1]:<17} p50 {min(p50):6.1f} / {statistics.median(p50):6.1f}"
-                  f"  p99 {p99:6.1f}  ratio {statistics.median(p50) / base:4.2f}   plant period "
-                  f"alone {us:6.1f} µs (ratio {us / base_alone:4.2f})"
-                  + (f", of it the contact solve ≈ {mj:5.1f} µs" if mj else ""))
+            line = (f"  {robot:<9} {c[1]:<17} p50 {min(p50):6.1f} / {statistics.median(p50):6.1f}"
+                    f"  p99 {p99:7.1f}  ratio {statistics.median(p50) / base:4.2f}")
+            if alone[c]:
+                us = [a[0] for a in alone[c]]
+                mj = min(a[1] for a in alone[c])
+                line += (f"   plant period alone {min(us):6.1f} / {statistics.median(us):6.1f} µs "
+                         f"(ratio {min(us) / base_alone:4.2f})"
+                         + (f", of it the contact solve ≈ {mj:5.1f} µs" if mj else ""))
+            print(line)
+        floor = [c for c in mine if c[1] == "world floor"]
+        if floor:
+            walking = statistics.median(p[0] for p in runs[mine[-1]])
+            standing = statistics.median(p[0] for p in runs[floor[0]])
+            print(f"  {robot}: world floor standing / harmonic_drive walking (the issue's "
+                  f"test-stand figure): {standing / walking:4.2f}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=None,
-                    help="s of each run [10; --world 3, --quick 0.3]")
+                    help="s of each run [10; --world 5, --quick 0.3]")
     ap.add_argument("--world", action="store_true",
                     help="harmonic_drive, the world's test stand and floor side by side")
     ap.add_argument("--repeats", type=int, default=None, help="--world rounds [3; --quick 1]")
@@ -144,7 +161,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.world:
         world_side_by_side(args.repeats or (1 if args.quick else 3),
-                           args.duration or (0.3 if args.quick else 3.0),
+                           args.duration or (0.3 if args.quick else 5.0),
                            200 if args.quick else 2000,
                            ("exo_2leg",) if args.quick else ("exo_leg", "exo_2leg"))
         return 0
