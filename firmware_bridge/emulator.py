@@ -4,7 +4,8 @@ It answers the controller like the real safety/sensor MCU: status (e-stop, motor
 supply voltage, watchdog) and foot-sole pressures every ``status_period``, its firmware version
 at start; a watchdog that cuts motor power when heartbeats stop for ``watchdog_s`` and latches
 until re-armed by a POWER enable; an e-stop that cuts motor power; foot-sole pressure following
-a simulated gait of ``stride_s``. Faults: garbage bytes, dropped frames, stalls.
+a simulated gait of ``stride_s`` — or, in the world, the feet's contacts (:attr:`soles`).
+Faults: garbage bytes, dropped frames, stalls.
 
 The crutch: its buttons (:meth:`~BoardEmulator.press`, :meth:`~BoardEmulator.release`,
 :meth:`~BoardEmulator.click`, or planned on the emulator's clock,
@@ -87,6 +88,11 @@ class BoardEmulator:
         self._next_status = clock()
         self._next_version = clock()
         self._t0 = clock()
+        # where the foot-sole pressures come from: None, the simulated gait's timer
+        # (heel_pressure); else a callable giving each foot's pressure (N) — the world's foot
+        # contacts (exo_rt.sim.world_truth.WorldTruth.soles), the first foot's heel sensor
+        # the one the PC detects strikes on
+        self.soles = None
         self.stall_until = -1.0
         self.drop_next = 0
         self.power_off_at: float | None = None
@@ -285,6 +291,13 @@ class BoardEmulator:
             return int(700 * phase / 0.01)
         return int(700 * (0.4 - phase) / 0.39) if phase < 0.4 else 0
 
+    def pressures(self, now: float) -> tuple[int, ...]:
+        """The foot-sole pressures (N) the board sends now: the world's feet where
+        :attr:`soles` is set, else the timer's heel (:meth:`heel_pressure`) and 0."""
+        if self.soles is not None:
+            return self.soles()
+        return (self.heel_pressure(now), 0)
+
     def tick(self, now: float | None = None) -> None:
         """Process heartbeats, answers and menus, run the watchdog, send status and the
         buttons when due."""
@@ -299,7 +312,7 @@ class BoardEmulator:
                 if now >= self.stall_until:
                     self._send(p.Status(self.estop, self.motor_power, self.watchdog_tripped,
                                         self.supply_mV))
-                    self._send(p.Pressure((self.heel_pressure(now), 0)))
+                    self._send(p.Pressure(self.pressures(now)))
                     if now >= self._next_version:  # once a second, for late listeners
                         self._next_version = now + 1.0
                         self._send(p.FirmwareVersion(1, 0, 0))

@@ -26,6 +26,9 @@ topic       one message per fields
 /events     state change    t, cycle, event ("state"), state, from, cause
 /activity   session event   t, cycle, event (request | finished | activity | script_stalled)
                             and the event's own fields, as in events.jsonl (docs/sessions.md)
+/world      cycle           a world run's only: the simulation's truth — pelvis pose, each
+                            foot's ground reaction and centre of pressure, the links' true
+                            angles (:mod:`exo_rt.record.world_log`); not the cycle log's
 =========== =============== ==========================================================
 
 Every value of the cycle log is in exactly one field (numbers as JSON numbers, which
@@ -334,7 +337,7 @@ class McapLog:
 
     def __init__(self, path: Path, columns: dict[str, tuple[int, int]], meta: dict,
                  channels: list[str] | None = None, segment_s: float | None = None,
-                 scene=None) -> None:
+                 scene=None, world=None) -> None:
         import foxglove
 
         self.path = self.first = Path(path)
@@ -350,12 +353,20 @@ class McapLog:
         self.channels = {topic: foxglove.Channel(topic, schema=all_schemas[topic],
                                                  message_encoding="json", context=self.ctx)
                          for topic in self.topics}
+        # a world run's truth (exo_rt.record.world_log.WorldLog): its columns after the
+        # record's (rows joined by the writer), for the scene and /world
+        self.world = world
+        scene_columns, scene_meta = (columns, meta) if world is None else \
+            world.extend(columns, meta)
+        if world is not None:
+            self.channels |= world.channels(self.ctx)
+            self.topics += list(world.TOPICS)
         # the 3D scene (exo_rt.record.scene.RobotScene): /robot_description, /tf, /scene
         self.scene = None
         if scene is not None:
             from exo_rt.record import scene as sc
 
-            self.scene = sc.SceneLog(scene, columns, meta)
+            self.scene = sc.SceneLog(scene, scene_columns, scene_meta)
             self.channels |= sc.channels(self.ctx)
             self.topics += list(sc.SCENE_TOPICS)
         self.t0_ns: int | None = None
@@ -447,6 +458,10 @@ class McapLog:
             counts["/events"] += events
             for topic, _ in enc.per_cycle:
                 counts[topic] += len(rows)
+        if self.world is not None:
+            n = self.world.rows(rows, times, self._log)
+            self.messages["/world"] += n
+            self.in_segment["/world"] += n
         if self.scene is not None:
             before = dict(self.scene.counts)
             self.scene.rows(rows, times, self._log)

@@ -36,6 +36,7 @@ from exo_rt.record.rings import MESSAGE_HEAD, MESSAGE_SLOT, FrameRing, MessageRi
 RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
 FRAME_RING = 1 << 17  # CAN frames
 MESSAGE_RING = 1 << 9  # the run's events handed over at once (a check's, at most)
+TRUTH_RING = 1 << 14  # a world run's truth rows from the simulation (one a period)
 
 
 HAND_PER_CYCLE = 16  # events handed over in one call at most (a cycle's share)
@@ -45,7 +46,11 @@ class Recording:
 
     def __init__(self, out: Path, n_joints: int, meta: dict, *, can_format: str = ".blf",
                  channels: list[str], lockstep: bool, status: bool, cpus: set[int],
-                 live: str | None = None, live_remote: bool = False) -> None:
+                 live: str | None = None, live_remote: bool = False,
+                 truth: dict | None = None) -> None:
+        """``truth``: a world run's truth layout (:func:`exo_rt.sim.world_truth.layout`): its
+        rows come from the simulation through a ring of their own (:attr:`truth`), the
+        recording process joins them to the records (:mod:`exo_rt.record.world_log`)."""
         self.out = Path(out)
         self.columns = cycle_columns(n_joints)
         self.width = max(b for _, b in self.columns.values())
@@ -53,6 +58,8 @@ class Recording:
         self.stopped_at: float | None = None
         self.report: dict = {}
         self.meta = dict(meta)
+        if truth is not None:  # the world's truth: its layout in the header
+            self.meta["world"] = {k: v for k, v in truth.items() if k != "width"}
         try:
             write_header(self.out / "cycles.exolog", self.columns, self.meta)
         except OSError as exc:  # a full disk: no cycle log at all, not a header cut short
@@ -76,6 +83,15 @@ class Recording:
             self.records.release()
             self.frames.release()
             raise
+        self.truth = None  # the world's truth rows (a world run's simulation writes them)
+        if truth is not None:
+            try:
+                self.truth = RecordRing(TRUTH_RING, truth["width"], block_when_full=lockstep,
+                                        consumer_alive=self._alive)
+            except OSError:
+                for ring in (self.records, self.frames, self.notes):
+                    ring.release()
+                raise
         self._followed: list[dict] = []  # the run's events (the session's go to /activity)
         self._handed = 0  # how many of them were looked at
         self.process = None
@@ -83,6 +99,8 @@ class Recording:
                 "--messages", self.notes.name,
                 "--out", str(self.out), "--can-format", can_format,
                 "--channels", ",".join(channels), "--parent", str(os.getpid())]
+        if self.truth is not None:
+            args += ["--truth", self.truth.name]
         if live is not None:  # live telemetry ([HOST:]PORT), served by the recording process
             args += ["--live", live] + (["--live-remote"] if live_remote else [])
         self.process = Helper("recording", "exo_rt.record.writer",
@@ -104,10 +122,14 @@ class Recording:
             self.live_url = ready.rsplit(" ", 1)[1]
         elif ready.startswith("serving no live telemetry"):  # asked for, it must be there
             self.process.wait(5.0)
-            for ring in (self.records, self.frames, self.notes):
+            for ring in self._rings():
                 ring.release()
             raise ConfigError(ready.split(": ", 1)[-1], None,
                               "choose another --live port, or run without --live")
+
+    def _rings(self) -> list:
+        return [self.records, self.frames, self.notes] + (
+            [self.truth] if self.truth is not None else [])
 
     def _alive(self) -> bool:
         return self.process is None or self.process.alive()
@@ -163,6 +185,8 @@ class Recording:
             self.stopped_at = t
             self.records.block_when_full = self.frames.block_when_full = False  # never wait
             self.notes.block_when_full = False
+            if self.truth is not None:
+                self.truth.block_when_full = False
             self.events.append({"t": round(t, 6), "event": "recording_stopped",
                                 "exit_code": self.process.proc.returncode})
         self.hand_over(int(round(t * float(self.meta.get("rate_hz", 1000.0)))), t)
@@ -199,9 +223,8 @@ class Recording:
         line is missing); a write error it met becomes a ``recording_stopped`` event."""
         if self.process.alive():
             self.hand_over(limit=len(self._followed))  # (all that is left)
-        self.records.close()
-        self.frames.close()
-        self.notes.close()
+        for ring in self._rings():
+            ring.close()
         proc = self.process.proc
         if self.process.alive():
             try:
@@ -231,9 +254,8 @@ class Recording:
                 self.stopped_at = stop.get("t")
             self.events.append({"t": stop.get("t"), "event": "recording_stopped",
                                 "error": stop.get("error"), "errno": stop.get("errno")})
-        self.records.release()
-        self.frames.release()
-        self.notes.release()
+        for ring in self._rings():
+            ring.release()
 
 
 def _now() -> float:

@@ -10,6 +10,9 @@ log file or holds the GIL for long. Every ``FLUSH_S`` it takes what the rings ho
   Foxglove SDK's native writer, with ``foxglove-layout.json`` beside it, and the 3D scene made
   from the records (:mod:`exo_rt.record.scene`: the URDF, the links' transforms every cycle,
   the floor, the centre of mass, the ground reactions a world run records);
+- a world run's truth (a fourth ring, written by the simulation: the pelvis, the feet's
+  ground reactions, the seat) → joined to the records for run.mcap's scene and ``/world``
+  and for live telemetry (:mod:`exo_rt.record.world_log`), never to the cycle log;
 - the run's events (a third ring, of short messages) → appended to ``events.jsonl`` (before
   the cycle records taken with them; :mod:`exo_rt.record.events`), the session's to
   run.mcap's ``/activity`` too;
@@ -83,7 +86,7 @@ class Writer:
     def __init__(self, records: str, frames: str, out: Path, can_format: str,
                  channels: list[str], parent: int, status: bool, live: str | None = None,
                  live_remote: bool = False, mcap: bool = True,
-                 messages: str | None = None) -> None:
+                 messages: str | None = None, truth: str | None = None) -> None:
         self.rows = RecordRing(name=records)
         self.frames = FrameRing(name=frames)
         self.notes = MessageRing(name=messages) if messages else None  # the run's events
@@ -121,12 +124,13 @@ class Writer:
         except OSError as exc:
             self._stop(exc, path)
         self.scene = self._scene()  # the 3D scene (exo_rt.record.scene), or None
+        self.world = self._world(truth)  # a world run's truth (exo_rt.record.world_log)
         if mcap and self.stopped is None:
             try:
                 from exo_rt.record.mcap_log import McapLog
 
                 self.mcap = McapLog(out / "run.mcap", self.columns, self.meta, channels,
-                                    scene=self.scene)
+                                    scene=self.scene, world=self.world)
             except OSError as exc:
                 self._stop(exc, out / "run.mcap")
             except Exception as exc:  # no foxglove-sdk: the cycle log goes on
@@ -146,7 +150,9 @@ class Writer:
             from exo_rt.record.telemetry import LiveServer, parse_live
 
             host, port = parse_live(live, live_remote)
-            self.live = LiveServer(host, port, self.columns, self.meta, scene=self.scene)
+            columns, meta = (self.columns, self.meta) if self.world is None else \
+                self.world.extend(self.columns, self.meta)  # (the scene's columns after)
+            self.live = LiveServer(host, port, columns, meta, scene=self.scene)
         self.cpu0 = time.process_time()
 
     def _scene(self):
@@ -163,6 +169,19 @@ class Writer:
             self.errors.append(f"3D scene: {exc}")
             return None
 
+    def _world(self, ring: str | None):
+        """A world run's truth from the simulation's ring (its layout in the header), or
+        None (and a note in the report) where there is none or it cannot be read."""
+        if ring is None or "world" not in self.meta:
+            return None
+        try:
+            from exo_rt.record.world_log import WorldLog
+
+            return WorldLog(RecordRing(name=ring), self.meta, self.scene)
+        except Exception as exc:  # the recording goes on without it
+            self.errors.append(f"world truth: {exc}")
+            return None
+
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent
 
@@ -175,6 +194,8 @@ class Writer:
             _, self.meta = read_header(self.out / "cycles.exolog")
         except (OSError, ValueError) as exc:
             self.errors.append(f"cycle log header: {exc}")
+        if self.world is not None:
+            self.world.set_origin(self.meta)
         for name in ("mcap", "live"):
             if getattr(self, name) is not None:
                 self._sink(name, getattr(self, name).set_origin, self.meta)
@@ -300,6 +321,8 @@ class Writer:
                     self._stop(exc, self.out / "cycles.exolog")
             if self.status:
                 self._window.append(rows)
+            if self.world is not None:  # the world's truth after each record's columns
+                rows = self.world.join(rows)
             if self.mcap is not None:
                 self._sink("mcap", self.mcap.rows, rows)
             if self.live is not None:
@@ -441,6 +464,8 @@ class Writer:
         self.frames.release()
         if self.notes is not None:
             self.notes.release()
+        if self.world is not None:
+            self.world.ring.release()
 
     def run(self) -> str:
         while True:
@@ -470,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", required=True)
     ap.add_argument("--frames", required=True)
     ap.add_argument("--messages", default=None, help="the session's events' ring")
+    ap.add_argument("--truth", default=None, help="a world run's truth ring (the simulation's)")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--can-format", default=".blf")
     ap.add_argument("--channels", default="")
@@ -485,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         writer = Writer(args.records, args.frames, args.out, args.can_format,
                         args.channels.split(",") if args.channels else [], args.parent,
                         args.status, live=args.live, live_remote=args.live_remote,
-                        mcap=not args.no_mcap, messages=args.messages)
+                        mcap=not args.no_mcap, messages=args.messages, truth=args.truth)
     except Exception as exc:
         if args.live is None:
             raise

@@ -20,6 +20,7 @@ from exo_rt.record import runfolder
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS as SESSION_EVENTS
 from exo_rt.runtime import safety
 from exo_rt.runtime.states import STATES
+from exo_rt.sim import world_truth
 
 
 class RunRecord:
@@ -59,14 +60,19 @@ class RunRecord:
         # lockstep: every CAN frame stamped on one clock, the simulated time from this epoch
         lockstep, o = not ctl.realtime, ctl.options
         self.frame_epoch = meta["wall_boot"] - (ctl.bus_set.clock() if lockstep else 0.0)
+        # a world run's truth (the simulation's pelvis, ground reactions, seat): its own ring
+        truth = world_truth.layout(ctl.top, ctl.bus_set)
         try:
             self.recording = rec = Recording(
                 self.out_dir, ctl.n, meta, can_format=ctl.can_format,
                 channels=[b.channel for b in ctl.top.buses], lockstep=lockstep,
-                status=o.status, cpus=ctl.helper_cpus, live=o.live, live_remote=o.live_remote)
+                status=o.status, cpus=ctl.helper_cpus, live=o.live, live_remote=o.live_remote,
+                truth=truth)
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
             self.not_recording(runfolder.describe(exc, exc.filename or self.out_dir))
             return None
+        if rec.truth is not None:  # the simulation hands its rows over from now on
+            world_truth.attach(ctl.bus_set, rec.truth, self.frame_epoch)
         rec.follow(self.events)
         ctl.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
         if rec.live_url:

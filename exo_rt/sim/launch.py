@@ -113,6 +113,8 @@ class SimulatedBuses:
             from firmware_bridge.emulator import BoardEmulator
 
             self.board = BoardEmulator(clock=self.clock, transport="socket")
+            if self.world.truth is not None:  # in the world: the feet's contacts press
+                self.board.soles = self.world.truth.soles  # its sole sensors, not a timer
             self._board_path = self.board.path
         return self._board_path
 

@@ -12,8 +12,9 @@ SYNC's arrival; heartbeats go out on the wall clock. The exoskeleton's embedded 
 runs in the same loop: its motor power relay feeds the simulated drives (power off: no current,
 whatever a drive was told). Command lines on an optional descriptor (the starting process's
 pipe) inject faults as the lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut
-SECONDS`` cuts the bus between the controller and the drives (nothing passes either way); and
-the board's ``estop 1``, ``stall SECONDS``, ``walk``
+SECONDS`` cuts the bus between the controller and the drives (nothing passes either way);
+``truth RING`` hands the world's truth to the recording's ring of that name
+(:mod:`exo_rt.sim.world_truth`); and the board's ``estop 1``, ``stall SECONDS``, ``walk``
 (:func:`firmware_bridge.emulator.apply_command`). A :class:`~exo_rt.sim.trace.PlantTrace`, if
 given, records the leg after every period. When the controller that started it is gone, it goes
 on for ``linger`` seconds (the drives' and the board's own reactions to a silent master stay
@@ -59,6 +60,8 @@ class RealtimeServer:
         self.frames_cut = 0
         self.ports = ports
         self.board = board  # a firmware_bridge.emulator.BoardEmulator, or None
+        if board is not None and world.truth is not None:  # in the world: the feet's
+            board.soles = world.truth.soles  # contacts press its sole sensors, not a timer
         self.commands = commands  # a readable descriptor of command lines, or None
         self._pending = b""
         self.period = world.dt
@@ -150,6 +153,14 @@ class RealtimeServer:
                 self.world.inject(words[1], words[2], int(words[3]), int(words[4]))
             except (ValueError, KeyError, StopIteration):
                 pass
+        elif words[0] == "truth" and len(words) == 2:  # the recording's world-truth ring
+            if self.world.truth is not None:
+                from exo_rt.record.rings import RecordRing
+
+                try:
+                    self.world.truth.record(RecordRing(name=words[1]))
+                except (OSError, ValueError):
+                    pass  # (gone already: the run records no truth)
         elif words[0] == "cut" and len(words) == 2:
             try:
                 self.cut_until = time.monotonic() + max(0.0, float(words[1]))

@@ -33,7 +33,7 @@ from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.schema.buses import FOREIGN_KINDS
-from exo_rt.sim import plants
+from exo_rt.sim import plants, world_truth
 from exo_rt.sim.plants import ST_I, ST_ON, ST_Q, ST_V, T_JOINT, T_ROTOR
 
 
@@ -60,6 +60,9 @@ class SimWorld:
                  fixture_node: int = fx.FIXTURE_NODE, plant_model: str = plants.DEFAULT,
                  plant_room: dict | None = None) -> None:
         self.plant = plants.create(plant_model, robot, dt=dt, substeps=substeps, room=plant_room)
+        # the world's own truth after every period (a world on the floor; else None): the
+        # recording's pelvis, ground reactions and seat, the board's foot-sole sensors
+        self.truth = world_truth.for_world(self)
         self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
         # the test rig's fixture (exo_rt.bus.fixture); 0: none, or when a drive has its node id
         taken = {d.node for bus in buses for d in bus.drives}
@@ -280,6 +283,8 @@ class SimWorld:
                 self._into_period -= self.dt
                 self.cycle += 1
         self.faults = [f for f in self.faults if f[3] >= self.cycle]
+        if self.truth is not None:
+            self.truth.update(self)
 
     def _reply(self, ep: _Endpoint) -> None:
         """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
