@@ -115,7 +115,7 @@ def floor_figures() -> int:
     from exo_rt.sim.world_plant import Room, WorldPlant
 
     mech = load_mechanism(ROOT / "configs/robots/exo_2leg.yaml")
-    standing, sitting = np.array([0.0, 0.05] * 2), np.array([1.55] * 4)
+    standing, sitting = np.array([0.05] * 4), np.array([1.55] * 4)
     print("## Standing on the drives (exo_2leg, 75 kg wearer; 1 s settling, then 60 s)\n")
     print("| support | reaction mean | / weight | worst error | slip | pelvis drift |\n"
           "|---|---|---|---|---|---|")
@@ -137,7 +137,7 @@ def floor_figures() -> int:
           f"{np.round(plant.currents, 2)} A (hips' rating 3.29 A)\n")
     print("| drives off in stance at (hip, knee) | pelvis drop in 2 s | knee change |\n"
           "|---|---|---|")
-    for post in ((0.0, 0.05), (0.3, 0.5)):
+    for post in ((0.05, 0.05), (0.4, 0.4)):
         q = np.array(post * 2)
         plant = WorldPlant(mech, room=Room(scene="floor", wearer_damping=1.0))
         plant.reset(q)

@@ -91,11 +91,9 @@ _N_PTR = 9
 # plant's q; the pitch stabiliser's stiffness (N·m/rad) and damping (N·m·s/rad); the
 # body-weight support's upward force on the pelvis (N)
 R_FLOOR, R_BASE, R_KP, R_KD, R_SUPPORT = range(5)
-ST_CONTACT = ST_ROWS  # the world's own state rows: MuJoCo's contact forces (generalized, N·m
-# or N) at the sub-step's start, held over its stages; …
-ST_UPRIGHT = ST_ROWS + 1  # … [0]: the pitch (rad) the stabiliser holds the pelvis at — where
-# the start posture's feet are flat (the wearer's upright)
-ST_WORLD_ROWS = ST_ROWS + 2
+ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
+# or N) at the sub-step's start, held over its stages
+ST_WORLD_ROWS = ST_ROWS + 1
 
 
 @njit(cache=True, python=False)
@@ -131,23 +129,23 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
             m[i, j] = mff.flat[di * n + int(model[W_DOF, j])]
     f = scratch[x0 + X_F]
     _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
-    _room_forces(model, state, q, v, f)
+    _room_forces(model, q, v, f)
     for i in range(n):
         f[i] += state[ST_CONTACT, i]
     solve_locked(scratch, n, acc)
 
 
 @njit(cache=True, inline="always")
-def _room_forces(model, state, q, v, f):
+def _room_forces(model, q, v, f):
     """What the room adds to the generalized forces (N·m, N): the passive wearer's joint
-    damping, and on the floor the pelvis-pitch stabiliser and the body-weight support."""
+    damping, and on the floor the pelvis-pitch stabiliser (towards the trunk upright, pitch 0)
+    and the body-weight support."""
     for i in range(q.shape[0]):
         f[i] -= model[W_DAMPING, i] * v[i]
     if model[W_ROOM, R_FLOOR] > 0.5:
         b = int(model[W_ROOM, R_BASE])
         f[b + 1] += model[W_ROOM, R_SUPPORT]
-        f[b + 2] -= (model[W_ROOM, R_KP] * (q[b + 2] - state[ST_UPRIGHT, 0])
-                     + model[W_ROOM, R_KD] * v[b + 2])
+        f[b + 2] -= model[W_ROOM, R_KP] * q[b + 2] + model[W_ROOM, R_KD] * v[b + 2]
 
 
 @njit(cache=True, python=False)
@@ -160,7 +158,7 @@ def _contacts(model, data, transmissions, state, q, v, scratch):
     x0 = 2 * n
     f = scratch[x0 + X_F]
     _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
-    _room_forces(model, state, q, v, f)
+    _room_forces(model, q, v, f)
     for i in range(n):
         data[int(model[W_QPOS, i])] = q[i]
         data[int(model[W_QVEL, i])] = v[i]
@@ -404,7 +402,6 @@ class WorldPlant(HarmonicDrivePlant):
         base, top, front = place(self.world, q[: self.mech.nq], self.room.seat_height)
         if not np.any(self.state[ST_V, self.mech.nq:]) and not np.any(q[self.mech.nq:]):
             q[self.mech.nq:] = base
-            self.state[ST_UPRIGHT, 0] = base[2]
         if self.room.seat_height > 0.0:
             move_seat(self.world, top, front)
         self.seat = (top, front) if self.room.seat_height > 0.0 else None

@@ -16,7 +16,6 @@ ankle to 0.19 m ahead of it (configs/robots/exo_2leg.yaml's ``wearer.segments``)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import mujoco
@@ -98,19 +97,15 @@ def _geom_points(world: World, data: mujoco.MjData, suffix: str) -> np.ndarray:
 
 def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float]:
     """(base (x, z, pitch), seat top z m, seat front x m) for the Mechanism's posture ``q``:
-    the pelvis at x = 0, pitched so that the lowest foot is flat, as high as puts its sole
-    on the floor; the chair's front
+    the pelvis upright at x = 0 (the trunk vertical: with the ankle fixed, a foot is flat where
+    hip = knee), as high as puts the lowest sole point on the floor; the chair's front
     edge :data:`SEAT_GAP` behind the foremost knee, its top at ``seat_height`` or, where the
     thighs are lower, just under them (a chair is never pushed into the wearer)."""
     data = world.new_data()
     base = np.zeros(3)
-    for _ in range(4):  # pitch the pelvis until the lowest foot is flat (converges at once)
-        world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
-        mujoco.mj_kinematics(world.model, data)
-        heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
-        lowest = int(np.argmin(np.minimum(heels[:, 2], toes[:, 2])))
-        rise = toes[lowest] - heels[lowest]
-        base[2] += math.atan2(rise[2], rise[0])  # toe up: pitch forward (about +y)
+    world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
+    mujoco.mj_kinematics(world.model, data)
+    heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
     base[1] = -float(min(heels[:, 2].min(), toes[:, 2].min()))
     world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
     mujoco.mj_kinematics(world.model, data)
@@ -141,10 +136,10 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     released mechanism's coordinates, rad): MuJoCo steps the world ``seconds`` with each joint
     ``joints[t]`` held by a stiff PD at q (its rotor ``rotors[t]`` turned with it, k·q) and
     the pelvis free from ``base``, under the stabiliser (stiffness N·m/rad, damping N·m·s/rad
-    about ``base``'s pitch) and the ``support`` force (N, up), until the floor and the chair
-    carry the weight; the PD's torques are then what each joint must hold — what the plant's
-    flexsplines are pre-twisted to carry. The contacts share a statically indeterminate load
-    as the soft contacts settle it."""
+    towards the trunk upright, pitch 0) and the ``support`` force (N, up), until the floor and
+    the chair carry the weight; the PD's torques are then what each joint must hold — what
+    the plant's flexsplines are pre-twisted to carry. The contacts share a statically
+    indeterminate load as the soft contacts settle it."""
     m = world.model
     d = mujoco.MjData(m)
     q = np.asarray(q, dtype=float)
@@ -159,12 +154,11 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     inertia = np.diag(full)[jd]
     kp = 1e5 * np.ones(len(joints))  # N·m/rad: 1 mrad per 100 N·m
     kd = 2.0 * np.sqrt(kp * inertia)  # critically damped
-    upright = float(base[2])
     for _ in range(int(round(seconds / m.opt.timestep))):
         d.qfrc_applied[:] = 0.0
         d.qfrc_applied[jd] = kp * (q[joints] - d.qpos[jq]) - kd * d.qvel[jd]
         d.qfrc_applied[bd[1]] = support
-        d.qfrc_applied[bd[2]] = (-stabiliser[0] * (d.qpos[bq[2]] - upright)
+        d.qfrc_applied[bd[2]] = (-stabiliser[0] * d.qpos[bq[2]]
                                  - stabiliser[1] * d.qvel[bd[2]])
         mujoco.mj_step(m, d)
         d.qpos[rq] = np.asarray(k) * d.qpos[jq]
