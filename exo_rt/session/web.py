@@ -216,8 +216,8 @@ class WebConsole:
                 silent = time.monotonic() - link.heard
                 if silent > SILENCE_S:
                     who = link.controller or self._last_controller()
-                    self._silent_stop = (f"page {who} silent {silent:.1f} s" if who else
-                                         f"no page controls ({silent:.1f} s)")
+                    self._silent_stop = (f"page {who} silent {1e3 * silent:.0f} ms" if who else
+                                         f"no page controls ({1e3 * silent:.0f} ms)")
                     out = out or []
                     out.append(Request(rq.STOP, rq.WEB, k, note=self._silent_stop,
                                        client=who))
@@ -393,7 +393,7 @@ def _v(name: str) -> int:
 def start(ctl, sess) -> WebConsole:
     """The web console of a controller's run (``ctl.options.web``: an :class:`exo_rt.web.
     address.WebAddress`, or its ``[HOST:]PORT`` text): the channel opened, the web process
-    started (placed on the helper CPUs, niced: it stands in for nothing), its pairing code
+    started (SCHED_OTHER on the helper CPUs, as the recording), its pairing code
     made and printed on this terminal with the page's address (and the certificate's
     fingerprint under TLS). BusError when the web process does not start."""
     import secrets
@@ -409,7 +409,7 @@ def start(ctl, sess) -> WebConsole:
     code = f"{secrets.randbelow(10 ** 6):06d}"
     try:
         helper = Helper("web console", "exo_rt.web", ["--channel", link.path, *addr.args()],
-                        cpus=ctl.helper_cpus, nice=10, ready_timeout=30.0)
+                        cpus=ctl.helper_cpus, ready_timeout=30.0)
     except BusError:
         link.close()
         raise

@@ -334,4 +334,4 @@ class Hub:
         if page is not None:
             silent = self.clock() - page.heard
             if silent > SILENCE_S:
-                await self._release(page, f"silent {silent:.1f} s")
+                await self._release(page, f"silent {1e3 * silent:.0f} ms")

@@ -72,12 +72,28 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"cannot reach the run's channel {args.channel} ({exc.strerror})")
     channel.setblocking(False)
     try:
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        listener = socket.create_server((args.host, args.port), family=family, backlog=16)
+        listener = _listen(args.host, args.port)
     except OSError as exc:
         return _refuse(f"cannot serve on {args.host}:{args.port} ({exc.strerror}) — choose "
                        "another port: --web HOST:PORT")
     return asyncio.run(_serve(args, channel, listener))
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket. Made with its protocol named (IPPROTO_TCP), so that asyncio sets
+    TCP_NODELAY on every connection it accepts — ``socket.create_server``'s protocol 0 leaves
+    Nagle's algorithm on, and an answer written after a status then waits for the page's
+    delayed ACK: 40 ms on Linux (measured: p50 41 ms, 0.9 ms with it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(16)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 async def _serve(args, channel: socket.socket, listener: socket.socket) -> int:

@@ -70,7 +70,9 @@
     if ((m.t === "answer" || (m.t === "refused" && m.what === "ask")) && S.waiting.has(rid)) {
       const w = S.waiting.get(rid);
       S.waiting.delete(rid);
-      requestAnimationFrame(() => w.resolve({ answer: m, ms: performance.now() - w.t0 }));
+      const dom = performance.now() - w.t0;   // in the page (rendered), …
+      requestAnimationFrame(() => w.resolve({ answer: m, dom: dom,   // … on the screen
+                                              ms: performance.now() - w.t0 }));
     }
   }
 
@@ -234,7 +236,8 @@
     joints.forEach((j, i) => {
       const el = $("winding-" + i);
       const t = tk.winding_C[i], f = tk.derate[i], warn = c.warning_C[i], lim = c.limit_C[i];
-      el.querySelector(".w-text").textContent = `${t.toFixed(1)} °C` + (f < 1 ? ` · derated to ${(100 * f).toFixed(0)} %` : "") + ` (warning ${warn} °C, limit ${lim} °C)`;
+      el.querySelector(".w-text").textContent = `${t.toFixed(1)} °C` + (f < 1 ? ` · derated to ${(100 * f).toFixed(0)} %` : "");
+      el.title = `warning ${warn} °C (derating from it), limit ${lim} °C (SAFE)`;
       el.classList.toggle("warm", f < 1 || t >= warn);
       el.classList.toggle("hot", t >= lim - 5);
       const lo = 20;
