@@ -1,8 +1,10 @@
 """The plant model ``world``: the rigid bodies in MuJoCo (Todorov, Erez & Tassa 2012), the
 drives exo-rt's own (docs/world.md, "The world as a plant").
 
-Its first scene is the **test stand**: the pelvis welded to the world, no floor — today's
-hanging leg, so that every figure measured on ``harmonic_drive`` can be measured again here.
+Two scenes (:class:`Room`): the **test stand** — the pelvis welded to the world, no floor,
+today's hanging leg, so that every figure measured on ``harmonic_drive`` can be measured again
+here — and the **floor**: the pelvis free in x, z and pitch, the feet on the floor, a chair
+behind them (:mod:`exo_rt.sim.world.room`; docs/world.md, "The floor scene").
 
 How it is split.
 
@@ -32,13 +34,15 @@ step's map of a linear spring has determinant 1 + (ω·h)²/2; measured, ``exo_l
 under MuJoCo's RK4 at 0.5 ms gains 1 J in 0.18 s and goes unstable at 0.72 s:
 ``tools/bench_world.py``), and MuJoCo's dry friction (``frictionloss``) is a soft constraint,
 not the exact stick–slip that holds a leg at zero current. Evaluating the drives at every
-stage of one integrator keeps both, and leaves MuJoCo every rigid-body term. (Floor and seat
-contacts, a later slice, add MuJoCo's constraint forces to the stage.)
+stage of one integrator keeps both, and leaves MuJoCo every rigid-body term. On the floor,
+MuJoCo's contact forces are solved once per sub-step (:func:`_contacts`: ``mj_forward`` with the
+drives' forces applied) and held over its stages, as soft contacts (5 ms) allow.
 
 MuJoCo is called from compiled code with no Python between: a MuJoCo error there (``mju_error``,
-e.g. its arena full) would end the process, not raise. On the test stand — no contacts, no
-constraints — the calls made (``mj_fwdPosition``, ``mj_fwdVelocity``, ``mj_fullM``) take
-nothing from the arena, its usual cause; the floor scene must bound its contacts.
+e.g. its arena full) would end the process, not raise. The stages' calls (kinematics, the
+mass matrix, RNE) take nothing from the arena, its usual cause; the floor's ``mj_forward``
+does, for its contacts, which the room bounds: only the feet touch the floor and only the
+thighs the seat, at most two contacts each (:mod:`exo_rt.sim.world.scene`).
 """
 
 from __future__ import annotations
