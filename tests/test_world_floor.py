@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from exo_rt.model import load_mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.world.standing import drives_pd, stand_on_drives
-from exo_rt.sim.world_plant import Room, WorldPlant
+from exo_rt.sim.world_plant import R_SUPPORT, W_ROOM, Room, WorldPlant
 
 STANDING = np.array([0.05, 0.05, 0.05, 0.05])  # rad: hip = knee, the feet flat (the ankle fixed)
 SITTING = np.array([1.55, 1.55, 1.55, 1.55])  # rad: thighs on the chair, shanks upright
@@ -114,6 +115,27 @@ def test_drives_off_half_way_up_from_the_chair():
         plant.step(np.zeros(4))
     assert z0 - plant.base[1] <= 0.05
     assert np.all(plant.joint_positions[[1, 3]] - q0[[1, 3]] <= np.radians(10.0))
+
+
+def test_the_top_configs_room_reaches_the_plant(tmp_path, robot):
+    """Every ``simulation:`` room key of a top config reaches the plant ``plants.create``
+    makes, as the simulated bus, replay and the warm-up make it."""
+    from exo_rt.runtime.config import load_top
+
+    cfg = Path(__file__).resolve().parents[1] / "configs"
+    top = tmp_path / "top.yaml"
+    top.write_text(f"robot: {cfg / 'robots' / 'exo_2leg.yaml'}\n"
+                   f"buses: {cfg / 'buses' / 'exo_2leg.yaml'}\n"
+                   f"controller: {cfg / 'controllers' / 'computed_torque.yaml'}\n"
+                   "simulation: {plant: world, scene: floor, seat_height: 0.42, support: 0.2,\n"
+                   "             stabiliser_stiffness: 1500, stabiliser_damping: 150,\n"
+                   "             wearer_damping: 2.0}\n")
+    sim = load_top(top).simulation
+    plant = plants.create(sim.plant, robot, room=sim.plant_options())
+    assert plant.room == Room(scene="floor", seat_height=0.42, stabiliser=(1500.0, 150.0),
+                              support=0.2, wearer_damping=2.0)
+    assert plant.seat[0] <= 0.42 and plant.model[W_ROOM, R_SUPPORT] == pytest.approx(
+        0.2 * plant.total_mass * 9.81)  # the harness's force, N
 
 
 def test_room_keys_need_the_world_plant(robot):
