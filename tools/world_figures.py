@@ -111,7 +111,7 @@ def main(argv=None) -> int:
 def floor_figures() -> int:
     """The floor scene's figures (docs/world.md, "The floor scene")."""
     from exo_rt.sim.plant import HarmonicDrivePlant
-    from exo_rt.sim.world.standing import drives_pd, stand_on_drives
+    from exo_rt.sim.world.standing import drives_off, drives_pd, stand_on_drives
     from exo_rt.sim.world_plant import Room, WorldPlant
 
     mech = load_mechanism(ROOT / "configs/robots/exo_2leg.yaml")
@@ -141,14 +141,8 @@ def floor_figures() -> int:
         q = np.array(post * 2)
         plant = WorldPlant(mech, room=Room(scene="floor", wearer_damping=1.0))
         plant.reset(q)
-        for _ in range(1000):
-            plant.step(drives_pd(plant, q))
-        z0, q0 = plant.base[1], plant.joint_positions.copy()
-        plant.power(False)
-        for _ in range(2000):
-            plant.step(np.zeros(4))
-        dk = np.degrees(plant.joint_positions[[1, 3]] - q0[[1, 3]])
-        print(f"| {post} rad | {(z0 - plant.base[1]) * 1e3:.2f} mm | {dk.round(2)}° |")
+        drop, dq = drives_off(plant, q)
+        print(f"| {post} rad | {drop * 1e3:.2f} mm | {np.degrees(dq[[1, 3]]).round(2)}° |")
     print("\n| plant period (exo_2leg, 10 sub-steps, best of 5 × 1000) | µs |\n|---|---|")
     for label, make in (("harmonic_drive", lambda: HarmonicDrivePlant(mech)),
                         ("world, test stand", lambda: WorldPlant(mech)),

@@ -156,3 +156,19 @@ def stand_on_drives(plant, posture, *, settle: float = 1.0, seconds: float = 60.
     return StandingFigures(plant.total_mass, float(reactions.mean()),
                            float(np.max(np.abs(reactions / weight - 1.0))), slip, drift,
                            seconds)
+
+
+def drives_off(plant, posture=None, *, hold: float = 1.0, seconds: float = 2.0
+               ) -> tuple[float, np.ndarray]:
+    """SAFE's zero current on a ``world`` plant on the floor: ``posture`` held by
+    :func:`drives_pd` for ``hold`` s (None: the plant as it is), then every drive's power stage
+    off for ``seconds``; (how far the pelvis dropped m, each joint's change rad) — what the
+    robot file's SAFE reactions (brakes, gear friction, shorted phases) let the wearer do."""
+    for _ in range(int(round(hold / plant.dt)) if posture is not None else 0):
+        plant.step(drives_pd(plant, posture))
+    z0, q0 = float(plant.base[1]), plant.joint_positions.copy()
+    plant.power(False)
+    off = np.zeros(len(plant.transmissions))
+    for _ in range(int(round(seconds / plant.dt))):
+        plant.step(off)
+    return z0 - float(plant.base[1]), plant.joint_positions - q0
