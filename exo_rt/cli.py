@@ -908,6 +908,9 @@ def _setup_replay(p: argparse.ArgumentParser) -> None:
                         "(default: the archive, when a folder of runs is given)")
     p.add_argument("--force", action="store_true",
                    help="replay sessions whose result is already in the cache")
+    p.add_argument("--no-mcap", action="store_true",
+                   help="write no replay-<mode>.mcap (the replay's records and 3D scene, "
+                        "about 0.4 MB per second of run) into the run folders")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -919,7 +922,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     b = run_batch(args.run_dirs, args.mode, controller=args.controller, config=args.config,
                   engine=args.engine, jobs=args.jobs, address=args.address, out=args.out,
-                  force=args.force, allow_config_change=args.allow_config_change)
+                  force=args.force, allow_config_change=args.allow_config_change,
+                  mcap=not args.no_mcap)
     for row in b.results:
         r = row["result"]
         if r is None:
@@ -936,6 +940,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             head += f" (first at cycle {r['first_diff_cycle']})"
         if r.get("replay_ended_at_cycle") is not None:  # no command after it to compare
             head += f"; the replay ended at cycle {r['replay_ended_at_cycle']}"
+        if r.get("mcap"):  # the replay's records and 3D scene, beside run.mcap
+            head += f"; wrote {r['mcap']}"
         print(head)
     for row in b.failed:
         print(f"exo-rt: error: session {row['session']}: {row['error']}", file=sys.stderr)

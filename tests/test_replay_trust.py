@@ -47,8 +47,8 @@ def recorded(tmp_path_factory):
 
 def _copy(run: Path, dst: Path) -> Path:
     """A copy of the run folder as recorded (without what replay and report wrote)."""
-    shutil.copytree(run, dst, ignore=shutil.ignore_patterns("replay-*.json", "report.txt",
-                                                            "*.png"))
+    shutil.copytree(run, dst, ignore=shutil.ignore_patterns("replay-*.json", "replay-*.mcap",
+                                                            "report.txt", "*.png"))
     return dst
 
 

@@ -225,7 +225,8 @@ def replay_session(task: dict) -> dict:
             out["recorded_faults"] = _recorded_faults(path)
             out["result"] = replay(path, task["mode"], task.get("controller"),
                                    config=task.get("config"),
-                                   allow_config_change=bool(task.get("allow_config_change")))
+                                   allow_config_change=bool(task.get("allow_config_change")),
+                                   mcap=task.get("mcap", True))
     except ExoError as err:  # the session's own data or files: reported, deterministic
         out.update(status="failed", error=str(err))
     except Exception as exc:  # anything else: reported with its type, tried again next time
@@ -269,12 +270,15 @@ def _real_folder(path: Path) -> Path:
 def run_batch(archives: list[str | Path], mode: str, *, controller: str | None = None,
               config: str | None = None, engine: str = "local", jobs: int = 1,
               address: str | None = None, out: str | Path | None = None, force: bool = False,
-              status: bool = True, on_result=None, allow_config_change: bool = False) -> Batch:
+              status: bool = True, on_result=None, allow_config_change: bool = False,
+              mcap: bool = True) -> Batch:
     """Replay every session of ``archives``; with ``out`` (or a folder of runs among the
     archives), cache each result there and write the table and plot. ``force`` replays the
-    cached sessions again. ``on_result(row)`` is called as each session finishes. ``config``
-    is the bare CAN logs' bus mapping and, for run folders, replaces their recorded config
-    only with ``allow_config_change`` (it is refused where it differs)."""
+    cached sessions again; ``mcap`` writes each run folder's ``replay-<mode>.mcap`` (a cached
+    session whose run folder lacks it is replayed again). ``on_result(row)`` is called as
+    each session finishes. ``config`` is the bare CAN logs' bus mapping and, for run
+    folders, replaces their recorded config only with ``allow_config_change`` (it is refused
+    where it differs)."""
     from exo_rt.batch.engine import check_engine, run_tasks
     from exo_rt.progress import progress
 
@@ -286,7 +290,7 @@ def run_batch(archives: list[str | Path], mode: str, *, controller: str | None =
     if out is not None:
         cache = _real_folder(out / CACHE)
     tasks = [{"name": s.name, "path": s.path, "mode": mode, "controller": controller,
-              "config": config, "allow_config_change": allow_config_change,
+              "config": config, "allow_config_change": allow_config_change, "mcap": mcap,
               "key": session_key(s, mode, controller, config, allow_config_change)}
              for s in sessions]
     batch = Batch(mode, [], out=out)
@@ -294,7 +298,9 @@ def run_batch(archives: list[str | Path], mode: str, *, controller: str | None =
     todo = []
     for t in tasks:
         hit = cache / f"{t['key']}.json" if cache is not None else None
-        if hit is not None and not force and hit.exists():
+        folder = Path(t["path"])
+        unwritten = mcap and folder.is_dir() and not (folder / f"replay-{mode}.mcap").exists()
+        if hit is not None and not force and not unwritten and hit.exists():
             try:
                 row = json.loads(hit.read_text())
                 row.update(session=t["name"], path=t["path"])

@@ -39,6 +39,8 @@ FILES = (
     ("report.txt, *.png", "`exo-rt report RUN`'s summary and plots (once made)",
      "any viewer"),
     ("replay-*.json", "`exo-rt replay RUN`'s results (once made)", "any text editor"),
+    ("replay-*.mcap", "the replay's records with the run's 3D scene, at the run's times "
+     "(once made)", "Foxglove, beside run.mcap"),
 )
 
 

@@ -630,7 +630,8 @@ def read_activity(path: str | Path) -> list[dict]:
 # ----------------------------------------------------------------------------- export
 def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """run.mcap of a recorded run folder (its cycle log and CAN log), for runs recorded
-    before exo-rt wrote MCAP."""
+    before exo-rt wrote MCAP — with the run's 3D scene (:mod:`exo_rt.record.scene`, from the
+    run's robot file; none where it cannot be drawn), as a run writes it."""
     import can
 
     from exo_rt.record.recorder import read_cycle_log, read_header
@@ -670,7 +671,13 @@ def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
             raise LogError(f"cannot read the CAN log ({exc})", Where(str(can_log)),
                            "the file is damaged") from None
         break
-    m = McapLog(out, columns, meta, buses)
+    try:
+        from exo_rt.record.scene import scene_for_run
+
+        scene = scene_for_run(run_dir, meta)
+    except Exception:  # a robot the scene cannot draw, its file gone: the records alone
+        scene = None
+    m = McapLog(out, columns, meta, buses, scene=scene)
     m.set_origin(meta)
     for a in range(0, len(rows), 4096):
         m.rows(rows[a:a + 4096])

@@ -8,7 +8,8 @@
 - *closed-loop*: the session's scenario (config, start pose, duration, injections) runs again on
   the simulated exoskeleton and is compared with the recording.
 
-Each writes ``replay-<mode>.json`` in the run folder.
+Each writes ``replay-<mode>.json`` in the run folder, and ``replay-<mode>.mcap``: the replay's
+records with the run's 3D scene (:mod:`exo_rt.record.replay_mcap`), to watch beside run.mcap.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.record import events as recorded_events
-from exo_rt.record import integrity, runfolder
+from exo_rt.record import integrity, replay_mcap, runfolder
 from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
@@ -199,6 +200,12 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     """The recorded commands into the plant; the predicted motor-encoder joint angles against
     the recorded ones. Cycle k's command is applied at its SYNC and acts until the next one,
     whose sample cycle k + 2 reads (the drives sample at a SYNC, before its command acts)."""
+    return _plant(run_dir, robot)[0]
+
+
+def _plant(run_dir: Path | Run, robot: Mechanism | None = None) -> tuple[dict, np.ndarray]:
+    """:func:`replay_plant`'s result and the predicted joint angles (rad), one row per
+    recorded cycle from cycle 2 (the first whose sample a replayed command reaches)."""
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
     records, meta = run.records, run.meta
     top = load_top(run.config)
@@ -228,7 +235,7 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
             sim[k, joint_of[t]] = rotor / k_mult[t]
     joints, first = _errors(sim, records["q"][2:], robot.joint_names)
     return {"mode": "plant", "cycles": int(len(sim)), "joints": joints,
-            "first_diff_cycle": first}
+            "first_diff_cycle": first}, sim
 
 
 class _Cursor:
@@ -418,6 +425,12 @@ def _compared(run: Run, through: int | None) -> int:
 
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
     """The recorded measurements into the (recorded, or ``controller``) controller."""
+    return _controller(run_dir, controller)[0]
+
+
+def _controller(run_dir: Path | Run, controller: str | Path | None = None
+                ) -> tuple[dict, Controller]:
+    """:func:`replay_controller`'s result and the controller that ran (its records: ``log``)."""
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
@@ -439,11 +452,17 @@ def replay_controller(run_dir: Path | Run, controller: str | Path | None = None)
         out["cycles_with_differences"] += n - len(commands)
         if out["first_diff_cycle"] is None:
             out["first_diff_cycle"] = int(len(commands))
-    return out
+    return out, ctl
 
 
 def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
     """The session's scenario again on the simulated exoskeleton, compared with the record."""
+    return _closed_loop(run_dir, controller)[0]
+
+
+def _closed_loop(run_dir: Path | Run, controller: str | Path | None = None
+                 ) -> tuple[dict, Controller]:
+    """:func:`replay_closed_loop`'s result and the controller that ran."""
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
@@ -463,7 +482,25 @@ def replay_closed_loop(run_dir: Path | Run, controller: str | Path | None = None
     return {"mode": "closed-loop", "cycles": int(m), "joints": joints,
             "max_abs_command_diff_A": float(diff.max()), "first_diff_cycle": first,
             "final_state": result.summary["final_state"],
-            "recorded_final_state": _recorded_final_state(run.path)}
+            "recorded_final_state": _recorded_final_state(run.path)}, ctl
+
+
+# what a replay MCAP's /joints q (and so its /tf) is, by mode (its metadata's replay.q)
+REPLAYED_Q = {"plant": "the plant's prediction from the recorded commands, from cycle 2; "
+                       "every other field as recorded",
+              "controller": "the recorded measurements, fed to the replayed controller; "
+                            "command and the rest: the replay's",
+              "closed-loop": "the simulated exoskeleton's, under the replayed controller"}
+
+
+def _plant_rows(run: Run, sim: np.ndarray) -> tuple[np.ndarray, dict]:
+    """A plant replay's records for its MCAP: the recorded ones from cycle 2, their ``q`` the
+    plant's prediction (``sim``: row k is cycle k + 2's)."""
+    columns = replay_mcap.columns_of(run.records)
+    rows = replay_mcap.float_rows(run.records[2:])
+    a, b = columns["q"]
+    rows[:, a:b] = sim
+    return rows, columns
 
 
 def _command_diff(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
@@ -482,22 +519,35 @@ def _recorded_final_state(run_dir: Path) -> str | None:
 
 
 def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None, *,
-           config: str | Path | None = None, allow_config_change: bool = False) -> dict:
-    """Run one replay mode and write ``replay-<mode>.json`` into the run folder: with the
-    run's config snapshot, or ``config`` (refused when it differs from the recorded one,
-    unless ``allow_config_change``). The result's ``notes`` are for the user (a run that did
-    not finish, no snapshot, each config difference)."""
+           config: str | Path | None = None, allow_config_change: bool = False,
+           mcap: bool = True) -> dict:
+    """Run one replay mode and write ``replay-<mode>.json`` into the run folder — and, with
+    ``mcap``, ``replay-<mode>.mcap``: the replay's records with the run's 3D scene
+    (:mod:`exo_rt.record.replay_mcap`; the result's ``mcap`` names it) —: with the run's
+    config snapshot, or ``config`` (refused when it differs from the recorded one, unless
+    ``allow_config_change``). The result's ``notes`` are for the user (a run that did not
+    finish, no snapshot, each config difference, a replay MCAP without its scene)."""
     run_dir = Path(run_dir)
     if mode not in MODES:
         raise LogError(f"unknown replay mode '{mode}'", None, f"use one of {', '.join(MODES)}")
     run = open_run(run_dir, config, allow_config_change,
                    controller if mode != "plant" else None)
     if mode == "plant":
-        out = replay_plant(run)
-    elif mode == "controller":
-        out = replay_controller(run, controller)
+        out, sim = _plant(run)
     else:
-        out = replay_closed_loop(run, controller)
+        out, ctl = (_controller if mode == "controller" else _closed_loop)(run, controller)
+    if mcap:
+        if mode == "plant":
+            rows, columns = _plant_rows(run, sim)
+        else:  # a controller replay's records: the recorded cycles (past them the drives
+            # fall silent); a closed-loop replay's: every cycle it ran
+            n = len(run.records) if mode == "controller" else ctl.cycles
+            rows, columns = ctl.cycle.hist[: min(n, ctl.cycles)], ctl.columns
+        meta = dict(run.meta, replay={"mode": mode, "run": str(run_dir),
+                                      "q": REPLAYED_Q[mode]})
+        path, notes = replay_mcap.write(run_dir, mode, rows, columns, meta, run.config)
+        out["mcap"] = path.name
+        run.notes.extend(notes)
     if not run.finished:
         out["did_not_finish"] = True
     if run.notes:

@@ -48,7 +48,8 @@ DAMAGED = ".damaged"
 RUN_FILES = ("summary.json", "events.jsonl", "config.yaml", "config-snapshot.json",
              "cycles.exolog", "can.blf", "can.asc", "can.log", "run.mcap", "run.mcap" + DAMAGED,
              "foxglove-layout.json", "recording.json", "replay-plant.json",
-             "replay-controller.json", "replay-closed-loop.json")
+             "replay-controller.json", "replay-closed-loop.json", "replay-plant.mcap",
+             "replay-controller.mcap", "replay-closed-loop.mcap")
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 FOOTER_BYTES = 1 + 8 + 8 + 8 + 4  # opcode, length, summary start, summary offset start, crc
 METADATA = "exo-rt"  # the name of the MCAP metadata record that holds a run's columns, meta
