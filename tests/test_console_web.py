@@ -264,9 +264,9 @@ def test_alarms_by_priority_high_first():
 def test_a_page_connected_costs_the_control_cycle_nothing_measurable():
     """tools/web_cost.py, in one run: the control process's compute per cycle in windows
     without a page and with one (a client process speaking the page's protocol, paired,
-    its heartbeat every 0.25 s): p50 within 10 % + 10 µs, p99.9 within twice (a floor of
+    its heartbeat every 0.25 s): p50 within 8 % + 5 µs, p99.9 within twice (a floor of
     5 ms: on a shared machine the slowest cycles are other processes' doing, as the
-    console's paste test says). The same check fails for a page that would cost 30 µs a
+    console's paste test says). The same check fails for a page that would cost 50 µs a
     cycle."""
     import numpy as np
 
@@ -284,6 +284,6 @@ def test_a_page_connected_costs_the_control_cycle_nothing_measurable():
                 and with_page["p999"] <= max(2.0 * without["p999"], 5000.0))
 
     assert unchanged(w, p), f
-    costly = figures({"without": got["without"], "with": got["with"] + 30.0})
+    costly = figures({"without": got["without"], "with": got["with"] + 50.0})
     assert not unchanged(costly["without"], costly["with"])
     assert np.all(got["with"] > 0.0)

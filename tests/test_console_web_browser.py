@@ -232,8 +232,11 @@ def test_a_whole_session_driven_from_the_page_equals_the_scripts(tmp_path, brows
     assert len(page) == 14, page  # (7 of the page, 4 of the crutch, 3 motions finished)
     assert page == script
     assert "the session is over" in json.dumps(last["alarms"])
+    doc = (ROOT / "docs" / "console-web.md").read_text()
     for name in SHOTS:
-        if name != "console-web-watcher":
+        assert f"](img/{name}.png)" in doc, f"docs/console-web.md does not show {name}"
+        assert _png_size(ROOT / "docs" / "img" / f"{name}.png") == (1280, 800), name
+        if name != "console-web-watcher":  # (the two pages' test takes that one)
             assert _png_size(shots / f"{name}.png") == (1280, 800), name
 
 
