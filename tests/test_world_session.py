@@ -24,10 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_stand_up_and_sit_down_on_the_floor(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("top", ["exo_2leg_world", "exo_leg_world"])
+def test_stand_up_and_sit_down_on_the_floor(top, tmp_path, monkeypatch, capsys):
+    """Both exoskeletons: the two-leg one, and the one-leg one whose wearer's other leg is
+    their own (measured: hip 0.31°, knee 0.17° RMS; its hip peaks at 117.9 N·m, 27.4 A, and
+    runs at 47.3 N·m RMS — above the drive's 26.6 N·m continuous rating: `exo-rt size` says
+    `over rated` for it, and the test holds the verdicts to that)."""
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
     out = tmp_path / "run"
-    rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+    rc = cli.main(["run", "--config", str(ROOT / "configs" / f"{top}.yaml"),
                    "--session", str(ROOT / "configs" / "sessions" / "sit_stand.yaml"),
                    "--out", str(out)])
     s = json.loads((out / "summary.json").read_text())
@@ -41,6 +46,12 @@ def test_stand_up_and_sit_down_on_the_floor(tmp_path, monkeypatch, capsys):
           and e.get("answer") in ("accepted", "finished") and e.get("request") == "start"]
     assert up[1] - up[0] == pytest.approx(4.6875, abs=0.2)  # as the activities file asks
     capsys.readouterr()
-    assert cli.main(["size", str(out)]) == 0  # every joint within its drive's ratings
-    table = capsys.readouterr().out
-    assert "left_hip" in table and "over" not in table.split("verdict", 1)[1]
+    two_legs = top == "exo_2leg_world"
+    assert cli.main(["size", str(out)]) == (0 if two_legs else 1)  # 0: every joint ok
+    verdicts = {line.split()[0]: line.split()[-1] for line in
+                capsys.readouterr().out.split("verdict", 1)[1].splitlines()[1:] if line.strip()
+                and not line.split()[0].endswith(":")}
+    if two_legs:
+        assert set(verdicts.values()) == {"ok"}, verdicts
+    else:  # the one leg carries most of the wearer: within its peaks, above its rating
+        assert verdicts == {"hip": "rated", "knee": "ok"}, verdicts

@@ -95,6 +95,11 @@ _N_PTR = 9
 # plant's q; the pitch stabiliser's stiffness (N·m/rad) and damping (N·m·s/rad); the
 # body-weight support's upward force on the pelvis (N)
 R_FLOOR, R_BASE, R_KP, R_KD, R_SUPPORT = range(5)
+# … and, for a one-leg exoskeleton, the wearer's other leg: its hip's coordinate (its knee's
+# follows; −1: none), the exoskeleton leg's hip and knee coordinates it copies, and the
+# wearer's own stiffness (N·m/rad) and damping (N·m·s/rad) doing it
+R_OTHER, R_MIRROR_HIP, R_MIRROR_KNEE, R_OTHER_KP, R_OTHER_KD = range(5, 10)
+OTHER_LEG = (1000.0, 50.0)  # the wearer's other leg: stiffness, damping (stand-ins)
 ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
 # or N) at the sub-step's start, held over its stages
 ST_WORLD_ROWS = ST_ROWS + 1
@@ -150,6 +155,11 @@ def _room_forces(model, q, v, f):
         b = int(model[W_ROOM, R_BASE])
         f[b + 1] += model[W_ROOM, R_SUPPORT]
         f[b + 2] -= model[W_ROOM, R_KP] * q[b + 2] + model[W_ROOM, R_KD] * v[b + 2]
+        o = int(model[W_ROOM, R_OTHER])
+        if o >= 0:  # the wearer's other leg does what the exoskeleton's leg does
+            kp, kd = model[W_ROOM, R_OTHER_KP], model[W_ROOM, R_OTHER_KD]
+            f[o] += kp * (q[int(model[W_ROOM, R_MIRROR_HIP])] - q[o]) - kd * v[o]
+            f[o + 1] += kp * (q[int(model[W_ROOM, R_MIRROR_KNEE])] - q[o + 1]) - kd * v[o + 1]
 
 
 @njit(cache=True, python=False)
@@ -281,7 +291,13 @@ class WorldPlant(HarmonicDrivePlant):
     def base(self) -> np.ndarray:
         """The pelvis's x, z (m) and pitch (rad) in the room (a view; empty on the test
         stand)."""
-        return self.state[ST_Q, self.mech.nq:]
+        return self.state[ST_Q, self.mech.nq:self.mech.nq + 3]
+
+    @property
+    def other_leg(self) -> np.ndarray:
+        """A one-leg exoskeleton's wearer's other leg: their hip and knee (rad; a view; empty
+        where the exoskeleton has both legs or stands on the test stand)."""
+        return self.state[ST_Q, self.mech.nq + 3:]
 
     # --- MuJoCo's side
     def _attach(self) -> None:
@@ -300,8 +316,11 @@ class WorldPlant(HarmonicDrivePlant):
                                timestep=h)
         else:
             world = build_world(plant_mech, timestep=h)
+        from exo_rt.sim.world.room import mirrored, other_leg_joints
+
+        oq, od = other_leg_joints(world)
         nb = len(world.base_dof)
-        n = self.mech.nq + nb
+        n = self.mech.nq + nb + len(oq)
         if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
@@ -320,15 +339,15 @@ class WorldPlant(HarmonicDrivePlant):
         self.data = np.ctypeslib.as_array(buf)  # a view of MuJoCo's arrays: the kernel's data
         off = lambda a: (a.ctypes.data - start) // 8  # noqa: E731
         lib = ctypes.CDLL(str(Path(mujoco.__file__).parent / f"libmujoco.so.{mujoco.__version__}"))
-        width = max(n, _N_PTR, 5)
+        width = max(n, _N_PTR, 10)
         keep = _Keep(8 * W_ROWS * width)  # the array's base holds what it points at
         keep.refs = (world.model, d, lib)
         model = np.frombuffer(keep).reshape(W_ROWS, width)
         model[W_PTR, :_N_PTR] = (world.model._address, d._address, *(
             _c_function(lib, f) for f in ("mj_kinematics", "mj_comPos", "mj_makeM",
                                           "mj_comVel", "mj_rne", "mj_fullM", "mj_forward")))
-        qpos = np.concatenate([world.qpos, world.base_qpos])
-        dof = np.concatenate([world.dof, world.base_dof])
+        qpos = np.concatenate([world.qpos, world.base_qpos, oq])
+        dof = np.concatenate([world.dof, world.base_dof, od])
         model[W_QPOS, :n] = off(d.qpos) + qpos
         model[W_QVEL, :n] = off(d.qvel) + dof
         model[W_BIAS, :n] = off(d.qfrc_bias) + dof
@@ -340,6 +359,10 @@ class WorldPlant(HarmonicDrivePlant):
             weight = float(world.model.body_mass.sum()) * float(np.linalg.norm(
                 world.model.opt.gravity))
             model[W_ROOM, :5] = (1.0, self.mech.nq, *room.stabiliser, room.support * weight)
+            model[W_ROOM, R_OTHER] = self.mech.nq + 3 if len(oq) else -1.0
+            if len(oq):
+                model[W_ROOM, R_MIRROR_HIP:R_MIRROR_KNEE + 1] = mirrored(world)
+                model[W_ROOM, R_OTHER_KP:R_OTHER_KD + 1] = OTHER_LEG
         if not np.all(model[W_PTR, :_N_PTR] < 2**53):
             raise RuntimeError("an address does not fit a float64 exactly")
         model.flags.writeable = False
@@ -388,10 +411,10 @@ class WorldPlant(HarmonicDrivePlant):
 
         n, q, rows = self.mech.nq, self.state[ST_Q], self.transmissions
         joints, rotors = rows[:, T_JOINT].astype(int), rows[:, T_ROTOR].astype(int)
-        base, tau = settle(self.world, q[:n], q[n:], joints=joints, rotors=rotors,
+        base, tau = settle(self.world, q[:n], q[n:n + 3], joints=joints, rotors=rotors,
                            k=rows[:, T_K], stabiliser=self.room.stabiliser,
                            support=float(self.model[W_ROOM, R_SUPPORT]))
-        q[n:] = base
+        q[n:n + 3] = base
         for t in range(len(rows)):
             drive = rows[t, T_DRIVE:T_MOTOR]
             delta = twist_for_torque(-tau[t], drive)
@@ -404,8 +427,13 @@ class WorldPlant(HarmonicDrivePlant):
 
         q = self.state[ST_Q]
         base, top, front = place(self.world, q[: self.mech.nq], self.room.seat_height)
-        if not np.any(self.state[ST_V, self.mech.nq:]) and not np.any(q[self.mech.nq:]):
-            q[self.mech.nq:] = base
+        n = self.mech.nq
+        if not np.any(self.state[ST_V, n:]) and not np.any(q[n:]):
+            q[n:n + 3] = base
+            if len(q) > n + 3:  # the wearer's other leg as the exoskeleton's leg
+                from exo_rt.sim.world.room import mirrored
+
+                q[n + 3:] = q[mirrored(self.world)]
         if self.room.seat_height > 0.0:
             move_seat(self.world, top, front)
         self.seat = (top, front) if self.room.seat_height > 0.0 else None
@@ -419,8 +447,13 @@ class WorldPlant(HarmonicDrivePlant):
         n = self.mech.nq
         d.qpos[w.qpos] = self.q[:n]
         d.qvel[w.dof] = self.v[:n]
-        d.qpos[w.base_qpos] = self.q[n:]
-        d.qvel[w.base_dof] = self.v[n:]
+        d.qpos[w.base_qpos] = self.q[n:n + 3]
+        d.qvel[w.base_dof] = self.v[n:n + 3]
+        from exo_rt.sim.world.room import other_leg_joints
+
+        oq, od = other_leg_joints(w)
+        d.qpos[oq] = self.q[n + 3:]
+        d.qvel[od] = self.v[n + 3:]
         mujoco.mj_kinematics(w.model, d)
         mujoco.mj_comPos(w.model, d)
         mujoco.mj_energyPos(w.model, d)

@@ -34,6 +34,11 @@ from exo_rt.sim.world.scene import (
 
 # the leg module's sole in the shank's frame (m): heel, toe (the module docstring)
 SOLE = ((-0.06, 0.0, -0.49), (0.19, 0.0, -0.49))
+# a one-leg exoskeleton's wearer stands on their other leg too: its hip this far to the other
+# side of the pelvis frame (m; a stand-in for the hip joints' 0.2 m spacing), its thigh and
+# shank as long as the exoskeleton's leg (the wearer's own, de Leva's masses)
+OTHER_HIP = (0.0, -0.20, 0.0)
+OTHER_JOINTS = ("wearer_hip", "wearer_knee")
 SEAT_GAP = 0.08  # m: the seat's front edge this far behind the knee axis at the start
 
 
@@ -65,15 +70,83 @@ def legs(mech: Mechanism) -> Legs:
 def build_room(mech: Mechanism, wearer: tuple[float, float, str], *, seat_height: float,
                timestep: float) -> World:
     """``mech`` on the sagittal base in the room (the module docstring); ``wearer``: (mass kg,
-    height m, sex) of the upper body on the pelvis; ``seat_height`` (m; 0: no chair)."""
+    height m, sex) of the upper body on the pelvis; ``seat_height`` (m; 0: no chair). A
+    one-leg exoskeleton gets the wearer's other leg (:func:`other_leg`)."""
     found = legs(mech)
     extras = [floor(), feet({shank: SOLE for _, shank in found.pairs}),
               thighs({thigh: ((0.0, 0.0, 0.0), knee)
                       for (thigh, _), knee in zip(found.pairs, found.knees, strict=True)}),
               upper_body(*wearer)]
+    if len(found.pairs) == 1:
+        extras.append(other_leg(wearer, found.knees[0]))
     if seat_height > 0.0:
         extras.append(seat(seat_height, 0.0))
     return build_world(mech, base="sagittal", timestep=timestep, extras=tuple(extras))
+
+
+def other_leg(wearer: tuple[float, float, str], knee):
+    """The wearer's own other leg beside a one-leg exoskeleton: a thigh on hinge
+    ``wearer_hip`` at :data:`OTHER_HIP` and a shank with the foot on ``wearer_knee`` (axes and
+    lengths as the exoskeleton leg's: its knee at ``knee`` m in the thigh's frame, its sole at
+    :data:`SOLE`), de Leva 1996's thigh, shank and foot (:mod:`exo_rt.model.anthropometry`),
+    a heel and a toe sphere and a thigh capsule as the exoskeleton leg has. Its joints are the
+    wearer's: the plant moves them by the wearer's own torques."""
+    from exo_rt.model import anthropometry
+    from exo_rt.model.topology import lump_inertia
+    from exo_rt.sim.world.scene import CONTACT_RADIUS, FLOOR_BIT, SEAT_BIT, touching
+    from exo_rt.sim.world.spec import _inertial
+
+    mass, height, sex = wearer
+    knee = np.asarray(knee, dtype=float)
+    ankle = np.array([0.0, 0.0, SOLE[0][2] + 0.07])  # 0.07 m above the sole
+    lateral = np.array([0.0, 1.0, 0.0])
+
+    def link(name, proximal, distal):
+        seg = anthropometry.segment(name, mass, height, sex,
+                                    float(np.linalg.norm(np.subtract(distal, proximal))))
+        lk = anthropometry.segment_link(seg, name, proximal, distal, lateral)
+        return lk.mass, np.asarray(lk.com, float), np.asarray(lk.inertia, float)
+
+    def add(spec: mujoco.MjSpec, mech, bodies) -> None:
+        thigh = bodies[0].add_body(name="wearer_thigh", pos=OTHER_HIP)
+        thigh.add_joint(name=OTHER_JOINTS[0], type=mujoco.mjtJoint.mjJNT_HINGE,
+                        axis=[0.0, -1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
+        _inertial(thigh, *link("thigh", np.zeros(3), knee))
+        g = thigh.add_geom(name="wearer_thigh_seat", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+                           fromto=np.concatenate([np.zeros(3), knee]), size=[THIGH_RADIUS, 0, 0])
+        touching(g, SEAT_BIT, 1.0)
+        shank = thigh.add_body(name="wearer_shank", pos=knee)
+        shank.add_joint(name=OTHER_JOINTS[1], type=mujoco.mjtJoint.mjJNT_HINGE,
+                        axis=[0.0, 1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
+        _inertial(shank, *lump_inertia(*link("shank", np.zeros(3), ankle),
+                                       *link("foot", np.array(SOLE[0]), np.array(SOLE[1]))))
+        for tag, point in zip(("heel", "toe"), SOLE, strict=True):
+            g = shank.add_geom(name=f"wearer_shank_{tag}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                               size=[CONTACT_RADIUS, 0, 0],
+                               pos=np.asarray(point) + (0.0, 0.0, CONTACT_RADIUS))
+            touching(g, FLOOR_BIT, 1.0)
+
+    return add
+
+
+def other_leg_joints(world: World) -> tuple[np.ndarray, np.ndarray]:
+    """(qpos, dof) addresses of the wearer's other leg's hip and knee in the world (empty
+    where the exoskeleton has both legs)."""
+    m = world.model
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(m.njnt)]
+    if OTHER_JOINTS[0] not in names:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return (np.array([m.joint(n).qposadr[0] for n in OTHER_JOINTS], np.int64),
+            np.array([m.joint(n).dofadr[0] for n in OTHER_JOINTS], np.int64))
+
+
+def mirrored(world: World) -> np.ndarray:
+    """The Mechanism's coordinates (hip, knee) of its first leg: what the wearer's other leg
+    copies at the start."""
+    mech = world.mechanism
+    thigh, shank = legs(mech).pairs[0]
+    return np.array([int(mech.q_index[mech.body_names.index(thigh)]),
+                     int(mech.q_index[mech.body_names.index(shank)])], np.int64)
 
 
 def _geom_points(world: World, data: mujoco.MjData, suffix: str) -> np.ndarray:
@@ -104,10 +177,15 @@ def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float
     data = world.new_data()
     base = np.zeros(3)
     world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
+    other, _ = other_leg_joints(world)
+    if len(other):
+        data.qpos[other] = np.asarray(q, float)[mirrored(world)]
     mujoco.mj_kinematics(world.model, data)
     heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
     base[1] = -float(min(heels[:, 2].min(), toes[:, 2].min()))
     world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
+    if len(other):
+        data.qpos[other] = np.asarray(q, float)[mirrored(world)]
     mujoco.mj_kinematics(world.model, data)
     pts = _geom_points(world, data, "_seat")
     knees = [data.xpos[world.bodies[world.mechanism.body_names.index(s)]][0]
@@ -143,25 +221,30 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     m = world.model
     d = mujoco.MjData(m)
     q = np.asarray(q, dtype=float)
-    jq, jd = world.qpos[joints], world.dof[joints]
+    oq, od = other_leg_joints(world)  # a one-leg exoskeleton's wearer's other leg: held too
+    target = np.concatenate([q[joints], q[mirrored(world)] if len(oq) else np.zeros(0)])
+    jq = np.concatenate([world.qpos[joints], oq])
+    jd = np.concatenate([world.dof[joints], od])
     rq, rd = world.qpos[rotors], world.dof[rotors]
     bq, bd = world.base_qpos, world.base_dof
     d.qpos[world.qpos] = q
+    d.qpos[oq] = target[len(joints):]
     d.qpos[bq] = base
     mujoco.mj_forward(m, d)
     full = np.zeros((m.nv, m.nv))
     mujoco.mj_fullM(m, d, full)
     inertia = np.diag(full)[jd]
-    kp = 1e5 * np.ones(len(joints))  # N·m/rad: 1 mrad per 100 N·m
+    kp = 1e5 * np.ones(len(jd))  # N·m/rad: 1 mrad per 100 N·m
     kd = 2.0 * np.sqrt(kp * inertia)  # critically damped
+    n = len(joints)
     for _ in range(int(round(seconds / m.opt.timestep))):
         d.qfrc_applied[:] = 0.0
-        d.qfrc_applied[jd] = kp * (q[joints] - d.qpos[jq]) - kd * d.qvel[jd]
+        d.qfrc_applied[jd] = kp * (target - d.qpos[jq]) - kd * d.qvel[jd]
         d.qfrc_applied[bd[1]] = support
         d.qfrc_applied[bd[2]] = (-stabiliser[0] * d.qpos[bq[2]]
                                  - stabiliser[1] * d.qvel[bd[2]])
         mujoco.mj_step(m, d)
-        d.qpos[rq] = np.asarray(k) * d.qpos[jq]
-        d.qvel[rd] = np.asarray(k) * d.qvel[jd]
-    tau = kp * (q[joints] - d.qpos[jq]) - kd * d.qvel[jd]
-    return np.array(d.qpos[bq]), tau
+        d.qpos[rq] = np.asarray(k) * d.qpos[jq[:n]]
+        d.qvel[rd] = np.asarray(k) * d.qvel[jd[:n]]
+    tau = kp * (target - d.qpos[jq]) - kd * d.qvel[jd]
+    return np.array(d.qpos[bq]), tau[:n]

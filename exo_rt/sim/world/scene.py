@@ -40,7 +40,7 @@ CONTACT_SOLREF = (0.005, 1.0)
 THIGH_RADIUS = 0.07  # m: the thigh's half thickness under the hip (a stand-in: 1.75 m man)
 
 
-def _touching(geom, bit: int, friction: float) -> None:
+def touching(geom, bit: int, friction: float) -> None:
     """A geom that collides with what carries ``bit`` (the floor or the seat) and nothing else."""
     geom.contype = bit
     geom.conaffinity = 0
@@ -72,7 +72,7 @@ def feet(points: dict[str, tuple], radius: float = CONTACT_RADIUS,
                 centre = np.asarray(p, dtype=float) + np.array([0.0, 0.0, radius])
                 g = body.add_geom(name=f"{name}_{tag}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
                                   size=[radius, 0.0, 0.0], pos=centre)
-                _touching(g, FLOOR_BIT, friction)
+                touching(g, FLOOR_BIT, friction)
 
     return add
 
@@ -104,7 +104,7 @@ def thighs(segments: dict[str, tuple], radius: float = THIGH_RADIUS,
             g = body.add_geom(name=f"{name}_seat", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
                               fromto=np.concatenate([np.asarray(a, float), np.asarray(b, float)]),
                               size=[radius, 0.0, 0.0])
-            _touching(g, SEAT_BIT, friction)
+            touching(g, SEAT_BIT, friction)
 
     return add
 

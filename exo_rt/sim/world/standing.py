@@ -145,7 +145,7 @@ def stand_on_drives(plant, posture, *, settle: float = 1.0, seconds: float = 60.
         if m % every:
             continue
         data.qpos[world.qpos] = plant.q[:n]
-        data.qpos[world.base_qpos] = plant.q[n:]
+        data.qpos[world.base_qpos] = plant.base
         mujoco.mj_kinematics(world.model, data)
         now = (np.array(data.geom_xpos[spheres]), np.array(data.xpos[world.bodies[0]]))
         if start is None:
