@@ -23,11 +23,20 @@ def _has_data(ax) -> bool:
     return bool(ax.lines or ax.collections or ax.patches or ax.images)
 
 
-def problems(fig) -> list[str]:
-    """What ``fig`` lacks: an axis label without a unit on an axes that shows data, a legend
-    entry that is an internal name."""
-    from matplotlib.ticker import FixedFormatter
+def _named(axis) -> bool:
+    """Ticks set with names (``set_yticks(rows, names)``: a timeline's or a table's rows), not
+    numbers: fixed locations with fixed texts (matplotlib ≥ 3.9 formats them through a
+    function, older ones through FixedFormatter)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, FuncFormatter
 
+    fmt = axis.get_major_formatter()
+    return isinstance(fmt, FixedFormatter) or (
+        isinstance(fmt, FuncFormatter) and isinstance(axis.get_major_locator(), FixedLocator))
+
+
+def problems(fig) -> list[str]:
+    """What ``fig`` lacks: an axis label without a unit on an axes that shows data (a diagram
+    drawn with its axes off has none to label), a legend entry that is an internal name."""
     out = []
     for k, ax in enumerate(fig.axes):
         if not ax.get_visible() or not _has_data(ax):
@@ -35,8 +44,8 @@ def problems(fig) -> list[str]:
         title = ax.get_title() or f"axes {k}"
         for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             label = axis.get_label_text()
-            if not axis.get_visible() or not len(axis.get_ticklocs()) or \
-                    isinstance(axis.get_major_formatter(), FixedFormatter):
+            if not ax.axison or not axis.get_visible() or not len(axis.get_ticklocs()) or \
+                    _named(axis):
                 continue  # no numbers on it: named rows (a timeline's), or none
             shared = (ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes())
             labels = [label] + [(a.get_xlabel() if which == "x" else a.get_ylabel())

@@ -142,8 +142,13 @@ def _pyplot():
 
 
 def _save(fig, out: Path) -> None:
-    from exo_rt.plotting import save_png
+    """The figure as ``out``, checked first (:func:`exo_rt.plotting.problems`: labels with
+    units, no internal name in a legend): a figure that fails is not written (SystemExit)."""
+    from exo_rt.plotting import problems, save_png
 
+    bad = problems(fig)
+    if bad:
+        raise SystemExit(f"{out.name}: " + "; ".join(bad))
     fig.tight_layout()
     save_png(fig, out, metadata={"Software": None})
     _pyplot().close(fig)
@@ -332,10 +337,10 @@ def phase_profile(rig: Rig, out: Path) -> dict:
     a3.axvline(0, color="#d9730d", lw=1.2)
     a3b = a3.twinx()
     a3b.plot(t_s - stop, ws.walking[ws.t >= stop - period], color="0.4", lw=1, ls="--")
-    a3b.set_ylabel("walking (0–1), dashed")
+    a3b.set_ylabel("walking, dashed (0–1)")
     a3b.set_ylim(-0.05, 1.05)
-    a3.set_xlabel(f"time since the walker stopped at the second lobe's peak (s), strides of "
-                  f"{period:g} s")
+    a3.set_xlabel(f"time since the walker stopped at the second lobe's peak, strides of "
+                  f"{period:g} s (s)")
     a3.set_ylabel("hip assistance (N·m)")
     a3.legend(loc="lower right", fontsize=8)
     fig.suptitle(f"phase_profile (configs/controllers/phase_profile.yaml), strides of {period:g} s",
@@ -378,7 +383,7 @@ def impedance(rig: Rig, out: Path) -> dict:
               f" N·m; against the formula at the true state: RMS {diff[j]:.3f} N·m")
 
     plt = _pyplot()
-    fig, (a0, a1, a2) = plt.subplots(3, 1, figsize=(7.5, 7.4), dpi=110,
+    fig, (a0, a1, a2) = plt.subplots(3, 1, figsize=(7.5, 7.4), dpi=110, sharex=True,
                                      gridspec_kw={"height_ratios": (2, 2, 1)})
     for j, (name, col) in enumerate(zip(rig.names, ("#1f5fa8", "#d9730d"), strict=False)):
         x, mean, _, _ = fold(ph, w.q[m, j])
@@ -461,8 +466,8 @@ def assist_as_needed(rig: Rig, out: Path) -> dict:
         a1.plot(span, law, color=col, lw=1, label=f"{name}: tunnel {g['tunnel']:g} rad, "
                 f"{g['stiffness']:g} N·m/rad (+ {g['damping']:g} N·m·s/rad), limit "
                 f"{g['assist_limit']:g} N·m")
-    a1.set_xlabel("excursion q_r − q (rad); dots: the run at 1.2× the stride; lines: the "
-                  "spring alone")
+    a1.set_xlabel("excursion q_r − q; dots: the run at 1.2× the stride, lines: the spring "
+                  "alone (rad)")
     a1.set_ylabel("assistance (N·m)")
     a1.legend(loc="upper left", fontsize=8)
     hip = rig.names.index("hip")
@@ -477,6 +482,7 @@ def assist_as_needed(rig: Rig, out: Path) -> dict:
     a2.set_ylabel("hip angle (rad)")
     a2.legend(loc="lower left", fontsize=8)
     a3 = axes[2]
+    a2.sharex(a3)  # the same strides: the phase labelled once, below
     for j, (name, col) in enumerate(zip(rig.names, cols, strict=False)):
         a3.plot(x, a[win, j], color=col, label=name)
     a3.axhline(0, color="0.6", lw=0.6)
@@ -554,12 +560,13 @@ def level(rig: Rig, out: Path) -> dict:
     for b in boundaries[(boundaries >= w.t[win][0]) & (boundaries <= w.t[win][-1])]:
         a1.axvline(b, color="0.8", lw=0.8)
         a2.axvline(b, color="0.8", lw=0.8)
+    a1.plot([], [], color="0.8", lw=0.8, label="the estimate's stride boundary")
     a1.set_ylabel("assistance level (0–1)")
     a1.set_ylim(-0.05, 1.1)
     a1.legend(loc="upper left", fontsize=8)
     a2.plot(w.t[win], phase[win], color="#d9730d", lw=1)
     a2.set_ylabel("estimated\nphase (strides)")
-    a2.set_xlabel("time (s); grey lines: the estimate's stride boundaries")
+    a2.set_xlabel("time (s)")
     fig.suptitle("The level: applied at the next stride boundary, ramped over one stride",
                  fontsize=10)
     _save(fig, out / "assistance_level.png")

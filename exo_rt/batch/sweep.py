@@ -53,6 +53,14 @@ class GridKey:
     values: tuple[float, ...]
 
 
+def axis_label(key: GridKey) -> str:
+    """A plot's label for a grid axis, with its unit: a factor on every joint's gain (``kp``:
+    × the file's value), or one joint's gain in the controller file's own unit."""
+    if key.joint is None:
+        return f"{key.text} (× the controller file's)"
+    return f"{key.text} (the controller file's unit)"
+
+
 def _values(text: str, key: str) -> tuple[float, ...]:
     try:
         if ":" in text:
@@ -484,7 +492,8 @@ def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
         for ax, (f, title) in zip(axes, figures, strict=True):
             y = np.array([p[f] for p in grid], float)
             ax.plot(kx.values, y, "o-")
-            ax.set_xlabel(kx.text)
+            ax.set_xlabel(axis_label(kx))
+            ax.set_ylabel(title)
             if constant_value(y) is not None:
                 ax.set_ylim(color_range(y)["vmin"], color_range(y)["vmax"])
                 title += f": all {constant_value(y):.3g}"
@@ -501,14 +510,14 @@ def plot_heatmap(sweep: Sweep, path: Path) -> Path | None:
                     z[i, j] = p[f] if np.isfinite(p[f]) else np.nan
             im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis",
                            **color_range(z))
+            fig.colorbar(im, ax=ax, label=title)  # the colours' quantity, with its unit
             if constant_value(z) is not None:
                 title += f": all {constant_value(z):.3g}"
             ax.set_xticks(range(len(kx.values)), [f"{v:g}" for v in kx.values])
             ax.set_yticks(range(len(ky.values)), [f"{v:g}" for v in ky.values])
-            ax.set_xlabel(kx.text)
-            ax.set_ylabel(ky.text)
+            ax.set_xlabel(axis_label(kx))
+            ax.set_ylabel(axis_label(ky))
             ax.set_title(title)
-            fig.colorbar(im, ax=ax)
             for i in range(z.shape[0]):
                 for j in range(z.shape[1]):
                     if np.isfinite(z[i, j]):

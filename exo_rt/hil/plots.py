@@ -61,6 +61,7 @@ def _bode(ax, r: dict) -> None:
     bw = r["chirp"]["bandwidth_hz"]
     ax[0].set_title(f"{r['joint']}: −3 dB at {bw:.2f} Hz (design {e['bandwidth_hz']:.2f} Hz)"
                     if bw else f"{r['joint']}: no −3 dB crossing in the band")
+    ax[0].set_xlabel("frequency (Hz)")
     ax[0].set_ylabel("|q/q_ref| (dB)")
     ax[0].legend()
     ax[1].semilogx(f, b["phase_deg"], "o-", ms=3)
