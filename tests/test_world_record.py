@@ -231,3 +231,44 @@ def test_replay_of_a_world_run(walk, tmp_path):
     (tmp_path / "configs").symlink_to(walk / "configs")  # the run's copies beside it
     moved = replay.replay_plant(replay.open_run(walk, other, allow_config_change=True))
     assert max(j["rms_error_deg"] for j in moved["joints"].values()) > 0.1
+
+
+def test_the_realtime_simulation_hands_its_truth_over():
+    """With ``--realtime`` the simulation's process serves the world: the board it emulates
+    reads the world's feet, and the command line ``truth RING`` (sent by the control process
+    when its recording starts) puts a row per physics advance into that ring, stamped with the
+    wall clock; a name that is no ring is ignored."""
+    import time
+
+    from exo_rt.bus.config import load_buses
+    from exo_rt.model import load_mechanism
+    from exo_rt.sim.server import RealtimeServer
+    from exo_rt.sim.simbus import SimWorld
+    from firmware_bridge.emulator import BoardEmulator
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg.yaml")
+    world = SimWorld(robot, load_buses(ROOT / "configs" / "buses" / "exo_2leg.yaml", robot),
+                     plant_model="world", plant_room={"scene": "floor"})
+    world.reset([0.0, 0.05, 0.0, 0.05])
+    board = BoardEmulator(transport="socket")
+    try:
+        server = RealtimeServer(world, {}, board=board)
+        assert board.soles == world.truth.soles
+        cols = world.truth.cols
+        ring = RecordRing(16, max(b for _, b in cols.values()))
+        try:
+            server.command("truth no-such-ring")
+            server.command(f"truth {ring.name}")
+            before = time.time()
+            world.advance()
+            world.advance(5e-4)
+            rows = ring.take()
+            assert len(rows) == 2 and np.all(rows[:, 0] >= before)
+            fz = rows[-1, cols["foot_force"][0] + 2: cols["foot_force"][1]: 3]
+            assert np.all(fz > 100.0)  # N: both feet on the floor (just put there: settling)
+            assert board.soles() == tuple(int(z) for z in fz)
+        finally:
+            world.truth.ring.release()
+            ring.release()
+    finally:
+        board.close()
