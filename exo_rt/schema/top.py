@@ -141,12 +141,17 @@ class SimulationConfig:
     wearer_damping: float = key(Num(ge=0), 0.0, unit="N·m·s/rad",
                                 doc="the `world` plant's passive wearer: damping of their "
                                     "joints (on every joint of the robot)")
+    ankle_stiffness: float = key(Num(ge=0), 0.0, unit="N·m/rad",
+                                 doc="the `floor` scene's ankles: each foot on a sprung hinge "
+                                     "of this stiffness (0: fixed to the shank, as the robot "
+                                     "file has it); the controller's model keeps them fixed")
+    ankle_damping: float = key(Num(ge=0), 0.0, unit="N·m·s/rad", doc="… and its damping")
 
     def plant_options(self) -> dict:
         """The room's keys that differ from their defaults ({} on the default test stand):
         what a plant model that has a room (``world``) takes, and one without refuses."""
         fields = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping",
-                  "support", "wearer_damping")
+                  "support", "wearer_damping", "ankle_stiffness", "ankle_damping")
         return {f: getattr(self, f) for f in fields
                 if getattr(self, f) != getattr(type(self), f, None)}
 

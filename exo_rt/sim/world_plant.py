@@ -88,7 +88,8 @@ W_APPLIED = 5  # … of its qfrc_applied …
 W_CONSTRAINT = 6  # … of its qfrc_constraint …
 W_DAMPING = 7  # … and the passive wearer's damping on it (N·m·s/rad; 0 off the joints)
 W_ROOM = 8  # the room's scalars (R_*)
-W_ROWS = 9
+W_STIFF = 9  # per plant coordinate: a passive spring towards 0 on it (N·m/rad; the ankles')
+W_ROWS = 10
 _P_MODEL, _P_DATA, _P_KIN, _P_COMPOS, _P_MAKEM, _P_COMVEL, _P_RNE, _P_FULLM, _P_FORWARD = range(9)
 _N_PTR = 9
 # W_ROOM: 1.0 on the floor (contacts each sub-step); the base's first coordinate in the
@@ -147,10 +148,10 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
 @njit(cache=True, inline="always")
 def _room_forces(model, q, v, f):
     """What the room adds to the generalized forces (N·m, N): the passive wearer's joint
-    damping, and on the floor the pelvis-pitch stabiliser (towards the trunk upright, pitch 0)
-    and the body-weight support."""
+    damping, the ankles' springs and damping, and on the floor the pelvis-pitch stabiliser
+    (towards the trunk upright, pitch 0) and the body-weight support."""
     for i in range(q.shape[0]):
-        f[i] -= model[W_DAMPING, i] * v[i]
+        f[i] -= model[W_DAMPING, i] * v[i] + model[W_STIFF, i] * q[i]
     if model[W_ROOM, R_FLOOR] > 0.5:
         b = int(model[W_ROOM, R_BASE])
         f[b + 1] += model[W_ROOM, R_SUPPORT]
@@ -222,7 +223,10 @@ class Room:
     pelvis-pitch stiffness (N·m/rad) and damping (N·m·s/rad) that hold the trunk upright as a
     wearer's crutches do. ``support``: the body-weight support, the fraction of the whole
     weight a harness lifts at the pelvis (0–1). ``wearer_damping``: the passive wearer's joint
-    damping (N·m·s/rad, on every joint of the robot).
+    damping (N·m·s/rad, on every joint of the robot). ``ankle_stiffness`` (N·m/rad; 0: the
+    ankles fixed, as the robot file has them) and ``ankle_damping`` (N·m·s/rad): each foot on a
+    sprung hinge at the ankle (:func:`exo_rt.sim.world.room.foot`), a spring ankle as the
+    world's own (the controller's model keeps the ankle fixed).
     """
 
     scene: str = "test_stand"
@@ -230,6 +234,8 @@ class Room:
     stabiliser: tuple[float, float] = (3000.0, 300.0)
     support: float = 0.0
     wearer_damping: float = 0.0
+    ankle_stiffness: float = 0.0
+    ankle_damping: float = 0.0
 
     @classmethod
     def from_options(cls, options: dict) -> Room:
@@ -297,7 +303,15 @@ class WorldPlant(HarmonicDrivePlant):
     def other_leg(self) -> np.ndarray:
         """A one-leg exoskeleton's wearer's other leg: their hip and knee (rad; a view; empty
         where the exoskeleton has both legs or stands on the test stand)."""
-        return self.state[ST_Q, self.mech.nq + 3:]
+        a = self.mech.nq + 3
+        return self.state[ST_Q, a:a + self._extra[0]]
+
+    @property
+    def ankles(self) -> np.ndarray:
+        """The feet's angles on their sprung ankles (rad, dorsiflexion < 0: the foot's toe up
+        about the shank's y; a view; empty with the ankles fixed)."""
+        a = self.mech.nq + 3 + self._extra[0]
+        return self.state[ST_Q, a:a + self._extra[1]]
 
     # --- MuJoCo's side
     def _attach(self) -> None:
@@ -313,14 +327,16 @@ class WorldPlant(HarmonicDrivePlant):
         h = self.dt / self.substeps
         if self.floor:
             world = build_room(plant_mech, _wearer(self.robot), seat_height=room.seat_height,
-                               timestep=h)
+                               timestep=h, ankles=room.ankle_stiffness > 0.0)
         else:
             world = build_world(plant_mech, timestep=h)
-        from exo_rt.sim.world.room import mirrored, other_leg_joints
+        from exo_rt.sim.world.room import ankle_joints, mirrored, other_leg_joints
 
         oq, od = other_leg_joints(world)
+        aq, ad = ankle_joints(world)
         nb = len(world.base_dof)
-        n = self.mech.nq + nb + len(oq)
+        n = self.mech.nq + nb + len(oq) + len(aq)
+        self._extra = (len(oq), len(aq))  # the wearer's other leg's and the ankles' coordinates
         if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
@@ -346,8 +362,9 @@ class WorldPlant(HarmonicDrivePlant):
         model[W_PTR, :_N_PTR] = (world.model._address, d._address, *(
             _c_function(lib, f) for f in ("mj_kinematics", "mj_comPos", "mj_makeM",
                                           "mj_comVel", "mj_rne", "mj_fullM", "mj_forward")))
-        qpos = np.concatenate([world.qpos, world.base_qpos, oq])
-        dof = np.concatenate([world.dof, world.base_dof, od])
+        qpos = np.concatenate([world.qpos, world.base_qpos, oq, aq])
+        dof = np.concatenate([world.dof, world.base_dof, od, ad])
+        self._addresses = (qpos, dof)
         model[W_QPOS, :n] = off(d.qpos) + qpos
         model[W_QVEL, :n] = off(d.qvel) + dof
         model[W_BIAS, :n] = off(d.qfrc_bias) + dof
@@ -355,6 +372,8 @@ class WorldPlant(HarmonicDrivePlant):
         model[W_APPLIED, :n] = off(d.qfrc_applied) + dof
         model[W_CONSTRAINT, :n] = off(d.qfrc_constraint) + dof
         model[W_DAMPING, : self.n_joints] = room.wearer_damping
+        model[W_DAMPING, n - len(aq):n] = room.ankle_damping
+        model[W_STIFF, n - len(aq):n] = room.ankle_stiffness
         if self.floor:
             weight = float(world.model.body_mass.sum()) * float(np.linalg.norm(
                 world.model.opt.gravity))
@@ -411,10 +430,12 @@ class WorldPlant(HarmonicDrivePlant):
 
         n, q, rows = self.mech.nq, self.state[ST_Q], self.transmissions
         joints, rotors = rows[:, T_JOINT].astype(int), rows[:, T_ROTOR].astype(int)
-        base, tau = settle(self.world, q[:n], q[n:n + 3], joints=joints, rotors=rotors,
-                           k=rows[:, T_K], stabiliser=self.room.stabiliser,
-                           support=float(self.model[W_ROOM, R_SUPPORT]))
+        base, tau, ankles = settle(
+            self.world, q[:n], q[n:n + 3], joints=joints, rotors=rotors, k=rows[:, T_K],
+            stabiliser=self.room.stabiliser, support=float(self.model[W_ROOM, R_SUPPORT]),
+            ankle=(self.room.ankle_stiffness, self.room.ankle_damping))
         q[n:n + 3] = base
+        self.ankles[:] = ankles
         for t in range(len(rows)):
             drive = rows[t, T_DRIVE:T_MOTOR]
             delta = twist_for_torque(-tau[t], drive)
@@ -430,30 +451,23 @@ class WorldPlant(HarmonicDrivePlant):
         n = self.mech.nq
         if not np.any(self.state[ST_V, n:]) and not np.any(q[n:]):
             q[n:n + 3] = base
-            if len(q) > n + 3:  # the wearer's other leg as the exoskeleton's leg
+            if self._extra[0]:  # the wearer's other leg as the exoskeleton's leg
                 from exo_rt.sim.world.room import mirrored
 
-                q[n + 3:] = q[mirrored(self.world)]
+                self.other_leg[:] = q[mirrored(self.world)]
         if self.room.seat_height > 0.0:
             move_seat(self.world, top, front)
         self.seat = (top, front) if self.room.seat_height > 0.0 else None
 
     def energy(self) -> float:
         """Kinetic + gravity (MuJoCo's, ``mj_energyPos``/``mj_energyVel``: gravity's zero at
-        the world origin) + flexspline elastic energy (J)."""
+        the world origin) + the flexsplines' and the sprung ankles' elastic energy (J)."""
         import mujoco
 
         w, d = self.world, self.mj_data
-        n = self.mech.nq
-        d.qpos[w.qpos] = self.q[:n]
-        d.qvel[w.dof] = self.v[:n]
-        d.qpos[w.base_qpos] = self.q[n:n + 3]
-        d.qvel[w.base_dof] = self.v[n:n + 3]
-        from exo_rt.sim.world.room import other_leg_joints
-
-        oq, od = other_leg_joints(w)
-        d.qpos[oq] = self.q[n + 3:]
-        d.qvel[od] = self.v[n + 3:]
+        qpos, dof = self._addresses
+        d.qpos[qpos] = self.q
+        d.qvel[dof] = self.v
         mujoco.mj_kinematics(w.model, d)
         mujoco.mj_comPos(w.model, d)
         mujoco.mj_energyPos(w.model, d)
@@ -462,6 +476,7 @@ class WorldPlant(HarmonicDrivePlant):
         spring = sum(stiffness_energy(twist(self.transmissions, t, self.q)[0],
                                       self.transmissions[t, T_DRIVE:T_MOTOR])
                      for t in range(len(self.transmissions)))
+        spring += 0.5 * self.room.ankle_stiffness * float(self.ankles @ self.ankles)
         return float(d.energy[0] + d.energy[1] + spring)
 
     def _pretwist(self) -> None:

@@ -25,7 +25,6 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.sim.world.build import World, build_world
 from exo_rt.sim.world.scene import (
     THIGH_RADIUS,
-    feet,
     floor,
     seat,
     thighs,
@@ -68,65 +67,123 @@ def legs(mech: Mechanism) -> Legs:
 
 
 def build_room(mech: Mechanism, wearer: tuple[float, float, str], *, seat_height: float,
-               timestep: float) -> World:
+               timestep: float, ankles: bool = False) -> World:
     """``mech`` on the sagittal base in the room (the module docstring); ``wearer``: (mass kg,
     height m, sex) of the upper body on the pelvis; ``seat_height`` (m; 0: no chair). A
-    one-leg exoskeleton gets the wearer's other leg (:func:`other_leg`)."""
+    one-leg exoskeleton gets the wearer's other leg (:func:`other_leg`). ``ankles``: each foot
+    on a hinge of its own at the ankle (:func:`foot`), else fixed to its shank as the robot
+    file has it."""
     found = legs(mech)
-    extras = [floor(), feet({shank: SOLE for _, shank in found.pairs}),
+    extras = [floor(),
               thighs({thigh: ((0.0, 0.0, 0.0), knee)
                       for (thigh, _), knee in zip(found.pairs, found.knees, strict=True)}),
               upper_body(*wearer)]
+    for _, shank in found.pairs:
+        extras.append(_on_shank(shank, wearer, ankles))
     if len(found.pairs) == 1:
-        extras.append(other_leg(wearer, found.knees[0]))
+        extras.append(other_leg(wearer, found.knees[0], ankles))
     if seat_height > 0.0:
         extras.append(seat(seat_height, 0.0))
     return build_world(mech, base="sagittal", timestep=timestep, extras=tuple(extras))
 
 
-def other_leg(wearer: tuple[float, float, str], knee):
+def _segment(wearer, name: str, proximal, distal) -> tuple[float, np.ndarray, np.ndarray]:
+    """(mass kg, COM m, inertia kg·m² about it) of the wearer's de Leva ``name`` segment from
+    ``proximal`` to ``distal`` (m, a frame whose y is the flexion axis), as the robot file's
+    loader straps it (:func:`exo_rt.model.anthropometry.segment_link`)."""
+    from exo_rt.model import anthropometry
+
+    mass, height, sex = wearer
+    proximal, distal = np.asarray(proximal, float), np.asarray(distal, float)
+    seg = anthropometry.segment(name, mass, height, sex, float(np.linalg.norm(distal - proximal)))
+    lk = anthropometry.segment_link(seg, name, proximal, distal, np.array([0.0, 1.0, 0.0]))
+    return lk.mass, np.asarray(lk.com, float), np.asarray(lk.inertia, float)
+
+
+def _body_inertia(body) -> tuple[float, np.ndarray, np.ndarray]:
+    """(mass, COM, inertia tensor about the COM) of an MjsBody with an explicit inertial."""
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, np.asarray(body.iquat, float))
+    rot = rot.reshape(3, 3)
+    return float(body.mass), np.array(body.ipos, float), rot @ np.diag(body.inertia) @ rot.T
+
+
+def foot(shank, name: str, wearer, ankle_joint: bool) -> None:
+    """The foot under ``shank`` (an MjsBody whose sole is at :data:`SOLE`): a heel and a toe
+    sphere named ``<name>_heel``/``<name>_toe`` — on the shank itself (the ankle fixed), or with
+    ``ankle_joint`` on a body ``<name>_foot`` hinged at the ankle (0.07 m above the sole) about
+    the shank's y, joint ``<name>_ankle``, carrying the wearer's de Leva foot, taken out of the
+    shank where the loader lumped it (the exoskeleton's foot plate stays on the shank)."""
+    from exo_rt.model.topology import lump_inertia
+    from exo_rt.sim.world.scene import CONTACT_RADIUS, FLOOR_BIT, touching
+    from exo_rt.sim.world.spec import _inertial
+
+    ankle = np.array([0.0, 0.0, SOLE[0][2] + 0.07])
+    carrier, offset = shank, np.zeros(3)
+    if ankle_joint:
+        m_f, c_f, i_f = _segment(wearer, "foot", SOLE[0], SOLE[1])
+        _inertial(shank, *lump_inertia(*_body_inertia(shank), -m_f, c_f, -i_f))
+        carrier = shank.add_body(name=f"{name}_foot", pos=ankle)
+        carrier.add_joint(name=f"{name}_ankle", type=mujoco.mjtJoint.mjJNT_HINGE,
+                          axis=[0.0, 1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
+        _inertial(carrier, m_f, c_f - ankle, i_f)
+        offset = ankle
+    for tag, point in zip(("heel", "toe"), SOLE, strict=True):
+        g = carrier.add_geom(name=f"{name}_{tag}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                             size=[CONTACT_RADIUS, 0, 0],
+                             pos=np.asarray(point) - offset + (0.0, 0.0, CONTACT_RADIUS))
+        touching(g, FLOOR_BIT, 1.0)
+
+
+def _on_shank(shank: str, wearer, ankle_joint: bool):
+    """The extra that puts :func:`foot` under the Mechanism's body ``shank``."""
+
+    def add(spec: mujoco.MjSpec, mech, bodies) -> None:
+        foot(bodies[mech.body_names.index(shank)], shank, wearer, ankle_joint)
+
+    return add
+
+
+def other_leg(wearer: tuple[float, float, str], knee, ankle_joint: bool = False):
     """The wearer's own other leg beside a one-leg exoskeleton: a thigh on hinge
     ``wearer_hip`` at :data:`OTHER_HIP` and a shank with the foot on ``wearer_knee`` (axes and
     lengths as the exoskeleton leg's: its knee at ``knee`` m in the thigh's frame, its sole at
     :data:`SOLE`), de Leva 1996's thigh, shank and foot (:mod:`exo_rt.model.anthropometry`),
-    a heel and a toe sphere and a thigh capsule as the exoskeleton leg has. Its joints are the
+    its :func:`foot` and a thigh capsule as the exoskeleton leg has. Its joints are the
     wearer's: the plant moves them by the wearer's own torques."""
-    from exo_rt.model import anthropometry
     from exo_rt.model.topology import lump_inertia
-    from exo_rt.sim.world.scene import CONTACT_RADIUS, FLOOR_BIT, SEAT_BIT, touching
+    from exo_rt.sim.world.scene import SEAT_BIT, touching
     from exo_rt.sim.world.spec import _inertial
 
-    mass, height, sex = wearer
     knee = np.asarray(knee, dtype=float)
     ankle = np.array([0.0, 0.0, SOLE[0][2] + 0.07])  # 0.07 m above the sole
-    lateral = np.array([0.0, 1.0, 0.0])
-
-    def link(name, proximal, distal):
-        seg = anthropometry.segment(name, mass, height, sex,
-                                    float(np.linalg.norm(np.subtract(distal, proximal))))
-        lk = anthropometry.segment_link(seg, name, proximal, distal, lateral)
-        return lk.mass, np.asarray(lk.com, float), np.asarray(lk.inertia, float)
 
     def add(spec: mujoco.MjSpec, mech, bodies) -> None:
         thigh = bodies[0].add_body(name="wearer_thigh", pos=OTHER_HIP)
         thigh.add_joint(name=OTHER_JOINTS[0], type=mujoco.mjtJoint.mjJNT_HINGE,
                         axis=[0.0, -1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
-        _inertial(thigh, *link("thigh", np.zeros(3), knee))
+        _inertial(thigh, *_segment(wearer, "thigh", np.zeros(3), knee))
         g = thigh.add_geom(name="wearer_thigh_seat", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
                            fromto=np.concatenate([np.zeros(3), knee]), size=[THIGH_RADIUS, 0, 0])
         touching(g, SEAT_BIT, 1.0)
         shank = thigh.add_body(name="wearer_shank", pos=knee)
         shank.add_joint(name=OTHER_JOINTS[1], type=mujoco.mjtJoint.mjJNT_HINGE,
                         axis=[0.0, 1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
-        _inertial(shank, *lump_inertia(*link("shank", np.zeros(3), ankle),
-                                       *link("foot", np.array(SOLE[0]), np.array(SOLE[1]))))
-        for tag, point in zip(("heel", "toe"), SOLE, strict=True):
-            g = shank.add_geom(name=f"wearer_shank_{tag}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
-                               size=[CONTACT_RADIUS, 0, 0],
-                               pos=np.asarray(point) + (0.0, 0.0, CONTACT_RADIUS))
-            touching(g, FLOOR_BIT, 1.0)
+        _inertial(shank, *lump_inertia(*_segment(wearer, "shank", np.zeros(3), ankle),
+                                       *_segment(wearer, "foot", SOLE[0], SOLE[1])))
+        foot(shank, "wearer_shank", wearer, ankle_joint)
 
     return add
+
+
+def ankle_joints(world: World) -> tuple[np.ndarray, np.ndarray]:
+    """(qpos, dof) addresses of the world's ankle hinges (``…_ankle``; empty when the ankles
+    are fixed), in the order of the model's joints."""
+    m = world.model
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in range(m.njnt)]
+    ids = [j for j, n in enumerate(names) if n.endswith("_ankle")]
+    return (np.array([m.jnt_qposadr[j] for j in ids], np.int64),
+            np.array([m.jnt_dofadr[j] for j in ids], np.int64))
 
 
 def other_leg_joints(world: World) -> tuple[np.ndarray, np.ndarray]:
@@ -209,7 +266,8 @@ def move_seat(world: World, top: float, front: float) -> None:
 
 
 def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
-           support: float = 0.0, seconds: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+           support: float = 0.0, ankle=(0.0, 0.0), seconds: float = 0.3
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(base (x, z, pitch), joint torques N·m) of the wearer at rest in the posture ``q`` (the
     released mechanism's coordinates, rad): MuJoCo steps the world ``seconds`` with each joint
     ``joints[t]`` held by a stiff PD at q (its rotor ``rotors[t]`` turned with it, k·q) and
@@ -217,7 +275,8 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     towards the trunk upright, pitch 0) and the ``support`` force (N, up), until the floor and
     the chair carry the weight; the PD's torques are then what each joint must hold — what
     the plant's flexsplines are pre-twisted to carry. The contacts share a statically
-    indeterminate load as the soft contacts settle it."""
+    indeterminate load as the soft contacts settle it. Ankle hinges (:func:`foot`) are sprung
+    by ``ankle`` (stiffness N·m/rad, damping N·m·s/rad): their settled angles come third."""
     m = world.model
     d = mujoco.MjData(m)
     q = np.asarray(q, dtype=float)
@@ -237,9 +296,11 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     kp = 1e5 * np.ones(len(jd))  # N·m/rad: 1 mrad per 100 N·m
     kd = 2.0 * np.sqrt(kp * inertia)  # critically damped
     n = len(joints)
+    aq, ad = ankle_joints(world)
     for _ in range(int(round(seconds / m.opt.timestep))):
         d.qfrc_applied[:] = 0.0
         d.qfrc_applied[jd] = kp * (target - d.qpos[jq]) - kd * d.qvel[jd]
+        d.qfrc_applied[ad] = -ankle[0] * d.qpos[aq] - ankle[1] * d.qvel[ad]
         d.qfrc_applied[bd[1]] = support
         d.qfrc_applied[bd[2]] = (-stabiliser[0] * d.qpos[bq[2]]
                                  - stabiliser[1] * d.qvel[bd[2]])
@@ -247,4 +308,4 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
         d.qpos[rq] = np.asarray(k) * d.qpos[jq[:n]]
         d.qvel[rd] = np.asarray(k) * d.qvel[jd[:n]]
     tau = kp * (target - d.qpos[jq]) - kd * d.qvel[jd]
-    return np.array(d.qpos[bq]), tau[:n]
+    return np.array(d.qpos[bq]), tau[:n], np.array(d.qpos[aq])
