@@ -267,6 +267,12 @@ def _real_folder(path: Path) -> Path:
     return path
 
 
+def _mcap_missing(path: str, mode: str) -> bool:
+    """A run folder without its ``replay-<mode>.mcap`` (a bare CAN log has none to write)."""
+    folder = Path(path)
+    return folder.is_dir() and not (folder / f"replay-{mode}.mcap").exists()
+
+
 def run_batch(archives: list[str | Path], mode: str, *, controller: str | None = None,
               config: str | None = None, engine: str = "local", jobs: int = 1,
               address: str | None = None, out: str | Path | None = None, force: bool = False,
@@ -298,17 +304,17 @@ def run_batch(archives: list[str | Path], mode: str, *, controller: str | None =
     todo = []
     for t in tasks:
         hit = cache / f"{t['key']}.json" if cache is not None else None
-        folder = Path(t["path"])
-        unwritten = mcap and folder.is_dir() and not (folder / f"replay-{mode}.mcap").exists()
-        if hit is not None and not force and not unwritten and hit.exists():
+        if hit is not None and not force and hit.exists():
             try:
                 row = json.loads(hit.read_text())
+                if mcap and row.get("status") == "ok" and _mcap_missing(t["path"], mode):
+                    raise ValueError  # replayed with --no-mcap: replay again, writing it
                 row.update(session=t["name"], path=t["path"])
                 rows[t["name"]] = row
                 batch.cached.append(t["name"])
                 continue
             except (OSError, ValueError):
-                pass  # a damaged cache entry: replay again
+                pass  # a damaged cache entry (or no replay MCAP): replay again
         todo.append(t)
     results = run_tasks(replay_session, todo, engine=engine, jobs=jobs, address=address,
                         on_crash=_crash)
