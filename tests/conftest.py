@@ -1,7 +1,11 @@
 """Every CAN bus a test opens is shut down when the test ends — python-can warns, at garbage
 collection, of a bus that was not ("… was not properly shut down"): a bus left open is a
 socket and, for a simulated bus, a world that outlives its test. Buses opened at import or by
-a module's fixtures are shut down at the session's end."""
+a module's fixtures are shut down at the session's end.
+
+Runs several tests read (the clinic's scripted session, a run sent SAFE by a fault:
+tests/report_fixtures.py) are made once a session, in the background while the other tests of
+their modules are drawn: the tests that read them run last."""
 
 from __future__ import annotations
 
@@ -10,9 +14,12 @@ from pathlib import Path
 
 import can
 import pytest
+from report_fixtures import SharedRuns, reads
 
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # every bus opened, until it is collected
 _init = can.BusABC.__init__
+_READERS: set = set()  # the files of the tests that read a shared run
+_SHARED: list[SharedRuns] = []  # the session's shared runs, once started
 
 
 def _tracked_init(self, *args, **kwargs):
@@ -47,6 +54,8 @@ def _buses_shut_down():
 
 def pytest_sessionfinish(session, exitstatus):
     _close_all()
+    for runs in _SHARED:  # an interrupted session: no run outlives it
+        runs.close()
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +74,47 @@ def exo_leg_alone():
     return load_mechanism(Path(__file__).resolve().parents[1] / "configs" / "robots"
                           / "exo_leg.yaml", wearer=False)
 
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The tests that read a shared run last (in their order): their modules' other tests are
+    drawn while the runs are made."""
+    items.sort(key=reads)
+    _READERS.update(it.path for it in items if reads(it))
+
+
+def pytest_runtest_setup(item):
+    """A test of a module that reads no shared run waits for them: nothing else shares the
+    CPUs with its test."""
+    if _SHARED and item.path not in _READERS:
+        _SHARED[0].settle()
+
+
+@pytest.fixture(scope="session")
+def shared_runs(request, tmp_path_factory):
+    """The runs the session's tests read, started now (``pytestmark =
+    pytest.mark.usefixtures("shared_runs")`` in a module that reads them: from its first
+    test)."""
+    runs = SharedRuns(tmp_path_factory.mktemp("shared_runs"), request.session.items)
+    _SHARED.append(runs)
+    runs.start()
+    yield runs
+    runs.close()
+
+
+@pytest.fixture(scope="session")
+def clinic_session_run(shared_runs) -> Path:
+    """The clinic's scripted session (report_fixtures.SCRIPT on exo_2leg) run and reported,
+    once a session: its run folder, alone in its archive folder (to read; copy it to write)."""
+    out, (run, rep) = shared_runs.get("clinic_session_run")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def fault_run(shared_runs):
+    """exo_leg's default lockstep run, 2 s, the knee's feedback dropped at 0.5 s, once a
+    session: (its process, its run folder — to read; copy it to write)."""
+    out, (res,) = shared_runs.get("fault_run")
+    return res, out

@@ -9,8 +9,6 @@ listed."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -20,6 +18,9 @@ import pytest
 from exo_rt import plotting
 
 ROOT = Path(__file__).resolve().parents[1]
+# the fault's run is made once a session, in the background while the other figures are drawn
+# (conftest.py: fault_run)
+pytestmark = pytest.mark.usefixtures("shared_runs")
 
 
 @pytest.fixture
@@ -72,17 +73,17 @@ def test_the_check_catches_what_the_issue_saw():
 
 
 @pytest.mark.slow
-def test_report_pngs_of_a_run_with_a_fault(tmp_path, collected):
-    """exo-rt report of a lockstep run sent SAFE by an injected fault: tracking, tracking
+def test_report_pngs_of_a_run_with_a_fault(tmp_path, collected, fault_run):
+    """exo-rt report of a lockstep run sent SAFE by an injected fault (exo-rt run --duration 2
+    --inject drop:knee@0.5+0.05, once a session: conftest.py's fault_run): tracking, tracking
     error and currents (no timing.png: lockstep), every figure clean; the fault's line is
     labelled with its cause; report.txt prints no real-time figure."""
     from exo_rt.record.report import report
 
-    out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "2",
-                          "--inject", "drop:knee@0.5+0.05", "--out", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    res, made = fault_run
     assert res.returncode == 1, res.stderr[-1500:]  # SAFE
+    out = tmp_path / "run"  # a copy: the report is written into it
+    shutil.copytree(made, out)
     files = report(out)
     names = {Path(p).name for p in files}
     assert {"tracking.png", "tracking_error.png", "currents.png"} <= names

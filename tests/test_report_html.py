@@ -14,44 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_fixtures import WALKS
 
 ROOT = Path(__file__).resolve().parents[1]
-# a scripted session on exo_2leg, what it does known by construction: home, a first walk
-# whose left leg's assistance is set to 0.6 after 1 stride, asked to stop 3 strides later
-# (+ its closing step: 5 strides), a second walk at 0.5 m/s asked to stop after 2 strides
-# (3 strides), a refused request (a speed beyond the profile), the end
-SCRIPT = """
-description: two walks with a level change, for the clinic's report
-duration: 60.0
-steps:
-  - {request: start, motion: home, at: 0.0}
-  - {request: confirm, after: rejected}
-  - {request: start, motion: walk, after: finished}
-  - {request: level, value: 0.6, legs: [left], after: strides 1}
-  - {request: stop, after: strides 3}
-  - {request: speed, value: 0.5, after: finished}
-  - {request: speed, value: 9.0, after: accepted}
-  - {request: start, motion: walk, after: rejected}
-  - {request: stop, after: strides 2}
-  - {request: end, after: finished}
-"""
-WALKS = [(0.4, 5), (0.5, 3)]  # (m/s, strides: those asked + the closing step)
+# the scripted session (report_fixtures.SCRIPT: two walks, WALKS, with a level change, a
+# refused request) run on exo_2leg and reported once a test session, in the background
+# (conftest.py: clinic_session_run)
+pytestmark = pytest.mark.usefixtures("shared_runs")
 
 
-@pytest.fixture(scope="module")
-def session_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("clinic")
-    script = tmp / "two_walks.yaml"
-    script.write_text(SCRIPT)
-    out = tmp / "runs" / "r1"
-    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config",
-                          "configs/exo_2leg.yaml", "--session", str(script), "--out", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    res = subprocess.run([sys.executable, "-m", "exo_rt", "report", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return out
+@pytest.fixture
+def session_run(clinic_session_run) -> Path:
+    return clinic_session_run
 
 
 def _events(run: Path) -> list[dict]:
@@ -223,7 +197,9 @@ def test_report_html_in_a_real_browser(session_run, tmp_path):
 def test_progress_page_over_a_wearers_sessions(session_run, tmp_path):
     """exo-rt report ARCHIVE --wearer NAME: the progress page and its JSON hold the wearer's
     sessions by date with each session's own figures."""
-    archive = session_run.parent
+    archive = tmp_path / "runs"  # a copy: the progress page is written beside the run
+    shutil.copytree(session_run, archive / session_run.name)
+    session_run = archive / session_run.name
     wearer = json.loads((session_run / "summary.json").read_text())["clinic"]["wearer"]
     assert wearer == "exo_2leg-wearer"  # the robot file's wearer, as the run kept it
     res = subprocess.run([sys.executable, "-m", "exo_rt", "report", str(archive), "--wearer",
