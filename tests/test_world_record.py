@@ -103,6 +103,19 @@ def test_a_world_run_records_the_pelvis_and_the_ground_reactions(standing):
     assert 0.85 < world[-1]["base"]["z"] < 0.95  # m: the hip axis over straight legs
     seat = [e for s in m["/scene"] for e in s["entities"] if e["id"] == "seat"]
     assert seat and seat[0]["cubes"][0]["pose"]["position"]["z"] == pytest.approx(0.225)
+    # each foot's ground-reaction arrow is its recorded force at the docs' scale (1000 N per
+    # m: docs/telemetry.md): shaft + head = |F| / 1000 of one cycle's /world force, to 1e-9
+    from exo_rt.record.scene import ARROW_N_PER_M
+
+    arrows = [(e["id"].split("/", 1)[1], a["shaft_length"] + a["head_length"])
+              for sc in m["/scene"] for e in sc["entities"] if e["id"].startswith("contact/")
+              for a in e["arrows"]]
+    assert len(arrows) >= 4
+    norms = {f: np.array([np.linalg.norm([w["force"][f][k] for k in "xyz"]) for w in world])
+             for f in world[0]["force"]}
+    for foot, length in arrows:
+        assert np.min(np.abs(norms[foot] / ARROW_N_PER_M - length)) < 1e-9, (foot, length)
+    assert ARROW_N_PER_M == 1000.0
     # the controller's log holds none of it: its records are what it measured
     columns, header = read_header(standing / "cycles.exolog")
     assert "base" not in columns and header["world"]["feet"] == ["left_shank", "right_shank"]
