@@ -127,3 +127,17 @@ def test_assistance_figures_draw_the_docs_pictures_and_meet_the_issues_figures(t
         assert float(moved) == 0.0 and 0.0 < float(wait) < 1.0
         assert float(half) == pytest.approx(0.5, abs=0.05)
         assert float(ramp) == pytest.approx(1.0, abs=0.05)
+
+
+def test_fixed_ankle_reach_gives_docs_world_figures():
+    """tools/fixed_ankle_reach.py (docs/world.md, "Not done yet"): the shortest heel-and-toe
+    double-support step with the trailing knee under 41° is 0.458 m, longer than the walk
+    ratio's 0.394 m step at 0.4 m/s and shorter than its 0.557 m at 0.8 m/s."""
+    text = _tool("tools/fixed_ankle_reach.py", timeout=60.0)
+    m = re.search(r"trailing knee ≤ 0\.718 rad \(41\.2°\): e ≥ [\d.]+ m, step ≥ ([\d.]+) m", text)
+    assert m, text
+    step = float(m[1])
+    walk = {v: float(s) for v, s in re.findall(r"walk ratio at ([\d.]+) m/s .*: step ([\d.]+) m",
+                                                text)}
+    assert step == pytest.approx(0.458, abs=5e-4)
+    assert walk["0.4"] < step < walk["0.8"]
