@@ -246,6 +246,37 @@ def test_replay_of_a_world_run(walk, tmp_path):
     assert max(j["rms_error_deg"] for j in moved["joints"].values()) > 0.1
 
 
+def _read(path: Path, topics) -> dict[str, list[dict]]:
+    from mcap.reader import make_reader
+
+    out: dict[str, list[dict]] = {t: [] for t in topics}
+    with open(path, "rb") as f:
+        for _s, channel, message in make_reader(f).iter_messages(topics=list(topics)):
+            out[channel.topic].append(json.loads(message.data))
+    return out
+
+
+def test_the_plant_replay_draws_the_replayed_world(walk):
+    """A world run's plant replay MCAP carries the replayed world's truth (issue 45: a run and
+    its replay watched side by side): its /tf puts the pelvis where the run's does (the plant
+    replay reproduces the run: to 1e-9 m over the last 500 cycles), and its /scene draws the
+    feet's ground-reaction arrows and the seat."""
+    from exo_rt.record import replay
+
+    out = replay.replay(walk, "plant")
+    assert out["mcap"] == "replay-plant.mcap"
+    run = _messages(walk, ("/tf",))["/tf"]
+    rep = _read(walk / "replay-plant.mcap", ("/tf", "/scene"))
+    pelvis = [[[t for t in m["transforms"] if t["child_frame_id"] == "pelvis"][0]["translation"]
+               for m in msgs] for msgs in (run, rep["/tf"])]
+    assert len(pelvis[1]) and len(pelvis[0]) - len(pelvis[1]) == 2  # from cycle 2
+    for a, b in zip(pelvis[0][-500:], pelvis[1][-500:], strict=True):
+        assert abs(a["x"] - b["x"]) < 1e-9 and abs(a["z"] - b["z"]) < 1e-9, (a, b)
+    assert max(abs(p["x"]) for p in pelvis[1]) > 0.0  # the pelvis moves: not its rest pose
+    ids = {e["id"] for m in rep["/scene"] for e in m["entities"] if e["arrows"] or e["cubes"]}
+    assert "seat" in ids and any(i.startswith("contact/") for i in ids), ids
+
+
 def test_the_realtime_simulation_hands_its_truth_over():
     """With ``--realtime`` the simulation's process serves the world: the board it emulates
     reads the world's feet, and the command line ``truth RING`` (sent by the control process

@@ -203,9 +203,13 @@ def replay_plant(run_dir: Path | Run, robot: Mechanism | None = None) -> dict:
     return _plant(run_dir, robot)[0]
 
 
-def _plant(run_dir: Path | Run, robot: Mechanism | None = None) -> tuple[dict, np.ndarray]:
+def _plant(run_dir: Path | Run, robot: Mechanism | None = None, truth: list | None = None
+           ) -> tuple[dict, np.ndarray]:
     """:func:`replay_plant`'s result and the predicted joint angles (rad), one row per
-    recorded cycle from cycle 2 (the first whose sample a replayed command reaches)."""
+    recorded cycle from cycle 2 (the first whose sample a replayed command reaches). With a
+    ``truth`` list and the world's floor, the replayed world's truth after each step goes
+    into it: (its :class:`~exo_rt.sim.world_truth.WorldTruth`, the rows) — what the replay's
+    MCAP draws the pelvis, the ground reactions and the seat from."""
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
     records, meta = run.records, run.meta
     top = load_top(run.config)
@@ -224,6 +228,7 @@ def _plant(run_dir: Path | Run, robot: Mechanism | None = None) -> tuple[dict, n
                            if d.joint == robot.joint_names[j]) for j in joint_of])
     sim = np.zeros((len(records) - 2, n))
     cmd = np.zeros(len(k_mult))
+    world = _truth_of(plant, len(sim)) if truth is not None else None
     for k in range(len(records) - 2):
         cmd[:] = np.round(records["command"][k][joint_of] / scale) * scale  # finite: checked
         # the drives' power stages as sampled at the SYNC that applies the command
@@ -233,9 +238,31 @@ def _plant(run_dir: Path | Run, robot: Mechanism | None = None) -> tuple[dict, n
         for t in range(len(k_mult)):
             rotor = estimate.quantize(plant.motor_positions[t], cpr[t])
             sim[k, joint_of[t]] = rotor / k_mult[t]
+        if world is not None:
+            world[0].update(world[2])
+            world[1][k] = world[0].row
     joints, first = _errors(sim, records["q"][2:], robot.joint_names)
+    if world is not None:
+        truth.extend(world[:2])
     return {"mode": "plant", "cycles": int(len(sim)), "joints": joints,
             "first_diff_cycle": first}, sim
+
+
+class _SimClock:
+    """The replay's simulated time, as the world's truth stamps its rows (lockstep)."""
+
+    realtime = False
+    t = 0.0
+
+
+def _truth_of(plant, n: int):
+    """(truth, rows, clock) for a world plant on the floor, else None."""
+    from exo_rt.sim.world_truth import WorldTruth
+
+    if not plant.has_room or not plant.floor:
+        return None
+    truth = WorldTruth(plant)
+    return truth, np.full((n, len(truth.row)), np.nan), _SimClock()
 
 
 class _Cursor:
@@ -493,14 +520,36 @@ REPLAYED_Q = {"plant": "the plant's prediction from the recorded commands, from 
               "closed-loop": "the simulated exoskeleton's, under the replayed controller"}
 
 
-def _plant_rows(run: Run, sim: np.ndarray) -> tuple[np.ndarray, dict]:
+def _plant_rows(run: Run, sim: np.ndarray, truth: list, meta: dict
+                ) -> tuple[np.ndarray, dict, dict]:
     """A plant replay's records for its MCAP: the recorded ones from cycle 2, their ``q`` the
-    plant's prediction (``sim``: row k is cycle k + 2's)."""
+    plant's prediction (``sim``: row k is cycle k + 2's) — and, from a world on the floor,
+    the replayed world's pelvis, ground reactions and seat (``truth``: :func:`_plant`'s), in
+    the columns and metadata the 3D scene reads (:mod:`exo_rt.record.scene`)."""
     columns = replay_mcap.columns_of(run.records)
     rows = replay_mcap.float_rows(run.records[2:])
     a, b = columns["q"]
     rows[:, a:b] = sim
-    return rows, columns
+    if not truth:
+        return rows, columns, meta
+    world, truth_rows = truth
+    scene, _ = replay_mcap.scene_of(run.path, meta, run.config)
+    names = world.feet
+    if scene is not None:  # the scene's foot carried by each shank
+        by_body = {scene.mech.body_names[f.body]: f.name for f in scene.feet}
+        names = [by_body.get(s, s) for s in world.feet]
+    extra = []
+    for name in ("base", "foot_force", "foot_point"):
+        c0, c1 = world.cols[name]
+        columns[name] = (rows.shape[1] + sum(x.shape[1] for x in extra),
+                         rows.shape[1] + sum(x.shape[1] for x in extra) + c1 - c0)
+        extra.append(truth_rows[:, c0:c1])
+    meta = dict(meta, feet=list(names))
+    sa, sb = world.cols["seat"]
+    if np.all(np.isfinite(truth_rows[0, sa:sb])):
+        meta["seat"] = {"center": truth_rows[0, sa:sa + 3].tolist(),
+                        "size": truth_rows[0, sa + 3:sb].tolist()}
+    return np.hstack([rows, *extra]), columns, meta
 
 
 def _command_diff(replayed: np.ndarray, recorded: np.ndarray) -> np.ndarray:
@@ -532,19 +581,20 @@ def replay(run_dir: str | Path, mode: str, controller: str | Path | None = None,
         raise LogError(f"unknown replay mode '{mode}'", None, f"use one of {', '.join(MODES)}")
     run = open_run(run_dir, config, allow_config_change,
                    controller if mode != "plant" else None)
+    truth: list = []
     if mode == "plant":
-        out, sim = _plant(run)
+        out, sim = _plant(run, truth=truth if mcap else None)
     else:
         out, ctl = (_controller if mode == "controller" else _closed_loop)(run, controller)
     if mcap:
+        meta = dict(run.meta, replay={"mode": mode, "run": str(run_dir),
+                                      "q": REPLAYED_Q[mode]})
         if mode == "plant":
-            rows, columns = _plant_rows(run, sim)
+            rows, columns, meta = _plant_rows(run, sim, truth, meta)
         else:  # a controller replay's records: the recorded cycles (past them the drives
             # fall silent); a closed-loop replay's: every cycle it ran
             n = len(run.records) if mode == "controller" else ctl.cycles
             rows, columns = ctl.cycle.hist[: min(n, ctl.cycles)], ctl.columns
-        meta = dict(run.meta, replay={"mode": mode, "run": str(run_dir),
-                                      "q": REPLAYED_Q[mode]})
         path, notes = replay_mcap.write(run_dir, mode, rows, columns, meta, run.config)
         out["mcap"] = path.name
         run.notes.extend(notes)
