@@ -14,8 +14,6 @@ run.mcap's, plus ``replay`` (the mode, the run folder, what the file's ``q`` is)
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -60,17 +58,14 @@ def write(run_dir: Path, mode: str, rows: np.ndarray, columns: dict, meta: dict,
     planted there is replaced, never followed). Returns the path and notes for the user (no
     scene). OSError (a full disk …) goes to the caller, the temporary file removed."""
     from exo_rt.record.mcap_log import McapLog
-    from exo_rt.record.runfolder import _UMASK, fsync_dir
+    from exo_rt.record.runfolder import replacing_path
 
     run_dir = Path(run_dir)
     path = run_dir / f"replay-{mode}.mcap"
     scene, why = scene_of(run_dir, meta, config)
     notes = [why] if why else []
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=run_dir)
-    os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would make it (mkstemp's are 0600)
-    os.close(fd)  # created new (never a link planted there); McapLog writes it
-    try:
-        log = McapLog(Path(tmp), columns, meta, scene=scene, segment_s=math.inf)
+    with replacing_path(path) as tmp:
+        log = McapLog(tmp, columns, meta, scene=scene, segment_s=math.inf)
         try:
             log.set_origin(meta)
             for a in range(0, len(rows), BATCH):
@@ -79,12 +74,4 @@ def write(run_dir: Path, mode: str, rows: np.ndarray, columns: dict, meta: dict,
             log.close(meta)
         if log.error is not None:
             raise log.error
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(run_dir)
     return path, notes

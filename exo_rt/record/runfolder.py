@@ -321,27 +321,49 @@ _UMASK = _umask()
 
 
 @contextmanager
-def replacing(path: Path, mode: str = "w", **kw):
-    """A file object that becomes ``path`` whole when the block ends without an error (a
-    temporary file beside it, created new — never through a link planted there —, fsync,
-    rename, fsync of the folder); a link at ``path`` is replaced, its target never written.
-    OSError (a full disk …) goes to the caller; the temporary file is removed."""
+def _replaced(path: Path):
+    """(fd, path) of a temporary file beside ``path`` — created new, never through a link
+    planted there, with the mode open() would give it — that becomes ``path`` whole when the
+    block ends without an error (fsync, rename, fsync of the folder); else it is removed and
+    the error goes to the caller."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would make it (mkstemp's are 0600)
-        with open(fd, mode, **kw) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        yield fd, Path(tmp)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
     fsync_dir(path.parent)
+
+
+@contextmanager
+def replacing(path: Path, mode: str = "w", **kw):
+    """A file object that becomes ``path`` whole when the block ends without an error (a
+    temporary file beside it, created new — never through a link planted there —, fsync,
+    rename, fsync of the folder); a link at ``path`` is replaced, its target never written.
+    OSError (a full disk …) goes to the caller; the temporary file is removed."""
+    with _replaced(path) as (fd, _), open(os.dup(fd), mode, **kw) as f:
+        yield f
+        f.flush()
+
+
+@contextmanager
+def replacing_path(path: Path):
+    """:func:`replacing` for a writer that opens its file by name (an MCAP writer): the
+    temporary file's path, which becomes ``path`` whole when the block ends without an
+    error."""
+    with _replaced(path) as (_, tmp):
+        yield tmp
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
