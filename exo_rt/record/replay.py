@@ -257,12 +257,10 @@ class _SimClock:
 
 def _truth_of(plant, n: int):
     """(truth, rows, clock) for a world plant on the floor, else None."""
-    from exo_rt.sim.world_truth import WorldTruth
+    from exo_rt.sim.world_truth import for_plant
 
-    if not plant.has_room or not plant.floor:
-        return None
-    truth = WorldTruth(plant)
-    return truth, np.full((n, len(truth.row)), np.nan), _SimClock()
+    truth = for_plant(plant)
+    return None if truth is None else (truth, np.full((n, len(truth.row)), np.nan), _SimClock())
 
 
 class _Cursor:

@@ -182,10 +182,13 @@ class WorldTruth:
         return tuple(int(min(SOLE_MAX_N, max(0.0, f))) for f in self.force[:, 2])
 
 
-def for_world(world) -> WorldTruth | None:
-    """The truth of ``world``'s plant (a :class:`~exo_rt.sim.simbus.SimWorld`'s), or None:
-    a plant that is not the world's floor scene has none."""
-    plant = world.plant
-    if not getattr(plant, "floor", False):
+def for_plant(plant) -> WorldTruth | None:
+    """The truth of ``plant``, or None: a plant that is not the world's floor scene has none."""
+    if not (plant.has_room and plant.floor):
         return None
     return WorldTruth(plant)
+
+
+def for_world(world) -> WorldTruth | None:
+    """The truth of ``world``'s plant (a SimWorld's): :func:`for_plant`."""
+    return for_plant(world.plant)
