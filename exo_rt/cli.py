@@ -75,6 +75,14 @@ def _room_option(text: str) -> dict:
     if not isinstance(room, dict):
         raise ConfigError(f"--room {text!r} is not a JSON object", None,
                           "give e.g. --room '{\"scene\": \"floor\", \"support\": 0.3}'")
+    from exo_rt.model.parsing import did_you_mean
+    from exo_rt.schema.top import ROOM_KEYS
+
+    for key in room:
+        if key not in ROOM_KEYS:
+            raise ConfigError(f"--room: unknown key {key!r}", None,
+                              did_you_mean(str(key), ROOM_KEYS)
+                              or f"use the simulation section's {', '.join(ROOM_KEYS)}")
     return room
 
 
@@ -575,8 +583,13 @@ def cmd_drives(args: argparse.Namespace) -> int:
         names = list(plants.NAMES)
         raise ConfigError(f"unknown plant model '{args.plant}'", None,
                           did_you_mean(args.plant, names) or f"use one of {', '.join(names)}")
-    world = SimWorld.open("drives", mech, buses, plant_model=args.plant,
-                          plant_room=_room_option(args.room))
+    try:
+        world = SimWorld.open("drives", mech, buses, plant_model=args.plant,
+                              plant_room=_room_option(args.room))
+    except ValueError as e:  # a room the plant model cannot take (a scene it has not …)
+        raise ConfigError(f"--plant {args.plant} --room {args.room}: {e}", None,
+                          "give the room keys of a top config's simulation section "
+                          "(docs/world.md, 'The floor scene')") from None
     world.warm_up(np.array(args.pose if args.pose else np.zeros(mech.nq)))
     signal.signal(signal.SIGINT, signal.SIG_IGN if args.parent else signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

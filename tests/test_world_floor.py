@@ -154,10 +154,32 @@ def test_room_keys_need_the_world_plant(robot):
 
 def test_the_drives_command_takes_the_room():
     """``exo-rt drives --room`` (set by exo-rt run for the real-time simulation): a JSON
-    object, else one clear message and exit 2."""
-    bad = subprocess.run([sys.executable, "-m", "exo_rt", "drives", "--config",
-                          "configs/robots/exo_2leg.yaml", "--buses", "configs/buses/exo_2leg.yaml",
-                          "--plant", "world", "--room", "[1, 2]"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0
-    assert "is not a JSON object" in bad.stderr and "Traceback" not in bad.stderr
+    object of the simulation section's room keys that the plant model can take, else one
+    clear message and exit 2 — never a traceback."""
+    for plant, room, said in (("world", "[1, 2]", "is not a JSON object"),
+                              ("world", '{"sceen": "floor"}', "did you mean 'scene'"),
+                              ("world", '{"scene": "moon"}', "no scene 'moon'"),
+                              ("harmonic_drive", '{"scene": "floor"}', "has no room")):
+        bad = subprocess.run([sys.executable, "-m", "exo_rt", "drives", "--config",
+                              "configs/robots/exo_2leg.yaml", "--buses",
+                              "configs/buses/exo_2leg.yaml", "--plant", plant, "--room", room],
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2, bad.stderr
+        assert said in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_room_keys_without_a_room_are_refused_at_load(tmp_path):
+    """A top config whose simulation section places a plant without a room in one is refused
+    where it says so (file:line), before anything starts."""
+    from exo_rt.errors import ConfigError
+    from exo_rt.runtime.config import load_top
+
+    cfg = Path(__file__).resolve().parents[1] / "configs"
+    top = tmp_path / "top.yaml"
+    top.write_text(f"robot: {cfg / 'robots' / 'exo_2leg.yaml'}\n"
+                   f"buses: {cfg / 'buses' / 'exo_2leg.yaml'}\n"
+                   f"controller: {cfg / 'controllers' / 'computed_torque.yaml'}\n"
+                   "simulation: {plant: harmonic_drive, scene: floor, support: 0.3}\n")
+    with pytest.raises(ConfigError, match="simulation keys scene, support place a plant") as e:
+        load_top(top)
+    assert f"{top}:4" in str(e.value) and "plant: world" in str(e.value)

@@ -47,6 +47,22 @@ def _file(node: Node, base: Path, kind: str) -> Path:
     return path
 
 
+def _check_room(simulation, nodes) -> None:
+    """The ``simulation:`` section's room keys (the floor, the chair, the support …) are for a
+    plant model that has a room (``world``): with another one, one ConfigError naming them —
+    the run never starts on a test stand the config did not ask for."""
+    room = simulation.plant_options()
+    if not room:
+        return
+    from exo_rt.sim import plants
+
+    if not plants.get(simulation.plant).has_room:
+        node = nodes["simulation"]
+        raise ConfigError(f"simulation keys {', '.join(sorted(room))} place a plant in a "
+                          f"room, and plant '{simulation.plant}' has none", node.where(),
+                          "add 'plant: world' to the simulation section, or remove them")
+
+
 def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfig:
     """Read the top config (schema :class:`exo_rt.schema.top.TopFile`) and everything it names
     (robot, buses, controller) with checks.
@@ -75,6 +91,7 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
     else:
         cpath = _file(nodes["controller"], base, "controller")
     ctrl = load_controller(cpath, robot)
+    _check_room(top.simulation, nodes)
     driven = {d.joint for b in buses for d in b.drives}
     missing = [j for j in robot.joint_names if j not in driven]
     if missing:

@@ -19,6 +19,10 @@ ACTIONS = ("zero_current", "damping", "hold")
 PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")
 DEFAULT_PLANT = "harmonic_drive"  # the built-in model (exo_rt.sim.plant)
 SCENES = ("test_stand", "floor")  # the world plant's scenes (exo_rt.sim.world_plant)
+# the simulation section's keys that place the plant in a room (a plant model with one takes
+# them: exo_rt.sim.world_plant.Room)
+ROOM_KEYS = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping", "support",
+             "wearer_damping", "ankle_stiffness", "ankle_damping")
 
 
 @section("thermal", result=True)
@@ -150,9 +154,7 @@ class SimulationConfig:
     def plant_options(self) -> dict:
         """The room's keys that differ from their defaults ({} on the default test stand):
         what a plant model that has a room (``world``) takes, and one without refuses."""
-        fields = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping",
-                  "support", "wearer_damping", "ankle_stiffness", "ankle_damping")
-        return {f: getattr(self, f) for f in fields
+        return {f: getattr(self, f) for f in ROOM_KEYS
                 if getattr(self, f) != getattr(type(self), f, None)}
 
 
