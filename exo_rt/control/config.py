@@ -59,6 +59,7 @@ class ControllerConfig:
         o[0]["inertia_feedforward"] = self.inertia_feedforward
         o[0]["friction_compensation"] = self.friction_compensation
         o[0]["follows_wearer"] = registry.get(self.law).follows_wearer
+        o[0]["feeds_acceleration"] = registry.get(self.law).feeds_acceleration
         return o
 
     @property

@@ -107,11 +107,11 @@ def friction_speed(opts, qd, qdr):
 @njit(cache=True, inline="always")
 def friction_acceleration(opts, qddr, scratch):
     """The joint accelerations (rad/s²) whose rotor inertia torque is taken out of the load
-    the mesh friction grows with: the reference's for a law that feeds it forward (tracking
-    laws, transparent); none (a zero row of the law's ``scratch``, its last) for the
-    assistance laws — the wearer leads, their acceleration is not the reference's, and no
-    inertia is fed forward."""
-    if not opts[0].follows_wearer or opts[0].law == LAW_TRANSPARENT:
+    the mesh friction grows with: the reference's for a law registered to feed it forward
+    (``feeds_acceleration``: the tracking laws, transparent); none (a zero row of the law's
+    ``scratch``, its last) for the others — the assistance laws: the wearer leads, their
+    acceleration is not the reference's, and no inertia is fed forward."""
+    if opts[0].feeds_acceleration:
         return qddr
     zero = scratch[scratch.shape[0] - 1]
     for j in range(zero.shape[0]):
@@ -207,7 +207,7 @@ def sliding_mode(m, d):
 
 
 @registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance",
-              follows_wearer=True)
+              follows_wearer=True, feeds_acceleration=True)
 def transparent(m, d):
     n = d.q.shape[0]
     acc = d.scratch[n + 1]

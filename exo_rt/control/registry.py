@@ -52,6 +52,7 @@ from numba.core.errors import NumbaExperimentalFeatureWarning
 from exo_rt import plugins, structs
 from exo_rt.control import phase_estimate
 from exo_rt.jit import njit
+from exo_rt.schema.gains import Gains
 
 GROUP = "exo_rt.laws"
 BUILTIN = ("exo_rt.control.laws",)  # modules whose import registers the built-in laws
@@ -63,28 +64,12 @@ OPTIONS = np.dtype([  # the controller's options: one record
     ("friction_compensation", "?"),  # compensate wave-generator friction in torque → current
     ("follows_wearer", "?"),  # the wearer leads the motion: friction compensated along the
     #                           measured speed (a law registered with follows_wearer=True)
+    ("feeds_acceleration", "?"),  # the law feeds the reference's q̈ forward: the rotor
+    #                               inertia torque friction carries is the reference's
 ], align=True)
-GAINS = np.dtype([  # one record per joint; the units depend on the law
-    ("kp", "f8"),  # N·m/rad (PID) or 1/s² (computed torque)
-    ("ki", "f8"),  # N·m/(rad·s) or 1/s³
-    ("kd", "f8"),  # N·m·s/rad or 1/s
-    ("i_limit", "f8"),  # N·m: bound of the integral term's torque (anti-windup)
-    ("torque_limit", "f8"),  # N·m: output limit
-    ("lam", "f8"),  # 1/s: sliding surface s = ė + Λe (the file's key `lambda`)
-    ("k_switch", "f8"),  # N·m: robust gain of the sliding term
-    ("boundary", "f8"),  # rad/s: boundary-layer width Φ
-    ("k_s", "f8"),  # N·m·s/rad: linear feedback on s
-    ("assist", "f8"),  # fraction of the wearer's own torque along the reference, as assistance
-    # phase_profile: up to two lobes of torque over the stride (fractions of it; N·m signed)
-    ("onset", "f8"), ("peak", "f8"), ("end", "f8"), ("peak_torque", "f8"),
-    ("onset_2", "f8"), ("peak_2", "f8"), ("end_2", "f8"), ("peak_torque_2", "f8"),
-    # impedance: stance (and standing) and swing; assist_as_needed: the stiffness outside
-    ("stiffness", "f8"), ("damping", "f8"), ("equilibrium", "f8"),  # N·m/rad, N·m·s/rad, rad
-    ("swing_stiffness", "f8"), ("swing_damping", "f8"), ("swing_equilibrium", "f8"),
-    ("stance_end", "f8"),  # fraction of the stride where swing begins
-    ("tunnel", "f8"),  # rad: assist_as_needed's half-width of the free tunnel
-    ("assist_limit", "f8"),  # N·m: assist_as_needed's largest restoring torque
-])
+# one record per joint, its fields the controller file's gain keys (exo_rt.schema.gains.Gains:
+# the key ``lambda`` is the field ``lam``); the units depend on the law
+GAINS = np.dtype([(f.name, "f8") for f in Gains.KEYS.values()])
 STATE = np.dtype([  # the law's state, one record per joint
     ("integral", "f8"),  # rad·s: ∫e dt
 ])
@@ -168,6 +153,8 @@ class Law:
     torque: Callable
     doc: str = ""
     follows_wearer: bool = False  # the wearer leads: friction compensated along q̇ measured
+    feeds_acceleration: bool = True  # the reference's q̈ is fed forward (its rotor inertia
+    # torque is taken out of the load the mesh friction grows with)
 
 
 NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema checks its name
@@ -175,14 +162,19 @@ NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema che
 _compiled_laws: dict[str, object] = {}  # name → its compiled cfunc, compiled on first use
 
 
-def law(name: str, doc: str = "", follows_wearer: bool = False
-        ) -> Callable[[Callable], Callable]:
+def law(name: str, doc: str = "", follows_wearer: bool = False,
+        feeds_acceleration: bool | None = None) -> Callable[[Callable], Callable]:
     """Register the decorated function as the law ``name`` (see the module's docstring); its
     code is the number of laws registered before it (the built-in ones first).
     ``follows_wearer``: the wearer leads the motion (the drives' friction is compensated along
-    the measured speed, not the reference's)."""
+    the measured speed, not the reference's). ``feeds_acceleration``: the law feeds the
+    reference's acceleration forward (default: a law the wearer does not lead); the
+    friction compensation then takes the reference's rotor inertia torque out of the load
+    (:func:`exo_rt.control.laws.friction_acceleration`)."""
+    feeds = not follows_wearer if feeds_acceleration is None else feeds_acceleration
+
     def register(fn: Callable) -> Callable:
-        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer))
+        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer, feeds))
         return fn
     return register
 
@@ -199,8 +191,7 @@ def get(name: str) -> Law:
 
 
 def code(name: str) -> int:
-    """The law's code (the controller options' ``law``: what the laws and the cycle compare a
-    law by, e.g. :func:`exo_rt.control.laws.friction_acceleration`)."""
+    """The law's code (the controller options' ``law``: which law a cycle model holds)."""
     return get(name).code
 
 
