@@ -264,15 +264,16 @@ def marker() -> Path | None:
     and of where the package is installed: numba keys its cached kernels by their source
     files' paths, so the same sources installed twice (an editable tree and a wheel) share
     the folder but not the kernels — each install is warm only once it was warmed."""
+    import hashlib
+
+    from exo_rt import numba_settings
+
+    numba_settings.apply()  # here too: the workers this process starts inherit them
     cache = os.environ.get("NUMBA_CACHE_DIR")
     if not cache:
         return None
-    import hashlib
-
-    from exo_rt import code_key
-
     where = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
-    return Path(cache) / f"exo-rt-warm-{code_key()}-{where}.json"
+    return Path(cache) / f"exo-rt-warm-{numba_settings.code_key()}-{where}.json"
 
 
 def warm_set() -> set[str]:

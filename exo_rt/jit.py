@@ -22,11 +22,9 @@ calls (a step's parts) without the wrapper through which Python calls it — num
 and emitted for every such kernel, 3–5 % of a cold start's compiling. Called from Python, such
 a kernel raises a ``TypeError`` saying so (numba itself would crash the interpreter).
 
-Two of numba's code-generation settings are set when the package is imported (before numba
-is; see ``exo_rt/__init__.py``): LLVM's loop vectoriser off and optimisation level 2. The
-kernels work on 2–12 joints, too short for vector loops to pay; both cut compiling and leave
-the run time as it was (measured side by side: the plant step, every law, the real-time
-cycle, the dynamics against Pinocchio). For the same reason, when this module is imported,
+The settings exo-rt makes for numba (the cache's directory, the optimisation level, the loop
+vectoriser) are all named in :mod:`exo_rt.numba_settings`, and made when this module is
+imported — before any kernel module decorates, compiles or loads a kernel. Here, on import,
 LLVM does not unroll loops whose trip count is known only at run time (``-unroll-runtime=
 false``; ``EXO_RT_LLVM_UNROLL_RUNTIME=1`` keeps LLVM's default): unrolled by 8 with a
 remainder loop, a loop over the joints grew a kernel's code several times over (the record
@@ -44,6 +42,10 @@ from numba import njit as _njit
 from numba.core import cgutils
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
+
+from exo_rt import numba_settings
+
+numba_settings.apply()  # before any kernel is decorated (its cache's directory is fixed then)
 
 
 def _llvm_options() -> None:

@@ -97,7 +97,7 @@ def test_numba_cache_is_keyed_to_the_sources(tmp_path):
     import subprocess
     import sys
 
-    from exo_rt import source_key
+    from exo_rt.numba_settings import source_key
 
     (tmp_path / "pkg").mkdir()
     kernel, law = tmp_path / "pkg" / "plant.py", tmp_path / "pkg" / "law.py"
@@ -109,7 +109,7 @@ def test_numba_cache_is_keyed_to_the_sources(tmp_path):
     assert source_key(tmp_path) != before
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run([sys.executable, "-c", "import os, exo_rt, numba.core.config as c; "
+    out = subprocess.run([sys.executable, "-c", "import os, exo_rt.jit, numba.core.config as c; "
                           "print(os.environ['NUMBA_CACHE_DIR'], c.CACHE_DIR)"], env=env,
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == out[1] and out[0].startswith(str(tmp_path / "cache" / "exo-rt" / "numba-"))

@@ -1,5 +1,5 @@
 """The numba warm-up (exo_rt/warmup.py, exo_rt/compile_workers.py) and the cache key
-(exo_rt/__init__.py).
+(exo_rt/numba_settings.py).
 
 The warm-up must cover what the run compiles: after ``exo-rt warmup`` into an empty cache, a
 run in a fresh process compiles nothing (numba's compile events count it) — by construction,
@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from exo_rt import compile_workers, kernel_files, kernel_key, warmup
+from exo_rt import compile_workers, warmup
+from exo_rt.numba_settings import kernel_files, kernel_key
 from exo_rt.runtime.config import load_top
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,15 +329,15 @@ def test_the_package_key_excludes_the_runtime_glue():
 
 
 def test_kernels_compile_without_the_c_callable_wrapper_and_with_the_package_settings():
-    """exo_rt.jit's njit drops numba's C-callable wrapper (unless asked for), and importing the
-    package sets LLVM's vectoriser off and -O2 for numba in a fresh process (a user's own
-    environment wins)."""
+    """exo_rt.jit's njit drops numba's C-callable wrapper (unless asked for), and importing it
+    sets LLVM's vectoriser off and -O2 for numba in a fresh process, numba imported before it
+    or not (a user's own environment wins)."""
     from exo_rt.jit import njit
     from exo_rt.sim.plant import plant_step
 
     assert plant_step.targetoptions["no_cfunc_wrapper"] is True
     assert njit(no_cfunc_wrapper=False)(lambda x: x).targetoptions["no_cfunc_wrapper"] is False
-    code = ("import exo_rt, numba.core.config as c; "
+    code = ("import numba.core.config as c, exo_rt.jit; "
             "print(int(c.OPT), int(c.LOOP_VECTORIZE))")
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_OPT", "NUMBA_LOOP_VECTORIZE")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
