@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from exo_rt import cli
+from exo_rt.cli.run import _session_start
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.session.activities import default_path as activities_path
@@ -50,10 +51,10 @@ def test_a_script_names_its_start_posture_and_the_leg_is_put_there(activities, d
     default = load_session(default_path(), activities)
     assert default.start is None and start_pose(default, activities) is None
     # the simulated bus: the script's posture unless --start-pose; real drives: as given
-    assert cli._session_start(demo, activities, None, "sim") == [0.9, 1.3]
-    assert cli._session_start(demo, activities, [0.85, 1.38], "sim") == [0.85, 1.38]
-    assert cli._session_start(demo, activities, None, "socketcan:can0") is None
-    assert cli._session_start(default, activities, [0.3, 0.4], "sim") == [0.3, 0.4]
+    assert _session_start(demo, activities, None, "sim") == [0.9, 1.3]
+    assert _session_start(demo, activities, [0.85, 1.38], "sim") == [0.85, 1.38]
+    assert _session_start(demo, activities, None, "socketcan:can0") is None
+    assert _session_start(default, activities, [0.3, 0.4], "sim") == [0.3, 0.4]
 
 
 @pytest.mark.hazard("H-SESSION-START")
@@ -71,7 +72,7 @@ def test_a_leg_elsewhere_is_refused_in_one_line_naming_each_joint(activities, de
                                           r"± 0\.1\), knee 0\.05 rad \(not 1\.3 ± 0\.1\) — "
                                           r"leave --start-pose out: the simulated leg is put "
                                           r"in sitting$"):
-        cli._session_start(demo, activities, [0.0, 0.05], "sim")
+        _session_start(demo, activities, [0.0, 0.05], "sim")
 
 
 @pytest.mark.hazard("H-SESSION-START")

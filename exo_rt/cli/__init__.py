@@ -1,8 +1,8 @@
 """The ``exo-rt`` command (every subcommand: docs/cli.md).
 
-Each subcommand is one function ``cmd_<name>(args) -> int`` registered in :data:`COMMANDS`
-with its argument set-up. User errors (:class:`exo_rt.errors.ExoError`) print one line and
-exit 2; ``--debug`` shows the traceback.
+Each subcommand is a module of this package declaring its :class:`~exo_rt.cli.common.Command`
+(its name, help, arguments and handler), registered in :data:`COMMANDS`. User errors
+(:class:`exo_rt.errors.ExoError`) print one line and exit 2; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -11,57 +11,13 @@ import argparse
 import json
 import os
 import sys
-import traceback
-from collections.abc import Callable
 
 from exo_rt import __version__
+from exo_rt.cli import run
+from exo_rt.cli.common import MAX_JOBS, Command, LazyChoices, call, check_pose, default_config
 from exo_rt.errors import ExoError
-from exo_rt.schema.session import MAX_DURATION_S  # the longest --duration: 24 h
 
-MAX_JOBS = 1024
 MAX_PID = 4194304  # Linux's largest pid_max (2^22)
-
-# Every number a command takes: (low, high, low included, unit, what it is). Checked after
-# parsing (:func:`_check_numbers`): not finite or out of range → one line, exit 2.
-NUMBERS: dict[str, dict[str, tuple[float, float, bool, str]]] = {
-    "run": {"duration": (0.0, MAX_DURATION_S, False, "s"), "live_wait": (0.0, 600.0, True, "s")},
-    "check": {"rate": (0.0, 100_000.0, False, "Hz")},
-    "drives": {"parent": (1, MAX_PID, True, ""), "linger": (0.0, 3600.0, True, "s")},
-    "replay": {"jobs": (1, MAX_JOBS, True, "")},
-    "sweep": {"cycles": (0.0, 1000.0, False, "gait cycles"),
-              "max_saturation": (0.0, 1.0, True, ""), "jobs": (1, MAX_JOBS, True, "")},
-    "bench-test": {"reply_timeout": (0.0, 1000.0, False, "ms")},
-    "warmup": {"jobs": (1, MAX_JOBS, True, "")},
-}
-POSES = {"run": "start_pose", "drives": "pose", "bench-test": "pose"}  # rad, per joint
-
-
-def _option(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
-def _check_numbers(args: argparse.Namespace) -> None:
-    """Every numeric option of ``args.command`` finite and in its range (:data:`NUMBERS`), and
-    its joint angles finite (their joint limits: :func:`_check_pose`); ConfigError else."""
-    import math
-
-    from exo_rt.errors import ConfigError
-
-    for dest, (lo, hi, closed, unit) in NUMBERS.get(args.command, {}).items():
-        value = getattr(args, dest, None)
-        if value is None:
-            continue
-        ok = math.isfinite(value) and (value >= lo if closed else value > lo) and value <= hi
-        if not ok:
-            bound = f"[{lo:g}, {hi:g}]" if closed else f"({lo:g}, {hi:g}]"
-            raise ConfigError(f"{_option(dest)} {value:g} is out of range", None,
-                              f"give a finite number in {bound}{' ' + unit if unit else ''}")
-    pose = getattr(args, POSES[args.command], None) if args.command in POSES else None
-    for x in pose or ():
-        if not math.isfinite(x):
-            raise ConfigError(f"{_option(POSES[args.command])} {x:g} is not a finite angle",
-                              None,
-                              "give one finite angle (rad) per joint")
 
 
 def _room_option(text: str) -> dict:
@@ -85,26 +41,6 @@ def _room_option(text: str) -> dict:
                               or f"use the simulation section's {', '.join(ROOM_KEYS)}")
     return room
 
-
-def _check_pose(pose, mech, option: str) -> None:
-    """A pose given on the command line: one angle per joint of ``mech``, each inside the
-    robot's joint limits (rad); ConfigError else."""
-    import numpy as np
-
-    from exo_rt.errors import ConfigError
-
-    if pose is None:
-        return
-    if len(pose) != mech.nq:
-        raise ConfigError(f"{option} gives {len(pose)} angle(s) for {mech.nq} joints", None,
-                          f"give one angle (rad) per joint: {', '.join(mech.joint_names)}")
-    c = [mech.coordinate_names.index(n) for n in mech.joint_names]
-    lo, hi = np.asarray(mech.lower)[c], np.asarray(mech.upper)[c]
-    for j, name in enumerate(mech.joint_names):
-        if not lo[j] <= pose[j] <= hi[j]:
-            raise ConfigError(f"{option}: {name} {pose[j]:g} rad is outside its joint limits "
-                              f"[{lo[j]:.4g}, {hi[j]:.4g}] rad", None,
-                              "give a pose inside the robot's joint limits")
 
 
 def _setup_check(p: argparse.ArgumentParser) -> None:
@@ -308,7 +244,7 @@ def _check_session(args: argparse.Namespace) -> int:
     from exo_rt.runtime.config import load_top
     from exo_rt.session.session import load_files
 
-    config = Path(args.robot) if args.robot is not None else _default_config()
+    config = Path(args.robot) if args.robot is not None else default_config()
     if config_kind(config) != "top":
         raise ConfigError(f"{config} is a {config_kind(config)} file; a session script is "
                           "checked against the top config it runs with", None,
@@ -573,7 +509,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
         raise ConfigError(f"--fifo {args.fifo} is not a SCHED_FIFO priority", None,
                           "give 1 … 99, below the controller's (80 by default), or 0")
     mech = load_mechanism(args.config)
-    _check_pose(args.pose, mech, "--pose")
+    check_pose(args.pose, mech, "--pose")
     buses = load_buses(args.buses, mech)
     channels = [b.channel for b in buses]
     if args.channel and args.channel not in channels:
@@ -655,246 +591,6 @@ def cmd_drives(args: argparse.Namespace) -> int:
         if trace is not None:
             trace.save(args.trace)
     return 0
-
-
-def _setup_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, metavar="FILE",
-                   help="top config (default configs/exo_leg.yaml)")
-    p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
-                   help="sim (lockstep) | sim-realtime (the simulation in its own "
-                        "process, same as sim with --realtime) | INTERFACE:CHANNEL[@BITRATE] "
-                        "(socketcan:can0, udp_multicast:239.74.0.1 …) for every bus; "
-                        "NAME=SPEC for bus NAME (repeatable). Default: each bus from its bus "
-                        "file (interface, channel, bitrate), sim where none names one")
-    p.add_argument("--controller", metavar="NAME|FILE", help="override the config's controller")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
-                   help="the session's time (s; default the session script's 'duration', "
-                        "else 10): the default session walks this long; any session still "
-                        "going 30 s after it is stopped (docs/sessions.md)")
-    p.add_argument("--session", metavar="FILE",
-                   help="session script: requests at times or after events (default "
-                        "configs/sessions/default.yaml: home, walk for --duration, stop, "
-                        "end)")
-    p.add_argument("--activities", metavar="FILE",
-                   help="activities file: postures and motions (default the robot's, "
-                        "configs/activities/ROBOT.yaml)")
-    p.add_argument("--wearer", metavar="FILE",
-                   help="wearer profile: height, ranges, speeds, assistance (default from the "
-                        "robot file's wearer)")
-    p.add_argument("--console", action="store_true",
-                   help="the therapist's console: keys on standard input become requests, the "
-                        "session's status on standard error; alone it runs no script (with "
-                        "--session, that script too); lockstep goes at the wall clock's pace "
-                        "(docs/sessions.md)")
-    p.add_argument("--out", metavar="DIR",
-                   help="run folder (default runs/<date-time>): new or empty, or an earlier "
-                        "run's — a finished run's files there are replaced, a run that did not "
-                        "finish is moved aside to DIR.crashed-<its start>; a folder of other "
-                        "files is refused")
-    p.add_argument("--realtime", action="store_true",
-                   help="wall-clock rate on the sim bus: the simulation runs in its own process, "
-                        "the control thread SCHED_FIFO on its own CPU (always so on real buses)")
-    p.add_argument("--inject", action="append", default=[], metavar="KIND[:JOINT]@T[+D]",
-                   help="fault injection on the simulated bus (repeatable): T in s from the "
-                        "start of RUN, D how long, e.g. drop:knee@2.0+0.05 (docs/cli.md)")
-    p.add_argument("--start-pose", type=float, nargs="*", metavar="RAD",
-                   help="initial joint angles of the simulated leg (default: the session "
-                        "script's start posture, else 0); inside that posture when the "
-                        "script declares one")
-    p.add_argument("--board", default="emulator", metavar="URL",
-                   help="the embedded board's serial link: emulator (default), a pyserial URL "
-                        "(/dev/ttyACM0) or none")
-    p.add_argument("--can-log", default=".blf", choices=(".blf", ".asc", ".log"),
-                   help="format of the run's CAN traffic log (python-can writers)")
-    p.add_argument("--no-rt-setup", action="store_true",
-                   help="skip SCHED_FIFO, affinity, mlockall and the gc freeze (to compare)")
-    p.add_argument("--live", nargs="?", const="8765", default=None, metavar="[HOST:]PORT",
-                   help="serve live telemetry to Foxglove on a WebSocket (default 127.0.0.1:8765;"
-                        " read only, from the recording process)")
-    p.add_argument("--live-remote", action="store_true",
-                   help="allow --live on an address other than loopback (prints a warning)")
-    p.add_argument("--live-wait", type=float, default=None, metavar="S",
-                   help="with --live: wait up to S s for a Foxglove client before the drives "
-                        "enable (default 10 on the simulated bus, 0 on real buses; a simulated "
-                        "run watched live goes at the wall clock's pace)")
-    p.add_argument("--web", nargs="?", const="8080", default=None, metavar="[HOST:]PORT",
-                   help="the therapist's web console: a page served by a process of its own "
-                        "(default 127.0.0.1:8080); the pairing code is printed here; alone it "
-                        "runs no script; lockstep goes at the wall clock's pace "
-                        "(docs/console-web.md)")
-    p.add_argument("--web-remote", action="store_true",
-                   help="allow --web on an address other than loopback (TLS required)")
-    p.add_argument("--web-cert", metavar="FILE|device",
-                   help="TLS for --web: a PEM certificate (with --web-key), or 'device' (a "
-                        "self-signed one made for this device, its fingerprint printed)")
-    p.add_argument("--web-key", metavar="FILE", help="the --web-cert certificate's PEM key")
-    p.add_argument("--reset-faults", action="store_true",
-                   help="clear drives found in FAULT or QUICK STOP ACTIVE, or stopped by "
-                        "their own watchdog, before enabling them (the operator's explicit "
-                        "step; without it such a drive stops the start with its error code)")
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run the controller: BOOT → … → RUN for --duration → SHUTDOWN, or SAFE on a fault."""
-    from exo_rt import compile_workers, processes
-
-    compile_workers.prestart()  # a cold numba cache: the compile workers start with us
-    processes.request("exo_rt.record.writer")  # the recording process: started ahead
-    from pathlib import Path
-
-    from exo_rt.runtime.config import load_top
-    from exo_rt.runtime.controller import Controller, Injection
-
-    config = Path(args.config) if args.config else _default_config()
-    top = load_top(config, controller=args.controller)
-    _check_pose(args.start_pose, top.robot, "--start-pose")
-    for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)
-        print(f"model warning: {w}", file=sys.stderr)
-    injections = tuple(Injection.parse(s, top.robot.joint_names) for s in args.inject)
-    from exo_rt.session.session import load_files
-
-    # checked before anything starts
-    script, acts, _ = load_files(top, args.session, args.activities, args.wearer)
-    from exo_rt.runtime.buses import resolve_specs
-
-    bus = resolve_specs(top.buses, args.bus)
-    bus = "sim-realtime" if args.realtime and bus == "sim" else bus
-    start_pose = _session_start(script, acts, args.start_pose, bus)
-    if args.live is not None:  # a bad or open address: refused before anything starts
-        from exo_rt.record.telemetry import parse_live, remote_warning
-
-        host, port = parse_live(args.live, args.live_remote)
-        if args.live_remote and host not in ("127.0.0.1", "localhost", "::1"):
-            print(remote_warning(host, port), file=sys.stderr)
-    web = None
-    if args.web is not None or args.web_cert or args.web_key or args.web_remote:
-        from exo_rt.web.address import parse_web  # (no TLS on the network: refused here)
-
-        web = parse_web(args.web if args.web is not None else "8080", args.web_remote,
-                        args.web_cert, args.web_key)
-        processes.request("exo_rt.web")  # its process: started ahead, as the recording's
-    from exo_rt.record import runfolder
-    from exo_rt.resources import runs_root
-
-    # the run folder, taken before anything starts (one held by a live run: refused here)
-    out = Path(args.out) if args.out else _new_run_folder(runs_root(config) / top.runs_dir)
-    runfolder.claim(out)
-    ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
-                     start_pose=start_pose,
-                     status=not args.console, rt_setup=not args.no_rt_setup, board=args.board,
-                     live=args.live, live_remote=args.live_remote,
-                     live_wait=_live_wait(args, bus),
-                     reset_faults=args.reset_faults, session=args.session,
-                     activities=args.activities, wearer=args.wearer, console=args.console,
-                     web=web)
-    ctl.can_format = args.can_log
-    import signal
-
-    def stop(signum, _frame):  # ctrl-C or SIGTERM: the safe stop, not an exception mid-cycle
-        ctl.request_stop(f"signal {signal.Signals(signum).name}: safe stop")
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    result = ctl.run(script.run_duration(args.duration), out)
-    s = result.summary
-    for line in result.setup:
-        print(f"set-up: {line}")
-    print(_final_line(s, ctl.realtime))
-    if ctl.session is not None and ctl.session.stalled:  # the guard ended it: say why
-        print(f"session script stalled: {ctl.session.stalled}", file=sys.stderr)
-    for name, j in s["joints"].items():
-        print(f"  {name:<12} RMS {j['rms_error_deg']:.3f}°  max {j['max_error_deg']:.3f}°  "
-              f"|I| ≤ {j['max_abs_current_A']:.2f} A")
-    for f in s["faults"]:
-        into = f"; RUN + {f['t_run']:.3f} s" if f.get("t_run") is not None else ""
-        print(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s{into}: reacted in "
-              f"{f['reaction_cycles']} cycles ({f['action']})"
-              + (f" — {f['detail']}" if f.get("detail") else ""))
-    rec = s.get("recording", {})
-    if rec.get("recorded") is False:
-        where = f" (not recorded: {rec.get('error')})"
-    elif rec.get("stopped"):
-        where = (f" (recording stopped at t = {rec['stopped']['t']:.3f} s: "
-                 f"{rec['stopped']['error']})")
-    else:
-        where = ""
-    if s.get("files_not_written"):
-        where += f" ({'; '.join(s['files_not_written'])})"
-    print(f"run folder: {result.run_dir}{where}")
-    return result.exit_code
-
-
-def _session_start(script, activities, given, bus):
-    """Where the simulated leg starts for a session script (rad per joint): ``given``
-    (``--start-pose``) — refused unless it is in the posture the script starts in, if it
-    declares one —, else that posture's angles (None: none declared, the simulation's 0).
-    On real drives ``given`` as it is: the controller checks the measured leg against the
-    script's start posture before the session begins."""
-    from exo_rt.session.script import check_start, start_pose
-    from exo_rt.sim.launch import SIM_SPECS
-
-    if bus not in SIM_SPECS:
-        return given
-    if given is None:
-        return start_pose(script, activities)
-    check_start(script, activities, given, "--start-pose " + " ".join(f"{x:g}" for x in given),
-                f"leave --start-pose out: the simulated leg is put in {script.start}")
-    return given
-
-
-def _final_line(s: dict, realtime: bool) -> str:
-    """The run's outcome in one line: the final state, the loop's length (simulated in
-    lockstep), the start-up's wall time in its parts, and — in real time only, where they
-    mean something — the loop's compute time and overruns."""
-    up, ph = s["startup_s"], s.get("phases_s", {})
-    walk = f" ({ph['RUN']:g} s in the session)" if "RUN" in ph else ""
-    line = (f"final state {s['final_state']}, {s['cycles']} cycles = {s['duration_s']:g} s"
-            f"{walk}; READY {up['process_to_ready']:.2f} s after start (imports and buses "
-            f"{up.get('imports_and_open', float('nan')):.2f} s, compile "
-            f"{up.get('compile', float('nan')):.2f} s, bring-up "
-            f"{up.get('bring_up', float('nan')):.2f} s)")
-    t = s.get("timing") or {}
-    if realtime and t:
-        line += (f"; compute p50 {t['compute_us']['p50']:.1f} µs, p99 "
-                 f"{t['compute_us']['p99']:.1f} µs, overruns {t['overruns']}")
-    elif not realtime:
-        line += "; lockstep simulation (no real-time figures)"
-    return line
-
-
-def _live_wait(args: argparse.Namespace, bus) -> float:
-    """How long a run watched live waits for its viewer: ``--live-wait``, else 10 s on the
-    simulated bus (a lockstep run is over in seconds) and none on real buses."""
-    if args.live is None:
-        return 0.0
-    if args.live_wait is not None:
-        return args.live_wait
-    return 10.0 if bus in ("sim", "sim-realtime") else 0.0
-
-
-def _new_run_folder(root):
-    """``root/<date-time>``, made here (``-2``, ``-3`` … for a second run in the same
-    second): a new run never takes an earlier run's folder. A folder that cannot be made is
-    returned as is (the run says why it is not recorded)."""
-    import datetime
-
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    for n in range(1, 1000):
-        path = root / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            path.mkdir(parents=True)
-            return path
-        except FileExistsError:
-            continue
-        except OSError:
-            return path
-    return root / stamp
-
-
-def _default_config():
-    from exo_rt.resources import default_config
-
-    return default_config()  # the working directory's configs/, else the shipped ones
 
 
 def _setup_replay(p: argparse.ArgumentParser) -> None:
@@ -1106,20 +802,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-class _LazyChoices:
-    """An argument's choices, looked up only when argparse checks or shows them: building the
-    parser for another command (``exo-rt run``) must not import what they come from."""
-
-    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
-        self._load = load
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._load()
-
-    def __iter__(self):
-        return iter(self._load())
-
-
 def _procedure_names() -> tuple[str, ...]:
     from exo_rt.hil import registry
 
@@ -1127,7 +809,7 @@ def _procedure_names() -> tuple[str, ...]:
 
 
 def _setup_bench_test(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", choices=_LazyChoices(_procedure_names), metavar="PROCEDURE",
+    p.add_argument("name", choices=LazyChoices(_procedure_names), metavar="PROCEDURE",
                    help="the procedure: %(choices)s (docs/bench.md)")
     p.add_argument("--config", default=None, metavar="FILE", help="top config")
     p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
@@ -1187,9 +869,9 @@ def cmd_bench_test(args: argparse.Namespace) -> int:
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
 
-    config = Path(args.config) if args.config else _default_config()
+    config = Path(args.config) if args.config else default_config()
     top = load_top(config)
-    _check_pose(args.pose, top.robot, "--pose")
+    check_pose(args.pose, top.robot, "--pose")
     options = load_options(args.options, args.name) if args.options else {}
     for line in checklist(args.name, top, args.joint):
         print(line)
@@ -1265,7 +947,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         for e in warmup.ENTRIES.values():
             print(f"{e.group:<10} {e.name}")
         return 0
-    config = args.config or _default_config()
+    config = args.config or default_config()
     code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
                        force=args.force)
     # Everything is in the on-disk cache now. End without the interpreter's teardown (freeing
@@ -1311,30 +993,40 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: dict[str, tuple[Callable, Callable, str]] = {
-    "run": (_setup_run, cmd_run,
-            "run the controller through a session (default: the simulated leg homes, walks, "
-            "stops)"),
-    "check": (_setup_check, cmd_check,
-              "validate a config file: a top config (and every file it names), a robot, a "
-              "session script, an activities file or a wearer profile"),
-    "replay": (_setup_replay, cmd_replay, "replay recorded runs against the simulated bus"),
-    "report": (_setup_report, cmd_report,
-               "PNG plots, a text summary and the clinic's report.html of a run"),
-    "export": (_setup_export, cmd_export, "export a run as CSV or MCAP"),
-    "size": (_setup_size, cmd_size,
-             "per joint, the runs' torque, current and speed against the drives' ratings"),
-    "recover": (_setup_run_dir, cmd_recover, "make a crashed run's run.mcap whole again"),
-    "bench": (_setup_bench, cmd_bench, "dynamics benchmarks (side by side with Pinocchio)"),
-    "drives": (_setup_drives, cmd_drives, "serve emulated drives on a serial-line CAN pty"),
-    "bench-test": (_setup_bench_test, cmd_bench_test, "a hardware-in-the-loop bench procedure"),
-    "warmup": (_setup_warmup, cmd_warmup, "compile the numba kernels into the cache, in parallel"),
-    "schema": (_setup_schema, cmd_schema, "the JSON Schema of a config file kind"),
-    "sweep": (_setup_sweep, cmd_sweep, "sweep gains in model-in-the-loop simulation"),
-}
+
+
+COMMANDS: dict[str, Command] = {c.name: c for c in (
+    run.COMMAND,
+    Command("check", "validate a config file: a top config (and every file it names), a robot, a "
+            "session script, an activities file or a wearer profile", _setup_check, cmd_check,
+            numbers={"rate": (0.0, 100_000.0, False, "Hz")}),
+    Command("replay", "replay recorded runs against the simulated bus", _setup_replay,
+            cmd_replay, numbers={"jobs": (1, MAX_JOBS, True, "")}),
+    Command("report", "PNG plots, a text summary and the clinic's report.html of a run",
+            _setup_report, cmd_report),
+    Command("export", "export a run as CSV or MCAP", _setup_export, cmd_export),
+    Command("size", "per joint, the runs' torque, current and speed against the drives' ratings",
+            _setup_size, cmd_size),
+    Command("recover", "make a crashed run's run.mcap whole again", _setup_run_dir, cmd_recover),
+    Command("bench", "dynamics benchmarks (side by side with Pinocchio)", _setup_bench,
+            cmd_bench),
+    Command("drives", "serve emulated drives on a serial-line CAN pty", _setup_drives,
+            cmd_drives, numbers={"parent": (1, MAX_PID, True, ""),
+                                 "linger": (0.0, 3600.0, True, "s")}, pose="pose"),
+    Command("bench-test", "a hardware-in-the-loop bench procedure", _setup_bench_test,
+            cmd_bench_test, numbers={"reply_timeout": (0.0, 1000.0, False, "ms")}, pose="pose"),
+    Command("warmup", "compile the numba kernels into the cache, in parallel", _setup_warmup,
+            cmd_warmup, numbers={"jobs": (1, MAX_JOBS, True, "")}),
+    Command("schema", "the JSON Schema of a config file kind", _setup_schema, cmd_schema),
+    Command("sweep", "sweep gains in model-in-the-loop simulation", _setup_sweep, cmd_sweep,
+            numbers={"cycles": (0.0, 1000.0, False, "gait cycles"),
+                     "max_saturation": (0.0, 1.0, True, ""), "jobs": (1, MAX_JOBS, True, "")}),
+)}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``exo-rt`` parser: the global options, and a subparser per command of
+    :data:`COMMANDS` (its help also its description)."""
     parser = argparse.ArgumentParser(
         prog="exo-rt",
         description="Real-time controller of a powered lower-limb exoskeleton.",
@@ -1342,25 +1034,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"exo-rt {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (setup, _run, help_text) in COMMANDS.items():
-        setup(sub.add_parser(name, help=help_text, description=help_text))
+    for name, command in COMMANDS.items():
+        command.setup(sub.add_parser(name, help=command.help, description=command.help))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``exo-rt`` command on ``argv`` (default: the process's): its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        _check_numbers(args)
-        return COMMANDS[args.command][1](args)
-    except ExoError as err:
-        if args.debug:
-            traceback.print_exc()
-        print(f"exo-rt: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("exo-rt: interrupted", file=sys.stderr)
-        return 130
+    return call(COMMANDS[args.command], args)
