@@ -188,7 +188,7 @@ def capture() -> dict:
     import os
 
     from exo_rt.bus.config import load_buses
-    from exo_rt.config import load_controller
+    from exo_rt.control.config import load_controller
     from exo_rt.model import load_mechanism
     from exo_rt.runtime.config import load_top
 

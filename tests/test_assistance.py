@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.control.laws import profile_torque
 from exo_rt.dynamics import Dynamics
 from exo_rt.sim import mil

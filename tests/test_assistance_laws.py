@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.dynamics import Dynamics
 from exo_rt.record.recorder import cycle_columns
 from exo_rt.runtime import cycle as cy

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.model import load_mechanism
 from exo_rt.sim.mil import run_mil
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exo_rt.config import load_controller
 from exo_rt.control import phase_estimate, registry
+from exo_rt.control.config import load_controller
 from exo_rt.dynamics import kernels
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism

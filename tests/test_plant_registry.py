@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.dynamics import kernels
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism

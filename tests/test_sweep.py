@@ -16,7 +16,7 @@ from numpy.lib.recfunctions import structured_to_unstructured
 
 from exo_rt.batch.sweep import run_sweep, snippet, verdict
 from exo_rt.cli import main
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.model import load_mechanism
 from exo_rt.sim.mil import run_mil
 

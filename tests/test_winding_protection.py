@@ -14,7 +14,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from exo_rt.actuators import thermal
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.schema.top import ThermalLevels
 from exo_rt.sim import mil
 from exo_rt.sim.walker import Walker

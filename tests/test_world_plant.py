@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from exo_rt.actuators.motor import M_BRAKE
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.dynamics import kernels
 from exo_rt.model import load_mechanism
 from exo_rt.runtime.config import load_top

@@ -47,7 +47,7 @@ FIGURES = ("estimate", "phase_profile", "impedance", "assist_as_needed", "level"
 class Walk:
     """One model-in-the-loop run with a walker, its log split into named columns (SI)."""
 
-    cfg: object  # the controller (exo_rt.config.ControllerConfig)
+    cfg: object  # the controller (exo_rt.control.config.ControllerConfig)
     result: object  # exo_rt.sim.mil.MilResult
     t: np.ndarray  # s
     q: np.ndarray  # (steps, n) rad: the true joint angles
@@ -87,7 +87,7 @@ class Rig:
         self._runs: dict = {}
 
     def controller(self, law: str):
-        from exo_rt.config import load_controller
+        from exo_rt.control.config import load_controller
 
         return load_controller(CONTROLLERS / f"{law}.yaml", self.robot)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from exo_rt.config import load_controller
 from exo_rt.control import laws
+from exo_rt.control.config import load_controller
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.runtime import cycle as cy

@@ -30,7 +30,7 @@ import numpy as np
 
 from exo_rt.actuators.harmonic_drive import stiffness_torque
 from exo_rt.actuators.motor import M_BRAKE
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.model import load_mechanism
 from exo_rt.sim import plants
 from exo_rt.sim.mil import run_mil

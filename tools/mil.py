@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from exo_rt.config import load_controller
+from exo_rt.control.config import load_controller
 from exo_rt.errors import ExoError
 from exo_rt.model import load_mechanism
 from exo_rt.sim import plants

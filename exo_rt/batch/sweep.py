@@ -244,7 +244,7 @@ def _plant_robot(robot: str, wearer: dict):
 def sweep_task(task: dict) -> dict:
     """One grid point × model error × wearer in model-in-the-loop (the task function of both
     engines). Returns its figures, or ``status: failed`` with the cause."""
-    from exo_rt.config import load_controller
+    from exo_rt.control.config import load_controller
     from exo_rt.model import load_mechanism
     from exo_rt.sim.mil import run_mil
 
@@ -324,7 +324,7 @@ def run_sweep(config: str | Path, grid: str, *, model_errors=(1.0,), wearers=Non
               out: str | Path | None = None, status: bool = True) -> Sweep:
     """Run the grid × model errors × wearers; write the table and heat maps into ``out``."""
     from exo_rt.batch.engine import check_engine, run_tasks
-    from exo_rt.config import GAIN_KEYS, load_controller
+    from exo_rt.control.config import GAIN_KEYS, load_controller
     from exo_rt.model import load_mechanism
     from exo_rt.progress import progress
 
@@ -387,7 +387,7 @@ def run_sweep(config: str | Path, grid: str, *, model_errors=(1.0,), wearers=Non
 # ----------------------------------------------------------------------------- outputs
 def snippet(sweep: Sweep, point: dict) -> str:
     """The point's gains as the controller file's ``joints:`` block (only the swept gains)."""
-    from exo_rt.config import GAIN_KEYS
+    from exo_rt.control.config import GAIN_KEYS
 
     gains = sorted({k.gain for k in sweep.keys}, key=list(GAIN_KEYS).index)
     lines = [f"# exo-rt sweep: best of {len(sweep.points)} points, worst-case RMS "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exo_rt.config import rotor_inertias
+from exo_rt.control.config import rotor_inertias
 from exo_rt.hil import fit, registry
 from exo_rt.hil.bench import HOLD, Bench, BenchAbort, Gains, move_to, track
 from exo_rt.progress import progress

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exo_rt.config import ControllerConfig
 from exo_rt.control import estimate, trajectory
+from exo_rt.control.config import ControllerConfig
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
