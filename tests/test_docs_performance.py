@@ -131,7 +131,7 @@ def test_every_exo_rt_command_and_option_named_exists():
     commands = [c.split(None, 2) for c in _commands() if c.startswith("exo-rt ")]
     assert len(commands) > 3
     subcommands = set(re.findall(r"^    (\w[\w-]*)\s", _help(), re.M))
-    assert {"run", "bench"} <= subcommands
+    assert {"run", "warmup"} <= subcommands
     for words in commands:
         sub = words[1]
         assert sub in subcommands, f"`exo-rt {sub}` is not a command of `exo-rt --help`"

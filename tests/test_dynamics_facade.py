@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import exo_rt.dynamics as dynamics
-from exo_rt.bench import chain, two_legs
 from exo_rt.dynamics import Dynamics, kernels
+from tools.bench_pinocchio import chain, two_legs
 
 
 @pytest.fixture(scope="module")

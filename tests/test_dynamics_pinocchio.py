@@ -117,8 +117,8 @@ def test_shipped_config_matches_pinocchio(path):
 def test_long_chains_match_pinocchio(n):
     """Long chains: rounding must grow linearly along the chain (a regression: composing
     rotations about the world axis let orthogonality errors grow geometrically — 5e-4 at 128)."""
-    from exo_rt.bench import chain
     from tests.pinref import TreeTwin
+    from tools.bench_pinocchio import chain
 
     mech = chain(n)
     twin, dyn = TreeTwin(mech), Dynamics(mech)

@@ -41,7 +41,6 @@ UPPER = {
     "exo_rt.session": "the session with a wearer: its activity machine writes the cycle's "
                       "reference segments",
 }
-# (exo_rt.bench, the dynamics benchmark, is no orchestrator: it imports neither, and stays so.)
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
 
 # Layer edges still to be removed (none now), as CYCLE_EDGES_TO_REMOVE; one gone fails the test.

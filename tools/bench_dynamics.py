@@ -4,8 +4,8 @@
 Usage: ``python tools/bench_dynamics.py [--quick] [--json FILE] [--no-compile] [--wall]``, or
 ``main(argv)`` from Python (returns the exit code).
 
-The benchmark itself is :mod:`exo_rt.bench` (also ``exo-rt bench``; its module docstring says
-what is timed and how). The one difference here: the Pinocchio twins are written by
+The benchmark itself is :mod:`tools.bench_pinocchio` (its module docstring says what is timed
+and how). The one difference here: the Pinocchio twins are written by
 :mod:`tools.urdfgen` — from the link/joint specs a mechanism was built from, or from the
 built mechanism for one loaded from a config — independently of exo-rt's own URDF exporter,
 so that the agreement checked before timing also covers our loader and packing.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import sys
 
-from exo_rt import bench
-
 try:
+    from tools import bench_pinocchio as bench
     from tools import urdfgen
 except ImportError:  # run as ``python tools/bench_dynamics.py``: tools/ itself is on sys.path
+    import bench_pinocchio as bench  # type: ignore[no-redef]
     import urdfgen  # type: ignore[no-redef]
 
 

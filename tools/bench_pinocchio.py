@@ -1,8 +1,8 @@
-"""Dynamics benchmarks side by side with Pinocchio (``exo-rt bench``; docs/performance.md).
+"""Dynamics benchmarks side by side with Pinocchio (docs/performance.md).
 
-Usage: ``exo-rt bench [--quick] [--json FILE]``, ``python -m exo_rt.bench [--quick] [--json FILE]
-[--no-compile] [--wall]``, or ``python tools/bench_dynamics.py …`` (the same benchmark, its
-Pinocchio twins written by an URDF writer independent of exo-rt's exporter).
+Usage: ``python tools/bench_pinocchio.py [--quick] [--json FILE] [--no-compile] [--wall]``, or
+``python tools/bench_dynamics.py …`` (the same benchmark, its Pinocchio twins written by an
+URDF writer independent of exo-rt's exporter).
 
 Mechanisms
     ``leg2`` (pelvis base, hip and knee flexion about y, thigh 0.42 m, shank 0.40 m),
@@ -659,7 +659,7 @@ def report(rows: list[dict], dispatch: dict | None, compile_s: dict | None,
 
 
 def main(argv: list[str] | None = None, *, twin_urdf: Callable[[Case], str] = exporter_urdf,
-         twin_label: str = "exo-rt's URDF exporter", prog: str = "exo-rt bench") -> int:
+         twin_label: str = "exo-rt's URDF exporter", prog: str = "bench_pinocchio") -> int:
     """Run the benchmark and print the table and the targets; 0 unless it could not run."""
     ap = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true",
@@ -710,4 +710,4 @@ def main(argv: list[str] | None = None, *, twin_urdf: Callable[[Case], str] = ex
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m exo_rt.bench"))
+    sys.exit(main())
