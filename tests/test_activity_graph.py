@@ -32,7 +32,7 @@ def _size(png: bytes) -> tuple[int, int]:
     ("configs/activities/exo_2leg.yaml", "configs/robots/exo_2leg.yaml"),
 ])
 def test_the_graph_is_drawn_one_edge_per_motion(tmp_path, activities, robot):
-    from exo_rt.cli import config_kind
+    from exo_rt.cli.check import config_kind
     from exo_rt.model import load_mechanism
     from exo_rt.runtime.config import load_top
     from exo_rt.session.activities import load_activities

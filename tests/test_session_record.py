@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from exo_rt import cli
+from exo_rt.cli.check import config_kind
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS, read_activity, read_mcap
 from exo_rt.record.recorder import read_cycle_log
 from exo_rt.runtime import snapshot
@@ -204,11 +205,11 @@ def _check(capsys, *args) -> tuple[int, str, str]:
     *[(p, "wearer") for p in sorted((ROOT / "configs" / "wearers").glob("*.yaml"))],
 ], ids=lambda x: x if isinstance(x, str) else x.name)
 def test_check_knows_each_kind_with_or_without_its_schema_line(tmp_path, path, kind):
-    assert cli.config_kind(path) == kind
+    assert config_kind(path) == kind
     bare = tmp_path / path.name  # the same keys, no $schema line: told by its keys
     bare.write_text("".join(x for x in path.read_text().splitlines(keepends=True)
                             if "$schema" not in x))
-    assert cli.config_kind(bare) == kind
+    assert config_kind(bare) == kind
 
 
 def test_check_prints_a_session_scripts_steps(capsys):
@@ -295,7 +296,7 @@ def test_check_names_a_mistake_by_file_and_line(tmp_path, capsys, kind):
     text, line, what = BAD[kind]
     path = tmp_path / f"bad_{kind}.yaml"
     path.write_text(text)
-    assert cli.config_kind(path) == kind
+    assert config_kind(path) == kind
     rc, out, err = _check(capsys, path, *(("--robot", CONFIG) if kind == "activities" else ()))
     assert rc == 2 and f"{path}:{line}:" in err and what in err, err
     assert "Traceback" not in err

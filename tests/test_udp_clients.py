@@ -169,13 +169,13 @@ def test_drives_take_sched_fifo_themselves_and_say_so():
 
 
 def test_without_the_privilege_the_drives_say_so_in_one_line(monkeypatch):
-    from exo_rt import cli
+    from exo_rt.cli.drives import _drives_fifo
 
     def refuse(*_a):
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
-    line = cli._drives_fifo(None)
+    line = _drives_fifo(None)
     assert line.startswith("set-up: SCHED_FIFO: not available (PermissionError: raise "
                            "LimitRTPRIO or run with CAP_SYS_NICE; see docs/deploy.md)")
     assert "chrt -f 70" in line and "\n" not in line

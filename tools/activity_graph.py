@@ -28,7 +28,7 @@ GO_COLOUR, FREE_COLOUR = "#d9730d", "#1f5fa8"  # GO held / not
 
 def load(activities: Path, robot: Path):
     """The activities file checked against the robot (a robot file or a top config)."""
-    from exo_rt.cli import config_kind
+    from exo_rt.cli.check import config_kind
     from exo_rt.model import load_mechanism
     from exo_rt.session.activities import MARGIN, load_activities
 
