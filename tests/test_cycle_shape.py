@@ -1,15 +1,13 @@
-"""The shape of the cycle's code (issue 34's limits): every function on the cycle's path takes
-at most 8 parameters (arguments travel as the cycle's and the buses' model and data, read by
-field name); the controller is a shell of at most 350 lines and the warm-up at most 300; the
-cycle's steps are written once — the controller, model-in-the-loop, the bench and replay run
-the one step (:func:`exo_rt.runtime.cycle.step`) and its one velocity estimate."""
+"""The shape of the cycle's code: every function on the cycle's path takes at most 8
+parameters (arguments travel as the cycle's and the buses' model and data, read by field
+name); the cycle's steps are written once — the controller, model-in-the-loop, the bench and
+replay run the one step (:func:`exo_rt.runtime.cycle.step`) and its one velocity estimate.
+How long a module is, is left to review and to the layering test (tests/test_layers.py)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "exo_rt"
@@ -53,13 +51,6 @@ def test_the_count_can_fail(tmp_path):
                    "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        pass\n"
                    "def k(*args, **kw):\n    pass\n")
     assert len(too_many([src])) == 1 and " f: 9" in too_many([src])[0]
-
-
-@pytest.mark.parametrize(("module", "limit"), [("runtime/controller.py", 350),
-                                              ("warmup.py", 300)])
-def test_the_shell_and_the_warm_up_stay_small(module, limit):
-    lines = len((PKG / module).read_text().splitlines())
-    assert lines <= limit, f"exo_rt/{module}: {lines} lines (at most {limit})"
 
 
 def _calls(path: Path) -> set[str]:
