@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The activity graph of an activities file, as a picture (docs/sessions.md shows the one of
-``configs/activities/exo_leg.yaml``):
+``configs/activities/exo_leg.yaml``).
 
     python tools/activity_graph.py [ACTIVITIES] [--robot FILE] [--out PNG]
 
@@ -139,7 +139,7 @@ def draw(a, out: Path, title: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("activities", nargs="?", type=Path,
                    default=ROOT / "configs" / "activities" / "exo_leg.yaml")
     p.add_argument("--robot", type=Path, default=ROOT / "configs" / "exo_leg.yaml",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The figures of docs/assistance.md: the gait-phase estimate and the three assistance laws on
 the one-leg exoskeleton in model-in-the-loop (:func:`exo_rt.sim.mil.run_mil`), moved by a
-simulated wearer who walks by themselves (:class:`exo_rt.sim.walker.Walker`):
+simulated wearer who walks by themselves (:class:`exo_rt.sim.walker.Walker`).
 
     python tools/assistance_figures.py [--out DIR] [--only NAME …]
 
@@ -574,7 +574,7 @@ def level(rig: Rig, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img",
                     help="where the PNGs go (default docs/img)")
     ap.add_argument("--only", nargs="+", choices=FIGURES, default=list(FIGURES),

@@ -6,6 +6,7 @@ stream decoder's throughput in Python and in C: ``python tools/bench_board.py``.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def c_throughput() -> str:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     rtt = np.array(round_trip())
     print(f"heartbeat → status round trip over a pty: median {statistics.median(rtt):.1f} µs, "
           f"p99 {np.percentile(rtt, 99):.1f} µs")

@@ -74,7 +74,7 @@ def run(robot_name: str, bus_name: str, cycles: int = 3000) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=3000, help="cycles per bus file (3000)")
     args = ap.parse_args(argv)
     print("lockstep simulated bus, 1 kHz cycles:")

@@ -4,6 +4,7 @@ leg (target ≤ 2 µs for computed torque): ``python tools/bench_control.py``.""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -34,6 +35,7 @@ def _steps(m, d, n):
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
     q, qd = np.array([0.3, 0.5]), np.array([0.2, -0.4])
     qr, qdr, qddr = q + 0.01, qd + 0.01, np.array([1.0, -2.0])

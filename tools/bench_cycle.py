@@ -150,7 +150,7 @@ def world_side_by_side(repeats: int, duration: float, periods: int, robots) -> N
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=None,
                     help="s of each run [10; --world 5, --quick 0.3]")
     ap.add_argument("--world", action="store_true",

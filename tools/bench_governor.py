@@ -33,7 +33,7 @@ def _run(s_arr, v, gaits, dt, cycles, govern):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=2_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)

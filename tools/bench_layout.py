@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Named array layouts, measured: ``python tools/bench_layout.py`` times one body-by-body
 kernel (the reads of the recursive dynamics: each body's mass, centre of mass, inertia, joint
-axis and parent) on the same numbers held three ways:
+axis and parent) on the same numbers held three ways, below.
 
 - **columns**: a float64 (bodies × width) array read at module-level integer constants (how
   the packed model is held today: ``P_*`` in ``exo_rt/model/mechanism.py``);
@@ -15,6 +15,7 @@ the columns version; the choice and its reasons are in docs/performance.md ("Nam
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
 
@@ -113,6 +114,7 @@ def _repeat(fn_id, pk, rec, q, out, n):
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     rng = np.random.default_rng(1)
     print("one body-by-body pass, µs per call (median of 7 × 20 000, inside njit):")
     for n in (6, 32):

@@ -28,7 +28,7 @@ from exo_rt.runtime.loop import last_cpu, realtime_setup, realtime_teardown
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--cpu", type=int, default=None, help="default: the last CPU")
     ap.add_argument("--priority", type=int, default=80)

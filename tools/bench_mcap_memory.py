@@ -53,7 +53,7 @@ CASES = {"one file": math.inf, "a file an hour": 3600.0}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hours", type=int, default=8)
     ap.add_argument("--rows-per-chunk", type=int, default=10)
     ap.add_argument("--case", choices=list(CASES), help="one case in this process (default: "

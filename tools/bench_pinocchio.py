@@ -661,7 +661,7 @@ def report(rows: list[dict], dispatch: dict | None, compile_s: dict | None,
 def main(argv: list[str] | None = None, *, twin_urdf: Callable[[Case], str] = exporter_urdf,
          twin_label: str = "exo-rt's URDF exporter", prog: str = "bench_pinocchio") -> int:
     """Run the benchmark and print the table and the targets; 0 unless it could not run."""
-    ap = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").splitlines()[0])
+    ap = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="chains 4, 16, 128 only and fewer batches (smoke run)")
     ap.add_argument("--json", metavar="FILE", help="write every figure as JSON")

@@ -83,7 +83,7 @@ def energy_drift(mech, substeps: int, steps: int = 2000) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default=str(ROOT / "configs" / "robots" / "exo_leg.yaml"))
     ap.add_argument("--quick", action="store_true", help="timing only, no accuracy table")
     args = ap.parse_args(argv)

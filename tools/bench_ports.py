@@ -148,7 +148,7 @@ def socketcan(n: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frames", type=int, default=20000)
     ap.add_argument("--cycles", type=int, default=3000)
     args = ap.parse_args(argv)

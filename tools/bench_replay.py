@@ -4,6 +4,7 @@ default controller: ``python tools/bench_replay.py``."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     config = ROOT / "configs" / "exo_leg.yaml"
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

@@ -103,7 +103,7 @@ def run(config: str, duration: float, out: Path, hog: bool, simulation: str | No
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--configs", nargs="*", default=["exo_leg", "exo_2leg"],
                     help="names in configs/ or paths to top configs (.yaml)")

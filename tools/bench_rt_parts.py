@@ -71,7 +71,7 @@ def instrument(capacity: int) -> dict[str, np.ndarray]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default=str(ROOT / "tests" / "data" / "exo_leg_vm.yaml"))
     ap.add_argument("--duration", type=float, default=10.0)
     args = ap.parse_args(argv)

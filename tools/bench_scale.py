@@ -39,7 +39,7 @@ def per_task(engine: str, jobs: int, n: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=24)
     ap.add_argument("--run-s", type=float, default=2.0, help="seconds in RUN per session")
     ap.add_argument("--mode", default="closed-loop",

@@ -58,7 +58,7 @@ def one_run(config: str, duration: float, out: Path, hog: bool) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=20.0, help="s in RUN per run")
     ap.add_argument("--rounds", type=int, default=3, help="runs per config, taking turns")
     ap.add_argument("--configs", nargs="*", default=["exo_leg", "exo_2leg", "exo_12dof"],

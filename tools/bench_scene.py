@@ -69,7 +69,7 @@ def _walked(events: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=480.0, help="s of walking (480)")
     ap.add_argument("--config", default="configs/exo_leg.yaml")
     ap.add_argument("--speed", type=float, default=0.3,

@@ -56,7 +56,7 @@ def warmup_time(env: dict) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--duration", type=float, default=0.2, help="RUN seconds of each run")
     p.add_argument("--mode", choices=("parallel", "serial", "both"), default="parallel",

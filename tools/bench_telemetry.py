@@ -96,7 +96,7 @@ def one_run(duration: float, live: bool, out: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=10.0, help="RUN time of each run (s)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)

@@ -6,6 +6,7 @@ from Python, for the 2-joint leg and the 12-joint exoskeleton:
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -51,6 +52,7 @@ def _median_us(fn, args, reps=7) -> float:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(f"thermal_step + derate, one cycle (median of 7 × {N} cycles):")
     for name in ("exo_leg", "exo_12dof"):
         robot = load_mechanism(ROOT / "configs" / "robots" / f"{name}.yaml", wearer=False)

@@ -32,7 +32,7 @@ def per_call(add, n: int) -> np.ndarray:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cycles", type=int, default=200_000)
     n = ap.parse_args().cycles
     hists = (Histogram(), Histogram(), Histogram())

@@ -123,7 +123,7 @@ def run(mode: str, seconds: float, hog: bool) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--no-hog", action="store_true", help="no busy process on the first CPU")
     args = ap.parse_args(argv)

@@ -137,7 +137,7 @@ def _coast(p, w, m, d, rows, q, e0, seconds, bad):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, shorter runs")
     args = ap.parse_args(argv)
     repeats, steps, cycles = (3, 1000, 1) if args.quick else (7, 3000, 3)

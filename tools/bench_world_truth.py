@@ -32,7 +32,7 @@ class _Clock:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--periods", type=int, default=500, help="periods a round [500]")
     ap.add_argument("--rounds", type=int, default=5, help="rounds [5]")
     args = ap.parse_args(argv)

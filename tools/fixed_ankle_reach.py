@@ -33,6 +33,7 @@ What follows, printed by this script (SI units, angles in rad):
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
@@ -84,6 +85,7 @@ def knee_for(length: float, point: np.ndarray, lo: float, hi: float) -> float | 
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     heel, toe = centres()
     peak = toe_peak(toe)
     k0 = KNEE_STRAIGHT

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The safety case's hazard table: each hazard of ``docs/hazards.yaml`` with its cause, what
 stops it and the tests that show it, written into ``docs/safety.md`` between
-``<!-- hazards:begin -->`` and ``<!-- hazards:end -->``:
+``<!-- hazards:begin -->`` and ``<!-- hazards:end -->``.
 
     python tools/hazard_table.py            # print the table
     python tools/hazard_table.py --write    # regenerate it in docs/safety.md

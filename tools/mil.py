@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model-in-the-loop gain design: ``python tools/mil.py [--controller NAME|FILE]
-[--robot FILE] [--cycles N] [--model-error F] [--plant NAME]`` prints per-joint RMS and max
-tracking error, the largest current and the simulation speed.
+[--robot FILE] [--cycles N] [--model-error F] [--plant NAME]`` prints each joint's RMS and
+largest tracking error, the largest current and the simulation speed.
 
 The law runs on the controller's rigid model; the plant (a registered plant model, by default
 harmonic_drive: compliant harmonic drives, friction, current loops) with encoder
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--controller", default="computed_torque",
                     help="a name in configs/controllers/ or a controller file")
     ap.add_argument("--robot", default=str(ROOT / "configs" / "robots" / "exo_leg.yaml"))

@@ -38,7 +38,7 @@ def run(config: Path) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", action="append", type=Path,
                    help="top configs (default exo_leg and exo_2leg)")
     args = p.parse_args()

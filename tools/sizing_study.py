@@ -140,7 +140,7 @@ def walking(leg_robot: Path, mass: float, height: float, speed: float):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default=str(ROOT / "configs/robots/exo_2leg.yaml"))
     ap.add_argument("--leg", default=str(ROOT / "configs/robots/exo_leg.yaml"),
                     help="the one-leg robot file for the swing leg's dynamics")

@@ -121,7 +121,7 @@ def figures(got) -> dict:
 def main() -> int:
     if sys.argv[1:2] == ["--page"]:
         return page(sys.argv[2], sys.argv[3], float(sys.argv[4]), "--finish" in sys.argv)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--window", type=float, default=3.0, help="s a window (default 3)")
     ap.add_argument("--pairs", type=int, default=2, help="windows without and with a page")
     ap.add_argument("--config", default="configs/exo_leg.yaml")

@@ -60,7 +60,7 @@ def measure(n: int = 200, config: str = "configs/exo_leg.yaml") -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=200, help="requests (default 200)")
     ap.add_argument("--config", default="configs/exo_leg.yaml")
     args = ap.parse_args()

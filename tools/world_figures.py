@@ -65,7 +65,7 @@ def armature_only_error(path: str) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--states", type=int, default=100)
     ap.add_argument("--floor", action="store_true",
                     help="only the floor scene's figures (through the drives; about a minute)")
