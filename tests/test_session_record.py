@@ -20,6 +20,7 @@ from exo_rt.record.recorder import read_cycle_log
 from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
+from exo_rt.session.session import SessionFiles
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "exo_leg.yaml"
@@ -150,7 +151,8 @@ def test_the_snapshot_keeps_the_session_files_for_replay(tmp_path, wearer):
     from exo_rt.session.wearer import load_wearer
 
     ctl = _ctl(wearer=str(wearer) if wearer else None)
-    snapshot.write(ctl.top, tmp_path, snapshot.session_files(ctl))
+    files = SessionFiles(ctl.options.session, ctl.activities, ctl.wearer)
+    snapshot.write(ctl.top, tmp_path, snapshot.session_files(ctl.top, files))
     session, activities, wearer_copy = snapshot.recorded_session(tmp_path)
     assert session == tmp_path / "configs" / "sessions" / "default.yaml"
     assert activities == tmp_path / "configs" / "activities" / "exo_leg.yaml"

@@ -159,8 +159,9 @@ def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float 
             where += list(c)
     bench.disable_all()  # no cycles while fitting: the drives must not sit enabled and unsynced
     p = fit.friction_fit(np.array(sp), np.array(half), np.array(load), tr.drive.ratio)
-    configured = {k: getattr(tr.drive, k) for k in
-                  ("coulomb", "static", "viscous", "stribeck_velocity", "load_friction")}
+    d = tr.drive
+    configured = {"coulomb": d.coulomb, "static": d.static, "viscous": d.viscous,
+                  "stribeck_velocity": d.stribeck_velocity, "load_friction": d.load_friction}
     values = fit.identified(p, configured)
     return {"joint": joint, "pose_rad": home.tolist(), "fit": p, "configured": configured,
             "unsteady_speeds": sorted(set(unsteady)),

@@ -154,7 +154,7 @@ def check_options(name: str, options: dict, source: str = "") -> dict:
         return {}
     node = core.node_of(options, source or f"bench-test {name} options", name, ConfigError)
     read = core.read(_option_schema(name), node)
-    return {k: getattr(read, k) for k in core.given(node)}
+    return {k: vars(read)[k] for k in core.given(node)}
 
 
 def load_options(path: str | Path, name: str) -> dict:
@@ -166,7 +166,8 @@ def load_options(path: str | Path, name: str) -> dict:
     read = core.read(BenchFile, root)
     if name not in root.value or _option_schema(name) is None:
         return {}
-    return {k: getattr(getattr(read, name), k) for k in core.given(root.value[name])}
+    section = vars(read)[name]  # (the procedure's section of the bench file)
+    return {k: vars(section)[k] for k in core.given(root.value[name])}
 
 
 def checklist(name: str, top: TopConfig, joint: str | None) -> list[str]:

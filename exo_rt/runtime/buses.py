@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model.mechanism import Mechanism
@@ -132,8 +133,38 @@ def check_specs(top: TopConfig, spec) -> None:
                            f"use one of python-can's interfaces: {', '.join(known)}")
 
 
+class BusSet(Protocol):
+    """A run's buses as the controller uses them (:class:`HardwareBuses`, the simulated
+    exoskeleton's :class:`exo_rt.sim.launch.SimulatedBuses`, replay's recorded ones):
+    ``lockstep`` (the buses wait for the controller: no wall clock), ``injectable``
+    (``--inject`` acts on them), their ``clock`` (s), the simulated ``world`` and ``board``
+    emulator in this process (None: none), the helper ``process``es, injections ``pending``
+    (control cycle, command); ``tick`` advances what they simulate by a period, ``due(k)``
+    hands over cycle k's injections, ``board_command`` tells the emulated board."""
+
+    lockstep: bool
+    injectable: bool
+    world: object
+    board: object
+    process: object
+    board_process: object
+    pending: list
+
+    def clock(self) -> float: ...
+    def tick(self) -> None: ...
+    def due(self, k: int) -> None:
+        """Cycle k's pending injections handed over (none pending: nothing to do)."""
+
+    def board_path(self) -> str: ...
+    def board_command(self, line: str) -> None: ...
+    def inject(self, at_cycle: int, kind: str, channel: str, node: int, cycles: int) -> None:
+        """A fault acted out at control cycle ``at_cycle`` (only where ``injectable``)."""
+
+    def close(self) -> None: ...
+
+
 def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
-               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True):
+               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True) -> BusSet:
     """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.
     With the real-time set-up, a simulation in its own process runs SCHED_FIFO below the
     control thread on the helper CPUs (it stands in for the drives' own hardware)."""
@@ -146,7 +177,7 @@ def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
     return HardwareBuses(top, spec, cpus)
 
 
-class HardwareBuses:
+class HardwareBuses(BusSet):
     """Every bus of the robot on a python-can interface ``INTERFACE:CHANNEL[@BITRATE]`` — one
     spec for all (a string) or each bus its own ({name: spec}, :func:`resolve_specs`); an
     emulated board, if asked for, in its own process (``python -m firmware_bridge.emulator``)."""
@@ -154,6 +185,7 @@ class HardwareBuses:
     lockstep = False
     injectable = False  # real drives: nothing to inject into
     world = None
+    board = None  # (an emulated board runs in its own process: board_process)
     process = None
     clock = staticmethod(time.monotonic)
     pending: list = []

@@ -64,7 +64,8 @@ class Controller:
         self.bus_spec, self.injections = bus_spec, o.injections
         self.can_format = ".blf"
         self.start_pose = None if o.start_pose is None else [float(x) for x in o.start_pose]
-        self.state, self.cycles, self._stop_requested, self.session = BOOT, 0, False, None
+        self.cycles, self._stop_requested = 0, False
+        self.session: sessions.Session | None = None
         self.events: list[dict] = []
         self.faults: list[Fault] = []
         self.setup_lines: list[str] = []
@@ -163,11 +164,13 @@ class Controller:
         the cycle compiled — before any drive is enabled."""
         t0 = time.monotonic()
         self._warm_up()
-        self.session = sessions.for_run(self)  # its files read, its sources open
+        self.session = sessions.for_run(self, self.record.out_dir)  # its files read, its
+        # sources open
         self.times["compile_in_run"] = time.monotonic() - t0
         self.times["compile"] += self.times["compile_in_run"]
         self._start_recording()
-        snapshot.write_at_start(self.top, self.record.out_dir, self.events, ctl=self)  # copied
+        snapshot.write_at_start(self.top, self.record.out_dir, self.events,
+                                self.session.files())  # every file the run read, copied
         self.record.write_guide()
         self._go(CONFIGURE, 0)
         for d in self.drives:
@@ -302,8 +305,23 @@ class Controller:
     def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
         return script.run_cycle()
 
+    @property
+    def state(self) -> int:
+        """The run's state (:mod:`exo_rt.runtime.states`): the cycle's own ``s["state"]``,
+        which the compiled cycle sets SAFE and :meth:`_go` sets between cycles."""
+        return int(self.s["state"])
+
+    @property
+    def activities(self):
+        """The session's activities (:class:`~exo_rt.session.activities.Activities`)."""
+        return self.session.machine.activities
+
+    @property
+    def wearer(self):
+        """The session's wearer profile (:class:`~exo_rt.session.wearer.Wearer`)."""
+        return self.session.machine.wearer
+
     def _go(self, state: int, k: int) -> None:
-        self.state = state
         self.s["state"] = state
         self.k0[state] = k
         self.events.append({"cycle": k, "t": round(k * self.dt, 6), "event": "state",
@@ -324,7 +342,7 @@ class Controller:
                 d.request_disable()
                 d.send_rpdos(np.zeros(d.n))
                 d.send_sync()
-            self.state = SHUTDOWN
+            self.s["state"] = SHUTDOWN
 
     def _fault(self, k: int, cause: int, joint: int) -> None:
         """The cycle went SAFE in cycle k: the fault noted (its cause, reaction, an event)."""

@@ -7,24 +7,48 @@ made of a recording instead (:mod:`exo_rt.record.replay`) — the same controlle
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from exo_rt.bus import protocols
 from exo_rt.bus.host import HostDrives
 from exo_rt.errors import BusError
-from exo_rt.runtime.buses import open_buses
+from exo_rt.runtime.buses import BusSet, open_buses
+
+
+class Board(Protocol):
+    """The embedded board as a run uses it (:class:`firmware_bridge.link.BoardLink`; replay's
+    recorded board): its status word each cycle, the heartbeat the controller sends, motor
+    power, the wearer's heel strikes (s on its ``clock``), and its link's timeout (s)."""
+
+    heel_strikes: deque
+    link_timeout: float
+    estop: bool
+    motor_power: bool
+    link_lost: bool
+
+    def poll(self) -> int: ...
+    def take_news(self, news: int, now: float) -> None: ...
+    def compiled_poll(self) -> tuple | None: ...
+    def clock(self) -> float: ...
+    def send_heartbeat(self, state: int, force: bool = False) -> None: ...
+    def set_power(self, on: bool) -> None: ...
+    def wait_for_status(self, timeout: float, tick=None) -> bool: ...
+    def wait_for_power(self, timeout: float, tick=None) -> bool: ...
+    def close(self) -> None: ...
 
 
 @dataclass
 class Rig:
     """The buses (``bus_set``: opened by :func:`exo_rt.runtime.buses.open_buses`, or a
-    stand-in with the same ``tick``/``close``/``lockstep``), their drives, the board link
-    (None: none) and whether it is the emulator (simulated injections need it)."""
+    recording's stand-in, :class:`~exo_rt.runtime.buses.BusSet`), their drives, the board
+    link (None: none) and whether it is the emulator (simulated injections need it)."""
 
-    bus_set: object
+    bus_set: BusSet
     drives: list[HostDrives]
-    board: object = None
+    board: Board | None = None
     board_emulated: bool = False
     setup_lines: list[str] = field(default_factory=list)
     sync_instant: Callable[[int], float] | None = None  # when cycle k's SYNC left (None:

@@ -40,7 +40,7 @@ class RunRecord:
         recording process of the controller ``ctl`` (its joints, buses, clock, options);
         returns the recording (None: not recording). The session's events follow the run's
         into run.mcap's ``/activity``."""
-        self.session = getattr(ctl, "session", None)
+        self.session = ctl.session
         if self.out_dir is None:
             return None
         meta = {"joint_names": list(ctl.robot.joint_names), "rate_hz": ctl.top.rate_hz,

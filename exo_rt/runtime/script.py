@@ -58,7 +58,7 @@ def advance(ctl, k: int) -> None:
         heel_strikes(ctl)  # those of READY's last cycles
         if ctl.rig.board_emulated:  # the emulated wearer's heel strikes follow the session
             from exo_rt.sim.crutch import WearerGait
-            ctl.session.sources.append(WearerGait(ctl))
+            ctl.session.add(WearerGait(ctl), listens=True)
 
 
 def _guard(sess, k: int) -> None:

@@ -29,10 +29,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from exo_rt.errors import ConfigError, Where
+
+if TYPE_CHECKING:
+    from exo_rt.session.session import SessionFiles
 
 MANIFEST = "config-snapshot.json"
 TOP = "config.yaml"
@@ -70,7 +74,7 @@ def _robot_files(path: Path, seen: set[Path]) -> list[tuple[str, Path]]:
     return out
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader  # (libyaml's: faster)
 
 
 def used_files(top_path: Path, robot_path: Path, buses_path: Path, controller_path: Path,
@@ -99,7 +103,7 @@ def files_of(top) -> list[tuple[str, Path]]:
     eds = []
     for b in top.buses:
         for d in b.drives:
-            e = getattr(getattr(d, "profile", None), "eds", None)
+            e = d.profile.eds if d.profile is not None else None  # (None: no EDS, e.g. MIT)
             if e:
                 eds.append(Path(e))
     files = used_files(top.path, top.robot_path, top.buses_path, Path(top.controller.source),
@@ -159,30 +163,27 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def session_files(ctl) -> list[tuple[str, str, str, bytes]]:
-    """The session's files of the controller ``ctl`` (after :func:`exo_rt.session.session.
-    for_run`): (kind, original, name of the copy, contents) of the session script
-    (``--session``, else the shipped default), the activities file and the wearer profile —
-    the profile as loaded (its ``text``; built from the robot file's wearer when the run named
-    no ``--wearer``)."""
+def session_files(top, files: SessionFiles) -> list[tuple[str, str, str, bytes]]:
+    """The session's ``files`` of a run of ``top`` (:meth:`exo_rt.session.session.Session.
+    files`): (kind, original, name of the copy,
+    contents) of the session script (``--session``, else the shipped default), the
+    activities file and the wearer profile — the profile as loaded (its ``text``; built from
+    the robot file's wearer when the run named no ``--wearer``)."""
     from exo_rt.session import script
 
     out = []
-    path = Path(os.path.abspath(ctl.options.session or script.default_path()))
+    path = Path(os.path.abspath(files.script or script.default_path()))
     out.append(("session", str(path), path.name, path.read_bytes()))
-    activities = getattr(ctl, "activities", None)
-    if activities is not None:
-        path = Path(os.path.abspath(activities.source))
-        out.append(("activities", str(path), path.name, path.read_bytes()))
-    wearer = getattr(ctl, "wearer", None)
-    if wearer is not None:
-        if wearer.source:
-            path = Path(os.path.abspath(wearer.source))
-            original, name = str(path), path.name
-        else:
-            robot = Path(os.path.abspath(str(ctl.top.robot.source)))
-            original, name = f"{robot} (its wearer, default profile)", f"{robot.stem}-wearer.yaml"
-        out.append(("wearer", original, name, wearer.text.encode("utf-8")))
+    path = Path(os.path.abspath(files.activities.source))
+    out.append(("activities", str(path), path.name, path.read_bytes()))
+    wearer = files.wearer
+    if wearer.source:
+        path = Path(os.path.abspath(wearer.source))
+        original, name = str(path), path.name
+    else:
+        robot = Path(os.path.abspath(str(top.robot.source)))
+        original, name = f"{robot} (its wearer, default profile)", f"{robot.stem}-wearer.yaml"
+    out.append(("wearer", original, name, wearer.text.encode("utf-8")))
     return out
 
 
@@ -236,15 +237,16 @@ def write(top, run_dir: Path, session=()) -> Path:
     return run_dir / MANIFEST
 
 
-def write_at_start(top, run_dir: Path | None, events: list, ctl=None) -> None:
+def write_at_start(top, run_dir: Path | None, events: list,
+                   session: SessionFiles | None = None) -> None:
     """:func:`write` at the start of a run (``run_dir`` None: no run folder, nothing to do),
-    with the session's files of the controller ``ctl`` when given; a file that cannot be
+    with the run's ``session`` files (:func:`session_files`) when given; a file that cannot be
     copied (a full disk, a file removed since it was loaded) becomes a ``snapshot_error``
     event and the run goes on."""
     if run_dir is None:
         return
     try:
-        write(top, run_dir, session_files(ctl) if ctl is not None else ())
+        write(top, run_dir, session_files(top, session) if session is not None else ())
     except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
         events.append({"cycle": 0, "event": "snapshot_error", "error": str(exc)})
 

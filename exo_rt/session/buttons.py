@@ -16,13 +16,14 @@ import math
 
 from exo_rt.session import requests as rq
 from exo_rt.session.requests import Request
+from exo_rt.session.roles import Sink, Source
 
 EMPTY: tuple = ()
 PRESS = ((rq.B_GO, rq.GO), (rq.B_STOP, rq.STOP), (rq.B_NEXT, rq.NEXT), (rq.B_PREV, rq.PREV),
          (rq.B_MODE, rq.MODE))
 
 
-class BoardButtons:
+class BoardButtons(Source, Sink):
     """Requests from the board ``link`` (:class:`firmware_bridge.link.BoardLink` or one that
     has its ``button_changes``, ``buttons_time`` and ``clock``), answers and the menu back to
     it, for the ``machine`` (:class:`~exo_rt.session.machine.ActivityMachine`). ``listen``

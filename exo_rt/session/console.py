@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import collections
+import io
 import os
 import sys
 import threading
@@ -101,22 +102,24 @@ class ConsoleSource:
     def _chunks(self):
         """(read, decode): one read of at most READ_BYTES (bytes, or text from a text-only
         stream), and bytes → text with every undecodable byte replaced by U+FFFD."""
-        raw = getattr(self.stream, "buffer", self.stream)
+        stream = self.stream
+        raw = stream.buffer if isinstance(stream, io.TextIOWrapper) else stream
         fileno = None
-        try:
-            fileno = raw.fileno()
-        except (AttributeError, OSError, ValueError):
-            pass
-        if fileno is not None and getattr(raw, "closed", False) is False:
+        if isinstance(raw, io.IOBase):  # (else an object that only reads: read(1))
+            try:
+                fileno = raw.fileno()
+            except (OSError, ValueError):  # (io.UnsupportedOperation: a stream in memory)
+                pass
+        if fileno is not None and not raw.closed:
             def read():  # whatever the descriptor has (a key, a paste's chunk), or b"": EOF
                 return os.read(fileno, READ_BYTES)
-        elif hasattr(raw, "read1"):
+        elif isinstance(raw, io.BufferedIOBase):
             def read():
                 return raw.read1(READ_BYTES)
         else:  # a text stream without bytes (tests' StringIO): one character at a time
             def read():
                 return raw.read(1)
-        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        encoding = (stream.encoding if isinstance(stream, io.TextIOBase) else None) or "utf-8"
         try:
             decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
         except LookupError:
@@ -468,10 +471,10 @@ class ConsoleView:
                 self._block = []
 
 
-class _Above:
+class _Above(io.TextIOBase):
     """``sys.stderr`` while a :class:`ConsoleView` holds the terminal: each whole line
-    written goes above its status block (:meth:`ConsoleView.note`); anything else asked of
-    it is the terminal's."""
+    written goes above its status block (:meth:`ConsoleView.note`); its encoding, whether it
+    is a terminal and its descriptor are the terminal's."""
 
     def __init__(self, view: ConsoleView) -> None:
         self._view, self._part = view, ""
@@ -490,5 +493,19 @@ class _Above:
         out, self._part = self._part, ""
         return out
 
-    def __getattr__(self, name: str):
-        return getattr(self._view.stream, name)
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:
+        return self._view.stream.encoding or "utf-8"
+
+    @property
+    def errors(self) -> str | None:
+        return self._view.stream.errors
+
+    def isatty(self) -> bool:
+        return self._view.stream.isatty()
+
+    def fileno(self) -> int:
+        return self._view.stream.fileno()

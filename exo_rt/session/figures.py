@@ -67,8 +67,8 @@ def session_figures(ctl) -> dict:
     out["dqd_max"] = float(np.abs(np.diff(qdr[run], axis=0)).max())
     e = np.degrees(log["q"][run] - qr[run])
     out["rms_deg"] = float(np.sqrt(np.mean(e**2, axis=0)).max())
-    board = getattr(ctl.bus_set, "board", None)
-    if board is not None and hasattr(board, "answers"):
+    board = ctl.bus_set.board  # the board emulator in this process (None: none here)
+    if board is not None:
         changes = [c[0] for c in board.button_changes]
         reqs = [x for x in events if x["event"] == "request"]
         answers = [(t, a) for t, a in board.answers if a.answer != rq.FINISHED]

@@ -34,6 +34,7 @@ Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -110,51 +111,52 @@ class ActivityMachine:
 
     # ------------------------------------------------------------------ requests
     def handle(self, req: Request, active: bool = True) -> Answer:
-        """Answer one request; an accepted one acts on the cycle data before the next cycle.
-        ``active``: the controller runs a session (RUN) — else every request is refused."""
+        """Answer one request by its kind's handler (:data:`HANDLERS`); an accepted one acts
+        on the cycle data before the next cycle. ``active``: the controller runs a session
+        (RUN) — else every request is refused. A kind without a handler is refused."""
         if not active:
             return self._no(req, rq.R_NOT_ACTIVE)
-        kind = req.kind
-        if kind == rq.START:
-            return self._start_motion(req, req.motion)
-        if kind == rq.GO:
-            return self._go(req)
-        if kind == rq.GO_RELEASE:
-            self.go_held = False
-            self.go_block = False
-            self.go_since = None
-            if self.motion is not None and self.motion.hold_go:
-                self.s["seg_go"] = 0.0
-            self.version += 1
-            return self._yes(req)
-        if kind == rq.STOP:
-            return self._stop(req)
-        if kind in (rq.SPEED, rq.STEP_LENGTH, rq.MODE):
-            return self._walking_parameter(req)
-        if kind == rq.LEVEL:
-            return self._level(req)
-        if kind in (rq.NEXT, rq.PREV):
-            if self.motion is not None:
-                return self._no(req, rq.R_NOT_SELECTABLE)
-            n = len(self.possible())
-            if n:
-                self.selected = (self.selected + (1 if kind == rq.NEXT else -1)) % n
-            self.version += 1
-            return self._yes(req, motion=self.selected_motion())
-        if kind == rq.CONFIRM:
-            if self.home_pending is None:
-                return self._no(req, rq.R_NOTHING_TO_CONFIRM)
-            if self.motion is not None:  # (a start began since: it cleared the HOME; this
-                return self._no(req, rq.R_BUSY, motion=self.home_pending.name)  # is a guard)
-            motion, self.home_pending = self.home_pending, None
-            return self._begin(req, motion)
-        if kind == rq.END:
-            if self.motion is not None:
-                return self._no(req, rq.R_NOT_IN_POSTURE)
-            self.ended = True
-            self.version += 1
-            return self._yes(req)
-        return self._no(req, rq.R_UNKNOWN_MOTION)
+        handler = HANDLERS.get(req.kind)
+        if handler is None:
+            return self._no(req, rq.R_UNKNOWN_MOTION)
+        return handler(self, req)
+
+    def _start(self, req: Request) -> Answer:
+        return self._start_motion(req, req.motion)
+
+    def _go_release(self, req: Request) -> Answer:
+        self.go_held = False
+        self.go_block = False
+        self.go_since = None
+        if self.motion is not None and self.motion.hold_go:
+            self.s["seg_go"] = 0.0
+        self.version += 1
+        return self._yes(req)
+
+    def _select(self, req: Request) -> Answer:
+        """NEXT, PREV: the crutch's selection among the possible motions."""
+        if self.motion is not None:
+            return self._no(req, rq.R_NOT_SELECTABLE)
+        n = len(self.possible())
+        if n:
+            self.selected = (self.selected + (1 if req.kind == rq.NEXT else -1)) % n
+        self.version += 1
+        return self._yes(req, motion=self.selected_motion())
+
+    def _confirm(self, req: Request) -> Answer:
+        if self.home_pending is None:
+            return self._no(req, rq.R_NOTHING_TO_CONFIRM)
+        if self.motion is not None:  # (a start began since: it cleared the HOME; this
+            return self._no(req, rq.R_BUSY, motion=self.home_pending.name)  # is a guard)
+        motion, self.home_pending = self.home_pending, None
+        return self._begin(req, motion)
+
+    def _end(self, req: Request) -> Answer:
+        if self.motion is not None:
+            return self._no(req, rq.R_NOT_IN_POSTURE)
+        self.ended = True
+        self.version += 1
+        return self._yes(req)
 
     def _start_motion(self, req: Request, name: str | None) -> Answer:
         motion = self.activities.motion(name) if name is not None else None
@@ -456,6 +458,24 @@ class ActivityMachine:
     def _no(req: Request, reason: int, motion: str | None = None, **extra) -> Answer:
         return Answer(rq.REJECTED, req.kind, reason, motion=motion or req.motion,
                       extra={k: v for k, v in extra.items() if v is not None})
+
+
+# request kind (exo_rt.session.requests.KINDS) → the machine's handler: how each is answered
+# (docs/architecture.md, "Recipes": adding a request kind adds its entry here)
+HANDLERS: dict[int, Callable[[ActivityMachine, Request], Answer]] = {
+    rq.START: ActivityMachine._start,
+    rq.GO: ActivityMachine._go,
+    rq.GO_RELEASE: ActivityMachine._go_release,
+    rq.STOP: ActivityMachine._stop,
+    rq.SPEED: ActivityMachine._walking_parameter,
+    rq.STEP_LENGTH: ActivityMachine._walking_parameter,
+    rq.MODE: ActivityMachine._walking_parameter,
+    rq.LEVEL: ActivityMachine._level,
+    rq.NEXT: ActivityMachine._select,
+    rq.PREV: ActivityMachine._select,
+    rq.CONFIRM: ActivityMachine._confirm,
+    rq.END: ActivityMachine._end,
+}
 
 
 def m_frozen(s, motion) -> bool:

@@ -194,7 +194,7 @@ def check_run_start(run, q) -> None:
     """:func:`check_start` for a run's session (:class:`exo_rt.session.session.Session`)
     when its script declares a start posture, ``q`` the measured leg (rad): what the
     controller calls on real drives once they are enabled at zero current, before RUN."""
-    source = getattr(getattr(run, "script", None), "source", None)
+    source = run.script.source if run.script is not None else None
     if source is not None and source.session is not None:
         check_start(source.session, run.machine.activities, q)
 

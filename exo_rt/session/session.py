@@ -13,30 +13,53 @@ before the machine; safety is not theirs (the cycle's check runs whoever asked).
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from exo_rt.session import requests as rq
 from exo_rt.session.machine import ActivityMachine
 from exo_rt.session.requests import Answer, Request
+from exo_rt.session.roles import Listener, Sink, Source
+
+if TYPE_CHECKING:
+    from exo_rt.session.activities import Activities
+    from exo_rt.session.wearer import Wearer
 
 EMPTY: tuple = ()
 MAX_REQUESTS = 4  # requests answered in one cycle, at most: the rest wait in order (a pasted
 # flood or a script's thousand steps due at once never makes a cycle late)
 
 
-class Session:
-    """A session on a cycle: ``machine`` answers; ``sources``
-    ask (objects with ``poll(cycle) → iterable of Request``, and optionally ``notify(answer,
-    cycle)`` and ``on_stride(steps, cycle)``); ``sinks`` are told every answer and every
-    change a display shows (``answer(answer, cycle)``, ``show(machine, cycle)``); every
-    request, answer, transition and stride is appended to ``events`` (dicts with the cycle
-    and its time, ``dt`` s a cycle)."""
+@dataclass(frozen=True)
+class SessionFiles:
+    """What a run's session was read from (:meth:`Session.files`): the session script's path
+    (``--session``; None: the shipped default), the activities and the wearer profile as
+    loaded."""
 
-    def __init__(self, events: list, dt: float, machine: ActivityMachine, sources: list,
-                 sinks: list | None = None, *, script=None) -> None:
-        self.events, self.dt, self.machine, self.sources = events, dt, machine, list(sources)
-        self.sinks = list(sinks or ())
+    script: str | None
+    activities: Activities
+    wearer: Wearer
+
+
+class Session:
+    """A session on a cycle: ``machine`` answers; ``sources`` ask
+    (:class:`~exo_rt.session.roles.Source`); ``listeners`` — sources among them that follow
+    what was answered — are told every answer and stride (:class:`~exo_rt.session.roles.
+    Listener`); ``sinks`` are told every answer and every change a display shows
+    (:class:`~exo_rt.session.roles.Sink`); every request, answer, transition and stride is
+    appended to ``events`` (dicts with the cycle and its time, ``dt`` s a cycle)."""
+
+    def __init__(self, events: list, dt: float, machine: ActivityMachine,
+                 sources: list[Source], sinks: list[Sink] | None = None, *,
+                 script: Shifted | None = None) -> None:
+        self.events, self.dt, self.machine = events, dt, machine
+        self.sources: list[Source] = list(sources)
+        self.listeners: list[Listener] = [script] if script is not None else []
+        self.sinks: list[Sink] = list(sinks or ())
         self.script = script  # the session script source, if any: its end ends the session
+        self.console: ConsoleSink | None = None  # the therapist's console, when it is one
+        self.buttons = None  # the board's buttons (session.buttons.BoardButtons), when heard
         self._steps = 0
         self._shown = -1
         self.stalled: str | None = None  # why the script can go no further, once it cannot
@@ -51,6 +74,7 @@ class Session:
         self.error_file = None  # where a traceback is written (the run folder's)
         self.guarded: int | None = None  # the cycle the run's guard began ending it
         self.last_resort: int | None = None  # the cycle it was frozen to end the run
+        self.script_path: str | None = None  # the script's file (None: the shipped default)
 
     def begin(self, k: int) -> None:
         """The first RUN cycle: the machine holds where the leg is and names its posture;
@@ -118,10 +142,8 @@ class Session:
         done = m.after_cycle()
         if m.steps != self._steps:  # (counted in the record's stride column, not as events:
             self._steps = m.steps  # an 8-hour walk would keep 14 400 of them in memory)
-            for src in self.sources:
-                on_stride = getattr(src, "on_stride", None)
-                if on_stride is not None:
-                    on_stride(m.steps, k)
+            for listener in self.listeners:
+                listener.on_stride(m.steps, k)
         if done is not None:
             self._answered(k, None, done)
             self._event(k, {"event": "activity", "posture": m.posture,
@@ -145,6 +167,8 @@ class Session:
         culprit = _culprit(e, self.sources)
         if culprit is not None:
             self.sources.remove(culprit)
+            if culprit in self.listeners:
+                self.listeners.remove(culprit)
         if first:
             self.waiting.clear()
         try:
@@ -179,9 +203,13 @@ class Session:
             except OSError as e:
                 self.events.append({"event": "session_error_file", "error": str(e)})
         for sink in self.sinks:
-            close = getattr(sink, "close", None)
-            if close is not None:
-                close()
+            sink.close()
+
+    def files(self) -> SessionFiles:
+        """What this session was read from: its script's path (None: the shipped default),
+        its activities and wearer profile (the run folder keeps copies:
+        :func:`exo_rt.runtime.snapshot.session_files`)."""
+        return SessionFiles(self.script_path, self.machine.activities, self.machine.wearer)
 
     def ended_by(self) -> str | None:
         """What ended the session when its own END did not (summary.json's
@@ -198,6 +226,26 @@ class Session:
         """The session is over: END was accepted (from a posture)."""
         return self.machine.ended
 
+    def add(self, source: Source, *, listens: bool = False, first: bool = False) -> None:
+        """One more source (``first``: asked before the others); ``listens``: it is also a
+        :class:`~exo_rt.session.roles.Listener`, told every answer and stride."""
+        if first:
+            self.sources.insert(0, source)
+        else:
+            self.sources.append(source)
+        if listens:
+            if first:
+                self.listeners.insert(0, source)
+            else:
+                self.listeners.append(source)
+
+    def drop_script(self) -> None:
+        """No script runs (the console or the web page alone asks)."""
+        if self.script is not None:
+            self.sources.remove(self.script)
+            self.listeners.remove(self.script)
+            self.script = None
+
     def _answered(self, k: int, req: Request | None, ans: Answer) -> None:
         self.log.append((k, req, ans))
         ev = {"event": "request"} if req is not None else {"event": "finished"}
@@ -205,10 +253,8 @@ class Session:
             ev.update(req.as_dict())
         ev.update(ans.as_dict())
         self._event(k, ev)
-        for src in self.sources:
-            notify = getattr(src, "notify", None)
-            if notify is not None:
-                notify(ans, k)
+        for listener in self.listeners:
+            listener.notify(ans, k)
         for sink in self.sinks:
             sink.answer(ans, k)
         if self.script is not None and self.stalled is None:
@@ -227,7 +273,7 @@ class Session:
         self.events.append(out)
 
 
-class ConsoleSink:
+class ConsoleSink(Source, Sink):
     """The therapist's console on a session: a source (:meth:`poll`: its keys' requests) and
     a sink (its status kept up with the machine ``machine``: what changed, the last answer,
     and every ``REFRESH_CYCLES`` the time and a move's progress). Its keys act on the
@@ -240,6 +286,7 @@ class ConsoleSink:
 
     def __init__(self, ctl, source, view, machine=None) -> None:
         self.ctl, self.source, self.view, self.last = ctl, source, view, None
+        self.inner = source  # (whose code raising counts as this source's: _culprit)
         self.machine = machine
         self._refresh = 0
         self._lost_stop = False  # this walk was stopped for the lost input
@@ -281,7 +328,7 @@ class ConsoleSink:
             elif m is not None and m.needs_confirm:
                 needs[name] = "then CONFIRM: c"
         pending = machine.home_pending
-        duration = getattr(ctl, "duration", None)
+        duration = ctl.duration
         status = dict(time=(k - ctl.k0.get(RUN, 0)) * ctl.dt, duration=duration,
                       ends=None if duration is None else duration + SESSION_SPARE_S,
                       state=STATES[ctl.state], lost=self.source.lost, posture=st["posture"],
@@ -301,12 +348,13 @@ class ConsoleSink:
         self.view.close()
 
 
-class Shifted:
+class Shifted(Source, Listener):
     """A session script's source on the session's own clock: its cycle 0 is the first RUN
     cycle (``k0``, set when the session begins)."""
 
     def __init__(self, source) -> None:
         self.source, self.k0 = source, 0
+        self.inner = source  # (whose code raising counts as this source's: _culprit)
 
     def poll(self, k: int):
         return self.source.poll(k - self.k0, MAX_REQUESTS)  # (the rest stay due in it)
@@ -318,7 +366,7 @@ class Shifted:
         self.source.on_stride(steps, k - self.k0)
 
 
-class Recorded:
+class Recorded(Source):
     """Requests recorded in a run's events, asked again at the cycles they came in (replay:
     the same session, bit for bit, whoever asked then)."""
 
@@ -338,28 +386,34 @@ class Recorded:
 
 def _culprit(e: BaseException, sources: list):
     """The source whose code raised ``e`` (the innermost frame in one of its methods, or in
-    its wrapped ``source``'s), or None (the machine's, or a sink's)."""
+    those of the source it wraps, its ``inner``), or None (the machine's, or a sink's)."""
     found, tb = None, e.__traceback__
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
         for s in sources:
-            if owner is not None and (owner is s or getattr(s, "source", None) is owner):
+            if owner is not None and (owner is s or (isinstance(s, (Shifted, ConsoleSink))
+                                                     and s.inner is owner)):
                 found = s
         tb = tb.tb_next
     return found
 
 
-def gait_function(robot, cfg, wearer):
-    """(speed m/s, step length m or None) → (Fourier rows (n, 11) rad, stride period s,
-    stride length m): the walking reference for this robot and wearer
-    (:mod:`exo_rt.control.gait_speed`)."""
-    from exo_rt.control import trajectory
+def gait_function(robot, cfg, wearer, gait: str = "normal"):
+    """(speed m/s, step length m or None) → (Fourier rows (n, 1 + 2·MAX_HARMONICS) rad,
+    stride period s, stride length m): the walking reference for this robot and wearer — the
+    normal gait scaled to the pace (:mod:`exo_rt.control.gait_speed`) or, ``gait`` (the
+    activities file's) ``flat_foot``, the flat-foot gait (:mod:`exo_rt.control.flat_foot`)."""
+    from exo_rt.control import flat_foot, trajectory
 
     names = list(robot.joint_names)
     kinds = [cfg.reference.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
              for nm in names]
 
     def gaits(speed: float, step_length: float | None):
+        if gait == "flat_foot":
+            w = flat_foot.walk(speed, wearer.height, step_length)
+            return flat_foot.gait_rows(robot, kinds, w.stride_length), w.period, \
+                w.stride_length
         w = wearer.walk(speed, robot, step_length)
         rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
         return rows, w.period, w.stride_length
@@ -394,7 +448,7 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     from exo_rt.session import script as sc
 
     steps, acts, who = load_files(top, session, activities, wearer)
-    gaits = gait_function(top.robot, top.controller, who)
+    gaits = gait_function(top.robot, top.controller, who, acts.gait)
     governor.narrow(cycle.v, *who.joint_range(top.robot))
     bounds = env.Envelope.of_cycle(cycle, top.robot.joint_names, gaits)
     env.check_at_load(bounds, acts, who)  # (ConfigError, file:line: nothing begins beyond)
@@ -405,48 +459,48 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     return Session(events, dt, machine, [script], script=script)
 
 
-def for_run(ctl) -> Session:
+def for_run(ctl, out_dir: Path | None = None) -> Session:
     """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
     RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
-    buttons when the board is there, the console with ``console``, the web page with ``web``
-    — alone (no ``session``) the only sources besides the board: no script runs under
-    them."""
+    buttons when the board is there and the run hears them, the console with ``console``, the
+    web page with ``web`` — alone (no ``session``) the only sources besides the board: no
+    script runs under them. ``out_dir``: the run folder (None: none), where a session
+    fault's traceback is kept. What the session was read from is
+    :meth:`Session.files`."""
     o = ctl.options
     sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
                  activities=o.activities, wearer=o.wearer, requests=o.requests)
-    ctl.wearer, ctl.activities = sess.machine.wearer, sess.machine.activities
-    out_dir = getattr(getattr(ctl, "record", None), "out_dir", None)
+    sess.script_path = o.session
     if out_dir is not None:  # (a session fault's traceback, kept with the run)
         sess.error_file = Path(out_dir) / "session-error.txt"
     for make in o.sources:
-        sess.sources.insert(0, make(ctl))
+        sess.add(make(ctl), first=True)
     if o.console and o.requests is None:
         from exo_rt.session.console import ConsoleSource, ConsoleView
 
-        if o.session is None and sess.script is not None:  # the console alone: its keys
-            sess.sources.remove(sess.script)  # are the only source (no default script)
-            sess.script = None
+        if o.session is None:  # the console alone: its keys are the only source (no
+            sess.drop_script()  # default script)
         view = ConsoleView()
         view.take_stderr()  # (the run's own lines go above its status, not into it)
         console = ConsoleSink(ctl, ConsoleSource(), view, sess.machine)
-        sess.sources.append(console)
+        sess.add(console)
         sess.sinks.append(console)
+        sess.console = console
     if o.web is not None and o.requests is None:  # the therapist's web page (exo_rt.web)
         from exo_rt.session import web
 
-        if o.session is None and sess.script is not None:  # the page alone: no script
-            sess.sources.remove(sess.script)
-            sess.script = None
+        if o.session is None:  # the page alone: no script
+            sess.drop_script()
         page = web.start(ctl, sess)
-        sess.sources.append(page)
+        sess.add(page)
         sess.sinks.append(page)
-    if ctl.board is not None and hasattr(ctl.board, "button_changes"):
-        from exo_rt.session.buttons import BoardButtons
+    if ctl.board is not None and o.requests is None:  # (replay: the recorded requests are
+        from exo_rt.session.buttons import BoardButtons  # asked instead)
 
-        board = BoardButtons(ctl.board, sess.machine, listen=o.requests is None,
-                             state=lambda: ctl.state)
-        sess.sources.append(board)
+        board = BoardButtons(ctl.board, sess.machine, state=lambda: ctl.state)
+        sess.add(board)
         sess.sinks.append(board)
+        sess.buttons = board
     return sess
 
 
@@ -457,7 +511,7 @@ def check_lines(top, activities=None, wearer=None) -> list[str]:
     from exo_rt.session import envelope
 
     _, acts, who = load_files(top, None, activities, wearer)
-    env = envelope.for_top(top, who, gait_function(top.robot, top.controller, who))
+    env = envelope.for_top(top, who, gait_function(top.robot, top.controller, who, acts.gait))
     envelope.check_at_load(env, acts, who)
     head = (f"motions of {acts.source} for {who.source or 'the default wearer'}: peak |q̇| / "
             f"bound, peak |q̈| / bound per joint (bounds: {top.safety.reference_speed:g} of "

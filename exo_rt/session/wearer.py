@@ -150,7 +150,7 @@ def default_wearer(robot) -> Wearer:
 def _plain(v):
     """A schema default as YAML writes it (sections as mappings, tuples as lists)."""
     if dataclasses.is_dataclass(v):
-        return {k: _plain(getattr(v, f.name)) for k, f in type(v).KEYS.items()}
+        return {k: _plain(vars(v)[f.name]) for k, f in type(v).KEYS.items()}
     if isinstance(v, tuple):
         return [_plain(x) for x in v]
     if isinstance(v, dict):

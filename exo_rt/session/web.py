@@ -35,6 +35,7 @@ import time
 
 from exo_rt.session import requests as rq
 from exo_rt.session.requests import Request
+from exo_rt.session.roles import Sink, Source
 
 EMPTY: tuple = ()
 SILENCE_S = rq.BUTTON_SILENCE_S  # s: a controlling page silent this long stops the walk
@@ -151,7 +152,7 @@ class WebLink:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class WebConsole:
+class WebConsole(Source, Sink):
     """The web console on a session: a source (:meth:`poll`: the pages' requests, a STOP
     when the controlling page went silent during a walk) and a sink (:meth:`answer`,
     :meth:`show`: every answer and the machine's status to the web process). ``ctl``: the
@@ -169,9 +170,12 @@ class WebConsole:
         self._silent_stop: str | None = None  # this walk was stopped for it (said)
         self._stride = (None, None, None)  # (speed, step length) → stride length m
         self.session = None  # set by the session's maker: the request just answered
+        from exo_rt.runtime.layout import V_DERATE
+
         c = ctl.cycle
-        self._winding, self._derate = c.winding, c.v[_v("V_DERATE")]
+        self._winding, self._derate = c.winding, c.v[V_DERATE]
         self._lost_link = False
+        self._controller_seen: str | None = None  # the last page that took control
 
     # -- the first message: what does not change during the run
     def hello(self) -> dict:
@@ -190,7 +194,7 @@ class WebConsole:
                 "step_length": {"min": w.step_length.min, "max": w.step_length.max},
                 "warning_C": [float(x) for x in th["warning"]],
                 "limit_C": [float(x) for x in th["limit"]],
-                "duration": getattr(ctl, "duration", None),
+                "duration": ctl.duration,
                 "board": ctl.board is not None, "estop_where": ESTOP_WHERE,
                 "silence_s": SILENCE_S}
 
@@ -233,7 +237,7 @@ class WebConsole:
         return out or EMPTY
 
     def _last_controller(self) -> str | None:
-        return getattr(self, "_controller_seen", None)
+        return self._controller_seen
 
     def _notes(self, k: int) -> None:
         notes = self.link.notes
@@ -337,7 +341,7 @@ class WebConsole:
                 "go": m.go_held, "go_block": bool(m.go_block and motion is None),
                 "pending": m.home_pending.name if m.home_pending is not None else None,
                 "ended": m.ended, "silent_stop": self._silent_stop,
-                "duration": getattr(self.ctl, "duration", None),
+                "duration": self.ctl.duration,
                 "progress": _progress(s, motion)}
 
     def tick(self, k: int) -> dict:
@@ -352,12 +356,14 @@ class WebConsole:
         state = STATES[ctl.state]
         board = ctl.board
         lost = []
-        for src in (self.session.sources if self.session is not None else ()):
-            if getattr(src, "lost", None) is True:
-                lost.append("the crutch's buttons are silent: the walk stops at the end of "
-                            "its stride")
-            elif isinstance(getattr(getattr(src, "source", None), "lost", None), str):
-                lost.append(f"the console's keys are lost ({src.source.lost})")
+        sess = self.session
+        console = sess.console if sess is not None and sess.console in sess.sources else None
+        buttons = sess.buttons if sess is not None and sess.buttons in sess.sources else None
+        if console is not None and console.source.lost is not None:
+            lost.append(f"the console's keys are lost ({console.source.lost})")
+        if buttons is not None and buttons.lost:
+            lost.append("the crutch's buttons are silent: the walk stops at the end of its "
+                        "stride")
         if self._silent_stop:
             lost.append(f"{self._silent_stop}: the walk stops at the end of its stride")
         return {"t": "tick", "k": k, "time": self._time(k), "state": state,
@@ -382,12 +388,6 @@ def _progress(s, motion) -> float | None:
     if motion is None or motion.kind == "walk" or s["seg_duration"] <= 0:
         return None
     return round(min(float(s["seg_tau"] / s["seg_duration"]), 1.0), 4)
-
-
-def _v(name: str) -> int:
-    from exo_rt.runtime import layout
-
-    return getattr(layout, name)
 
 
 def start(ctl, sess) -> WebConsole:
