@@ -84,6 +84,9 @@ class Record(structref.StructRefProxy):
         object.__setattr__(self, name, value)
 
 
+DECLARED: dict[type, type] = {}  # every declared record's numba type class → its proxy class
+
+
 def declare(type_class: type, proxy_class: type, fields, new):
     """Register ``type_class`` (a :class:`Struct`) and ``proxy_class`` (a :class:`Record`) for
     ``fields`` — names, or ``(name, numba type)`` pairs — made by ``new`` (the declaring
@@ -92,6 +95,7 @@ def declare(type_class: type, proxy_class: type, fields, new):
     typed = [f for f in fields if not isinstance(f, str)]
     names = tuple(f if isinstance(f, str) else f[0] for f in fields)
     structref.register(type_class)
+    DECLARED[type_class] = proxy_class
     proxy_class.FIELDS = names
     proxy_class._new = staticmethod(new)
     structref.define_constructor(proxy_class, type_class, list(names))

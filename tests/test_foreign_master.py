@@ -129,7 +129,8 @@ def _take(frames) -> tuple[np.ndarray, np.ndarray]:
         b.length[r] = len(data)
         b.data[r, : len(data)] = np.frombuffer(bytes(data), np.uint8)
         b.time[r] = 1.0
-    _rx, _tx, _tap, model, data, _current = pdo_cycle.io_arguments(2, fastio.WIRE_UDP)
+    bus = pdo_cycle.io_arguments(2, fastio.WIRE_UDP)
+    model, data = bus.model, bus.data
     data.late_before[0] = 0.0
     pdo_cycle.take_tpdos(b, len(frames), model, data)
     return data.flags, data.foreign

@@ -416,7 +416,7 @@ class Drives:
             if data.done[0]:
                 return
 
-    def compiled_cycle(self, current_A: np.ndarray) -> tuple | None:
+    def compiled_cycle(self, current_A: np.ndarray) -> pdo_cycle.CycleBus | None:
         """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the receiving and
         sending frame tables, the recording's tap, the bus's model and data, and the commands
         (read in place from ``current_A``): :func:`~exo_rt.bus.pdo_cycle.gather`'s and
@@ -426,8 +426,9 @@ class Drives:
         if not self._compiled_io() or np.ascontiguousarray(current_A, np.float64) is not \
                 current_A:
             return None
-        return (self._rx_batch, self._tx_batch, self.port.tap_record(), self.model,
-                self.data, current_A)
+        return pdo_cycle.CycleBus(rx=self._rx_batch, tx=self._tx_batch,
+                                  tap=self.port.tap_record(), model=self.model,
+                                  data=self.data, current=current_A)
 
     def handed_back(self, pending: int) -> None:
         """The ``pending`` frames the compiled cycle handed back (EMCY, error frames, other

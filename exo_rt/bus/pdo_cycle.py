@@ -128,6 +128,27 @@ structs.declare(BusDataType, BusData,
                 _new_data)
 
 
+class CycleBusType(structs.Struct):
+    """The numba type of :class:`CycleBus`."""
+
+
+class CycleBus(structs.Record):
+    """One bus's part of the compiled cycle (:mod:`exo_rt.runtime.cycle_call`): the receiving
+    and sending frame tables (``rx``, ``tx``), the recording's ``tap``, the bus's ``model`` and
+    ``data``, and ``current``, the commands (A) read in place — :func:`gather`'s and
+    :func:`command`'s arguments by name. A tuple of these is a tuple of pointers, which the
+    cycle indexes at run time without copying a bus's records."""
+
+
+@njit(cache=True)
+def _new_cycle_bus(*fields):
+    return CycleBus(*fields)
+
+
+structs.declare(CycleBusType, CycleBus, ("rx", "tx", "tap", "model", "data", "current"),
+                _new_cycle_bus)
+
+
 def bus_model(nodes: np.ndarray, profiles: list[pdo.DriveProfile], torque_limits: list,
               scale: np.ndarray, permille: np.ndarray, *, period: float,
               heartbeat_timeout: float, own_node: int) -> BusModel:
@@ -439,7 +460,7 @@ def command(batch, tap, model, data, current_A):
 
 
 # ---------------------------------------------------------------- compiled ahead of a run
-def io_arguments(n: int, wire: int) -> tuple:
+def io_arguments(n: int, wire: int) -> CycleBus:
     """A bus of ``n`` drives of the default mapping on no socket, as the compiled cycle takes
     one (:meth:`exo_rt.bus.drives.Drives.compiled_cycle`: the receiving and the sending frame
     tables, the tap, the model, the data, the commands), of the types a real bus's have: for
@@ -450,13 +471,15 @@ def io_arguments(n: int, wire: int) -> tuple:
                       period=1e-3, heartbeat_timeout=0.3, own_node=127)
     rx = fastio.FrameBatch(max(32, 4 * n), wire)
     tx = fastio.FrameBatch(n + 2, wire, ("127.0.0.1", 9) if wire == fastio.WIRE_UDP else None)
-    return rx, tx, fastio.no_tap(), model, bus_data(n, rx.capacity, 127), np.zeros(n)
+    return CycleBus(rx=rx, tx=tx, tap=fastio.no_tap(), model=model,
+                    data=bus_data(n, rx.capacity, 127), current=np.zeros(n))
 
 
 def warm_up() -> None:
     """Compile the cycle's steps every port uses (:func:`take_tpdos`, :func:`take_frames`,
     :func:`collect_flags`, :func:`put_rpdos`, the heartbeat's count) on a bus made here."""
-    rx, tx, _tap, model, data, current = io_arguments(1, fastio.WIRE_UDP)
+    bus = io_arguments(1, fastio.WIRE_UDP)
+    rx, tx, model, data, current = bus.rx, bus.tx, bus.model, bus.data, bus.current
     take_tpdos(rx, 0, model, data)
     begin(data, -1.0)
     take_frames(rx, 0, model, data)  # (no deadline: the cycle ends, its flags are collected)
@@ -468,7 +491,7 @@ def warm_up_io(n: int = 1) -> None:
     """Compile :func:`gather` and :func:`command` for ``n`` drives of the default mapping, on
     both wires (on no socket: the calls fail harmlessly on the tables made here)."""
     for wire in (fastio.WIRE_UDP, fastio.WIRE_SOCKETCAN):
-        rx, tx, tap, model, data, current = io_arguments(n, wire)
-        begin(data, -1.0)
-        gather(rx, tap, model, data)
-        command(tx, tap, model, data, current)
+        bus = io_arguments(n, wire)
+        begin(bus.data, -1.0)
+        gather(bus.rx, bus.tap, bus.model, bus.data)
+        command(bus.tx, bus.tap, bus.model, bus.data, bus.current)

@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.errors import LogError, Where
+from exo_rt.record.recorder import row_width
 from exo_rt.record.rings import ERROR, EXTENDED, RX
 from exo_rt.record.runfolder import METADATA, recover_on_read, segment_path, segments
 
@@ -134,7 +135,7 @@ class RowEncoder:
         self.causes = list(meta.get("causes", []))
         n = len(self.names)
         self.columns = columns
-        self.width = max(b for _, b in columns.values())
+        self.width = row_width(columns)
         q0 = columns["q"][0]
         if columns["flags"][1] - q0 != len(JOINT_FIELDS) * n:
             raise ValueError("the record's joint columns are not contiguous")
@@ -564,7 +565,7 @@ def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.nda
     n = min(len(v) for v in (by_topic["/joints"], by_topic["/state"], by_topic["/timing"]))
     if assist:
         n = min(n, len(assist))
-    width = max(b for _, b in columns.values())
+    width = row_width(columns)
     out = np.full((n, width), np.nan)
 
     def num(x):
@@ -651,7 +652,7 @@ def export_mcap(run_dir: str | Path, out: str | Path | None = None) -> Path:
     columns, _ = read_header(log)
     records, meta = read_cycle_log(log)
     meta.pop("truncated_bytes", None)
-    width = max(b for _, b in columns.values())
+    width = row_width(columns)
     rows = np.frombuffer(records.tobytes(), np.float64).reshape(len(records), width)
     buses: list[str] = []
     frames = []

@@ -1,7 +1,9 @@
 """The cycle log's file format (``cycles.exolog``): a self-describing header (magic, header
 length, JSON with the record's columns and the run's metadata) then fixed-size float64
-records, one per cycle. Readable with numpy alone (:func:`read_cycle_log`); a truncated last
-record (a killed writer) is dropped. The records reach the file through the recording process
+records, one per cycle, their columns declared once (:data:`ROW`: the cycle writes its
+record by these names, :mod:`exo_rt.record.mcap_log` and the recording read them). Readable
+with numpy alone (:func:`read_cycle_log`); a truncated last record (a killed writer) is
+dropped. The records reach the file through the recording process
 (:mod:`exo_rt.record.recording`, :mod:`exo_rt.record.writer`); the CAN traffic goes to a
 python-can log (``.blf`` default, ``.asc``/``.log``) beside it.
 """
@@ -19,25 +21,79 @@ from exo_rt.errors import LogError, Where
 MAGIC = b"EXOLOG01"
 
 
-def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
-    """Column slices of one cycle's record (float64) for n joints."""
+# the cycle log's row: one float64 per value, one row per cycle — each column's name and its
+# width, one value (1) or one per joint (JOINTS). Declared once: the cycle writes its record
+# by these names (exo_rt.runtime.cycle), the cycle log's header, MCAP's topics and the
+# recording's rings are laid out from them (cycle_columns)
+JOINTS = -1
+ROW = (
+    ("t", 1),  # s: k·dt
+    ("cycle", 1),  # the cycle's index k
+    ("state", 1),  # exo_rt.runtime.states
+    ("cause", 1),  # the safety cause in SAFE (safety.CAUSES), 0 in any other state
+    ("q", JOINTS),  # rad, measured
+    ("qd", JOINTS),  # rad/s, estimated
+    ("q_ref", JOINTS),  # rad, the reference
+    ("current", JOINTS),  # A, measured
+    ("command", JOINTS),  # A, commanded
+    ("torque", JOINTS),  # N·m, the commanded joint torque
+    ("flags", JOINTS),  # the drives' flags (exo_rt.bus.flags)
+    ("overrun_streak", 1),  # consecutive late cycles
+    ("board", 1),  # the board's word (1: e-stop, 2: link lost, 4: motor power off)
+    ("wake_us", 1),  # µs: the previous cycle's wake latency
+    ("compute_us", 1),  # µs: the previous cycle's compute time
+    ("overruns", 1),  # overruns so far
+    ("sample_t", 1),  # s: when the drives sampled this cycle's feedback
+    ("qd_ref", JOINTS),  # rad/s, the reference's velocity
+    ("phase", 1),  # strides: the gait phase (RUN)
+    ("stride", 1),  # stride boundaries crossed in the segment
+    ("gait_phase", 1),  # the wearer's gait phase, as estimated (exo_rt.control.phase_estimate)
+    ("stride_hz", 1),  # Hz: the wearer's stride frequency, as estimated
+    ("walking", 1),  # 1 while the estimate holds the wearer walking
+    ("heels", 1),  # heel strikes the estimate has taken
+    ("level", JOINTS),  # the assistance level applied, 0–1
+    ("winding", JOINTS),  # °C: the motor winding's temperature (model)
+    ("derate", JOINTS),  # the current limit's factor for it, 0–1
+    ("drive_temp", JOINTS),  # °C: the drive's own reading (NaN where none)
+)
+
+
+def column_start(name: str) -> tuple[int, int]:
+    """Where the column ``name`` of :data:`ROW` starts, as (a, b): at a + b·n for n joints
+    (integer constants the compiled cycle computes its record's places from)."""
+    a = b = 0
+    for col, width in ROW:
+        if col == name:
+            return a, b
+        a, b = (a + 1, b) if width == 1 else (a, b + 1)
+    raise KeyError(f"the cycle log's row has no column {name!r}")
+
+
+def row_columns(n: int) -> dict[str, tuple[int, int]]:
+    """Column slices ``(first, end)`` of one cycle's row for n joints, by name."""
     cols: dict[str, tuple[int, int]] = {}
     o = 0
-    for name, width in (("t", 1), ("cycle", 1), ("state", 1), ("cause", 1), ("q", n),
-                        ("qd", n), ("q_ref", n), ("current", n), ("command", n),
-                        ("torque", n), ("flags", n), ("overrun_streak", 1), ("board", 1),
-                        ("wake_us", 1), ("compute_us", 1), ("overruns", 1), ("sample_t", 1),
-                        ("qd_ref", n), ("phase", 1), ("stride", 1), ("gait_phase", 1),
-                        ("stride_hz", 1), ("walking", 1), ("heels", 1), ("level", n),
-                        ("winding", n), ("derate", n), ("drive_temp", n)):
-        cols[name] = (o, o + width)
-        o += width
+    for name, width in ROW:
+        w = n if width == JOINTS else width
+        cols[name] = (o, o + w)
+        o += w
     return cols
+
+
+def row_width(columns: dict[str, tuple[int, int]]) -> int:
+    """The float64 values of one row laid out by ``columns`` (:func:`row_columns`, or a log's
+    header read back)."""
+    return max(b for _, b in columns.values())
+
+
+def cycle_columns(n: int) -> dict[str, tuple[int, int]]:
+    """Column slices of one cycle's record (float64) for n joints (:data:`ROW`)."""
+    return row_columns(n)
 
 
 def columns_dtype(cols: dict[str, tuple[int, int]]) -> np.dtype:
     """A structured view of the float64 records: scalar or sub-array fields by name."""
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     return np.dtype({"names": list(cols),
                      "formats": ["<f8" if b - a == 1 else ("<f8", (b - a,))
                                  for a, b in cols.values()],

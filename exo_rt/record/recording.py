@@ -30,7 +30,7 @@ from exo_rt.errors import ConfigError
 from exo_rt.processes import Helper
 from exo_rt.record import events as ev_file
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS
-from exo_rt.record.recorder import cycle_columns, update_header, write_header
+from exo_rt.record.recorder import cycle_columns, row_width, update_header, write_header
 from exo_rt.record.rings import MESSAGE_HEAD, MESSAGE_SLOT, FrameRing, MessageRing, RecordRing
 
 RECORD_RING = 1 << 14  # records: 16 s at 1 kHz before a stalled writer loses any
@@ -53,7 +53,7 @@ class Recording:
         recording process joins them to the records (:mod:`exo_rt.record.world_log`)."""
         self.out = Path(out)
         self.columns = cycle_columns(n_joints)
-        self.width = max(b for _, b in self.columns.values())
+        self.width = row_width(self.columns)
         self.events: list[dict] = []
         self.stopped_at: float | None = None
         self.report: dict = {}

@@ -39,10 +39,11 @@ from exo_rt.control.config import transmission_rows
 from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
-from exo_rt.record.recorder import cycle_columns
+from exo_rt.record.recorder import ROW, column_start, row_columns, row_width
 from exo_rt.runtime import assistance, governor, safety, segment
 from exo_rt.runtime.layout import (
     PARAMS,
+    ROWS,
     SCALARS,
     SETTLE_SAMPLES,
     V_ASSIST,
@@ -74,7 +75,6 @@ from exo_rt.runtime.layout import (
     V_T_WINDING,
     V_TAU,
     V_WIDTH,
-    VECTORS,
 )
 from exo_rt.runtime.states import READY, RUN, SAFE, STOPPING
 
@@ -122,6 +122,7 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
     ("s", structs.records(SCALARS)),  # one SCALARS record
+    ("sv", structs.VEC),  # the same record as float64s (SCALARS' fields, in order)
     ("v", structs.MAT),  # (V_WIDTH, n) joint vectors
     ("flags", structs.IVEC),  # the drives' flags per joint (exo_rt.bus.flags)
     ("streaks", structs.IMAT),  # (safety.STREAKS, n)
@@ -325,44 +326,51 @@ def check(m, d):
                 v[V_Q_HOLD, j] = q[j]
 
 
+# where the cycle holds each column of the cycle log's row (recorder.ROW), by name: the joint
+# vectors' rows of v, the scalars (SCALARS' fields, all float64: indexed in the scalars
+# record's float64 view); each as (a, b, source) with the column at a + b·n for n joints. The
+# columns computed as the record is written are _AT_*; every column is written, once.
+_FROM_V = tuple((*column_start(name), row) for name, row in (
+    ("q", V_Q), ("qd", V_QD), ("q_ref", V_QR), ("current", V_I_MEAS), ("command", V_CUR),
+    ("torque", V_TAU), ("qd_ref", V_QDR), ("level", V_LEVEL), ("winding", V_T_WINDING),
+    ("derate", V_DERATE), ("drive_temp", V_T_REPORTED)))
+_FROM_S = tuple((*column_start(name), SCALARS.names.index(field)) for name, field in (
+    ("t", "t"), ("cycle", "k"), ("state", "state"), ("overrun_streak", "overrun_streak"),
+    ("board", "board"), ("wake_us", "wake_us"), ("compute_us", "compute_us"),
+    ("overruns", "overruns"), ("sample_t", "sample_t"), ("phase", "phase"),
+    ("stride", "stride")))
+_AT_CAUSE, _AT_FLAGS = column_start("cause"), column_start("flags")
+_AT_GAIT = tuple(column_start(name) for name in ("gait_phase", "stride_hz", "walking",
+                                                  "heels"))
+if any(SCALARS[f] != np.float64 for f in SCALARS.names):
+    raise RuntimeError("the cycle's scalars are not all float64 (the record reads them so)")
+if sorted([c[:2] for c in _FROM_V + _FROM_S] + [_AT_CAUSE, _AT_FLAGS, *_AT_GAIT]) != sorted(
+        column_start(name) for name, _width in ROW):
+    raise RuntimeError("the cycle's record does not write every column of recorder.ROW once")
+
+
 @njit(cache=True, python=False)
 def _record(d, row):
-    s, v, flags = d.s[0], d.v, d.flags
+    """The cycle's row of the cycle log (recorder.ROW), each column from where the cycle holds
+    it."""
+    s, v, flags, sv = d.s[0], d.v, d.flags, d.sv
     n = v.shape[1]
-    row[0] = s.t
-    row[1] = s.k
-    row[2] = s.state
-    row[3] = s.cause if int(s.state) == SAFE else 0.0
-    o = 4
-    for r in (V_Q, V_QD, V_QR, V_I_MEAS, V_CUR, V_TAU):
+    for a, b, i in _FROM_S:
+        row[a + b * n] = sv[i]
+    row[_AT_CAUSE[0] + _AT_CAUSE[1] * n] = s.cause if int(s.state) == SAFE else 0.0
+    for a, b, r in _FROM_V:
+        o = a + b * n
         for j in range(n):
             row[o + j] = v[r, j]
-        o += n
+    o = _AT_FLAGS[0] + _AT_FLAGS[1] * n
     for j in range(n):
         row[o + j] = flags[j]
-    o += n
-    row[o] = s.overrun_streak
-    row[o + 1] = s.board
-    row[o + 2] = s.wake_us
-    row[o + 3] = s.compute_us
-    row[o + 4] = s.overruns
-    row[o + 5] = s.sample_t
-    o += 6
-    for j in range(n):
-        row[o + j] = v[V_QDR, j]
-    row[o + n] = s.phase
-    row[o + n + 1] = s.stride
-    o += n + 2
     est = d.law.gait[0]
-    row[o] = est.phase
-    row[o + 1] = est.omega / (2.0 * math.pi)
-    row[o + 2] = est.walking
-    row[o + 3] = est.heels
-    o += 4
-    for r in (V_LEVEL, V_T_WINDING, V_DERATE, V_T_REPORTED):
-        for j in range(n):
-            row[o + j] = v[r, j]
-        o += n
+    phase, hz, walking, heels = _AT_GAIT
+    row[phase[0] + phase[1] * n] = est.phase
+    row[hz[0] + hz[1] * n] = est.omega / (2.0 * math.pi)
+    row[walking[0] + walking[1] * n] = est.walking
+    row[heels[0] + heels[1] * n] = est.heels
 
 
 @njit(cache=True, inline="always")
@@ -486,12 +494,53 @@ def warm(cycle: Cycle) -> None:
 
 class Cycle:
     """One cycle's model and data (:data:`CYCLE_MODEL`, :data:`CYCLE_DATA`) and, for Python,
-    the same arrays by name (``cycle.s`` the scalars record, ``cycle.q`` … views of ``v``):
-    what :func:`build` makes."""
+    the same arrays by name: what :func:`build` makes. Every attribute is declared here (its
+    slots); the joint vectors are views of ``v``'s rows, one per name of
+    :data:`exo_rt.runtime.layout.ROWS` (``cycle.q``, ``cycle.cur`` …)."""
 
-    def __init__(self, model: CycleModel, data: CycleData, arrays: dict) -> None:
+    # the data's arrays (new_data)
+    model: CycleModel
+    data: CycleData
+    s: np.void  # the scalars record (SCALARS), as Python reads and writes it by field name
+    s_array: np.ndarray  # the same, an array of one (as compiled code takes it)
+    v: np.ndarray  # (V_WIDTH, n) the joint vectors
+    flags: np.ndarray  # the drives' flags per joint
+    streaks: np.ndarray  # (safety.STREAKS, n) the safety check's streaks
+    check_out: np.ndarray  # the safety check's cause and joint
+    rows: np.ndarray  # the rows the cycle records into (a recording ring's, or no_rows)
+    no_rows: np.ndarray  # the one row recorded into where nothing is recorded
+    hist: np.ndarray  # the run's first records, in memory
+    law_state: np.ndarray  # the law's state per joint (registry.STATE)
+    gait: np.ndarray  # the wearer's gait-phase estimate (phase_estimate.STATE, one)
+    scratch: np.ndarray  # the law's work space
+    gaits: np.ndarray  # the session's gait Fourier rows (segment.SLOTS, n, 11), rad
+    n: int  # joints
+    width: int  # float64 values of a record (the cycle log's row)
+    law_arrays: dict  # the rigid models' workspaces a fresh cycle copies
+    # the model's, for Python (build; a fresh cycle of the same model has none)
+    p: np.void  # the cycle's parameters (PARAMS)
+    opts: np.ndarray  # the law's options (registry.OPTIONS, one)
+    gains: np.ndarray  # per joint (registry.GAINS)
+    coeffs: np.ndarray  # the gait's Fourier rows per joint, rad
+    limits: np.ndarray  # per joint (safety.LIMITS)
+    sopts: np.ndarray  # the safety check's options
+    transmissions: np.ndarray  # per joint (laws.TRANSMISSION)
+    thermal: np.ndarray  # per joint (thermal.THERMAL)
+    period: float  # s: the reference's stride period
+    __slots__ = ("model", "data", "s", "s_array", "v", "flags", "streaks", "check_out", "rows",
+                 "no_rows", "hist", "law_state", "gait", "scratch", "gaits", "n", "width",
+                 "law_arrays", "p", "opts", "gains", "coeffs", "limits", "sopts",
+                 "transmissions", "thermal", "period", *ROWS)
+    _DATA = __slots__[:18]  # what new_data gives
+
+    def __init__(self, model: CycleModel, data: CycleData, **arrays) -> None:
+        if sorted(arrays) != sorted(self._DATA[2:]):
+            raise TypeError(f"Cycle: give {', '.join(self._DATA[2:])}")
         self.model, self.data = model, data
-        self.__dict__.update(arrays)
+        for name, value in arrays.items():
+            setattr(self, name, value)
+        for i, name in enumerate(ROWS):  # (views made once: Python reads them every cycle)
+            setattr(self, name, self.v[i])
 
     def set_rows(self, rows: np.ndarray) -> None:
         """Record into ``rows`` (a recording ring's; :attr:`no_rows`: nothing recorded)."""
@@ -539,14 +588,13 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
     gaits = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
-    d = CycleData(law=ld, s=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
-                  rows=no_rows, hist=hist, gaits=gaits)
+    d = CycleData(law=ld, s=s, sv=s.view(np.float64), v=v, flags=flags, streaks=streaks,
+                  check_out=check_out, rows=no_rows, hist=hist, gaits=gaits)
     structs.check(d, CYCLE_DATA, "cycle data")
-    arrays = dict(s=s[0], s_array=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
-                  rows=no_rows, no_rows=no_rows, hist=hist, law_state=law_state, gait=gait,
-                  scratch=scratch, n=n, width=width, law_arrays=law_arrays, gaits=gaits)
-    arrays.update({name: v[row] for name, row in VECTORS.items()})
-    return Cycle(model, d, arrays)
+    return Cycle(model, d, s=s[0], s_array=s, v=v, flags=flags, streaks=streaks,
+                 check_out=check_out, rows=no_rows, no_rows=no_rows, hist=hist,
+                 law_state=law_state, gait=gait, scratch=scratch, gaits=gaits, n=n,
+                 width=width, law_arrays=law_arrays)
 
 
 def estimate_params(robot, cfg, coeffs: np.ndarray) -> np.ndarray:
@@ -567,11 +615,11 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     wearer, rotors) and ``exo`` (the exoskeleton alone) :class:`~exo_rt.model.mechanism.
     Mechanism`, ``cfg`` its :class:`~exo_rt.control.config.ControllerConfig`, ``safety_cfg``
     the top config's safety section, the period ``dt`` (s) and the rows
-    of history kept (a record's width is the recording's, :func:`exo_rt.record.recorder.
-    cycle_columns`: what :func:`step` writes a cycle's record into). The one factory of the
+    of history kept (a record's width is the cycle log's row's, :data:`exo_rt.record.recorder.
+    ROW`: what :func:`step` writes a cycle's record into). The one factory of the
     cycle: the controller, model-in-the-loop, the bench and replay all build theirs here."""
     n = robot.nq
-    width = max(b for _, b in cycle_columns(n).values())
+    width = row_width(row_columns(n))
     model, data = kernels.model_and_data(robot)
     model_exo, data_exo = kernels.model_and_data(exo)
     opts = cfg.options()
@@ -603,9 +651,9 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     structs.check(m, CYCLE_MODEL, "cycle model")
     law_arrays = dict(data=data, data_exo=data_exo)
     cycle = new_data(m, n, width, history, law_arrays)
-    cycle.__dict__.update(p=p[0], opts=opts, gains=gains, coeffs=coeffs, limits=limits,
-                          sopts=sopts, transmissions=transmissions, thermal=windings,
-                          period=ref.period)
+    cycle.p, cycle.opts, cycle.gains, cycle.coeffs = p[0], opts, gains, coeffs
+    cycle.limits, cycle.sopts, cycle.transmissions = limits, sopts, transmissions
+    cycle.thermal, cycle.period = windings, ref.period
     cycle.gaits[:] = coeffs
     governor.set_bounds(cycle.v, limits, safety_cfg.reference_speed,
                         governor.accelerations(robot.joint_names,

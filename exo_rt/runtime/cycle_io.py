@@ -10,34 +10,57 @@ others are gathered); the commands leave bus after bus.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from exo_rt.bus.host import HostDrives
 from exo_rt.runtime import cycle_call as cc
-from exo_rt.runtime import script
+from exo_rt.runtime.cycle import Cycle
+from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.layout import V_T_REPORTED
+from exo_rt.runtime.rig import Board
+from exo_rt.runtime.script import HeelStrikes
 from exo_rt.runtime.states import SAFE
 
 
-class CycleIO:
-    """The compiled cycle of a :class:`~exo_rt.runtime.controller.Controller` (``ctl``: its
-    cycle, drives, board, plan, scheduler and heel strikes)."""
+@dataclass(frozen=True)
+class CycleParts:
+    """What the Python side of the compiled cycle works on: the ``cycle`` (its model, data
+    and arrays by name), every bus's ``drives`` in the cycle's order, the ``board`` (None:
+    none), whether the run is on the wall clock (``realtime``) and its period ``dt`` (s)."""
 
-    def __init__(self, ctl) -> None:
-        self.ctl = ctl
+    cycle: Cycle
+    drives: list[HostDrives]
+    board: Board | None
+    realtime: bool
+    dt: float
+
+
+class CycleIO:
+    """The compiled cycle of one run: its ``parts``, the injections' ``plan`` (NaN positions
+    injected here), the board's ``heels`` (heel strikes into the gait phase), and
+    ``sync_instant`` — when cycle k's SYNC left (None: the scheduler's clock, given to
+    :meth:`prepare`; a recording knows its own)."""
+
+    def __init__(self, parts: CycleParts, plan: InjectionPlan, heels: HeelStrikes,
+                 sync_instant: Callable[[int], float] | None = None) -> None:
+        self.parts, self.plan, self.heels = parts, plan, heels
+        self.s = parts.cycle.s
         self.values = np.zeros(cc.IO_WIDTH)  # io: what Python and the compiled cycle share
         self.call = None  # cycle_call.run's arguments, made before the drives are enabled
         self.buses: list = []  # the compiled buses, in the cycle's order
         self.t_sync = 0.0  # when the last SYNC left (the drives sampled then)
-        self.instant = ctl.rig.sync_instant  # when cycle k's SYNC left (None: the scheduler's)
+        self.instant = sync_instant
         self.wire()
 
     def wire(self) -> None:
         """Each bus's drives onto the cycle's arrays (views where their joints are
         contiguous); the order in which their commands go out."""
-        c = self.ctl.cycle
+        c = self.parts.cycle
         self.gathers, self.commands = [], []
-        for d in self.ctl.drives:
+        for d in self.parts.drives:
             idx = d.joint_index
             if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
                 lo, hi = int(idx[0]), int(idx[0]) + len(idx)
@@ -51,51 +74,54 @@ class CycleIO:
         self.commands_first = self.commands[:-1]
         self.commands_last = self.commands[-1] if self.commands else None
 
-    def prepare(self, compiled_io: bool = True):
+    def prepare(self, recording, instant: Callable[[int], float],
+                compiled_io: bool = True) -> list[str]:
         """The cycle's arguments made and :func:`~exo_rt.runtime.cycle_call.run` compiled —
         or loaded from numba's cache — now, before any drive is enabled. In real time, CiA
         402 buses on compiled ports filling the cycle's arrays in place are read and written
         inside it, and a board on a descriptor polled there; everything else is handed to
-        Python mid-cycle (everything with ``compiled_io`` False, to compare the two)."""
-        ctl, io, c = self.ctl, self.values, self.ctl.cycle
-        board_link = ctl.board
+        Python mid-cycle (everything with ``compiled_io`` False, to compare the two).
+        ``recording``: the run's (its rings; None: not recorded); ``instant``: the
+        scheduler's clock of SYNCs, where the rig has none. Returns the set-up's lines."""
+        parts, io, c = self.parts, self.values, self.parts.cycle
+        board_link, realtime = parts.board, parts.realtime
         buses: tuple = ()
-        if (compiled_io and ctl.realtime and ctl.drives and not self.gathers
-                and not ctl.injections):
+        if (compiled_io and realtime and parts.drives and not self.gathers
+                and not self.plan.onsets):
             buses = tuple(d.compiled_cycle(view) for d, view in self.commands)
             if any(bus is None for bus in buses):
                 buses = ()
-        board = board_link.compiled_poll() if (board_link is not None and ctl.realtime
+        board = board_link.compiled_poll() if (board_link is not None and realtime
                                                and compiled_io) else None
         if not buses:  # the buses Python's: the board's poll too (none of it compiled)
             board = None
         io[cc.IO_PY_BUSES] = not buses
         io[cc.IO_BOARD] = board_link is not None
         io[cc.IO_PY_BOARD] = board_link is not None and board is None
-        io[cc.IO_EVENTS] = ctl.cfg.reference.phase == "events" and board_link is not None
+        io[cc.IO_EVENTS] = self.heels.from_events and board_link is not None
         if board_link is not None:
             io[cc.IO_LINK_TIMEOUT] = board_link.link_timeout
         poll_args, status_time = board if board is not None else (
             cc.no_board() if buses else None, np.zeros(1))
-        rec = ctl.recording
+        rec = recording
         if rec is None:
             header, capacity, rows = cc.NO_RECORDS, 0, c.no_rows
         else:
             header, capacity, rows = rec.records.header, rec.records.capacity, rec.records.rows
         c.set_rows(rows)
-        self.call = cc.prepare((poll_args, status_time, buses or None, c.model,
-                                c.data, header, capacity, io, np.zeros(2, np.int64),
-                                ctl.phase_state))
+        self.call = cc.prepare(board=poll_args, status_time=status_time, buses=buses or None,
+                               model=c.model, data=c.data, rec_header=header,
+                               rec_capacity=capacity, io=io, ts=np.zeros(2, np.int64),
+                               phase_state=self.heels.phase_state)
         self.buses = [d for d, _view in self.commands] if buses else []
         if self.instant is None:
-            self.instant = lambda k: ctl.sched.instant(k)  # (made after this: looked up then)
-        if buses:
-            ctl.setup_lines.append("cycle: one compiled call (board, frames in, control, "
-                                   "frames out)")
+            self.instant = instant
+        return ["cycle: one compiled call (board, frames in, control, frames out)"] \
+            if buses else []
 
     def run(self, k: int) -> None:
         """Cycle k: the compiled cycle, and Python between its calls for what it owns."""
-        io, call, ctl = self.values, self.call, self.ctl
+        io, call, board = self.values, self.call, self.parts.board
         io[cc.IO_K] = k
         back = cc.run(call)
         while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
@@ -104,54 +130,54 @@ class CycleIO:
             elif back == cc.BACK_COLLECT:
                 self.collect(k)
             elif back == cc.BACK_POLL:
-                ctl.s["board"] = ctl.board.poll()  # 1: e-stop, 2: link lost, 4: power off
-                script.heel_strikes(ctl)
+                self.s["board"] = board.poll()  # 1: e-stop, 2: link lost, 4: power off
+                self.heels.take()
             elif back == cc.BACK_BOARD:
-                ctl.board.take_news(int(io[cc.IO_NEWS]), io[cc.IO_NOW])
-                script.heel_strikes(ctl)
+                board.take_news(int(io[cc.IO_NEWS]), io[cc.IO_NOW])
+                self.heels.take()
             else:  # BACK_SEND: the cycle's last step
-                ctl.cycles = k + 1
-                self.send()
+                self.send(k)
                 return
             back = cc.run(call)
 
     def collect(self, k: int) -> None:
         """The drives' frames, read by their protocols in Python; injected NaN positions."""
-        ctl = self.ctl
-        deadline = None if not ctl.realtime else time.monotonic() + 0.7 * ctl.dt
-        reported = ctl.cycle.v[V_T_REPORTED]
-        for d in ctl.drives:
+        parts = self.parts
+        deadline = None if not parts.realtime else time.monotonic() + 0.7 * parts.dt
+        reported = parts.cycle.v[V_T_REPORTED]
+        for d in parts.drives:
             d.collect(deadline)
             reported[d.joint_index] = d.temperature  # (NaN where a protocol has none)
         if self.gathers:
             self.gather()
-        plan = ctl.plan
+        plan = self.plan
         if plan.any_nan:
             for k0, k1, j in plan.nan:
                 if k0 <= k < k1:
-                    ctl.q[j] = float("nan")
+                    parts.cycle.q[j] = float("nan")
 
     def gather(self) -> None:
         """Measurements of drives whose joints are not contiguous (the others fill in place)."""
-        c = self.ctl.cycle
+        c = self.parts.cycle
         for d in self.gathers:
             c.q[d.joint_index] = d.position
             c.i_meas[d.joint_index] = d.current
             c.flags[d.joint_index] = d.flags
 
-    def send(self) -> None:
-        """The commands sent by the protocols in Python (the drives disabled once SAFE has
-        ramped out); the drives sample at their SYNC."""
-        s = self.ctl.s
+    def send(self, k: int) -> None:
+        """Cycle k's commands sent by the protocols in Python (the drives disabled once SAFE
+        has ramped out); the drives sample at their SYNC."""
+        s = self.s
         if s["state"] == SAFE and s["disable"]:
-            for d in self.ctl.drives:
+            for d in self.parts.drives:
                 d.request_disable()
-        self.write()
+        self.write(k)
 
-    def write(self) -> None:
-        """Every bus's commands (current clamped in the encoder), then every bus's SYNC: the
-        last bus's commands and SYNC go together (one system call where its port allows)."""
-        cur = self.ctl.cycle.cur
+    def write(self, k: int) -> None:
+        """Cycle k's commands on every bus (current clamped in the encoder), then every bus's
+        SYNC: the last bus's commands and SYNC go together (one system call where its port
+        allows). k = −1: the first SYNC, before cycle 0."""
+        cur = self.parts.cycle.cur
         first = self.commands_first
         for d, view in first:
             d.send_rpdos(cur[d.joint_index] if view is None else view)
@@ -160,7 +186,7 @@ class CycleIO:
             d.send_commands(cur[d.joint_index] if view is None else view)
         for d, _view in first:
             d.send_sync()
-        self.t_sync = self.instant(self.ctl.cycles - 1)  # the drives sample now
+        self.t_sync = self.instant(k)  # the drives sample now
         self.values[cc.IO_T_SYNC] = self.t_sync
 
     def close(self) -> None:

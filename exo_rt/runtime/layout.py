@@ -1,7 +1,8 @@
 """The cycle's layout, declared once by name: its parameters (:data:`PARAMS`, the model's one
-record), its scalars (:data:`SCALARS`, the data's one record) and the rows of its joint
-vectors (``V_*``: a matrix, so that a cycle's record is copied from it in one pass). A leaf
-module: the cycle (:mod:`exo_rt.runtime.cycle`) and the safety check read it.
+record), its scalars (:data:`SCALARS`, the data's one record), the rows of its joint
+vectors (:data:`ROWS`, indexed by the ``V_*`` constants: a matrix, so that a cycle's record
+is copied from it in one pass). A leaf module: the cycle (:mod:`exo_rt.runtime.cycle`) and
+the safety check read it.
 """
 
 from __future__ import annotations
@@ -75,59 +76,75 @@ SCALARS = np.dtype([
     ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
 ])
 
-# joint vectors (v rows)
-V_Q = 0  # rad, measured
-V_Q_PREV = 1
-V_QD = 2  # rad/s, estimated
-V_I_MEAS = 3  # A, measured
-V_QR = 4  # reference
-V_QDR = 5
-V_QDDR = 6
-V_Q_START = 7  # where the gait starts
-V_TAU = 8  # N·m, commanded joint torque
-V_CUR = 9  # A, commanded current
-V_ASSIST = 10  # N·m, the wearer's own torque along the reference (transparent law)
-V_Q_HOLD = 11  # rad, the posture SAFE holds
-V_Q_SAFE = 12  # scratch: finite positions for the safe action
-V_QD_SAFE = 13  # scratch: finite velocities
-V_SSE = 14  # summary: Σ(q − q_ref)² over RUN (deg²)
-V_MAX_ERROR = 15  # deg, over RUN
-V_MAX_CURRENT = 16  # A, |command|
-V_Q_MIN = 17  # rad
-V_Q_MAX = 18
-V_T_PREV = 19  # s: when the joint's last used sample was taken (its sample_t then)
-V_SETTLE = 20  # fresh samples still to re-anchor on before the velocity estimate resumes
-V_SEG_FROM = 21  # rad: the segment's start posture (a move's start, the opening step's)
-V_SEG_TO = 22  # rad: its end posture (a move's end, the closing step's, a hold's)
-V_OFFSET = 23  # strides: each joint's gait phase offset (the right leg half a stride late)
-V_LEVEL = 24  # the assistance level applied, 0–1
-V_LEVEL_FROM = 25  # where its ramp began
-V_LEVEL_TO = 26  # where it ends (the level asked for)
-V_T_WINDING = 27  # °C: the motor winding's temperature (exo_rt.actuators.thermal)
-V_T_HOUSING = 28  # °C: the motor housing's
-V_T_REPORTED = 29  # °C: the drive's own reading (NaN where it reports none)
-V_DERATE = 30  # the current limit's factor for the winding's temperature, 0–1
-V_LEVEL_ASKED = 31  # the assistance level asked for (the session writes it; the cycle takes it
-# into V_LEVEL_TO at the next stride boundary)
-# the reference governor (exo_rt.runtime.governor): each joint's bounds on the reference and
-# the reference it let through last cycle
-V_GOV_LO = 32  # rad: the lowest q_r (the soft limit, or the wearer's range where tighter)
-V_GOV_HI = 33  # rad: the highest
-V_GOV_VEL = 34  # rad/s: the largest |q̇_r|
-V_GOV_ACC = 35  # rad/s²: the largest |q̈_r| (and |Δq̇_r| per cycle over the period)
-V_GOV_Q = 36  # rad: the reference let through last cycle
-V_GOV_QD = 37  # rad/s
-V_GOV_ON = 38  # 1 while the joint's reference is the governor's, not the segment's
-V_WIDTH = 39
+# the joint vectors: the rows of v, one value per joint, by name — declared once: the cycle's
+# compiled code indexes them by the V_* constants made from these names, Python reads each as
+# a view of the same name (exo_rt.runtime.cycle.Cycle)
+ROWS = (
+    "q",  # rad, measured
+    "q_prev",  # rad: the last position the velocity estimate used
+    "qd",  # rad/s, estimated
+    "i_meas",  # A, measured
+    "qr",  # rad: the reference
+    "qdr",  # rad/s
+    "qddr",  # rad/s²
+    "q_start",  # rad: where the gait starts
+    "tau",  # N·m, commanded joint torque
+    "cur",  # A, commanded current
+    "assist",  # N·m, the wearer's own torque along the reference (transparent law)
+    "q_hold",  # rad, the posture SAFE holds
+    "q_safe",  # scratch: finite positions for the safe action
+    "qd_safe",  # scratch: finite velocities
+    "sse",  # summary: Σ(q − q_ref)² over RUN (deg²)
+    "max_error",  # deg, over RUN
+    "max_current",  # A, |command|
+    "q_min",  # rad
+    "q_max",  # rad
+    "t_prev",  # s: when the joint's last used sample was taken (its sample_t then)
+    "settle",  # fresh samples still to re-anchor on before the velocity estimate resumes
+    "seg_from",  # rad: the segment's start posture (a move's start, the opening step's)
+    "seg_to",  # rad: its end posture (a move's end, the closing step's, a hold's)
+    "phase_offset",  # strides: each joint's gait phase offset (the right leg half a stride late)
+    "level",  # the assistance level applied, 0–1
+    "level_from",  # where its ramp began
+    "level_to",  # where it ends (the level asked for)
+    "winding",  # °C: the motor winding's temperature (exo_rt.actuators.thermal)
+    "housing",  # °C: the motor housing's
+    "reported_temp",  # °C: the drive's own reading (NaN where it reports none)
+    "derate",  # the current limit's factor for the winding's temperature, 0–1
+    "level_asked",  # the assistance level asked for (the session writes it; the cycle takes it
+    # into level_to at the next stride boundary)
+    # the reference governor (exo_rt.runtime.governor): each joint's bounds on the reference
+    # and the reference it let through last cycle
+    "gov_lo",  # rad: the lowest q_r (the soft limit, or the wearer's range where tighter)
+    "gov_hi",  # rad: the highest
+    "gov_vel",  # rad/s: the largest |q̇_r|
+    "gov_acc",  # rad/s²: the largest |q̈_r| (and |Δq̇_r| per cycle over the period)
+    "gov_q",  # rad: the reference let through last cycle
+    "gov_qd",  # rad/s
+    "gov_on",  # 1 while the joint's reference is the governor's, not the segment's
+)
+V_WIDTH = len(ROWS)
+
+
+def row(name: str) -> int:
+    """The row of v holding the joint vector ``name`` (:data:`ROWS`)."""
+    return ROWS.index(name)
+
+
+# the rows as integer constants, for compiled code (each from its name)
+V_Q, V_Q_PREV, V_QD, V_I_MEAS = row("q"), row("q_prev"), row("qd"), row("i_meas")
+V_QR, V_QDR, V_QDDR, V_Q_START = row("qr"), row("qdr"), row("qddr"), row("q_start")
+V_TAU, V_CUR, V_ASSIST, V_Q_HOLD = row("tau"), row("cur"), row("assist"), row("q_hold")
+V_Q_SAFE, V_QD_SAFE, V_SSE = row("q_safe"), row("qd_safe"), row("sse")
+V_MAX_ERROR, V_MAX_CURRENT = row("max_error"), row("max_current")
+V_Q_MIN, V_Q_MAX, V_T_PREV, V_SETTLE = row("q_min"), row("q_max"), row("t_prev"), row("settle")
+V_SEG_FROM, V_SEG_TO, V_OFFSET = row("seg_from"), row("seg_to"), row("phase_offset")
+V_LEVEL, V_LEVEL_FROM, V_LEVEL_TO = row("level"), row("level_from"), row("level_to")
+V_LEVEL_ASKED = row("level_asked")
+V_T_WINDING, V_T_HOUSING, V_T_REPORTED = row("winding"), row("housing"), row("reported_temp")
+V_DERATE = row("derate")
+V_GOV_LO, V_GOV_HI, V_GOV_VEL, V_GOV_ACC = (row("gov_lo"), row("gov_hi"), row("gov_vel"),
+                                            row("gov_acc"))
+V_GOV_Q, V_GOV_QD, V_GOV_ON = row("gov_q"), row("gov_qd"), row("gov_on")
 
 SETTLE_SAMPLES = 2  # after feedback went missing: which SYNC the next samples answer is unsure
-
-# the joint vectors Python reads and writes by name (rows of v)
-VECTORS = {"q": V_Q, "q_prev": V_Q_PREV, "qd": V_QD, "i_meas": V_I_MEAS, "qr": V_QR,
-           "qdr": V_QDR, "qddr": V_QDDR, "q_start": V_Q_START,
-           "tau": V_TAU, "cur": V_CUR, "assist": V_ASSIST, "t_prev": V_T_PREV,
-           "seg_from": V_SEG_FROM, "seg_to": V_SEG_TO, "phase_offset": V_OFFSET,
-           "level": V_LEVEL, "level_to": V_LEVEL_TO, "level_asked": V_LEVEL_ASKED,
-           "winding": V_T_WINDING, "gov_lo": V_GOV_LO, "gov_hi": V_GOV_HI,
-           "gov_vel": V_GOV_VEL, "gov_acc": V_GOV_ACC, "gov_on": V_GOV_ON,
-           "housing": V_T_HOUSING, "reported_temp": V_T_REPORTED, "derate": V_DERATE}
