@@ -29,8 +29,10 @@ from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import cycle_call
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
+from exo_rt.runtime.cycle_io import CycleIO, CycleParts
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
+from exo_rt.runtime.script import HeelStrikes
 from exo_rt.runtime.states import READY
 from exo_rt.session import session as sessions
 from firmware_bridge import protocol as p
@@ -84,7 +86,6 @@ class Side:
         ctl.duration = 10.0
         ctl.session = sessions.for_run(ctl)  # (the default session: it homes, then walks)
         ctl.drives = list(self.buses)
-        ctl.io.wire()
         ctl.realtime = True
         ctl.board = BoardLink(f"fd:{pc}", link_timeout=0.5, heartbeat_hz=250.0)
         ctl.plan = InjectionPlan((), ctl.dt, top.safety.overrun_streak, top.robot.joint_names)
@@ -95,7 +96,10 @@ class Side:
             d.port.tap = self.rings.frames
             d.port.channel_index = i
             d.controlword[:] = 0x000F  # OPERATION ENABLED (as enable() leaves it)
-        ctl.io.prepare(compiled_io=compiled)
+        ctl.heels = HeelStrikes(ctl.board, ctl.cfg.reference, ctl.s, ctl.phase_state)
+        ctl.io = CycleIO(CycleParts(ctl.cycle, ctl.drives, ctl.board, True, ctl.dt), ctl.plan,
+                         ctl.heels)
+        ctl.io.prepare(ctl.recording, ctl.sched.instant, compiled_io=compiled)
         self.cycle = ctl._cycle
         assert bool(ctl.io.buses) == compiled
         ctl._go(READY, 0)

@@ -33,14 +33,15 @@ from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import derating, script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.cycle_io import CycleIO
+from exo_rt.runtime.cycle_io import CycleIO, CycleParts
 from exo_rt.runtime.injections import Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, TimingStats, last_cpu, realtime_setup, realtime_teardown
 from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
 from exo_rt.runtime.run_record import RunRecord
+from exo_rt.runtime.script import HeelStrikes
 from exo_rt.runtime.states import BOOT, CONFIGURE, READY, RUN, SAFE, SHUTDOWN, STATES, STOPPING
-from exo_rt.runtime.summary import Fault, RunResult
+from exo_rt.runtime.summary import Fault, Outcome, RunResult
 from exo_rt.session import session as sessions
 
 __all__ = ["Controller", "Injection", "RunResult", "Fault"]
@@ -110,9 +111,12 @@ class Controller:
         self.q_start, self.cur, self.flags, self.law_state = c.q_start, c.cur, c.flags, \
             c.law_state
         self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
-        self._t_run = 0.0
         self.s["state"] = BOOT
-        self.io = CycleIO(self)
+        self.heels = HeelStrikes(self.board, self.cfg.reference, self.s, self.phase_state)
+        self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
+                                  self.robot.joint_names, self.run_cycle())
+        self.io = CycleIO(CycleParts(c, self.drives, self.board, self.realtime, self.dt),
+                          self.plan, self.heels, self.rig.sync_instant)
         self.derating = derating.Watch(self)  # a winding past its warning: announced
 
     def close_buses(self) -> None:
@@ -177,12 +181,13 @@ class Controller:
             d.configure()
             self.setup_lines.extend(f"bring-up on bus '{d.config.name}': {w}"
                                     for w in d.bringup_warnings)
-        self.io.prepare()  # (its tables are bring-up's): compiled now
+        # allocated before mlockall (which faults every later allocation in at once)
+        self.sched = Scheduler(self.dt, lockstep=not self.realtime)
+        # (its tables are bring-up's): compiled now
+        self.setup_lines += self.io.prepare(self.recording, self.sched.instant)
         if self.recording is not None:  # started before the bring-up: up by now, mostly
             self.recording.ready()
             self.record.wait_for_viewer(self.options.live_wait)
-        # allocated before mlockall (which faults every later allocation in at once)
-        self.sched = Scheduler(self.dt, lockstep=not self.realtime)
         # watched live or driven from the console, a simulated run goes at the wall clock's
         # pace (still lockstep: the same cycles, only slowed to real time) — else it is over
         # before a viewer is, and a key acts seconds of simulated time after it was pressed
@@ -228,8 +233,6 @@ class Controller:
         self.times.update(boot_to_ready=time.monotonic() - t_boot,
                           process_to_ready=time.monotonic() - STARTED)
         self.k0 = {READY: 0}
-        self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
-                                  self.robot.joint_names, self.run_cycle())
         self.plan.schedule(self.rig)
         self._next_check = 0
         if self.recording is not None:  # where the loop starts from, and when (lockstep:
@@ -237,7 +240,7 @@ class Controller:
             start = time.time() if self.realtime else self.record.frame_epoch + \
                 self.bus_set.clock()
             self.recording.update_meta(q_initial=self.q.tolist(), wall_start=start)
-        self.io.write()  # a first SYNC at zero current: cycle 0 reads fresh frames
+        self.io.write(-1)  # a first SYNC at zero current: cycle 0 reads fresh frames
         self.cycle.t_prev[:] = self.io.t_sync - self.dt
         return setup
 
@@ -250,7 +253,12 @@ class Controller:
         self.record.close(self.drives)
 
     def _report(self) -> RunResult:
-        out = summary.summary(self)
+        sess = self.session
+        out = summary.summary(self.top, self.bus_spec, self.cycle, Outcome(
+            self.cycles, self.state, self.events, self.faults, self.k0, self.times,
+            self.sched.stats.summary() if self.sched is not None else {},
+            self.derating.summary(), sess.ended_by() if sess is not None else None,
+            self.setup_lines))
         if self.record.out_dir is not None:
             out["recording"] = self.record.summary_part()
         run_dir = self.record.write(out)
@@ -283,7 +291,7 @@ class Controller:
         if self.board is not None:
             self.board.send_heartbeat(self.state)
             self.bus_set.tick()
-        script.advance(self, k)
+        self._advance(k)
         if self._stop_requested and self.state in (READY, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives
         if plan.board:
@@ -301,6 +309,23 @@ class Controller:
             if rec is not None:
                 rec.check(k * self.dt)
         return self.state != SHUTDOWN and not (self.state == SAFE and s["safe_done"])
+
+    def _advance(self, k: int) -> None:
+        """The state change at the end of cycle ``k``, if one is due
+        (:func:`~exo_rt.runtime.script.lifecycle`): SHUTDOWN disables the drives, RUN begins
+        the session (STOPPING holds the last reference)."""
+        new = script.lifecycle(self.state, k, self.k0, self.dt, self.session, self.duration,
+                               self.top.stop_s)
+        if new is None:
+            return
+        if new == SHUTDOWN:
+            script.shut_down(self.drives, self.cur, self.io, k)
+        self._go(new, k + 1)
+        if new == RUN:
+            script.begin_run(self.law_state, self.session, self.heels, self.dt, k)
+            if self.rig.board_emulated:  # the emulated wearer's heel strikes follow it
+                from exo_rt.sim.crutch import WearerGait
+                self.session.add(WearerGait(self), listens=True)
 
     def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
         return script.run_cycle()
@@ -346,7 +371,8 @@ class Controller:
 
     def _fault(self, k: int, cause: int, joint: int) -> None:
         """The cycle went SAFE in cycle k: the fault noted (its cause, reaction, an event)."""
-        self.faults.append(summary.fault(self, k, cause, joint))
+        self.faults.append(summary.fault(self.top, self.plan, self.drives, self.events, k,
+                                         cause, joint))
         self._go(SAFE, k)
 
     def reset(self) -> None:

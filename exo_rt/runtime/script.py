@@ -1,10 +1,13 @@
 """The run's lifecycle between cycles: which state follows which, and when — READY
 (``READY_CYCLES``) → RUN (the session: the activity machine, its requests and answers, until
 END) → STOPPING (the last posture held, ``stop_s``) → SHUTDOWN (the drives disabled). The
-controller's update loop calls :func:`advance` at the end of every cycle; the bench's run of
-the controller steps by :func:`lifecycle` too."""
+controller's update loop steps by :func:`lifecycle` at the end of every cycle, entering RUN
+by :func:`begin_run` and SHUTDOWN by :func:`shut_down`; the board's heel strikes go into the
+gait phase through :class:`HeelStrikes`."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from exo_rt.control import trajectory
 from exo_rt.runtime.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
@@ -19,8 +22,8 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
     session's sources are heard and answered (:meth:`exo_rt.session.session.Session.tick`),
     and its END leads to STOPPING (the posture held ``stop_s``) → SHUTDOWN. A session still
     going ``SESSION_SPARE_S`` after ``duration`` is ended (:func:`_guard`). ``k0``: the
-    cycle each state began. The controller's run and the bench's run of the controller
-    (:meth:`exo_rt.hil.bench.Bench.run_controller`) step by it."""
+    cycle each state began. The controller's run steps by it (on the bench too:
+    :meth:`exo_rt.hil.bench.Bench.run_controller`)."""
     if state == READY and k >= READY_CYCLES:
         return RUN
     if RUN in k0 and state in (RUN, STOPPING, SAFE):
@@ -38,27 +41,23 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
     return None
 
 
-def advance(ctl, k: int) -> None:
-    """The state change at the end of cycle ``k`` of the controller ``ctl``, if one is due
-    (:func:`lifecycle`): entering RUN the session begins (the activity machine holds the
-    posture the leg is in), entering SHUTDOWN the drives are disabled."""
-    new = lifecycle(ctl.state, k, ctl.k0, ctl.dt, ctl.session, ctl.duration, ctl.top.stop_s)
-    if new is None:
-        return
-    if new == SHUTDOWN:
-        for d in ctl.drives:
-            d.request_disable()
-        ctl.cur[:] = 0.0
-        ctl.io.write()
-    ctl._go(new, k + 1)  # (STOPPING holds the last reference)
-    if new == RUN:
-        ctl.law_state[:] = 0
-        ctl._t_run = ctl.board.clock() + ctl.dt if ctl.board is not None else 0.0
-        ctl.session.begin(k + 1)
-        heel_strikes(ctl)  # those of READY's last cycles
-        if ctl.rig.board_emulated:  # the emulated wearer's heel strikes follow the session
-            from exo_rt.sim.crutch import WearerGait
-            ctl.session.add(WearerGait(ctl), listens=True)
+def shut_down(drives, cur: np.ndarray, io, k: int) -> None:
+    """Entering SHUTDOWN after cycle ``k``: the drives disabled, zero current sent with a
+    SYNC (``io``: the run's :class:`~exo_rt.runtime.cycle_io.CycleIO`)."""
+    for d in drives:
+        d.request_disable()
+    cur[:] = 0.0
+    io.write(k)
+
+
+def begin_run(law_state: np.ndarray, session, heels: HeelStrikes, dt: float, k: int) -> None:
+    """Entering RUN after cycle ``k``: the law's state zero, the session begun (the activity
+    machine holds the posture the leg is in), the run's time on the board's clock, the heel
+    strikes of READY's last cycles taken."""
+    law_state[:] = 0
+    heels.t_run = heels.board.clock() + dt if heels.board is not None else 0.0
+    session.begin(k + 1)
+    heels.take()
 
 
 def _guard(sess, k: int) -> None:
@@ -103,21 +102,32 @@ def _last_resort(sess, k: int) -> int | None:
 
 
 def run_cycle() -> int:
-    """The control cycle RUN starts in (as :func:`advance` steps READY → RUN): where
+    """The control cycle RUN starts in (as :func:`lifecycle` steps READY → RUN): where
     ``--inject``'s T counts from."""
     return READY_CYCLES + 1
 
 
-def heel_strikes(ctl) -> None:
-    """The wearer's heel strikes the board reported (RUN): into the gait-phase estimate of the
-    cycle (its next cycle corrects the phase), and with ``reference.phase: events`` into the
-    stride period's estimate."""
-    ref, board = ctl.cfg.reference, ctl.board
-    if ctl.state != RUN or board is None or not board.heel_strikes:
-        return
-    ctl.s["heel"] = 1.0
-    while board.heel_strikes:
-        t = board.heel_strikes.popleft()
-        if ref.phase == "events":
-            trajectory.phase_on_heel_strike(ctl.phase_state, t - ctl._t_run,
-                                            0.5 * ref.period, 2.0 * ref.period, 0.5)
+class HeelStrikes:
+    """The wearer's heel strikes the ``board`` reported (None: no board), taken in RUN: into
+    the gait-phase estimate of the cycle (``s["heel"]``: its next cycle corrects the phase),
+    and with ``reference.phase: events`` into the stride period's estimate
+    (``phase_state``, the compiled cycle's)."""
+
+    def __init__(self, board, reference, s, phase_state: np.ndarray) -> None:
+        self.board, self.reference, self.s, self.phase_state = board, reference, s, phase_state
+        self.from_events = reference.phase == "events"  # the wearer's strikes pace the gait
+        self.t_run = 0.0  # s on the board's clock: when RUN began (begin_run)
+
+    def take(self) -> None:
+        """The strikes reported since the last cycle (none outside RUN)."""
+        board = self.board
+        if self.s["state"] != RUN or board is None or not board.heel_strikes:
+            return
+        strikes = board.heel_strikes
+        ref = self.reference
+        self.s["heel"] = 1.0
+        while strikes:
+            t = strikes.popleft()
+            if self.from_events:
+                trajectory.phase_on_heel_strike(self.phase_state, t - self.t_run,
+                                                0.5 * ref.period, 2.0 * ref.period, 0.5)

@@ -11,6 +11,8 @@ import numpy as np
 from exo_rt import __version__
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import safety
+from exo_rt.runtime.config import TopConfig
+from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.states import RUN, STATES
 
 
@@ -98,41 +100,63 @@ def foreign_detail(drives) -> str | None:
     return None
 
 
-def fault(ctl, k: int, cause: int, joint: int) -> Fault:
-    """The fault the cycle found in cycle ``k`` (its cause, joint, how many cycles after the
-    injected onset it was seen), its event appended to the run's."""
-    name = ctl.robot.joint_names[joint] if joint >= 0 else None
-    onset = ctl.plan.onset(k, name)
-    detail = foreign_detail(ctl.drives) if cause == safety.FOREIGN_MASTER else None
-    f = Fault(t=onset * ctl.dt, cause=safety.CAUSES[cause], joint=name,
-              reaction_cycles=k - onset + 1, action=ctl.top.safety.action, cycle=k,
+def fault(top: TopConfig, plan: InjectionPlan, drives, events: list[dict], k: int,
+          cause: int, joint: int) -> Fault:
+    """The fault the cycle of a run of ``top`` found in cycle ``k`` (its cause, joint, how
+    many cycles after the onset ``plan`` injected it was seen; ``drives``: who saw another
+    master), its event appended to the run's ``events``."""
+    dt = 1.0 / top.rate_hz
+    name = top.robot.joint_names[joint] if joint >= 0 else None
+    onset = plan.onset(k, name)
+    detail = foreign_detail(drives) if cause == safety.FOREIGN_MASTER else None
+    f = Fault(t=onset * dt, cause=safety.CAUSES[cause], joint=name,
+              reaction_cycles=k - onset + 1, action=top.safety.action, cycle=k,
               detail=detail)
-    ctl.events.append({"cycle": k, "t": round(k * ctl.dt, 6), "event": "fault",
-                       "cause": f.cause, "joint": f.joint, "action": f.action}
-                      | ({"detail": f.detail} if f.detail else {}))
+    events.append({"cycle": k, "t": round(k * dt, 6), "event": "fault",
+                   "cause": f.cause, "joint": f.joint, "action": f.action}
+                  | ({"detail": f.detail} if f.detail else {}))
     return f
 
 
-def summary(ctl) -> dict:
-    """The run's summary (``summary.json``) of a finished :class:`~exo_rt.runtime.
-    controller.Controller`."""
-    top = ctl.top
+@dataclass(frozen=True)
+class Outcome:
+    """How a run went, as its summary reports it: the cycles run and the state it ended in,
+    its events and faults, the cycle each state began (``k0``), where the start-up went
+    (``times``, s), the scheduler's timing, the derating watch's and the session's ends, the
+    set-up's lines."""
+
+    cycles: int
+    final_state: int
+    events: list[dict]
+    faults: list[Fault]
+    k0: dict[int, int]
+    times: dict[str, float]
+    timing: dict
+    derating: dict
+    session_ended_by: str | None
+    setup: list[str]
+
+
+def summary(top: TopConfig, bus_spec, cycle: cy.Cycle, run: Outcome) -> dict:
+    """The summary (``summary.json``) of a finished run of ``top`` on the buses ``bus_spec``,
+    from its ``cycle``'s running figures and its :class:`Outcome`."""
+    dt = 1.0 / top.rate_hz
     return {
         "exo_rt_version": __version__,
         "config": str(top.path),
         "config_sha256": top.sha256,
-        "controller": ctl.cfg.law,
-        "bus": ctl.bus_spec,
+        "controller": top.controller.law,
+        "bus": bus_spec,
         "rate_hz": top.rate_hz,
-        "duration_s": float(ctl.cycles * ctl.dt),
-        "cycles": int(ctl.cycles),
-        "startup_s": startup(ctl.times),
-        "phases_s": phases(ctl.events, ctl.cycles, ctl.dt),
-        "timing": ctl.sched.stats.summary() if ctl.sched is not None else {},
-        "joints": joints(ctl.cycle, ctl.robot.joint_names),
-        "faults": faults(ctl.faults, ctl.dt, ctl.k0.get(RUN)),
-        "derating": ctl.derating.summary(),  # per joint whose winding passed its warning
-        "session_ended_by": ctl.session.ended_by() if ctl.session is not None else None,
-        "final_state": STATES[ctl.state],
-        "setup": list(ctl.setup_lines),
+        "duration_s": float(run.cycles * dt),
+        "cycles": int(run.cycles),
+        "startup_s": startup(run.times),
+        "phases_s": phases(run.events, run.cycles, dt),
+        "timing": run.timing,
+        "joints": joints(cycle, top.robot.joint_names),
+        "faults": faults(run.faults, dt, run.k0.get(RUN)),
+        "derating": run.derating,  # per joint whose winding passed its warning
+        "session_ended_by": run.session_ended_by,
+        "final_state": STATES[run.final_state],
+        "setup": list(run.setup),
     }

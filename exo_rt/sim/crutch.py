@@ -87,7 +87,7 @@ class WearerGait:
         if not self.started:
             self.started = True
             events = self.ctl.cfg.reference.phase == "events"
-            self._tell(f"walk {self.ctl._t_run!r}" if events else "stand")
+            self._tell(f"walk {self.ctl.heels.t_run!r}" if events else "stand")
         return EMPTY
 
     def notify(self, answer, k: int) -> None:
