@@ -3,7 +3,7 @@
 Each subcommand is a module of this package that declares its
 :class:`~exo_rt.cli.common.Command` — its name, help, arguments, handler and the ranges of its
 numbers — as ``COMMAND``; :data:`COMMANDS` lists them in the order ``exo-rt --help`` shows
-them. A new command is a new module and its line in :data:`COMMANDS`. User errors
+them. A new command is a new module, imported and listed in :data:`COMMANDS` here. User errors
 (:class:`exo_rt.errors.ExoError`) print one line and exit 2; ``--debug`` shows the traceback
 (:func:`exo_rt.cli.common.call`).
 """
