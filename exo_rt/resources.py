@@ -32,11 +32,13 @@ def default_config() -> Path:
 
 
 def runs_root(config_path: Path) -> Path:
-    """Where a run's folders go (the config's ``logging.runs`` is relative to it): beside the
-    config's folder (``configs/exo_leg.yaml`` → ``runs/``), or the working directory when the
-    config is the installed package's own."""
+    """Where a run's folders go (the config's ``logging.runs`` is relative to it): the working
+    directory for a shipped config — a wheel's package data and a source checkout's
+    ``configs/`` alike, so that an editable install run from another directory writes its
+    ``./runs/`` there, not into the checkout — else beside the config's folder
+    (``lab/configs/exo_leg.yaml`` → ``lab/runs/``)."""
     config_path = Path(config_path).resolve()
-    if PACKAGE in config_path.parents:
+    if PACKAGE in config_path.parents or config_dir().resolve() in config_path.parents:
         return Path.cwd()
     return config_path.parent.parent
 

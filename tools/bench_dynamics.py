@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dynamics benchmarks side by side with Pinocchio (docs/performance.md; issue 2 "Must measure").
+"""Dynamics benchmarks side by side with Pinocchio (docs/performance.md).
 
 Usage: ``python tools/bench_dynamics.py [--quick] [--json FILE] [--no-compile] [--wall]``, or
 ``main(argv)`` from Python (returns the exit code).

@@ -116,7 +116,7 @@ def breakaway(bench: Bench, joint: str, pose: np.ndarray, *, rate: float = 20.0,
 
 @registry.procedure("friction", per_joint=True, snippet=True,
                     moves="breakaway torque ramps, then back-and-forth sweeps over up to "
-                          "±0.3 rad at 0.004 … 0.5 rad/s (about 50 s)")
+                          f"±0.3 rad at {SPEEDS[0]:g} … {SPEEDS[-1]:g} rad/s (about 50 s)")
 def friction(bench: Bench, joint: str, *, pose=None, speeds=SPEEDS, span: float = 0.6,
              slow_seconds: float = 2.5, breakaways: int = 3) -> dict:
     """Breakaway tests and constant-speed sweeps of ``joint`` in both directions (the others
