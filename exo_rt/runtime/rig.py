@@ -50,6 +50,8 @@ class Rig:
     drives: list[HostDrives]
     board: Board | None = None
     board_emulated: bool = False
+    buttons: bool = False  # the board has crutch buttons a session hears (a live link's; a
+    # recorded board's were heard then: replay asks the recorded requests)
     setup_lines: list[str] = field(default_factory=list)
     sync_instant: Callable[[int], float] | None = None  # when cycle k's SYNC left (None:
     # the scheduler's clock; a recording knows its own)
@@ -123,6 +125,7 @@ def _open_board(rig: Rig, top, url: str | None) -> None:
 
     bs, timeout = rig.bus_set, top.safety.board_timeout
     rig.board_emulated = url == "emulator"
+    rig.buttons = True
     if rig.board_emulated:
         path = bs.board_path()
         proc = bs.board_process

@@ -494,8 +494,8 @@ def for_run(ctl, out_dir: Path | None = None) -> Session:
         page = web.start(ctl, sess)
         sess.add(page)
         sess.sinks.append(page)
-    if ctl.board is not None and o.requests is None:  # (replay: the recorded requests are
-        from exo_rt.session.buttons import BoardButtons  # asked instead)
+    if ctl.rig.buttons and o.requests is None:  # (replay: the recorded requests are asked
+        from exo_rt.session.buttons import BoardButtons  # instead)
 
         board = BoardButtons(ctl.board, sess.machine, state=lambda: ctl.state)
         sess.add(board)
