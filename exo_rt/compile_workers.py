@@ -3,6 +3,11 @@ processes at once — fresh interpreters compiling numba kernels into the shared
 each taking the next entry when it is free (a plain pool); which kernels each entry compiled
 (numba's compile events); and the marker of what ran into a cache.
 
+While a run waits for a compile — its imports before the warm-up, the warm-up's entries, a
+kernel compiled outside them — the :class:`Heartbeat` prints a line whenever nothing was
+printed for :data:`HEARTBEAT_S` (what is awaited, and for how long), so that a first start
+on a loaded machine never looks hung.
+
 Light on purpose (the standard library only at import): ``exo-rt run`` calls :func:`prestart`
 first thing on a cold cache, before its own imports, so that a worker's interpreter start and
 imports (numpy, numba, the kernel modules: ~0.3–0.5 s of CPU) overlap the main process's
@@ -29,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 WORKER_ENV = "EXO_RT_WARMUP_WORKER"  # set in worker processes: no warm-up of their own
+HEARTBEAT_S = 1.0  # s: the longest silence while a compile is awaited (the promise: 2 s)
+STARTING_S = 60.0  # s after the process started: the start's heartbeat ends, warm-up or not
 _SPARE: list[Worker] = []  # started by prestart(), not yet given a context
 _ENDED: list[subprocess.Popen] = []  # closed workers, reaped once they have exited
 
@@ -42,6 +49,66 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+class Heartbeat:
+    """The lines of a wait: :meth:`line` prints one; while :meth:`wait` says what is awaited, a
+    thread prints ``  … what  [elapsed s]`` whenever no line came for :data:`HEARTBEAT_S`.
+    Idle (nothing awaited, as during a run), the thread sleeps on a condition: no wake-ups."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.last = time.monotonic()
+        self.what: Callable[[], str] | None = None
+        self.since = self.until = 0.0
+        self.out = sys.stderr
+        self.thread: threading.Thread | None = None
+
+    def line(self, text: str, out=None) -> None:
+        """Print ``text`` on ``out`` (the stream of the wait) and restart the silence."""
+        with self.cond:
+            (out or self.out).write(text + "\n")
+            (out or self.out).flush()
+            self.last = time.monotonic()
+
+    def wait(self, what: Callable[[], str] | None, since: float, out=None,
+             until: float = float("inf")) -> None:
+        """From now on ``what()`` is awaited (None: nothing), since ``since`` (monotonic s),
+        at most until ``until``; its heartbeat goes to ``out`` (stderr)."""
+        with self.cond:
+            self.what, self.since, self.until = what, since, until
+            self.out = out or sys.stderr
+            if what is not None and self.thread is None:
+                self.thread = threading.Thread(target=self._beat, name="exo-rt heartbeat",
+                                               daemon=True)
+                self.thread.start()
+            self.cond.notify()
+
+    def state(self) -> tuple:
+        """What is awaited now (for :meth:`wait` to restore)."""
+        return self.what, self.since, self.until
+
+    def _beat(self) -> None:
+        with self.cond:
+            while True:
+                now = time.monotonic()
+                if self.what is not None and now > self.until:
+                    self.what = None
+                if self.what is None:
+                    self.cond.wait()
+                    continue
+                if now < self.last + HEARTBEAT_S:
+                    self.cond.wait(self.last + HEARTBEAT_S - now)
+                    continue
+                try:
+                    self.out.write(f"  … {self.what()}  [{now - self.since:5.1f} s]\n")
+                    self.out.flush()
+                except (OSError, ValueError):  # the stream closed: nobody is waiting
+                    self.what = None
+                self.last = now
+
+
+HEARTBEAT = Heartbeat()
 
 
 class Worker:
@@ -88,7 +155,9 @@ def _reap() -> None:
 
 
 def workers(n: int) -> list[Worker]:
-    """``n`` workers: those :func:`prestart` started first, then new ones."""
+    """``n`` workers: those :func:`prestart` started first, then new ones (the start's
+    heartbeat ends: the warm-up that takes them has its own)."""
+    HEARTBEAT.wait(None, 0.0)
     out = [_SPARE.pop() for _ in range(min(n, len(_SPARE)))]
     return out + [Worker() for _ in range(n - len(out))]
 
@@ -98,12 +167,18 @@ def prestart() -> int:
     :func:`workers` hands them out. Returns how many were started."""
     if _SPARE or not cold():
         return 0
+    from exo_rt import STARTED
+
+    HEARTBEAT.last = STARTED  # the first line a second after the process started
+    HEARTBEAT.wait(lambda: "starting: imports and configuration, then compiling", STARTED,
+                   until=STARTED + STARTING_S)
     _SPARE.extend(Worker() for _ in range(default_jobs() - 1))
     return len(_SPARE)
 
 
 def discard_spares() -> None:
     """Close workers that were started ahead but not used (the cache was warm after all)."""
+    HEARTBEAT.wait(None, 0.0)
     while _SPARE:
         _SPARE.pop().close()
 
@@ -133,13 +208,16 @@ def pool(names: list[str], run: Callable[[str], dict], spec: dict, jobs: int, ou
     context ``spec``) at once, each taking the next name in order when it is free; ``header``,
     a line per entry and a summary on ``out``. Returns one result per entry (``name``, ``s``,
     ``compiled``: kernel names, ``error``, ``worker``: 0 for this process)."""
-    todo, results, lock = deque(names), [], threading.Lock()
+    todo, results, lock, running = deque(names), [], threading.Lock(), []
     jobs, width, t0 = max(1, min(jobs, len(names))), max(map(len, names)), time.perf_counter()
-    print(header or f"numba: warming {len(names)} components up in {jobs} "
-          f"process{'es' * (jobs > 1)} …", file=out, flush=True)
+    t_wait = time.monotonic()
+    HEARTBEAT.line(header or f"numba: warming {len(names)} components up in {jobs} "
+                   f"process{'es' * (jobs > 1)} …", out)
 
     def take() -> str | None:
         with lock:
+            if todo:
+                running.append(todo[0])
             return todo.popleft() if todo else None
 
     def finish(r: dict) -> None:
@@ -148,9 +226,9 @@ def pool(names: list[str], run: Callable[[str], dict], spec: dict, jobs: int, ou
             f"{r['s']:6.2f} s  " + (f"{k} kernel{'s' * (k > 1)} compiled" if k else "loaded")
         with lock:
             results.append(r)
-            out.write(f"  {r['name']:<{width}}  {what}  [{time.perf_counter() - t0:5.1f} s, "
-                      f"worker {r['worker']}]\n")
-            out.flush()
+            running.remove(r["name"])
+            HEARTBEAT.line(f"  {r['name']:<{width}}  {what}  [{time.perf_counter() - t0:5.1f} s, "
+                           f"worker {r['worker']}]", out)
 
     def remote(w: int, worker: Worker) -> None:
         try:
@@ -166,6 +244,7 @@ def pool(names: list[str], run: Callable[[str], dict], spec: dict, jobs: int, ou
 
     started = workers(jobs - 1)
     discard_spares()  # started ahead for more entries than there are
+    HEARTBEAT.wait(lambda: "compiling " + (", ".join(list(running)) or "…"), t_wait, out)
     threads = [threading.Thread(target=remote, args=(w, worker), daemon=True)
                for w, worker in enumerate(started, 1)]
     for t in threads:
@@ -174,12 +253,12 @@ def pool(names: list[str], run: Callable[[str], dict], spec: dict, jobs: int, ou
         finish(dict(run(n), worker=0))
     for t in threads:
         t.join()
+    HEARTBEAT.wait(None, 0.0)
     failed = sum(1 for r in results if r["error"])
-    print(f"numba: warm-up done in {time.perf_counter() - t0:.1f} s, "
-          f"{sum(len(r['compiled']) for r in results)} kernels compiled"
-          + (f", {failed} entries FAILED" if failed else "")
-          + f" (cache {os.environ.get('NUMBA_CACHE_DIR', 'numba default')})", file=out,
-          flush=True)
+    HEARTBEAT.line(f"numba: warm-up done in {time.perf_counter() - t0:.1f} s, "
+                   f"{sum(len(r['compiled']) for r in results)} kernels compiled"
+                   + (f", {failed} entries FAILED" if failed else "")
+                   + f" (cache {os.environ.get('NUMBA_CACHE_DIR', 'numba default')})", out)
     return results
 
 
@@ -193,11 +272,12 @@ class Compiles:
 
         self.local = threading.local()
         self.report: Callable[[str], None] | None = None
+        self.stream = sys.stderr  # where report and the heartbeat go
         outer = self
 
         class Listener(event.Listener):
             def on_start(self, ev) -> None:
-                outer._stack().append(time.perf_counter())
+                outer._start(ev)
 
             def on_end(self, ev) -> None:
                 outer._end(ev)
@@ -209,14 +289,28 @@ class Compiles:
             self.local.stack, self.local.names = [], None
         return self.local.stack
 
+    @staticmethod
+    def _name(ev) -> str:
+        d = ev.data["dispatcher"]
+        return f"{d.py_func.__module__}.{d.py_func.__qualname__}"
+
+    def _start(self, ev) -> None:
+        stack = self._stack()
+        if not stack and self.local.names is None and self.report is not None:
+            name = self._name(ev)  # a kernel no entry compiled: awaited, with a heartbeat
+            self.local.awaited = HEARTBEAT.state()
+            HEARTBEAT.wait(lambda: f"compiling {name}", time.monotonic(), self.stream)
+        stack.append(time.perf_counter())
+
     def _end(self, ev) -> None:
         stack = self._stack()
         t0 = stack.pop() if stack else time.perf_counter()
-        d = ev.data["dispatcher"]
-        name = f"{d.py_func.__module__}.{d.py_func.__qualname__}"
+        name = self._name(ev)
         if self.local.names is not None:
             self.local.names.append(name)
         elif not stack and self.report is not None:
+            what, since, until = getattr(self.local, "awaited", (None, 0.0, 0.0))
+            HEARTBEAT.wait(what, since, self.stream, until)  # what was awaited before
             sig = ", ".join(str(a) for a in ev.data["args"])
             sig = sig if len(sig) <= 80 else sig[:77] + "..."
             self.report(f"numba: compiled {name}({sig}) in {time.perf_counter() - t0:.2f} s")
@@ -253,8 +347,9 @@ def compiles() -> Compiles:
 def report_compiles(stream=None, note: str = "") -> None:
     """From now on, print every kernel compiled outside a warm-up entry (with its time and
     ``note``) to ``stream`` (stderr): on a warm cache nothing compiles, nothing is printed."""
-    out = stream or sys.stderr
-    compiles().report = lambda line: print(line + note, file=out, flush=True)
+    c = compiles()
+    c.stream = out = stream or sys.stderr
+    c.report = lambda line: HEARTBEAT.line(line + note, out)
 
 
 # ---------------------------------------------------------------- the warm marker

@@ -130,7 +130,15 @@ def request(module: str) -> None:
 
 def start_requested() -> None:
     """Start the helpers :func:`request` asked for (the controller calls it once numba's
-    warm-up is done, so that a cold compile does not share its CPUs with them)."""
+    warm-up is done, so that a cold compile does not share its CPUs with them). After a
+    compile (a first start) the wait's heartbeat goes on until they are ready."""
+    from exo_rt import compile_workers
+
+    beat = compile_workers.HEARTBEAT
+    if _requested and beat.thread is not None:
+        names = ", ".join(m.rsplit(".", 1)[-1] for m in sorted(_requested))
+        beat.wait(lambda: f"starting: the buses, the bring-up and the helpers ({names})",
+                  time.monotonic(), until=time.monotonic() + compile_workers.STARTING_S)
     for module in sorted(_requested - set(_spares)):
         try:
             _spares[module] = _spawn(module, [ARGS_ON_STDIN])
@@ -174,6 +182,7 @@ class Helper:
                  cpus: set[int] | None = None, nice: int = 0, fifo: int | None = None,
                  wait: bool = True) -> None:
         self.name = name
+        self.ahead = module in _spares  # started ahead (by start_requested)
         try:
             self.proc = _adopt(module, args) or _spawn(module, args)
         except OSError as exc:
@@ -191,6 +200,10 @@ class Helper:
         """Its ready line, waited for the first time (BusError if it does not start)."""
         if self.ready_line is None:
             self.ready_line = self._wait_ready(self.ready_timeout)
+            if self.ahead:  # the last of the start's waits: its heartbeat ends
+                from exo_rt import compile_workers
+
+                compile_workers.HEARTBEAT.wait(None, 0.0)
         return self.ready_line
 
     def _wait_ready(self, timeout: float) -> str:
