@@ -24,12 +24,13 @@ GAIT_FOURIER_DEG = {
     "knee": (21.04, [(3.49, -22.56), (-18.01, 0.42), (-3.19, 3.84), (-1.02, -0.56),
                      (-1.12, 0.44)]),
 }
-MAX_HARMONICS = 5
+MAX_HARMONICS = 12  # the normal gait uses 5; the flat-foot gait (exo_rt.control.flat_foot) all
 
 
 def gait_coefficients(joints: list[str], kinds: list[str], amplitude: float = 1.0,
                       offset_rad: np.ndarray | None = None) -> np.ndarray:
-    """Coefficient rows (rad) for each joint: [a0, a1, b1, …, a5, b5].
+    """Coefficient rows (rad) for each joint: [a0, a1, b1, …, aN, bN], N =
+    :data:`MAX_HARMONICS` (the normal gait's past the 5th are 0).
 
     ``kinds[i]`` is 'hip', 'knee' or 'hold' (a joint not in the gait data: held at a0 = its
     offset). ``amplitude`` scales the excursion about the mean.

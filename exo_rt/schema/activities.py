@@ -10,6 +10,7 @@ from __future__ import annotations
 from exo_rt.schema.core import REQUIRED, Choice, Flag, MapOf, Name, Num, Sub, key, section
 
 MOTION_KINDS = ("move", "walk", "home")
+GAITS = ("normal", "flat_foot")  # the walking references (exo_rt.session.session.gait_function)
 ANGLES = MapOf(Num(), "hip: 0.0, knee: 0.05")
 
 
@@ -62,6 +63,11 @@ class ActivitiesFile:
 
     tolerance: float = key(Num(gt=0), 0.1, unit="rad",
                            doc="the leg is in a posture when every joint is this close to it")
+    gait: str = key(Choice(GAITS, "gait"), "normal",
+                    doc="the walks' reference: `normal` (a healthy walker's hip and knee, "
+                        "scaled to the speed) or `flat_foot` (designed from where the feet "
+                        "must be, for a wearer on the floor whose feet stay flat in stance: "
+                        "exo_rt/control/flat_foot.py, docs/world.md)")
     go_debounce: float = key(Num(ge=0, le=0.5), 0.05, unit="s",
                              doc="GO must be held this long before it moves a motion that "
                                  "needs it held: a shorter press (a chattering contact) never "

@@ -22,7 +22,7 @@ SCENES = ("test_stand", "floor")  # the world plant's scenes (exo_rt.sim.world_p
 # the simulation section's keys that place the plant in a room (a plant model with one takes
 # them: exo_rt.sim.world_plant.Room)
 ROOM_KEYS = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping", "support",
-             "wearer_damping", "ankle_stiffness", "ankle_damping")
+             "wearer_damping", "ankle_stiffness", "ankle_damping", "ankle_rest")
 
 
 @section("thermal", result=True)
@@ -150,6 +150,10 @@ class SimulationConfig:
                                      "of this stiffness (0: fixed to the shank, as the robot "
                                      "file has it); the controller's model keeps them fixed")
     ankle_damping: float = key(Num(ge=0), 0.0, unit="N·m·s/rad", doc="… and its damping")
+    ankle_rest: float = key(Num(ge=-0.6, le=0.6), 0.0, unit="rad",
+                            doc="… and the angle its spring holds an unloaded foot at "
+                                "(dorsiflexion < 0: toe up, as an ankle-foot orthosis's "
+                                "dorsiflexion assist lifts it in swing)")
 
     def plant_options(self) -> dict:
         """The room's keys that differ from their defaults ({} on the default test stand):

@@ -81,6 +81,7 @@ class Activities:
     motions: tuple[Motion, ...]
     description: str = ""
     go_debounce: float = 0.0  # s: GO held this long before it moves a GO-held motion
+    gait: str = "normal"  # the walks' reference (schema.activities.GAITS)
     _by_name: dict = field(init=False, repr=False, compare=False)
     _possible: dict = field(init=False, repr=False, compare=False)
     _table: np.ndarray = field(init=False, repr=False, compare=False)
@@ -372,7 +373,7 @@ def load_activities(path: str | Path, robot: Mechanism, margin: float = MARGIN,
     legs = tuple(dict.fromkeys(leg_of(j) for j in joints))
     return Activities(source=str(path), joint_names=joints, legs=legs,
                       tolerance=f.tolerance, postures=postures, motions=motions,
-                      description=f.description, go_debounce=f.go_debounce)
+                      description=f.description, go_debounce=f.go_debounce, gait=f.gait)
 
 
 def default_path(robot_name: str) -> Path:

@@ -88,8 +88,9 @@ W_APPLIED = 5  # … of its qfrc_applied …
 W_CONSTRAINT = 6  # … of its qfrc_constraint …
 W_DAMPING = 7  # … and the passive wearer's damping on it (N·m·s/rad; 0 off the joints)
 W_ROOM = 8  # the room's scalars (R_*)
-W_STIFF = 9  # per plant coordinate: a passive spring towards 0 on it (N·m/rad; the ankles')
-W_ROWS = 10
+W_STIFF = 9  # per plant coordinate: a passive spring on it (N·m/rad; the ankles') …
+W_REST = 10  # … towards this angle (rad; the ankles' rest)
+W_ROWS = 11
 _P_MODEL, _P_DATA, _P_KIN, _P_COMPOS, _P_MAKEM, _P_COMVEL, _P_RNE, _P_FULLM, _P_FORWARD = range(9)
 _N_PTR = 9
 # W_ROOM: 1.0 on the floor (contacts each sub-step); the base's first coordinate in the
@@ -151,7 +152,7 @@ def _room_forces(model, q, v, f):
     damping, the ankles' springs and damping, and on the floor the pelvis-pitch stabiliser
     (towards the trunk upright, pitch 0) and the body-weight support."""
     for i in range(q.shape[0]):
-        f[i] -= model[W_DAMPING, i] * v[i] + model[W_STIFF, i] * q[i]
+        f[i] -= model[W_DAMPING, i] * v[i] + model[W_STIFF, i] * (q[i] - model[W_REST, i])
     if model[W_ROOM, R_FLOOR] > 0.5:
         b = int(model[W_ROOM, R_BASE])
         f[b + 1] += model[W_ROOM, R_SUPPORT]
@@ -226,7 +227,9 @@ class Room:
     damping (N·m·s/rad, on every joint of the robot). ``ankle_stiffness`` (N·m/rad; 0: the
     ankles fixed, as the robot file has them) and ``ankle_damping`` (N·m·s/rad): each foot on a
     sprung hinge at the ankle (:func:`exo_rt.sim.world.room.foot`), a spring ankle as the
-    world's own (the controller's model keeps the ankle fixed).
+    world's own (the controller's model keeps the ankle fixed); ``ankle_rest`` (rad,
+    dorsiflexion < 0): the angle the spring holds an unloaded foot at, as an ankle-foot
+    orthosis's dorsiflexion assist lifts the toe in swing.
     """
 
     scene: str = "test_stand"
@@ -236,6 +239,7 @@ class Room:
     wearer_damping: float = 0.0
     ankle_stiffness: float = 0.0
     ankle_damping: float = 0.0
+    ankle_rest: float = 0.0
 
     @classmethod
     def from_options(cls, options: dict) -> Room:
@@ -374,6 +378,7 @@ class WorldPlant(HarmonicDrivePlant):
         model[W_DAMPING, : self.n_joints] = room.wearer_damping
         model[W_DAMPING, n - len(aq):n] = room.ankle_damping
         model[W_STIFF, n - len(aq):n] = room.ankle_stiffness
+        model[W_REST, n - len(aq):n] = room.ankle_rest
         if self.floor:
             weight = float(world.model.body_mass.sum()) * float(np.linalg.norm(
                 world.model.opt.gravity))
@@ -433,7 +438,7 @@ class WorldPlant(HarmonicDrivePlant):
         base, tau, ankles = settle(
             self.world, q[:n], q[n:n + 3], joints=joints, rotors=rotors, k=rows[:, T_K],
             stabiliser=self.room.stabiliser, support=float(self.model[W_ROOM, R_SUPPORT]),
-            ankle=(self.room.ankle_stiffness, self.room.ankle_damping))
+            ankle=(self.room.ankle_stiffness, self.room.ankle_damping, self.room.ankle_rest))
         q[n:n + 3] = base
         self.ankles[:] = ankles
         for t in range(len(rows)):
@@ -476,7 +481,8 @@ class WorldPlant(HarmonicDrivePlant):
         spring = sum(stiffness_energy(twist(self.transmissions, t, self.q)[0],
                                       self.transmissions[t, T_DRIVE:T_MOTOR])
                      for t in range(len(self.transmissions)))
-        spring += 0.5 * self.room.ankle_stiffness * float(self.ankles @ self.ankles)
+        rest = self.ankles - self.room.ankle_rest
+        spring += 0.5 * self.room.ankle_stiffness * float(rest @ rest)
         return float(d.energy[0] + d.energy[1] + spring)
 
     def _pretwist(self) -> None:

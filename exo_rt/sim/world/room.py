@@ -266,7 +266,7 @@ def move_seat(world: World, top: float, front: float) -> None:
 
 
 def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
-           support: float = 0.0, ankle=(0.0, 0.0), seconds: float = 0.3
+           support: float = 0.0, ankle=(0.0, 0.0, 0.0), seconds: float = 0.3
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(base (x, z, pitch), joint torques N·m) of the wearer at rest in the posture ``q`` (the
     released mechanism's coordinates, rad): MuJoCo steps the world ``seconds`` with each joint
@@ -276,7 +276,8 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     the chair carry the weight; the PD's torques are then what each joint must hold — what
     the plant's flexsplines are pre-twisted to carry. The contacts share a statically
     indeterminate load as the soft contacts settle it. Ankle hinges (:func:`foot`) are sprung
-    by ``ankle`` (stiffness N·m/rad, damping N·m·s/rad): their settled angles come third."""
+    by ``ankle`` (stiffness N·m/rad, damping N·m·s/rad, rest angle rad): their settled angles
+    come third."""
     m = world.model
     d = mujoco.MjData(m)
     q = np.asarray(q, dtype=float)
@@ -300,7 +301,7 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     for _ in range(int(round(seconds / m.opt.timestep))):
         d.qfrc_applied[:] = 0.0
         d.qfrc_applied[jd] = kp * (target - d.qpos[jq]) - kd * d.qvel[jd]
-        d.qfrc_applied[ad] = -ankle[0] * d.qpos[aq] - ankle[1] * d.qvel[ad]
+        d.qfrc_applied[ad] = -ankle[0] * (d.qpos[aq] - ankle[2]) - ankle[1] * d.qvel[ad]
         d.qfrc_applied[bd[1]] = support
         d.qfrc_applied[bd[2]] = (-stabiliser[0] * d.qpos[bq[2]]
                                  - stabiliser[1] * d.qvel[bd[2]])
