@@ -20,6 +20,7 @@ from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
 from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, STOPPING
+from exo_rt.session.roles import Source
 
 POSE = (0.3, 0.6)  # rad: where the simulated leg starts (sim_bench's default)
 
@@ -95,20 +96,27 @@ def test_the_controller_procedure_is_the_controllers_run(tmp_path):
         [summary["joints"][j]["rms_error_deg"] for j in b.robot.joint_names], rel=1e-9)
 
 
+class FaultAt(Source):
+    """A session source that asks nothing: the knee's drive (node 2 on bus ``leg``) faults
+    when the simulated world steps past control cycle ``at`` − 1 (told at the end of cycle
+    ``at`` − 2, after its SYNC went out)."""
+
+    def __init__(self, world, at: int) -> None:
+        self.world, self.at = world, at
+
+    def poll(self, k: int):
+        if k == self.at - 2:
+            self.world.inject("fault", "leg", 2)
+        return ()
+
+
 def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
     """The knee's drive faults while the session homes: SAFE in that cycle, the safe action
     (zero current) over its ramp, the drives disabled; the report aborted with the cause,
     state and time."""
     b = sim_bench()
-    exchange = b.exchange
-    at = 1500  # bench cycles: in RUN, homing
-
-    def faulting(currents):
-        if b.cycles == at:
-            b.world.inject("fault", "leg", 2)
-        exchange(currents)
-
-    b.exchange = faulting
+    at = 1500  # control cycles: in RUN, homing
+    b.sources.append(lambda ctl: FaultAt(b.world, at))
     log, summary = b.run_controller(1.0)
     fault = summary["fault"]
     assert summary["final_state"] == "SAFE"
@@ -124,14 +132,7 @@ def test_a_fault_in_the_controller_procedure_goes_safe_as_in_a_run(tmp_path):
     assert [c.state_of(int(sw)) for sw in d.statusword] == [c.SWITCH_ON_DISABLED, c.FAULT]
 
     b = sim_bench()
-    exchange2 = b.exchange
-
-    def faulting2(currents):
-        if b.cycles == at:
-            b.world.inject("fault", "leg", 2)
-        exchange2(currents)
-
-    b.exchange = faulting2
+    b.sources.append(lambda ctl: FaultAt(b.world, at))
     report = run_procedure("controller", b, tmp_path)
     assert report["aborted"]
     assert report["reason"].startswith(f"SAFE at t = {fault['t']:.3f} s in RUN: drive_fault "

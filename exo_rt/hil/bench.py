@@ -35,9 +35,11 @@ from exo_rt.errors import BusError
 from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
 from exo_rt.jit import njit
 from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety, script, summary
+from exo_rt.runtime import safety, summary
+from exo_rt.runtime.buses import BusSet
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STATES
+from exo_rt.runtime.rig import Rig
+from exo_rt.runtime.states import READY, RUN, SAFE, STATES
 
 
 class AbortKey:
@@ -100,6 +102,41 @@ class Log:
         self.n = i + 1
 
 
+class BenchBuses(BusSet):
+    """The bench's buses as a run's bus set (:meth:`Bench.run_controller`): opened and shut
+    down by the bench's owner, not by the run; lockstep unless the bench is paced (drives on
+    the wall clock); no board, nothing to inject."""
+
+    injectable = False
+    board = None
+    process = None
+    board_process = None
+    pending: list = []
+
+    def __init__(self, bench: Bench) -> None:
+        self.lockstep = not bench.pace
+        self.world = bench.world
+
+    def clock(self) -> float:
+        """s: the wall clock's (paced), else the simulated world's time (0 without one)."""
+        if not self.lockstep:
+            return time.monotonic()
+        return self.world.t if self.world is not None else 0.0
+
+    def tick(self) -> None:
+        """Nothing to advance: the drives keep their own time (or the SYNCs step them)."""
+
+    def board_path(self) -> str:
+        raise BusError("the bench runs without the embedded board", None,
+                       "leave --board out: the bench has none")
+
+    def board_command(self, line: str) -> None:
+        """No board emulator on the bench: nothing to tell."""
+
+    def close(self) -> None:
+        """The bench's owner shuts its buses down (:meth:`Bench.close`)."""
+
+
 def build_cycle(top: TopConfig, dt: float) -> cy.Cycle:
     """The bench's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) of the bench's
     top config and the controller file it names, at the bench's period ``dt`` (s)."""
@@ -134,6 +171,8 @@ class Bench:
         self.pace = pace
         self.abort = abort or AbortKey()
         self.world = world  # the SimWorld in simulation (tests look at the plant through it)
+        self.sources: list = []  # more session sources for run_controller: callables
+        # (controller) → source, as RunOptions.sources (a test's injected fault, a rehearsal)
         self.n = self.robot.nq
         self.control = c = build_cycle(top, self.dt)
         self._built = (c.s_array.copy(), c.v.copy())  # what start() goes back to
@@ -165,16 +204,22 @@ class Bench:
         for d in self.drives:
             d.configure()
             d.enable()
+        self._reset()
+        c = self.control
+        self.cycle(np.zeros(self.n), check=False)
+        c.q_prev[:] = c.q
+        c.t_prev[:] = c.s["sample_t"]
+        c.qd[:] = 0.0
+
+    def _reset(self) -> None:
+        """The cycle's data back to as built: nothing estimated, no streak, the law's state
+        zero."""
         c = self.control
         c.s_array[:], c.v[:] = self._built
         c.flags[:] = 0
         c.streaks[:] = 0
         c.law_state[:] = 0
         c.scratch[:] = 0.0
-        self.cycle(np.zeros(self.n), check=False)
-        c.q_prev[:] = c.q
-        c.t_prev[:] = c.s["sample_t"]
-        c.qd[:] = 0.0
 
     def exchange(self, currents: np.ndarray) -> None:
         """One period on every bus: the currents (A) and the SYNC, then the drives' answers to
@@ -244,76 +289,59 @@ class Bench:
 
     # ------------------------------------------------------------------ the controller's run
     def run_controller(self, seconds: float) -> tuple[Log, dict]:
-        """The controller's own cycle against the drives, period by period, through the states
-        of a run: :func:`exo_rt.runtime.cycle.step` — its estimate, reference by state, the
-        wearer's torque, law, current, safety check and, in SAFE, the ramped safe action —
-        as ``exo-rt run`` steps it (:func:`exo_rt.runtime.script.lifecycle`): READY
+        """The controller's own run against the drives: the shell of ``exo-rt run``
+        (:class:`~exo_rt.runtime.controller.Controller`, on a rig of the bench's drives and
+        on the bench's cycle) — its bring-up, its loop and timing (lockstep, or on the wall
+        clock when the bench is paced), the compiled cycle with its estimate, reference by
+        state, the wearer's torque, law, current, safety check and, in SAFE, the ramped safe
+        action, and its lifecycle (:func:`exo_rt.runtime.script.lifecycle`): READY
         (``READY_CYCLES`` at zero current), RUN (the default session: homing to standing,
-        walking ``seconds``, the closing step), STOPPING (``stop`` duration), then the drives
-        disabled. A safety cause goes SAFE as in a run: the safe action ramps out, the drives
-        are disabled, and the summary's ``fault`` says why and when.
-
-        The timing is the controller's: each period sends the last cycle's currents with the
-        SYNC, the drives' answers to it are this cycle's measurements, the cycle's command
-        goes out with the next SYNC. The phase comes from time (the bench has no board's
-        heel strikes). The abort key raises BenchAbort.
+        walking ``seconds``, the closing step, and :attr:`sources`' requests), STOPPING
+        (``stop`` duration), then the drives disabled. A safety cause goes SAFE as in a run:
+        the safe action ramps out, the drives are disabled, and the summary's ``fault`` says
+        why and when. The phase comes from time (the bench has no board's heel strikes). The
+        abort key stops the run at once (zero current, the drives disabled) and raises
+        BenchAbort.
 
         Returns every cycle's :class:`Log` (with the state) and the summary: per joint the RMS
         and largest tracking error over RUN (deg), the largest |current| (A) and the position
         range, as the controller's run summary (:func:`exo_rt.runtime.summary.joints`); the
-        cycles, the final state, the fault. The states follow :mod:`exo_rt.runtime.script`'s
-        (the controller's), step for step."""
-        from exo_rt.session import session as sessions
+        cycles, the final state, the fault."""
+        from exo_rt.runtime.controller import Controller
 
-        top, c, dt = self.top, self.control, self.dt
-        s, m, d = c.s, c.model, c.data
-        events: list[dict] = []
-        sess = sessions.build(c, top, events, dt, seconds)  # the default session's
-        cap = int((seconds + 2 * script.SESSION_SPARE_S + top.stop_s) / dt) + READY_CYCLES + \
-            int(top.safety.ramp_cycles) + 4
-        log = Log.empty(cap, self.n, states=True)
-        self.start()
-        k0, state, fault = {READY: 0}, READY, None
-        s["state"] = READY
-        for k in range(cap):
-            if self.abort.pressed.is_set():
-                raise BenchAbort("operator abort")
-            self.exchange(c.cur)  # the last cycle's command at this SYNC, its answers
-            cy.clock(d, float(k), dt)
-            cy.step(m, d)
-            log.add(k * dt, c, int(s["state"]))
-            s["overrun_streak"] = s["overrun_streak"] + 1.0 if self.wait_period() else 0.0
-            if s["state"] == SAFE:
-                if fault is None:
-                    fault = self._fault(k, state)
-                if s["disable"]:  # the safe action has ramped out: the power stages off
-                    for drive in self.drives:
-                        drive.request_disable()
-                if s["safe_done"]:
-                    break
-                continue
-            new = script.lifecycle(state, k, k0, dt, sess, seconds, top.stop_s)
-            if new == SHUTDOWN:
-                break
-            if new is not None:
-                state = new
-                s["state"], k0[state] = state, k + 1
-            if new == RUN:
-                c.law_state[:] = 0
-                sess.begin(k + 1)
-        self.disable_all()
-        log = log.trimmed()
-        return log, {"law": top.controller.law, "run_s": seconds, "cycles": log.n,
-                     "run_cycles": int(s["run_cycles"]),
+        self._reset()
+        ctl = Controller(self.top, "bench", rig=Rig(BenchBuses(self), self.drives),
+                         cycle=self.control, history=True, board=None, rt_setup=False,
+                         sources=tuple(self.sources), abort=self.abort.pressed.is_set)
+        try:
+            ctl.run(seconds)
+        finally:
+            self.disable_all()
+        if self.abort.pressed.is_set():
+            raise BenchAbort("operator abort")
+        h = ctl.log
+        log = Log(h["t"].copy(), h["q"].copy(), h["qd"].copy(), h["q_ref"].copy(),
+                  h["command"].copy(), h["current"].copy(), h["torque"].copy(), ctl.cycles,
+                  h["state"].astype(np.int64))
+        fault = self._fault(ctl, log) if ctl.faults else None
+        return log, {"law": self.top.controller.law, "run_s": seconds, "cycles": log.n,
+                     "run_cycles": int(self.control.s["run_cycles"]),
                      "final_state": "SAFE" if fault else "SHUTDOWN", "fault": fault,
-                     "joints": summary.joints(c, self.robot.joint_names)}
+                     "joints": summary.joints(self.control, self.robot.joint_names)}
 
-    def _fault(self, k: int, state: int) -> dict:
-        """The safety cause the cycle went SAFE on in cycle ``k`` (in ``state``)."""
-        s, j = self.control.s, int(self.control.s["joint"])
-        return {"cause": safety.CAUSES[int(s["cause"])], "t": k * self.dt, "cycle": k,
-                "state": STATES[state], "joint": self.robot.joint_names[j] if j >= 0 else None,
-                "detail": self._cause(), "action": self.top.safety.action}
+    def _fault(self, ctl, log: Log) -> dict:
+        """The safety cause the run went SAFE on: when (s, cycle), in which state, where and
+        what was measured there (the cycle's record), the safe action."""
+        f = ctl.faults[0]
+        k = f.cycle
+        was = max((k0, st) for st, k0 in ctl.k0.items() if st != SAFE and k0 <= k)[1]
+        detail = f.cause
+        if f.joint is not None:
+            j = self.robot.joint_names.index(f.joint)
+            detail = (f"{f.cause} on {f.joint} (q = {log.q[k, j]:.4f} rad, "
+                      f"current {log.i_meas[k, j]:.2f} A)")
+        return {"cause": f.cause, "t": k * self.dt, "cycle": k, "state": STATES[was],
+                "joint": f.joint, "detail": detail, "action": self.top.safety.action}
 
     def disable_all(self) -> None:
         """Disable every drive (zero current, then disable voltage), whatever happens."""

@@ -49,6 +49,10 @@ __all__ = ["Controller", "Injection", "RunResult", "Fault"]
 HISTORY_S = 60.0  # s: Controller.log keeps the run's first minute by default (lockstep)
 
 
+class Aborted(KeyboardInterrupt):
+    """The operator's abort (``RunOptions.abort``): the run stops at once, as on ctrl-C."""
+
+
 class Controller:
     """One run of the exoskeleton controller on a robot's buses (real, simulated or, handed
     in as ``rig``, a recording's)."""
@@ -62,7 +66,7 @@ class Controller:
         self.top, self.robot, self.cfg = top, top.robot, top.controller
         self.dt = 1.0 / top.rate_hz
         self.n = self.robot.nq
-        self.bus_spec, self.injections = bus_spec, o.injections
+        self.bus_spec, self.injections, self._abort = bus_spec, o.injections, o.abort
         self.can_format = ".blf"
         self.start_pose = None if o.start_pose is None else [float(x) for x in o.start_pose]
         self.cycles, self._stop_requested = 0, False
@@ -153,9 +157,10 @@ class Controller:
             self._configure()
             setup = self._activate(t_boot)
             self.sched.run(self._cycle, max_cycles=cap)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             self.events.append({"cycle": self.cycles, "event": "operator",
-                                "action": "ctrl-C: safe stop"})
+                                "action": str(stop) if isinstance(stop, Aborted)
+                                else "ctrl-C: safe stop"})
             self._stop_now()
         finally:
             if setup is not None:
@@ -302,6 +307,8 @@ class Controller:
             end = time.perf_counter() + 1.5 * self.dt  # an injected overrun: 1.5 periods
             while time.perf_counter() < end:
                 pass
+        if self._abort is not None and self._abort():
+            raise Aborted("abort: safe stop")
         if rec is not None and rec.pending():  # (a share of the events a cycle: never all
             rec.hand_over()  # of a flood in one)
         if k >= self._next_check:

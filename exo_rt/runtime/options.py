@@ -3,6 +3,7 @@ as the controller takes them (``Controller(top, bus, **options)``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from exo_rt.model.mechanism import Mechanism
@@ -37,3 +38,5 @@ class RunOptions:
     requests: tuple | None = None  # replay: the recorded request events, asked again
     sources: tuple = ()  # more request sources: callables (controller) → source (a rehearsal's
     # crutch plan on the emulated board, exo_rt.sim.crutch; a test's own)
+    abort: Callable[[], bool] | None = None  # asked every cycle: True stops the run at once,
+    # as ctrl-C does (the bench's abort key)
