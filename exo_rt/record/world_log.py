@@ -30,6 +30,8 @@ import json
 
 import numpy as np
 
+from exo_rt.record.recorder import row_width
+
 WORLD = "/world"
 KEEP_ROWS = 60_000  # truth rows held before any record joins them (a minute at 1 kHz)
 
@@ -45,7 +47,7 @@ class WorldLog:
         spec = meta["world"]
         self.ring = ring
         self.cols = {k: (int(a), int(b)) for k, (a, b) in spec["columns"].items()}
-        self.width = max(b for _, b in self.cols.values())
+        self.width = row_width(self.cols)
         self.lead = float(spec.get("lead_s", 0.0))
         self.joints = list(spec.get("joints", meta.get("joint_names", [])))
         shanks = list(spec["feet"])
@@ -69,7 +71,7 @@ class WorldLog:
     def extend(self, columns: dict, meta: dict) -> tuple[dict, dict]:
         """The records' columns with the truth's after them (``base``, ``foot_force``,
         ``foot_point``, ``q_world``, ``sim_t``), and the metadata with ``feet``."""
-        w = max(b for _, b in columns.values())
+        w = row_width(columns)
         wide = dict(columns)
         for name, width in (("base", 3), ("foot_force", 3 * len(self.feet)),
                             ("foot_point", 3 * len(self.feet)), ("q_world", len(self.joints)),

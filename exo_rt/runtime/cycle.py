@@ -39,7 +39,7 @@ from exo_rt.control.config import transmission_rows
 from exo_rt.control.estimate import filter_gain
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
-from exo_rt.record.recorder import ROW, column_start, row_columns, row_width
+from exo_rt.record.recorder import column_start, row_columns, row_width
 from exo_rt.runtime import assistance, governor, safety, segment
 from exo_rt.runtime.layout import (
     PARAMS,
@@ -122,7 +122,6 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
     ("s", structs.records(SCALARS)),  # one SCALARS record
-    ("sv", structs.VEC),  # the same record as float64s (SCALARS' fields, in order)
     ("v", structs.MAT),  # (V_WIDTH, n) joint vectors
     ("flags", structs.IVEC),  # the drives' flags per joint (exo_rt.bus.flags)
     ("streaks", structs.IMAT),  # (safety.STREAKS, n)
@@ -326,51 +325,83 @@ def check(m, d):
                 v[V_Q_HOLD, j] = q[j]
 
 
-# where the cycle holds each column of the cycle log's row (recorder.ROW), by name: the joint
-# vectors' rows of v, the scalars (SCALARS' fields, all float64: indexed in the scalars
-# record's float64 view); each as (a, b, source) with the column at a + b·n for n joints. The
-# columns computed as the record is written are _AT_*; every column is written, once.
-_FROM_V = tuple((*column_start(name), row) for name, row in (
-    ("q", V_Q), ("qd", V_QD), ("q_ref", V_QR), ("current", V_I_MEAS), ("command", V_CUR),
-    ("torque", V_TAU), ("qd_ref", V_QDR), ("level", V_LEVEL), ("winding", V_T_WINDING),
-    ("derate", V_DERATE), ("drive_temp", V_T_REPORTED)))
-_FROM_S = tuple((*column_start(name), SCALARS.names.index(field)) for name, field in (
-    ("t", "t"), ("cycle", "k"), ("state", "state"), ("overrun_streak", "overrun_streak"),
-    ("board", "board"), ("wake_us", "wake_us"), ("compute_us", "compute_us"),
-    ("overruns", "overruns"), ("sample_t", "sample_t"), ("phase", "phase"),
-    ("stride", "stride")))
-_AT_CAUSE, _AT_FLAGS = column_start("cause"), column_start("flags")
-_AT_GAIT = tuple(column_start(name) for name in ("gait_phase", "stride_hz", "walking",
-                                                  "heels"))
-if any(SCALARS[f] != np.float64 for f in SCALARS.names):
-    raise RuntimeError("the cycle's scalars are not all float64 (the record reads them so)")
-if sorted([c[:2] for c in _FROM_V + _FROM_S] + [_AT_CAUSE, _AT_FLAGS, *_AT_GAIT]) != sorted(
-        column_start(name) for name, _width in ROW):
-    raise RuntimeError("the cycle's record does not write every column of recorder.ROW once")
+# each column of the cycle log's row (recorder.ROW) by name, where it starts: (a, b), at
+# a + b·n for n joints — constants the compiled record folds (it writes a column by its name,
+# in no particular order; a test reads every column back from its source by name)
+_T, _CYCLE, _STATE, _CAUSE = (column_start(c) for c in ("t", "cycle", "state", "cause"))
+_Q, _QD, _Q_REF, _CURRENT = (column_start(c) for c in ("q", "qd", "q_ref", "current"))
+_COMMAND, _TORQUE, _FLAGS = (column_start(c) for c in ("command", "torque", "flags"))
+_OVERRUN_STREAK, _BOARD, _WAKE_US = (column_start(c) for c in ("overrun_streak", "board",
+                                                                "wake_us"))
+_COMPUTE_US, _OVERRUNS, _SAMPLE_T = (column_start(c) for c in ("compute_us", "overruns",
+                                                                "sample_t"))
+_QD_REF, _PHASE, _STRIDE = (column_start(c) for c in ("qd_ref", "phase", "stride"))
+_GAIT_PHASE, _STRIDE_HZ, _WALKING, _HEELS = (column_start(c) for c in (
+    "gait_phase", "stride_hz", "walking", "heels"))
+_LEVEL, _WINDING, _DERATE, _DRIVE_TEMP = (column_start(c) for c in (
+    "level", "winding", "derate", "drive_temp"))
 
 
 @njit(cache=True, python=False)
 def _record(d, row):
-    """The cycle's row of the cycle log (recorder.ROW), each column from where the cycle holds
-    it."""
-    s, v, flags, sv = d.s[0], d.v, d.flags, d.sv
+    """The cycle's row of the cycle log (recorder.ROW), each column by its name from where
+    the cycle holds it (written out, not through helpers: a compiled call per column would
+    cost more than the copying)."""
+    s, v, flags = d.s[0], d.v, d.flags
     n = v.shape[1]
-    for a, b, i in _FROM_S:
-        row[a + b * n] = sv[i]
-    row[_AT_CAUSE[0] + _AT_CAUSE[1] * n] = s.cause if int(s.state) == SAFE else 0.0
-    for a, b, r in _FROM_V:
-        o = a + b * n
-        for j in range(n):
-            row[o + j] = v[r, j]
-    o = _AT_FLAGS[0] + _AT_FLAGS[1] * n
+    row[_T[0] + _T[1] * n] = s.t
+    row[_CYCLE[0] + _CYCLE[1] * n] = s.k
+    row[_STATE[0] + _STATE[1] * n] = s.state
+    row[_CAUSE[0] + _CAUSE[1] * n] = s.cause if int(s.state) == SAFE else 0.0
+    o = _Q[0] + _Q[1] * n
+    for j in range(n):
+        row[o + j] = v[V_Q, j]
+    o = _QD[0] + _QD[1] * n
+    for j in range(n):
+        row[o + j] = v[V_QD, j]
+    o = _Q_REF[0] + _Q_REF[1] * n
+    for j in range(n):
+        row[o + j] = v[V_QR, j]
+    o = _CURRENT[0] + _CURRENT[1] * n
+    for j in range(n):
+        row[o + j] = v[V_I_MEAS, j]
+    o = _COMMAND[0] + _COMMAND[1] * n
+    for j in range(n):
+        row[o + j] = v[V_CUR, j]
+    o = _TORQUE[0] + _TORQUE[1] * n
+    for j in range(n):
+        row[o + j] = v[V_TAU, j]
+    o = _FLAGS[0] + _FLAGS[1] * n
     for j in range(n):
         row[o + j] = flags[j]
+    row[_OVERRUN_STREAK[0] + _OVERRUN_STREAK[1] * n] = s.overrun_streak
+    row[_BOARD[0] + _BOARD[1] * n] = s.board
+    row[_WAKE_US[0] + _WAKE_US[1] * n] = s.wake_us
+    row[_COMPUTE_US[0] + _COMPUTE_US[1] * n] = s.compute_us
+    row[_OVERRUNS[0] + _OVERRUNS[1] * n] = s.overruns
+    row[_SAMPLE_T[0] + _SAMPLE_T[1] * n] = s.sample_t
+    o = _QD_REF[0] + _QD_REF[1] * n
+    for j in range(n):
+        row[o + j] = v[V_QDR, j]
+    row[_PHASE[0] + _PHASE[1] * n] = s.phase
+    row[_STRIDE[0] + _STRIDE[1] * n] = s.stride
     est = d.law.gait[0]
-    phase, hz, walking, heels = _AT_GAIT
-    row[phase[0] + phase[1] * n] = est.phase
-    row[hz[0] + hz[1] * n] = est.omega / (2.0 * math.pi)
-    row[walking[0] + walking[1] * n] = est.walking
-    row[heels[0] + heels[1] * n] = est.heels
+    row[_GAIT_PHASE[0] + _GAIT_PHASE[1] * n] = est.phase
+    row[_STRIDE_HZ[0] + _STRIDE_HZ[1] * n] = est.omega / (2.0 * math.pi)
+    row[_WALKING[0] + _WALKING[1] * n] = est.walking
+    row[_HEELS[0] + _HEELS[1] * n] = est.heels
+    o = _LEVEL[0] + _LEVEL[1] * n
+    for j in range(n):
+        row[o + j] = v[V_LEVEL, j]
+    o = _WINDING[0] + _WINDING[1] * n
+    for j in range(n):
+        row[o + j] = v[V_T_WINDING, j]
+    o = _DERATE[0] + _DERATE[1] * n
+    for j in range(n):
+        row[o + j] = v[V_DERATE, j]
+    o = _DRIVE_TEMP[0] + _DRIVE_TEMP[1] * n
+    for j in range(n):
+        row[o + j] = v[V_T_REPORTED, j]
 
 
 @njit(cache=True, inline="always")
@@ -588,8 +619,8 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
     gaits = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
-    d = CycleData(law=ld, s=s, sv=s.view(np.float64), v=v, flags=flags, streaks=streaks,
-                  check_out=check_out, rows=no_rows, hist=hist, gaits=gaits)
+    d = CycleData(law=ld, s=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
+                  rows=no_rows, hist=hist, gaits=gaits)
     structs.check(d, CYCLE_DATA, "cycle data")
     return Cycle(model, d, s=s[0], s_array=s, v=v, flags=flags, streaks=streaks,
                  check_out=check_out, rows=no_rows, no_rows=no_rows, hist=hist,
