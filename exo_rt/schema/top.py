@@ -175,7 +175,8 @@ class Logging:
     """Where a run's files go."""
 
     runs: str = key(Name(), "runs", doc="folder of the run folders (`runs/<date-time>/`), "
-                                        "relative to the repository")
+                                        "relative to the working directory for a shipped "
+                                        "config, else to the folder above the config's")
 
 
 @section("the top config")
