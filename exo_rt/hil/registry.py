@@ -1,5 +1,5 @@
 """Bench procedures by name: one registry from ``exo-rt bench-test NAME`` to the procedure
-(docs/architecture.md, "How to add a bench procedure").
+(docs/architecture.md, "Recipes": a bench procedure).
 
 A procedure is a function of the bench (and, per joint, of the joint's name) with keyword
 options, returning its figures as a dict::
