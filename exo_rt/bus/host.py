@@ -8,9 +8,12 @@ class need not inherit it, and ``isinstance(obj, HostDrives)`` checks the method
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from exo_rt.bus.pdo_cycle import CycleBus
 
 
 @runtime_checkable
@@ -71,9 +74,9 @@ class HostDrives(Protocol):
     def fault_reset(self) -> None:
         """The operator's explicit fault reset."""
 
-    def compiled_cycle(self, current_A: np.ndarray) -> tuple | None:
-        """The bus's part of the compiled cycle (:mod:`exo_rt.runtime.cycle_call`), or None
-        where its frames are read and written in Python."""
+    def compiled_cycle(self, current_A: np.ndarray) -> CycleBus | None:
+        """The bus's part of the compiled cycle (:mod:`exo_rt.runtime.cycle_call`): its
+        record, or None where its frames are read and written in Python."""
 
     def handed_back(self, pending: int) -> None:
         """The compiled cycle's frames for Python (EMCY, errors, other devices): take them."""
