@@ -46,7 +46,7 @@ KNEE_SWING = 0.15  # rad: the swing knee is never straighter than this
 LIFT = 0.06  # m: the swing ankle's lift over the floor …
 LIFT_PEAK = 0.35  # … highest at this fraction of the swing
 LIFT_ORDER = 2.0  # … rising as the swing's fraction to this power
-HEEL_ROCKER = 0.012  # m: the ankle's height over a flat foot's when the heel lands (the
+HEEL_ROCKER = 0.022  # m: the ankle's height over a flat foot's when the heel lands (the
 # foot toe-up at its orthosis's rest) …
 ROCKER = 0.06  # … coming down to it over this fraction of the stride
 SMOOTH = 0.002  # m: the swing's reach limit joins its path over about this distance

@@ -27,6 +27,7 @@ from exo_rt.schema.core import (
     key,
     section,
 )
+from exo_rt.schema.wearer import Speed
 
 NUMBER = Num()
 RATING_FIX = "give the catalogue's value (> 0, SI), or leave the key out when it is not known"
@@ -308,6 +309,9 @@ class Wearer:
                             "for adults")
     sex: str = key(Choice(("male", "female"), "sex"), REQUIRED, doc="selects de Leva's table")
     segments: tuple = key(ListOf(Sub(Segment)), REQUIRED, doc="each strapped to a body")
+    speed: Speed = key(Sub(Speed), None, shown="the wearer profile's",
+                       doc="the walking speeds a run without --wearer allows (a wearer "
+                           "profile's speed section): what this exoskeleton's drives follow")
 
 
 @section("the robot file")

@@ -1,0 +1,81 @@
+"""Walking on the world's floor (docs/world.md, "Walking on the floor"): the default wearer in
+the sized two-leg exoskeleton (configs/exo_2leg_world.yaml, half the weight on a harness, the
+ankles in orthoses) walks the default session — home, walk, STOP, end — on the flat-foot gait
+through the whole runtime, and the world's truth in run.mcap says how
+(:mod:`exo_rt.record.walking`).
+
+Measured at 0.4 m/s (``python tools/walking_figures.py``): 3 steady strides, SHUTDOWN;
+tracking RMS 0.43° (hips), 0.35° (knees); stance 61.7 % of the stride; no reaction in swing;
+a flat foot moves 2.9 mm; the pelvis 0.432 m/s (the heel and toe rockers add 3 cm a step to
+the gait's 0.79 m stride); peaks 2.73 × the carried weight raw (a foot landing flat, ≈ 10 ms),
+1.83 × over 25 ms — above a walker's 1.0–1.3: the pelvis drops 5 cm into double support.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exo_rt import cli
+from exo_rt.control import flat_foot
+from exo_rt.record.walking import measure
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLD = ROOT / "configs" / "exo_2leg_world.yaml"
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    """The default session on the floor, 10 s of walking at the wearer's 0.4 m/s."""
+    out = tmp_path_factory.mktemp("walk") / "run"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EXO_RT_WARMUP", "0")
+    try:
+        rc = cli.main(["run", "--config", str(WORLD), "--duration", "10", "--out", str(out)])
+    finally:
+        mp.undo()
+    return rc, out
+
+
+@pytest.mark.slow
+def test_the_wearer_walks_on_the_floor_to_shutdown(walk):
+    rc, out = walk
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"].get("walk") == 1
+
+
+@pytest.mark.slow
+def test_walking_figures(walk):
+    """Stance 58–70 % of the stride, no reaction in swing, a flat foot slips < 1 cm a step,
+    tracking ≤ 1° RMS; the walking speed within 10 % of the asked 0.4 m/s; the peaks held to
+    what they are (the module's docstring: above a walker's)."""
+    _, out = walk
+    f = measure(out, stance=flat_foot.STANCE, rocker=flat_foot.ROCKER,
+                offsets={"left_": 0.0, "right_": 0.5}, thigh=0.43, shank=0.42)
+    assert f.strides >= 3
+    assert all(0.58 <= v <= 0.70 for v in f.stance.values()), f.stance
+    assert all(v < 0.01 * f.carried for v in f.swing_force.values()), f.swing_force
+    assert all(v < 0.01 for v in f.slip.values()), f.slip
+    assert max(f.tracking_rms.values()) <= 1.0, f.tracking_rms
+    assert f.speed == pytest.approx(0.4, rel=0.1)
+    assert f.carried == pytest.approx(0.5 * 95.70 * 9.81, rel=0.01)  # half on the harness
+    assert all(1.0 < v < 2.0 for v in f.peak_smooth.values()), f.peak_smooth
+    assert all(v < 3.5 for v in f.peak.values()), f.peak
+
+
+def test_a_speed_the_drives_cannot_follow_is_refused(tmp_path, capsys, monkeypatch):
+    """The sized robot's wearer walks at most 0.5 m/s (its robot file): a wearer profile that
+    asks 0.6 m/s of the flat-foot gait is refused before anything moves — its hip needs 45
+    rad/s² of the 35 the config bounds."""
+    fast = tmp_path / "fast.yaml"
+    fast.write_text("height: 1.75\nmass: 75.0\nsex: male\n"
+                    "speed: {min: 0.2, max: 0.6, default: 0.4, presets: [0.4]}\n")
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    rc = cli.main(["run", "--config", str(WORLD), "--wearer", str(fast), "--duration", "1",
+                   "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "left_hip needs" in err and "0.6 m/s" in err, err
+    assert not (tmp_path / "run" / "run.mcap").exists()
