@@ -71,8 +71,8 @@ CASES = {  # name: (robot file, (hip, knee) reactions, brakes or None: the file'
                                         ("friction", "friction"), (0.0, 0.0)),
     "sized, phases shorted (no brake)": ("configs/robots/exo_leg_sized.yaml",
                                          ("short_circuit", "short_circuit"), (0.0, 0.0)),
-    "sized as declared (hip brake, knee shorted)": ("configs/robots/exo_leg_sized.yaml",
-                                                    ("brake", "short_circuit"), None),
+    "sized as declared (hip and knee brakes)": ("configs/robots/exo_leg_sized.yaml",
+                                                ("brake", "brake"), None),
 }
 
 
@@ -108,7 +108,7 @@ def test_the_reactions_on_the_test_stand(table):
         table["shipped, friction only (no brake)"][1]
     assert shorted[0][0] > 30.0 and shorted[1][0] < 0.5 * fast_free[0]
     # the sized leg as declared holds both joints
-    declared = table["sized as declared (hip brake, knee shorted)"][0]
+    declared = table["sized as declared (hip and knee brakes)"][0]
     assert declared.max() < 0.05
 
 

@@ -133,7 +133,7 @@ def _err(capsys, argv) -> str:
 def test_ratings_and_safe_reactions_load_and_a_reaction_needs_its_part(tmp_path):
     mech = load_mechanism(SIZED)
     hip, knee = mech.transmissions
-    assert (hip.safe_reaction, knee.safe_reaction) == ("brake", "short_circuit")
+    assert (hip.safe_reaction, knee.safe_reaction) == ("brake", "brake")
     assert hip.drive.rated_torque == 87.0 and hip.drive.peak_torque == 204.0
     assert hip.drive.catalogue == "CSG-25-100" and hip.motor.rated_speed == 277.5
     shipped = load_mechanism(SHIPPED).transmissions[0]
@@ -142,8 +142,9 @@ def test_ratings_and_safe_reactions_load_and_a_reaction_needs_its_part(tmp_path)
     folder = tmp_path / "robots"
     shutil.copytree(ROOT / "configs" / "robots", folder)
     module = folder / "modules" / "exo_leg_sized_module.yaml"
-    text = module.read_text().replace("    safe_reaction: short_circuit",
-                                      "    safe_reaction: brake")
+    text = module.read_text()
+    knee = text.index("  - joint: knee")  # the knee's motor loses its brake
+    text = text[:knee] + text[knee:].replace(" brake_torque: 1.2,", "", 1)
     module.write_text(text)
     with pytest.raises(ModelError) as err:
         load_mechanism(folder / "exo_leg_sized.yaml")

@@ -103,18 +103,21 @@ def stand(world: World, posture, *, settle: float = 1.0, seconds: float = 5.0,
                            seconds)
 
 
-def drives_pd(plant, posture, kp: float = 2000.0, kd: float = 40.0) -> np.ndarray:
-    """Motor currents (A) of a joint PD on the plant's drives — τ = K_p (q* − q) − K_d q̇ on
-    each joint (N·m/rad, N·m·s/rad), as a current through its gear, i = τ / (k · sign · k_t),
-    clamped at the motor's peak: a stand-in for the controller that reaches the world through
-    the real motors, flexsplines and friction."""
+def drives_pd(plant, posture, kp: float = 2000.0, kd: float = 40.0,
+              velocity=None) -> np.ndarray:
+    """Motor currents (A) of a joint PD on the plant's drives — τ = K_p (q* − q) + K_d (q̇* −
+    q̇) on each joint (N·m/rad, N·m·s/rad; q̇* = ``velocity``, rad/s, None: 0), as a current
+    through its gear, i = τ / (k · sign · k_t), clamped at the motor's peak: a stand-in for
+    the controller that reaches the world through the real motors, flexsplines and
+    friction."""
     from exo_rt.actuators.motor import M_KT, M_PEAK, M_SIGN
     from exo_rt.sim.plant import T_MOTOR
     from exo_rt.sim.plants import T_JOINT, T_K
 
     rows = plant.transmissions
     j = rows[:, T_JOINT].astype(int)
-    tau = kp * (np.asarray(posture)[j] - plant.q[j]) - kd * plant.v[j]
+    v_ref = np.zeros(len(plant.q)) if velocity is None else np.asarray(velocity)
+    tau = kp * (np.asarray(posture)[j] - plant.q[j]) + kd * (v_ref[j] - plant.v[j])
     i = tau / (rows[:, T_K] * rows[:, T_MOTOR + M_SIGN] * rows[:, T_MOTOR + M_KT])
     peak = rows[:, T_MOTOR + M_PEAK]
     return np.clip(i, -peak, peak)
