@@ -6,9 +6,9 @@ the emulated drives and the world plant.
 
 Measured (``exo-rt run --config configs/exo_2leg_world.yaml --session
 configs/sessions/sit_stand.yaml``, then ``exo-rt size RUN``): SHUTDOWN after 13.1 s of session,
-tracking RMS 0.17° (hips) and 0.10° (knees), at most 0.82°; the stand-up 4.79 s (the
-activities' 4.69 s minimum-jerk move and the GO filter's rise); peak hip 56.7 N·m, knee
-27.5 N·m per leg — 1.12 N·m/kg hip + knee with half the weight supported.
+tracking RMS 0.13° (hips) and 0.05° (knees), at most 0.45°; the stand-up 4.79 s (the
+activities' 4.69 s minimum-jerk move and the GO filter's rise); peak hip 57.7 N·m, knee
+23.9 N·m per leg — 1.09 N·m/kg hip + knee with half the weight supported.
 """
 
 from __future__ import annotations
