@@ -462,7 +462,8 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
 def for_run(ctl, out_dir: Path | None = None) -> Session:
     """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
     RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
-    buttons when the board is there and the run hears them, the console with ``console``, the
+    buttons where the rig's board has them (``Rig.buttons``; not replay's: the recorded
+    requests are asked instead), the console with ``console``, the
     web page with ``web`` — alone (no ``session``) the only sources besides the board: no
     script runs under them. ``out_dir``: the run folder (None: none), where a session
     fault's traceback is kept. What the session was read from is
