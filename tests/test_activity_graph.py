@@ -31,6 +31,7 @@ def _size(png: bytes) -> tuple[int, int]:
     ("configs/activities/exo_leg.yaml", "configs/exo_leg.yaml"),
     ("configs/activities/exo_2leg.yaml", "configs/robots/exo_2leg.yaml"),
 ])
+@pytest.mark.slow
 def test_the_graph_is_drawn_one_edge_per_motion(tmp_path, activities, robot):
     from exo_rt.cli.check import config_kind
     from exo_rt.model import load_mechanism

@@ -53,6 +53,7 @@ def _assistance(r, exo, joint=0):
     return tau[:, joint] - carry[:, joint]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", [0.0, 0.1], ids=["every heel strike", "10 % dropped"])
 @pytest.mark.parametrize("period", [1.1, 1.5, 2.0])
 def test_the_phase_estimate_follows_a_walker_through_cadence_steps(
@@ -96,6 +97,7 @@ def profile_walks(exo_leg, exo_leg_alone):
             for level in (1.0, 0.0)}
 
 
+@pytest.mark.slow
 def test_phase_profile_times_its_peak_and_tracks_its_profile(exo_leg_alone, profile_walks):
     r, cfg, true, _, _ = profile_walks[1.0]
     g = cfg.gains[0]
@@ -122,6 +124,7 @@ def test_full_assistance_saves_the_wearer_at_least_30_percent_of_their_hip_effor
     assert effort(r1, t1) <= 0.70 * effort(r0, t0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("period", [1.1, 2.0])
 def test_assistance_fades_within_a_stride_when_the_wearer_stands_still(
         exo_leg, exo_leg_alone, period):
@@ -206,6 +209,7 @@ def test_impedance_measured_from_a_perturbation_is_the_files(exo_leg, exo_leg_al
     assert b_fit == pytest.approx(b, rel=0.10)
 
 
+@pytest.mark.slow
 def test_level_requests_apply_at_the_next_stride_boundary_ramped_and_recorded(tmp_path):
     """A session script asks 0 → 0.5 → 1 mid-walk (the exoskeleton walks the leg; the
     estimate follows its hip): each level holds until the estimated phase passes its next
@@ -242,6 +246,7 @@ def test_level_requests_apply_at_the_next_stride_boundary_ramped_and_recorded(tm
         assert np.max(np.abs(np.diff(ramp))) <= 1.5 * abs(after - before) / stride * 1.05
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("law", ["phase_profile", "impedance", "assist_as_needed"])
 def test_the_shipped_assistance_controllers_run_on_the_simulated_exoskeleton(tmp_path, law):
     """`exo-rt run --controller LAW` end to end (the runtime's one cycle, the simulated bus,

@@ -57,6 +57,7 @@ def _json(out: Path) -> dict:
     return json.loads((out / "replay-summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_broken_sessions_are_reported_and_the_others_replayed(local_table):
     out, res = local_table
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
@@ -82,6 +83,7 @@ def test_broken_sessions_are_reported_and_the_others_replayed(local_table):
     assert f"{N_ALL} sessions ({N_ALL} replayed, 0 from the cache)" in res.stdout
 
 
+@pytest.mark.slow
 def test_ray_engine_gives_the_identical_table(archive, local_table, ray_session, tmp_path):
     out_local, _ = local_table
     b = run_batch([archive], "plant", engine="ray", out=tmp_path, status=False)
@@ -91,6 +93,7 @@ def test_ray_engine_gives_the_identical_table(archive, local_table, ray_session,
     assert _json(tmp_path)["sessions"] == _json(out_local)["sessions"]
 
 
+@pytest.mark.slow
 def test_a_sweep_on_ray_equals_the_local_one(ray_session):
     from exo_rt.batch.sweep import run_sweep
 
@@ -102,6 +105,7 @@ def test_a_sweep_on_ray_equals_the_local_one(ray_session):
     assert all(0.0 < p["rms_worst_deg"] < 1.0 for p in local.points)
 
 
+@pytest.mark.slow
 def test_a_killed_batch_resumes_with_only_the_missing_sessions(archive, local_table, tmp_path):
     out_local, _ = local_table
     out = tmp_path / "out"
@@ -144,6 +148,7 @@ def test_a_changed_controller_is_replayed_again(archive, tmp_path):
     assert all(r["result"]["max_abs_command_diff_A"] > 0.1 for r in b.results), b.failed
 
 
+@pytest.mark.slow
 def test_engine_ray_without_ray_is_one_clear_error(archive):
     code = ("import sys; sys.modules['ray'] = None; from exo_rt.cli import main; "
             f"sys.exit(main(['replay', {str(archive)!r}, '--mode', 'plant', '--engine', 'ray']))")

@@ -18,6 +18,7 @@ from exo_rt.session.roles import Source
 POSE = (0.3, 0.6)  # rad: where the simulated leg starts
 
 
+@pytest.mark.slow
 def test_the_benchs_run_is_the_controllers_bit_for_bit():
     seconds = 1.0
     log, summary = sim_bench(pose=POSE).run_controller(seconds)
@@ -46,6 +47,7 @@ class PressAbort(Source):
         return ()
 
 
+@pytest.mark.slow
 def test_the_abort_key_stops_the_run_at_once():
     """Pressed in RUN: the run stops in that cycle, as on ctrl-C (zero current, the drives
     disabled), and the bench raises BenchAbort."""

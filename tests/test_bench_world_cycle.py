@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_bench_cycle_world_runs_the_three_plants_side_by_side():
     out = subprocess.run([sys.executable, "tools/bench_cycle.py", "--world", "--quick"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)

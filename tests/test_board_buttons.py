@@ -193,6 +193,7 @@ def test_random_payloads_decode_alike(c_codec, frames):
     assert st_[fd.D_BUTTONS_N] == sum(isinstance(m.body, p.Buttons) for m in msgs)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(data=st.binary(max_size=40), kind=st.sampled_from(sorted(LENGTHS)), cut=_u8)
 def test_python_decoder_takes_any_session_payload(data, kind, cut):

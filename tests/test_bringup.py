@@ -151,6 +151,7 @@ def test_bring_up_writes_the_mapping_into_a_factory_default_drive(bus_file):
                 r"\(SDO abort 06020000h: Object does not exist\) — the drive has no such object"),
     ("timeout", r"drive 2 on bus 'leg' does not answer SDO \(reading 1000h/0 \(Device Type\)"),
 ])
+@pytest.mark.slow
 def test_bring_up_failures_are_one_clear_line(case, match, tmp_path):
     channel = f"fail-{case}"
     text = (BUSES / "exo_leg_elmo.yaml").read_text().replace("eds/", f"{BUSES / 'eds'}/")

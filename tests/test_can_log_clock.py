@@ -25,6 +25,7 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_lockstep_frames_sent_and_received_on_one_clock(run):
     frames = list(can.LogReader(str(run / "can.blf")))
     t = np.array([f.timestamp for f in frames])

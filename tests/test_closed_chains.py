@@ -64,6 +64,7 @@ def five_bar(kind="point", gravity=(0.0, -9.81, 0.0)):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", [four_bar, five_bar, lambda: five_bar("revolute")],
                          ids=["four_bar", "five_bar_point", "five_bar_revolute"])
 def test_closed_chain_inverse_dynamics_matches_lagrange_multipliers(build):

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = [(kind, p) for kind in schema.KINDS for p in schema.shipped(ROOT, kind)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "path"), SHIPPED,
                          ids=[str(p.relative_to(ROOT)) for _, p in SHIPPED])
 def test_shipped_configs_validate_against_their_json_schema(kind, path):

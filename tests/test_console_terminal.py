@@ -89,6 +89,7 @@ STEPS = [
 ]
 
 
+@pytest.mark.slow
 def test_the_console_in_a_terminal_for_a_whole_session(tmp_path):
     out = tmp_path / "run"
     # the leg starts in no named posture: only HOME is possible, and it waits for CONFIRM

@@ -159,6 +159,7 @@ def _board_frames(k: int) -> bytes:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_compiled_bus_io_equals_the_protocols_own(config):
     compiled = Side(compiled=True, config=config)  # first: it may compile its cycle (seconds,

@@ -36,6 +36,7 @@ def _hot_config(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-DERATING-SILENT")
 def test_derating_is_announced_before_the_winding_limit(tmp_path):
     out = tmp_path / "run"

@@ -1,11 +1,11 @@
 """The figures and options the docs cite, compared with the output of the command that makes
 them where that command takes seconds: every ``exo-rt`` command and option in docs/cli.md,
-every tool's ``--help`` description whole, the built-in laws counted in docs/architecture.md,
-the MCAP file's length in run time, the friction sweep's speeds in docs/bench.md and in the
-pre-flight checklist; and, marked slow (a run or a 20 s procedure each), the chirp
-bandwidth of docs/bench.md (``exo-rt bench-test chirp``), the sizing tables of
-docs/sizing.md (``exo-rt size`` on the runs it shows) and the run folder ``exo-rt run`` makes
-in a fresh directory (``./runs/``, as the README says)."""
+the built-in laws counted in docs/architecture.md, the MCAP file's length in run time, the
+friction sweep's speeds in docs/bench.md and in the pre-flight checklist; and, marked slow (a
+run, a 20 s procedure or some 35 interpreters each), every tool's ``--help`` description
+whole, the chirp bandwidth of docs/bench.md (``exo-rt bench-test chirp``), the sizing tables
+of docs/sizing.md (``exo-rt size`` on the runs it shows) and the run folder ``exo-rt run``
+makes in a fresh directory (``./runs/``, as the README says)."""
 
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+@pytest.mark.slow
 def test_every_tool_answers_help_with_its_whole_first_paragraph():
     """``python tools/X.py --help`` prints the usage and the docstring's first paragraph,
     whole (a sentence, not its first line), runs nothing else and exits 0."""

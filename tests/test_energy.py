@@ -69,6 +69,7 @@ def test_relative_coordinates_reproduce_the_seed_angles():
         np.testing.assert_allclose(np.cumsum(relative(PHID0)), PHID0, atol=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["borisov_5link.yaml", "borisov_5link_lumped.yaml"])
 def test_seed001_energy_integral(name):
     mech = load_mechanism(CONFIGS / name)

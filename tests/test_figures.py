@@ -260,6 +260,7 @@ def _fake_rig():
     return af, FakeRig()
 
 
+@pytest.mark.slow
 def test_assistance_figures_are_clean(tmp_path, collected, capsys):
     """docs/img's assistance figures (tools/assistance_figures.py), drawn from synthetic
     walks: every figure clean, one PNG each."""

@@ -91,6 +91,7 @@ def _corrupt(data, frames):
     return data.draw(st.binary(max_size=40)) + b"\x00" + stream
 
 
+@pytest.mark.slow
 @settings(max_examples=10_000, deadline=None)
 @given(data=st.data())
 def test_decoder_never_raises_and_never_returns_a_bad_frame(data):
@@ -126,6 +127,7 @@ def _reference_state(msgs, contact):
     return status, pressures[-1].newton if pressures else None, strikes, others, changes
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(data=st.data())
 def test_compiled_receive_path_is_the_python_decoder(data):

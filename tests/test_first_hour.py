@@ -105,6 +105,7 @@ for name in registry.names():
 """
 
 
+@pytest.mark.slow
 def test_the_warm_up_covers_every_bench_procedure():
     res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=600, cwd=ROOT)
@@ -178,6 +179,7 @@ def short_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_recording_json_counts_what_it_names(short_run):
     """recording.json's counts are run.mcap's messages (``mcap_messages``): its /events are
     the state changes inside the recorded cycles — events.jsonl's state lines less those

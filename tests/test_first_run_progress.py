@@ -37,6 +37,7 @@ def _gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
+@pytest.mark.slow
 def test_a_slow_entry_gets_a_heartbeat_and_an_idle_pool_none(monkeypatch):
     """Two entries of 2.5 s in one process: heartbeat lines name the entry and its elapsed
     seconds, no gap reaches 2 s; after the summary, silence."""

@@ -48,6 +48,7 @@ FOREIGN = {  # kind → the COB-ID the fault names (knee: node 2, the controller
     "foreign_sdo": 0x602, "foreign_heartbeat": 0x77F}
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-FOREIGN-MASTER")
 @pytest.mark.parametrize("kind", list(FOREIGN))
 def test_another_master_is_a_fault_within_three_cycles(kind, normal_peaks):

@@ -68,6 +68,7 @@ def test_latency_is_two_cycles_and_the_joints_move():
         assert r["motion_cycles"] is not None and r["motion_cycles"] <= 4
 
 
+@pytest.mark.slow
 def test_step_and_chirp_match_the_known_bandwidth(tmp_path):
     """Drives without friction (the linear plant): the computed-torque PD makes each joint the
     design's second-order system, whose bandwidth the plant's inertia fixes."""
@@ -125,6 +126,7 @@ def test_friction_is_recovered(joint):
     assert entry["joint"] == joint and "stribeck_velocity" not in entry["drive"]
 
 
+@pytest.mark.slow
 def test_stiffness_is_recovered():
     b = sim_bench()
     for joint in JOINTS:
@@ -170,6 +172,7 @@ def test_inertia_is_recovered():
         assert set(entry) <= set(SEGMENT_KEYS)
 
 
+@pytest.mark.slow
 def test_snippets_drop_into_the_robot_file(tmp_path):
     """The stiffness snippet's values, written into the robot file, load and read back."""
     b = sim_bench()
@@ -210,6 +213,7 @@ def test_abort_leaves_the_drives_disabled_inside_the_limits(tmp_path, name, join
     assert saved["aborted"] and not (tmp_path / "r" / f"bench-{name}.yaml").exists()
 
 
+@pytest.mark.slow
 def test_bench_command(tmp_path):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "bench-test", "stiffness", "--joint",
                           "knee", "--out", str(tmp_path / "b")], capture_output=True, text=True,

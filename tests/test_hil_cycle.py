@@ -64,6 +64,7 @@ def test_the_bench_velocity_is_the_cycles_estimate_bit_for_bit():
         assert np.all(knee[k : k + 1 + cy.SETTLE_SAMPLES] == knee[k - 1]), k
 
 
+@pytest.mark.slow
 def test_the_controller_procedure_is_the_controllers_run(tmp_path):
     """The controller's cycle on the bench against the controller's own run on the same
     simulated leg from the same pose: the same tracking errors and peak currents over RUN

@@ -158,6 +158,7 @@ def test_out_calls_allocate_no_array():
     assert _peak_bytes(dyn.energy, q, v, out=e) < threshold
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", MECHANISMS)
 def test_the_fast_paths_give_the_general_paths_values(build):
     """Joints about ±x/±y/±z with no origin rotation take the kernels' fast paths

@@ -92,6 +92,7 @@ print("epil" in cres.library.get_llvm_str())  # LLVM's remainder loop of a runti
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep, unrolled", [("0", "False"), ("1", "True")])
 def test_loops_over_the_joints_are_not_unrolled_at_run_time(keep, unrolled):
     """Importing exo_rt.jit turns LLVM's runtime unrolling off (a loop over 2–12 joints gains

@@ -110,6 +110,7 @@ def _paths(obj, prefix=()):
         yield from _paths(v, (*prefix, k))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(seed=st.integers(0, 2**16), data=st.data())
 def test_wrong_values_in_yaml_raise_only_exo_errors(tmp_path, seed, data):

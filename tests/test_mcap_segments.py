@@ -35,6 +35,7 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_each_file_holds_its_stretch_and_together_the_whole_run(run):
     files = segments(run)
     records, _ = read_cycle_log(run / "cycles.exolog")

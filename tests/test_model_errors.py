@@ -308,6 +308,7 @@ URDF_WARNINGS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("suffix", "case", "text", "key", "words"),
                          [(".yaml", *c) for c in YAML_WARNINGS]
                          + [(".urdf", *c) for c in URDF_WARNINGS],

@@ -70,6 +70,7 @@ def recorded(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_one_cycle_four_users(recorded):
     """The same recorded measurement stream into the cycle as each user builds it —
     replay, the bench, model-in-the-loop — run by the one compiled cycle on a rig made of

@@ -139,6 +139,7 @@ def test_locked_output_reproduces_the_catalogue_torque_twist_curve():
         assert slope == pytest.approx(k, rel=0.01), f"slope {slope:.5g} vs catalogue {k:.5g}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hysteresis", [True, False])
 def test_hysteresis_loop_area(hysteresis):
     """A ±24 N·m loading cycle from rest back to rest: ∮T dΔ ≈ 4·H·Δ_max with hysteresis,
@@ -246,6 +247,7 @@ def _driven(mech, substeps: int) -> np.ndarray:
     return log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("friction", [False, True])
 def test_default_substeps_against_converged_solution(leg, friction):
     """The default sub-steps against 100 per period: the error budget behind the choice (with

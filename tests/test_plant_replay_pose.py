@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from exo_rt.record.replay import replay_plant
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +35,7 @@ def _run(tmp_path: Path, *extra: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_plant_replay_of_a_stand_up_from_sitting_agrees(tmp_path):
     """A stand-up from sitting (``--start-pose 0.9 1.3``: the crutch demo's first move,
     5.9 s in all): the plant replayed under the recorded commands follows the recorded

@@ -340,6 +340,7 @@ def test_bus_keys_belong_to_their_family(tmp_path):
         load_buses(path, ROBOT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 @settings(max_examples=200, deadline=None)
 @given(frames=frames)

@@ -36,6 +36,7 @@ def recorded(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_controller_replay_gives_identical_commands(recorded):
     r = replay(recorded, "controller")
     assert r["max_abs_command_diff_A"] == 0.0 and r["first_diff_cycle"] is None
@@ -70,6 +71,7 @@ def test_plant_replay_predicts_the_measurements(recorded):
     assert bad["first_diff_cycle"] is not None
 
 
+@pytest.mark.slow
 def test_closed_loop_replay_reruns_the_scenario(recorded):
     r = replay(recorded, "closed-loop")
     assert r["final_state"] == r["recorded_final_state"] == "SHUTDOWN"
@@ -98,6 +100,7 @@ def test_a_bare_can_log_replays(recorded):
         assert j["rms_error_deg"] <= 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", [".asc", ".log"])
 def test_other_can_log_formats(tmp_path, fmt):
     ctl = Controller(load_top(CONFIG), "sim")
@@ -106,6 +109,7 @@ def test_other_can_log_formats(tmp_path, fmt):
     assert sum(1 for _ in can.LogReader(str(tmp_path / "r" / f"can{fmt}"))) > 1000
 
 
+@pytest.mark.slow
 def test_a_run_folder_given_again_holds_the_new_run_whole(tmp_path):
     """`--out DIR` a second time: every file of the run, run.mcap included, is the new run's
     (run.mcap was once refused as "File exists" while the rest was replaced)."""
@@ -121,6 +125,7 @@ def test_a_run_folder_given_again_holds_the_new_run_whole(tmp_path):
     assert len(records) == len(logged) == result.summary["cycles"]
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-RECORD-LOST")
 def test_kill_minus_nine_loses_at_most_100_ms(tmp_path):
     """The control process killed: the recording process, on its own, drains every record it
@@ -225,6 +230,7 @@ def test_a_full_disk_is_an_event_not_a_crash(tmp_path):
     frames.release()
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-RECORD-LOST")
 def test_the_run_goes_on_when_the_recording_process_dies(tmp_path):
     """The recording process killed mid-run: the loop never waits for it, the run ends
@@ -249,6 +255,7 @@ def test_the_run_goes_on_when_the_recording_process_dies(tmp_path):
     assert "recording_stopped" in events
 
 
+@pytest.mark.slow
 def test_a_recording_process_started_ahead_is_adopted_and_an_unused_one_ends(tmp_path):
     """`exo-rt run` starts its recording process ahead (it imports while the controller
     starts): the run's Recording adopts that very process and records everything; a process

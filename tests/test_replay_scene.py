@@ -49,6 +49,7 @@ def _feet(tf: list[tuple[int, dict]]) -> dict[int, np.ndarray]:
                           for side in ("left", "right")]) for ns, m in tf}
 
 
+@pytest.mark.slow
 def test_replay_tf_composes_to_the_replayed_joints(replayed):
     """replay-plant.mcap: one /tf per replayed cycle at its /joints' log time; at 100 of them
     each foot composed from /tf equals exo-rt's forward kinematics of the replay's own q to

@@ -65,6 +65,7 @@ def _error_line(err: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the snapshot
+@pytest.mark.slow
 def test_a_run_keeps_its_configs_and_runs_again_from_them(recorded, tmp_path):
     run, configs = recorded
     doc = json.loads((run / "config-snapshot.json").read_text())
@@ -124,6 +125,7 @@ def test_every_shipped_config_loads_the_same_from_its_copy(tmp_path, name):
     assert snapshot.differences(recorded, given) == []
 
 
+@pytest.mark.slow
 def test_replay_uses_the_recorded_configs_not_the_edited_ones(recorded, capsys):
     run, configs = recorded
     module = configs / MODULE

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,6 +21,7 @@ def _readme_inject_example() -> str:
     return m.group(1)
 
 
+@pytest.mark.slow
 def test_the_readmes_inject_example_fires_while_walking(tmp_path):
     """``--inject KIND:JOINT@T+D`` counts T from the start of RUN: the README's example ends
     SAFE in RUN, with the tracking figures of the gait walked before it (not nan / 0)."""
@@ -89,6 +92,7 @@ def test_summary_names_each_phase_and_the_start_up_parts():
                - up["process_to_ready"]) < 2e-3  # (each rounded to 1 ms)
 
 
+@pytest.mark.slow
 def test_a_live_run_waits_for_its_viewer_and_goes_at_wall_clock_pace(tmp_path):
     """``--live``: the run waits (``--live-wait``) until a Foxglove client subscribes, then the
     lockstep simulation goes at the wall clock's pace — its wall time at least its simulated

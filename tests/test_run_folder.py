@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import can
+import pytest
 from mcap.reader import make_reader
 
 from exo_rt.bus import cia402 as c
@@ -65,6 +66,7 @@ def _no_flood(stderr: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_live_runs_folder_is_refused(tmp_path):
     out = tmp_path / "r"
     first = subprocess.Popen([*RUN, "--duration", "5", "--out", str(out)], cwd=ROOT,
@@ -98,6 +100,7 @@ def test_a_full_disk_at_start_stops_the_recording_not_the_run(tmp_path):
     assert not (out / "cycles.exolog").exists() and not (out / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_a_disk_full_mid_run_stops_the_recording_not_the_run(tmp_path):
     out = tmp_path / "r"
     # above the shared-memory rings (5.1 MB), reached by run.mcap before the session's end
@@ -131,6 +134,7 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_a_power_loss_loses_at_most_a_second(tmp_path):
     """Every process of the run killed at once (the recording process first, each in its own
     session): the cycle log is the reference — the recording process appends what the loop

@@ -169,6 +169,7 @@ def _replay(run: Path, mode: str = "controller") -> subprocess.CompletedProcess:
     return _exo_rt("replay", run, "--mode", mode)
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-EVENTS-LOST")
 def test_a_finished_runs_events_are_whole_and_counted(finished):
     events = _lines(finished / "events.jsonl")
@@ -178,6 +179,7 @@ def test_a_finished_runs_events_are_whole_and_counted(finished):
     assert sum(e["event"] == "request" and e["request"] == "speed" for e in events) == 10
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-EVENTS-LOST")
 def test_a_cut_or_damaged_events_file_is_named_with_its_line(finished, tmp_path):
     run = _copy(finished, tmp_path / "cut")
@@ -227,6 +229,7 @@ def _events_file(tmp_path: Path, data: bytes) -> Path:
                                "cycle": st.integers(-2, 10**6) | st.floats()}),
     ), max_size=6).map(lambda evs: "".join(json.dumps(e) + "\n" for e in evs).encode())),
     done=st.booleans(), cut=st.integers(0, 50))
+@pytest.mark.slow
 def test_damaged_events_give_one_error_never_a_raw_exception(tmp_path, data, done, cut):
     """Fuzzed events.jsonl (bytes, or JSON lines of the wrong kinds, cut anywhere): the loader
     returns the requests or raises LogError naming the file — never TypeError, KeyError,
@@ -330,6 +333,7 @@ def test_a_cut_run_without_marks_is_an_error_not_inf(finished, tmp_path):
 
 
 # ----------------------------------------------------------------------------- symlinks
+@pytest.mark.slow
 @pytest.mark.hazard("H-SYMLINK-WRITE")
 def test_no_command_writes_through_a_symlink_in_a_run_folder(finished, tmp_path):
     """cycles.csv, report.txt, a plot and replay-plant.json planted as links to files outside
@@ -352,6 +356,7 @@ def test_no_command_writes_through_a_symlink_in_a_run_folder(finished, tmp_path)
 
 
 # ----------------------------------------------------------------------------- the snapshot
+@pytest.mark.slow
 def test_a_deleted_snapshot_with_the_configs_copy_there_is_named(finished, tmp_path):
     run = _copy(finished, tmp_path / "nosnap")
     (run / "config-snapshot.json").unlink()

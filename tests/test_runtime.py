@@ -198,6 +198,7 @@ def test_the_session_homes_to_standing_from_random_postures():
     (["--controller", "computed_torq"], "did you mean 'computed_torque'"),
     (["--inject", "explode@1.0"], "unknown fault kind"),
 ])
+@pytest.mark.slow
 def test_bad_run_arguments_give_one_clear_message(tmp_path, args, words):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.1",
                           "--out", str(tmp_path / "r"), *args],

@@ -59,6 +59,7 @@ def _compose(transforms: list[dict], root: str, frame: str) -> tuple[np.ndarray,
     return pos, rot
 
 
+@pytest.mark.slow
 def test_tf_composes_to_forward_kinematics(two_leg_run):
     """At 100 recorded cycles, each foot's frame composed from /tf (pelvis → thigh → shank →
     foot) equals exo-rt's forward kinematics of the recorded q to 1e-9 m; /tf has one message

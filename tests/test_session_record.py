@@ -53,6 +53,7 @@ def _events(run: Path) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- run.mcap
+@pytest.mark.slow
 def test_run_mcap_holds_every_session_event_at_its_cycles_time(session_run):
     from mcap.reader import make_reader
 

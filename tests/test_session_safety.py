@@ -65,6 +65,7 @@ def _write(tmp_path, name, text) -> Path:
 # ---------------------------------------------------------------- 1. a pending HOME
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-HOME-PENDING")
 @pytest.mark.parametrize("case", ["walk", "stand_up", "sit_down"])
 def test_a_pending_home_confirmed_later_cuts_nothing(tmp_path, case):
@@ -146,6 +147,7 @@ def test_a_wearer_faster_than_the_knee_is_refused_at_load(tmp_path):
     assert "fast.yaml:4" in text and "speed.max" in text and "rad/s of speed" in text, text
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-WALK-FAST")
 def test_a_walk_beyond_the_hip_is_refused_and_the_edge_walk_tracks(tmp_path):
     """Closed loop: at the shipped wearer's fastest speed (0.6 m/s), the walk tracks without
@@ -256,6 +258,7 @@ def test_stop_wins_over_go_in_the_same_frame(tmp_path):
     assert np.all(ctl.log["qd_ref"][ctl.log["state"] == 4] == 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-GO-CHATTER")
 @pytest.mark.parametrize("period_ms", [1, 20, 40])
 def test_go_chatter_never_reaches_the_move(tmp_path, period_ms):
@@ -289,6 +292,7 @@ def test_go_chatter_never_reaches_the_move(tmp_path, period_ms):
     assert moved < 1e-9  # (frozen all through the chatter)
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-FROZEN-MOVE")
 def test_a_frozen_move_ends_by_itself_and_the_run_ends(tmp_path):
     """Standing up, GO released half-way and never pressed again: after the activities'
@@ -331,6 +335,7 @@ def test_a_run_never_ends_in_run(tmp_path, monkeypatch):
     assert fin[-1]["posture"] == "sitting"  # (the frozen move ended: back where it began)
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-FROZEN-MOVE")
 def test_a_session_that_cannot_end_is_stopped_smoothly(tmp_path, monkeypatch):
     """The last resort: a session whose machine cannot end it (here: END refused by a

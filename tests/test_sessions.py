@@ -34,6 +34,7 @@ def _finished(ctl, motion):
     return [e for e in ctl.events if e["event"] == "finished" and e.get("motion") == motion]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["exo_leg.yaml", "exo_2leg.yaml"])
 def test_a_whole_session_on_the_crutch_buttons(tmp_path, config):
     """Sit → stand up (GO released half-way: frozen, pressed: resumed) → stand 5 s → walk at
@@ -85,6 +86,7 @@ def test_a_whole_session_on_the_crutch_buttons(tmp_path, config):
     assert np.all(log["derate"] == 1.0) and log["winding"][:, 0].max() > 60.0
 
 
+@pytest.mark.slow
 def test_sitting_down_from_the_crutch(tmp_path):
     """Standing: NEXT selects sitting down, GO held sits down, released once sitting."""
     ctl, res = run_session(tmp_path, [{"request": "end", "at": SIT_DOWN_S}], plan=SIT_DOWN,
@@ -99,6 +101,7 @@ def test_sitting_down_from_the_crutch(tmp_path):
     assert ctl.log["derate"][:, 0].min() < 1.0 and ctl.log["winding"][:, 0].max() < 110.0
 
 
+@pytest.mark.slow
 def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_path):
     """Fourteen requests the machine must refuse, each answered in the cycle it came with its
     reason, and the reference bit for bit that of the same session without them."""
@@ -141,6 +144,7 @@ def test_forbidden_requests_are_refused_and_leave_the_reference_unchanged(tmp_pa
     assert ctl.log["qd_ref"].tobytes() == ref.log["qd_ref"].tobytes()
 
 
+@pytest.mark.slow
 def test_a_start_in_no_named_posture_accepts_only_home(tmp_path):
     steps = [{"request": "start", "motion": "walk", "at": 0.0},
              {"request": "start", "motion": "stand_up", "at": 0.0},
@@ -165,6 +169,7 @@ def test_a_start_in_no_named_posture_accepts_only_home(tmp_path):
     assert 0.15 < peak <= 0.2 + 1e-9  # rad/s: homing is slow (max_speed 0.2)
 
 
+@pytest.mark.slow
 def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path):
     steps = [{"request": "start", "motion": "walk", "at": 0.0},
              {"request": "end", "at": 8.0}]
@@ -179,6 +184,7 @@ def test_silent_buttons_stop_the_walk_at_the_stride_end_not_safe(tmp_path):
     assert walk["posture"] == "standing" and (walk["cycle"] - stop["cycle"]) * DT <= period
 
 
+@pytest.mark.slow
 def test_the_estop_mid_walk_goes_safe_within_3_cycles(tmp_path):
     steps = [{"request": "start", "motion": "walk", "at": 0.0},
              {"request": "end", "at": 6.0}]
@@ -216,6 +222,7 @@ def _console_keys(ctl_box, w, done):
     os.close(w)
 
 
+@pytest.mark.slow
 def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
     script = [{"request": "start", "motion": "walk", "at": 0.0},
               {"request": "stop", "after": "accepted", "wait": 3.0},
@@ -240,6 +247,7 @@ def test_the_console_and_a_script_give_the_same_session(tmp_path, monkeypatch):
     assert sequence(ctl_c) == sequence(ctl_s)
 
 
+@pytest.mark.slow
 def test_controller_replay_of_a_button_session_is_bit_identical(tmp_path):
     plan = [(0.5, "click", "go"), (5.0, "click", "mode"), (7.0, "click", "stop")]
     ctl, res = run_session(tmp_path, [{"request": "end", "at": 12.0}], plan=plan,
@@ -251,6 +259,7 @@ def test_controller_replay_of_a_button_session_is_bit_identical(tmp_path):
     assert out["max_abs_command_diff_A"] == 0.0 and out["first_diff_cycle"] is None
 
 
+@pytest.mark.slow
 def test_the_board_frames_carry_the_machines_answers(tmp_path):
     """What the crutch's display gets: an ANSWER per request, FINISHED at the end, MENUs
     with the posture, the possible motions and the step count."""
@@ -284,6 +293,7 @@ def _events(folder) -> list[dict]:
     return [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_the_docs_session_commands_run(tmp_path):
     """docs/sessions.md's commands as typed: a wearer profile on the two-leg exoskeleton, the
     console (its END key); the shipped buttons' session, with no flag, is
@@ -298,6 +308,7 @@ def test_the_docs_session_commands_run(tmp_path):
     assert end["source"] == "console" and end["answer"] == "accepted"
 
 
+@pytest.mark.slow
 def test_a_stalled_script_is_named_with_its_line(tmp_path):
     script = tmp_path / "stall.yaml"
     script.write_text("steps:\n  - {request: start, motion: stand_up, at: 0.0}\n"

@@ -32,6 +32,7 @@ def sweep(tmp_path_factory):
                      out=out, status=False), out
 
 
+@pytest.mark.slow
 def test_the_best_point_beats_or_equals_the_shipped_gains(sweep):
     s, out = sweep
     assert len(s.points) == 9 and len(s.tasks) == 18  # the shipped gains are the grid's 1×1
@@ -72,6 +73,7 @@ def test_the_snippet_is_the_best_point_as_a_controller_file(sweep, tmp_path):
                                                                           rel=1e-4)
 
 
+@pytest.mark.slow
 def test_sweep_command_with_wearers(tmp_path):
     wearers = tmp_path / "wearers.yaml"
     wearers.write_text("wearers:\n  - {name: light, mass: 55}\n"

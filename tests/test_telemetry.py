@@ -102,6 +102,7 @@ def live_run(tmp_path_factory):
     return out, got
 
 
+@pytest.mark.slow
 def test_live_stream_is_decoded_at_100_hz_or_more_of_simulated_time(live_run):
     out, got = live_run
     msgs = got["joints"]
@@ -233,6 +234,7 @@ def _num(x):
     return np.nan if x is None else x
 
 
+@pytest.mark.slow
 def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     out, _ = live_run
     summary, meta, by_topic = _read_mcap(out / "run.mcap")
@@ -299,6 +301,7 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
     assert set(props["winding"]["properties"]) == set(names)
 
 
+@pytest.mark.slow
 def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_path):
     from exo_rt.record.mcap_log import read_mcap
     from exo_rt.record.replay import load_run
@@ -409,6 +412,7 @@ def test_the_shipped_layout_is_the_default_runs():
             assert f"/assistance.{f}.{n}" in paths(shipped)
 
 
+@pytest.mark.slow
 def test_a_live_port_in_use_stops_the_start(tmp_path):
     """Asked for, the live view must be there: a port in use stops the run before bring-up."""
     import socket

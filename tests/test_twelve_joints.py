@@ -119,6 +119,7 @@ MAX_ERROR_HELD_DEG = 0.02
 MAX_CURRENT_A = 19.5
 
 
+@pytest.mark.slow
 def test_a_lockstep_stride_ends_shutdown_within_its_measured_errors(top, tmp_path):
     from exo_rt.record.recorder import read_cycle_log
     from exo_rt.runtime.controller import Controller

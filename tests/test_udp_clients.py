@@ -144,6 +144,7 @@ def test_a_held_up_simulation_answers_the_newest_of_its_waiting_syncs_only():
     assert f"{2 * len(NODES)} TPDOs superseded" in err, err
 
 
+@pytest.mark.slow
 def test_drives_take_sched_fifo_themselves_and_say_so():
     """Started by hand: SCHED_FIFO 70 (10 below the control thread's default 80), said in a
     set-up line; ``--fifo 0`` leaves the scheduling as started."""

@@ -101,6 +101,7 @@ def test_a_walker_needs_the_exoskeleton_alone_and_no_second_wearer(leg):
                 duration=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("law", ["transparent", "passive"])
 def test_the_leg_follows_the_walkers_own_gait_at_three_cadences(steady, law):
     """RMS of the true joint angle against the walker's own reference (deg, hip and knee),
@@ -129,6 +130,7 @@ def test_the_wearers_effort_is_larger_under_passive_than_transparent(steady):
         assert np.all(pa > 1.1 * t), (p, t, pa)
 
 
+@pytest.mark.slow
 def test_the_leg_follows_cadence_steps_of_20_percent(leg):
     """Three strides at each period, then +20 %, then −20 % of the first (passive: the
     controller's clock plays no part). RMS (deg, hip/knee) measured 6.82/7.45 (0.9 s start),

@@ -181,6 +181,7 @@ def test_a_registered_plant_model_warms_without_an_entry_of_its_own(tmp_path, mo
         plants.unregister("fresh_gear_warmup")
 
 
+@pytest.mark.slow
 def test_workers_started_ahead_serve_the_warm_up(tmp_path, monkeypatch):
     """On a cold cache `exo-rt run` starts the compile workers first thing; the warm-up then
     uses them (its context sent on first use), and a warm cache starts none."""

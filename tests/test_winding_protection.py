@@ -49,6 +49,7 @@ def _independent(row, t, current, ambient):
     return sol.y[0]
 
 
+@pytest.mark.slow
 def test_a_continuous_overload_derates_then_stops_safe_at_the_winding_limit(exo_leg, exo_leg_alone):
     """A wearer holds the leg stiffly away from the PID's reference on a hot day (40 °C):
     the drives push at their limit, the windings pass the warning level and the limit

@@ -51,6 +51,7 @@ def test_standing_a_minute_on_the_drives(robot):
     assert f.pelvis_drift < 1e-2
 
 
+@pytest.mark.slow
 def test_body_weight_support_takes_its_share(robot):
     """With 30 % support the reaction falls by 30 % ± 1 %; without it, it is the weight — the
     check tells the two apart."""
@@ -153,6 +154,7 @@ def test_room_keys_need_the_world_plant(robot):
         plants.create("world", robot, room={"scene": "moon"})
 
 
+@pytest.mark.slow
 def test_the_drives_command_takes_the_room():
     """``exo-rt drives --room`` (set by exo-rt run for the real-time simulation): a JSON
     object of the simulation section's room keys that the plant model can take, else one
@@ -186,6 +188,7 @@ def test_room_keys_without_a_room_are_refused_at_load(tmp_path):
     assert f"{top}:4" in str(e.value) and "plant: world" in str(e.value)
 
 
+@pytest.mark.slow
 def test_drives_off_in_mid_stance_of_a_walk():
     """The sized exoskeleton walking the flat-foot gait at 0.4 m/s on the room of
     configs/exo_2leg_world.yaml (half the weight on the harness, the ankles in orthoses), held

@@ -71,6 +71,7 @@ def test_registered_with_rotors_as_bodies_and_no_armature(robot):
         WorldPlant(robot, scene="moon")
 
 
+@pytest.mark.slow
 def test_reproduces_harmonic_drive_for_the_same_currents(robot):
     """3 s of sine currents from a raised posture: the joints agree to ≤ 0.05° RMS (measured:
     ~1e-12°, the rounding of two M and h that agree to 1e-13)."""

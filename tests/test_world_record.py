@@ -78,6 +78,7 @@ def standing(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_world_run_records_the_pelvis_and_the_ground_reactions(standing):
     """run.mcap's /world holds every cycle's truth; standing, the feet's vertical reactions
     add up to the whole weight (1 %) — not the exoskeleton's alone: the check tells them
@@ -123,6 +124,7 @@ def test_a_world_run_records_the_pelvis_and_the_ground_reactions(standing):
     assert report["mcap_messages"]["/world"] == len(records) and not report["errors"]
 
 
+@pytest.mark.slow
 def test_the_test_stand_records_no_world(tmp_path):
     """The world plant on the test stand (and every other plant, and real buses) has no
     truth to record: no /world, no world in the header, the pelvis at rest in /tf."""
