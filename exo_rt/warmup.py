@@ -257,6 +257,14 @@ def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
     return results
 
 
+def for_run(top, bus_spec: str, realtime: bool) -> None:
+    """:func:`ensure` of what a run on ``bus_spec`` needs (the controller's ``compile_ahead``
+    for ``exo-rt run``): a real bus's (or the simulation's own process's) I/O, else the
+    simulated leg's plant, and the I/O for real time."""
+    ensure(top, REAL_BUS_GROUPS if ":" in str(bus_spec)
+           else RUN_GROUPS + (("io",) if realtime else ()))
+
+
 def ensure(top=None, groups: Iterable[str] = RUN_GROUPS, *, stream=None) -> None:
     """Before a run: on a cold cache warm the groups' components up now, in parallel (a file
     lookup on a warm one); kernels compiled later are reported (EXO_RT_WARMUP=0: all)."""

@@ -132,8 +132,11 @@ def handle(args: argparse.Namespace) -> int:
     # the run folder, taken before anything starts (one held by a live run: refused here)
     out = Path(args.out) if args.out else _new_run_folder(runs_root(config) / top.runs_dir)
     runfolder.claim(out)
+    from exo_rt import warmup
+
     ctl = Controller(top, bus, realtime=args.realtime, injections=injections,
                      start_pose=start_pose,
+                     compile_ahead=lambda: warmup.for_run(top, bus, args.realtime),
                      status=not args.console, rt_setup=not args.no_rt_setup, board=args.board,
                      live=args.live, live_remote=args.live_remote,
                      live_wait=_live_wait(args, bus),

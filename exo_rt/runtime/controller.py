@@ -85,10 +85,9 @@ class Controller:
         self.helper_cpus = other_cpus(self.rt_cpu)
         if rig is None:
             check_specs(top, bus_spec)  # a misspelt interface: said now, not after a compile
-            from exo_rt import warmup  # a cold numba cache: compile in parallel, with progress
             t0 = time.monotonic()
-            warmup.ensure(top, warmup.REAL_BUS_GROUPS if ":" in str(bus_spec)
-                          else warmup.RUN_GROUPS + (("io",) if o.realtime else ()))
+            if o.compile_ahead is not None:  # a cold numba cache: compiled now, with progress
+                o.compile_ahead()
             self.times["compile"] = time.monotonic() - t0  # compiling (or loading) kernels
             processes.start_requested()  # helpers asked for ahead (the recording's)
             rig = open_rig(top, bus_spec, o, cpus=self.helper_cpus)

@@ -40,3 +40,6 @@ class RunOptions:
     # crutch plan on the emulated board, exo_rt.sim.crutch; a test's own)
     abort: Callable[[], bool] | None = None  # asked every cycle: True stops the run at once,
     # as ctrl-C does (the bench's abort key)
+    compile_ahead: Callable[[], None] | None = None  # called before the buses open: compile
+    # the run's kernels ahead, in parallel with progress (exo-rt run: exo_rt.warmup.for_run);
+    # None: each kernel compiles (or loads from the cache) when first called
