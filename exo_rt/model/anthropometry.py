@@ -44,8 +44,8 @@ UPPER_BODY = {
     "female": {"head": 0.0668, "trunk": 0.4257, "upper_arm": 0.0255, "forearm": 0.0138,
                "hand": 0.0056},
 }
-HEIGHT_RANGE = (1.2, 2.2)  # m: the tables are for adults
-MASS_RANGE = (30.0, 200.0)  # kg
+# the statures and masses these tables hold for (adults): exo_rt.schema.wearer.HEIGHT_RANGE and
+# MASS_RANGE, which the wearer's and the robot's schemas check
 
 
 def upper_body_fraction(sex: str) -> float:

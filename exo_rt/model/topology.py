@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exo_rt.errors import ModelError, ModelWarning, Where
+from exo_rt.schema.robot import JOINT_TYPES
 from exo_rt.yamlio import did_you_mean as _did_you_mean
-
-JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 
 
 @dataclass

@@ -19,13 +19,13 @@ from exo_rt.errors import ModelError, ModelWarning, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import inertia_matrix, to_float, to_vector
 from exo_rt.model.topology import (
-    JOINT_TYPES,
     JointSpec,
     LinkSpec,
     _did_you_mean,
     build_mechanism,
     rpy_matrix,
 )
+from exo_rt.schema.robot import JOINT_TYPES
 from exo_rt.yamlio import check_size
 
 

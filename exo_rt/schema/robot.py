@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 
-from exo_rt.model.anthropometry import HEIGHT_RANGE, MASS_RANGE
-from exo_rt.model.topology import JOINT_TYPES
 from exo_rt.schema.core import (
     REQUIRED,
     AnyOf,
@@ -27,7 +25,7 @@ from exo_rt.schema.core import (
     key,
     section,
 )
-from exo_rt.schema.wearer import Speed
+from exo_rt.schema.wearer import HEIGHT_RANGE, MASS_RANGE, Speed
 
 NUMBER = Num()
 RATING_FIX = "give the catalogue's value (> 0, SI), or leave the key out when it is not known"
@@ -35,6 +33,7 @@ SAFE_REACTIONS = ("none", "brake", "friction", "short_circuit")
 MASS = Num(ge=0)
 MAGNITUDE = Num(ge=0, inf=True)
 ZERO = (0.0, 0.0, 0.0)
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")  # URDF's, less floating, planar
 
 
 @section("origin")

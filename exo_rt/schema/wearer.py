@@ -8,7 +8,6 @@ schema of their sections and what :class:`exo_rt.session.wearer.Wearer` holds.""
 
 from __future__ import annotations
 
-from exo_rt.model.anthropometry import HEIGHT_RANGE, MASS_RANGE
 from exo_rt.schema.core import (
     REQUIRED,
     Choice,
@@ -21,6 +20,10 @@ from exo_rt.schema.core import (
     section,
 )
 
+# the statures and masses the anthropometric tables hold for (exo_rt.model.anthropometry, de
+# Leva 1996: adults)
+HEIGHT_RANGE = (1.2, 2.2)  # m
+MASS_RANGE = (30.0, 200.0)  # kg
 SPEED = Num(gt=0, le=3.0)  # m/s: walking (a person runs above ≈ 2.5 m/s)
 LEVEL = Num(ge=0, le=1)
 
