@@ -29,9 +29,9 @@ import tty
 from collections import deque
 from collections.abc import Iterable
 
-from exo_rt.session.requests import BUTTON_PERIOD_S, BUTTONS
 from firmware_bridge import protocol as p
 from firmware_bridge import ttyio
+from firmware_bridge.requests import BUTTON_PERIOD_S, BUTTONS
 
 BUTTON_BITS = {name: bit for bit, name in BUTTONS.items()}
 RECORDS = 10_000  # ANSWER / MENU frames and button changes kept (the oldest go first)

@@ -110,7 +110,7 @@ class BoardLink:
 
     @property
     def buttons(self) -> int:
-        """The crutch's buttons held now (``exo_rt.session.requests.B_*`` bits; 0 before any
+        """The crutch's buttons held now (``firmware_bridge.requests.B_*`` bits; 0 before any
         BUTTONS frame)."""
         return int(self._st[fd.D_BUTTONS])
 
@@ -168,7 +168,7 @@ class BoardLink:
     def send_answer(self, kind: int, answer: int, reason: int = 0,
                     motion_index: int | None = None) -> None:
         """An ANSWER to the board: the request's ``kind``, ``answer``, ``reason`` (codes of
-        :mod:`exo_rt.session.requests`) and the motion's index in the activities file (None:
+        :mod:`firmware_bridge.requests`) and the motion's index in the activities file (None:
         none). Out-of-range values raise ValueError (naming the field)."""
         self._send(p.Answer(kind, answer, reason,
                             p.NO_INDEX if motion_index is None else motion_index))

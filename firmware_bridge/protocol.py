@@ -26,7 +26,7 @@ Messages (payload layouts):
 | 0x85 BUTTONS | board → PC | held buttons u8 (``B_*`` bits), presses u16 (wrapping count) |
 
 The codes inside ANSWER, MENU and BUTTONS (request kinds, answers, reasons, button bits) are
-:mod:`exo_rt.session.requests`'. A decoder accepts a frame whose payload has its type's length
+:mod:`firmware_bridge.requests`'. A decoder accepts a frame whose payload has its type's length
 (and POWER's enable 0 or 1, MENU's level 0–100); any other is counted (``unknown_type``)
 and skipped.
 """
@@ -96,7 +96,7 @@ class Error:
 
 @dataclass(frozen=True)
 class Buttons:
-    """The crutch's buttons: ``mask`` those held now (``exo_rt.session.requests.B_*`` bits),
+    """The crutch's buttons: ``mask`` those held now (``firmware_bridge.requests.B_*`` bits),
     ``presses`` the presses of any button since the board started (wraps at 2¹⁶): a press and
     release between two frames still counts."""
 
@@ -106,7 +106,7 @@ class Buttons:
 
 @dataclass(frozen=True)
 class Answer:
-    """The PC's answer to a request (``exo_rt.session.requests`` codes): the request's
+    """The PC's answer to a request (``firmware_bridge.requests`` codes): the request's
     ``kind``, ``answer`` (accepted / rejected / finished), ``reason`` (rejected: why), the
     ``motion``'s index in the activities file (:data:`NO_INDEX`: none)."""
 

@@ -19,9 +19,9 @@ from cobs import cobs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exo_rt.session import requests as rq
 from firmware_bridge import fastdecode as fd
 from firmware_bridge import protocol as p
+from firmware_bridge import requests as rq
 from firmware_bridge.emulator import BoardEmulator, apply_command, button_mask
 from firmware_bridge.link import BoardLink
 from tests.test_firmware_bridge import C_DIR, _compile
@@ -120,7 +120,7 @@ def test_wrong_lengths_are_counted_everywhere(c_codec):
 
 
 def test_the_c_header_has_python_s_codes():
-    """Every code of exo_rt.session.requests the frames carry is in exo_bridge.h under its
+    """Every code of firmware_bridge.requests the frames carry is in exo_bridge.h under its
     name, with its value, and the header has no other (a code appended in Python and not in C
     fails here)."""
     header = (C_DIR / "exo_bridge.h").read_text()

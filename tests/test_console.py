@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from exo_rt.session import requests as rq
 from exo_rt.session.console import (
     EMPTY,
     HELP,
@@ -24,6 +23,7 @@ from exo_rt.session.console import (
     render,
     status_lines,
 )
+from firmware_bridge import requests as rq
 
 LOST_NOTE = ("console input lost: end of input — no key is heard any more; a walk stops at "
              "the end of its stride")

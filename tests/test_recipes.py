@@ -27,10 +27,10 @@ from exo_rt.model import load_mechanism
 from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.config import load_top
 from exo_rt.session import machine as activity_machine
-from exo_rt.session import requests as rq
 from exo_rt.session import session as sessions
-from exo_rt.session.requests import Request
 from exo_rt.sim import plants
+from firmware_bridge import requests as rq
+from firmware_bridge.requests import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -34,8 +34,8 @@ from exo_rt.runtime.layout import (
     V_QDR,
     V_QR,
 )
-from exo_rt.session import requests as rq
 from exo_rt.session import session as sessions
+from firmware_bridge import requests as rq
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 0.05  # rad/s per cycle

@@ -30,8 +30,8 @@ from exo_rt.runtime.layout import (
     V_SEG_FROM,
     V_SEG_TO,
 )
-from exo_rt.session import requests as rq
 from exo_rt.session import session as sessions
+from firmware_bridge import requests as rq
 
 ROOT = Path(__file__).resolve().parents[1]
 SITTING = [0.9, 1.3]

@@ -13,10 +13,10 @@ import pytest
 
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
-from exo_rt.session import requests as rq
 from exo_rt.session.activities import default_path as activities_path
 from exo_rt.session.activities import load_activities
 from exo_rt.session.script import EMPTY, ScriptSource, default_path, load_session
+from firmware_bridge import requests as rq
 
 ROOT = Path(__file__).resolve().parents[1]
 DT = 0.001  # s: the control period (1 kHz)

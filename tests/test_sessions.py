@@ -16,10 +16,10 @@ from sessions_fixtures import Asks, requests, run_session, sequence
 
 from exo_rt.record.replay import replay
 from exo_rt.runtime.states import RUN
-from exo_rt.session import requests as rq
 from exo_rt.session.figures import session_figures
 from exo_rt.sim.crutch import SIT_DOWN, SIT_DOWN_S, WHOLE_SESSION, WHOLE_SESSION_S
 from firmware_bridge import protocol as p
+from firmware_bridge import requests as rq
 
 ROOT = Path(__file__).resolve().parents[1]
 SITTING = [0.9, 1.3]  # configs/activities/*.yaml's sitting, per leg

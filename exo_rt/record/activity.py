@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from exo_rt.session import requests as rq
+from firmware_bridge import requests as rq
 
 
 def summary(session) -> dict:

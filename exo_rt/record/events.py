@@ -110,7 +110,7 @@ def _damaged(path: Path, n: int, what: str) -> LogError:
 
 def _request(ev: dict, path: Path, n: int) -> dict:
     """A request event checked field by field (what replay asks again)."""
-    from exo_rt.session.requests import BY_NAME
+    from firmware_bridge.requests import BY_NAME
 
     kind = ev.get("request")
     if not isinstance(kind, str) or kind not in BY_NAME:

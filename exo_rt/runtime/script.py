@@ -63,7 +63,7 @@ def begin_run(law_state: np.ndarray, session, heels: HeelStrikes, dt: float, k: 
 def _guard(sess, k: int) -> None:
     """The run's time is up: stop a walk (or cut what STOP may cut), end a frozen GO-held
     move now (its ``on_frozen``), END from a posture."""
-    from exo_rt.session import requests as rq
+    from firmware_bridge import requests as rq
 
     m = sess.machine
     if sess.guarded is None:

@@ -20,8 +20,8 @@ from exo_rt.schema.core import (
     key,
     section,
 )
-from exo_rt.session.requests import KINDS
 from exo_rt.yamlio import plain
+from firmware_bridge.requests import KINDS
 
 REQUESTS = tuple(KINDS.values())  # start, stop, go, go_release, speed, … (requests.KINDS)
 ANSWER_EVENTS = ("accepted", "finished", "rejected")

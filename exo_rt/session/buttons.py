@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 
-from exo_rt.session import requests as rq
-from exo_rt.session.requests import Request
 from exo_rt.session.roles import Sink, Source
+from firmware_bridge import requests as rq
+from firmware_bridge.requests import Request
 
 EMPTY: tuple = ()
 PRESS = ((rq.B_GO, rq.GO), (rq.B_STOP, rq.STOP), (rq.B_NEXT, rq.NEXT), (rq.B_PREV, rq.PREV),

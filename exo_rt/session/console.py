@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from exo_rt.session import requests as rq
+from firmware_bridge import requests as rq
 
 SPEED_STEP = 0.1  # m/s per + or −
 EMPTY: tuple = ()  # what poll returns when no key waits (shared: no allocation)

@@ -5,7 +5,7 @@ the wearer's range of motion), the largest speed and the largest acceleration of
 A motion is checked before it can begin — at load (each posture, move, homing, and each walk
 at the wearer's default, preset and extreme speeds) and at every request that changes it
 (a walk's speed or step length) — and one that would exceed a bound is refused with the
-reason :data:`exo_rt.session.requests.R_BEYOND_JOINTS`, naming the joint, the figure and the
+reason :data:`firmware_bridge.requests.R_BEYOND_JOINTS`, naming the joint, the figure and the
 bound. The figures are the cycle's own: a walk is traced by the compiled segment itself
 (:func:`trace`: the opening step, two strides, the closing step from either half-stride
 boundary, every cycle), a move by the closed forms of a minimum-jerk move (Flash & Hogan 1985:

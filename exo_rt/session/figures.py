@@ -23,7 +23,7 @@ import numpy as np
 
 from exo_rt.control import gait_speed
 from exo_rt.runtime.states import RUN
-from exo_rt.session import requests as rq
+from firmware_bridge import requests as rq
 
 
 def accepted(events, kind: str, motion: str | None = None) -> list[dict]:

@@ -4,7 +4,7 @@ may be asked of it now (docs/sessions.md has the graph).
 Postures (sitting, standing, …) are joined by motions (stand up, sit down, walk = opening
 step → strides → closing step, home), declared per robot in an activities file
 (:mod:`exo_rt.session.activities`). The machine is Python, event-driven, outside the compiled
-step: every request (:class:`~exo_rt.session.requests.Request`, whoever asked — the board's
+step: every request (:class:`~firmware_bridge.requests.Request`, whoever asked — the board's
 crutch buttons, the therapist's console, a session script) is answered at once, accepted or
 refused with a reason; an accepted one writes a new reference segment into the cycle data
 (:mod:`exo_rt.runtime.segment`), which the next cycle evaluates — continuous in position and
@@ -48,9 +48,9 @@ from exo_rt.runtime.layout import (
     V_SEG_FROM,
     V_SEG_TO,
 )
-from exo_rt.session import requests as rq
 from exo_rt.session.activities import HOME_CEILING, leg_of
-from exo_rt.session.requests import Answer, Request
+from firmware_bridge import requests as rq
+from firmware_bridge.requests import Answer, Request
 
 SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
 
@@ -460,7 +460,7 @@ class ActivityMachine:
                       extra={k: v for k, v in extra.items() if v is not None})
 
 
-# request kind (exo_rt.session.requests.KINDS) → the machine's handler: how each is answered
+# request kind (firmware_bridge.requests.KINDS) → the machine's handler: how each is answered
 # (docs/architecture.md, "Recipes": adding a request kind adds its entry here)
 HANDLERS: dict[int, Callable[[ActivityMachine, Request], Answer]] = {
     rq.START: ActivityMachine._start,

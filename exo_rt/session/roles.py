@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from exo_rt.session.requests import Answer, Request
+from firmware_bridge.requests import Answer, Request
 
 
 class Source(Protocol):

@@ -33,8 +33,8 @@ from exo_rt.schema.session import (
     MIN_STRIDE_S,
     SessionFile,
 )
-from exo_rt.session import requests as rq
 from exo_rt.yamlio import did_you_mean, read_yaml
+from firmware_bridge import requests as rq
 
 NEEDS_MOTION = (rq.START,)
 NEEDS_VALUE = (rq.SPEED, rq.STEP_LENGTH, rq.LEVEL)
@@ -49,7 +49,7 @@ __all__ = ["EMPTY", "ScriptSource", "Session", "Step", "check_run_start", "check
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a script: the request (a code of :data:`exo_rt.session.requests.KINDS`,
+    """One step of a script: the request (a code of :data:`firmware_bridge.requests.KINDS`,
     its motion, value and legs) and when it is made."""
 
     kind: int

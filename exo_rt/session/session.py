@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from exo_rt.session import requests as rq
 from exo_rt.session.machine import ActivityMachine
-from exo_rt.session.requests import Answer, Request
 from exo_rt.session.roles import Listener, Sink, Source
+from firmware_bridge import requests as rq
+from firmware_bridge.requests import Answer, Request
 
 if TYPE_CHECKING:
     from exo_rt.session.activities import Activities

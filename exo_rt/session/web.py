@@ -33,9 +33,9 @@ import tempfile
 import threading
 import time
 
-from exo_rt.session import requests as rq
-from exo_rt.session.requests import Request
 from exo_rt.session.roles import Sink, Source
+from firmware_bridge import requests as rq
+from firmware_bridge.requests import Request
 
 EMPTY: tuple = ()
 SILENCE_S = rq.BUTTON_SILENCE_S  # s: a controlling page silent this long stops the walk

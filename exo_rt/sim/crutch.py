@@ -12,7 +12,7 @@ for ``what`` s), ``estop`` (``1`` pressed, ``0`` released; at the first cycle at
 
 from __future__ import annotations
 
-from exo_rt.session import requests as rq
+from firmware_bridge import requests as rq
 
 EMPTY: tuple = ()
 

@@ -39,7 +39,7 @@ void eb_decoder_init(eb_decoder *d);
 int eb_feed(eb_decoder *d, uint8_t byte, eb_frame *frame);
 
 /* ---- the session frames: the crutch's buttons, the PC's answers and the display's menu.
- * The codes are exo_rt/session/requests.py's (tests/test_board_buttons.py checks each one). */
+ * The codes are firmware_bridge/requests.py's (tests/test_board_buttons.py checks each one). */
 #define EB_ANSWER 0x04u  /* PC -> board */
 #define EB_MENU 0x05u    /* PC -> board */
 #define EB_BUTTONS 0x85u /* board -> PC, every EB_BUTTON_PERIOD_MS and at once on a change */
