@@ -32,9 +32,22 @@ from exo_rt.bus import protocols
 from exo_rt.bus.config import FAULT_KINDS, BusConfig, frame_bits
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
+from exo_rt.plugins import load_attr
 from exo_rt.schema.buses import FOREIGN_KINDS
 from exo_rt.sim import plants, world_truth
 from exo_rt.sim.plants import ST_I, ST_ON, ST_Q, ST_V, T_JOINT, T_ROTOR
+
+# the emulated drives the simulation registers for families of exo_rt.bus.protocols (name →
+# "module:Class", imported when a bus of that family opens), as python-can's interfaces are
+# named from above the bus they serve: the bus layer names nothing of the simulation. A family
+# not here names its own (Protocol.emulator).
+EMULATORS = {"cia402": "exo_rt.sim.drive_emulator:EmulatedDrive"}
+
+
+def emulator_class(family: protocols.Protocol) -> type:
+    """The emulated drive of a drive-protocol family: registered here, else the family's."""
+    ref = EMULATORS.get(family.name)
+    return load_attr(ref) if ref else family.emulator_class()
 
 
 @dataclass
@@ -74,7 +87,7 @@ class SimWorld:
         self.endpoints: dict[str, _Endpoint] = {}
         joint_to_tr = {tr.joint: n for n, tr in enumerate(robot.transmissions)}
         for bus in buses:  # each bus's family gives its emulated drive (the registry)
-            emulated = protocols.get(bus.protocol).emulator_class()
+            emulated = emulator_class(protocols.get(bus.protocol))
             drives = []
             for d in bus.drives:
                 drive = emulated.from_config(d, bus, dt)

@@ -8,7 +8,9 @@ A family (:class:`Protocol`) says, for its name:
   commands), ``send_sync``, ``collect`` (feedback into the preallocated ``position``,
   ``current`` and ``flags`` arrays), ``cycle``/``paced_cycle``;
 - ``emulator``: its emulated drive for the simulated bus (``"module:Class"``), built by
-  ``emulator_class().from_config(drive, bus, period)`` (:mod:`exo_rt.sim.simbus`);
+  ``emulator_class().from_config(drive, bus, period)`` (:mod:`exo_rt.sim.simbus`); empty for
+  a family whose emulated drive the simulation registers itself
+  (:data:`exo_rt.sim.simbus.EMULATORS`: CiA 402's);
 - its bus-file keys (``bus_keys``, ``drive_keys``) and how they are read (``parse_options``,
   ``parse_drive``, ``check``): :mod:`exo_rt.bus.config` asks the family, and keeps nothing of
   it;

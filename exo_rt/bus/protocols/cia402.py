@@ -1,8 +1,10 @@
 """CiA 402 drives (CANopen, cyclic synchronous torque) as a registered drive protocol.
 
-The host side is :class:`exo_rt.bus.drives.Drives`, the emulated drive
-:class:`exo_rt.sim.drive_emulator.EmulatedDrive`; what bring-up writes is read from the bus
-file by :mod:`exo_rt.bus.config` (EDS, PDO mapping, identity, units).
+The host side is :class:`exo_rt.bus.drives.Drives`; the emulated drive is the simulation's
+(:class:`exo_rt.sim.drive_emulator.EmulatedDrive`), which registers it from above
+(:data:`exo_rt.sim.simbus.EMULATORS`), so that the bus layer names nothing above it. What
+bring-up writes is read from the bus file by :mod:`exo_rt.bus.config` (EDS, PDO mapping,
+identity, units).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from exo_rt.bus.protocols import Protocol
 class CiA402(Protocol):
     name = "cia402"
     host = "exo_rt.bus.drives:Drives"
-    emulator = "exo_rt.sim.drive_emulator:EmulatedDrive"
+    emulator = ""  # the simulation's: exo_rt.sim.simbus.EMULATORS
     bus_keys = {"eds": False, "vendor_id": False, "product_code": False, "rpdo": False,
                 "tpdo": False, "transmission_type": False, "rated_current_object": False,
                 "rated_torque_object": False}
