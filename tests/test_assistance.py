@@ -115,6 +115,7 @@ def test_phase_profile_times_its_peak_and_tracks_its_profile(exo_leg_alone, prof
         assert abs(np.mean(late)) <= 0.02 and np.max(np.abs(late)) <= 0.03, late
 
 
+@pytest.mark.slow
 def test_full_assistance_saves_the_wearer_at_least_30_percent_of_their_hip_effort(
         profile_walks):
     def effort(r, true):

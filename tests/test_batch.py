@@ -137,6 +137,7 @@ def test_a_killed_batch_resumes_with_only_the_missing_sessions(archive, local_ta
     assert len(again.cached) == N_ALL and again.computed == []
 
 
+@pytest.mark.slow
 def test_a_changed_controller_is_replayed_again(archive, tmp_path):
     """The cache key holds the controller: a --controller replay is not the plain one's."""
     runs = [archive / "w0/day0/run00", archive / "w1/day1/run01"]

@@ -49,6 +49,7 @@ def test_lockstep_frames_sent_and_received_on_one_clock(run):
     assert len(np.unique(np.round(t, 6))) >= 0.9 * len(syncs)
 
 
+@pytest.mark.slow
 def test_lockstep_frames_line_up_with_the_cycles_in_mcap(run):
     """In run.mcap a cycle's SYNC (its command going out) comes one period after the row's log
     time at most: frames and rows on the same time base."""

@@ -201,6 +201,7 @@ def test_recording_json_counts_what_it_names(short_run):
     assert len(states) == len(recorded) + 3  # BOOT, CONFIGURE, SHUTDOWN: events.jsonl only
 
 
+@pytest.mark.slow
 def test_report_ranges_never_read_minus_zero(short_run):
     """A joint a hair below zero (−0.02°) prints as 0.0°, one at −0.06° as −0.1°."""
     from exo_rt.record.report import report

@@ -57,6 +57,7 @@ def test_each_file_holds_its_stretch_and_together_the_whole_run(run):
         assert np.array_equal(got[name], records[name], equal_nan=True), name
 
 
+@pytest.mark.slow
 def test_a_crash_cuts_the_last_file_and_recovery_makes_it_whole(run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("run.lock"))

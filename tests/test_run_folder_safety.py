@@ -319,6 +319,7 @@ def test_a_power_loss_keeps_the_events_and_replays_bit_for_bit(finished, tmp_pat
             or result["cycles"] == len(recs)
 
 
+@pytest.mark.slow
 @pytest.mark.hazard("H-EVENTS-LOST")
 def test_a_cut_run_without_marks_is_an_error_not_inf(finished, tmp_path):
     """A run that did not finish and whose events.jsonl holds no mark (killed before the first

@@ -91,6 +91,7 @@ def test_tf_composes_to_forward_kinematics(two_leg_run):
     assert len(heights) == 1 and 0.8 < heights.pop() < 1.0  # the pelvis above the floor
 
 
+@pytest.mark.slow
 def test_urdf_parses_with_pinocchio_and_agrees(two_leg_run):
     """The URDF on /robot_description parses with Pinocchio; its frames' placements at random
     q equal exo-rt's kinematics (every drawn body) to 1e-9."""
