@@ -77,8 +77,8 @@ def test_one_cycle_four_users(recorded):
     the recording: the commands the controller sent on the exoskeleton, bit for bit. (Each
     user makes its cycle with :func:`exo_rt.runtime.cycle.build`; one that built it
     otherwise — another estimator, filter, law, limit — would differ.)"""
-    from exo_rt.record.replay import open_run, replay_rig
     from exo_rt.runtime.controller import Controller
+    from exo_rt.runtime.replay import open_run, replay_rig
     from exo_rt.sim import mil
 
     run = open_run(recorded)
@@ -109,7 +109,7 @@ def test_every_drive_protocol_implements_the_host_interface():
 
     from exo_rt.bus import protocols
     from exo_rt.bus.host import HostDrives
-    from exo_rt.record.replay import RecordedDrives
+    from exo_rt.runtime.replay import RecordedDrives
 
     wanted = [name for name, _ in inspect.getmembers(HostDrives, inspect.isfunction)
               if not name.startswith("_")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from exo_rt.record.replay import replay_plant
+from exo_rt.runtime.replay import replay_plant
 
 ROOT = Path(__file__).resolve().parents[1]
 

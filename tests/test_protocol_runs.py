@@ -75,7 +75,7 @@ def test_every_applicable_injection_is_caught_within_three_cycles(family, spec):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_controller_replay_of_a_run_is_bit_identical(tmp_path, family):
-    from exo_rt.record.replay import replay, replay_can_log
+    from exo_rt.runtime.replay import replay, replay_can_log
 
     top, c, result = _run(family, 0.5, (), tmp_path / "run")
     assert result.summary["final_state"] == "SHUTDOWN"

@@ -19,9 +19,9 @@ import pytest
 from exo_rt.bus import cia402 as c
 from exo_rt.errors import LogError
 from exo_rt.record.recorder import read_cycle_log
-from exo_rt.record.replay import replay, replay_can_log, replay_plant
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
+from exo_rt.runtime.replay import replay, replay_can_log, replay_plant
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "exo_leg.yaml"

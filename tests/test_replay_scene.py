@@ -24,8 +24,8 @@ REACH = 1.0  # m: more than a leg's pelvis → foot (thigh 0.42 m, shank to the 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> Path:
     """A lockstep exo_2leg run, replayed in plant mode by the command with --no-mcap (no file),
-    then in plant and controller mode by exo_rt.record.replay.replay (its MCAP)."""
-    from exo_rt.record.replay import replay
+    then in plant and controller mode by exo_rt.runtime.replay.replay (its MCAP)."""
+    from exo_rt.runtime.replay import replay
 
     out = tmp_path_factory.mktemp("replay-scene") / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config",

@@ -249,7 +249,7 @@ def test_a_damaged_log_is_named_by_replay_and_report(recorded, tmp_path, capsys,
 
 
 def test_a_non_finite_difference_is_never_zero():
-    from exo_rt.record.replay import _command_diff, _errors
+    from exo_rt.runtime.replay import _command_diff, _errors
 
     rec = np.zeros((5, 2))
     sim = np.zeros((5, 2))

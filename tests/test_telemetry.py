@@ -304,7 +304,7 @@ def test_run_mcap_reads_back_with_mcaps_reader_value_for_value(live_run):
 @pytest.mark.slow
 def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_path):
     from exo_rt.record.mcap_log import read_mcap
-    from exo_rt.record.replay import load_run
+    from exo_rt.runtime.replay import load_run
 
     out, _ = live_run
     records, _ = read_cycle_log(out / "cycles.exolog")

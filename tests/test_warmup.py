@@ -326,7 +326,7 @@ def test_the_package_key_excludes_the_runtime_glue():
     names = {p.relative_to(pkg).as_posix() for p in kernel_files(pkg)}
     assert {"control/laws.py", "dynamics/kernels.py", "sim/plant.py",
             "model/mechanism.py"} <= names
-    assert not names & {"warmup.py", "record/replay.py"} and not [n for n in names if "cli/" in n]
+    assert not names & {"warmup.py", "runtime/replay.py"} and not [n for n in names if "cli/" in n]
 
 
 def test_kernels_compile_without_the_c_callable_wrapper_and_with_the_package_settings():

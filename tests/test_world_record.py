@@ -233,7 +233,7 @@ def test_replay_of_a_world_run(walk, tmp_path):
     """Plant replay of the world walk reproduces its joints to ≤ 0.01° RMS (the world placed
     from the run's start pose with the run's room); controller replay is bit-identical. On
     the test stand instead (the room's scene changed) the joints are far off."""
-    from exo_rt.record import replay
+    from exo_rt.runtime import replay
 
     plant = replay.replay_plant(walk)
     rms = [j["rms_error_deg"] for j in plant["joints"].values()]
@@ -263,7 +263,7 @@ def test_the_plant_replay_draws_the_replayed_world(walk):
     its replay watched side by side): its /tf puts the pelvis where the run's does (the plant
     replay reproduces the run: to 1e-9 m over the last 500 cycles), and its /scene draws the
     feet's ground-reaction arrows and the seat."""
-    from exo_rt.record import replay
+    from exo_rt.runtime import replay
 
     out = replay.replay(walk, "plant")
     assert out["mcap"] == "replay-plant.mcap"

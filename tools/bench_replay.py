@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from exo_rt.record.replay import replay, replay_can_log
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
+from exo_rt.runtime.replay import replay, replay_can_log
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -201,7 +201,7 @@ def replay_session(task: dict) -> dict:
     key, mode, controller and config. Returns its row: status ``ok`` with the replay's figures,
     or ``failed`` with the cause (``cacheable`` when the data itself is at fault, so that a
     re-run does not try it again until it changes)."""
-    from exo_rt.record.replay import replay, replay_can_log
+    from exo_rt.runtime.replay import replay, replay_can_log
 
     t0 = time.perf_counter()
     path = Path(task["path"])

@@ -2,7 +2,7 @@
 drives by their protocol (:class:`exo_rt.bus.host.HostDrives`), and the embedded board.
 
 The controller's configure step opens a :class:`Rig` (:func:`open_rig`); replay hands it one
-made of a recording instead (:mod:`exo_rt.record.replay`) — the same controller runs on it.
+made of a recording instead (:mod:`exo_rt.runtime.replay`) — the same controller runs on it.
 """
 
 from __future__ import annotations
