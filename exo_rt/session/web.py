@@ -34,18 +34,15 @@ import threading
 import time
 
 from exo_rt.session.roles import Sink, Source
+from exo_rt.web.channel import ASKABLE, MESSAGE_BYTES, SILENCE_S
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Request
 
 EMPTY: tuple = ()
-SILENCE_S = rq.BUTTON_SILENCE_S  # s: a controlling page silent this long stops the walk
 TICK_CYCLES = 100  # the numbers (time, progress, strides, windings, E-stop) every 0.1 s
 REQUESTS_PER_POLL = 4  # a cycle takes at most this many of the pages' requests
 MAX_WAITING = 64  # the most requests waiting to be polled; more are dropped (said)
 MAX_NOTES = 256  # the most notes waiting to be recorded
-MESSAGE_BYTES = 65536  # the largest message read
-ASKABLE = ("start", "stop", "speed", "step_length", "level", "confirm", "next", "prev",
-           "mode", "end")  # the kinds a page may ask: every one but GO and its release
 ESTOP_WHERE = ("the red E-stop button wired to the exoskeleton's embedded board, within the "
                "wearer's and the therapist's reach — never on this page")
 

@@ -34,8 +34,8 @@ import secrets
 import socket
 import time
 
-from exo_rt.session.web import ASKABLE, MESSAGE_BYTES, SILENCE_S
 from exo_rt.web.alarms import alarms
+from exo_rt.web.channel import ASKABLE, MESSAGE_BYTES, SILENCE_S
 
 MAX_WRONG = 5  # wrong pairing codes …
 WRONG_WINDOW_S = 60.0  # … within this long lock pairing …
