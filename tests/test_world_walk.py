@@ -79,3 +79,20 @@ def test_a_speed_the_drives_cannot_follow_is_refused(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert rc == 2 and "left_hip needs" in err and "0.6 m/s" in err, err
     assert not (tmp_path / "run" / "run.mcap").exists()
+
+
+@pytest.mark.slow
+def test_the_controllers_table_runs(capsys, monkeypatch):
+    """tools/world_controllers.py, one row: the plain PID, tuned for the hanging leg, cannot
+    walk the wearer on the floor — its knee's tracking error ends the walk in SAFE within 3 s
+    (docs/world.md, "Every controller on the floor")."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tools import world_controllers
+
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    assert world_controllers.main(["--only", "pid", "--sessions", "default",
+                                   "--duration", "4"]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| pid")]
+    assert len(row) == 1 and "SAFE (tracking_error on" in row[0], row
