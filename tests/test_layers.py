@@ -10,11 +10,23 @@ resolved; ``from P import n`` is an edge to the submodule ``P.n`` where there is
 ``P``; a package is its ``__init__``. Python imports a module's parent packages too, but that
 is no edge: a package's ``__init__`` may import its submodules as long as none imports the
 ``__init__`` back (that is a cycle here).
+
+Packages layer too (issue 46): every module collapsed to its package (``exo_rt.runtime``,
+``exo_rt.sim`` …, ``firmware_bridge``; a top-level module of ``exo_rt`` is its own node), the
+package graph has no cycle. It counts string imports besides: a string literal in the code (not
+a docstring) that names a module of the tree, ``"package.module"`` or ``"package.module:name"``,
+is an edge from its module to the one it names — what a registry, ``plugins.load_attr``,
+``importlib`` or a helper process imports by name. Within a package such strings are how a
+registry names its built-in entries without importing them (the module check leaves them out);
+across packages they are dependencies like any import. docs/architecture.md ("Layers") draws the
+packages bottom to top: every package edge points down that picture, but the ones still to be
+removed (:data:`PACKAGE_EDGES_TO_REMOVE`), which it lists.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from collections import deque
 from pathlib import Path
@@ -35,7 +47,6 @@ UPPER = {
     "exo_rt.cli": "the exo-rt command: starts runs, simulations, replays, bench procedures",
     "exo_rt.__main__": "python -m exo_rt: the command",
     "exo_rt.warmup": "compiles the run's and the simulation's kernels ahead by running them",
-    "exo_rt.record.replay": "replays a recorded run through the controller's cycle on a plant",
     "exo_rt.hil": "bench procedures: the controller's safety and top config on a test bench",
     "exo_rt.batch": "replay and parameter sweeps over many runs: controller, model-in-the-loop",
     "exo_rt.session": "the session with a wearer: its activity machine writes the cycle's "
@@ -43,8 +54,50 @@ UPPER = {
 }
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
 
-# Layer edges still to be removed (none now), as CYCLE_EDGES_TO_REMOVE; one gone fails the test.
-LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}
+# Layer edges still to be removed, as CYCLE_EDGES_TO_REMOVE; one gone fails the test.
+LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
+    ("exo_rt.schema.top", "exo_rt.sim.plants"):
+        "the top config's schema checks a plant's name against the plant registry, which "
+        "plugins.Group imports by name on the first check; removed with the package edge "
+        "schema → sim (PACKAGE_EDGES_TO_REMOVE)",
+}
+
+# Package edges still to be removed, (importer package, imported package): why each is there
+# and what removes it. The package check leaves them out, and docs/architecture.md ("Layers")
+# names each; one that no longer closes a cycle fails the test: strike it, here and there.
+PACKAGE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
+    ("exo_rt.model", "exo_rt.dynamics"):
+        "building a mechanism closes its loops with the dynamics' solver (model.topology → "
+        "dynamics.loops: close_loops and its row layout), while every kernel of dynamics reads "
+        "the packed model (model.mechanism); removed by closing the loops in dynamics from "
+        "the loop specs the model hands over",
+    ("exo_rt.runtime", "exo_rt.session"):
+        "the cycle and the run around it share exo_rt.runtime: the run (runtime.controller, "
+        "runtime.snapshot) makes and snapshots the session, whose activity machine writes the "
+        "cycle's segments (session.machine → runtime.segment, runtime.layout); removed by "
+        "the cycle (step, layout, segment, safety, states, the one call) in a package below "
+        "the session and the run's shell above it",
+    ("exo_rt.runtime", "exo_rt.sim"):
+        "the run opens the simulated transports (runtime.buses → sim.launch), checks and "
+        "makes plants and their truth (runtime.config, runtime.replay, runtime.run_record → "
+        "sim.plants, sim.world_truth) and the simulated crutch (runtime.controller → "
+        "sim.crutch), while the simulation runs the cycle (sim.mil → runtime.cycle, "
+        "sim.walker → runtime.segment); removed by transports and plants registered as "
+        "factories from the simulation's side (as moteus's transport factories and "
+        "python-can's interfaces) and the cycle split below both",
+    ("exo_rt.schema", "exo_rt.bus"):
+        "the bus schema lists the built-in drive protocols' own keys for the JSON Schema and "
+        "the docs tables (schema.buses.protocol_keys imports exo_rt.bus.protocols); removed by "
+        "the registry writing its families' keys into those tables itself",
+    ("exo_rt.schema", "exo_rt.control"):
+        "the controller schema checks the law's name against the law registry "
+        "(schema.controller → control.laws.LAWS); removed by checking the name where the "
+        "file is read (control.config), the schema keeping a plain name",
+    ("exo_rt.schema", "exo_rt.sim"):
+        "the top config's schema checks the plant's name against the plant registry, which "
+        "plugins.Group imports by name (schema.top → \"exo_rt.sim.plants\", a string import); "
+        "removed as for the laws: the name checked where the top config is read",
+}
 
 
 def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
@@ -88,6 +141,92 @@ def imports(root: Path, packages=PACKAGES) -> dict[str, dict[str, int]]:
                     edges[target] = min(edges.get(target, node.lineno), node.lineno)
         graph[name] = edges
     return graph
+
+
+def string_imports(root: Path, packages=PACKAGES) -> dict[str, dict[str, int]]:
+    """The modules named by string: module → {module a string literal of its code names: the
+    line of the first}, ``"package.module"`` or ``"package.module:name"`` naming a module of
+    the packages. A docstring, or any string standing alone as a statement, names nothing."""
+    mods = modules(root, packages)
+    named = re.compile(rf"(?:{'|'.join(map(re.escape, packages))})(?:\.\w+)+(?::[\w.]+)?")
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_bytes(), str(path))
+        alone = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        edges: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in alone and named.fullmatch(node.value)):
+                target = node.value.partition(":")[0]
+                if target in mods and target != name:
+                    edges[target] = min(edges.get(target, node.lineno), node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def merged(*graphs: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The union of module graphs (an edge in several: its first line in the first)."""
+    out: dict[str, dict[str, int]] = {}
+    for g in reversed(graphs):
+        for v, edges in g.items():
+            out.setdefault(v, {}).update(edges)
+    return out
+
+
+# packages whose subpackages and modules are packages of the graph of their own; any other
+# package of PACKAGES is one
+SPLIT = ("exo_rt",)
+
+
+def package_of(module: str) -> str:
+    """The package a module counts to: ``exo_rt.sim`` for ``exo_rt.sim.world.room``,
+    ``exo_rt.structs`` for itself, ``firmware_bridge`` for ``firmware_bridge.link``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in SPLIT else parts[0]
+
+
+Edge = tuple[str, str, int, str]  # (importer module, imported module, line, "import"/"string")
+
+
+def package_graph(graph: dict[str, dict[str, int]], strings: dict[str, dict[str, int]] | None
+                  = None) -> dict[str, dict[str, list[Edge]]]:
+    """The package graph: package → {package it imports: the module edges that make the
+    edge}, from the import graph and the string imports."""
+    out: dict[str, dict[str, list[Edge]]] = {}
+    for g, kind in ((graph, "import"), (strings or {}, "string")):
+        for v, edges in g.items():
+            pv = package_of(v)
+            out.setdefault(pv, {})
+            for w, line in edges.items():
+                if package_of(w) != pv:
+                    out[pv].setdefault(package_of(w), []).append((v, w, line, kind))
+    return {v: {w: sorted(e) for w, e in sorted(out[v].items())} for v in sorted(out)}
+
+
+def package_cycle_report(packages: dict[str, dict[str, list[Edge]]], mods: dict[str, Path],
+                         root: Path) -> str:
+    """Every package cycle, one block each: its shortest cycle and every package edge within
+    it with the module edges that make it (file:line); '' when there is none."""
+    blocks = []
+    for comp in components(packages):
+        lines = []
+        for v in comp:
+            for w in packages[v]:
+                if w in comp:
+                    lines.append(f"    {v} → {w}:")
+                    lines += [f"      {a} → {b}   ({mods[a].relative_to(root)}:{n}"
+                              + (", by string)" if kind == "string" else ")")
+                              for a, b, n, kind in packages[v][w]]
+        blocks.append(f"package cycle among {len(comp)} packages: "
+                      + " → ".join(shortest_cycle(packages, comp))
+                      + "\n  its edges (importer → imported, and the module edges):\n"
+                      + "\n".join(lines))
+    if not blocks:
+        return ""
+    return ("\n\n".join(blocks) + "\n\nfix: move the module or the names the lower package "
+            "takes to it (or to a package below both), register what the upper one provides "
+            "from there (a factory, exo_rt.plugins), or list the edge in "
+            "PACKAGE_EDGES_TO_REMOVE with its reason and what removes it")
 
 
 def components(graph: dict[str, dict]) -> list[list[str]]:
@@ -182,6 +321,37 @@ def cycle_report(graph: dict[str, dict], mods: dict[str, Path], root: Path) -> s
             "with its reason")
 
 
+def layers(packages: dict[str, dict]) -> list[list[str]]:
+    """The packages by layer, bottom first: a package one layer above the highest it imports
+    (the longest import chain below it), those importing none of them at the bottom."""
+    level: dict[str, int] = {}
+
+    def of(v: str, seen: frozenset = frozenset()) -> int:
+        if v not in level:
+            assert v not in seen, f"a package cycle through {v}"
+            level[v] = 1 + max((of(w, seen | {v}) for w in packages.get(v, ())), default=-1)
+        return level[v]
+
+    for v in packages:
+        of(v)
+    return [sorted(v for v in packages if level[v] == n) for n in range(max(level.values()) + 1)]
+
+
+def short(package: str) -> str:
+    """A package's name in the layer picture: ``sim`` for ``exo_rt.sim``."""
+    return package.removeprefix("exo_rt.")
+
+
+def layer_picture(md: Path) -> list[list[str]]:
+    """The layers docs/architecture.md draws, bottom first: the first fenced block of its
+    "Layers" section, one layer a line, the top one first, packages by their short names."""
+    text = md.read_text().partition("\n## Layers")[2].split("\n## ", 1)[0]
+    if text.count("```") < 2:
+        return []
+    block = text.split("```", 2)[1].split("\n", 1)[1]
+    return [sorted(line.split()) for line in reversed(block.strip("\n").splitlines())]
+
+
 def in_layer(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
@@ -263,20 +433,30 @@ def test_layer_rule_on_a_small_package(tmp_path):
 
 
 def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
-    """The real tree, copied, with one import inside a function added to each check."""
+    """The real tree, copied, with one import inside a function added to each check, and a
+    string naming a module of a package above (a package cycle, bus ↔ runtime)."""
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     eds = tmp_path / "exo_rt" / "bus" / "eds.py"  # drives → config → eds → drives
     eds.write_text(eds.read_text() + "\n\ndef _planted():\n    from exo_rt.bus import drives\n")
+    planted = tmp_path / "exo_rt" / "bus" / "planted.py"  # runtime → bus, bus → runtime
+    planted.write_text('CYCLE = "exo_rt.runtime.cycle:Cycle"\n')
     core = tmp_path / "exo_rt" / "schema" / "core.py"
     core.write_text(core.read_text() + "\n\ndef _planted():\n    from exo_rt.sim import plants\n")
     g, mods = imports(tmp_path), modules(tmp_path)
     cycles = cycle_report(without(g, CYCLE_EDGES_TO_REMOVE), mods, tmp_path)
     assert "exo_rt.bus.eds → exo_rt.bus.drives   (exo_rt/bus/eds.py:" in cycles
-    layers = layer_report(without(g, LAYER_EDGES_TO_REMOVE), mods, tmp_path)
-    assert layers.startswith("1 import(s) of exo_rt.runtime / exo_rt.sim from below them")
-    assert "exo_rt.schema.core → exo_rt.sim.plants   (exo_rt/schema/core.py:" in layers
+    breaches = layer_report(without(g, LAYER_EDGES_TO_REMOVE), mods, tmp_path)
+    assert breaches.startswith("1 import(s) of exo_rt.runtime / exo_rt.sim from below them")
+    assert "exo_rt.schema.core → exo_rt.sim.plants   (exo_rt/schema/core.py:" in breaches
+    packages = package_graph(g, string_imports(tmp_path))
+    knots = package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE), mods, tmp_path)
+    assert knots.startswith("package cycle among ")
+    assert "    exo_rt.bus → exo_rt.runtime:\n      exo_rt.bus.planted → exo_rt.runtime.cycle   " \
+           "(exo_rt/bus/planted.py:1, by string)\n" in knots
+    assert package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE | {
+        ("exo_rt.bus", "exo_rt.runtime"): ""}), mods, tmp_path) == ""
 
 
 # --- the rules on the package itself
@@ -296,14 +476,78 @@ def test_no_import_cycle(graph):
     assert not report, "\n" + report
 
 
-def test_nothing_below_runtime_and_sim_imports_them(graph):
-    stale = [f"  {v} → {w}" for v, w in LAYER_EDGES_TO_REMOVE if w not in graph.get(v, {})]
+@pytest.fixture(scope="module")
+def strings():
+    return string_imports(ROOT)
+
+
+@pytest.fixture(scope="module")
+def packages(graph, strings):
+    return package_graph(graph, strings)
+
+
+def test_no_package_cycle(packages):
+    stale = [f"  {v} → {w}: {why}" for (v, w), why in PACKAGE_EDGES_TO_REMOVE.items()
+             if w not in packages.get(v, {})
+             or shortest_path(without(packages, PACKAGE_EDGES_TO_REMOVE), w, v) is None]
+    assert not stale, ("edges in PACKAGE_EDGES_TO_REMOVE that no longer close a cycle (strike "
+                       "them there and in docs/architecture.md's Layers):\n" + "\n".join(stale))
+    report = package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE), modules(ROOT),
+                                  ROOT)
+    assert not report, "\n" + report
+
+
+def test_the_architecture_draws_the_layers_as_they_are(packages):
+    """docs/architecture.md's layer picture is the package graph's, less the edges still to be
+    removed, each of which it names (``runtime → sim``)."""
+    md = ROOT / "docs" / "architecture.md"
+    real = [sorted(short(p) for p in layer)
+            for layer in layers(without(packages, PACKAGE_EDGES_TO_REMOVE))]
+    assert layer_picture(md) == real, (
+        "docs/architecture.md's Layers block, top first, as the packages import each other "
+        "now:\n" + "\n".join("  ".join(layer) for layer in reversed(real)))
+    section = md.read_text().split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    unnamed = [f"{short(v)} → {short(w)}" for v, w in PACKAGE_EDGES_TO_REMOVE
+               if f"{short(v)} → {short(w)}" not in section]
+    assert not unnamed, f"edges to remove that the Layers section does not name: {unnamed}"
+
+
+def test_strings_that_name_modules_are_edges(tmp_path):
+    """A string naming a module (``"pkg.b"``, ``"pkg.b:name"``) in code is an edge; a docstring,
+    a name that is no module, and a package's own name are none. The package graph collapses
+    modules to the packages of ``SPLIT`` and reports a cycle with its module edges."""
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": '"""Names pkg.b in its docstring."""\nREF = "pkg.b:Thing"\n'
+                    'GROUP = "pkg.nothing"\nNAME = "pkg"\n',
+        "pkg/b.py": 'def f():\n    """pkg.a"""\n    return "pkg.a"\n',
+    })
+    assert string_imports(tmp_path, ("pkg",)) == {"pkg": {}, "pkg.a": {"pkg.b": 2},
+                                                  "pkg.b": {"pkg.a": 3}}
+    assert [package_of(m) for m in ("exo_rt.sim.world.room", "exo_rt.structs", "exo_rt",
+                                    "firmware_bridge.link")] == [
+        "exo_rt.sim", "exo_rt.structs", "exo_rt", "firmware_bridge"]
+    g = {"exo_rt.a.x": {"exo_rt.b.y": 3}, "exo_rt.b.y": {}, "exo_rt.b.z": {}}
+    s = {"exo_rt.b.z": {"exo_rt.a.x": 7}}
+    pg = package_graph(g, s)
+    assert pg == {"exo_rt.a": {"exo_rt.b": [("exo_rt.a.x", "exo_rt.b.y", 3, "import")]},
+                  "exo_rt.b": {"exo_rt.a": [("exo_rt.b.z", "exo_rt.a.x", 7, "string")]}}
+    mods = {m: tmp_path / (m.replace(".", "/") + ".py") for m in g}
+    report = package_cycle_report(pg, mods, tmp_path)
+    assert report.startswith("package cycle among 2 packages: exo_rt.a → exo_rt.b → exo_rt.a\n")
+    assert "      exo_rt.b.z → exo_rt.a.x   (exo_rt/b/z.py:7, by string)\n" in report
+    assert layers(without(pg, {("exo_rt.b", "exo_rt.a")})) == [["exo_rt.b"], ["exo_rt.a"]]
+
+
+def test_nothing_below_runtime_and_sim_imports_them(graph, strings):
+    stale = [f"  {v} → {w}" for v, w in LAYER_EDGES_TO_REMOVE
+             if w not in merged(graph, strings).get(v, {})]
     assert not stale, ("edges in LAYER_EDGES_TO_REMOVE that are gone (strike them there):\n"
                        + "\n".join(stale))
     mods = modules(ROOT)
     missing = [p for p in UPPER if not any(in_layer(m, (p,)) for m in mods)]
     assert not missing, f"UPPER names modules that do not exist: {missing}"
-    report = layer_report(without(graph, LAYER_EDGES_TO_REMOVE), mods, ROOT)
+    report = layer_report(without(merged(graph, strings), LAYER_EDGES_TO_REMOVE), mods, ROOT)
     assert not report, "\n" + report
 
 
