@@ -1,8 +1,8 @@
 """Layers that only point down (issue 34): no import cycle among the modules of exo_rt and
 firmware_bridge — imports inside functions included — and nothing below the run
 (``exo_rt.runtime``) and the simulation (``exo_rt.sim``) imports from them, but the modules
-that orchestrate them (:data:`UPPER`). A lower module that needs their names gets them handed
-down (a registry's names through :class:`exo_rt.plugins.Group`) or keeps the constant itself.
+that orchestrate them (:data:`UPPER`). A lower module that needs what they define keeps the
+constant itself, or has the upper side register it (:data:`exo_rt.sim.simbus.EMULATORS`).
 
 The graph is read from the source with :mod:`ast`, nothing imported: every ``import`` and
 ``from … import`` anywhere in a module (module level, functions, classes), relative ones
@@ -367,8 +367,8 @@ def layer_report(graph: dict[str, dict], mods: dict[str, Path], root: Path,
     return (f"{len(bad)} import(s) of {' / '.join(guarded)} from below them "
             "(importer → imported, where):\n" + "\n".join(bad)
             + "\n\nfix: move the constant or class the lower module needs down (next to it), "
-            "or hand a registry's names down (exo_rt.plugins.Group); a module that runs the "
-            "controller or the simulation belongs in UPPER, with its reason")
+            "or have the upper side register it (exo_rt.sim.simbus.EMULATORS); a module that "
+            "runs the controller or the simulation belongs in UPPER, with its reason")
 
 
 # --- the finder on small graphs: it finds what it must, and only that
