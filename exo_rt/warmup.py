@@ -90,7 +90,7 @@ def _cycle(c: Context) -> None:
     """The cycle's step in every state, on the passive law (every law's step: a law's value is
     typed by the laws' signature) without assistance: the run's law and the wearer's torque (the
     dynamics) compile in 'law', the one call in 'cycle.call'."""
-    from exo_rt.runtime import cycle as cy
+    from exo_rt.cycle import step as cy
     t = c.top
     passive = replace(t.controller, law="passive", gains=t.controller.gains.copy())
     passive.gains["assist"] = 0.0
@@ -122,14 +122,14 @@ def _board(c: Context) -> None:
 
 @entry("cycle.call", "controller")
 def _cycle_call(c: Context) -> None:
-    from exo_rt.runtime import cycle_call
+    from exo_rt.cycle import cycle_call
     cycle_call.warm_up([])  # the one call, its buses Python's (lockstep, python-can ports)
 
 
 @entry("law", "controller", per_law=True)
 def _law(c: Context) -> None:
     from exo_rt.control import registry
-    from exo_rt.runtime import cycle as cy
+    from exo_rt.cycle import step as cy
     registry.function(c.top.controller.law)  # the run's law compiled, and
     if c.top.controller.assists:  # the wearer's torque (a function of its signature) it adds
         cy.wearer_function()
@@ -181,7 +181,7 @@ def _plant_readouts(c: Context) -> None:
 
 @entry("cycle.buses", "io", per_buses=True)
 def _cycle_buses(c: Context) -> None:
-    from exo_rt.runtime import cycle_call  # the one call on CiA 402 buses (real time; others:
+    from exo_rt.cycle import cycle_call  # the one call on CiA 402 buses (real time; others:
     if all(b.protocol == "cia402" for b in c.top.buses):  # their I/O is Python's)
         cycle_call.warm_up([len(b.drives) for b in c.top.buses])
 

@@ -158,8 +158,8 @@ class Controller:
     def _check_not_ended(self) -> None:
         """:class:`MachineStall` if the run went SAFE before its event (what a stalled machine
         does to it); its cycle log says so."""
+        from exo_rt.cycle.states import SAFE
         from exo_rt.record.recorder import read_cycle_log
-        from exo_rt.runtime.states import SAFE
 
         records, meta = read_cycle_log(self.out / "cycles.exolog")
         safe = np.flatnonzero(records["state"] == SAFE)

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 
 from exo_rt.control.config import load_controller
-from exo_rt.dynamics import Dynamics
-from exo_rt.record.recorder import cycle_columns
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import segment
-from exo_rt.runtime.layout import (
+from exo_rt.cycle import segment
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.layout import (
     V_LEVEL,
     V_LEVEL_ASKED,
     V_LEVEL_FROM,
@@ -25,7 +23,9 @@ from exo_rt.runtime.layout import (
     V_SETTLE,
     V_TAU,
 )
-from exo_rt.runtime.states import RUN
+from exo_rt.cycle.states import RUN
+from exo_rt.dynamics import Dynamics
+from exo_rt.record.recorder import cycle_columns
 from exo_rt.sim.mil import MIL_SAFETY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_impedance_is_the_stance_spring_standing_and_the_swing_spring_in_swing(
 
 
 def test_a_level_waits_for_the_stride_boundary_then_ramps_over_a_stride(exo_leg, exo_leg_alone):
-    from exo_rt.runtime import assistance
+    from exo_rt.cycle import assistance
 
     c, _ = _cycle(exo_leg, exo_leg_alone, "phase_profile")
     s, v, est = c.s, c.v, np.zeros(1, c.gait.dtype)

@@ -402,7 +402,7 @@ def test_the_end_of_the_consoles_input_stops_a_walk_at_the_end_of_its_stride(tmp
 def _paste_run(tmp_path, monkeypatch, data: bytes | None):
     """A walk on the script (STOP at 3 s, END once it finished) with the console on a pipe:
     ``data`` written into it 0.5 s into RUN. Returns (controller, result)."""
-    from exo_rt.runtime.states import RUN
+    from exo_rt.cycle.states import RUN
     from tests.sessions_fixtures import Asks, run_session
 
     r, w = os.pipe()

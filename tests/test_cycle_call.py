@@ -1,4 +1,4 @@
-"""The one cycle (exo_rt.runtime.cycle_call) with its buses and board read and written in
+"""The one cycle (exo_rt.cycle.cycle_call) with its buses and board read and written in
 compiled code against the same cycle handing them to Python (the drive protocols' own
 collect and send, the board link's own poll — what a simulated or python-can bus does):
 two controllers side by side, each on its own udp_multicast bus and its own board line (a
@@ -23,17 +23,17 @@ import pytest
 
 from exo_rt.bus.drives import Drives
 from exo_rt.bus.port import loopback_bus
+from exo_rt.cycle import cycle_call
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import READY
 from exo_rt.record.recorder import cycle_columns
 from exo_rt.record.rings import FrameRing, RecordRing
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
 from exo_rt.runtime.cycle_io import CycleIO, CycleParts
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.loop import Scheduler
 from exo_rt.runtime.script import HeelStrikes
-from exo_rt.runtime.states import READY
 from exo_rt.session import session as sessions
 from firmware_bridge import protocol as p
 from firmware_bridge.link import BoardLink

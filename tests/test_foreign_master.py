@@ -18,8 +18,8 @@ import pytest
 
 from exo_rt.bus import pdo_cycle
 from exo_rt.bus.flags import F_DUPLICATE, F_FOREIGN, F_SATURATED
+from exo_rt.cycle import safety
 from exo_rt.runtime import controller as ctl
-from exo_rt.runtime import safety
 from exo_rt.runtime.config import load_top
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,9 +164,9 @@ def test_a_drives_own_frames_and_other_nodes_are_not_foreign():
 def test_the_check_orders_foreign_first():
     """Another master outranks every other cause (it explains them: stale feedback after its
     NMT stop, duplicates after its SYNC)."""
-    from exo_rt.runtime import cycle as cy
+    from exo_rt.cycle import step as cy
+    from exo_rt.cycle.states import RUN
     from exo_rt.runtime.config import load_top
-    from exo_rt.runtime.states import RUN
 
     top = load_top("configs/exo_leg.yaml")
     c = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1e-3)

@@ -13,13 +13,13 @@ from hil_fixtures import CONFIGS, sim_bench
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus.flags import F_LATE, F_MISSING
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, STOPPING
 from exo_rt.hil import procedures
 from exo_rt.hil.bench import move_to
 from exo_rt.hil.procedures import run_procedure
-from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller
-from exo_rt.runtime.states import ALIGN, READY, READY_CYCLES, RUN, SAFE, STOPPING
 from exo_rt.session.roles import Source
 
 POSE = (0.3, 0.6)  # rad: where the simulated leg starts (sim_bench's default)
@@ -27,7 +27,7 @@ POSE = (0.3, 0.6)  # rad: where the simulated leg starts (sim_bench's default)
 
 def test_the_bench_velocity_is_the_cycles_estimate_bit_for_bit():
     """A move on the bench with the knee's answer dropped once and delayed a period once: the
-    velocities the bench measured are what :func:`exo_rt.runtime.cycle.estimate` gives on
+    velocities the bench measured are what :func:`exo_rt.cycle.step.estimate` gives on
     the same samples (positions, flags, SYNC times), replayed on fresh data of the same
     model; the fixed-period filter it replaced would not (it divides the motion after a
     missing sample by one period)."""

@@ -11,10 +11,10 @@ import pytest
 
 from exo_rt.control import phase_estimate, registry
 from exo_rt.control.config import load_controller
+from exo_rt.cycle import step as cy
 from exo_rt.dynamics import kernels
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
-from exo_rt.runtime import cycle as cy
 from exo_rt.sim.mil import run_mil
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,15 +42,13 @@ CYCLE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}  # none now
 
 # The modules that may import exo_rt.runtime and exo_rt.sim: those layers and what runs them.
 UPPER = {
-    "exo_rt.runtime": "the run itself: controller, cycle, buses, safety, helper processes",
+    "exo_rt.runtime": "the run around the cycle: controller, rig, buses, lifecycle, replay",
     "exo_rt.sim": "the simulated exoskeleton: plant models, emulated drives, simulated bus",
     "exo_rt.cli": "the exo-rt command: starts runs, simulations, replays, bench procedures",
     "exo_rt.__main__": "python -m exo_rt: the command",
     "exo_rt.warmup": "compiles the run's and the simulation's kernels ahead by running them",
     "exo_rt.hil": "bench procedures: the controller's safety and top config on a test bench",
     "exo_rt.batch": "replay and parameter sweeps over many runs: controller, model-in-the-loop",
-    "exo_rt.session": "the session with a wearer: its activity machine writes the cycle's "
-                      "reference segments",
 }
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
 
@@ -71,20 +69,6 @@ PACKAGE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
         "dynamics.loops: close_loops and its row layout), while every kernel of dynamics reads "
         "the packed model (model.mechanism); removed by closing the loops in dynamics from "
         "the loop specs the model hands over",
-    ("exo_rt.runtime", "exo_rt.session"):
-        "the cycle and the run around it share exo_rt.runtime: the run (runtime.controller, "
-        "runtime.snapshot) makes and snapshots the session, whose activity machine writes the "
-        "cycle's segments (session.machine → runtime.segment, runtime.layout); removed by "
-        "the cycle (step, layout, segment, safety, states, the one call) in a package below "
-        "the session and the run's shell above it",
-    ("exo_rt.runtime", "exo_rt.sim"):
-        "the run opens the simulated transports (runtime.buses → sim.launch), checks and "
-        "makes plants and their truth (runtime.config, runtime.replay, runtime.run_record → "
-        "sim.plants, sim.world_truth) and the simulated crutch (runtime.controller → "
-        "sim.crutch), while the simulation runs the cycle (sim.mil → runtime.cycle, "
-        "sim.walker → runtime.segment); removed by transports and plants registered as "
-        "factories from the simulation's side (as moteus's transport factories and "
-        "python-can's interfaces) and the cycle split below both",
     ("exo_rt.schema", "exo_rt.bus"):
         "the bus schema lists the built-in drive protocols' own keys for the JSON Schema and "
         "the docs tables (schema.buses.protocol_keys imports exo_rt.bus.protocols); removed by "
@@ -434,14 +418,14 @@ def test_layer_rule_on_a_small_package(tmp_path):
 
 def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
     """The real tree, copied, with one import inside a function added to each check, and a
-    string naming a module of a package above (a package cycle, bus ↔ runtime)."""
+    string naming a module of a package above (a package cycle, bus ↔ cycle)."""
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     eds = tmp_path / "exo_rt" / "bus" / "eds.py"  # drives → config → eds → drives
     eds.write_text(eds.read_text() + "\n\ndef _planted():\n    from exo_rt.bus import drives\n")
-    planted = tmp_path / "exo_rt" / "bus" / "planted.py"  # runtime → bus, bus → runtime
-    planted.write_text('CYCLE = "exo_rt.runtime.cycle:Cycle"\n')
+    planted = tmp_path / "exo_rt" / "bus" / "planted.py"  # cycle → bus, bus → cycle
+    planted.write_text('CYCLE = "exo_rt.cycle.step:Cycle"\n')
     core = tmp_path / "exo_rt" / "schema" / "core.py"
     core.write_text(core.read_text() + "\n\ndef _planted():\n    from exo_rt.sim import plants\n")
     g, mods = imports(tmp_path), modules(tmp_path)
@@ -453,10 +437,10 @@ def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
     packages = package_graph(g, string_imports(tmp_path))
     knots = package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE), mods, tmp_path)
     assert knots.startswith("package cycle among ")
-    assert "    exo_rt.bus → exo_rt.runtime:\n      exo_rt.bus.planted → exo_rt.runtime.cycle   " \
+    assert "    exo_rt.bus → exo_rt.cycle:\n      exo_rt.bus.planted → exo_rt.cycle.step   " \
            "(exo_rt/bus/planted.py:1, by string)\n" in knots
     assert package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE | {
-        ("exo_rt.bus", "exo_rt.runtime"): ""}), mods, tmp_path) == ""
+        ("exo_rt.bus", "exo_rt.cycle"): ""}), mods, tmp_path) == ""
 
 
 # --- the rules on the package itself
@@ -557,7 +541,7 @@ def test_names_kept_below_agree_with_the_modules_above():
     the states of a drive that stopped itself (bring-up)."""
     from exo_rt import plugins
     from exo_rt.bus import bringup, drives
-    from exo_rt.runtime import safety
+    from exo_rt.cycle import safety
     from exo_rt.schema import top
     from exo_rt.sim import plants
 

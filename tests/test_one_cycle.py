@@ -1,5 +1,5 @@
 """One control cycle for everything (issue 34): the cycle's model and data made by one
-factory (:func:`exo_rt.runtime.cycle.build`) and stepped by one compiled step; the fixes that
+factory (:func:`exo_rt.cycle.step.build`) and stepped by one compiled step; the fixes that
 came with it, each against an independent reference."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from exo_rt.control import trajectory
-from exo_rt.runtime import cycle as cy
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import RUN
 from exo_rt.runtime.config import load_top
-from exo_rt.runtime.states import RUN
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_one_cycle_four_users(recorded):
     """The same recorded measurement stream into the cycle as each user builds it —
     replay, the bench, model-in-the-loop — run by the one compiled cycle on a rig made of
     the recording: the commands the controller sent on the exoskeleton, bit for bit. (Each
-    user makes its cycle with :func:`exo_rt.runtime.cycle.build`; one that built it
+    user makes its cycle with :func:`exo_rt.cycle.step.build`; one that built it
     otherwise — another estimator, filter, law, limit — would differ.)"""
     from exo_rt.runtime.controller import Controller
     from exo_rt.runtime.replay import open_run, replay_rig

@@ -20,11 +20,11 @@ from exo_rt.bus import protocols
 from exo_rt.bus.config import load_buses
 from exo_rt.control import registry as laws
 from exo_rt.control.config import load_controller
+from exo_rt.cycle import step as cy
 from exo_rt.errors import ConfigError
 from exo_rt.hil import procedures
 from exo_rt.hil import registry as bench_procedures
 from exo_rt.model import load_mechanism
-from exo_rt.runtime import cycle as cy
 from exo_rt.runtime.config import load_top
 from exo_rt.session import machine as activity_machine
 from exo_rt.session import session as sessions

@@ -18,11 +18,11 @@ from numba.experimental import structref
 from exo_rt import structs
 from exo_rt.control import laws, registry
 from exo_rt.control.config import load_controller
+from exo_rt.cycle import cycle_call as cc
+from exo_rt.cycle import layout
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import SAFE
 from exo_rt.record import recorder
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import cycle_call as cc
-from exo_rt.runtime import layout
-from exo_rt.runtime.states import SAFE
 from exo_rt.schema.gains import Gains
 from exo_rt.sim.mil import MIL_SAFETY
 

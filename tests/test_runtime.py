@@ -153,7 +153,7 @@ class WildGait:
         self.c, self.done = c, False
 
     def poll(self, k: int):
-        from exo_rt.runtime import segment
+        from exo_rt.cycle import segment
 
         s = self.c.cycle.s
         if not self.done and s["seg_kind"] == segment.GAIT:

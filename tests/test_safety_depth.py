@@ -35,9 +35,9 @@ from safety_depth import (
     reaction,
 )
 
+from exo_rt.cycle.safety import CAUSES, F_MISSING
+from exo_rt.cycle.states import STATES
 from exo_rt.record.recorder import read_cycle_log
-from exo_rt.runtime.safety import CAUSES, F_MISSING
-from exo_rt.runtime.states import STATES
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux only")]

@@ -21,12 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessions_fixtures import run_session
 
-from exo_rt.errors import ConfigError
-from exo_rt.jit import njit
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import governor, segment
-from exo_rt.runtime.config import load_top
-from exo_rt.runtime.layout import (
+from exo_rt.cycle import governor, segment
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.layout import (
     V_GOV_HI,
     V_GOV_LO,
     V_GOV_VEL,
@@ -34,6 +31,9 @@ from exo_rt.runtime.layout import (
     V_QDR,
     V_QR,
 )
+from exo_rt.errors import ConfigError
+from exo_rt.jit import njit
+from exo_rt.runtime.config import load_top
 from exo_rt.session import session as sessions
 from firmware_bridge import requests as rq
 

@@ -15,11 +15,9 @@ import numpy as np
 import pytest
 from sessions_fixtures import requests, run_session
 
-from exo_rt.errors import ConfigError
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import governor, segment
-from exo_rt.runtime.config import load_top
-from exo_rt.runtime.layout import (
+from exo_rt.cycle import governor, segment
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.layout import (
     V_GOV_ACC,
     V_GOV_HI,
     V_GOV_LO,
@@ -30,6 +28,8 @@ from exo_rt.runtime.layout import (
     V_SEG_FROM,
     V_SEG_TO,
 )
+from exo_rt.errors import ConfigError
+from exo_rt.runtime.config import load_top
 from exo_rt.session import session as sessions
 from firmware_bridge import requests as rq
 
@@ -321,9 +321,7 @@ def test_a_run_never_ends_in_run(tmp_path, monkeypatch):
     """A session that does not end (GO held on a frozen... here: a script that never ENDs and
     a move frozen with no timeout) is stopped past its limit, saying why: the run ends
     SHUTDOWN (exit 1), an event run_limit names the cause."""
-    from exo_rt.runtime import script
-
-    monkeypatch.setattr(script, "SESSION_SPARE_S", 1.0)
+    monkeypatch.setattr(sessions, "SESSION_SPARE_S", 1.0)
     plan = ((0.5, "buttons", "go"), (1.5, "buttons", "none"))
     steps = [{"request": "start", "motion": "stand_up", "at": 0.2}]
     ctl, res = run_session(tmp_path, steps, plan=plan, duration=2.0, start_pose=SITTING)

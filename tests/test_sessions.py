@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from sessions_fixtures import Asks, requests, run_session, sequence
 
+from exo_rt.cycle.states import RUN
 from exo_rt.runtime.replay import replay
-from exo_rt.runtime.states import RUN
 from exo_rt.session.figures import session_figures
 from exo_rt.sim.crutch import SIT_DOWN, SIT_DOWN_S, WHOLE_SESSION, WHOLE_SESSION_S
 from firmware_bridge import protocol as p

@@ -56,11 +56,11 @@ def test_amplitude_scales_the_excursion_about_the_mean():
 
 
 def test_a_moves_endpoints_are_exact_and_its_peak_speed_15_8_of_the_mean():
-    """The session's minimum-jerk move (exo_rt/runtime/segment.py, Flash & Hogan 1985): from
+    """The session's minimum-jerk move (exo_rt/cycle/segment.py, Flash & Hogan 1985): from
     the start posture with zero velocity, through the middle at 15/8 of the mean speed, to the
     end posture exactly (then held)."""
-    from exo_rt.runtime import segment
-    from exo_rt.runtime.layout import SCALARS, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
+    from exo_rt.cycle import segment
+    from exo_rt.cycle.layout import SCALARS, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 
     q0, q1, dt, big_t = np.array([0.1, -0.3]), np.array([0.6, 0.9]), 1e-3, 1.5
     s, v = np.zeros(1, SCALARS), np.zeros((V_WIDTH, 2))

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from exo_rt.control.config import load_controller
+from exo_rt.cycle.layout import V_OFFSET
 from exo_rt.model import load_mechanism
-from exo_rt.runtime.layout import V_OFFSET
 from exo_rt.sim import mil
 from exo_rt.sim.mil import MIL_SAFETY, run_mil
 from exo_rt.sim.walker import Walker, compile_walker

@@ -498,10 +498,10 @@ def assist_as_needed(rig: Rig, out: Path) -> dict:
 def level(rig: Rig, out: Path) -> dict:
     """A level asked for mid-stride (0 → 0.5, then → 1) waits for the estimate's next stride
     boundary and ramps over one stride: the cycle's own estimate and level update
-    (:func:`exo_rt.runtime.assistance.level_update`) run on a recorded walk's hip."""
+    (:func:`exo_rt.cycle.assistance.level_update`) run on a recorded walk's hip."""
     from exo_rt.control import phase_estimate
-    from exo_rt.runtime import assistance
-    from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_ASKED, V_LEVEL_TO
+    from exo_rt.cycle import assistance
+    from exo_rt.cycle.layout import V_LEVEL, V_LEVEL_ASKED, V_LEVEL_TO
     from exo_rt.sim import mil
 
     strides = 14

@@ -15,9 +15,9 @@ from numba import njit
 
 from exo_rt.control import laws
 from exo_rt.control.config import load_controller
+from exo_rt.cycle import step as cy
 from exo_rt.errors import ConfigError
 from exo_rt.model import load_mechanism
-from exo_rt.runtime import cycle as cy
 from exo_rt.schema.top import SafetyConfig
 
 ROOT = Path(__file__).resolve().parents[1]

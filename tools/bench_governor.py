@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from exo_rt.cycle import governor, segment
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.layout import V_OFFSET
 from exo_rt.jit import njit
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import governor, segment
 from exo_rt.runtime.config import load_top
-from exo_rt.runtime.layout import V_OFFSET
 
 ROOT = Path(__file__).resolve().parents[1]
 

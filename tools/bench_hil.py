@@ -10,7 +10,7 @@ load allows):
   law, torque → current, the drives' cycle, the controller's velocity estimate and safety
   check through the cycle's data);
 - ``controller``: the controller's own cycle on the bench (:meth:`exo_rt.hil.bench.Bench.
-  run_controller`: :func:`exo_rt.runtime.cycle.step` period by period, READY → RUN (the default
+  run_controller`: :func:`exo_rt.cycle.step.step` period by period, READY → RUN (the default
   session) → STOPPING; ``--cycles`` of the gait in RUN).
 
 Reports µs per cycle for the whole loop, the physics alone (median, p99), and the host side

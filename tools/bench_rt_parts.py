@@ -7,7 +7,7 @@ each part of the cycle timed.
 Parts (µs per cycle, p50 and p99 over the RUN cycles, and their share of the
 slowest 1 % of cycles): the board's poll, the drives' frames in (receive + decode + flags),
 the cycle kernel, the drives' commands out (RPDOs, SYNC and heartbeat) — the clock stamps the
-compiled cycle (exo_rt.runtime.cycle_call) leaves in its ``io`` —, the board's heartbeat (a
+compiled cycle (exo_rt.cycle.cycle_call) leaves in its ``io`` —, the board's heartbeat (a
 timer around its Python call, ~0.5 µs) and the whole cycle; "rest" is the whole less the
 parts (Python: state handling).
 """
@@ -28,8 +28,8 @@ PARTS = ("board poll", "frames in", "cycle kernel", "commands out", "board heart
 
 def instrument(capacity: int) -> dict[str, np.ndarray]:
     """Per-cycle arrays of each part's µs, filled while the run goes (preallocated)."""
+    from exo_rt.cycle import cycle_call as cc
     from exo_rt.runtime import controller as ctl
-    from exo_rt.runtime import cycle_call as cc
     from firmware_bridge.link import BoardLink
 
     times = {name: np.zeros(capacity) for name in (*PARTS, "whole")}

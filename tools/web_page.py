@@ -157,7 +157,7 @@ class _Nothing:
 
 def session_time(ctl) -> float:
     """s since the session began (RUN's first cycle), on the run's cycles (-1: not yet)."""
-    from exo_rt.runtime.states import RUN
+    from exo_rt.cycle.states import RUN
 
     k0 = ctl.k0.get(RUN)
     return -1.0 if k0 is None else (ctl.cycles - k0) * ctl.dt

@@ -417,7 +417,7 @@ class Drives:
                 return
 
     def compiled_cycle(self, current_A: np.ndarray) -> pdo_cycle.CycleBus | None:
-        """What :func:`exo_rt.runtime.cycle_call.run` needs of this bus — the receiving and
+        """What :func:`exo_rt.cycle.cycle_call.run` needs of this bus — the receiving and
         sending frame tables, the recording's tap, the bus's model and data, and the commands
         (read in place from ``current_A``): :func:`~exo_rt.bus.pdo_cycle.gather`'s and
         :func:`~exo_rt.bus.pdo_cycle.command`'s arguments — or None where its cycle cannot be

@@ -1,5 +1,5 @@
 """The per-joint feedback flags every drive family sets each cycle (bits of one int64 per
-joint), read by the safety check (:mod:`exo_rt.runtime.safety`). Declared once, here."""
+joint), read by the safety check (:mod:`exo_rt.cycle.safety`). Declared once, here."""
 
 F_MISSING = 1  # no answer this cycle
 F_MALFORMED = 2  # an answer of the wrong length or content

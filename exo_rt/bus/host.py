@@ -75,7 +75,7 @@ class HostDrives(Protocol):
         """The operator's explicit fault reset."""
 
     def compiled_cycle(self, current_A: np.ndarray) -> CycleBus | None:
-        """The bus's part of the compiled cycle (:mod:`exo_rt.runtime.cycle_call`): its
+        """The bus's part of the compiled cycle (:mod:`exo_rt.cycle.cycle_call`): its
         record, or None where its frames are read and written in Python."""
 
     def handed_back(self, pending: int) -> None:

@@ -133,7 +133,7 @@ class CycleBusType(structs.Struct):
 
 
 class CycleBus(structs.Record):
-    """One bus's part of the compiled cycle (:mod:`exo_rt.runtime.cycle_call`): the receiving
+    """One bus's part of the compiled cycle (:mod:`exo_rt.cycle.cycle_call`): the receiving
     and sending frame tables (``rx``, ``tx``), the recording's ``tap``, the bus's ``model`` and
     ``data``, and ``current``, the commands (A) read in place — :func:`gather`'s and
     :func:`command`'s arguments by name. A tuple of these is a tuple of pointers, which the

@@ -6,7 +6,7 @@
 - Velocity from encoder differences through a first-order low-pass at f_c (a "dirty
   derivative"): v ← v + α((q − q_prev)/Δt − v), α = 1 − e^(−2π f_c dt) (:func:`filter_gain`),
   Δt the real gap between the SYNCs the samples answer — the cycle's one estimate,
-  :func:`exo_rt.runtime.cycle.estimate`, which every user of the cycle runs. At 1 kHz with a
+  :func:`exo_rt.cycle.step.estimate`, which every user of the cycle runs. At 1 kHz with a
   16-bit motor encoder behind a 100:1 drive the quantum is ≈ 1e-6 rad at the joint, so a
   cut-off of 50–100 Hz gives mrad/s noise with ~2–3 ms of lag.
 """

@@ -1,5 +1,5 @@
 """Joint references: the normal gait over the gait phase, and the gait phase from heel
-strikes (the session's moves and holds are exo_rt/runtime/segment.py's).
+strikes (the session's moves and holds are exo_rt/cycle/segment.py's).
 
 Normal gait: hip and knee flexion as Fourier series of the gait phase φ ∈ [0, 1) — a least-
 squares fit to published normal-gait curves (gaitutils 0.13.9 normal.gcd; RMS residual 0.15° hip,

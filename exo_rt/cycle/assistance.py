@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
+from exo_rt.cycle.layout import V_LEVEL, V_LEVEL_ASKED, V_LEVEL_FROM, V_LEVEL_TO
 from exo_rt.jit import njit
-from exo_rt.runtime.layout import V_LEVEL, V_LEVEL_ASKED, V_LEVEL_FROM, V_LEVEL_TO
 
 WALKING = 0.5  # the estimate's ``walking`` at or above which the wearer walks
 

@@ -3,7 +3,7 @@
 :func:`run` does: the board's poll (:func:`firmware_bridge.fastdecode.poll`) → the drives'
 frames in (:func:`exo_rt.bus.pdo_cycle.gather`, bus after bus) → the cycle's inputs by
 state (time; the stride period from the heel strikes) → the recording row's slot →
-:func:`exo_rt.runtime.cycle.step` on the cycle's model and data → the row published → the
+:func:`exo_rt.cycle.step.step` on the cycle's model and data → the row published → the
 drives disabled once SAFE has ramped out → the commands, SYNC and heartbeat out
 (:func:`exo_rt.bus.pdo_cycle.command`, each bus's RPDOs and SYNC in one system call, bus
 after bus). Python then keeps only what is not numeric: state changes, events, the board's
@@ -41,9 +41,9 @@ from exo_rt import structs
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import fastio, pdo_cycle
 from exo_rt.control import trajectory
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import RUN, SAFE
 from exo_rt.jit import njit
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime.states import RUN, SAFE
 from firmware_bridge import fastdecode as fd
 
 # io: the float64 values the control thread and the compiled cycle share, one record by name
@@ -186,7 +186,7 @@ def argument_types(drives: list[int]) -> list[tuple[str, types.Type]]:
     """:func:`run`'s argument's fields and their numba types, as :data:`FIELDS` names them,
     for CiA 402 buses of ``drives[b]`` drives each (on no socket; the types are a real
     bus's, :func:`exo_rt.bus.pdo_cycle.io_arguments`; none: the buses are Python's) — the
-    cycle's model and data as declared (:data:`exo_rt.runtime.cycle.CYCLE_MODEL`, ``DATA``)."""
+    cycle's model and data as declared (:data:`exo_rt.cycle.step.CYCLE_MODEL`, ``DATA``)."""
     buses = tuple(pdo_cycle.io_arguments(n, fastio.WIRE_UDP) for n in drives) or None
     board = no_board()  # (its record's constructor compiled: a run's board link makes one)
     args = _arguments(dict(board=board if buses else None, status_time=np.zeros(1),
@@ -397,7 +397,7 @@ def run(a):
     ``a`` (:class:`CycleArgs`): the board's poll (:class:`BoardPoll`) and
     ``status_time[0]`` its last status (monotonic s); ``buses`` one :class:`~exo_rt.bus.
     pdo_cycle.CycleBus` per bus (None where the buses are Python's); the cycle's ``model``
-    and ``data`` (:func:`exo_rt.runtime.cycle.build`); the recording ring's header
+    and ``data`` (:func:`exo_rt.cycle.step.build`); the recording ring's header
     (``rec_capacity`` 0: none); ``io`` (one :data:`IO` record); the clock's scratch ``ts``;
     the gait phase's state."""
     io, d = a.io[0], a.data

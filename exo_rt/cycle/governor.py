@@ -24,8 +24,7 @@ import math
 
 import numpy as np
 
-from exo_rt.jit import njit
-from exo_rt.runtime.layout import (
+from exo_rt.cycle.layout import (
     V_GOV_ACC,
     V_GOV_HI,
     V_GOV_LO,
@@ -37,6 +36,7 @@ from exo_rt.runtime.layout import (
     V_QDR,
     V_QR,
 )
+from exo_rt.jit import njit
 
 OMEGA = 20.0  # rad/s: the tracker's natural frequency while it governs (critically damped)
 SLACK = 1e-9  # relative slack on the bounds: a reference exactly at one passes
@@ -85,7 +85,7 @@ def _track(v, j, q0, qd0, dt):
 @njit(cache=True, inline="always")
 def govern(s, v, dt):
     """The segment's reference in ``v`` (q_r, q̇_r, q̈_r) let through or governed, joint by
-    joint (RUN, after :func:`exo_rt.runtime.segment.reference`)."""
+    joint (RUN, after :func:`exo_rt.cycle.segment.reference`)."""
     on = 0.0
     for j in range(v.shape[1]):
         q0, qd0 = v[V_GOV_Q, j], v[V_GOV_QD, j]

@@ -1,7 +1,7 @@
 """The cycle's layout, declared once by name: its parameters (:data:`PARAMS`, the model's one
 record), its scalars (:data:`SCALARS`, the data's one record), the rows of its joint
 vectors (:data:`ROWS`, indexed by the ``V_*`` constants: a matrix, so that a cycle's record
-is copied from it in one pass). A leaf module: the cycle (:mod:`exo_rt.runtime.cycle`) and
+is copied from it in one pass). A leaf module: the cycle (:mod:`exo_rt.cycle.step`) and
 the safety check read it.
 """
 
@@ -25,7 +25,7 @@ PARAMS = np.dtype([
 SCALARS = np.dtype([
     ("k", "f8"),  # the cycle's index
     ("t", "f8"),  # s: k·dt
-    ("state", "f8"),  # state (exo_rt.runtime.states)
+    ("state", "f8"),  # state (exo_rt.cycle.states)
     ("phase", "f8"),  # gait phase (RUN), in strides
     ("overrun_streak", "f8"),  # consecutive late cycles
     ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
@@ -43,7 +43,7 @@ SCALARS = np.dtype([
     ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
     ("cycles", "f8"),  # out: cycles run
     ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
-    # the session's reference segment (exo_rt.runtime.segment; the activity machine writes it)
+    # the session's reference segment (exo_rt.cycle.segment; the activity machine writes it)
     ("seg_kind", "f8"),  # segment.HOLD / MOVE / GAIT
     ("seg_tau", "f8"),  # s: a move's progress
     ("seg_duration", "f8"),  # s: a move's duration at full rate
@@ -67,18 +67,18 @@ SCALARS = np.dtype([
     ("stride", "f8"),  # out: stride boundaries crossed in this segment
     # the wearer's gait, as the cycle estimates it (exo_rt.control.phase_estimate)
     ("heel", "f8"),  # in: 1 in the cycle a heel strike of the estimate's leg is reported
-    # the assistance level (exo_rt.runtime.assistance): v[V_LEVEL_ASKED] asked for, applied
+    # the assistance level (exo_rt.cycle.assistance): v[V_LEVEL_ASKED] asked for, applied
     # at the next stride boundary and ramped over a stride
     ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_ASKED] waits for the next stride boundary
     ("level_ramp", "f8"),  # the ramp's progress, 0 → 1 (≥ 1: none running)
-    # the reference governor (exo_rt.runtime.governor): the last word on every reference
+    # the reference governor (exo_rt.cycle.governor): the last word on every reference
     ("governed", "f8"),  # out: cycles in RUN whose reference the governor had to change
     ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
 ])
 
 # the joint vectors: the rows of v, one value per joint, by name — declared once: the cycle's
 # compiled code indexes them by the V_* constants made from these names, Python reads each as
-# a view of the same name (exo_rt.runtime.cycle.Cycle)
+# a view of the same name (exo_rt.cycle.step.Cycle)
 ROWS = (
     "q",  # rad, measured
     "q_prev",  # rad: the last position the velocity estimate used
@@ -113,7 +113,7 @@ ROWS = (
     "derate",  # the current limit's factor for the winding's temperature, 0–1
     "level_asked",  # the assistance level asked for (the session writes it; the cycle takes it
     # into level_to at the next stride boundary)
-    # the reference governor (exo_rt.runtime.governor): each joint's bounds on the reference
+    # the reference governor (exo_rt.cycle.governor): each joint's bounds on the reference
     # and the reference it let through last cycle
     "gov_lo",  # rad: the lowest q_r (the soft limit, or the wearer's range where tighter)
     "gov_hi",  # rad: the highest

@@ -24,8 +24,7 @@ from exo_rt.bus.flags import (
     F_MISSING,
     F_SATURATED,
 )
-from exo_rt.jit import njit
-from exo_rt.runtime.layout import (
+from exo_rt.cycle.layout import (
     V_CUR,
     V_DERATE,
     V_I_MEAS,
@@ -35,7 +34,8 @@ from exo_rt.runtime.layout import (
     V_T_WINDING,
     V_TAU,
 )
-from exo_rt.runtime.states import RUN
+from exo_rt.cycle.states import RUN
+from exo_rt.jit import njit
 from exo_rt.schema import top
 
 OK = 0

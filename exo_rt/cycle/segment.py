@@ -23,7 +23,7 @@ A segment is one of
 Python (the activity machine) writes a new segment between two cycles; the cycle applies
 what must wait for a stride boundary (``s.next_pending``: a new gait in ``gaits[NEXT]``;
 ``s.stop_req``: the closing step) itself, at the boundary, so a change never depends on when
-Python got to it. Every function here runs inside :func:`exo_rt.runtime.cycle.step`:
+Python got to it. Every function here runs inside :func:`exo_rt.cycle.step.step`:
 allocation-free, on the cycle's arrays.
 """
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 
+from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 from exo_rt.jit import njit
-from exo_rt.runtime.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 
 HOLD, MOVE, GAIT = 0, 1, 2
 POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is

@@ -37,11 +37,8 @@ from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, phase_estimate, registry, trajectory
 from exo_rt.control.config import transmission_rows
 from exo_rt.control.estimate import filter_gain
-from exo_rt.dynamics import kernels
-from exo_rt.jit import njit
-from exo_rt.record.recorder import column_start, row_columns, row_width
-from exo_rt.runtime import assistance, governor, safety, segment
-from exo_rt.runtime.layout import (
+from exo_rt.cycle import assistance, governor, safety, segment
+from exo_rt.cycle.layout import (
     PARAMS,
     ROWS,
     SCALARS,
@@ -76,7 +73,10 @@ from exo_rt.runtime.layout import (
     V_TAU,
     V_WIDTH,
 )
-from exo_rt.runtime.states import READY, RUN, SAFE, STOPPING
+from exo_rt.cycle.states import READY, RUN, SAFE, STOPPING
+from exo_rt.dynamics import kernels
+from exo_rt.jit import njit
+from exo_rt.record.recorder import column_start, row_columns, row_width
 
 # the check's output
 _OUT = 2
@@ -175,7 +175,7 @@ def estimate(m, d):
 def windings(m, d):
     """The motors' winding temperatures (:mod:`exo_rt.actuators.thermal`) one period on,
     under the measured currents and the drives' own readings, and each joint's current-limit
-    factor for them (a winding at its limit is a safety cause: :func:`exo_rt.runtime.safety.
+    factor for them (a winding at its limit is a safety cause: :func:`exo_rt.cycle.safety.
     check`)."""
     v = d.v
     temps = v[V_T_WINDING:V_T_HOUSING + 1]
@@ -187,7 +187,7 @@ def windings(m, d):
 def wearer_gait(m, d):
     """The wearer's gait phase (:mod:`exo_rt.control.phase_estimate`) from the measured hip,
     corrected by a heel strike reported since the last cycle; then the assistance level
-    (:mod:`exo_rt.runtime.assistance`), which changes at its stride boundaries."""
+    (:mod:`exo_rt.cycle.assistance`), which changes at its stride boundaries."""
     s, v, gait = d.s[0], d.v, d.law.gait
     phase_estimate.update(m.law.gp, gait, v[V_Q], v[V_QD], s.heel, m.p[0].dt)
     s.heel = 0.0
@@ -266,7 +266,7 @@ def command(m, d):
 def clock(d, k, dt):
     """The cycle's time: its index ``k`` and time k·dt (s). Every user of the cycle keeps
     time by it (RUN's gait phase is the segment's own, integrated cycle by cycle:
-    :mod:`exo_rt.runtime.segment`)."""
+    :mod:`exo_rt.cycle.segment`)."""
     s = d.s[0]
     s.k = k
     s.t = k * dt
@@ -297,7 +297,7 @@ def _safe_command(m, d):
 
 @njit(cache=True)
 def check(m, d):
-    """The safety check (:func:`exo_rt.runtime.safety.check`) and the board's word: SAFE
+    """The safety check (:func:`exo_rt.cycle.safety.check`) and the board's word: SAFE
     from this very cycle on when a cause is found — as :func:`step` runs it, and alone for a
     caller that measures through the cycle but commands by its own law (the bench's
     position loop, :mod:`exo_rt.hil.bench`): its cause and joint in the scalars, the posture
@@ -477,7 +477,7 @@ STEP = types.FunctionType(STEP_SIGNATURE)  # step's type as a first-class functi
 
 class _StepValue(types.WrapperAddressProtocol):
     """:func:`step` as a first-class function value (numba's wrapper-address protocol): the
-    one compiled call (:func:`exo_rt.runtime.cycle_call.run`) calls it through its address,
+    one compiled call (:func:`exo_rt.cycle.cycle_call.run`) calls it through its address,
     so that it compiles apart from the step — in another process at once — and its machine
     code holds no second copy of the step's (a cold start's 2.8 s of compiling)."""
 
@@ -527,7 +527,7 @@ class Cycle:
     """One cycle's model and data (:data:`CYCLE_MODEL`, :data:`CYCLE_DATA`) and, for Python,
     the same arrays by name: what :func:`build` makes. Every attribute is declared here (its
     slots); the joint vectors are views of ``v``'s rows, one per name of
-    :data:`exo_rt.runtime.layout.ROWS` (``cycle.q``, ``cycle.cur`` …)."""
+    :data:`exo_rt.cycle.layout.ROWS` (``cycle.q``, ``cycle.cur`` …)."""
 
     # the data's arrays (new_data)
     model: CycleModel

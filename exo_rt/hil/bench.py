@@ -4,10 +4,10 @@ controller's own cycle run against the drives (:meth:`Bench.run_controller`).
 
 A :class:`Bench` works on any python-can bus (real drives on a rig, the emulated drives over
 SLCAN, the in-process simulated bus): it sends the currents, reads the encoders and currents,
-and measures through the controller's own cycle (:func:`exo_rt.runtime.cycle.build`, from the
+and measures through the controller's own cycle (:func:`exo_rt.cycle.step.build`, from the
 top config and the controller config it names): positions, currents and flags into the
-cycle's data, the velocity by :func:`exo_rt.runtime.cycle.estimate` over the real gap between
-the SYNCs the samples answer, and :func:`exo_rt.runtime.cycle.check` — the controller's own
+cycle's data, the velocity by :func:`exo_rt.cycle.step.estimate` over the real gap between
+the SYNCs the samples answer, and :func:`exo_rt.cycle.step.check` — the controller's own
 check — every cycle: a drive fault, stale feedback, a lost heartbeat, an encoder glitch, a
 current, speed or soft joint limit, a tracking error, or the operator's abort key raises
 :class:`BenchAbort`, and the caller (:func:`exo_rt.hil.procedures.run_procedure`) disables
@@ -30,16 +30,17 @@ import can
 import numpy as np
 
 from exo_rt.control import laws
+from exo_rt.cycle import safety
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import READY, RUN, SAFE, STATES
 from exo_rt.dynamics import Dynamics
 from exo_rt.errors import BusError
 from exo_rt.hil.fixture import BenchAbort, Fixture, OperatorFixture
 from exo_rt.jit import njit
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety, summary
+from exo_rt.runtime import summary
 from exo_rt.runtime.buses import BusSet
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.rig import Rig
-from exo_rt.runtime.states import READY, RUN, SAFE, STATES
 
 
 class AbortKey:
@@ -65,7 +66,7 @@ class Log:
     """One motion's samples, preallocated: time (s), joint angles (rad), filtered velocities
     (rad/s), reference (rad), commanded and measured currents (A), commanded torque (N·m);
     and, for :meth:`Bench.run_controller`, the controller's state each cycle
-    (:mod:`exo_rt.runtime.states`)."""
+    (:mod:`exo_rt.cycle.states`)."""
 
     t: np.ndarray
     q: np.ndarray
@@ -138,7 +139,7 @@ class BenchBuses(BusSet):
 
 
 def build_cycle(top: TopConfig, dt: float) -> cy.Cycle:
-    """The bench's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) of the bench's
+    """The bench's cycle: the controller's (:func:`exo_rt.cycle.step.build`) of the bench's
     top config and the controller file it names, at the bench's period ``dt`` (s)."""
     return cy.build(top.robot, top.exo, top.controller, top.safety, dt=dt)
 
@@ -147,7 +148,7 @@ class Bench:
     """The robot's drives on their buses (opened by the caller), measured through the
     controller's own cycle, with its safety check on.
 
-    ``control`` is that cycle (:func:`exo_rt.runtime.cycle.build` from ``top`` and the
+    ``control`` is that cycle (:func:`exo_rt.cycle.step.build` from ``top`` and the
     controller config it names: its law, gains, velocity filter, limits and safe action);
     ``q``, ``qd``, ``i_meas``, ``i_cmd`` and ``flags`` are views of its data (measured angle,
     estimated velocity, measured and commanded current, the drives' flags).
@@ -243,7 +244,7 @@ class Bench:
 
     def cycle(self, currents: np.ndarray, *, check: bool = True) -> None:
         """One period (:meth:`exchange`), the controller's velocity estimate
-        (:func:`exo_rt.runtime.cycle.estimate`), then the safety check."""
+        (:func:`exo_rt.cycle.step.estimate`), then the safety check."""
         self.exchange(currents)
         cy.estimate(self.control.model, self.control.data)
         self.wait_period()
@@ -267,7 +268,7 @@ class Bench:
         return delay < 0
 
     def check(self) -> None:
-        """The controller's safety check (:func:`exo_rt.runtime.cycle.check`) on this cycle's
+        """The controller's safety check (:func:`exo_rt.cycle.step.check`) on this cycle's
         measurements, the tracking error against the cycle's reference ``control.qr`` while
         :attr:`tracking`; BenchAbort on a cause. The bench counts no overruns."""
         if self.abort.pressed.is_set():
@@ -452,7 +453,7 @@ def track(bench: Bench, q_ref: np.ndarray, gains: Gains, *, qd_ref: np.ndarray |
     estimate, the torque, current and reference go into its data — and the safety check (the
     cycle's) watches the tracking error throughout.
 
-    It is not the controller's ``computed_torque`` law run by :func:`exo_rt.runtime.cycle.
+    It is not the controller's ``computed_torque`` law run by :func:`exo_rt.cycle.step.
     step` (:meth:`Bench.run_controller` runs that): the cycle takes its reference from its state
     (the session's segment in RUN, a held posture with q̇_r = q̈_r = 0 in STOPPING), while
     the procedures need their own (steps, chirps, constant-speed sweeps, multi-sines); the

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.bus.config import frame_bits
+from exo_rt.cycle.states import STATES
 from exo_rt.errors import ConfigError
 from exo_rt.hil import fit, registry
 from exo_rt.hil.bench import Bench, BenchAbort
 from exo_rt.hil.limits import limit_text
 from exo_rt.hil.plots import plot
 from exo_rt.runtime.config import TopConfig
-from exo_rt.runtime.states import STATES
 from exo_rt.schema import core
 from exo_rt.schema.bench import BenchFile
 
@@ -116,7 +116,7 @@ def latency(bench: Bench, joint: str, step_A: float = 6.0) -> dict:
                           "STOPPING — every joint")
 def controller(bench: Bench, seconds: float = 10.0) -> dict:
     """The controller's law, reference and safety on the bench, exactly as in a run
-    (:meth:`~exo_rt.hil.bench.Bench.run_controller`: :func:`exo_rt.runtime.cycle.step` period by
+    (:meth:`~exo_rt.hil.bench.Bench.run_controller`: :func:`exo_rt.cycle.step.step` period by
     period against the drives, READY → RUN (the default session, walking ``seconds``) →
     STOPPING): what a lab
     runs before a person wears the exoskeleton. Per joint the RMS and largest tracking error

@@ -23,13 +23,13 @@ MAGIC = b"EXOLOG01"
 
 # the cycle log's row: one float64 per value, one row per cycle — each column's name and its
 # width, one value (1) or one per joint (JOINTS). Declared once: the cycle writes its record
-# by these names (exo_rt.runtime.cycle), the cycle log's header, MCAP's topics and the
+# by these names (exo_rt.cycle.step), the cycle log's header, MCAP's topics and the
 # recording's rings are laid out from them (cycle_columns)
 JOINTS = -1
 ROW = (
     ("t", 1),  # s: k·dt
     ("cycle", 1),  # the cycle's index k
-    ("state", 1),  # exo_rt.runtime.states
+    ("state", 1),  # exo_rt.cycle.states
     ("cause", 1),  # the safety cause in SAFE (safety.CAUSES), 0 in any other state
     ("q", JOINTS),  # rad, measured
     ("qd", JOINTS),  # rad/s, estimated

@@ -4,7 +4,7 @@ A lifecycle shell around the one cycle (as ros2_control's controllers): **config
 (the kernels warm, the run folder and recording, the drives brought up, the cycle built and
 compiled) → **activate** (real-time set-up, the board's motor power, the drives enabled) →
 the **update** loop (the scheduler calls :meth:`Controller._cycle` each period: the compiled
-cycle of :mod:`exo_rt.runtime.cycle_call` on the cycle's model and data, Python between its
+cycle of :mod:`exo_rt.cycle.cycle_call` on the cycle's model and data, Python between its
 calls only for what it owns, then the state machine) → **deactivate** (power off, buses
 closed, the recording drained) → **report** (the summary, the run folder). What it drives
 is a :class:`~exo_rt.runtime.rig.Rig` — buses, drives, board — opened here, or handed in
@@ -25,11 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt import STARTED, processes
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import BOOT, CONFIGURE, READY, RUN, SAFE, SHUTDOWN, STATES, STOPPING
 from exo_rt.errors import ConfigError
 from exo_rt.processes import other_cpus
 from exo_rt.record.events import HAND_OVER_S
 from exo_rt.record.recorder import columns_dtype, cycle_columns
-from exo_rt.runtime import cycle as cy
 from exo_rt.runtime import derating, script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
@@ -40,7 +41,6 @@ from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
 from exo_rt.runtime.run_record import RunRecord
 from exo_rt.runtime.script import HeelStrikes
-from exo_rt.runtime.states import BOOT, CONFIGURE, READY, RUN, SAFE, SHUTDOWN, STATES, STOPPING
 from exo_rt.runtime.summary import Fault, Outcome, RunResult
 from exo_rt.session import session as sessions
 
@@ -101,7 +101,7 @@ class Controller:
         self._allocate(False if o.history is None and self.realtime else o.history, cycle)
 
     def _allocate(self, history: bool | None, cycle: cy.Cycle | None) -> None:
-        """The cycle's model and data (:func:`exo_rt.runtime.cycle.build`), its arrays by
+        """The cycle's model and data (:func:`exo_rt.cycle.step.build`), its arrays by
         name, and the Python side of the compiled cycle (:class:`~exo_rt.runtime.cycle_io.
         CycleIO`)."""
         self.columns = cycle_columns(self.n)
@@ -127,7 +127,7 @@ class Controller:
 
     def _log_capacity(self, duration: float) -> int:
         """The most cycles a run of ``duration`` s takes, the session's guard's spare too."""
-        return int((duration + 2 * script.SESSION_SPARE_S + self.top.stop_s + 2.0) *
+        return int((duration + 2 * sessions.SESSION_SPARE_S + self.top.stop_s + 2.0) *
                    self.top.rate_hz)
 
     def _history_rows(self, cap: int) -> int:
@@ -338,7 +338,7 @@ class Controller:
 
     @property
     def state(self) -> int:
-        """The run's state (:mod:`exo_rt.runtime.states`): the cycle's own ``s["state"]``,
+        """The run's state (:mod:`exo_rt.cycle.states`): the cycle's own ``s["state"]``,
         which the compiled cycle sets SAFE and :meth:`_go` sets between cycles."""
         return int(self.s["state"])
 

@@ -1,4 +1,4 @@
-"""The Python side of the one compiled cycle (:mod:`exo_rt.runtime.cycle_call`): its
+"""The Python side of the one compiled cycle (:mod:`exo_rt.cycle.cycle_call`): its
 arguments made once, and what Python does when the cycle hands back mid-cycle — the board's
 news, a bus's frames for Python, the buses of a protocol read and written in Python (a
 simulated or python-can bus), the board's poll on the simulated clock, injected NaNs.
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from exo_rt.bus.host import HostDrives
-from exo_rt.runtime import cycle_call as cc
-from exo_rt.runtime.cycle import Cycle
+from exo_rt.cycle import cycle_call as cc
+from exo_rt.cycle.layout import V_T_REPORTED
+from exo_rt.cycle.states import SAFE
+from exo_rt.cycle.step import Cycle
 from exo_rt.runtime.injections import InjectionPlan
-from exo_rt.runtime.layout import V_T_REPORTED
 from exo_rt.runtime.rig import Board
 from exo_rt.runtime.script import HeelStrikes
-from exo_rt.runtime.states import SAFE
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class CycleIO:
 
     def prepare(self, recording, instant: Callable[[int], float],
                 compiled_io: bool = True) -> list[str]:
-        """The cycle's arguments made and :func:`~exo_rt.runtime.cycle_call.run` compiled —
+        """The cycle's arguments made and :func:`~exo_rt.cycle.cycle_call.run` compiled —
         or loaded from numba's cache — now, before any drive is enabled. In real time, CiA
         402 buses on compiled ports filling the cycle's arrays in place are read and written
         inside it, and a board on a descriptor polled there; everything else is handed to

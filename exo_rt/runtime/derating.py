@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from exo_rt.actuators import thermal
-from exo_rt.runtime.states import RUN, STATES
+from exo_rt.cycle.states import RUN, STATES
 
 RESOLUTION = 0.01  # °C: the highest winding temperature is tracked to this
 

@@ -15,11 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from exo_rt.cycle import safety
+from exo_rt.cycle.states import STATES
 from exo_rt.record import events as events_file
 from exo_rt.record import runfolder
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS as SESSION_EVENTS
-from exo_rt.runtime import safety
-from exo_rt.runtime.states import STATES
 from exo_rt.sim import world_truth
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from exo_rt.control import trajectory
-from exo_rt.runtime.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
-
-SESSION_SPARE_S = 30.0  # s: a session still going this long after --duration is stopped
+from exo_rt.cycle.states import READY, READY_CYCLES, RUN, SAFE, SHUTDOWN, STOPPING
+from exo_rt.session import session as sessions
 
 
 def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
@@ -21,7 +20,8 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
     ``READY_CYCLES``; in RUN (and after it: a request in SAFE is answered, refused) the
     session's sources are heard and answered (:meth:`exo_rt.session.session.Session.tick`),
     and its END leads to STOPPING (the posture held ``stop_s``) → SHUTDOWN. A session still
-    going ``SESSION_SPARE_S`` after ``duration`` is ended (:func:`_guard`). ``k0``: the
+    going ``SESSION_SPARE_S`` (:mod:`exo_rt.session.session`) after ``duration`` is ended
+    (:func:`_guard`). ``k0``: the
     cycle each state began. The controller's run steps by it (on the bench too:
     :meth:`exo_rt.hil.bench.Bench.run_controller`)."""
     if state == READY and k >= READY_CYCLES:
@@ -32,9 +32,9 @@ def lifecycle(state: int, k: int, k0: dict, dt: float, session, duration: float,
             if session.ended:
                 return STOPPING
             t = (k + 1 - k0[RUN]) * dt
-            if t >= duration + 2.0 * SESSION_SPARE_S or session.broken is not None:
+            if t >= duration + 2.0 * sessions.SESSION_SPARE_S or session.broken is not None:
                 return _last_resort(session, k)
-            if t >= duration + SESSION_SPARE_S:
+            if t >= duration + sessions.SESSION_SPARE_S:
                 _guard(session, k)
     if state == STOPPING and (k + 1 - k0[STOPPING]) * dt >= stop_s:
         return SHUTDOWN
@@ -70,7 +70,7 @@ def _guard(sess, k: int) -> None:
         sess.guarded = k
         sess.events.append({"cycle": k, "t": round(k * sess.dt, 6), "event": "run_time_up",
                             "why": "the session is still going past --duration + "
-                                   f"{SESSION_SPARE_S:g} s: stopped (STOP, END)"})
+                                   f"{sessions.SESSION_SPARE_S:g} s: stopped (STOP, END)"})
     if m.motion is None:
         if not m.ended:
             sess.ask(rq.Request(rq.END, rq.SESSION), k)
@@ -91,8 +91,9 @@ def _last_resort(sess, k: int) -> int | None:
     if sess.last_resort is None:
         sess.last_resort = k
         why = (f"the session's code failed ({sess.broken})" if sess.broken is not None
-               else f"the session did not end {2.0 * SESSION_SPARE_S:g} s after --duration "
-                    f"(posture {m.posture}, motion {m.motion.name if m.motion else None})")
+               else f"the session did not end {2.0 * sessions.SESSION_SPARE_S:g} s after "
+                    f"--duration (posture {m.posture}, "
+                    f"motion {m.motion.name if m.motion else None})")
         sess.events.append({"cycle": k, "t": round(k * sess.dt, 6), "event": "run_limit",
                             "why": why})
         m.freeze()

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt import __version__
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import safety
+from exo_rt.cycle import safety
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.states import RUN, STATES
 from exo_rt.runtime.config import TopConfig
 from exo_rt.runtime.injections import InjectionPlan
-from exo_rt.runtime.states import RUN, STATES
 
 
 @dataclass

@@ -13,7 +13,7 @@ from exo_rt.schema.core import REQUIRED, Choice, MapOf, Name, Num, Sub, key, sec
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
 # the safety supervisor's reactions, in the order of their codes: the one definition
-# (exo_rt.runtime.safety.ACTIONS maps each to its code from here)
+# (exo_rt.cycle.safety.ACTIONS maps each to its code from here)
 ACTIONS = ("zero_current", "damping", "hold")
 # the plant models' names: the registry of exo_rt.sim.plants, handed down by entry-point group
 PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")

@@ -1,5 +1,5 @@
 """What each motion asks of the joints, checked against the bounds the cycle's reference
-governor holds to (:mod:`exo_rt.runtime.governor`): the range (the soft limits, narrowed to
+governor holds to (:mod:`exo_rt.cycle.governor`): the range (the soft limits, narrowed to
 the wearer's range of motion), the largest speed and the largest acceleration of q_r.
 
 A motion is checked before it can begin — at load (each posture, move, homing, and each walk
@@ -10,7 +10,7 @@ bound. The figures are the cycle's own: a walk is traced by the compiled segment
 (:func:`trace`: the opening step, two strides, the closing step from either half-stride
 boundary, every cycle), a move by the closed forms of a minimum-jerk move (Flash & Hogan 1985:
 peak speed 15/8·Δq/T, peak acceleration 10/√3·Δq/T²) plus what the GO filter adds
-(:data:`exo_rt.runtime.segment.GO_OMEGA`).
+(:data:`exo_rt.cycle.segment.GO_OMEGA`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from exo_rt.control import trajectory
+from exo_rt.cycle import segment
+from exo_rt.cycle.layout import SCALARS, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 from exo_rt.jit import njit
-from exo_rt.runtime import segment
-from exo_rt.runtime.layout import SCALARS, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 from exo_rt.session.activities import PEAK  # a minimum-jerk move's peak speed, per Δq/T
 from exo_rt.session.machine import SPEED_BLEND  # strides: a speed change's blend
 
@@ -98,7 +98,7 @@ class Beyond:
 
 class Envelope:
     """The bounds of one run's reference (``lo``, ``hi`` rad, ``vel`` rad/s, ``acc`` rad/s²,
-    (n,) each, the governor's: :func:`exo_rt.runtime.governor.set_bounds` and ``narrow``),
+    (n,) each, the governor's: :func:`exo_rt.cycle.governor.set_bounds` and ``narrow``),
     and the checks of the activities' motions against them. ``gaits``: (speed, step length)
     → (Fourier rows, period s, stride m) as the activity machine's; ``dt``: the period (s)."""
 
@@ -124,7 +124,7 @@ class Envelope:
     @classmethod
     def of_bounds(cls, v, joint_names, dt: float, gaits) -> Envelope:
         """The envelope of the governor's bounds in the joint vectors ``v`` (its V_GOV_ rows)."""
-        from exo_rt.runtime.layout import V_GOV_ACC, V_GOV_HI, V_GOV_LO, V_GOV_VEL
+        from exo_rt.cycle.layout import V_GOV_ACC, V_GOV_HI, V_GOV_LO, V_GOV_VEL
 
         return cls(joint_names, v[V_GOV_LO].copy(), v[V_GOV_HI].copy(), v[V_GOV_VEL].copy(),
                    v[V_GOV_ACC].copy(), dt, gaits)
@@ -346,7 +346,7 @@ def warm_up() -> None:
 def for_top(top, wearer, gaits) -> Envelope:
     """The envelope a run of the top config ``top`` would have with ``wearer`` (the cycle's
     governor bounds, computed without building the cycle): ``exo-rt check``'s."""
-    from exo_rt.runtime import governor, safety
+    from exo_rt.cycle import governor, safety
 
     robot, sc = top.robot, top.safety
     limits = safety.limits_array(robot, sc.joint_margin, sc.tracking_error,

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from exo_rt.control import gait_speed
-from exo_rt.runtime.states import RUN
+from exo_rt.cycle.states import RUN
 from firmware_bridge import requests as rq
 
 

@@ -7,7 +7,7 @@ step → strides → closing step, home), declared per robot in an activities fi
 step: every request (:class:`~firmware_bridge.requests.Request`, whoever asked — the board's
 crutch buttons, the therapist's console, a session script) is answered at once, accepted or
 refused with a reason; an accepted one writes a new reference segment into the cycle data
-(:mod:`exo_rt.runtime.segment`), which the next cycle evaluates — continuous in position and
+(:mod:`exo_rt.cycle.segment`), which the next cycle evaluates — continuous in position and
 velocity, since every segment starts from the reference the last cycle tracked.
 
 Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
@@ -38,8 +38,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from exo_rt.runtime import segment
-from exo_rt.runtime.layout import (
+from exo_rt.cycle import segment
+from exo_rt.cycle.layout import (
     V_LEVEL,
     V_LEVEL_ASKED,
     V_LEVEL_TO,
@@ -56,7 +56,7 @@ SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new ov
 
 
 class ActivityMachine:
-    """The machine of one session on one cycle (:class:`exo_rt.runtime.cycle.Cycle`).
+    """The machine of one session on one cycle (:class:`exo_rt.cycle.step.Cycle`).
 
     ``activities``: the robot's postures and motions; ``gaits``: a function (speed m/s, step
     length m or None) → (Fourier rows (n, 11) rad, stride period s, stride length m) — the

@@ -22,6 +22,10 @@ from exo_rt.session.roles import Listener, Sink, Source
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
 
+# s: a session still going this long after the run's --duration is ended, and twice as long
+# stopped (the run's lifecycle: exo_rt.runtime.script)
+SESSION_SPARE_S = 30.0
+
 if TYPE_CHECKING:
     from exo_rt.session.activities import Activities
     from exo_rt.session.wearer import Wearer
@@ -313,8 +317,7 @@ class ConsoleSink(Source, Sink):
         self.last = ans
 
     def show(self, machine, k: int) -> None:
-        from exo_rt.runtime.script import SESSION_SPARE_S
-        from exo_rt.runtime.states import RUN, STATES
+        from exo_rt.cycle.states import RUN, STATES
 
         ctl, st, motion = self.ctl, machine.status(), machine.motion
         progress = None
@@ -443,7 +446,7 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     None: the defaults) and its script, timed by the run's ``duration`` — or, in replay, the
     recorded ``requests`` instead. The controller's (:func:`for_run`) adds its board and
     console; the bench's run of the controller takes it as it is."""
-    from exo_rt.runtime import governor
+    from exo_rt.cycle import governor
     from exo_rt.session import envelope as env
     from exo_rt.session import script as sc
 

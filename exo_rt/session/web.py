@@ -167,7 +167,7 @@ class WebConsole(Source, Sink):
         self._silent_stop: str | None = None  # this walk was stopped for it (said)
         self._stride = (None, None, None)  # (speed, step length) → stride length m
         self.session = None  # set by the session's maker: the request just answered
-        from exo_rt.runtime.layout import V_DERATE
+        from exo_rt.cycle.layout import V_DERATE
 
         c = ctl.cycle
         self._winding, self._derate = c.winding, c.v[V_DERATE]
@@ -302,7 +302,7 @@ class WebConsole(Source, Sink):
         self.link.send(self.status(k))
 
     def _time(self, k: int) -> float:
-        from exo_rt.runtime.states import RUN
+        from exo_rt.cycle.states import RUN
 
         return round((k - self.ctl.k0.get(RUN, k)) * self.ctl.dt, 3)
 
@@ -346,8 +346,8 @@ class WebConsole(Source, Sink):
         the controller's state (and SAFE's cause), a move's progress, strides, the windings'
         temperatures (°C) and derating factors, the E-stop and motor power, the inputs
         lost."""
-        from exo_rt.runtime.safety import CAUSES
-        from exo_rt.runtime.states import STATES
+        from exo_rt.cycle.safety import CAUSES
+        from exo_rt.cycle.states import STATES
 
         ctl, m = self.ctl, self.machine
         state = STATES[ctl.state]

@@ -32,13 +32,13 @@ import numpy as np
 
 from exo_rt.control import estimate, trajectory
 from exo_rt.control.config import ControllerConfig
+from exo_rt.cycle import governor, safety
+from exo_rt.cycle import step as cy
+from exo_rt.cycle.layout import V_OFFSET
+from exo_rt.cycle.states import RUN, SAFE
 from exo_rt.dynamics import Dynamics, kernels
 from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
-from exo_rt.runtime import cycle as cy
-from exo_rt.runtime import governor, safety
-from exo_rt.runtime.layout import V_OFFSET
-from exo_rt.runtime.states import RUN, SAFE
 from exo_rt.schema.top import SafetyConfig
 from exo_rt.sim import plants
 from exo_rt.sim import walker as wk
@@ -116,7 +116,7 @@ def mil_loop(m, d, plant, sensors, wearer, walker, log):
     ``walker``: :func:`exo_rt.sim.walker.compile_walker`'s tuple (an empty schedule: none).
 
     Each period: the walker's heel strike of the last cycle into the cycle's ``heel`` input
-    → the encoders read → :func:`exo_rt.runtime.cycle.step` (the controller's own: estimate,
+    → the encoders read → :func:`exo_rt.cycle.step.step` (the controller's own: estimate,
     reference, the wearer's torque, law, current, safety) → the currents latched for the next
     SYNC → the wearer's or the walker's torque → the plant's step. Returns the largest
     |current| commanded (A) relative to its limit (≤ 1 by construction)."""
@@ -239,10 +239,10 @@ class MilOptions:
 
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
-    """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.runtime.cycle.build`) on
+    """Model-in-the-loop's cycle: the controller's (:func:`exo_rt.cycle.step.build`) on
     the options' rigid models and safety checks, its reference governor bounding the range
     alone; RUN tracks its default segment (the gait from phase 0:
-    :func:`exo_rt.runtime.segment.walk_from_start`)."""
+    :func:`exo_rt.cycle.segment.walk_from_start`)."""
     o = options
     model = o.model or robot
     c = cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt)

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from exo_rt.cycle import segment
+from exo_rt.cycle.layout import V_OFFSET
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
-from exo_rt.runtime import segment
-from exo_rt.runtime.layout import V_OFFSET
 from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V
 
 # N·m/rad and N·m·s/rad by joint kind (the end of a joint's name; "*": any other joint):
