@@ -200,8 +200,8 @@ class Controller:
             not self.realtime
 
     def _warm_up(self) -> None:
-        """Every compiled part of the cycle run once on throw-away data (:func:`exo_rt.
-        runtime.cycle.warm`, the drives', the scheduler's statistics, the gait phase's)."""
+        """Every compiled part of the cycle run once on throw-away data (:func:`exo_rt.cycle.
+        step.warm`, the drives', the scheduler's statistics, the gait phase's)."""
         cy.warm(self.cycle)
         TimingStats().warm_up()  # the scheduler's histograms, counted every 128 cycles
         cy.trajectory.warm_up()  # the gait phase's from heel strikes
