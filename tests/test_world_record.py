@@ -5,8 +5,8 @@ from the world's foot contacts; plant and controller replay of a world run.
 
 Measured (lockstep, this machine): standing on the shipped ``exo_2leg`` with the default
 wearer, the feet's summed vertical reaction is the whole weight (95.70 kg × 9.81) to 7e-6
-over the last second; every heel strike the estimate took in a 2 s world walk is the cycle
-the first leg's foot loaded (0 periods apart, 19 strikes); plant replay of that walk
+over the last second; every heel strike the estimate took in a 4 s world walk is the cycle
+the first leg's foot loaded; plant replay of that walk
 reproduces the joints to 2e-15° RMS, controller replay bit for bit (0 A).
 """
 
@@ -35,7 +35,7 @@ steps:
 """
 
 
-def _top(tmp: Path, robot: str, simulation: str, tracking: float = 0.15) -> Path:
+def _top(tmp: Path, robot: str, simulation: str) -> Path:
     """A top config in ``tmp`` for a shipped robot and bus file (absolute paths)."""
     c = ROOT / "configs"
     path = tmp / "top.yaml"
@@ -43,7 +43,7 @@ def _top(tmp: Path, robot: str, simulation: str, tracking: float = 0.15) -> Path
         f"robot: {c / 'robots' / robot}\nbuses: {c / 'buses' / 'exo_2leg.yaml'}\n"
         f"controller: {c / 'controllers' / 'computed_torque.yaml'}\nrate_hz: 1000\n"
         "stop: {duration: 0.5}\n"
-        f"safety: {{joint_margin: 0.02, tracking_error: {tracking}, action: zero_current,\n"
+        "safety: {joint_margin: 0.02, tracking_error: 0.15, action: zero_current,\n"
         "         reference_acceleration: {hip: 12.0, knee: 50.0}}\n"
         f"simulation: {simulation}\nlogging: {{runs: {tmp / 'runs'}}}\n")
     return path
@@ -184,12 +184,13 @@ def test_the_board_reads_the_world_feet():
 # --- a walk in the world: heel strikes and replay ----------------------------------------
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
-    """The sized two-leg exoskeleton walking 2 s on the floor. Its tracking is not yet what a
-    walk in the world needs (the lead's work: docs/world.md): the test's tracking-error stop is
-    0.6 rad so that the walk runs on."""
-    tmp = tmp_path_factory.mktemp("walk")
-    _top(tmp, "exo_2leg_sized.yaml", "{plant: world, scene: floor}", tracking=0.6)
-    rc, out = _run(tmp, "--duration", "2")
+    """The sized two-leg exoskeleton walking 4 s on the floor: configs/exo_2leg_world.yaml's
+    default session, the flat-foot gait (docs/world.md, "Walking on the floor")."""
+    out = tmp_path_factory.mktemp("walk") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXO_RT_WARMUP", "0")
+        rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+                       "--duration", "4", "--out", str(out)])
     assert rc == 0, json.loads((out / "summary.json").read_text())
     return out
 
