@@ -339,10 +339,9 @@ def test_a_session_that_cannot_end_is_stopped_smoothly(tmp_path, monkeypatch):
     """The last resort: a session whose machine cannot end it (here: END refused by a
     broken machine) is frozen smoothly and the run goes STOPPING past its limit — SHUTDOWN,
     event run_limit, exit 1."""
-    from exo_rt.runtime import script
     from exo_rt.session.machine import ActivityMachine
 
-    monkeypatch.setattr(script, "SESSION_SPARE_S", 1.0)
+    monkeypatch.setattr(sessions, "SESSION_SPARE_S", 1.0)
     real = ActivityMachine.handle
 
     def no_end(self, req, active=True):
