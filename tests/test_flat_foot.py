@@ -44,7 +44,7 @@ def test_stance_feet_stay_on_the_floor(speed):
     profile gives; the fitted rows keep it there to 2.5 mm (measured 1.85 mm, at the heel
     rocker's start; the design itself to 1e-9)."""
     walk = ff.walk(speed, 1.75)
-    rows = ff.leg_rows(walk.stride_length, THIGH, SHANK, walk.period)
+    rows = ff.leg_rows(walk.stride_length, THIGH, SHANK)
     x, z = _ankle(rows, PHASE)
     xd, zd = ff.ankle_path(PHASE, walk.stride_length, THIGH, SHANK)
     hip, knee = ff.leg_angles(xd, zd, THIGH, SHANK)
@@ -91,3 +91,9 @@ def test_swing_lifts_the_foot_and_the_knee_stays_in_range():
 def test_a_stride_the_leg_cannot_reach_is_refused():
     with pytest.raises(ValueError, match="longer than a leg"):
         ff.ankle_path(PHASE, 3.0, THIGH, SHANK)
+
+
+@pytest.mark.parametrize("step", [0.0, -0.3, float("nan")])
+def test_a_step_length_that_is_no_length_is_refused(step):
+    with pytest.raises(ValueError, match="not a positive length"):
+        ff.walk(0.4, 1.75, step)

@@ -206,7 +206,7 @@ def test_drives_off_in_mid_stance_of_a_walk():
     stand = np.full(4, 0.05)
     plant.reset(stand)
     walk = flat_foot.walk(0.4, 1.75)
-    rows = flat_foot.gait_rows(sized, ["hip", "knee"] * 2, walk.stride_length, walk.period)
+    rows = flat_foot.gait_rows(sized, ["hip", "knee"] * 2, walk.stride_length)
     offset = np.array([0.0, 0.0, 0.5, 0.5])  # the right leg half a stride behind
     q, qd, qdd = np.zeros(1), np.zeros(1), np.zeros(1)
     target = 1.0 + 0.5 * flat_foot.STANCE  # the left leg's mid-stance in the second stride

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from exo_rt.control.gait_speed import Walk, cadence_and_step
+from exo_rt.control.gait_speed import Walk, pace
 from exo_rt.control.trajectory import MAX_HARMONICS
 
 STANCE = 0.62  # the stance fraction of a stride (healthy walkers: about 0.6)
@@ -77,8 +77,8 @@ def ankle_path(phase: np.ndarray, stride: float, thigh: float, shank: float
     progress = u ** 3 * (10.0 - 15.0 * u + 6.0 * u * u)  # minimum jerk on the floor
     x = np.where(stance, stride * (s / 2.0 - phase),
                  -half + stride * progress - stride * (phase - s))
-    # the lift: u^α (1 − u)^β, highest at LIFT_PEAK (β = α/LIFT_PEAK − α), starting with no
-    # step in the ankle's acceleration (α = 3)
+    # the lift: u^α (1 − u)^β, highest at LIFT_PEAK (β = α/LIFT_PEAK − α); α = LIFT_ORDER = 2
+    # starts it with no step in the ankle's vertical speed
     alpha = LIFT_ORDER
     beta = alpha / LIFT_PEAK - alpha
     peak = LIFT_PEAK ** alpha * (1.0 - LIFT_PEAK) ** beta
@@ -116,9 +116,9 @@ def fourier_rows(values: np.ndarray, phase: np.ndarray) -> np.ndarray:
     return coeffs
 
 
-def leg_rows(stride: float, thigh: float, shank: float, period: float) -> dict[str, np.ndarray]:
-    """{'hip': row, 'knee': row}: one leg's Fourier rows for strides of ``stride`` m taking
-    ``period`` s."""
+def leg_rows(stride: float, thigh: float, shank: float) -> dict[str, np.ndarray]:
+    """{'hip': row, 'knee': row}: one leg's Fourier rows for strides of ``stride`` m (the
+    shape is the stride's at any period: the period only scales its phase rate)."""
     phase = np.arange(SAMPLES) / SAMPLES
     hip, knee = leg_angles(*ankle_path(phase, stride, thigh, shank), thigh, shank)
     return {"hip": fourier_rows(hip, phase), "knee": fourier_rows(knee, phase)}
@@ -126,17 +126,14 @@ def leg_rows(stride: float, thigh: float, shank: float, period: float) -> dict[s
 
 def walk(speed: float, height: float, step_length: float | None = None) -> Walk:
     """The pace of a flat-foot walk at ``speed`` m/s for a wearer ``height`` m tall: the
-    walk ratio's cadence and step (:func:`exo_rt.control.gait_speed.cadence_and_step`), or
-    ``step_length`` m given. Its amplitude is 1: the shape is designed for the stride, not
-    scaled."""
-    cadence, step = cadence_and_step(speed, height)
-    if step_length is not None:
-        step = step_length
-        cadence = 60.0 * speed / step
+    walk ratio's cadence and step, or ``step_length`` m given
+    (:func:`exo_rt.control.gait_speed.pace`; ValueError as it raises). Its amplitude is 1:
+    the shape is designed for the stride, not scaled."""
+    cadence, step = pace(speed, height, step_length)
     return Walk(speed=speed, period=120.0 / cadence, stride_length=2.0 * step, amplitude=1.0)
 
 
-def gait_rows(robot, kinds: list[str], stride: float, period: float) -> np.ndarray:
+def gait_rows(robot, kinds: list[str], stride: float) -> np.ndarray:
     """The Fourier rows (n, 1 + 2·MAX_HARMONICS) of ``robot``'s joints for strides of
     ``stride`` m: a joint of kind 'hip' or 'knee' gets its leg's row (its leg's thigh and
     shank, :func:`exo_rt.control.gait_speed.leg_lengths`), a 'hold' joint stays at 0."""
@@ -146,7 +143,7 @@ def gait_rows(robot, kinds: list[str], stride: float, period: float) -> np.ndarr
     rows = np.zeros((len(names), 1 + 2 * MAX_HARMONICS))
     legs = {}
     for prefix in leg_prefixes(robot):
-        legs[prefix] = leg_rows(stride, *leg_lengths(robot, prefix), period)
+        legs[prefix] = leg_rows(stride, *leg_lengths(robot, prefix))
     for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
         prefix = next((p for p in legs if name.startswith(p) and p), "")
         if kind in ("hip", "knee") and prefix in legs:

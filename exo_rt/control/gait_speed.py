@@ -213,6 +213,21 @@ def cadence_and_step(speed: float, height: float) -> tuple[float, float]:
     return cadence, ratio * cadence
 
 
+def pace(speed: float, height: float, step_length: float | None = None
+         ) -> tuple[float, float]:
+    """(cadence steps/min, step length m) of a walk at ``speed`` m/s: the walk ratio's
+    (:func:`cadence_and_step`) unless ``step_length`` m is given (then cadence = speed / step
+    length). ValueError for a speed or step length that is not positive."""
+    if step_length is None:
+        return cadence_and_step(speed, height)
+    if not speed > 0.0 or not math.isfinite(speed):
+        raise ValueError(f"walking speed {speed} m/s is not a positive speed: give one > 0")
+    if not step_length > 0.0 or not math.isfinite(step_length):
+        raise ValueError(f"step length {step_length} m is not a positive length: give one > 0 "
+                         "(the wearer profile's step-length range)")
+    return 60.0 * speed / float(step_length), float(step_length)
+
+
 def walk(speed: float, height: float, thigh: float, shank: float,
          step_length: float | None = None,
          rom: dict[str, tuple[float, float]] | None = None) -> Walk:
@@ -227,17 +242,7 @@ def walk(speed: float, height: float, thigh: float, shank: float,
 
     ValueError (what, and how to fix it) for a speed or step length that is not positive, a
     stride beyond amplitude :data:`MAX_AMPLITUDE`, or a reference outside ``rom``."""
-    if step_length is None:
-        cadence, step = cadence_and_step(speed, height)
-    else:
-        if not speed > 0.0 or not math.isfinite(speed):
-            raise ValueError(f"walking speed {speed} m/s is not a positive speed: give one "
-                             "> 0")
-        if not step_length > 0.0 or not math.isfinite(step_length):
-            raise ValueError(f"step length {step_length} m is not a positive length: give "
-                             "one > 0 (the wearer profile's step-length range)")
-        step = float(step_length)
-        cadence = 60.0 * speed / step
+    cadence, step = pace(speed, height, step_length)
     stride = 2.0 * step
     period = 120.0 / cadence
     if thigh <= 0.0 or shank <= 0.0:

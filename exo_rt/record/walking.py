@@ -66,6 +66,7 @@ def measure(run_dir: str | Path, *, stance: float, rocker: float,
     and ``rocker`` (strides): the gait's stance fraction and heel rocker; ``offsets``: each
     leg's phase offset (strides, by its joints' prefix, e.g. ``{'left_': 0, 'right_': 0.5}``);
     ``thigh``, ``shank`` (m): the legs' lengths (the ankle's forward kinematics)."""
+    from exo_rt.control.gait_speed import ankle_x as ankle_x_of
     from exo_rt.record.mcap_log import read_mcap
 
     run_dir = Path(run_dir)
@@ -104,7 +105,7 @@ def measure(run_dir: str | Path, *, stance: float, rocker: float,
         smooth_of[foot] = float(np.convolve(fz[:, k], window, "same").max() / carried)
         hip, knee = names.index(prefix + "hip"), names.index(prefix + "knee")
         a = q_true[:, hip] - base[:, 2]  # the thigh from the vertical (pitch > 0: trunk back)
-        ankle_x = base[:, 0] + thigh * np.sin(a) + shank * np.sin(a - q_true[:, knee])
+        ankle_x = base[:, 0] + ankle_x_of(a, q_true[:, knee], thigh, shank)
         ankle_z = base[:, 1] - thigh * np.cos(a) - shank * np.cos(a - q_true[:, knee])
         step = np.floor(phase[idx] - offsets[prefix])
         travel = []

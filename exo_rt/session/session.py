@@ -415,8 +415,8 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
     def gaits(speed: float, step_length: float | None):
         if gait == "flat_foot":
             w = flat_foot.walk(speed, wearer.height, step_length)
-            return flat_foot.gait_rows(robot, kinds, w.stride_length, w.period), \
-                w.period, w.stride_length
+            return flat_foot.gait_rows(robot, kinds, w.stride_length), w.period, \
+                w.stride_length
         w = wearer.walk(speed, robot, step_length)
         rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
         return rows, w.period, w.stride_length
