@@ -47,6 +47,8 @@ class LinkStats:
 
 
 class BoardLink:
+    present = True  # a board is there (exo_rt.runtime.rig.Board's; NoBoard's is False)
+
     def __init__(self, url: str, *, heartbeat_hz: float = 1000.0, link_timeout: float = 0.05,
                  contact_N: float = 200.0, clock=time.monotonic, baudrate: int = 1_000_000,
                  menu_refresh_s: float = 0.5):

@@ -225,11 +225,9 @@ class Controller:
         self.rig.power_on()
         self._go(READY, 0)
         for d in self.drives:
-            if self.board is not None:  # the board's watchdog sees us while drives enable
-                self.board.send_heartbeat(READY, force=True)
+            self.board.send_heartbeat(READY, force=True)  # its watchdog sees us meanwhile
             d.enable(reset_faults=reset)
-        if self.board is not None:  # the board's watchdog counts from here
-            self.board.send_heartbeat(READY, force=True)
+        self.board.send_heartbeat(READY, force=True)  # the board's watchdog counts from here
         self.io.gather()
         self.q_prev[:] = self.q
         from exo_rt.session.script import check_run_start  # (the leg where the session's
@@ -292,9 +290,8 @@ class Controller:
         """The cycle's end, its commands sent: the board's heartbeat, state changes, operator
         stops, injections, the recording's check; False: the run is over."""
         s, plan, rec = self.s, self.plan, self.recording
-        if self.board is not None:
-            self.board.send_heartbeat(self.state)
-            self.bus_set.tick()
+        self.board.send_heartbeat(self.state)
+        self.bus_set.tick()  # (no board: the buses simulate none, nothing to advance)
         self._advance(k)
         if self._stop_requested and self.state in (READY, RUN):
             self._go(STOPPING, k + 1)  # holds the posture, then disables the drives

@@ -28,12 +28,13 @@ from exo_rt.runtime.script import HeelStrikes
 @dataclass(frozen=True)
 class CycleParts:
     """What the Python side of the compiled cycle works on: the ``cycle`` (its model, data
-    and arrays by name), every bus's ``drives`` in the cycle's order, the ``board`` (None:
-    none), whether the run is on the wall clock (``realtime``) and its period ``dt`` (s)."""
+    and arrays by name), every bus's ``drives`` in the cycle's order, the ``board``
+    (:class:`~exo_rt.runtime.rig.NoBoard`: none), whether the run is on the wall clock
+    (``realtime``) and its period ``dt`` (s)."""
 
     cycle: Cycle
     drives: list[HostDrives]
-    board: Board | None
+    board: Board
     realtime: bool
     dt: float
 
@@ -84,24 +85,22 @@ class CycleIO:
         ``recording``: the run's (its rings; None: not recorded); ``instant``: the
         scheduler's clock of SYNCs, where the rig has none. Returns the set-up's lines."""
         parts, io, c = self.parts, self.values, self.parts.cycle
-        board_link, realtime = parts.board, parts.realtime
+        board, realtime = parts.board, parts.realtime
         buses: tuple = ()
         if (compiled_io and realtime and parts.drives and not self.gathers
                 and not self.plan.onsets):
             buses = tuple(d.compiled_cycle(view) for d, view in self.commands)
             if any(bus is None for bus in buses):
                 buses = ()
-        board = board_link.compiled_poll() if (board_link is not None and realtime
-                                               and compiled_io) else None
-        if not buses:  # the buses Python's: the board's poll too (none of it compiled)
-            board = None
+        # the board's poll on its descriptor (None: Python's, or no board); the buses
+        # Python's, the board's poll too (none of it compiled)
+        compiled = board.compiled_poll() if (realtime and compiled_io and buses) else None
         io[cc.IO_PY_BUSES] = not buses
-        io[cc.IO_BOARD] = board_link is not None
-        io[cc.IO_PY_BOARD] = board_link is not None and board is None
-        io[cc.IO_EVENTS] = self.heels.from_events and board_link is not None
-        if board_link is not None:
-            io[cc.IO_LINK_TIMEOUT] = board_link.link_timeout
-        poll_args, status_time = board if board is not None else (
+        io[cc.IO_BOARD] = board.present
+        io[cc.IO_PY_BOARD] = board.present and compiled is None
+        io[cc.IO_EVENTS] = self.heels.from_events and board.present
+        io[cc.IO_LINK_TIMEOUT] = board.link_timeout  # (no board: 0, never compared)
+        poll_args, status_time = compiled if compiled is not None else (
             cc.no_board() if buses else None, np.zeros(1))
         rec = recording
         if rec is None:

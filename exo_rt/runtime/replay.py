@@ -30,7 +30,7 @@ from exo_rt.record import integrity, replay_mcap, runfolder
 from exo_rt.runtime import snapshot
 from exo_rt.runtime.config import load_top
 from exo_rt.runtime.controller import Controller, Injection
-from exo_rt.runtime.rig import Rig
+from exo_rt.runtime.rig import Board, Rig
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_ON, T_JOINT, T_K
 
@@ -274,10 +274,11 @@ class _Cursor:
         return self.records[self.k] if self.k < len(self.records) else None
 
 
-class RecordedBoard:
+class RecordedBoard(Board):
     """The embedded board as the recording saw it: its word each cycle (e-stop, link loss,
     motor power), always powered for the run's start."""
 
+    present = True
     link_timeout = 1.0
     board_timeout = 1.0
     estop = False

@@ -20,14 +20,17 @@ from exo_rt.runtime.buses import BusSet, open_buses
 
 class Board(Protocol):
     """The embedded board as a run uses it (:class:`firmware_bridge.link.BoardLink`; replay's
-    recorded board): its status word each cycle, the heartbeat the controller sends, motor
+    recorded board; :class:`NoBoard` where the run has none): whether one is there
+    (``present``), its status word each cycle, the heartbeat the controller sends, motor
     power, the wearer's heel strikes (s on its ``clock``), and its link's timeout (s)."""
 
+    present: bool
     heel_strikes: deque
     link_timeout: float
     estop: bool
     motor_power: bool
     link_lost: bool
+    status: object  # the last status frame (firmware_bridge.protocol.Status; None: none yet)
 
     def poll(self) -> int: ...
     def take_news(self, news: int, now: float) -> None: ...
@@ -40,15 +43,45 @@ class Board(Protocol):
     def close(self) -> None: ...
 
 
+class NoBoard(Board):
+    """The board of a run that has none (the bench, ``--board none``): the :class:`Board`
+    protocol with nothing behind it — never polled, nothing to send or switch, no heel
+    strikes, no status (its watchdog is not checked), and motor power taken as on (there is
+    no board to switch it). The cycle's io says ``board`` 0 for it (``present``)."""
+
+    present = False
+    link_timeout = 0.0  # s (io's default: the cycle never compares with it)
+    estop = motor_power = link_lost = False
+    status = None
+
+    def __init__(self) -> None:
+        self.heel_strikes: deque = deque(maxlen=1)  # (never one)
+
+    def poll(self) -> int:
+        return 0
+
+    def compiled_poll(self) -> tuple | None:
+        return None  # (nothing on a descriptor)
+
+    def clock(self) -> float:
+        return 0.0
+
+    def wait_for_status(self, timeout: float, tick=None) -> bool:
+        return False  # no status ever comes
+
+    def wait_for_power(self, timeout: float, tick=None) -> bool:
+        return True  # nothing to switch on
+
+
 @dataclass
 class Rig:
     """The buses (``bus_set``: opened by :func:`exo_rt.runtime.buses.open_buses`, or a
     recording's stand-in, :class:`~exo_rt.runtime.buses.BusSet`), their drives, the board
-    link (None: none) and whether it is the emulator (simulated injections need it)."""
+    link (:class:`NoBoard`: none) and whether it is the emulator (simulated injections need it)."""
 
     bus_set: BusSet
     drives: list[HostDrives]
-    board: Board | None = None
+    board: Board = field(default_factory=NoBoard)
     board_emulated: bool = False
     buttons: bool = False  # the board has crutch buttons a session hears (a live link's; a
     # recorded board's were heard then: replay asks the recorded requests)
@@ -63,10 +96,9 @@ class Rig:
 
     def close(self) -> None:
         """The board's motor power off and its link closed, then the buses."""
-        if self.board is not None:
-            self.board.set_power(False)
-            self.bus_set.tick()
-            self.board.close()
+        self.board.set_power(False)
+        self.bus_set.tick()  # (no board: the buses simulate none, nothing to advance)
+        self.board.close()
         self.bus_set.close()
 
     def check_board_watchdog(self, reset_faults: bool) -> None:
@@ -74,8 +106,8 @@ class Rig:
         went silent) is re-armed only when the operator asks (``--reset-faults``) — asking
         for power re-arms it, so it is not asked for silently."""
         b = self.board
-        if b is None or not b.wait_for_status(1.0, tick=self.bus_set.tick):
-            return  # no status: power_on reports the lost link
+        if not b.wait_for_status(1.0, tick=self.bus_set.tick):
+            return  # no status (or no board): power_on reports the lost link
         if b.status.watchdog_tripped and not reset_faults:
             found = [r for r in (d.found_stopped() for d in self.drives) if r]
             raise BusError("the embedded board's watchdog has cut motor power: its last "
@@ -86,7 +118,7 @@ class Rig:
     def power_on(self) -> None:
         """The board switches motor power on (2 s at most), else one clear error."""
         b = self.board
-        if b is not None and not b.wait_for_power(2.0, tick=self.bus_set.tick):
+        if not b.wait_for_power(2.0, tick=self.bus_set.tick):
             raise BusError("the embedded board did not switch motor power on"
                            + (" (e-stop pressed)" if b.estop else ""), None,
                            "release the e-stop, check the board link and its supply")

@@ -55,7 +55,7 @@ def begin_run(law_state: np.ndarray, session, heels: HeelStrikes, dt: float, k: 
     machine holds the posture the leg is in), the run's time on the board's clock, the heel
     strikes of READY's last cycles taken."""
     law_state[:] = 0
-    heels.t_run = heels.board.clock() + dt if heels.board is not None else 0.0
+    heels.t_run = heels.board.clock() + dt
     session.begin(k + 1)
     heels.take()
 
@@ -109,7 +109,7 @@ def run_cycle() -> int:
 
 
 class HeelStrikes:
-    """The wearer's heel strikes the ``board`` reported (None: no board), taken in RUN: into
+    """The wearer's heel strikes the ``board`` reported (none without one), taken in RUN: into
     the gait-phase estimate of the cycle (``s["heel"]``: its next cycle corrects the phase),
     and with ``reference.phase: events`` into the stride period's estimate
     (``phase_state``, the compiled cycle's)."""
@@ -122,7 +122,7 @@ class HeelStrikes:
     def take(self) -> None:
         """The strikes reported since the last cycle (none outside RUN)."""
         board = self.board
-        if self.s["state"] != RUN or board is None or not board.heel_strikes:
+        if self.s["state"] != RUN or not board.heel_strikes:
             return
         strikes = board.heel_strikes
         ref = self.reference

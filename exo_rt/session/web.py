@@ -192,7 +192,7 @@ class WebConsole(Source, Sink):
                 "warning_C": [float(x) for x in th["warning"]],
                 "limit_C": [float(x) for x in th["limit"]],
                 "duration": ctl.duration,
-                "board": ctl.board is not None, "estop_where": ESTOP_WHERE,
+                "board": ctl.board.present, "estop_where": ESTOP_WHERE,
                 "silence_s": SILENCE_S}
 
     # -- a source
@@ -368,9 +368,9 @@ class WebConsole(Source, Sink):
                 "progress": _progress(m.s, m.motion), "strides": m.steps,
                 "winding_C": [round(float(x), 2) for x in self._winding],
                 "derate": [round(float(x), 4) for x in self._derate],
-                "estop": bool(board.estop) if board is not None else None,
-                "power": bool(board.motor_power) if board is not None else None,
-                "board_lost": bool(board.link_lost) if board is not None else None,
+                "estop": bool(board.estop) if board.present else None,
+                "power": bool(board.motor_power) if board.present else None,
+                "board_lost": bool(board.link_lost) if board.present else None,
                 "lost": lost, "dropped": self.link.dropped}
 
     def close(self) -> None:
