@@ -13,12 +13,14 @@ A third party's entries are found the same two ways through its package's entry 
 python-can finds its interfaces), by the registry's group: the entry point names the module
 that registers the entry, or (a registry made with ``make``) the object itself.
 
-:class:`Registry` is also what a config schema checks a name against (``in``, iteration). A
-registry above the module that checks its names (the plant models of :mod:`exo_rt.sim`,
-checked by the top config's schema) hands them down through :class:`Group`, found here by
-entry-point group, so that the lower layer imports nothing above it at import time. It still
-names the registry's module, by string: tests/test_layers.py counts that as an import, listed
-there as an edge still to be removed.
+:class:`Registry` is also what a config file's name is checked against (``in``, iteration).
+The config schemas sit below the registries (docs/architecture.md, "Layers"), so a schema
+keeps a plain name and the file's reader, above both, checks it against the registry with the
+schema's own message for a choice (``file:line``, the key, a near name): the law in
+:mod:`exo_rt.control.config`, the plant model in :mod:`exo_rt.runtime.config`.
+:class:`Group` finds a registry by its entry-point group for a module that may not import the
+registry's module at import time; it names that module by string, which tests/test_layers.py
+counts as an import like any other.
 """
 
 from __future__ import annotations
@@ -181,10 +183,11 @@ class Registry(Generic[T]):
 
 
 class Group:
-    """The :class:`Registry` of entry-point group ``group``, for a module below it that checks
-    its names (a schema). ``module``, the registry's, is imported by name on the first check,
-    as the built-in modules are: importing the checker imports nothing above it, and the names
-    are the registry's own, third parties' included."""
+    """The :class:`Registry` of entry-point group ``group``, for a module that checks its names
+    without importing the registry's module at import time. ``module``, the registry's, is
+    imported by name on the first check, as the built-in modules are, and the names are the
+    registry's own, third parties' included. The name is an import all the same (the layer
+    test counts it): a module below the registry checks no names of it this way."""
 
     def __init__(self, group: str, module: str) -> None:
         self.group = group

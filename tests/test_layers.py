@@ -53,34 +53,20 @@ UPPER = {
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
 
 # Layer edges still to be removed, as CYCLE_EDGES_TO_REMOVE; one gone fails the test.
-LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
-    ("exo_rt.schema.top", "exo_rt.sim.plants"):
-        "the top config's schema checks a plant's name against the plant registry, which "
-        "plugins.Group imports by name on the first check; removed with the package edge "
-        "schema → sim (PACKAGE_EDGES_TO_REMOVE)",
-}
+LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}  # none now
 
 # Package edges still to be removed, (importer package, imported package): why each is there
 # and what removes it. The package check leaves them out, and docs/architecture.md ("Layers")
 # names each; one that no longer closes a cycle fails the test: strike it, here and there.
 PACKAGE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
     ("exo_rt.model", "exo_rt.dynamics"):
-        "building a mechanism closes its loops with the dynamics' solver (model.topology → "
-        "dynamics.loops: close_loops and its row layout), while every kernel of dynamics reads "
-        "the packed model (model.mechanism); removed by closing the loops in dynamics from "
-        "the loop specs the model hands over",
-    ("exo_rt.schema", "exo_rt.bus"):
-        "the bus schema lists the built-in drive protocols' own keys for the JSON Schema and "
-        "the docs tables (schema.buses.protocol_keys imports exo_rt.bus.protocols); removed by "
-        "the registry writing its families' keys into those tables itself",
-    ("exo_rt.schema", "exo_rt.control"):
-        "the controller schema checks the law's name against the law registry "
-        "(schema.controller → control.laws.LAWS); removed by checking the name where the "
-        "file is read (control.config), the schema keeping a plain name",
-    ("exo_rt.schema", "exo_rt.sim"):
-        "the top config's schema checks the plant's name against the plant registry, which "
-        "plugins.Group imports by name (schema.top → \"exo_rt.sim.plants\", a string import); "
-        "removed as for the laws: the name checked where the top config is read",
+        "building a mechanism closes its loops with the dynamics' kinematics (model.topology "
+        "→ dynamics.loops.close_loops), while every kernel of dynamics reads the packed model "
+        "(model.mechanism) and close_loops builds its Closure. Every caller of "
+        "model.load_mechanism takes a closed mechanism, so the closing cannot leave the "
+        "loader; removed by the kernels owning the layout they read (P_*, HDR_*, re-exported "
+        "by model.mechanism) and close_loops returning the partition for the model to pack: "
+        "dynamics then imports nothing of model",
 }
 
 
@@ -417,8 +403,9 @@ def test_layer_rule_on_a_small_package(tmp_path):
 
 
 def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
-    """The real tree, copied, with one import inside a function added to each check, and a
-    string naming a module of a package above (a package cycle, bus ↔ cycle)."""
+    """The real tree, copied, with one import inside a function added to each check (the
+    schema's also a package cycle, schema ↔ sim), and a string naming a module of a package
+    above (a package cycle, bus ↔ cycle)."""
     for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -439,8 +426,11 @@ def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
     assert knots.startswith("package cycle among ")
     assert "    exo_rt.bus → exo_rt.cycle:\n      exo_rt.bus.planted → exo_rt.cycle.step   " \
            "(exo_rt/bus/planted.py:1, by string)\n" in knots
+    assert "    exo_rt.schema → exo_rt.sim:\n      exo_rt.schema.core → exo_rt.sim.plants   " \
+           "(exo_rt/schema/core.py:" in knots
     assert package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE | {
-        ("exo_rt.bus", "exo_rt.cycle"): ""}), mods, tmp_path) == ""
+        ("exo_rt.bus", "exo_rt.cycle"): "", ("exo_rt.schema", "exo_rt.sim"): ""}), mods,
+        tmp_path) == ""
 
 
 # --- the rules on the package itself
@@ -537,17 +527,22 @@ def test_nothing_below_runtime_and_sim_imports_them(graph, strings):
 
 def test_names_kept_below_agree_with_the_modules_above():
     """What a lower module keeps of a higher one's names until that one imports it from
-    there: the safe actions and their codes, the default plant and the plant names (schema),
-    the states of a drive that stopped itself (bring-up)."""
+    there: the safe actions and their codes, the default plant (schema), the built-in drive
+    protocols' own keys (the bus schema, for the JSON Schema and the docs), the states of a
+    drive that stopped itself (bring-up)."""
     from exo_rt import plugins
     from exo_rt.bus import bringup, drives
+    from exo_rt.bus import protocols as families
     from exo_rt.cycle import safety
-    from exo_rt.schema import top
+    from exo_rt.schema import buses, top
     from exo_rt.sim import plants
 
     assert safety.ACTIONS == {name: code for code, name in enumerate(top.ACTIONS)}
-    assert top.DEFAULT_PLANT == plants.DEFAULT and top.DEFAULT_PLANT in top.PLANTS
-    assert list(top.PLANTS) == list(plants.NAMES) and "no_such_plant" not in top.PLANTS
+    assert top.DEFAULT_PLANT == plants.DEFAULT and top.DEFAULT_PLANT in plants.NAMES
+    assert list(buses.PROTOCOL_OWN_KEYS) == list(families.BUILTIN)
+    for name, (bus_keys, drive_keys) in buses.PROTOCOL_OWN_KEYS.items():
+        family = families.get(name)
+        assert (tuple(family.bus_keys), tuple(family.drive_keys)) == (bus_keys, drive_keys)
     assert drives.STOPPED == bringup.STOPPED
     with pytest.raises(LookupError, match="importing exo_rt.errors registered no names of "
                                           "the entry-point group 'exo_rt.nothing'"):

@@ -2,8 +2,9 @@
 
 A controller file (``configs/controllers/*.yaml``, schema :mod:`exo_rt.schema.controller`,
 reference ``docs/config-controller.md``) chooses the law, its gains per joint, limits, the
-velocity estimate and the reference. What the schema cannot know is checked here, against the
-robot the controller will drive: joint names, current limits at most the drives' peak.
+velocity estimate and the reference. What the schema cannot know is checked here: the law's
+name against the law registry, and, against the robot the controller will drive, joint names
+and current limits at most the drives' peak.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
     root = read_yaml(Path(path), ConfigError)
     f = core.read(ControllerFile, root)
     nodes = root.value
+    # the schema keeps the law a plain name (it sits below the laws); the registry's names,
+    # third parties' included, are checked here, with the schema's own message for a choice
+    core.Choice(laws.LAWS, "law").read(nodes["law"], "law", None)
     n = mech.nq
     gains = np.zeros(n, laws.GAINS)
     for k, default in GAIN_DEFAULTS.items():

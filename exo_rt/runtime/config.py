@@ -47,6 +47,18 @@ def _file(node: Node, base: Path, kind: str) -> Path:
     return path
 
 
+def _check_plant(nodes: dict) -> None:
+    """The plant model's name, against the plant registry (third parties' included): the
+    schema keeps a plain name, being below the simulation, and the check says it as a choice
+    of the schema would (file:line, the key, a near name)."""
+    section = nodes.get("simulation")
+    plant = section.value.get("plant") if section is not None else None
+    if plant is not None:
+        from exo_rt.sim import plants
+
+        core.Choice(plants.NAMES, "plant model").read(plant, "plant", None)
+
+
 def _check_room(simulation, nodes) -> None:
     """The ``simulation:`` section's room keys (the floor, the chair, the support …) are for a
     plant model that has a room (``world``): with another one, one ConfigError naming them —
@@ -73,6 +85,7 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
     root = read_yaml(path, ConfigError)
     top = core.read(TopFile, root)
     nodes = root.value
+    _check_plant(nodes)
     base = path.parent
     robot_path = _file(nodes["robot"], base, "robot")
     robot = load_mechanism(robot_path)

@@ -3,10 +3,12 @@ drive protocol, its drives (joint, node id, scales), the controller's heartbeat 
 drives do when it stops, and simulated faults (docs/config-buses.md, docs/bus.md).
 
 The keys every bus has are declared here. A drive protocol adds its own keys
-(``Protocol.bus_keys``, ``drive_keys``) and reads them itself (:mod:`exo_rt.bus.protocols`);
-the types of the built-in protocols' keys are declared in :data:`PROTOCOL_KEYS` (for the
-JSON Schema, the docs, and the readers in :mod:`exo_rt.bus.config`); a plug-in may give its
-own as ``Protocol.key_types`` (name → :class:`~exo_rt.schema.core.Type`).
+(``Protocol.bus_keys``, ``drive_keys``) and reads them itself (:mod:`exo_rt.bus.protocols`).
+The built-in protocols' keys are declared here too, for the JSON Schema and the docs tables
+(and the readers in :mod:`exo_rt.bus.config`): which family takes which key
+(:data:`PROTOCOL_OWN_KEYS`, checked against the families by tests/test_layers.py) and their
+types (:data:`PROTOCOL_KEYS`). The schema sits below the protocols and imports none of them;
+a plug-in's keys are checked by the loader, which asks the registry.
 """
 
 from __future__ import annotations
@@ -190,19 +192,28 @@ PROTOCOL_KEYS = {
 }
 
 
+# the built-in protocols' own keys, family → (bus-level keys, drive-level keys), each in the
+# family's order (its Protocol.bus_keys, drive_keys): what the shipped JSON Schema and the docs
+# list, without importing the families
+_CIA402_KEYS = ("eds", "vendor_id", "product_code", "rpdo", "tpdo", "transmission_type",
+                "rated_current_object", "rated_torque_object")
+PROTOCOL_OWN_KEYS = {
+    "cia402": (_CIA402_KEYS, _CIA402_KEYS),
+    "mit": (("mit_ranges",), ("home",)),
+    "rmdx": (("comm_timeout_ms", "status_poll"), ("joint_at_zero",)),
+}
+
+
 def protocol_keys(level: str) -> dict[str, tuple]:
     """The built-in protocols' own keys at ``level`` ('bus' or 'drive') → (type,
     description, protocols): what the shipped JSON Schema and docs list (a plug-in's keys
     are checked by the loader, which asks the registry)."""
-    from exo_rt.bus import protocols as registry
     from exo_rt.schema.core import Raw
 
     out: dict[str, tuple] = {}
-    for name in registry.BUILTIN:
-        proto = registry.get(name)
-        own = getattr(proto, "key_types", {})
-        for k in getattr(proto, f"{level}_keys"):
-            t, doc = (own.get(k) or PROTOCOL_KEYS.get(k)
+    for name, (bus_keys, drive_keys) in PROTOCOL_OWN_KEYS.items():
+        for k in bus_keys if level == "bus" else drive_keys:
+            t, doc = (PROTOCOL_KEYS.get(k)
                       or (Raw(words="see docs/bus.md"), f"{name}: its own key (docs/bus.md)"))
             prev = out.get(k)
             out[k] = (t, doc, (prev[2] if prev else ()) + (name,))

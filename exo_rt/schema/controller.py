@@ -5,7 +5,6 @@ limits become per-joint arrays in :class:`exo_rt.control.config.ControllerConfig
 
 from __future__ import annotations
 
-from exo_rt.control import laws
 from exo_rt.schema.core import REQUIRED, AnyOf, Choice, Flag, MapOf, Name, Num, Sub, key, section
 from exo_rt.schema.gains import COLUMNS, MAGNITUDE, Gains, gain  # noqa: F401 (the file's keys)
 
@@ -70,8 +69,9 @@ class Encoder:
 class ControllerFile:
     """A controller: the law, its gains per joint, limits, estimate and reference."""
 
-    law: str = key(Choice(laws.LAWS, "law"), REQUIRED, doc="the control law (a registered one: "
-                    "exo_rt.control.registry)")
+    law: str = key(Name(), REQUIRED, doc="the control law: a registered one's name "
+                   "(exo_rt.control.registry; checked where the file is read, "
+                   "exo_rt.control.config)")
     joints: dict = key(MapOf(Sub(Gains), "kp: 1600, kd: 80"), {}, shown="all 0",
                        doc="gains per joint (names as the robot's q; `hip` also names "
                            "`left_hip` and `right_hip`)")

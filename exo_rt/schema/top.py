@@ -7,7 +7,6 @@ schema of their sections and what the run uses."""
 
 from __future__ import annotations
 
-from exo_rt import plugins
 from exo_rt.schema.core import REQUIRED, Choice, MapOf, Name, Num, Sub, key, section
 
 POSITIVE = Num(gt=0)
@@ -15,8 +14,6 @@ COUNT = Num(integer=True, gt=0)
 # the safety supervisor's reactions, in the order of their codes: the one definition
 # (exo_rt.cycle.safety.ACTIONS maps each to its code from here)
 ACTIONS = ("zero_current", "damping", "hold")
-# the plant models' names: the registry of exo_rt.sim.plants, handed down by entry-point group
-PLANTS = plugins.Group("exo_rt.plants", "exo_rt.sim.plants")
 DEFAULT_PLANT = "harmonic_drive"  # the built-in model (exo_rt.sim.plant)
 SCENES = ("test_stand", "floor")  # the world plant's scenes (exo_rt.sim.world_plant)
 # the simulation section's keys that place the plant in a room (a plant model with one takes
@@ -119,8 +116,9 @@ class SimulationConfig:
     """The simulated exoskeleton (`--bus sim`, `sim-realtime`, replay): what stands in for
     the leg behind the emulated drives (docs/architecture.md, "How to add a plant model")."""
 
-    plant: str = key(Choice(PLANTS, "plant model"), DEFAULT_PLANT,
-                     doc="the plant model (a registered one: exo_rt.sim.plants); "
+    plant: str = key(Name(), DEFAULT_PLANT,
+                     doc="the plant model: a registered one's name (exo_rt.sim.plants; "
+                         "checked where the top config is read, exo_rt.runtime.config); "
                          "`harmonic_drive`: rigid bodies, compliant harmonic drives with "
                          "friction and hysteresis, motor current loops; `world`: the "
                          "rigid bodies in MuJoCo (docs/world.md)")
