@@ -39,7 +39,7 @@ from exo_rt.runtime.injections import Injection, InjectionPlan
 from exo_rt.runtime.loop import Scheduler, TimingStats, last_cpu, realtime_setup, realtime_teardown
 from exo_rt.runtime.options import RunOptions
 from exo_rt.runtime.rig import Rig, open_rig
-from exo_rt.runtime.run_record import RunRecord
+from exo_rt.runtime.run_record import RecordingStart, RunRecord
 from exo_rt.runtime.script import HeelStrikes
 from exo_rt.runtime.summary import Fault, Outcome, RunResult
 from exo_rt.session import session as sessions
@@ -120,7 +120,8 @@ class Controller:
                                   self.robot.joint_names, self.run_cycle())
         self.io = CycleIO(CycleParts(c, self.drives, self.board, self.realtime, self.dt),
                           self.plan, self.heels, self.rig.sync_instant)
-        self.derating = derating.Watch(self)  # a winding past its warning: announced
+        self.derating = derating.Watch(c, self.robot.joint_names, self.dt, self.events,
+                                       self.k0)  # a winding past its warning: announced
 
     def close_buses(self) -> None:
         self.rig.close()  # (a controller that never ran)
@@ -149,7 +150,8 @@ class Controller:
         rows = self._history_rows(cap)
         if rows:
             self.cycle.set_hist(np.zeros((rows, self.width)))
-        self.events = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]
+        self.events[:] = [{"cycle": 0, "t": 0.0, "event": "state", "state": "BOOT"}]  # (the
+        # run's one list: its helpers hold it)
         self.record = RunRecord(out_dir, self.events)
         setup = None
         try:
@@ -209,7 +211,10 @@ class Controller:
             d.warm_up()
 
     def _start_recording(self) -> None:
-        self.recording = self.record.start(self)
+        self.recording = self.record.start(RecordingStart(
+            self.top, self.options, self.bus_spec, self.duration, self.start_pose,
+            self.injections, self.bus_set, self.realtime, self.can_format, self.helper_cpus,
+            self.setup_lines), self.session)
         self.record.tap(self.drives, not self.realtime, self.bus_set.clock)
 
     def _activate(self, t_boot: float):
@@ -234,7 +239,8 @@ class Controller:
         check_run_start(self.session, self.q)  # script starts, else one line: nothing moves)
         self.times.update(boot_to_ready=time.monotonic() - t_boot,
                           process_to_ready=time.monotonic() - STARTED)
-        self.k0 = {READY: 0}
+        self.k0.clear()  # (the run's one dict: its helpers hold it)
+        self.k0[READY] = 0
         self.plan.schedule(self.rig)
         self._next_check = 0
         if self.recording is not None:  # where the loop starts from, and when (lockstep:

@@ -30,13 +30,18 @@ RESOLUTION = 0.01  # °C: the highest winding temperature is tracked to this
 
 
 class Watch:
-    """The derating watch of one run: ``ctl`` is the :class:`~exo_rt.runtime.controller.
-    Controller` (its cycle, joint names, period, state and events)."""
+    """The derating watch of one run: its ``cycle`` (:class:`exo_rt.cycle.step.Cycle`: the
+    joints' thermal parameters, windings and current limits, ``s["state"]`` the run's
+    state), its ``joint_names``, its period ``dt`` (s), its ``events`` (a derating is
+    appended) and ``k0``, the cycle each state began (RUN's: the summary's ``t_run``) — the
+    run's own list and dict, which it fills as it goes."""
 
-    def __init__(self, ctl, stream=None) -> None:
-        self.ctl = ctl
+    def __init__(self, cycle, joint_names, dt: float, events: list, k0: dict,
+                 stream=None) -> None:
+        self.cycle, self.joint_names, self.dt = cycle, list(joint_names), dt
+        self.events, self.k0 = events, k0
         self.stream = stream  # None: sys.stderr when a line is due
-        c = ctl.cycle
+        c = cycle
         self.params = c.thermal
         self.winding = c.winding  # a view of the cycle's row: the compiled cycle writes it
         self.limit_A = np.array([float(t["current_limit"]) for t in c.transmissions])
@@ -62,17 +67,17 @@ class Watch:
 
     def _start(self, k: int, j: int, tw: float) -> None:
         """Derating begins on joint ``j`` in cycle ``k``: its event, its line."""
-        ctl, p = self.ctl, self.params[j]
-        name = ctl.robot.joint_names[j]
-        t = round(k * ctl.dt, 6)
-        state = STATES[ctl.state]
+        p = self.params[j]
+        name = self.joint_names[j]
+        t = round(k * self.dt, 6)
+        state = STATES[int(self.cycle.s["state"])]
         floor = float(p["floor"])
         event = {"cycle": k, "t": t, "event": "derating", "joint": name, "state": state,
                  "winding_C": round(tw, 3), "warning_C": float(p["warning"]),
                  "limit_C": float(p["limit"]), "floor": round(floor, 4),
                  "current_limit_A": float(self.limit_A[j])}
         self.started[j] = event
-        ctl.events.append(event)
+        self.events.append(event)
         line = (f"exo-rt: warning: t = {t:.3f} s ({state}): the {name} motor's winding is at "
                 f"{tw:.1f} °C, past its warning level {p['warning']:g} °C — its current limit "
                 f"derates from {self.limit_A[j]:g} A down to {floor * self.limit_A[j]:.1f} A "
@@ -99,18 +104,17 @@ class Watch:
         factor of its current limit (0–1) and the limit it gave (A) over the run."""
         if not self.started:
             return {}
-        ctl = self.ctl
         peaks = np.array([max(self.peak[j], float(self.winding[j])) if j in self.started
                           else -np.inf for j in range(self.n)])
         factor = np.ones(self.n)
         thermal.derate(self.params, np.vstack([peaks, peaks]), factor)
-        k_run = ctl.k0.get(RUN)
+        k_run = self.k0.get(RUN)
         out = {}
         for j in sorted(self.started):
             e = self.started[j]
             out[e["joint"]] = {
                 "t": e["t"], "cycle": e["cycle"],
-                "t_run": round(e["t"] - k_run * ctl.dt, 6) if k_run is not None else None,
+                "t_run": round(e["t"] - k_run * self.dt, 6) if k_run is not None else None,
                 "state": e["state"], "winding_C": e["winding_C"],
                 "highest_winding_C": round(float(peaks[j]), 2),
                 "lowest_factor": round(float(factor[j]), 4),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from exo_rt.cycle import safety
@@ -20,7 +21,32 @@ from exo_rt.cycle.states import STATES
 from exo_rt.record import events as events_file
 from exo_rt.record import runfolder
 from exo_rt.record.mcap_log import ACTIVITY_EVENTS as SESSION_EVENTS
+from exo_rt.runtime.buses import BusSet
+from exo_rt.runtime.config import TopConfig
+from exo_rt.runtime.options import RunOptions
 from exo_rt.sim import world_truth
+
+
+@dataclass(frozen=True)
+class RecordingStart:
+    """What a run's recording starts from: its ``top`` config, its ``options``
+    (:class:`~exo_rt.runtime.options.RunOptions`: the status line, live telemetry), its
+    ``bus_spec``, ``duration`` (s), ``start_pose`` (rad; None: the default) and
+    ``injections`` (as recorded in its metadata), its ``bus_set`` (their clock, a world's
+    truth), whether it runs on the wall clock (``realtime``), the CAN log's ``can_format``,
+    the helper processes' ``cpus``, and the run's ``setup_lines`` (appended to)."""
+
+    top: TopConfig
+    options: RunOptions
+    bus_spec: str | dict
+    duration: float
+    start_pose: list[float] | None
+    injections: tuple
+    bus_set: BusSet
+    realtime: bool
+    can_format: str
+    cpus: set[int]
+    setup_lines: list[str]
 
 
 class RunRecord:
@@ -35,19 +61,20 @@ class RunRecord:
         self.frame_epoch = 0.0
         self.session = None  # the run's session: its part of the summary
 
-    def start(self, ctl):
+    def start(self, run: RecordingStart, session=None):
         """Claim the folder (a live run's: refused here, before any bring-up) and start the
-        recording process of the controller ``ctl`` (its joints, buses, clock, options);
-        returns the recording (None: not recording). The session's events follow the run's
-        into run.mcap's ``/activity``."""
-        self.session = ctl.session
+        recording process of the ``run`` (its joints, buses, clock, options); returns the
+        recording (None: not recording). The ``session``'s events follow the run's into
+        run.mcap's ``/activity``, and its summary the run's."""
+        self.session = session
         if self.out_dir is None:
             return None
-        meta = {"joint_names": list(ctl.robot.joint_names), "rate_hz": ctl.top.rate_hz,
-                "config": str(ctl.top.path), "config_sha256": ctl.top.sha256,
-                "controller": str(ctl.cfg.source), "law": ctl.cfg.law, "bus": ctl.bus_spec,
-                "duration_s": ctl.duration, "start_pose": ctl.start_pose,
-                "injections": [[i.kind, i.joint, i.t, i.duration] for i in ctl.injections],
+        top = run.top
+        meta = {"joint_names": list(top.robot.joint_names), "rate_hz": top.rate_hz,
+                "config": str(top.path), "config_sha256": top.sha256,
+                "controller": str(top.controller.source), "law": top.controller.law,
+                "bus": run.bus_spec, "duration_s": run.duration, "start_pose": run.start_pose,
+                "injections": [[i.kind, i.joint, i.t, i.duration] for i in run.injections],
                 "injections_from": "RUN",  # their t: s from the start of RUN
                 "states": list(STATES), "causes": list(safety.CAUSES), "wall_boot": time.time()}
         from exo_rt.record.recording import Recording
@@ -58,25 +85,25 @@ class RunRecord:
             self.not_recording(folder.error)
             return None
         # lockstep: every CAN frame stamped on one clock, the simulated time from this epoch
-        lockstep, o = not ctl.realtime, ctl.options
-        self.frame_epoch = meta["wall_boot"] - (ctl.bus_set.clock() if lockstep else 0.0)
+        lockstep, o = not run.realtime, run.options
+        self.frame_epoch = meta["wall_boot"] - (run.bus_set.clock() if lockstep else 0.0)
         # a world run's truth (the simulation's pelvis, ground reactions, seat): its own ring
-        truth = world_truth.layout(ctl.top, ctl.bus_set)
+        truth = world_truth.layout(top, run.bus_set)
         try:
             self.recording = rec = Recording(
-                self.out_dir, ctl.n, meta, can_format=ctl.can_format,
-                channels=[b.channel for b in ctl.top.buses], lockstep=lockstep,
-                status=o.status, cpus=ctl.helper_cpus, live=o.live, live_remote=o.live_remote,
+                self.out_dir, top.robot.nq, meta, can_format=run.can_format,
+                channels=[b.channel for b in top.buses], lockstep=lockstep,
+                status=o.status, cpus=run.cpus, live=o.live, live_remote=o.live_remote,
                 truth=truth)
         except OSError as exc:  # e.g. a full disk: the run goes on, unrecorded
             self.not_recording(runfolder.describe(exc, exc.filename or self.out_dir))
             return None
         if rec.truth is not None:  # the simulation hands its rows over from now on
-            world_truth.attach(ctl.bus_set, rec.truth, self.frame_epoch)
+            world_truth.attach(run.bus_set, rec.truth, self.frame_epoch)
         rec.follow(self.events)
-        ctl.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
+        run.setup_lines.append(f"recording process {rec.process.pid}: {rec.process.placement}")
         if rec.live_url:
-            ctl.setup_lines.append(f"live telemetry on {rec.live_url}")
+            run.setup_lines.append(f"live telemetry on {rec.live_url}")
         return rec
 
     def tap(self, drives, lockstep: bool, clock) -> None:

@@ -495,7 +495,8 @@ def for_run(ctl, out_dir: Path | None = None) -> Session:
 
         if o.session is None:  # the page alone: no script
             sess.drop_script()
-        page = web.start(ctl, sess)
+        page = web.start(web.WebRun(ctl.cycle, ctl.robot, ctl.dt, ctl.duration, ctl.k0,
+                                    ctl.board, o.web, ctl.helper_cpus, ctl.setup_lines), sess)
         sess.add(page)
         sess.sinks.append(page)
     if ctl.rig.buttons and o.requests is None:  # (replay: the recorded requests are asked

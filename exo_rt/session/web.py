@@ -32,6 +32,7 @@ import socket
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 from exo_rt.session.roles import Sink, Source
 from exo_rt.web.channel import ASKABLE, MESSAGE_BYTES, SILENCE_S
@@ -149,17 +150,38 @@ class WebLink:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class WebRun:
+    """What the web console sees of its run: the ``cycle`` (:class:`exo_rt.cycle.step.Cycle`:
+    its windings and derating, ``s["state"]`` the run's state, ``s["cause"]`` a SAFE's
+    cause), the ``robot`` (its name, joints), the period ``dt`` (s), the run's ``duration``
+    (s), ``k0`` (the cycle each state began: the run's own dict, filled as it goes), the
+    ``board`` (:class:`exo_rt.runtime.rig.Board`: its e-stop, power, link); where the page
+    is served (``where``: an :class:`exo_rt.web.address.WebAddress`, or its ``[HOST:]PORT``
+    text), the helper processes' ``cpus`` and the run's ``setup_lines`` (appended to)."""
+
+    cycle: object
+    robot: object
+    dt: float
+    duration: float
+    k0: dict
+    board: object
+    where: object
+    cpus: set
+    setup_lines: list
+
+
 class WebConsole(Source, Sink):
     """The web console on a session: a source (:meth:`poll`: the pages' requests, a STOP
     when the controlling page went silent during a walk) and a sink (:meth:`answer`,
-    :meth:`show`: every answer and the machine's status to the web process). ``ctl``: the
-    controller (its state, board, cycle, derating); ``link``: a :class:`WebLink`;
+    :meth:`show`: every answer and the machine's status to the web process). ``run``: what
+    it sees of the run (:class:`WebRun`); ``link``: a :class:`WebLink`;
     ``events``: the run's events (a page's pairing, hand-over, refusal is recorded there,
     ``"event": "web"``); ``helper``: the web process (stopped at :meth:`close`)."""
 
-    def __init__(self, ctl, machine, link: WebLink, events: list, *, helper=None,
+    def __init__(self, run: WebRun, machine, link: WebLink, events: list, *, helper=None,
                  url: str = "", code: str = "") -> None:
-        self.ctl, self.machine, self.link, self.events = ctl, machine, link, events
+        self.run, self.machine, self.link, self.events = run, machine, link, events
         self.helper, self.url, self.code = helper, url, code
         self._tick_at = 0
         self._rids: dict[int, tuple[str, int]] = {}  # id(request) → (client, the page's rid)
@@ -169,18 +191,18 @@ class WebConsole(Source, Sink):
         self.session = None  # set by the session's maker: the request just answered
         from exo_rt.cycle.layout import V_DERATE
 
-        c = ctl.cycle
+        c = run.cycle
         self._winding, self._derate = c.winding, c.v[V_DERATE]
         self._lost_link = False
         self._controller_seen: str | None = None  # the last page that took control
 
     # -- the first message: what does not change during the run
     def hello(self) -> dict:
-        m, ctl = self.machine, self.ctl
+        m, run = self.machine, self.run
         w, acts = m.wearer, m.activities
-        th = ctl.cycle.thermal
-        joints = list(ctl.robot.joint_names)
-        return {"t": "hello", "code": self.code, "robot": ctl.robot.name,
+        th = run.cycle.thermal
+        joints = list(run.robot.joint_names)
+        return {"t": "hello", "code": self.code, "robot": run.robot.name,
                 "joints": joints, "legs": [leg or "leg" for leg in acts.legs],
                 "leg_names": list(acts.legs),
                 "motions": [{"name": x.name, "kind": x.kind, "start": x.start, "end": x.end,
@@ -191,8 +213,8 @@ class WebConsole(Source, Sink):
                 "step_length": {"min": w.step_length.min, "max": w.step_length.max},
                 "warning_C": [float(x) for x in th["warning"]],
                 "limit_C": [float(x) for x in th["limit"]],
-                "duration": ctl.duration,
-                "board": ctl.board.present, "estop_where": ESTOP_WHERE,
+                "duration": run.duration,
+                "board": run.board.present, "estop_where": ESTOP_WHERE,
                 "silence_s": SILENCE_S}
 
     # -- a source
@@ -250,7 +272,7 @@ class WebConsole(Source, Sink):
             self._event(k, ev)
 
     def _event(self, k: int, ev: dict) -> None:
-        out = {"cycle": k, "t": round(k * self.ctl.dt, 6), "event": "web"}
+        out = {"cycle": k, "t": round(k * self.run.dt, 6), "event": "web"}
         out.update(ev)
         self.events.append(out)
 
@@ -304,7 +326,7 @@ class WebConsole(Source, Sink):
     def _time(self, k: int) -> float:
         from exo_rt.cycle.states import RUN
 
-        return round((k - self.ctl.k0.get(RUN, k)) * self.ctl.dt, 3)
+        return round((k - self.run.k0.get(RUN, k)) * self.run.dt, 3)
 
     def status(self, k: int) -> dict:
         """What the page shows of the machine (sent when it changes)."""
@@ -338,7 +360,7 @@ class WebConsole(Source, Sink):
                 "go": m.go_held, "go_block": bool(m.go_block and motion is None),
                 "pending": m.home_pending.name if m.home_pending is not None else None,
                 "ended": m.ended, "silent_stop": self._silent_stop,
-                "duration": self.ctl.duration,
+                "duration": self.run.duration,
                 "progress": _progress(s, motion)}
 
     def tick(self, k: int) -> dict:
@@ -349,9 +371,9 @@ class WebConsole(Source, Sink):
         from exo_rt.cycle.safety import CAUSES
         from exo_rt.cycle.states import STATES
 
-        ctl, m = self.ctl, self.machine
-        state = STATES[ctl.state]
-        board = ctl.board
+        run, m = self.run, self.machine
+        state = STATES[int(run.cycle.s["state"])]
+        board = run.board
         lost = []
         sess = self.session
         console = sess.console if sess is not None and sess.console in sess.sources else None
@@ -364,7 +386,7 @@ class WebConsole(Source, Sink):
         if self._silent_stop:
             lost.append(f"{self._silent_stop}: the walk stops at the end of its stride")
         return {"t": "tick", "k": k, "time": self._time(k), "state": state,
-                "cause": CAUSES[int(ctl.s["cause"])] if state == "SAFE" else None,
+                "cause": CAUSES[int(run.cycle.s["cause"])] if state == "SAFE" else None,
                 "progress": _progress(m.s, m.motion), "strides": m.steps,
                 "winding_C": [round(float(x), 2) for x in self._winding],
                 "derate": [round(float(x), 4) for x in self._derate],
@@ -387,9 +409,9 @@ def _progress(s, motion) -> float | None:
     return round(min(float(s["seg_tau"] / s["seg_duration"]), 1.0), 4)
 
 
-def start(ctl, sess) -> WebConsole:
-    """The web console of a controller's run (``ctl.options.web``: an :class:`exo_rt.web.
-    address.WebAddress`, or its ``[HOST:]PORT`` text): the channel opened, the web process
+def start(run: WebRun, sess) -> WebConsole:
+    """The web console of a run (served where ``run.where`` says) on its session ``sess``:
+    the channel opened, the web process
     started (SCHED_OTHER on the helper CPUs, as the recording), its pairing code
     made and printed on this terminal with the page's address (and the certificate's
     fingerprint under TLS). BusError when the web process does not start."""
@@ -400,13 +422,13 @@ def start(ctl, sess) -> WebConsole:
     from exo_rt.processes import Helper
     from exo_rt.web.address import WebAddress, parse_web
 
-    where = ctl.options.web
+    where = run.where
     addr = where if isinstance(where, WebAddress) else parse_web(str(where))
     link = WebLink()
     code = f"{secrets.randbelow(10 ** 6):06d}"
     try:
         helper = Helper("web console", "exo_rt.web", ["--channel", link.path, *addr.args()],
-                        cpus=ctl.helper_cpus, ready_timeout=30.0)
+                        cpus=run.cpus, ready_timeout=30.0)
     except BusError:
         link.close()
         raise
@@ -416,10 +438,10 @@ def start(ctl, sess) -> WebConsole:
         link.close()
         raise BusError("the web console's process did not connect to the run", None,
                        "run with --debug to see its error, or leave --web out")
-    page = WebConsole(ctl, sess.machine, link, sess.events, helper=helper, url=url, code=code)
+    page = WebConsole(run, sess.machine, link, sess.events, helper=helper, url=url, code=code)
     page.session = sess
     link.send(page.hello())
-    ctl.setup_lines.append(f"web console process {helper.pid}: {helper.placement}")
+    run.setup_lines.append(f"web console process {helper.pid}: {helper.placement}")
     line = (f"web console: {url} — pairing code {code[:3]} {code[3:]} (type it on the page: "
             "the first page paired controls, others watch)")
     if addr.fingerprint:
