@@ -19,8 +19,7 @@ is an edge from its module to the one it names — what a registry, ``plugins.lo
 ``importlib`` or a helper process imports by name. Within a package such strings are how a
 registry names its built-in entries without importing them (the module check leaves them out);
 across packages they are dependencies like any import. docs/architecture.md ("Layers") draws the
-packages bottom to top: every package edge points down that picture, but the ones still to be
-removed (:data:`PACKAGE_EDGES_TO_REMOVE`), which it lists.
+packages bottom to top, and every package edge points down that picture.
 """
 
 from __future__ import annotations
@@ -51,23 +50,6 @@ UPPER = {
     "exo_rt.batch": "replay and parameter sweeps over many runs: controller, model-in-the-loop",
 }
 GUARDED = ("exo_rt.runtime", "exo_rt.sim")
-
-# Layer edges still to be removed, as CYCLE_EDGES_TO_REMOVE; one gone fails the test.
-LAYER_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {}  # none now
-
-# Package edges still to be removed, (importer package, imported package): why each is there
-# and what removes it. The package check leaves them out, and docs/architecture.md ("Layers")
-# names each; one that no longer closes a cycle fails the test: strike it, here and there.
-PACKAGE_EDGES_TO_REMOVE: dict[tuple[str, str], str] = {
-    ("exo_rt.model", "exo_rt.dynamics"):
-        "building a mechanism closes its loops with the dynamics' kinematics (model.topology "
-        "→ dynamics.loops.close_loops), while every kernel of dynamics reads the packed model "
-        "(model.mechanism) and close_loops builds its Closure. Every caller of "
-        "model.load_mechanism takes a closed mechanism, so the closing cannot leave the "
-        "loader; removed by the kernels owning the layout they read (P_*, HDR_*, re-exported "
-        "by model.mechanism) and close_loops returning the partition for the model to pack: "
-        "dynamics then imports nothing of model",
-}
 
 
 def modules(root: Path, packages=PACKAGES) -> dict[str, Path]:
@@ -195,8 +177,8 @@ def package_cycle_report(packages: dict[str, dict[str, list[Edge]]], mods: dict[
         return ""
     return ("\n\n".join(blocks) + "\n\nfix: move the module or the names the lower package "
             "takes to it (or to a package below both), register what the upper one provides "
-            "from there (a factory, exo_rt.plugins), or list the edge in "
-            "PACKAGE_EDGES_TO_REMOVE with its reason and what removes it")
+            "from there (a factory, exo_rt.plugins), or check a name where the file that "
+            "holds it is read, above both")
 
 
 def components(graph: dict[str, dict]) -> list[list[str]]:
@@ -418,19 +400,19 @@ def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
     g, mods = imports(tmp_path), modules(tmp_path)
     cycles = cycle_report(without(g, CYCLE_EDGES_TO_REMOVE), mods, tmp_path)
     assert "exo_rt.bus.eds → exo_rt.bus.drives   (exo_rt/bus/eds.py:" in cycles
-    breaches = layer_report(without(g, LAYER_EDGES_TO_REMOVE), mods, tmp_path)
+    breaches = layer_report(g, mods, tmp_path)
     assert breaches.startswith("1 import(s) of exo_rt.runtime / exo_rt.sim from below them")
     assert "exo_rt.schema.core → exo_rt.sim.plants   (exo_rt/schema/core.py:" in breaches
     packages = package_graph(g, string_imports(tmp_path))
-    knots = package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE), mods, tmp_path)
+    knots = package_cycle_report(packages, mods, tmp_path)
     assert knots.startswith("package cycle among ")
     assert "    exo_rt.bus → exo_rt.cycle:\n      exo_rt.bus.planted → exo_rt.cycle.step   " \
            "(exo_rt/bus/planted.py:1, by string)\n" in knots
     assert "    exo_rt.schema → exo_rt.sim:\n      exo_rt.schema.core → exo_rt.sim.plants   " \
            "(exo_rt/schema/core.py:" in knots
-    assert package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE | {
-        ("exo_rt.bus", "exo_rt.cycle"): "", ("exo_rt.schema", "exo_rt.sim"): ""}), mods,
-        tmp_path) == ""
+    assert package_cycle_report(without(packages, {("exo_rt.bus", "exo_rt.cycle"),
+                                                   ("exo_rt.schema", "exo_rt.sim")}), mods,
+                                tmp_path) == ""
 
 
 # --- the rules on the package itself
@@ -461,29 +443,17 @@ def packages(graph, strings):
 
 
 def test_no_package_cycle(packages):
-    stale = [f"  {v} → {w}: {why}" for (v, w), why in PACKAGE_EDGES_TO_REMOVE.items()
-             if w not in packages.get(v, {})
-             or shortest_path(without(packages, PACKAGE_EDGES_TO_REMOVE), w, v) is None]
-    assert not stale, ("edges in PACKAGE_EDGES_TO_REMOVE that no longer close a cycle (strike "
-                       "them there and in docs/architecture.md's Layers):\n" + "\n".join(stale))
-    report = package_cycle_report(without(packages, PACKAGE_EDGES_TO_REMOVE), modules(ROOT),
-                                  ROOT)
+    report = package_cycle_report(packages, modules(ROOT), ROOT)
     assert not report, "\n" + report
 
 
 def test_the_architecture_draws_the_layers_as_they_are(packages):
-    """docs/architecture.md's layer picture is the package graph's, less the edges still to be
-    removed, each of which it names (``runtime → sim``)."""
+    """docs/architecture.md's layer picture is the package graph's."""
     md = ROOT / "docs" / "architecture.md"
-    real = [sorted(short(p) for p in layer)
-            for layer in layers(without(packages, PACKAGE_EDGES_TO_REMOVE))]
+    real = [sorted(short(p) for p in layer) for layer in layers(packages)]
     assert layer_picture(md) == real, (
         "docs/architecture.md's Layers block, top first, as the packages import each other "
         "now:\n" + "\n".join("  ".join(layer) for layer in reversed(real)))
-    section = md.read_text().split("\n## Layers", 1)[1].split("\n## ", 1)[0]
-    unnamed = [f"{short(v)} → {short(w)}" for v, w in PACKAGE_EDGES_TO_REMOVE
-               if f"{short(v)} → {short(w)}" not in section]
-    assert not unnamed, f"edges to remove that the Layers section does not name: {unnamed}"
 
 
 def test_strings_that_name_modules_are_edges(tmp_path):
@@ -514,14 +484,10 @@ def test_strings_that_name_modules_are_edges(tmp_path):
 
 
 def test_nothing_below_runtime_and_sim_imports_them(graph, strings):
-    stale = [f"  {v} → {w}" for v, w in LAYER_EDGES_TO_REMOVE
-             if w not in merged(graph, strings).get(v, {})]
-    assert not stale, ("edges in LAYER_EDGES_TO_REMOVE that are gone (strike them there):\n"
-                       + "\n".join(stale))
     mods = modules(ROOT)
     missing = [p for p in UPPER if not any(in_layer(m, (p,)) for m in mods)]
     assert not missing, f"UPPER names modules that do not exist: {missing}"
-    report = layer_report(without(merged(graph, strings), LAYER_EDGES_TO_REMOVE), mods, ROOT)
+    report = layer_report(merged(graph, strings), mods, ROOT)
     assert not report, "\n" + report
 
 

@@ -32,7 +32,6 @@ from numba import types
 from exo_rt.dynamics import kernels, loops
 from exo_rt.errors import ModelError
 from exo_rt.jit import njit
-from exo_rt.model.mechanism import Mechanism
 
 __all__ = ["ClosedChainDynamics", "Dynamics", "kernels"]
 
@@ -116,15 +115,16 @@ class Dynamics:
     the fastest calls pass float64 vectors and a C-contiguous float64 ``out`` reused from call
     to call (the instance keeps a reference to the last ``out`` of each method). Other
     array-likes are accepted and converted. One instance owns one workspace: do not share an
-    instance between threads.
+    instance between threads. ``mech`` is an :class:`exo_rt.model.mechanism.Mechanism`, read by
+    its attributes: the dynamics sits below the model (docs/architecture.md, "Layers").
     """
 
-    def __new__(cls, mech: Mechanism):
+    def __new__(cls, mech):
         if cls is Dynamics and mech.closure is not None:
             return super().__new__(ClosedChainDynamics)
         return super().__new__(cls)
 
-    def __init__(self, mech: Mechanism) -> None:
+    def __init__(self, mech) -> None:
         self.mech = mech
         self.nq = mech.nq
         self._pk, self._ws = kernels.model_and_data(mech)
@@ -279,7 +279,7 @@ class ClosedChainDynamics(Dynamics):
     (actuated) coordinates. :meth:`complete` gives all tree coordinates.
     """
 
-    def __init__(self, mech: Mechanism) -> None:
+    def __init__(self, mech) -> None:
         super().__init__(mech)
         c = mech.closure
         nz, nd = mech.nz, len(c.dependent)

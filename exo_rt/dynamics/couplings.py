@@ -4,6 +4,10 @@ In the controller's (rigid) model a rotor coordinate is dependent, z_rotor = k·
 a constant R_z handled inside the kernels. The plant's (compliant) model *releases* every
 rotor into an independent coordinate; the flexspline's compliance then couples it to the joint
 (Hidalgo & Rocón §2.3 and its compliant variant, Taghirad & Bélanger 1998).
+
+``mech`` is an :class:`exo_rt.model.mechanism.Mechanism`, read by its attributes and copied
+with :func:`dataclasses.replace`: the dynamics sits below the model (docs/architecture.md,
+"Layers").
 """
 
 from __future__ import annotations
@@ -12,10 +16,8 @@ import dataclasses
 
 import numpy as np
 
-from exo_rt.model.mechanism import Mechanism
 
-
-def coupling_matrix(mech: Mechanism) -> np.ndarray:
+def coupling_matrix(mech) -> np.ndarray:
     """R_z (n_tree × nq): tree velocities ż = R_z q̇, one row per moving body (body order)."""
     rz = np.zeros((mech.n_bodies - 1, mech.nq))
     for i in range(1, mech.n_bodies):
@@ -23,7 +25,7 @@ def coupling_matrix(mech: Mechanism) -> np.ndarray:
     return rz
 
 
-def released(mech: Mechanism) -> Mechanism:
+def released(mech):
     """The same tree with every transmission's rotor as an independent coordinate.
 
     The released coordinates follow the joints in q, in the order of ``mech.transmissions``

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from exo_rt.jit import njit
-from exo_rt.model.mechanism import (
+from exo_rt.mechanism_layout import (
     HDR_GRAVITY,
     HDR_NQ,
     JOINT_REVOLUTE,

@@ -39,7 +39,7 @@ from exo_rt.dynamics.kernels import (
     positions,
 )
 from exo_rt.jit import njit
-from exo_rt.model.mechanism import HDR_NQ, P_K, P_PARENT, P_QIDX
+from exo_rt.mechanism_layout import HDR_NQ, P_K, P_PARENT, P_QIDX
 
 # --- columns of a loop row in Closure.packed
 LOOP_KIND = 0  # 0 point, 1 revolute
@@ -469,14 +469,13 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     so that the revolute axes coincide at the reference closure. ``independent`` optionally
     names coordinates that must stay independent (actuated; the dependent ones are chosen
     among the others); ``initial`` maps coordinate names to the
-    Newton start (rad, m). Returns a new Mechanism whose ``joint_names`` are the independent
-    coordinates and whose ``closure`` holds the partition.
+    Newton start (rad, m). Returns the partition, the fields of
+    :class:`exo_rt.model.mechanism.Closure` but its names (read-only arrays): ``packed``,
+    ``index``, ``n_rows``, ``dependent``, ``independent``, ``reference``; the model packs them
+    (the dynamics sits below it).
     """
-    import dataclasses
-
     from exo_rt.dynamics.kernels import workspace_size as tree_workspace_size
     from exo_rt.errors import ModelError, Where
-    from exo_rt.model.mechanism import Closure
 
     lp = np.array(lp, dtype=float).reshape(-1, LOOP_WIDTH)
     nz = mech.nz
@@ -568,28 +567,24 @@ def close_loops(mech, lp, names, wheres, independent, initial, here):
     if len(ind) == 0:
         raise ModelError("the loops lock the mechanism: no independent coordinate is left",
                          where(0), "check the loop definitions (a structure cannot move)")
-    closure = Closure(
-        names=tuple(names),
-        packed=lp,
-        index=np.concatenate([np.sort(rows), dep, ind]).astype(np.int64),
-        n_rows=n_rows,
-        dependent=dep,
-        independent=ind,
-        reference=z.copy(),
-    )
-    for arr in (closure.packed, closure.index, closure.dependent, closure.independent,
-                closure.reference):
-        arr.setflags(write=False)
-    closed = dataclasses.replace(
-        mech, joint_names=tuple(mech.coordinate_names[i] for i in ind),
-        coordinate_names=mech.coordinate_names, closure=closure,
-    )
+    closure = {
+        "packed": lp,
+        "index": np.concatenate([np.sort(rows), dep, ind]).astype(np.int64),
+        "n_rows": n_rows,
+        "dependent": dep,
+        "independent": ind,
+        "reference": z.copy(),
+    }
+    for key in ("packed", "index", "dependent", "independent", "reference"):
+        closure[key].setflags(write=False)
+    # the reduced coordinates are the independent ones; the tree's packed model is the same
+    # (it counts every tree coordinate), so the partition is checked on it
     cws = np.zeros(workspace_size(nz, len(dep), n_rows))
     zz = z.copy()
-    status = solve_positions(closed.packed, data, closure.packed, closure.index, cws, zz)
+    status = solve_positions(mech.packed, data, closure["packed"], closure["index"], cws, zz)
     if status < 0:
         raise ModelError(
             "the loop partition is singular at the reference configuration",
             where(0), "choose other independent joints or another `initial:` configuration",
         )
-    return closed
+    return closure

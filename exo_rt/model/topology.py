@@ -640,8 +640,13 @@ def _find_cycle(parent_joint: dict[str, JointSpec]) -> list[str]:
 
 
 def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial):
-    """Turn loop specs into packed rows on the lumped bodies and close the mechanism."""
+    """Turn loop specs into packed rows on the lumped bodies and close the mechanism: the
+    dynamics' kinematics finds the reference closure and the partition
+    (:func:`exo_rt.dynamics.loops.close_loops`), packed here as its :class:`Closure`."""
+    import dataclasses
+
     from exo_rt.dynamics import loops as lmod
+    from exo_rt.model.mechanism import Closure
 
     rows = []
     names = []
@@ -680,4 +685,9 @@ def _close(mech, loops, owner, index, link_by_name, here, independent_q, initial
         rows.append(row)
         names.append(lp.name)
         wheres.append(w)
-    return lmod.close_loops(mech, np.array(rows), names, wheres, independent_q, initial, here)
+    closure = Closure(names=tuple(names), **lmod.close_loops(
+        mech, np.array(rows), names, wheres, independent_q, initial, here))
+    return dataclasses.replace(
+        mech, joint_names=tuple(mech.coordinate_names[i] for i in closure.independent),
+        coordinate_names=mech.coordinate_names, closure=closure,
+    )
