@@ -83,9 +83,10 @@ def test_a_speed_the_drives_cannot_follow_is_refused(tmp_path, capsys, monkeypat
 
 @pytest.mark.slow
 def test_the_controllers_table_runs(capsys, monkeypatch):
-    """tools/world_controllers.py, one row: the plain PID, tuned for the hanging leg, cannot
-    walk the wearer on the floor — its knee's tracking error ends the walk in SAFE within 3 s
-    (docs/world.md, "Every controller on the floor")."""
+    """tools/world_controllers.py, one row: the plain PID walks the passive wearer on the floor
+    to SHUTDOWN with its world gains (configs/controllers/pid_world.yaml: the sized drives'
+    rotors reflect ten times the test stand's inertia; docs/world.md, "Every controller on
+    the floor") — pid.yaml's test-stand gains end the walk SAFE on the knee's tracking."""
     import sys
 
     sys.path.insert(0, str(ROOT))
@@ -95,4 +96,5 @@ def test_the_controllers_table_runs(capsys, monkeypatch):
     assert world_controllers.main(["--only", "pid", "--sessions", "default",
                                    "--duration", "4"]) == 0
     row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| pid")]
-    assert len(row) == 1 and "SAFE (tracking_error on" in row[0], row
+    assert len(row) == 1 and "pid_world.yaml" in row[0], row
+    assert row[0].split("|")[2].strip() == "passive" and row[0].endswith("| SHUTDOWN |"), row

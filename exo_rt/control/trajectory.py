@@ -90,10 +90,14 @@ PH_WIDTH = 3
 @njit(cache=True)
 def phase_on_heel_strike(state, t, min_period, max_period, smoothing):
     """Record a heel strike at time t: the stride period estimate follows the measured one
-    (first-order smoothing, plausible strides only)."""
+    (first-order smoothing, plausible strides only). A strike sooner than ``min_period``
+    after the last is the same foot landing again (a foot that bounces on the floor
+    re-crosses the contact threshold within tens of ms): it starts no stride."""
     if state[PH_COUNT] > 0:
         measured = t - state[PH_LAST]
-        if min_period <= measured <= max_period:
+        if measured < min_period:
+            return
+        if measured <= max_period:
             state[PH_PERIOD] += smoothing * (measured - state[PH_PERIOD])
     state[PH_LAST] = t
     state[PH_COUNT] += 1
