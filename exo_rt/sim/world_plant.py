@@ -97,14 +97,33 @@ _N_PTR = 9
 # plant's q; the pitch stabiliser's stiffness (N·m/rad) and damping (N·m·s/rad); the
 # body-weight support's upward force on the pelvis (N)
 R_FLOOR, R_BASE, R_KP, R_KD, R_SUPPORT = range(5)
-# … and, for a one-leg exoskeleton, the wearer's other leg: its hip's coordinate (its knee's
-# follows; −1: none), the exoskeleton leg's hip and knee coordinates it copies, and the
-# wearer's own stiffness (N·m/rad) and damping (N·m·s/rad) doing it
-R_OTHER, R_MIRROR_HIP, R_MIRROR_KNEE, R_OTHER_KP, R_OTHER_KD = range(5, 10)
-OTHER_LEG = (1000.0, 50.0)  # the wearer's other leg: stiffness, damping (stand-ins)
+# … and, for a one-leg exoskeleton, the wearer's other leg (:func:`_other_leg_target`): its
+# hip's coordinate (its knee's follows; −1: none), the exoskeleton leg's hip and knee
+# coordinates it follows, the wearer's own stiffness (N·m/rad) and damping (N·m·s/rad) at hip
+# and knee, the delay while walking (s: half the wearer's stride period), the delay line's
+# sample period (s) and length (samples), and how far the exoskeleton's shank leaves the
+# vertical (|hip − knee|, rad) when it steps
+(R_OTHER, R_MIRROR_HIP, R_MIRROR_KNEE, R_OTHER_KP_HIP, R_OTHER_KD_HIP, R_OTHER_KP_KNEE,
+ R_OTHER_KD_KNEE, R_DELAY, R_SAMPLE, R_LINE, R_STEPPING) = range(5, 16)
+R_WIDTH = 16
+# the wearer's other leg's hip and knee: stiffness (N·m/rad) and damping (N·m·s/rad) towards
+# its target. A stand-in for the wearer's muscles, plan and impedance together (the walker,
+# exo_rt/sim/walker.py, has both: its leg's inverse dynamics, and van der Kooij et al. 2022's
+# swing impedance about it — hip 50, knee 1.75 N·m/rad — which alone would let a stance knee
+# fold): as stiff as the floor scene's other joint stand-ins (3000 N·m/rad), so that the stance
+# leg sags < 1° under the carried weight (docs/world.md, "The one-leg exoskeleton")
+OTHER_LEG = ((3000.0, 100.0), (3000.0, 100.0))
+STEPPING = 0.05  # rad: the exoskeleton's shank this far off the vertical (|hip − knee|) steps
 ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
 # or N) at the sub-step's start, held over its stages
-ST_WORLD_ROWS = ST_ROWS + 1
+ST_OTHER = ST_ROWS + 1  # the other leg's target and its delay line's bookkeeping (O_*)
+ST_LINE = ST_ROWS + 2  # from here: the delay line, (hip, knee) rad per sample, row-major
+ST_WORLD_ROWS = ST_ROWS + 2  # … plus the delay line's rows (:func:`_line_rows`)
+# ST_OTHER's columns: the target's hip and knee (rad) and their rates (rad/s) this sub-step;
+# the plant's clock (s since its reset); the samples written; the clock until which the leg
+# walks (the last sample whose shank was off the vertical, the exoskeleton stepping, + R_DELAY)
+O_HIP, O_KNEE, O_HIP_V, O_KNEE_V, O_CLOCK, O_WRITTEN, O_UNTIL = range(7)
+O_WIDTH = 7
 
 
 @njit(cache=True, python=False)
@@ -140,17 +159,18 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
             m[i, j] = mff.flat[di * n + int(model[W_DOF, j])]
     f = scratch[x0 + X_F]
     _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
-    _room_forces(model, q, v, f)
+    _room_forces(model, state, q, v, f)
     for i in range(n):
         f[i] += state[ST_CONTACT, i]
     solve_locked(scratch, n, acc)
 
 
 @njit(cache=True, inline="always")
-def _room_forces(model, q, v, f):
+def _room_forces(model, state, q, v, f):
     """What the room adds to the generalized forces (N·m, N): the passive wearer's joint
     damping, the ankles' springs and damping, and on the floor the pelvis-pitch stabiliser
-    (towards the trunk upright, pitch 0) and the body-weight support."""
+    (towards the trunk upright, pitch 0), the body-weight support and the wearer's own torques
+    on their other leg (towards :func:`_other_leg_target`'s target)."""
     for i in range(q.shape[0]):
         f[i] -= model[W_DAMPING, i] * v[i] + model[W_STIFF, i] * (q[i] - model[W_REST, i])
     if model[W_ROOM, R_FLOOR] > 0.5:
@@ -158,10 +178,55 @@ def _room_forces(model, q, v, f):
         f[b + 1] += model[W_ROOM, R_SUPPORT]
         f[b + 2] -= model[W_ROOM, R_KP] * q[b + 2] + model[W_ROOM, R_KD] * v[b + 2]
         o = int(model[W_ROOM, R_OTHER])
-        if o >= 0:  # the wearer's other leg does what the exoskeleton's leg does
-            kp, kd = model[W_ROOM, R_OTHER_KP], model[W_ROOM, R_OTHER_KD]
-            f[o] += kp * (q[int(model[W_ROOM, R_MIRROR_HIP])] - q[o]) - kd * v[o]
-            f[o + 1] += kp * (q[int(model[W_ROOM, R_MIRROR_KNEE])] - q[o + 1]) - kd * v[o + 1]
+        if o >= 0:
+            t = state[ST_OTHER]
+            hip, knee = int(model[W_ROOM, R_MIRROR_HIP]), int(model[W_ROOM, R_MIRROR_KNEE])
+            if t[O_CLOCK] >= t[O_UNTIL]:  # not walking: together,
+                qh, qk, vh, vk = q[hip], q[knee], v[hip], v[knee]  # at this very stage
+            else:  # walking: half a stride late (the sub-step's target)
+                qh, qk, vh, vk = t[O_HIP], t[O_KNEE], t[O_HIP_V], t[O_KNEE_V]
+            f[o] += (model[W_ROOM, R_OTHER_KP_HIP] * (qh - q[o])
+                     + model[W_ROOM, R_OTHER_KD_HIP] * (vh - v[o]))
+            f[o + 1] += (model[W_ROOM, R_OTHER_KP_KNEE] * (qk - q[o + 1])
+                         + model[W_ROOM, R_OTHER_KD_KNEE] * (vk - v[o + 1]))
+
+
+@njit(cache=True, inline="always")
+def _other_leg_target(model, state, q, h):
+    """The wearer's other leg's target at the start of a sub-step of h (s), into ST_OTHER: a
+    walker's — the exoskeleton leg's hip and knee half a stride earlier (R_DELAY s) while it
+    walks, the same instant otherwise (sitting down, standing up, standing).
+
+    The delay line (rows ST_LINE…, allocated with the state) holds the exoskeleton leg's
+    (hip, knee) sampled every R_SAMPLE s of the plant's own clock (which follows the sub-steps,
+    whatever length the periods have); the target is its linear interpolation at clock −
+    R_DELAY, the rate the slope between its two samples. The leg walks while the exoskeleton's
+    shank has been off the vertical (|hip − knee| > R_STEPPING: its postures and the moves
+    between them keep hip = knee, a step does not) within the last R_DELAY s: the delay comes in
+    when the first step begins, the other leg still where the exoskeleton's leg stood, and goes
+    once both have been upright for R_DELAY s — both switches between equal targets."""
+    n = q.shape[0]
+    t = state[ST_OTHER]
+    hip, knee = int(model[W_ROOM, R_MIRROR_HIP]), int(model[W_ROOM, R_MIRROR_KNEE])
+    ts, line = model[W_ROOM, R_SAMPLE], int(model[W_ROOM, R_LINE])
+    while t[O_WRITTEN] * ts <= t[O_CLOCK] + 1e-9 * ts:  # the samples due by now
+        k = int(t[O_WRITTEN]) % line
+        state[ST_LINE + (2 * k) // n, (2 * k) % n] = q[hip]
+        state[ST_LINE + (2 * k + 1) // n, (2 * k + 1) % n] = q[knee]
+        if abs(q[hip] - q[knee]) > model[W_ROOM, R_STEPPING]:
+            t[O_UNTIL] = t[O_CLOCK] + model[W_ROOM, R_DELAY]
+        t[O_WRITTEN] += 1.0
+    at = max(t[O_CLOCK] - model[W_ROOM, R_DELAY], 0.0) / ts
+    last = int(t[O_WRITTEN]) - 1  # the newest sample
+    j = max(min(int(at), last - 1), 0)
+    frac = min(max(at - j, 0.0), 1.0)
+    a, b = j % line, min(j + 1, last) % line
+    for c in range(2):
+        lo = state[ST_LINE + (2 * a + c) // n, (2 * a + c) % n]
+        hi = state[ST_LINE + (2 * b + c) // n, (2 * b + c) % n]
+        t[O_HIP + c] = lo + frac * (hi - lo)
+        t[O_HIP_V + c] = (hi - lo) / ts
+    t[O_CLOCK] += h
 
 
 @njit(cache=True, python=False)
@@ -174,7 +239,7 @@ def _contacts(model, data, transmissions, state, q, v, scratch):
     x0 = 2 * n
     f = scratch[x0 + X_F]
     _forces(transmissions, state, q, v, scratch[x0 + X_T], f)
-    _room_forces(model, q, v, f)
+    _room_forces(model, state, q, v, f)
     for i in range(n):
         data[int(model[W_QPOS, i])] = q[i]
         data[int(model[W_QVEL, i])] = v[i]
@@ -197,7 +262,10 @@ def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
         raise ValueError("the plant's scratch does not say where its accelerations start")
     h = dt / substeps
     floor = model[W_ROOM, R_FLOOR] > 0.5
+    other = floor and model[W_ROOM, R_OTHER] >= 0.0
     for _ in range(substeps):
+        if other:
+            _other_leg_target(model, state, q, h)
         if floor:
             _contacts(model, data, transmissions, state, q, v, scratch)
         _substep(model, data, transmissions, state, cmd, q, v, h, scratch)
@@ -311,6 +379,23 @@ class WorldPlant(HarmonicDrivePlant):
         return self.state[ST_Q, a:a + self._extra[0]]
 
     @property
+    def other_leg_delay(self) -> float:
+        """s: how late the wearer's other leg follows the exoskeleton's leg while walking
+        (half the wearer's stride period; 0 where there is no other leg)."""
+        return float(self.model[W_ROOM, R_DELAY]) if self._extra[0] else 0.0
+
+    @property
+    def other_leg_target(self) -> np.ndarray:
+        """The wearer's other leg's target now: hip, knee (rad) — the exoskeleton leg's half a
+        stride ago while it walks, else its own angles (a copy; empty without the leg)."""
+        if not self._extra[0]:
+            return np.zeros(0)
+        t = self.state[ST_OTHER]
+        if t[O_CLOCK] >= t[O_UNTIL]:
+            return self.q[mirrored_of(self)].copy()
+        return t[O_HIP:O_KNEE + 1].copy()
+
+    @property
     def ankles(self) -> np.ndarray:
         """The feet's angles on their sprung ankles (rad, dorsiflexion < 0: the foot's toe up
         about the shank's y; a view; empty with the ankles fixed)."""
@@ -344,8 +429,11 @@ class WorldPlant(HarmonicDrivePlant):
         if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
-        if self.state.shape[1] != n or self.state.shape[0] != ST_WORLD_ROWS:
-            self.state = np.zeros((ST_WORLD_ROWS, n))
+        delay = _half_stride(self.robot) if self.floor and len(oq) else (0.0, 0.0)
+        line = int(np.ceil(delay[1] / self.dt)) + 3  # samples: the slowest walk's half stride
+        rows = ST_WORLD_ROWS + _line_rows(line if len(oq) else 0, n)
+        if self.state.shape[1] != n or self.state.shape[0] != rows:
+            self.state = np.zeros((rows, n))
             self.scratch = new_scratch(n)
         self.world = world
         self.mj_data = d = world.new_data()
@@ -359,7 +447,7 @@ class WorldPlant(HarmonicDrivePlant):
         self.data = np.ctypeslib.as_array(buf)  # a view of MuJoCo's arrays: the kernel's data
         off = lambda a: (a.ctypes.data - start) // 8  # noqa: E731
         lib = ctypes.CDLL(str(Path(mujoco.__file__).parent / f"libmujoco.so.{mujoco.__version__}"))
-        width = max(n, _N_PTR, 10)
+        width = max(n, _N_PTR, R_WIDTH, O_WIDTH)
         keep = _Keep(8 * W_ROWS * width)  # the array's base holds what it points at
         keep.refs = (world.model, d, lib)
         model = np.frombuffer(keep).reshape(W_ROWS, width)
@@ -386,7 +474,8 @@ class WorldPlant(HarmonicDrivePlant):
             model[W_ROOM, R_OTHER] = self.mech.nq + 3 if len(oq) else -1.0
             if len(oq):
                 model[W_ROOM, R_MIRROR_HIP:R_MIRROR_KNEE + 1] = mirrored(world)
-                model[W_ROOM, R_OTHER_KP:R_OTHER_KD + 1] = OTHER_LEG
+                model[W_ROOM, R_OTHER_KP_HIP:R_OTHER_KD_KNEE + 1] = np.ravel(OTHER_LEG)
+                model[W_ROOM, R_DELAY:R_STEPPING + 1] = (delay[0], self.dt, line, STEPPING)
         if not np.all(model[W_PTR, :_N_PTR] < 2**53):
             raise RuntimeError("an address does not fit a float64 exactly")
         model.flags.writeable = False
@@ -421,6 +510,7 @@ class WorldPlant(HarmonicDrivePlant):
         if not hasattr(self, "world"):  # the base class's constructor: not attached yet
             return super().reset(q_joints, v_joints, equilibrium=equilibrium)
         super().reset(q_joints, v_joints, equilibrium=equilibrium and not self.floor)
+        # (the state zeroed: the other leg's delay line empty, its clock at 0, not walking)
         if self.floor:
             self._place_seat()
             if equilibrium and not np.any(self.state[ST_V]):
@@ -538,6 +628,38 @@ def _wearer(robot: Mechanism) -> tuple[float, float, str]:
     w = w.value
     return float(w["mass"].value), float(w["height"].value), str(w.get("sex").value
                                                                  if "sex" in w else "male")
+
+
+def _half_stride(robot: Mechanism) -> tuple[float, float]:
+    """(s, s): half the stride period of the robot file's wearer at their default walking
+    speed, and at their slowest — the delay of a one-leg exoskeleton's wearer's other leg
+    while walking, and the longest its delay line must hold. The period is the walk ratio's
+    cadence for the wearer's height (:func:`exo_rt.control.gait_speed.pace`, the same for the
+    normal and the flat-foot gait: ``flat_foot.walk``'s period is ``120 / cadence``); the
+    speeds are the wearer section's ``speed:`` (default, min), else the wearer profile's
+    defaults (:class:`exo_rt.schema.wearer.Speed`)."""
+    from exo_rt.control import flat_foot
+    from exo_rt.schema.wearer import Speed
+    from exo_rt.yamlio import read_yaml
+
+    _, height, _ = _wearer(robot)
+    top = read_yaml(Path(str(robot.source))).value
+    given = top["wearer"].value.get("speed")
+    given = given.value if given is not None and isinstance(given.value, dict) else {}
+    speed = {k: float(given[k].value) if k in given else float(getattr(Speed(), k))
+             for k in ("default", "min")}
+    return (flat_foot.walk(speed["default"], height).period / 2.0,
+            flat_foot.walk(speed["min"], height).period / 2.0)
+
+
+def mirrored_of(plant: WorldPlant) -> np.ndarray:
+    """The plant coordinates (hip, knee) of the exoskeleton leg a wearer's other leg follows."""
+    return plant.model[W_ROOM, R_MIRROR_HIP:R_MIRROR_KNEE + 1].astype(np.int64)
+
+
+def _line_rows(samples: int, n: int) -> int:
+    """State rows (of n columns) that hold a delay line of ``samples`` (hip, knee) pairs."""
+    return -(-2 * samples // n)
 
 
 def _point_at_world(scratch: np.ndarray) -> None:

@@ -1,0 +1,224 @@
+"""The one-leg exoskeleton on the world's floor: the figures of docs/world.md, "The one-leg
+exoskeleton" — configs/exo_leg_world.yaml's default session (home, walk, STOP, end) and its
+sit/stand session, for the exoskeleton's leg and the wearer's other leg.
+
+The run's world truth (run.mcap's ``/world``, :mod:`exo_rt.record.walking`) holds the
+exoskeleton's foot only: the wearer's other leg is no part of the robot. So the run is made
+here, in this process (the lockstep simulated bus), and after every physics period the plant's
+other leg is taken beside the world's truth (:func:`capturing`): its hip and knee, the target
+it follows, its foot's vertical reaction. Both feet's figures are then those of
+:mod:`exo_rt.record.walking` — stance fraction, the reaction in swing, slip while flat, peaks
+over the weight the floor carries (both feet), tracking — over the walk's steady strides, the
+other leg's phase half a stride behind.
+
+``python tools/exo_leg_world_figures.py [--duration S] [--session FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "exo_leg_world.yaml"
+SIT_STAND = ROOT / "configs" / "sessions" / "sit_stand.yaml"
+OTHER_FOOT = "wearer_shank"  # the other leg's foot (room.other_leg: its heel and toe spheres)
+# captured columns: world t, pelvis x z pitch, other hip knee, its target hip knee, its foot's
+# vertical reaction
+T, BX, BZ, BP, OH, OK, TH, TK, FZ = range(9)
+
+
+@contextmanager
+def capturing():
+    """While open, every world truth's update (each physics period of a world run on the
+    floor, lockstep) also appends a row of the plant's other leg (the module's columns) to the
+    list it yields."""
+    from exo_rt.sim import world_truth
+
+    rows: list[tuple] = []
+    original = world_truth.WorldTruth.update
+    spheres: dict[int, set] = {}
+
+    def update(self, world) -> None:
+        original(self, world)
+        plant = self.plant
+        m, d = self.model, plant.mj_data
+        mine = spheres.setdefault(id(self), {m.geom(f"{OTHER_FOOT}_{tag}").id
+                                             for tag in ("heel", "toe")})
+        fz = 0.0
+        for i in range(d.ncon):
+            g1, g2 = d.contact.geom[i]
+            if g2 in mine and g1 in self.pushers:
+                self._contact_force(m, d, i, self._f6)
+                fz += float((d.contact.frame[i].reshape(3, 3).T @ self._f6[:3])[2])
+        rows.append((world.t, *plant.base, *plant.other_leg, *plant.other_leg_target, fz))
+
+    world_truth.WorldTruth.update = update
+    try:
+        yield rows
+    finally:
+        world_truth.WorldTruth.update = original
+
+
+def run(out: Path, *, duration: float = 10.0, session: Path | None = None,
+        config: Path = CONFIG) -> tuple[int, np.ndarray]:
+    """(exit code, the other leg's rows) of ``exo-rt run`` on ``config`` into ``out``."""
+    from exo_rt import cli
+
+    args = ["run", "--config", str(config), "--duration", str(duration), "--out", str(out)]
+    if session is not None:
+        args += ["--session", str(session)]
+    with capturing() as rows:
+        rc = cli.main(args)
+    return rc, np.array(rows, float)
+
+
+@dataclass(frozen=True)
+class LegFigures:
+    """One leg's figures over the walk's steady strides (SI, angles in degrees)."""
+
+    stance: float  # stance fraction of the stride
+    swing_force: float  # N: the largest vertical reaction in swing
+    peak: float  # the largest vertical reaction / the carried weight, raw …
+    peak_smooth: float  # … and over 25 ms
+    slip: float  # m: the ankle's largest travel while the foot is flat, per step
+    tracking_rms: dict  # joint → RMS of target − angle (°)
+
+
+@dataclass(frozen=True)
+class Figures:
+    strides: int
+    speed: float  # m/s: the pelvis's mean forward speed
+    carried: float  # N: both feet's summed vertical reaction, mean over the strides
+    legs: dict  # 'exoskeleton' / 'other' → LegFigures
+
+
+def _aligned(out: Path, rows: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    """The captured rows at each recorded cycle's world row (``/world``: its pelvis equals
+    the capture's at the same physics period; the two clocks differ by one offset; /world's
+    clock is float32, so rows are matched to 0.1 ms)."""
+    from exo_rt.record.walking import world_rows
+
+    world = world_rows(out)
+    key = {(r[BX], r[BZ], r[BP]): r[T] for r in rows}
+    offsets = [w["sim_t"] - key[k] for w in world
+               if (k := (w["base"]["x"], w["base"]["z"], w["base"]["pitch"])) in key]
+    if len(offsets) < 0.9 * len(world):
+        raise ValueError(f"{out}: the capture does not match the run's /world rows")
+    offset = float(np.median(offsets))
+    sim_t = {int(w["cycle"]): w["sim_t"] for w in world}
+    at = np.array([sim_t[int(c)] - offset for c in cycles])
+    idx = np.clip(np.searchsorted(rows[:, T], at - 1e-4), 0, len(rows) - 1)
+    if np.max(np.abs(rows[idx, T] - at)) > 1e-4:  # (/world's sim_t is float32)
+        raise ValueError(f"{out}: a recorded cycle has no captured row")
+    return rows[idx]
+
+
+def measure(out: Path, rows: np.ndarray) -> Figures:
+    """Both legs' figures of the walk recorded in ``out`` with the other leg's ``rows``
+    (:func:`run`): :mod:`exo_rt.record.walking`'s definitions, the other leg's gait phase
+    half a stride behind the exoskeleton's."""
+    from exo_rt.control import flat_foot
+    from exo_rt.control.gait_speed import ankle_x as ankle_x_of
+    from exo_rt.record import walking
+    from exo_rt.record.mcap_log import read_mcap
+
+    rec, meta = read_mcap(out / "run.mcap")
+    names = list(meta["joint_names"])
+    walk, phase = rec["walking"] > 0.5, rec["phase"]
+    first = math.ceil(phase[walk].min() + 1e-9) + 1  # walking.py's steady strides
+    last = math.floor(phase[walk].max()) - 1
+    if last <= first:
+        raise ValueError(f"{out}: the walk has no whole steady stride to measure")
+    idx = np.flatnonzero(walk & (phase >= first) & (phase < last))
+    other = _aligned(out, rows, rec["cycle"][idx])
+    world = {int(w["cycle"]): w for w in walking.world_rows(out)}
+    w = [world[int(c)] for c in rec["cycle"][idx]]
+    foot = next(iter(w[0]["force"]))
+    fz = np.stack([[x["force"][foot]["z"] for x in w], other[:, FZ]], axis=1)
+    base = other[:, BX:BP + 1]
+    q_exo = np.array([[x["q"][j] for j in names] for x in w])
+    thigh, shank = 0.43, 0.42
+    carried = float(fz.sum(axis=1).mean())
+    t = rec["t"][idx]
+    dt = float(np.median(np.diff(t)))
+    n = max(1, round(walking.SMOOTH / dt))
+    legs = {}
+    angles = {"exoskeleton": (q_exo[:, names.index("hip")], q_exo[:, names.index("knee")]),
+              "other": (other[:, OH], other[:, OK])}
+    err = np.degrees(rec["q_ref"][idx] - rec["q"][idx])
+    tracking = {"exoskeleton": {j: float(np.sqrt(np.mean(err[:, i] ** 2)))
+                                for i, j in enumerate(names)},
+                "other": {j: float(np.sqrt(np.mean(np.degrees(other[:, a] - other[:, b]) ** 2)))
+                          for j, a, b in (("hip", TH, OH), ("knee", TK, OK))}}
+    for k, (leg, offset) in enumerate((("exoskeleton", 0.0), ("other", 0.5))):
+        p = (phase[idx] - offset) % 1.0
+        swing = (p > flat_foot.STANCE + walking.EDGE) & (p < 1.0 - walking.EDGE)
+        hip, knee = angles[leg]
+        a = hip - base[:, 2]
+        ax = base[:, 0] + ankle_x_of(a, knee, thigh, shank)
+        az = base[:, 1] - thigh * np.cos(a) - shank * np.cos(a - knee)
+        step = np.floor(phase[idx] - offset)
+        travel = []
+        for s in np.unique(step):
+            on = (step == s) & (p >= flat_foot.ROCKER) & (p < flat_foot.STANCE)
+            if on.any():
+                flat = on & (az < az[on].min() + walking.FLAT)
+                travel.append(float(np.ptp(ax[flat])))
+        legs[leg] = LegFigures(
+            stance=float((fz[:, k] > walking.CONTACT * carried).mean()),
+            swing_force=float(fz[swing, k].max()) if swing.any() else 0.0,
+            peak=float(fz[:, k].max() / carried),
+            peak_smooth=float(np.convolve(fz[:, k], np.ones(n) / n, "same").max() / carried),
+            slip=max(travel) if travel else 0.0, tracking_rms=tracking[leg])
+    speed = float((base[-1, 0] - base[0, 0]) / (t[-1] - t[0]))
+    return Figures(int(last - first), speed, carried, legs)
+
+
+def sit_stand(out: Path, rows: np.ndarray) -> dict:
+    """The sit/stand session's figures: the other leg's RMS and largest difference from its
+    target (°: the exoskeleton leg's hip and knee at the same instant, as it sits and
+    stands), over the whole run."""
+    both = rows[:, OH:OK + 1] - rows[:, TH:TK + 1]
+    return {"other_rms": float(np.degrees(np.sqrt(np.mean(both ** 2)))),
+            "other_max": float(np.degrees(np.max(np.abs(both))))}
+
+
+def main(argv=None) -> int:
+    doc = __doc__.split("\n\n")[0]
+    p = argparse.ArgumentParser(description=doc)
+    p.add_argument("--duration", type=float, default=10.0, help="s of walking (default 10)")
+    p.add_argument("--sit-stand", action="store_true", help="the sit/stand session instead")
+    args = p.parse_args(argv)
+    out = Path(tempfile.mkdtemp(prefix="exo-leg-")) / "run"
+    rc, rows = run(out, duration=args.duration, session=SIT_STAND if args.sit_stand else None)
+    s = json.loads((out / "summary.json").read_text())
+    print(f"run {out}: exit {rc}, {s['final_state']}, faults {s['faults'] or 'none'}")
+    if args.sit_stand:
+        f = sit_stand(out, rows)
+        print(f"the other leg against the exoskeleton leg: {f['other_rms']:.2f}° RMS, "
+              f"{f['other_max']:.2f}° at most")
+        return rc
+    f = measure(out, rows)
+    print(f"{f.strides} steady strides, pelvis {f.speed:.3f} m/s, the floor carries "
+          f"{f.carried:.1f} N")
+    print("| leg | stance | reaction in swing | slip while flat | peak / carried (raw, 25 ms) "
+          "| tracking RMS |")
+    print("|---|---|---|---|---|---|")
+    for leg, g in f.legs.items():
+        rms = ", ".join(f"{j} {v:.2f}°" for j, v in g.tracking_rms.items())
+        print(f"| {leg} | {100 * g.stance:.1f} % | {g.swing_force:.1f} N | "
+              f"{1000 * g.slip:.1f} mm | {g.peak:.2f}, {g.peak_smooth:.2f} | {rms} |")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
