@@ -319,6 +319,44 @@ def test_kernel_key_is_conservative_when_unsure(tmp_path):
     assert {p.name for p in kernel_files(pkg)} >= {"other.py", "broken.py"}
 
 
+def test_the_key_s_memo_parses_only_what_was_edited(tmp_path, monkeypatch):
+    """kernel_files' memo (kept on disk beside the key): the same files as a fresh analysis
+    after each edit — one that makes a Python-only module a kernel's dependency included —
+    while a call parses only the files edited since the last."""
+    import ast
+
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "kernel.py": KERNEL,
+        "consts.py": "WIDTH = 3\n",
+        "laws.py": "from numba import njit\n\n\n@njit(cache=True)\ndef law(x):\n    return x\n",
+        "helpers.py": "def text():\n    return 'x'\n",
+        "app.py": "from pkg.kernel import step\n",
+    })
+    parsed: list[str] = []
+    parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, name="<unknown>", *a, **k: (
+        parsed.append(Path(name).name), parse(src, name, *a, **k))[1])
+    memo: dict = {}
+
+    def files() -> set[str]:
+        return {p.name for p in kernel_files(pkg, memo)}
+
+    assert files() == {p.name for p in kernel_files(pkg)} == \
+        {"__init__.py", "kernel.py", "consts.py", "laws.py"}
+    parsed.clear()
+    memo = json.loads(json.dumps(memo))  # as read back from its file
+    assert files() == {"__init__.py", "kernel.py", "consts.py", "laws.py"} and parsed == []
+    (pkg / "laws.py").write_text("from numba import njit\nfrom pkg.helpers import text\n"
+                                 "\nN = len(text())\n")
+    assert files() == {"__init__.py", "kernel.py", "consts.py", "laws.py", "helpers.py"}
+    assert sorted(parsed) == ["helpers.py", "laws.py"]  # the edited file, its new dependency
+    assert files() == {p.name for p in kernel_files(pkg)}
+    fresh = kernel_key(pkg)
+    parsed.clear()
+    assert kernel_key(pkg, memo) == fresh and parsed == []
+
+
 def test_the_package_key_excludes_the_runtime_glue():
     """In exo_rt itself: the laws, dynamics and plant are in the key; the CLI, the bus and
     this registry are not (editing them keeps the compiled kernels)."""
