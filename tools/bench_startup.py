@@ -5,16 +5,28 @@ once (cold: every kernel compiles) and once more on the same folder (warm: every
 from the cache), and reads ``startup_s.process_to_ready`` from the run's summary.json —
 seconds from process start to READY, and the CPU seconds the run took (its worker processes
 included). Medians over the repeats, against the targets: cold ≤ 8 s, warm ≤ 1 s (2-core
-machine). ``--mode serial`` switches the parallel warm-up off (EXO_RT_WARMUP=0: numba's lazy
-compile, kernel after kernel — the behaviour before exo_rt/warmup.py); ``both`` alternates the
-two within each repeat, so that a machine shared with other work loads them alike. The load
-average is printed: on a busy machine the wall-clock figures mean little, the CPU ones more.
-``--warmup`` also times ``exo-rt warmup`` (every group) into an empty cache. ``--before DIR``
-also times the tree at DIR (a checkout of an earlier commit: ``git worktree add DIR COMMIT``),
-alternately with this one within each repeat, so that both see the same machine.
+machine). A warm run that compiled after all (a ``numba:`` line: a kernel module edited
+between the two runs, in a tree others edit) is marked and left out of the medians.
+
+Python's bytecode is treated as an installed package's: each repeat points
+``PYTHONPYCACHEPREFIX`` at a new empty folder and lets Python write there (whatever
+``PYTHONDONTWRITEBYTECODE`` says), so the cold run compiles every module's source once and the
+warm run reads the bytecode — as every run after ``pip install`` does (pip writes it; an
+editable install's first import does, the README's ``exo-rt warmup`` for one).
+``--bytecode off`` compiles every module's source at every start (an empty prefix, nothing
+written), as in an environment with ``PYTHONDONTWRITEBYTECODE`` set and no bytecode.
+
+``--mode serial`` switches the parallel warm-up off (EXO_RT_WARMUP=0: numba's lazy compile,
+kernel after kernel — the behaviour before exo_rt/warmup.py); ``both`` alternates the two
+within each repeat, so that a machine shared with other work loads them alike. The machine
+(CPU model, CPUs, load averages) is printed before and after: on a busy machine the
+wall-clock figures mean little, the CPU ones more. ``--warmup`` also times ``exo-rt warmup``
+(every group) into an empty cache. ``--before DIR`` also times the tree at DIR (a checkout of
+an earlier commit: ``git worktree add DIR COMMIT``), alternately with this one within each
+repeat, so that both see the same machine.
 
     python tools/bench_startup.py [--repeats 3] [--mode parallel|serial|both] [--warmup]
-                                  [--before DIR]
+                                  [--before DIR] [--bytecode cached|off]
 """
 
 from __future__ import annotations
@@ -33,9 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"cold": 8.0, "warm": 1.0}  # s from process start to READY
 
 
-def to_ready(env: dict, out: Path, duration: float, tree: Path = ROOT) -> tuple[float, float]:
+def to_ready(env: dict, out: Path, duration: float,
+             tree: Path = ROOT) -> tuple[float, float, bool]:
     """One ``exo-rt run`` of ``tree`` (its own exo_rt: ``-m`` puts the working directory first
-    on the path): (process-to-READY seconds from summary.json, CPU seconds)."""
+    on the path): (process-to-READY seconds from summary.json, CPU seconds, whether numba
+    compiled anything: a ``numba:`` line on its standard error)."""
     before = os.times()
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", str(duration),
                           "--out", str(out)], env=env, cwd=tree, capture_output=True,
@@ -46,7 +60,33 @@ def to_ready(env: dict, out: Path, duration: float, tree: Path = ROOT) -> tuple[
     summary = out / "summary.json"
     if res.returncode not in (0, 1) or not summary.exists():
         raise SystemExit(f"exo-rt run failed ({res.returncode}):\n{res.stderr[-2000:]}")
-    return float(json.loads(summary.read_text())["startup_s"]["process_to_ready"]), cpu
+    return (float(json.loads(summary.read_text())["startup_s"]["process_to_ready"]), cpu,
+            any(line.startswith("numba:") for line in res.stderr.splitlines()))
+
+
+def bytecode_env(env: dict, prefix: Path, mode: str) -> dict:
+    """``env`` with Python's bytecode under ``prefix`` (new and empty per repeat): written
+    there and read back (``cached``: an installed package's), or never written (``off``)."""
+    env = dict(env, PYTHONPYCACHEPREFIX=str(prefix))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if mode == "off":
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def machine() -> str:
+    """The CPU model and how many CPUs this process may use, and the load averages."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"{cpus} CPUs ({model}), load average "
+            + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 def warmup_time(env: dict) -> float:
@@ -70,37 +110,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--before", metavar="DIR", type=Path,
                    help="also time the tree at DIR (an earlier commit's checkout), alternately")
+    p.add_argument("--bytecode", choices=("cached", "off"), default="cached",
+                   help="Python's bytecode written by the cold run and read by the warm one, "
+                        "as an install's (default), or compiled from source at every start")
     args = p.parse_args(argv)
     modes = ("parallel", "serial") if args.mode == "both" else (args.mode,)
     trees = {"": ROOT} | ({"before ": args.before.resolve()} if args.before else {})
-    figures: dict = {t + m: {"cold": [], "warm": [], "cold_cpu": [], "warm_cpu": []}
-                     for t in trees for m in modes}
+    figures: dict = {t + m: {"cold": [], "warm": [], "cold_cpu": [], "warm_cpu": [],
+                             "not_warm": []} for t in trees for m in modes}
     warmups: list[float] = []
-    print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"before: {machine()}; bytecode {args.bytecode}", flush=True)
     with tempfile.TemporaryDirectory(prefix="exo-rt-startup-") as tmp:
         for r in range(args.repeats):
             for (which, tree), mode in ((t, m) for t in trees.items() for m in modes):
                 key = which + mode
-                env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / f"numba-{key}{r}"))
+                folder = f"{key}{r}".replace(" ", "")
+                env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / f"numba-{folder}"))
+                env = bytecode_env(env, Path(tmp) / f"pyc-{folder}", args.bytecode)
                 env["EXO_RT_WARMUP"] = "0" if mode == "serial" else "1"
                 for label in ("cold", "warm"):
-                    t, cpu = to_ready(env, Path(tmp) / f"run-{key}{r}-{label}".replace(" ", ""),
-                                      args.duration, tree)
-                    figures[key][label].append(t)
-                    figures[key][f"{label}_cpu"].append(cpu)
+                    t, cpu, compiled = to_ready(env, Path(tmp) / f"run-{folder}-{label}",
+                                                args.duration, tree)
+                    note = ""
+                    if label == "warm" and compiled:  # (a kernel module edited meanwhile)
+                        figures[key]["not_warm"].append(t)
+                        note = "  NOT WARM: numba compiled (left out)"
+                    else:
+                        figures[key][label].append(t)
+                        figures[key][f"{label}_cpu"].append(cpu)
                     print(f"  repeat {r + 1}: {key:<15} {label:<4} {t:6.2f} s to READY "
-                          f"({cpu:5.1f} s CPU, load {os.getloadavg()[0]:.2f})", flush=True)
+                          f"({cpu:5.1f} s CPU, load {os.getloadavg()[0]:.2f}){note}", flush=True)
             if args.warmup:
                 env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / f"warmup{r}"))
                 warmups.append(warmup_time(env))
                 print(f"  repeat {r + 1}: exo-rt warmup (every group, cold) {warmups[-1]:6.2f} s",
                       flush=True)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"start-up to READY, {cpus} CPUs, median of {args.repeats} "
-          f"(load average after: {os.getloadavg()[0]:.2f}):")
+    print(f"start-up to READY, median of {args.repeats}; after: {machine()}")
     ok = True
     for key, fig in figures.items():
         for label, target in TARGETS.items():
+            if not fig[label]:
+                ok &= key != "parallel"
+                print(f"  {key:<15} {label:<4} no warm run (each compiled: "
+                      + ", ".join(f"{t:.2f}" for t in fig["not_warm"]) + ")")
+                continue
             med = statistics.median(fig[label])
             ok &= med <= target or key != "parallel"
             print(f"  {key:<15} {label:<4} {med:6.2f} s  (target ≤ {target:g} s: "
@@ -110,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     if warmups:
         print(f"  exo-rt warmup, every group, cold: {statistics.median(warmups):.2f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpus": cpus, "modes": figures,
+        Path(args.json).write_text(json.dumps({"cpus": cpus, "machine": machine(),
+                                               "bytecode": args.bytecode, "modes": figures,
                                                "warmup": warmups}, indent=2) + "\n")
     return 0 if ok else 1
 
