@@ -26,6 +26,7 @@ HEIGHT_RANGE = (1.2, 2.2)  # m
 MASS_RANGE = (30.0, 200.0)  # kg
 SPEED = Num(gt=0, le=3.0)  # m/s: walking (a person runs above ≈ 2.5 m/s)
 LEVEL = Num(ge=0, le=1)
+ROLES = ("passive", "leading")  # who moves the legs in a simulated world
 
 
 @section("a range of motion", result=True)
@@ -90,6 +91,11 @@ class WearerFile:
                          {}, unit="rad", shown="the activities file's",
                          doc="posture name → {joint: angle} replacing the activities file's "
                              "angles of those joints")
+    role: str = key(Choice(ROLES, "wearer role"), "passive",
+                    doc="who moves the legs in a simulated world: `passive` (paraplegic: "
+                        "joint damping and range only, the exoskeleton does the work) or "
+                        "`leading` (they walk by their own joint torques and the exoskeleton "
+                        "follows: docs/world.md)")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 

@@ -47,6 +47,7 @@ class Wearer:
     postures: dict  # {posture: {joint or kind: rad}}
     sha256: str  # of ``text``
     text: str  # the file's contents (a default profile: the YAML that reproduces it)
+    role: str = "passive"  # who moves the legs in a simulated world: 'passive' | 'leading'
 
     def limits(self, mech) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) rad per joint of the robot's q: the wearer's range of motion where
@@ -176,7 +177,8 @@ def _build(root: Node, text: str, source: str, robot) -> Wearer:
                description=f.description, range_of_motion=dict(f.range_of_motion),
                speed=f.speed, step_length=f.step_length, assistance=f.assistance,
                postures={k: dict(v) for k, v in f.postures.items()},
-               sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), text=text)
+               sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), text=text,
+               role=f.role)
     _check(w, root)
     if robot is not None:
         _check_robot(w, root, robot)

@@ -80,15 +80,28 @@ class WearerGait:
         self.ctl.bus_set.board_command(line)
 
     def _walk(self) -> None:
-        period = float(self.ctl.cycle.s["b_period"])
+        period = float(self.ctl.cycle.seg["b_period"])
         self._tell(f"walk {self.ctl.board.clock()!r} {period!r}")
 
     def poll(self, k: int):
         if not self.started:
             self.started = True
+            self._lead()
             events = self.ctl.cfg.reference.phase == "events"
             self._tell(f"walk {self.ctl.heels.t_run!r}" if events else "stand")
         return EMPTY
+
+    def _lead(self) -> None:
+        """A wearer profile with ``role: leading`` on the world's floor in this process
+        (lockstep): their own torques move the legs from the session's start
+        (:class:`exo_rt.sim.walker.Leader`, towards the walk the session plans)."""
+        world = getattr(self.ctl.bus_set, "world", None)
+        if (self.ctl.wearer.role != "leading" or world is None or world.truth is None):
+            return
+        from exo_rt.sim.walker import Leader
+
+        world.wearer = Leader(self.ctl.robot, self.ctl.top.exo, self.ctl.cycle.v,
+                              world.truth.feet)
 
     def notify(self, answer, k: int) -> None:
         if self.ctl.cfg.reference.phase == "events":

@@ -32,7 +32,7 @@ import numpy as np
 
 from exo_rt.control import estimate, trajectory
 from exo_rt.control.config import ControllerConfig
-from exo_rt.cycle import governor, safety
+from exo_rt.cycle import governor, safety, segment
 from exo_rt.cycle import step as cy
 from exo_rt.cycle.layout import V_OFFSET
 from exo_rt.cycle.states import RUN, SAFE
@@ -236,6 +236,10 @@ class MilOptions:
     level: float = 1.0  # the assistance level, every joint (0–1)
     external: np.ndarray | None = None  # (steps, n) N·m: a known torque on each joint, cycle
     # by cycle (a perturbation), on top of the wearer's
+    gait: tuple[np.ndarray, float] | None = None  # (Fourier rows (n, 11) rad, stride period
+    # s): the gait the reference and the walker walk instead of the controller file's normal
+    # gait (the activities' gait: flat_foot on the floor, exo_rt.session.session.
+    # gait_function)
 
 
 def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) -> cy.Cycle:
@@ -246,6 +250,13 @@ def build_cycle(robot: Mechanism, cfg: ControllerConfig, options: MilOptions) ->
     o = options
     model = o.model or robot
     c = cy.build(model, o.exo_model or model, cfg, o.safety_cfg or MIL_SAFETY, dt=o.dt)
+    if o.gait is not None:  # the activities' gait, at its own stride, from phase 0
+        rows, period = o.gait
+        c.coeffs[:] = rows
+        c.gaits[:] = rows
+        c.period = float(period)
+        segment.walk_from_start(c.s, c.seg, float(period))
+        c.q_start[:] = trajectory.start_position(c.coeffs)
     # the reference governor keeps the joints' range, not a session's speed and acceleration
     # bounds: the walker or the study sets the pace model-in-the-loop measures
     governor.set_bounds(c.v, c.limits, math.inf, math.inf)

@@ -76,6 +76,9 @@ class SimWorld:
         # the world's own truth after every period (a world on the floor; else None): the
         # recording's pelvis, ground reactions and seat, the board's foot-sole sensors
         self.truth = world_truth.for_world(self)
+        # a leading wearer's muscles (exo_rt.sim.walker.Leader: a world on the floor, set when
+        # the session begins), onto the plant's joints before each period; None: passive
+        self.wearer = None
         self.encoder_noise = float(encoder_noise)  # counts (standard deviation)
         # the test rig's fixture (exo_rt.bus.fixture); 0: none, or when a drive has its node id
         taken = {d.node for bus in buses for d in bus.drives}
@@ -284,6 +287,8 @@ class SimWorld:
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
             plant.state[ST_ON, : len(self.cmd)] = 0.0
+        if self.wearer is not None:
+            self.wearer.apply(plant.state, self.truth.force)
         if duration is None:
             plant.step(self.cmd)
             self.t += self.dt

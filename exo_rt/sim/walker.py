@@ -29,8 +29,24 @@ The walker (:class:`Walker`, compiled for one run by :func:`compile_walker`):
   leg with offset 0), a fraction of them dropped as a board would miss them — a seeded
   Bernoulli mask drawn once before the run (deterministic).
 
+- **their stance** (optional, on a floor): while a joint's leg is in stance — its phase,
+  offset included, below ``stance`` (the flat-foot gait's 0.62) — the stiffness and damping
+  are ``stance_stiffness`` and ``stance_damping`` instead. A swing impedance cannot carry a
+  loaded leg: the stance knee behaves as a linear torsional spring (its quasi-stiffness,
+  Shamaei, Sawicki & Dollar 2013) an order of magnitude stiffer than the swing knee van der
+  Kooij et al. 2022 identified, and in the world the feedforward (the hanging limbs'
+  inverse dynamics) knows nothing of the body weight the stance leg carries: the
+  stiffness holds it. :data:`STANCE_STIFFNESS`, :data:`STANCE_DAMPING` are the values the
+  world's runs use.
+
 Everything the loop calls (:func:`walker_step`) is njit and allocates nothing; the compiled
 state is one tuple (:data:`W_*` indices), so the loop keeps a short signature.
+
+:class:`Leader` is the same wearer in a run's simulated world (``exo-rt run`` on the lockstep
+simulated bus, a wearer profile with ``role: leading``): their own torques, from the limbs'
+inverse dynamics and their joint impedance, towards the walk the session plans at the
+profile's speed, in stance (their foot loaded, from the world's contacts) at the stance
+values.
 """
 
 from __future__ import annotations
@@ -41,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exo_rt.cycle import segment
-from exo_rt.cycle.layout import V_OFFSET
+from exo_rt.cycle.layout import V_OFFSET, V_QDDR, V_QDR, V_QR
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V
@@ -51,12 +67,24 @@ from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V
 # 0–3.5, 0.02–0.14). A joint they did not measure (ankle, abduction) takes the hip's.
 STIFFNESS = {"hip": 50.0, "knee": 1.75, "*": 50.0}
 DAMPING = {"hip": 3.25, "knee": 0.08, "*": 3.25}
+# in the world, on the sized drives (docs/world.md, "Every controller on the floor"): swing
+# as docs/assistance.md's firm walker — a leg as soft as van der Kooij's cannot move the
+# drives' reflected rotors (3.06 kg·m² each on exo_2leg_sized, ten times the test stand's) —
+# and stance stiffer: a stance knee's quasi-stiffness in weight acceptance is a few hundred
+# N·m/rad (Shamaei, Sawicki & Dollar 2013), and here the stiffness also carries the body
+# weight the swing-leg feedforward leaves out (the harness takes half)
+FIRM_STIFFNESS = {"*": 400.0}
+FIRM_DAMPING = {"*": 20.0}
+STANCE_STIFFNESS = {"hip": 800.0, "knee": 800.0, "*": 800.0}
+STANCE_DAMPING = {"hip": 40.0, "knee": 40.0, "*": 40.0}
+LOADED_N = 100.0  # N: a foot carrying this vertical reaction is in stance (Leader)
 
 # the compiled walker's tuple
 W_COEFFS = 0  # (n, 11) rad: the gait's Fourier rows
 W_OFFSETS = 1  # (n,) strides: each joint's phase offset
 W_SCHEDULE = 2  # (m, 2): [t s, phase rate 1/s (0: standing)] steps, t ascending from 0
-W_GAINS = 3  # (2, n): stiffness N·m/rad, damping N·m·s/rad
+W_GAINS = 3  # (5, n): stiffness N·m/rad, damping N·m·s/rad; in stance the same; the stance
+# fraction of the stride (0: no stance values)
 W_DROP = 4  # (capacity,) 1.0: the board misses this heel strike
 W_HEELS = 5  # (capacity,) s: each heel strike's time (out)
 W_STATE = 6  # (S_WIDTH,) the walker's state
@@ -88,7 +116,9 @@ class Walker:
     strikes the board misses (0–1), drawn with ``seed``. ``offsets``: strides each joint's
     gait runs late, by joint name or leg (``right``); ``None``: the right leg half a stride
     on a robot with ``left_`` and ``right_`` joints, else 0 — model-in-the-loop writes them
-    into the cycle's ``v[V_OFFSET]`` so the controller's reference agrees.
+    into the cycle's ``v[V_OFFSET]`` so the controller's reference agrees. ``stance`` (0–1):
+    the stride's fraction from the heel strike a leg is in stance, where
+    ``stance_stiffness`` and ``stance_damping`` (as ``stiffness``; None: the same) hold.
     """
 
     cadence: tuple[tuple[float, float], ...] = ((0.0, 1.1),)
@@ -97,6 +127,9 @@ class Walker:
     drop: float = 0.0
     seed: int = 0
     offsets: dict | None = None
+    stance_stiffness: dict | None = None
+    stance_damping: dict | None = None
+    stance: float = 0.0
 
     def __post_init__(self) -> None:
         steps = [(float(t), float(p)) for t, p in self.cadence]
@@ -143,10 +176,14 @@ class Walker:
         return np.array(out)
 
     def gains(self, joint_names) -> np.ndarray:
-        """(2, n): each joint's stiffness and damping (by the end of its name, else ``*``)."""
-        out = np.zeros((2, len(joint_names)))
-        for row, table, what in ((0, self.stiffness, "stiffness"), (1, self.damping,
-                                                                     "damping")):
+        """(5, n): each joint's stiffness and damping (by the end of its name, else ``*``),
+        the same in stance, and the stance fraction (:data:`W_GAINS`)."""
+        out = np.zeros((5, len(joint_names)))
+        out[4] = self.stance
+        for row, table, what in ((0, self.stiffness, "stiffness"), (1, self.damping, "damping"),
+                                 (2, self.stance_stiffness or self.stiffness,
+                                  "stance stiffness"),
+                                 (3, self.stance_damping or self.damping, "stance damping")):
             for j, name in enumerate(joint_names):
                 key = next((k for k in table if k != "*" and (name == k or name.endswith(
                     "_" + k))), "*")
@@ -249,10 +286,12 @@ def walker_step(w, t, leg_state):
     reference(w, qw, vw, aw)
     kernels.inverse_dynamics(w[W_FULL], w[W_FULL_DATA], qw, vw, aw, t_full)
     kernels.inverse_dynamics(w[W_EXO], w[W_EXO_DATA], qw, vw, aw, t_exo)
-    gains = w[W_GAINS]
+    gains, offsets, phase = w[W_GAINS], w[W_OFFSETS], w[W_STATE][S_PHASE]
     for j in range(qw.shape[0]):
-        leg_state[ST_EXT, j] = (t_full[j] - t_exo[j] + gains[0, j] * (qw[j] - leg_state[ST_Q, j])
-                                + gains[1, j] * (vw[j] - leg_state[ST_V, j]))
+        r = 2 if (phase + offsets[j]) % 1.0 < gains[4, j] else 0  # in stance: its own values
+        leg_state[ST_EXT, j] = (t_full[j] - t_exo[j]
+                                + gains[r, j] * (qw[j] - leg_state[ST_Q, j])
+                                + gains[r + 1, j] * (vw[j] - leg_state[ST_V, j]))
 
 
 def start(w: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -268,3 +307,69 @@ def heel_strikes(w: tuple) -> tuple[np.ndarray, np.ndarray]:
     """After a run: each heel strike's time (s) and whether the board dropped it."""
     k = min(int(w[W_STATE][S_STRIKES]), w[W_HEELS].shape[0])
     return w[W_HEELS][:k].copy(), w[W_DROP][:k] > 0.5
+
+
+# ------------------------------------------------------------------ the world's leading wearer
+class Leader:
+    """A leading wearer in a run's simulated world (:attr:`exo_rt.sim.simbus.SimWorld.wearer`,
+    stepped before each physics period): onto the plant's joints (``ST_EXT``, N·m)
+    τ_w = ID_wearer(q_p, q̇_p, q̈_p) + K (q_p − q) + D (q̇_p − q̇) — the inverse dynamics of
+    their own limbs (``robot`` less ``exo``) along the walk the session plans (``v``: the
+    cycle's rows, read each period: the reference at the profile's speed) and their joint
+    impedance towards it on the true joint state; K, D the stance values (``stance_*``) while
+    the joint's foot carries more than ``loaded`` N (the world's contacts), else the swing's.
+    What they intend is the session's plan; what moves the leg is theirs, and the
+    exoskeleton's law only adds to it. Their torque each period goes into :attr:`log`
+    (the first ``capacity`` periods; :meth:`torques`): their effort."""
+
+    def __init__(self, robot, exo, v: np.ndarray, feet, *, stiffness=None, damping=None,
+                 stance_stiffness=None, stance_damping=None, loaded: float = LOADED_N,
+                 capacity: int = 1 << 18) -> None:
+        names = list(robot.joint_names)
+        walker = Walker(stiffness=dict(stiffness or FIRM_STIFFNESS),
+                        damping=dict(damping or FIRM_DAMPING),
+                        stance_stiffness=dict(stance_stiffness or STANCE_STIFFNESS),
+                        stance_damping=dict(stance_damping or STANCE_DAMPING))
+        self.gains = walker.gains(names)
+        self.v, self.loaded = v, float(loaded)
+        self.rows = np.array([V_QR, V_QDR, V_QDDR], np.int64)
+        legs = [f.split("_", 1)[0] for f in feet]
+        self.foot = np.array([legs.index(nm.split("_", 1)[0]) if nm.split("_", 1)[0] in legs
+                              else -1 for nm in names], np.int64)
+        self.full, self.full_data = kernels.model_and_data(robot)
+        self.exo, self.exo_data = kernels.model_and_data(exo)
+        self.work = np.zeros((2, len(names)))
+        self.log = np.zeros((capacity, len(names)))  # N·m: their torque, period by period
+        self.count = np.zeros(1, np.int64)  # periods stepped
+
+    def apply(self, state: np.ndarray, force: np.ndarray) -> None:
+        """Their torque onto ``state[ST_EXT]`` from the plant's ``state`` and the feet's
+        ``force`` (feet × 3, N: the world's truth after the last period)."""
+        lead_step(self.full, self.full_data, self.exo, self.exo_data, self.v, self.rows,
+                  state, self.gains, self.foot, force, self.loaded, self.work, self.log,
+                  self.count)
+
+    def torques(self) -> np.ndarray:
+        """(periods, n) N·m: their torque on each joint, one row per physics period from
+        the session's start (at most ``capacity``)."""
+        return self.log[: min(int(self.count[0]), self.log.shape[0])].copy()
+
+
+@njit(cache=True)
+def lead_step(full, full_data, exo, exo_data, v, rows, state, gains, foot, force, loaded, work,
+              log, count):
+    """:class:`Leader`'s torque, logged (allocates nothing)."""
+    qr, qdr, qddr = v[rows[0]], v[rows[1]], v[rows[2]]
+    t_full, t_exo = work[0], work[1]
+    kernels.inverse_dynamics(full, full_data, qr, qdr, qddr, t_full)
+    kernels.inverse_dynamics(exo, exo_data, qr, qdr, qddr, t_exo)
+    for j in range(t_full.shape[0]):
+        f = foot[j]
+        r = 2 if f >= 0 and force[f, 2] > loaded else 0
+        state[ST_EXT, j] = (t_full[j] - t_exo[j] + gains[r, j] * (qr[j] - state[ST_Q, j])
+                            + gains[r + 1, j] * (qdr[j] - state[ST_V, j]))
+    k = count[0]
+    if k < log.shape[0]:
+        for j in range(t_full.shape[0]):
+            log[k, j] = state[ST_EXT, j]
+    count[0] = k + 1
