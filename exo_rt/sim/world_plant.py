@@ -192,14 +192,15 @@ def _room_forces(model, state, q, v, f):
 
 
 @njit(cache=True, inline="always")
-def _other_leg_target(model, state, q, h):
+def _other_leg_target(model, state, q, v, h):
     """The wearer's other leg's target at the start of a sub-step of h (s), into ST_OTHER: a
     walker's — the exoskeleton leg's hip and knee half a stride earlier (R_DELAY s) while it
     walks, the same instant otherwise (sitting down, standing up, standing).
 
     The delay line (rows ST_LINE…, allocated with the state) holds the exoskeleton leg's
     (hip, knee) sampled every R_SAMPLE s of the plant's own clock (which follows the sub-steps,
-    whatever length the periods have); the target is its linear interpolation at clock −
+    whatever length the periods have: a sample due inside a sub-step is taken back to its
+    instant by the joint's velocity); the target is its linear interpolation at clock −
     R_DELAY, the rate the slope between its two samples. The leg walks while the exoskeleton's
     shank has been off the vertical (|hip − knee| > R_STEPPING: its postures and the moves
     between them keep hip = knee, a step does not) within the last R_DELAY s: the delay comes in
@@ -211,8 +212,9 @@ def _other_leg_target(model, state, q, h):
     ts, line = model[W_ROOM, R_SAMPLE], int(model[W_ROOM, R_LINE])
     while t[O_WRITTEN] * ts <= t[O_CLOCK] + 1e-9 * ts:  # the samples due by now
         k = int(t[O_WRITTEN]) % line
-        state[ST_LINE + (2 * k) // n, (2 * k) % n] = q[hip]
-        state[ST_LINE + (2 * k + 1) // n, (2 * k + 1) % n] = q[knee]
+        late = t[O_CLOCK] - t[O_WRITTEN] * ts  # s (0 when the sub-steps meet the samples)
+        state[ST_LINE + (2 * k) // n, (2 * k) % n] = q[hip] - v[hip] * late
+        state[ST_LINE + (2 * k + 1) // n, (2 * k + 1) % n] = q[knee] - v[knee] * late
         if abs(q[hip] - q[knee]) > model[W_ROOM, R_STEPPING]:
             t[O_UNTIL] = t[O_CLOCK] + model[W_ROOM, R_DELAY]
         t[O_WRITTEN] += 1.0
@@ -265,7 +267,7 @@ def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
     other = floor and model[W_ROOM, R_OTHER] >= 0.0
     for _ in range(substeps):
         if other:
-            _other_leg_target(model, state, q, h)
+            _other_leg_target(model, state, q, v, h)
         if floor:
             _contacts(model, data, transmissions, state, q, v, scratch)
         _substep(model, data, transmissions, state, cmd, q, v, h, scratch)

@@ -9,14 +9,17 @@ just under the thighs' lowest point.
 
 Legs are found by their joints' names, as the shipped leg module names them: a body on a
 joint named ``…hip`` is a thigh, its child on ``…knee`` the shank that carries the foot (the
-ankle is fixed in the shipped legs). The soles are the leg module's (:data:`SOLE`): the
-wearer's foot segment 0.07 m below the ankle, 0.42 m below the knee, from 0.06 m behind the
-ankle to 0.19 m ahead of it (configs/robots/exo_2leg.yaml's ``wearer.segments``).
+ankle is fixed in the shipped legs). The soles are the robot file's (:func:`soles`): the ends
+of the wearer's foot segment (heel = proximal, toe = distal) in the shank the loader lumped the
+foot into, the ankle the foot link's origin; a robot file without a foot segment (a URDF) gets
+the leg module's, :data:`SOLE` — the wearer's foot segment 0.07 m below the ankle, 0.42 m
+below the knee, from 0.06 m behind the ankle to 0.19 m ahead of it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -31,8 +34,9 @@ from exo_rt.sim.world.scene import (
     upper_body,
 )
 
-# the leg module's sole in the shank's frame (m): heel, toe (the module docstring)
-SOLE = ((-0.06, 0.0, -0.49), (0.19, 0.0, -0.49))
+# the leg module's sole in the shank's frame (m): heel, toe, ankle (the module docstring), for a
+# robot file that declares no foot segment
+SOLE = ((-0.06, 0.0, -0.49), (0.19, 0.0, -0.49), (0.0, 0.0, -0.42))
 # a one-leg exoskeleton's wearer stands on their other leg too: its hip this far to the other
 # side of the pelvis frame (m; a stand-in for the hip joints' 0.2 m spacing), its thigh and
 # shank as long as the exoskeleton's leg (the wearer's own, de Leva's masses)
@@ -66,22 +70,53 @@ def legs(mech: Mechanism) -> Legs:
     return Legs(tuple(pairs), tuple(knees))
 
 
+def soles(mech: Mechanism) -> dict[str, tuple]:
+    """{shank body: (heel, toe, ankle)} (m, in the shank's frame) of ``mech``'s legs: the
+    robot file's wearer foot segments — heel the segment's proximal end, toe its distal, ankle
+    the foot link's origin, all through the fixed joints the loader lumped the foot along into
+    the shank — or, for a leg whose file declares none (a URDF, a robot without a wearer),
+    :data:`SOLE`."""
+    from exo_rt.errors import Where
+    from exo_rt.model import robot_yaml, topology
+
+    shanks = [shank for _, shank in legs(mech).pairs]
+    out = {shank: SOLE for shank in shanks}
+    path = Path(str(mech.source))
+    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
+        return out
+    parts = robot_yaml._read_parts(path, [path.resolve()])
+    robot_yaml._apply_settings(parts)
+    if parts.wearer is None:
+        return out
+    tree = topology.validate(parts.links, parts.joints, parts.base, Where(str(path)))
+    owner, _ = topology.lump(tree, [], False)
+    for seg in parts.wearer[0].segments or ():
+        if seg.segment != "foot" or seg.body not in owner or isinstance(seg.distal, str):
+            continue
+        body, r, p = owner[seg.body]
+        if body in out:
+            out[body] = tuple(tuple(float(x) for x in p + r @ np.asarray(point, float))
+                              for point in (seg.proximal, seg.distal, np.zeros(3)))
+    return out
+
+
 def build_room(mech: Mechanism, wearer: tuple[float, float, str], *, seat_height: float,
                timestep: float, ankles: bool = False) -> World:
     """``mech`` on the sagittal base in the room (the module docstring); ``wearer``: (mass kg,
     height m, sex) of the upper body on the pelvis; ``seat_height`` (m; 0: no chair). A
-    one-leg exoskeleton gets the wearer's other leg (:func:`other_leg`). ``ankles``: each foot
-    on a hinge of its own at the ankle (:func:`foot`), else fixed to its shank as the robot
-    file has it."""
+    one-leg exoskeleton gets the wearer's other leg (:func:`other_leg`), its sole the
+    exoskeleton leg's. ``ankles``: each foot on a hinge of its own at the ankle
+    (:func:`foot`), else fixed to its shank as the robot file has it."""
     found = legs(mech)
+    sole = soles(mech)
     extras = [floor(),
               thighs({thigh: ((0.0, 0.0, 0.0), knee)
                       for (thigh, _), knee in zip(found.pairs, found.knees, strict=True)}),
               upper_body(*wearer)]
     for _, shank in found.pairs:
-        extras.append(_on_shank(shank, wearer, ankles))
+        extras.append(_on_shank(shank, wearer, ankles, sole[shank]))
     if len(found.pairs) == 1:
-        extras.append(other_leg(wearer, found.knees[0], ankles))
+        extras.append(other_leg(wearer, found.knees[0], ankles, sole[found.pairs[0][1]]))
     if seat_height > 0.0:
         extras.append(seat(seat_height, 0.0))
     return build_world(mech, base="sagittal", timestep=timestep, extras=tuple(extras))
@@ -108,55 +143,57 @@ def _body_inertia(body) -> tuple[float, np.ndarray, np.ndarray]:
     return float(body.mass), np.array(body.ipos, float), rot @ np.diag(body.inertia) @ rot.T
 
 
-def foot(shank, name: str, wearer, ankle_joint: bool) -> None:
-    """The foot under ``shank`` (an MjsBody whose sole is at :data:`SOLE`): a heel and a toe
-    sphere named ``<name>_heel``/``<name>_toe`` — on the shank itself (the ankle fixed), or with
-    ``ankle_joint`` on a body ``<name>_foot`` hinged at the ankle (0.07 m above the sole) about
-    the shank's y, joint ``<name>_ankle``, carrying the wearer's de Leva foot, taken out of the
-    shank where the loader lumped it (the exoskeleton's foot plate stays on the shank)."""
+def foot(shank, name: str, wearer, ankle_joint: bool, sole=SOLE) -> None:
+    """The foot under ``shank`` (an MjsBody; ``sole``: its heel, toe and ankle in the shank's
+    frame, m — :func:`soles`): a heel and a toe sphere named ``<name>_heel``/``<name>_toe`` —
+    on the shank itself (the ankle fixed), or with ``ankle_joint`` on a body ``<name>_foot``
+    hinged at the ankle about the shank's y, joint ``<name>_ankle``, carrying the wearer's de
+    Leva foot, taken out of the shank where the loader lumped it (the exoskeleton's foot plate
+    stays on the shank)."""
     from exo_rt.model.topology import lump_inertia
     from exo_rt.sim.world.scene import CONTACT_RADIUS, FLOOR_BIT, touching
     from exo_rt.sim.world.spec import _inertial
 
-    ankle = np.array([0.0, 0.0, SOLE[0][2] + 0.07])
+    heel, toe, ankle = (np.asarray(x, float) for x in sole)
     carrier, offset = shank, np.zeros(3)
     if ankle_joint:
-        m_f, c_f, i_f = _segment(wearer, "foot", SOLE[0], SOLE[1])
+        m_f, c_f, i_f = _segment(wearer, "foot", heel, toe)
         _inertial(shank, *lump_inertia(*_body_inertia(shank), -m_f, c_f, -i_f))
         carrier = shank.add_body(name=f"{name}_foot", pos=ankle)
         carrier.add_joint(name=f"{name}_ankle", type=mujoco.mjtJoint.mjJNT_HINGE,
                           axis=[0.0, 1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
         _inertial(carrier, m_f, c_f - ankle, i_f)
         offset = ankle
-    for tag, point in zip(("heel", "toe"), SOLE, strict=True):
+    for tag, point in zip(("heel", "toe"), (heel, toe), strict=True):
         g = carrier.add_geom(name=f"{name}_{tag}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
                              size=[CONTACT_RADIUS, 0, 0],
                              pos=np.asarray(point) - offset + (0.0, 0.0, CONTACT_RADIUS))
         touching(g, FLOOR_BIT, 1.0)
 
 
-def _on_shank(shank: str, wearer, ankle_joint: bool):
+def _on_shank(shank: str, wearer, ankle_joint: bool, sole=SOLE):
     """The extra that puts :func:`foot` under the Mechanism's body ``shank``."""
 
     def add(spec: mujoco.MjSpec, mech, bodies) -> None:
-        foot(bodies[mech.body_names.index(shank)], shank, wearer, ankle_joint)
+        foot(bodies[mech.body_names.index(shank)], shank, wearer, ankle_joint, sole)
 
     return add
 
 
-def other_leg(wearer: tuple[float, float, str], knee, ankle_joint: bool = False):
+def other_leg(wearer: tuple[float, float, str], knee, ankle_joint: bool = False, sole=SOLE):
     """The wearer's own other leg beside a one-leg exoskeleton: a thigh on hinge
     ``wearer_hip`` at :data:`OTHER_HIP` and a shank with the foot on ``wearer_knee`` (axes and
-    lengths as the exoskeleton leg's: its knee at ``knee`` m in the thigh's frame, its sole at
-    :data:`SOLE`), de Leva 1996's thigh, shank and foot (:mod:`exo_rt.model.anthropometry`),
-    its :func:`foot` and a thigh capsule as the exoskeleton leg has. Its joints are the
-    wearer's: the plant moves them by the wearer's own torques."""
+    lengths as the exoskeleton leg's: its knee at ``knee`` m in the thigh's frame, its heel,
+    toe and ankle at ``sole``), de Leva 1996's thigh, shank and foot
+    (:mod:`exo_rt.model.anthropometry`), its :func:`foot` and a thigh capsule as the
+    exoskeleton leg has. Its joints are the wearer's: the plant moves them by the wearer's own
+    torques (:func:`exo_rt.sim.world_plant._other_leg_target`)."""
     from exo_rt.model.topology import lump_inertia
     from exo_rt.sim.world.scene import SEAT_BIT, touching
     from exo_rt.sim.world.spec import _inertial
 
     knee = np.asarray(knee, dtype=float)
-    ankle = np.array([0.0, 0.0, SOLE[0][2] + 0.07])  # 0.07 m above the sole
+    heel, toe, ankle = (np.asarray(x, float) for x in sole)
 
     def add(spec: mujoco.MjSpec, mech, bodies) -> None:
         thigh = bodies[0].add_body(name="wearer_thigh", pos=OTHER_HIP)
@@ -170,8 +207,8 @@ def other_leg(wearer: tuple[float, float, str], knee, ankle_joint: bool = False)
         shank.add_joint(name=OTHER_JOINTS[1], type=mujoco.mjtJoint.mjJNT_HINGE,
                         axis=[0.0, 1.0, 0.0], limited=mujoco.mjtLimited.mjLIMITED_FALSE)
         _inertial(shank, *lump_inertia(*_segment(wearer, "shank", np.zeros(3), ankle),
-                                       *_segment(wearer, "foot", SOLE[0], SOLE[1])))
-        foot(shank, "wearer_shank", wearer, ankle_joint)
+                                       *_segment(wearer, "foot", heel, toe)))
+        foot(shank, "wearer_shank", wearer, ankle_joint, sole)
 
     return add
 

@@ -1,0 +1,235 @@
+"""The one-leg exoskeleton on the world's floor (docs/world.md, "The one-leg exoskeleton"): the
+default wearer in the sized one-leg exoskeleton (configs/exo_leg_world.yaml), their other leg
+their own — it follows the exoskeleton leg's hip and knee half their stride period late while
+it walks, at the same instant while it sits and stands
+(:func:`exo_rt.sim.world_plant._other_leg_target`).
+
+Measured (``python tools/exo_leg_world_figures.py``, a 10 s walk at 0.4 m/s, 3 steady
+strides): SHUTDOWN; the exoskeleton leg tracks to 0.29° (hip) and 0.34° (knee) RMS, its foot
+in stance 61.2 % of the stride, no reaction in swing, 6.1 mm slip; the other leg follows its
+target to 0.66° and 0.41° RMS, stance 60.3 %, no reaction in swing, 5.6 mm slip. The sit/stand
+session (``--sit-stand``): SHUTDOWN, the other leg within 0.50° of the exoskeleton leg's angles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exo_rt.sim import world_plant as wp
+from tools import exo_leg_world_figures as figures
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _line(delay: float, ts: float = 1e-3, n: int = 9):
+    """A room row and state for :func:`_other_leg_target` alone: the exoskeleton's hip and
+    knee at q[0], q[1], the other leg's at q[7], q[8]."""
+    line = int(math.ceil(delay / ts)) + 3
+    model = np.zeros((wp.W_ROWS, max(n, wp.R_WIDTH)))
+    model[wp.W_ROOM, wp.R_OTHER:wp.R_MIRROR_KNEE + 1] = (7, 0, 1)
+    model[wp.W_ROOM, wp.R_DELAY:wp.R_STEPPING + 1] = (delay, ts, line, wp.STEPPING)
+    state = np.zeros((wp.ST_WORLD_ROWS + wp._line_rows(line, n), n))
+    return model, state, np.zeros(n)
+
+
+def _gait(t: float) -> tuple[float, float]:
+    """A stepping leg from t = 0.2 s (hip ≠ knee), standing (hip = knee = 0.05) before."""
+    if t < 0.2:
+        return 0.05, 0.05
+    return 0.05 + 0.4 * math.sin(2.0 * math.pi * (t - 0.2)), 0.05 + 0.6 * (
+        1.0 - math.cos(2.0 * math.pi * (t - 0.2)))
+
+
+def test_the_other_leg_walks_half_a_stride_late_on_the_plants_own_clock():
+    """Sub-steps of uneven length (the real-time simulation advances to each SYNC's arrival):
+    once the exoskeleton steps, the target is its hip and knee 0.5 s earlier to the delay
+    line's interpolation (a 1 ms line: ≤ 1e-5 rad here) and the target's rate their rate then;
+    before, the same instant."""
+    model, state, q = _line(0.5)
+    v = np.zeros_like(q)
+    rng = np.random.default_rng(1)
+    clock, errors, rates, before = 0.0, [], [], []
+    while clock < 2.0:
+        q[0], q[1] = _gait(clock)
+        v[0], v[1] = (np.array(_gait(clock + 1e-6)) - q[:2]) / 1e-6
+        h = float(rng.uniform(0.5e-4, 1.5e-4))
+        wp._other_leg_target(model, state, q, v, h)
+        o = state[wp.ST_OTHER]
+        walking = o[wp.O_CLOCK] < o[wp.O_UNTIL]  # as _room_forces reads it in the sub-step
+        if clock > 0.75:
+            assert walking
+            late = _gait(clock - 0.5)
+            errors.append(max(abs(o[wp.O_HIP] - late[0]), abs(o[wp.O_KNEE] - late[1])))
+            dh = (_gait(clock - 0.5 + 1e-6)[0] - late[0]) / 1e-6
+            rates.append(abs(o[wp.O_HIP_V] - dh))
+        elif clock < 0.2:
+            before.append(walking)
+        clock += h
+    assert max(errors) < 1e-5, max(errors)
+    assert max(rates) < 0.02, max(rates)  # rad/s: the slope over one 1 ms sample
+    assert not any(before)
+
+
+def test_an_upright_shank_sits_and_stands_at_the_same_instant():
+    """Hip = knee (the postures and the moves between them): never walking, whatever the
+    angles do; a leg that stepped walks on for the delay after its shank is upright again,
+    then not (both targets equal then: no jump)."""
+    model, state, q = _line(0.5)
+    v = np.zeros_like(q)
+    h = 1e-4
+    for k in range(int(3.0 / h)):
+        t = k * h
+        q[0] = q[1] = 0.05 + 0.75 * (1.0 - math.cos(math.pi * t / 3.0))  # sitting down
+        wp._other_leg_target(model, state, q, v, h)
+        assert state[wp.ST_OTHER, wp.O_CLOCK] >= state[wp.ST_OTHER, wp.O_UNTIL]
+    q[1] = q[0] + 0.2  # one step …
+    wp._other_leg_target(model, state, q, v, h)
+    q[1] = q[0]  # … then upright again
+    o = state[wp.ST_OTHER]
+    for _ in range(int(0.4 / h)):
+        wp._other_leg_target(model, state, q, v, h)
+    assert o[wp.O_CLOCK] < o[wp.O_UNTIL]
+    for _ in range(int(0.2 / h)):
+        wp._other_leg_target(model, state, q, v, h)
+    assert o[wp.O_CLOCK] >= o[wp.O_UNTIL]
+    assert abs(o[wp.O_KNEE] - q[1]) < 1e-12 and abs(o[wp.O_HIP] - q[0]) < 1e-12
+
+
+@pytest.mark.slow
+def test_the_delay_is_half_the_wearers_stride():
+    """exo_leg_sized's wearer (1.75 m, 0.4 m/s by default, 0.2 at the slowest): the walk
+    ratio's stride period, 1.97 s, halved — the flat-foot walk's own period."""
+    from exo_rt.control import flat_foot
+    from exo_rt.runtime.config import load_top
+    from exo_rt.sim import plants
+
+    top = load_top(ROOT / "configs" / "exo_leg_world.yaml")
+    plant = plants.create("world", top.robot, dt=1e-3, room=top.simulation.plant_options())
+    assert plant.other_leg_delay == pytest.approx(flat_foot.walk(0.4, 1.75).period / 2.0,
+                                                  rel=1e-12)
+    assert plant.other_leg_delay == pytest.approx(0.985, abs=0.005)
+    assert wp._half_stride(top.robot)[1] == pytest.approx(
+        flat_foot.walk(0.2, 1.75).period / 2.0, rel=1e-12)
+    np.testing.assert_array_equal(plant.other_leg_target, plant.q[wp.mirrored_of(plant)])
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    """configs/exo_leg_world.yaml's default session: home, 10 s of walking at 0.4 m/s, STOP,
+    end — the other leg taken after every physics period."""
+    out = tmp_path_factory.mktemp("walk") / "run"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EXO_RT_WARMUP", "0")
+    try:
+        rc, rows = figures.run(out, duration=10.0)
+    finally:
+        mp.undo()
+    return rc, out, rows
+
+
+@pytest.mark.slow
+def test_the_one_leg_exoskeleton_walks_to_shutdown(walk):
+    rc, out, _ = walk
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"].get("walk") == 1
+
+
+@pytest.mark.slow
+def test_both_legs_walk(walk):
+    """Each leg: stance 58–70 % of the stride, no reaction in swing, a flat foot slips < 1 cm
+    a step, tracking ≤ 1° RMS (the exoskeleton's against its reference, the other leg's
+    against its target); the floor carries half the weight (the harness the rest)."""
+    _, out, rows = walk
+    f = figures.measure(out, rows)
+    assert f.strides >= 3
+    for leg, g in f.legs.items():
+        assert 0.58 <= g.stance <= 0.70, (leg, g)
+        assert g.swing_force < 0.01 * f.carried, (leg, g)
+        assert g.slip < 0.01, (leg, g)
+        assert max(g.tracking_rms.values()) <= 1.0, (leg, g)
+    assert f.speed == pytest.approx(0.4, rel=0.1)
+
+
+@pytest.mark.slow
+def test_the_other_leg_is_half_a_stride_behind(walk):
+    """Its foot lands half a stride after the exoskeleton's: each of its landings in the
+    steady strides comes 0.45–0.55 of a stride after the exoskeleton foot's last (the check
+    fails for a leg that walks in step: 0)."""
+    from exo_rt.record import walking
+    from exo_rt.record.mcap_log import read_mcap
+
+    _, out, rows = walk
+    rec, _ = read_mcap(out / "run.mcap")
+    steady = (rec["walking"] > 0.5) & (rec["phase"] >= 2.0) & (rec["phase"] < 5.0)
+    idx = np.flatnonzero(steady)
+    other = figures._aligned(out, rows, rec["cycle"][idx])
+    world = {int(w["cycle"]): w for w in walking.world_rows(out)}
+    exo = np.array([next(iter(world[int(c)]["force"].values()))["z"] for c in rec["cycle"][idx]])
+    phase = rec["phase"][idx]
+    carried = float((exo + other[:, figures.FZ]).mean())
+
+    def landings(fz):  # loaded after 0.2 stride or more in the air (not a lift-off's flicker)
+        on = np.flatnonzero(fz > 0.05 * carried)
+        return phase[on[1:]][np.diff(phase[on]) > 0.2]
+
+    mine, theirs = landings(exo), landings(other[:, figures.FZ])
+    lags = [p - mine[mine < p].max() for p in theirs if (mine < p).any()]
+    assert len(lags) >= 2 and all(0.45 <= lag <= 0.55 for lag in lags), (mine, theirs)
+
+
+@pytest.mark.slow
+def test_the_one_leg_exoskeleton_sits_and_stands_to_shutdown(tmp_path, monkeypatch):
+    """The sit/stand session: SHUTDOWN, every exoskeleton joint ≤ 1° RMS, and the other leg
+    within 1° of the exoskeleton leg's hip and knee all along (it follows them at the same
+    instant: a leg half a stride late would be 1 s behind a 4.7 s rise)."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    out = tmp_path / "run"
+    rc, rows = figures.run(out, session=figures.SIT_STAND)
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"] == {"stand_up": 1, "sit_down": 1}
+    assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 1.0
+    f = figures.sit_stand(out, rows)
+    assert f["other_max"] < 1.0, f
+    moved = np.ptp(rows[:, figures.OH])
+    assert moved > 1.4, moved  # rad: the other leg did sit and stand (1.5 rad between)
+
+
+def test_the_soles_come_from_the_robot_files_foot(tmp_path):
+    """The room's heel and toe are the robot file's foot segment, through the fixed ankle into
+    the shank: a longer, lower foot moves its spheres; the shipped file's are the leg module's
+    (room.SOLE); a robot file without a foot segment gets room.SOLE."""
+    import shutil
+
+    from exo_rt.dynamics.couplings import released
+    from exo_rt.model import load_mechanism
+    from exo_rt.sim.world import room
+    from exo_rt.sim.world.scene import CONTACT_RADIUS
+
+    shipped = room.soles(released(load_mechanism(ROOT / "configs/robots/exo_leg_sized.yaml")))
+    np.testing.assert_allclose(np.array(shipped["shank"]), np.array(room.SOLE), atol=1e-15)
+    folder = tmp_path / "robots"
+    shutil.copytree(ROOT / "configs" / "robots", folder)
+    path = folder / "exo_leg_sized.yaml"
+    text = path.read_text()
+    foot = "proximal: [-0.06, 0.0, -0.07], distal: [0.19, 0.0, -0.07]"
+    assert foot in text
+    path.write_text(text.replace(foot, "proximal: [-0.05, 0.0, -0.08], distal: [0.22, 0.0, -0.08]"))
+    mech = released(load_mechanism(path))
+    heel, toe, ankle = room.soles(mech)["shank"]
+    np.testing.assert_allclose([heel, toe, ankle], [(-0.05, 0, -0.50), (0.22, 0, -0.50),
+                                                    (0, 0, -0.42)], atol=1e-12)
+    world = room.build_room(mech, (75.0, 1.75, "male"), seat_height=0.45, timestep=1e-4)
+    m = world.model
+    for name, point in (("shank_toe", toe), ("wearer_shank_heel", heel)):
+        np.testing.assert_allclose(m.geom_pos[m.geom(name).id],
+                                   np.add(point, (0, 0, CONTACT_RADIUS)), atol=1e-12)
+    bare = folder / "exo_leg_bare.yaml"
+    bare.write_text(text.split("\nwearer:")[0] + "\n")
+    assert room.soles(released(load_mechanism(bare)))["shank"] == room.SOLE
