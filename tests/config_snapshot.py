@@ -79,7 +79,9 @@ TOP_ADDED = {"simulation": {"__class__": "SimulationConfig", "plant": "harmonic_
                             "scene": "test_stand", "seat_height": 0.45,
                             "stabiliser_stiffness": 3000.0, "stabiliser_damping": 300.0,
                             "support": 0.0, "wearer_damping": 0.0,
-                            "ankle_stiffness": 0.0, "ankle_damping": 0.0, "ankle_rest": 0.0}}
+                            "ankle_stiffness": 0.0, "ankle_damping": 0.0, "ankle_rest": 0.0,
+                            "seat_follows": False},
+             "session_path": None}  # a top config's own default session (issue 44)
 REALTIME_ADDED = {"cpu_latency_us": 0}  # keys added to the top config's `realtime` since
 # keys added to the top config's `safety` since
 SAFETY_ADDED = {"saturation_cycles": 20, "duplicate_cycles": 3}

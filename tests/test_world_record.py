@@ -184,12 +184,15 @@ def test_the_board_reads_the_world_feet():
 # --- a walk in the world: heel strikes and replay ----------------------------------------
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
-    """The sized two-leg exoskeleton walking 4 s on the floor: configs/exo_2leg_world.yaml's
-    default session, the flat-foot gait (docs/world.md, "Walking on the floor")."""
+    """The sized two-leg exoskeleton walking 4 s on the floor: configs/exo_2leg_world.yaml
+    with the shipped default session (home, walk, stop, end: the walk alone, not the
+    config's own from the chair), the flat-foot gait (docs/world.md, "Walking on the
+    floor")."""
     out = tmp_path_factory.mktemp("walk") / "run"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EXO_RT_WARMUP", "0")
         rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+                       "--session", str(ROOT / "configs" / "sessions" / "default.yaml"),
                        "--duration", "4", "--out", str(out)])
     assert rc == 0, json.loads((out / "summary.json").read_text())
     return out

@@ -60,3 +60,35 @@ def test_stand_up_and_sit_down_on_the_floor(top, tmp_path, monkeypatch, capsys):
                             "right_knee": "ok"}, verdicts
     else:  # the one leg carries most of the wearer: within its peaks, above its rating
         assert verdicts == {"hip": "rated", "knee": "ok"}, verdicts
+
+
+@pytest.mark.slow
+def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_path,
+                                                                               monkeypatch):
+    """configs/exo_2leg_world.yaml run without --session runs its own session
+    (configs/sessions/sit_walk_sit.yaml): from the chair the wearer stands up, walks, stops
+    and sits down — on the chair the therapist kept behind them (``seat_follows``), 3 m from
+    where it stood. Measured (--duration 6): SHUTDOWN, RMS ≤ 0.32°, the pelvis 3.0 m forward
+    and back at its seated height within 4 mm; the chair takes 124 N of the 474 N the floor
+    carries standing (180 N at the start: how a seated load splits between chair and feet
+    depends on the joints' torques). Without the chair following, the same session ends
+    with the feet carrying it all (474 N) in a squat held by the drives."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    from exo_rt.record.walking import world_rows
+
+    out = tmp_path / "run"
+    rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+                   "--duration", "6", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"] == {"stand_up": 1, "walk": 1, "sit_down": 1}
+    assert s["session"]["final_posture"] == "sitting"
+    assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 0.5
+    rows = world_rows(out)
+    x = [r["base"]["x"] for r in rows]
+    z = [r["base"]["z"] for r in rows]
+    feet = [sum(f["z"] for f in r["force"].values()) for r in rows]
+    standing = max(range(len(z)), key=z.__getitem__)  # the pelvis at its highest: standing
+    assert x[-1] - x[0] > 2.5  # walked away from where the chair first stood …
+    assert z[-1] == pytest.approx(z[0], abs=0.01)  # … and sits at the same height on it
+    assert feet[-1] < 0.85 * feet[standing]  # the chair carries a share: it is under them

@@ -24,6 +24,7 @@ from exo_rt.record.walking import measure
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = ROOT / "configs" / "exo_2leg_world.yaml"
+WALK = ROOT / "configs" / "sessions" / "default.yaml"  # home, walk, stop: the walk alone
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,8 @@ def walk(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("EXO_RT_WARMUP", "0")
     try:
-        rc = cli.main(["run", "--config", str(WORLD), "--duration", "10", "--out", str(out)])
+        rc = cli.main(["run", "--config", str(WORLD), "--session", str(WALK), "--duration",
+                       "10", "--out", str(out)])
     finally:
         mp.undo()
     return rc, out

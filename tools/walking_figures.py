@@ -1,5 +1,6 @@
 """Walking on the world's floor: the figures of docs/world.md, "Walking on the floor" — the
-default session (home, walk, STOP, end) on configs/exo_2leg_world.yaml, measured from the run's
+shipped default session (home, walk, STOP, end; not the config's own from the chair) on
+configs/exo_2leg_world.yaml, measured from the run's
 world truth (exo_rt/record/walking.py): stance fraction, the reaction in swing, slip, peaks,
 tracking, the pelvis's speed.
 
@@ -36,7 +37,9 @@ def main(argv=None) -> int:
     if args.run is None:
         out = Path(tempfile.mkdtemp(prefix="walk-")) / "run"
         extra = ["--wearer", args.wearer] if args.wearer else []
-        rc = cli.main(["run", "--config", args.config, "--duration", str(args.duration),
+        rc = cli.main(["run", "--config", args.config, "--session",
+                       str(ROOT / "configs" / "sessions" / "default.yaml"),
+                       "--duration", str(args.duration),
                        "--out", str(out), *extra])
         if rc != 0:
             print(f"the run ended with exit {rc}: {out}", file=sys.stderr)

@@ -37,6 +37,7 @@ class TopConfig:
     runs_dir: Path
     realtime: RealtimeConfig = RealtimeConfig()
     simulation: SimulationConfig = SimulationConfig()  # only the simulated exoskeleton reads it
+    session_path: Path | None = None  # the config's own default session script (None: shipped)
 
 
 def _file(node: Node, base: Path, kind: str) -> Path:
@@ -116,4 +117,5 @@ def load_top(path: str | Path, controller: str | Path | None = None) -> TopConfi
         rate_hz=top.rate_hz, stop_s=top.stop.duration,
         safety=top.safety, runs_dir=Path(top.logging.runs), realtime=top.realtime,
         simulation=top.simulation,
+        session_path=_file(nodes["session"], base, "session") if top.session else None,
     )

@@ -118,10 +118,10 @@ def _sha(data: bytes) -> str:
 
 # ----------------------------------------------------------------------------- writing
 def _rewrite_top(text: str, values: dict[str, str], where: str) -> str:
-    """The top config's text with ``robot``/``buses``/``controller`` set to ``values``: each
-    value replaced where it is written (comments and layout kept); the result is read back
-    and must equal the original with only those values changed, else the file is written
-    out plainly."""
+    """The top config's text with ``robot``/``buses``/``controller`` (and ``session``) set to
+    ``values``: each value replaced where it is written (comments and layout kept); the result
+    is read back and must equal the original with only those values changed, else the file
+    is written out plainly."""
     original = yaml.load(text, Loader=_LOADER)
     want = dict(original)
     want.update(values)
@@ -172,7 +172,7 @@ def session_files(top, files: SessionFiles) -> list[tuple[str, str, str, bytes]]
     from exo_rt.session import script
 
     out = []
-    path = Path(os.path.abspath(files.script or script.default_path()))
+    path = Path(os.path.abspath(files.script or top.session_path or script.default_path()))
     out.append(("session", str(path), path.name, path.read_bytes()))
     path = Path(os.path.abspath(files.activities.source))
     out.append(("activities", str(path), path.name, path.read_bytes()))
@@ -213,11 +213,14 @@ def write(top, run_dir: Path, session=()) -> Path:
         entries.append({"kind": kind, "copy": rel.as_posix(), "original": str(p),
                         "sha256": _sha(data[p]), "bytes": len(data[p])})
     taken = set(copy_of.values())
+    script_copy = None
     for kind, original, name, raw in session:
         rel = Path(FOLDER) / SESSION_KINDS[kind] / name
         while rel.as_posix() in taken:  # a config file of the same name there already
             rel = rel.with_name(f"{rel.stem}-{kind}{rel.suffix}")
         taken.add(rel.as_posix())
+        if kind == "session":
+            script_copy = rel.as_posix()
         _write(run_dir / rel, raw)
         entries.append({"kind": kind, "copy": rel.as_posix(), "original": original,
                         "sha256": _sha(raw), "bytes": len(raw)})
@@ -225,6 +228,8 @@ def write(top, run_dir: Path, session=()) -> Path:
     refs = {"robot": copy_of[Path(os.path.abspath(top.robot_path))],
             "buses": copy_of[Path(os.path.abspath(top.buses_path))],
             "controller": copy_of[Path(os.path.abspath(top.controller.source))]}
+    if top.session_path is not None and script_copy is not None:  # the session that ran
+        refs["session"] = script_copy
     text = _rewrite_top(data[top_path].decode("utf-8"), refs, str(top_path))
     _write(run_dir / TOP, text.encode("utf-8"))
     raw = text.encode("utf-8")

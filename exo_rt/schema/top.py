@@ -7,7 +7,7 @@ schema of their sections and what the run uses."""
 
 from __future__ import annotations
 
-from exo_rt.schema.core import REQUIRED, Choice, MapOf, Name, Num, Sub, key, section
+from exo_rt.schema.core import REQUIRED, Choice, Flag, MapOf, Name, Num, Sub, key, section
 
 POSITIVE = Num(gt=0)
 COUNT = Num(integer=True, gt=0)
@@ -19,7 +19,8 @@ SCENES = ("test_stand", "floor")  # the world plant's scenes (exo_rt.sim.world_p
 # the simulation section's keys that place the plant in a room (a plant model with one takes
 # them: exo_rt.sim.world_plant.Room)
 ROOM_KEYS = ("scene", "seat_height", "stabiliser_stiffness", "stabiliser_damping", "support",
-             "wearer_damping", "ankle_stiffness", "ankle_damping", "ankle_rest")
+             "wearer_damping", "ankle_stiffness", "ankle_damping", "ankle_rest",
+             "seat_follows")
 
 
 @section("thermal", result=True)
@@ -131,6 +132,11 @@ class SimulationConfig:
                                  "0.40 … 0.46 m)",
                              doc="the `floor` scene's chair: its seat's top (0: no chair; "
                                  "lowered to the thighs if they are lower at the start)")
+    seat_follows: bool = key(Flag(), False,
+                             doc="the `floor` scene's chair is kept behind the wearer, as a "
+                                 "therapist does: it moves along the floor with the pelvis "
+                                 "while the wearer stands or walks and stays where it is once "
+                                 "they sit down (false: it stays where it was put)")
     stabiliser_stiffness: float = key(Num(ge=0), 3000.0, unit="N·m/rad",
                                       doc="the `floor` scene's pelvis-pitch stabiliser — the "
                                           "crutches that keep the trunk upright: stiffness")
@@ -199,6 +205,10 @@ class TopFile:
                                        "wake-up latency")
     simulation: SimulationConfig = key(Sub(SimulationConfig), SimulationConfig(), shown="",
                                        doc="the simulated exoskeleton's plant model")
+    session: str = key(Name(), "", shown="sessions/default.yaml",
+                       doc="the session script a run without `--session` runs, relative to "
+                           "this file (docs/config-session.md); none: the shipped default, "
+                           "home, walk for `--duration`, stop, end")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 

@@ -436,7 +436,8 @@ def load_files(top, session=None, activities=None, wearer=None):
     a = act.load_activities(activities or act.default_path(robot.name), robot,
                             top.safety.joint_margin, postures=w.postures or None,
                             rom=w.joint_range(robot))
-    script = sc.load_session(Path(session) if session is not None else sc.default_path(), a)
+    script = sc.load_session(Path(session) if session is not None
+                             else top.session_path or sc.default_path(), a)
     return script, a, w
 
 

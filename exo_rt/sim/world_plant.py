@@ -105,7 +105,6 @@ R_FLOOR, R_BASE, R_KP, R_KD, R_SUPPORT = range(5)
 # vertical (|hip − knee|, rad) when it steps
 (R_OTHER, R_MIRROR_HIP, R_MIRROR_KNEE, R_OTHER_KP_HIP, R_OTHER_KD_HIP, R_OTHER_KP_KNEE,
  R_OTHER_KD_KNEE, R_DELAY, R_SAMPLE, R_LINE, R_STEPPING) = range(5, 16)
-R_WIDTH = 16
 # the wearer's other leg's hip and knee: stiffness (N·m/rad) and damping (N·m·s/rad) towards
 # its target. A stand-in for the wearer's muscles, plan and impedance together (the walker,
 # exo_rt/sim/walker.py, has both: its leg's inverse dynamics, and van der Kooij et al. 2022's
@@ -114,6 +113,12 @@ R_WIDTH = 16
 # leg sags < 1° under the carried weight (docs/world.md, "The one-leg exoskeleton")
 OTHER_LEG = ((3000.0, 100.0), (3000.0, 100.0))
 STEPPING = 0.05  # rad: the exoskeleton's shank this far off the vertical (|hip − knee|) steps
+# … and the chair a therapist keeps behind the wearer (``seat_follows``): its centre's x in
+# MuJoCo's data (the seat's mocap position; −1: the chair stays where it was put), and how far
+# (m) the pelvis may get ahead of that centre before the chair is pulled along
+R_SEAT, R_SEAT_LEASH = range(16, 18)
+R_WIDTH = 18
+SEAT_SLACK = 0.02  # m: the chair this much further back than where a wearer standing up left it
 ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
 # or N) at the sub-step's start, held over its stages
 ST_OTHER = ST_ROWS + 1  # the other leg's target and its delay line's bookkeeping (O_*)
@@ -252,6 +257,20 @@ def _contacts(model, data, transmissions, state, q, v, scratch):
         state[ST_CONTACT, i] = data[int(model[W_CONSTRAINT, i])]
 
 
+@njit(cache=True, inline="always")
+def _carry_seat(model, data, q):
+    """The chair a therapist keeps behind the wearer, on a one-way leash: it never comes
+    closer, and once the pelvis is ``R_SEAT_LEASH`` ahead of its centre it is pulled along the
+    floor. The leash is where the chair was, behind a wearer who stood up from it with their
+    feet where they sat (plus :data:`SEAT_SLACK`): standing up leaves it in place, a walk
+    pulls it along, and a wearer who stops and sits down (the stand-up reversed) finds it
+    under their thighs as they left it."""
+    k = int(model[W_ROOM, R_SEAT])
+    reach = q[int(model[W_ROOM, R_BASE])] - model[W_ROOM, R_SEAT_LEASH]
+    if data[k] < reach:
+        data[k] = reach
+
+
 @njit(cache=True)
 def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
     """Advance the world plant by dt (s) in ``substeps`` sub-steps: on the floor, MuJoCo's
@@ -265,6 +284,8 @@ def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
     h = dt / substeps
     floor = model[W_ROOM, R_FLOOR] > 0.5
     other = floor and model[W_ROOM, R_OTHER] >= 0.0
+    if floor and model[W_ROOM, R_SEAT] >= 0.0:
+        _carry_seat(model, data, q)
     for _ in range(substeps):
         if other:
             _other_leg_target(model, state, q, v, h)
@@ -299,7 +320,9 @@ class Room:
     sprung hinge at the ankle (:func:`exo_rt.sim.world.room.foot`), a spring ankle as the
     world's own (the controller's model keeps the ankle fixed); ``ankle_rest`` (rad,
     dorsiflexion < 0): the angle the spring holds an unloaded foot at, as an ankle-foot
-    orthosis's dorsiflexion assist lifts the toe in swing.
+    orthosis's dorsiflexion assist lifts the toe in swing. ``seat_follows``: the chair moves
+    along the floor behind a standing or walking wearer and stops when they sit down
+    (:func:`_carry_seat`), so a session that walks away from it sits down on it again.
     """
 
     scene: str = "test_stand"
@@ -310,6 +333,7 @@ class Room:
     ankle_stiffness: float = 0.0
     ankle_damping: float = 0.0
     ankle_rest: float = 0.0
+    seat_follows: bool = False
 
     @classmethod
     def from_options(cls, options: dict) -> Room:
@@ -439,7 +463,7 @@ class WorldPlant(HarmonicDrivePlant):
             self.scratch = new_scratch(n)
         self.world = world
         self.mj_data = d = world.new_data()
-        arrays = (d.qpos, d.qvel, d.qfrc_bias, d.qfrc_applied, d.qfrc_constraint)
+        arrays = (d.qpos, d.qvel, d.qfrc_bias, d.qfrc_applied, d.qfrc_constraint, d.mocap_pos)
         start = min(a.ctypes.data for a in arrays)  # one view of MuJoCo's buffer spans them
         end = max(a.ctypes.data + a.nbytes for a in arrays)
         if any((a.ctypes.data - start) % 8 for a in arrays):
@@ -478,6 +502,10 @@ class WorldPlant(HarmonicDrivePlant):
                 model[W_ROOM, R_MIRROR_HIP:R_MIRROR_KNEE + 1] = mirrored(world)
                 model[W_ROOM, R_OTHER_KP_HIP:R_OTHER_KD_KNEE + 1] = np.ravel(OTHER_LEG)
                 model[W_ROOM, R_DELAY:R_STEPPING + 1] = (delay[0], self.dt, line, STEPPING)
+            model[W_ROOM, R_SEAT] = -1.0
+            if room.seat_follows and room.seat_height > 0.0:
+                seat = world.model.body("seat")
+                model[W_ROOM, R_SEAT] = off(d.mocap_pos) + 3 * int(seat.mocapid[0])
         if not np.all(model[W_PTR, :_N_PTR] < 2**53):
             raise RuntimeError("an address does not fit a float64 exactly")
         model.flags.writeable = False
@@ -544,7 +572,7 @@ class WorldPlant(HarmonicDrivePlant):
         from exo_rt.sim.world.room import move_seat, place
 
         q = self.state[ST_Q]
-        base, top, front = place(self.world, q[: self.mech.nq], self.room.seat_height)
+        base, top, front, feet = place(self.world, q[: self.mech.nq], self.room.seat_height)
         n = self.mech.nq
         if not np.any(self.state[ST_V, n:]) and not np.any(q[n:]):
             q[n:n + 3] = base
@@ -553,8 +581,13 @@ class WorldPlant(HarmonicDrivePlant):
 
                 self.other_leg[:] = q[mirrored(self.world)]
         if self.room.seat_height > 0.0:
-            move_seat(self.world, top, front)
+            move_seat(self.world, top, front, self.mj_data)
         self.seat = (top, front) if self.room.seat_height > 0.0 else None
+        if self.model[W_ROOM, R_SEAT] >= 0.0:  # standing up puts the pelvis over the feet
+            half_depth = float(self.world.model.geom("seat").size[0])
+            self.model.flags.writeable = True
+            self.model[W_ROOM, R_SEAT_LEASH] = feet - front + SEAT_SLACK + half_depth
+            self.model.flags.writeable = False
 
     def energy(self) -> float:
         """Kinetic + gravity (MuJoCo's, ``mj_energyPos``/``mj_energyVel``: gravity's zero at

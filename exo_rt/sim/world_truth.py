@@ -169,7 +169,7 @@ class WorldTruth:
                 p[2] -= self.radius[f]
         sa, sb = c["seat"]
         if self.seat >= 0 and plant.seat is not None:
-            row[sa:sa + 3] = m.geom_pos[self.seat]
+            row[sa:sa + 3] = d.geom_xpos[self.seat]  # the chair may have moved (seat_follows)
             row[sa + 3:sb] = 2.0 * m.geom_size[self.seat]
         qa, qb = c["q_world"]
         row[qa:qb] = plant.joint_positions

@@ -262,8 +262,9 @@ def _geom_points(world: World, data: mujoco.MjData, suffix: str) -> np.ndarray:
     return np.array(out)
 
 
-def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float]:
-    """(base (x, z, pitch), seat top z m, seat front x m) for the Mechanism's posture ``q``:
+def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float, float]:
+    """(base (x, z, pitch), seat top z m, seat front x m, the soles' middle x m) for the
+    Mechanism's posture ``q``:
     the pelvis upright at x = 0 (the trunk vertical: with the ankle fixed, a foot is flat where
     hip = knee), as high as puts the lowest sole point on the floor; the chair's front
     edge :data:`SEAT_GAP` behind the foremost knee, its top at ``seat_height`` or, where the
@@ -289,17 +290,21 @@ def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float
     top = seat_height
     if len(over):
         top = min(seat_height, float(over[:, 2].min()))
-    return base, max(top, 0.0), front
+    feet = 0.5 * float(np.mean(heels[:, 0]) + np.mean(toes[:, 0]))
+    return base, max(top, 0.0), front, feet
 
 
 
-def move_seat(world: World, top: float, front: float) -> None:
-    """Put the compiled chair's seat (geom ``seat``) with its top at ``top`` and its front
-    edge at ``front`` (m): its box keeps its size and reaches below the floor if lowered."""
+def move_seat(world: World, top: float, front: float, data=None) -> None:
+    """Put the compiled chair's seat (body and geom ``seat``) with its top at ``top`` and its
+    front edge at ``front`` (m): its box keeps its size and reaches below the floor if
+    lowered. In the model (every new data starts there) and in ``data`` if given."""
     m = world.model
-    g = m.geom("seat").id
+    g, b = m.geom("seat").id, m.body("seat").id
     depth, height = m.geom_size[g, 0], m.geom_size[g, 2]
-    m.geom_pos[g] = (front - depth, 0.0, top - height)
+    m.body_pos[b] = (front - depth, 0.0, top - height)
+    if data is not None:
+        data.mocap_pos[m.body_mocapid[b]] = m.body_pos[b]
 
 
 def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),

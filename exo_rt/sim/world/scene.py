@@ -79,14 +79,18 @@ def feet(points: dict[str, tuple], radius: float = CONTACT_RADIUS,
 
 def seat(height: float, front: float, depth: float = 0.45, width: float = 0.5,
          friction: float = FLOOR_FRICTION):
-    """A chair's seat: a box fixed to the world, its top at ``height`` (m) above the floor,
-    its front edge at x = ``front`` (m), ``depth`` (m) deep behind it. Geom ``seat``."""
+    """A chair's seat: a box, its top at ``height`` (m) above the floor, its front edge at
+    x = ``front`` (m), ``depth`` (m) deep behind it. Geom ``seat`` on body ``seat``, a mocap
+    body: fixed in the world as the floor is (it never moves by forces), but the plant may
+    carry it along the floor between steps — the chair a therapist keeps behind a walking
+    wearer (:mod:`exo_rt.sim.world_plant`)."""
 
     def add(spec: mujoco.MjSpec, mech, bodies) -> None:
-        g = spec.worldbody.add_geom(name="seat", type=mujoco.mjtGeom.mjGEOM_BOX,
-                                    size=[depth / 2, width / 2, height / 2],
-                                    pos=[front - depth / 2, 0.0, height / 2],
-                                    friction=[friction, 0.005, 0.0001])
+        body = spec.worldbody.add_body(name="seat", mocap=True,
+                                       pos=[front - depth / 2, 0.0, height / 2])
+        g = body.add_geom(name="seat", type=mujoco.mjtGeom.mjGEOM_BOX,
+                          size=[depth / 2, width / 2, height / 2],
+                          friction=[friction, 0.005, 0.0001])
         g.contype, g.conaffinity = 0, SEAT_BIT
         g.solref = CONTACT_SOLREF
 
