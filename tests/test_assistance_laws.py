@@ -48,7 +48,7 @@ def _torque(c, q, qd, qr=None):
     c.qd[:] = qd
     c.v[V_SETTLE] = 1.0  # (this sample only re-anchors the estimate: q̇ stays)
     if qr is not None:
-        c.s["seg_kind"] = segment.HOLD  # the session holds …
+        c.seg["seg_kind"] = segment.HOLD  # the session holds …
         c.v[V_SEG_TO] = qr  # … at qr
     cy.step(c.model, c.data)
     return c.v[V_TAU].copy()

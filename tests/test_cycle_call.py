@@ -193,6 +193,7 @@ def test_compiled_bus_io_equals_the_protocols_own(config):
                 s_a[name] = s_b[name] = 0.0
             assert s_a.tobytes() == s_b.tobytes(), (k, [n for n in s_a.dtype.names
                                                         if s_a[n] != s_b[n]])
+            assert a.cycle.seg_array.tobytes() == b.cycle.seg_array.tobytes(), k
             v_a, v_b = (np.delete(c.cycle.v, CLOCK_V, axis=0) for c in (a, b))
             assert np.array_equal(v_a, v_b, equal_nan=True), (k, np.argwhere(v_a != v_b))
             assert np.array_equal(a.flags, b.flags)

@@ -88,3 +88,32 @@ def test_every_user_runs_the_one_step():
     assert "Controller" in _calls(REPLAY)
     users = [p for p in PKG.rglob("*.py") if "velocity_update" in p.read_text()]
     assert not users, f"a second velocity estimate: {users}"
+
+
+
+def test_the_segment_is_a_record_of_its_own_declared_once(exo_leg, exo_leg_alone):
+    """The session's reference segment is the cycle data's ``seg`` (one SEGMENT record,
+    declared with the data's fields), apart from the scalars: the segment's code reads and
+    writes its fields there, never in the scalars, and Python's ``cycle.seg`` is the same
+    memory as the compiled code's."""
+    import re
+
+    import numpy as np
+
+    from exo_rt import structs
+    from exo_rt.control.config import load_controller
+    from exo_rt.cycle import layout
+    from exo_rt.cycle import step as cy
+    from exo_rt.sim.mil import MIL_SAFETY
+
+    assert "seg" in cy.CycleData.FIELDS
+    assert dict(cy.CYCLE_DATA.field_dict)["seg"] == structs.records(layout.SEGMENT)
+    assert not set(layout.SEGMENT.names) & set(layout.SCALARS.names)
+    fields = "|".join(layout.SEGMENT.names)
+    for module in ("segment.py", "step.py", "cycle_call.py"):
+        text = (PKG / "cycle" / module).read_text()
+        assert not re.search(rf"\bs\.({fields})\b", text), module  # (never the scalars')
+    cfg = load_controller(ROOT / "configs" / "controllers" / "pid.yaml", exo_leg)
+    c = cy.build(exo_leg, exo_leg_alone, cfg, MIL_SAFETY, dt=1e-3)
+    assert c.data.seg is c.seg_array and np.shares_memory(c.seg, c.seg_array)
+    assert c.seg["seg_kind"] == 2.0 and c.seg["a_period"] == c.period  # (walk_from_start)

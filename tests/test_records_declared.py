@@ -124,6 +124,8 @@ def test_the_record_is_written_by_its_columns_names(cycle):
     c.v[:] = np.arange(layout.V_WIDTH * n, dtype=float).reshape(layout.V_WIDTH, n) + 0.25
     for i, name in enumerate(layout.SCALARS.names):
         c.s[name] = 1000.0 + i
+    for i, name in enumerate(layout.SEGMENT.names):
+        c.seg[name] = 2000.0 + i
     c.s["state"] = SAFE
     c.flags[:] = np.arange(n) + 7
     c.gait[0]["phase"], c.gait[0]["omega"] = 0.125, 3.0
@@ -139,16 +141,18 @@ def test_the_record_is_written_by_its_columns_names(cycle):
     scalars = {"t": "t", "cycle": "k", "state": "state", "cause": "cause",
                "overrun_streak": "overrun_streak", "board": "board", "wake_us": "wake_us",
                "compute_us": "compute_us", "overruns": "overruns", "sample_t": "sample_t",
-               "phase": "phase", "stride": "stride"}
+               "phase": "phase"}
     gait = {"gait_phase": 0.125, "stride_hz": 3.0 / (2.0 * math.pi), "walking": 1.0,
             "heels": 9.0}
-    assert set(vectors) | set(scalars) | set(gait) | {"flags"} == set(cols)
+    assert set(vectors) | set(scalars) | set(gait) | {"flags", "stride"} == set(cols)
     for col, (a, b) in cols.items():
         got = row[a:b]
         if col in vectors:
             assert list(got) == list(getattr(c, vectors[col])), col
         elif col in scalars:
             assert got[0] == c.s[scalars[col]], col
+        elif col == "stride":  # (the segment's)
+            assert got[0] == c.seg["stride"], col
         elif col in gait:
             assert got[0] == gait[col], col
         else:

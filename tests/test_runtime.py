@@ -155,8 +155,8 @@ class WildGait:
     def poll(self, k: int):
         from exo_rt.cycle import segment
 
-        s = self.c.cycle.s
-        if not self.done and s["seg_kind"] == segment.GAIT:
+        seg = self.c.cycle.seg
+        if not self.done and seg["seg_kind"] == segment.GAIT:
             self.c.cycle.gaits[:, :, 1:] *= 2.2
             self.done = True
         return ()

@@ -46,17 +46,17 @@ MOTIONS = ["stand_up", "walk", "sit_down", "home", "fly"]
 
 
 @njit(cache=True)
-def advance(s_arr, v, gaits, dt, cycles, stats):
+def advance(s_arr, seg_arr, v, gaits, dt, cycles, stats):
     """``cycles`` cycles of RUN's reference (the segment, then the governor), keeping in
     ``stats`` the largest |Δq̇_r|, the largest |q̇_r|/bound, the lowest margin to the range's
     ends (rad; < 0: outside)."""
-    s = s_arr[0]
+    s, seg = s_arr[0], seg_arr[0]
     n = v.shape[1]
     prev = np.empty(n)
     for _ in range(cycles):
         for j in range(n):
             prev[j] = v[V_QDR, j]
-        segment.reference(s, v, gaits, v[V_OFFSET], dt)
+        segment.reference(s, seg, v, gaits, v[V_OFFSET], dt)
         governor.govern(s, v, dt)
         s.k += 1.0
         for j in range(n):
@@ -128,7 +128,7 @@ request = st.tuples(st.integers(0, 900), st.sampled_from(KINDS), st.sampled_from
 def test_no_request_sequence_takes_the_reference_beyond_the_joints(pool, which, start, asks):
     _top, cycle, sess = pool[which % len(pool)]
     m, s, v = sess.machine, cycle.s, cycle.v
-    s_arr = cycle.s_array
+    s_arr, seg_arr = cycle.s_array, cycle.seg_array
     acts = m.activities
     # a fresh session on the same cycle, the leg in a posture or between two
     m.__init__(cycle, acts, m.wearer, m.gaits, m.envelope)
@@ -145,7 +145,7 @@ def test_no_request_sequence_takes_the_reference_beyond_the_joints(pool, which, 
         left = gap
         while left > 0:
             c = min(left, 10)
-            advance(s_arr, v, cycle.gaits, 1e-3, c, stats)
+            advance(s_arr, seg_arr, v, cycle.gaits, 1e-3, c, stats)
             m.after_cycle()
             left -= c
         if kind == rq.END and m.motion is None:
@@ -157,7 +157,7 @@ def test_no_request_sequence_takes_the_reference_beyond_the_joints(pool, which, 
             req = rq.Request(kind, source, value=min(val, 1.0))
         m.handle(req)
     for _ in range(400):  # then whatever runs goes on (STOP asked, GO released) to its end
-        advance(s_arr, v, cycle.gaits, 1e-3, 10, stats)
+        advance(s_arr, seg_arr, v, cycle.gaits, 1e-3, 10, stats)
         m.after_cycle()
         if m.motion is not None and m.motion.kind == "walk" and not m.stop_asked:
             m.handle(rq.Request(rq.STOP, rq.SCRIPT))

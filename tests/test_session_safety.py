@@ -213,7 +213,7 @@ def test_the_governor_is_the_last_word_on_any_reference(tmp_path):
     range, the speed and the acceleration bounds, every cycle; a segment within them passes
     bit for bit."""
     _top, cycle, _sess = _session_of(tmp_path)
-    s, v, dt = cycle.s, cycle.v, float(cycle.p["dt"])
+    s, seg, v, dt = cycle.s, cycle.seg, cycle.v, float(cycle.p["dt"])
     lo, hi, vel, acc = (v[r].copy() for r in (V_GOV_LO, V_GOV_HI, V_GOV_VEL, V_GOV_ACC))
 
     def run(q_to, duration, cycles):
@@ -222,13 +222,13 @@ def test_the_governor_is_the_last_word_on_any_reference(tmp_path):
         governor.follow(v)
         v[V_SEG_FROM] = v[V_QR]
         v[V_SEG_TO] = q_to
-        s["seg_kind"], s["seg_tau"], s["seg_duration"] = segment.MOVE, 0.0, duration
-        s["seg_go"] = s["seg_rate"] = 1.0
-        s["seg_rate_dot"], s["seg_slew"] = 0.0, segment.GO_OMEGA
+        seg["seg_kind"], seg["seg_tau"], seg["seg_duration"] = segment.MOVE, 0.0, duration
+        seg["seg_go"] = seg["seg_rate"] = 1.0
+        seg["seg_rate_dot"], seg["seg_slew"] = 0.0, segment.GO_OMEGA
         s["governed"] = 0.0
         qr, qdr, raw = [], [], []
         for _ in range(cycles):
-            segment.reference(s, v, cycle.gaits, v[V_OFFSET], dt)
+            segment.reference(s, seg, v, cycle.gaits, v[V_OFFSET], dt)
             raw.append(v[V_QR].copy())
             governor.govern(s, v, dt)
             qr.append(v[V_QR].copy())

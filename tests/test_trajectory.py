@@ -60,25 +60,25 @@ def test_a_moves_endpoints_are_exact_and_its_peak_speed_15_8_of_the_mean():
     the start posture with zero velocity, through the middle at 15/8 of the mean speed, to the
     end posture exactly (then held)."""
     from exo_rt.cycle import segment
-    from exo_rt.cycle.layout import SCALARS, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
+    from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 
     q0, q1, dt, big_t = np.array([0.1, -0.3]), np.array([0.6, 0.9]), 1e-3, 1.5
-    s, v = np.zeros(1, SCALARS), np.zeros((V_WIDTH, 2))
+    s, seg, v = np.zeros(1, SCALARS), np.zeros(1, SEGMENT), np.zeros((V_WIDTH, 2))
     v[V_SEG_FROM], v[V_SEG_TO] = q0, q1
-    s[0]["seg_kind"], s[0]["seg_duration"] = segment.MOVE, big_t
-    s[0]["seg_rate"] = s[0]["seg_go"] = 1.0
-    s[0]["seg_slew"] = segment.GO_OMEGA
+    seg[0]["seg_kind"], seg[0]["seg_duration"] = segment.MOVE, big_t
+    seg[0]["seg_rate"] = seg[0]["seg_go"] = 1.0
+    seg[0]["seg_slew"] = segment.GO_OMEGA
     gaits = np.zeros((segment.SLOTS, 2, 11))
     qr, qdr = [], []
     for _ in range(1600):
-        segment.reference(s[0], v, gaits, np.zeros(2), dt)
+        segment.reference(s[0], seg[0], v, gaits, np.zeros(2), dt)
         qr.append(v[V_QR].copy())
         qdr.append(v[V_QDR].copy())
     qr, qdr = np.array(qr), np.array(qdr)
     assert np.abs(qr[0] - q0).max() < 1e-6 and np.abs(qdr[0]).max() < 1e-4
     np.testing.assert_allclose(qr[749], (q0 + q1) / 2, atol=1e-12)  # τ = 0.75 s
     np.testing.assert_allclose(qdr[749], 1.875 * (q1 - q0) / big_t, rtol=1e-9)
-    assert s[0]["seg_done"] == 1.0 and s[0]["seg_kind"] == segment.HOLD
+    assert seg[0]["seg_done"] == 1.0 and seg[0]["seg_kind"] == segment.HOLD
     np.testing.assert_array_equal(qr[-1], q1)
     assert not qdr[-1].any()
 

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @njit(cache=True)
-def _run(s_arr, v, gaits, dt, cycles, govern):
-    s = s_arr[0]
+def _run(s_arr, seg_arr, v, gaits, dt, cycles, govern):
+    s, seg = s_arr[0], seg_arr[0]
     for _ in range(cycles):
-        segment.reference(s, v, gaits, v[V_OFFSET], dt)
+        segment.reference(s, seg, v, gaits, v[V_OFFSET], dt)
         if govern:
             governor.govern(s, v, dt)
     return s.governed
@@ -45,13 +45,13 @@ def main(argv=None) -> int:
         for govern in (False, True, False, True):
             times = []
             for _ in range(args.repeats):
-                s = cycle.s_array.copy()
+                s, seg = cycle.s_array.copy(), cycle.seg_array.copy()
                 v = cycle.v.copy()
-                segment.walk_from_start(s[0], cycle.period)
-                _run(s, v, cycle.gaits, 1e-3, 1, False)  # (on the gait: the governor follows
+                segment.walk_from_start(s[0], seg[0], cycle.period)
+                _run(s, seg, v, cycle.gaits, 1e-3, 1, False)  # (on the gait: the governor follows
                 governor.follow(v)  # from where it is, at its speed)
                 t0 = time.perf_counter()
-                governed = _run(s, v, cycle.gaits, 1e-3, args.cycles, govern)
+                governed = _run(s, seg, v, cycle.gaits, 1e-3, args.cycles, govern)
                 times.append((time.perf_counter() - t0) / args.cycles * 1e9)
                 assert governed == 0.0, "the default gait is within its bounds"
             best[govern] = min(best.get(govern, np.inf), min(times))

@@ -371,7 +371,8 @@ def _inputs(a):
         phase_state = a.phase_state
         period = phase_state[trajectory.PH_PERIOD]
         if io.events and phase_state[trajectory.PH_COUNT] > 1:  # the wearer's cadence
-            s.a_period = s.b_period = period
+            seg = d.seg[0]
+            seg.a_period = seg.b_period = period
     s.hist = k if k < d.hist.shape[0] else -1.0
 
 

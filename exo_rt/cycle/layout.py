@@ -1,7 +1,8 @@
 """The cycle's layout, declared once by name: its parameters (:data:`PARAMS`, the model's one
-record), its scalars (:data:`SCALARS`, the data's one record), the rows of its joint
-vectors (:data:`ROWS`, indexed by the ``V_*`` constants: a matrix, so that a cycle's record
-is copied from it in one pass). A leaf module: the cycle (:mod:`exo_rt.cycle.step`) and
+record), its scalars (:data:`SCALARS`, the data's one record), the session's reference
+segment (:data:`SEGMENT`, the data's one record of it), the rows of its joint vectors
+(:data:`ROWS`, indexed by the ``V_*`` constants: a matrix, so that a cycle's record is
+copied from it in one pass). A leaf module: the cycle (:mod:`exo_rt.cycle.step`) and
 the safety check read it.
 """
 
@@ -43,7 +44,20 @@ SCALARS = np.dtype([
     ("run_cycles", "f8"),  # out: cycles spent in RUN (summary)
     ("cycles", "f8"),  # out: cycles run
     ("sample_t", "f8"),  # s: when the drives sampled this cycle's feedback (its SYNC)
-    # the session's reference segment (exo_rt.cycle.segment; the activity machine writes it)
+    # the wearer's gait, as the cycle estimates it (exo_rt.control.phase_estimate)
+    ("heel", "f8"),  # in: 1 in the cycle a heel strike of the estimate's leg is reported
+    # the assistance level (exo_rt.cycle.assistance): v[V_LEVEL_ASKED] asked for, applied
+    # at the next stride boundary and ramped over a stride
+    ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_ASKED] waits for the next stride boundary
+    ("level_ramp", "f8"),  # the ramp's progress, 0 → 1 (≥ 1: none running)
+    # the reference governor (exo_rt.cycle.governor): the last word on every reference
+    ("governed", "f8"),  # out: cycles in RUN whose reference the governor had to change
+    ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
+])
+
+# the session's reference segment (the data's one SEGMENT record, exo_rt.cycle.segment): the
+# activity machine writes it between cycles, the cycle evaluates and advances it in RUN
+SEGMENT = np.dtype([
     ("seg_kind", "f8"),  # segment.HOLD / MOVE / GAIT
     ("seg_tau", "f8"),  # s: a move's progress
     ("seg_duration", "f8"),  # s: a move's duration at full rate
@@ -65,15 +79,6 @@ SCALARS = np.dtype([
     ("closing_len", "f8"),  # strides: the closing step's length
     ("closing", "f8"),  # 1 while the closing step runs
     ("stride", "f8"),  # out: stride boundaries crossed in this segment
-    # the wearer's gait, as the cycle estimates it (exo_rt.control.phase_estimate)
-    ("heel", "f8"),  # in: 1 in the cycle a heel strike of the estimate's leg is reported
-    # the assistance level (exo_rt.cycle.assistance): v[V_LEVEL_ASKED] asked for, applied
-    # at the next stride boundary and ramped over a stride
-    ("level_pending", "f8"),  # in: 1 when v[V_LEVEL_ASKED] waits for the next stride boundary
-    ("level_ramp", "f8"),  # the ramp's progress, 0 → 1 (≥ 1: none running)
-    # the reference governor (exo_rt.cycle.governor): the last word on every reference
-    ("governed", "f8"),  # out: cycles in RUN whose reference the governor had to change
-    ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
 ])
 
 # the joint vectors: the rows of v, one value per joint, by name — declared once: the cycle's

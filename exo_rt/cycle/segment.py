@@ -1,12 +1,13 @@
-"""The reference of a session: the segment the activity machine wrote into the cycle data,
-evaluated by the compiled cycle every cycle of RUN (:func:`reference`).
+"""The reference of a session: the segment the activity machine wrote into the cycle data
+(``seg``, its one :data:`~exo_rt.cycle.layout.SEGMENT` record), evaluated by the compiled
+cycle every cycle of RUN (:func:`reference`).
 
 A segment is one of
 
 - **HOLD** — a posture (``v[V_SEG_TO]``): q̇_r = q̈_r = 0;
 - **MOVE** — a minimum-jerk move (Flash & Hogan 1985) from ``v[V_SEG_FROM]`` to
-  ``v[V_SEG_TO]`` over ``s.seg_duration`` s of *progress* ``s.seg_tau``. Progress advances at
-  the rate ``s.seg_rate`` ∈ [0, 1], which follows ``s.seg_go`` (1: GO held, 0: released)
+  ``v[V_SEG_TO]`` over ``seg.seg_duration`` s of *progress* ``seg.seg_tau``. Progress advances at
+  the rate ``seg.seg_rate`` ∈ [0, 1], which follows ``seg.seg_go`` (1: GO held, 0: released)
   through a critically damped filter (:func:`_slew`): releasing GO freezes the move smoothly
   — the reference keeps its position and its velocity falls to zero in 0.23 s, with no step
   in q_r, q̇_r or q̈_r — and pressing it again resumes it the same way;
@@ -14,15 +15,15 @@ A segment is one of
   and every joint's reference is a blend ``q = (1 − w)·A(φ) + w·B(φ)`` of two sources, each a
   posture or the normal gait (Fourier rows of the cycle data's ``gaits[slot]``, the joint's
   phase offset added). The weight ``w`` runs 0 → 1 as a minimum-jerk shape of
-  ``(φ − s.blend_start)/s.blend_len`` (zero slope at both ends), so q and q̇ are continuous at
+  ``(φ − seg.blend_start)/seg.blend_len`` (zero slope at both ends), so q and q̇ are continuous at
   every boundary: the **opening step** blends the start posture into the gait, a **speed or
   step-length change** blends the old gait into the new one over the stride after the
   boundary it waited for, the **closing step** blends the gait into the end posture from the
-  first half-stride boundary after a STOP, and ends there (HOLD, ``s.seg_done``).
+  first half-stride boundary after a STOP, and ends there (HOLD, ``seg.seg_done``).
 
 Python (the activity machine) writes a new segment between two cycles; the cycle applies
-what must wait for a stride boundary (``s.next_pending``: a new gait in ``gaits[NEXT]``;
-``s.stop_req``: the closing step) itself, at the boundary, so a change never depends on when
+what must wait for a stride boundary (``seg.next_pending``: a new gait in ``gaits[NEXT]``;
+``seg.stop_req``: the closing step) itself, at the boundary, so a change never depends on when
 Python got to it. Every function here runs inside :func:`exo_rt.cycle.step.step`:
 allocation-free, on the cycle's arrays.
 """
@@ -79,14 +80,14 @@ def _source(kind, slot, posture, gaits, j, phase):
 
 
 @njit(cache=True, inline="always")
-def _slew(s, dt):
-    """The progress rate one cycle nearer GO's target ``s.seg_go``, by a critically damped
-    second-order filter of natural frequency ω = ``s.seg_slew`` (rad/s): r̈ = ω²(g − r) − 2ωṙ.
+def _slew(seg, dt):
+    """The progress rate one cycle nearer GO's target ``seg.seg_go``, by a critically damped
+    second-order filter of natural frequency ω = ``seg.seg_slew`` (rad/s): r̈ = ω²(g − r) − 2ωṙ.
     The rate's change ṙ is continuous, so q̈_r — which holds ṙ·dq/dτ — never steps, however
     GO chatters; a reversal half-way turns round smoothly. Within ``RATE_SNAP`` of its target
     and nearly still it is put on it (a step of q̇_r of at most RATE_SNAP of the move's speed:
     a frozen move is frozen exactly, a resumed one runs at full rate). Returns ṙ (1/s)."""
-    r, rd, g, w = s.seg_rate, s.seg_rate_dot, s.seg_go, s.seg_slew
+    r, rd, g, w = seg.seg_rate, seg.seg_rate_dot, seg.seg_go, seg.seg_slew
     if r == g and rd == 0.0:
         return 0.0
     rd += (w * w * (g - r) - 2.0 * w * rd) * dt  # (semi-implicit Euler: stable at ω·dt ≪ 1)
@@ -95,8 +96,8 @@ def _slew(s, dt):
         r, rd = g, 0.0
     elif r < 0.0 or r > 1.0:  # (a reversal that would overshoot: held at the end)
         r, rd = min(max(r, 0.0), 1.0), 0.0
-    s.seg_rate = r
-    s.seg_rate_dot = rd
+    seg.seg_rate = r
+    seg.seg_rate_dot = rd
     return rd
 
 
@@ -109,16 +110,16 @@ def _hold(v, n):
 
 
 @njit(cache=True, inline="always")
-def _move(s, v, n, dt):
+def _move(seg, v, n, dt):
     """Progress first, then the reference at it: an accepted move moves in its first cycle."""
-    rd = _slew(s, dt)
-    r, big_t = s.seg_rate, s.seg_duration
-    s.seg_tau += r * dt
-    x = s.seg_tau / big_t
+    rd = _slew(seg, dt)
+    r, big_t = seg.seg_rate, seg.seg_duration
+    seg.seg_tau += r * dt
+    x = seg.seg_tau / big_t
     if x >= 1.0:
         _hold(v, n)
-        s.seg_kind = HOLD
-        s.seg_done = 1.0
+        seg.seg_kind = HOLD
+        seg.seg_done = 1.0
         return
     sh, d1, d2 = _shape(x)
     for j in range(n):
@@ -137,78 +138,78 @@ def _copy(gaits, src, dst):
 
 
 @njit(cache=True, inline="always")
-def _boundary(s, gaits, phase):
+def _boundary(seg, gaits, phase):
     """At a stride boundary the cycle crossed: the stride counted, a pending gait change
     begun (when no blend runs)."""
-    s.stride += 1.0
-    if s.next_pending and phase >= s.blend_start + s.blend_len:
+    seg.stride += 1.0
+    if seg.next_pending and phase >= seg.blend_start + seg.blend_len:
         _copy(gaits, SLOT_B, SLOT_A)
         _copy(gaits, SLOT_NEXT, SLOT_B)
-        s.a_kind = GAIT_SOURCE
-        s.b_kind = GAIT_SOURCE
-        s.a_period = s.b_period
-        s.b_period = s.next_period
-        s.blend_start = math.floor(phase)
-        s.blend_len = s.next_blend
-        s.next_pending = 0.0
+        seg.a_kind = GAIT_SOURCE
+        seg.b_kind = GAIT_SOURCE
+        seg.a_period = seg.b_period
+        seg.b_period = seg.next_period
+        seg.blend_start = math.floor(phase)
+        seg.blend_len = seg.next_blend
+        seg.next_pending = 0.0
 
 
 @njit(cache=True, inline="always")
-def _close(s, gaits, phase):
+def _close(seg, gaits, phase):
     """The closing step from the half-stride boundary just crossed, once no blend runs."""
     half = math.floor(2.0 * phase) / 2.0
-    if s.closing or phase < s.blend_start + s.blend_len:
+    if seg.closing or phase < seg.blend_start + seg.blend_len:
         return
     _copy(gaits, SLOT_B, SLOT_A)
-    s.a_kind = s.b_kind
-    s.a_period = s.b_period
-    s.b_kind = POSTURE
-    s.blend_start = half
-    s.blend_len = s.closing_len
-    s.closing = 1.0
-    s.stop_req = 0.0
+    seg.a_kind = seg.b_kind
+    seg.a_period = seg.b_period
+    seg.b_kind = POSTURE
+    seg.blend_start = half
+    seg.blend_len = seg.closing_len
+    seg.closing = 1.0
+    seg.stop_req = 0.0
 
 
 @njit(cache=True, inline="always")
-def _blend(s, phase):
+def _blend(seg, phase):
     """The blend at ``phase``: its weight w and dw/dφ, d²w/dφ² (per stride), and the phase
     rate at full progress f (strides/s)."""
-    x = (phase - s.blend_start) / s.blend_len if s.blend_len > 0.0 else 1.0
+    x = (phase - seg.blend_start) / seg.blend_len if seg.blend_len > 0.0 else 1.0
     w, w1, w2 = _shape(x)
-    if s.blend_len > 0.0:
-        w1 /= s.blend_len
-        w2 /= s.blend_len * s.blend_len
+    if seg.blend_len > 0.0:
+        w1 /= seg.blend_len
+        w2 /= seg.blend_len * seg.blend_len
     else:
         w1 = w2 = 0.0
-    return x, w, w1, w2, (1.0 - w) / s.a_period + w / s.b_period
+    return x, w, w1, w2, (1.0 - w) / seg.a_period + w / seg.b_period
 
 
 @njit(cache=True, inline="always")
-def _gait(s, v, n, dt, gaits, offsets):
+def _gait(s, seg, v, n, dt, gaits, offsets):
     """The phase advanced first (at the rate of the blend where it was), the boundaries it
     crossed applied, then the reference at it: an accepted walk moves in its first cycle."""
-    rd = _slew(s, dt)
-    r = s.seg_rate
+    rd = _slew(seg, dt)
+    r = seg.seg_rate
     last = s.phase
-    phase = last + r * _blend(s, last)[4] * dt
+    phase = last + r * _blend(seg, last)[4] * dt
     s.phase = phase
     if math.floor(phase) > math.floor(last):
-        _boundary(s, gaits, phase)
-    if s.stop_req and math.floor(2.0 * phase) > math.floor(2.0 * last):
-        _close(s, gaits, phase)
-    x, w, w1, w2, f = _blend(s, phase)
-    if s.closing and x >= 1.0:  # the closing step is over: the end posture, held
+        _boundary(seg, gaits, phase)
+    if seg.stop_req and math.floor(2.0 * phase) > math.floor(2.0 * last):
+        _close(seg, gaits, phase)
+    x, w, w1, w2, f = _blend(seg, phase)
+    if seg.closing and x >= 1.0:  # the closing step is over: the end posture, held
         _hold(v, n)
-        s.seg_kind = HOLD
-        s.seg_done = 1.0
-        s.closing = 0.0
+        seg.seg_kind = HOLD
+        seg.seg_done = 1.0
+        seg.closing = 0.0
         return
     rate = r * f  # φ̇
-    rate_dot = rd * f + r * w1 * (1.0 / s.b_period - 1.0 / s.a_period) * rate  # φ̈
+    rate_dot = rd * f + r * w1 * (1.0 / seg.b_period - 1.0 / seg.a_period) * rate  # φ̈
     for j in range(n):
         pj = phase + offsets[j]
-        a, a1, a2 = _source(s.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
-        b, b1, b2 = _source(s.b_kind, SLOT_B, v[V_SEG_TO], gaits, j, pj)
+        a, a1, a2 = _source(seg.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
+        b, b1, b2 = _source(seg.b_kind, SLOT_B, v[V_SEG_TO], gaits, j, pj)
         q = (1.0 - w) * a + w * b
         q1 = (1.0 - w) * a1 + w * b1 + w1 * (b - a)
         q2 = (1.0 - w) * a2 + w * b2 + 2.0 * w1 * (b1 - a1) + w2 * (b - a)
@@ -218,28 +219,30 @@ def _gait(s, v, n, dt, gaits, offsets):
 
 
 @njit(cache=True)  # (its own kernel: inlined, the step's compile copied its IR level by level)
-def reference(s, v, gaits, offsets, dt):
-    """The reference of the segment in the cycle's data (RUN): q_r, q̇_r, q̈_r into ``v``."""
+def reference(s, seg, v, gaits, offsets, dt):
+    """The reference of the segment ``seg`` (RUN): q_r, q̇_r, q̈_r into ``v``, the gait phase
+    advanced in the scalars ``s``."""
     n = v.shape[1]
-    kind = int(s.seg_kind)
+    kind = int(seg.seg_kind)
     if kind == MOVE:
-        _move(s, v, n, dt)
+        _move(seg, v, n, dt)
     elif kind == GAIT:
-        _gait(s, v, n, dt, gaits, offsets)
+        _gait(s, seg, v, n, dt, gaits, offsets)
     else:
         _hold(v, n)
 
 
-def walk_from_start(s, period: float) -> None:
+def walk_from_start(s, seg, period: float) -> None:
     """The default segment of a new cycle: the gait from phase 0 at full rate, at ``period``
     s a stride, no blend (what RUN tracks when no activity machine writes a segment: the
-    bench, model-in-the-loop). ``s``: the cycle's scalars record."""
-    s["seg_kind"] = GAIT
-    s["a_kind"] = s["b_kind"] = GAIT_SOURCE
-    s["a_period"] = s["b_period"] = s["next_period"] = period
-    s["seg_rate"] = s["seg_go"] = 1.0
-    s["seg_rate_dot"] = 0.0
-    s["seg_slew"] = GO_OMEGA
-    s["phase"] = s["stride"] = 0.0
-    s["blend_start"] = s["blend_len"] = 0.0
-    s["next_pending"] = s["stop_req"] = s["closing"] = s["seg_done"] = 0.0
+    bench, model-in-the-loop). ``s``: the cycle's scalars record (its gait phase); ``seg``:
+    its segment record."""
+    seg["seg_kind"] = GAIT
+    seg["a_kind"] = seg["b_kind"] = GAIT_SOURCE
+    seg["a_period"] = seg["b_period"] = seg["next_period"] = period
+    seg["seg_rate"] = seg["seg_go"] = 1.0
+    seg["seg_rate_dot"] = 0.0
+    seg["seg_slew"] = GO_OMEGA
+    s["phase"] = seg["stride"] = 0.0
+    seg["blend_start"] = seg["blend_len"] = 0.0
+    seg["next_pending"] = seg["stop_req"] = seg["closing"] = seg["seg_done"] = 0.0

@@ -15,11 +15,12 @@ Its arguments are two records, Pinocchio's split (:mod:`exo_rt.structs`), made o
   coefficients;
 - :data:`CYCLE_DATA` — what a cycle reads and writes: the law's data (workspaces, its state,
   scratch and views of the joint vectors), the scalars (:data:`SCALARS`, by name: cycle,
-  time, state, inputs Python sets, outputs it reads), the joint vectors ``v`` (rows ``V_*``:
-  measured, estimated, reference, command, summary figures — a matrix, so that the record
-  row is copied from it in one pass), the drives' flags and the safety check's streaks, the
-  recording ring's rows (``s.slot`` the row to fill, −1: not recording) and the history
-  (``s.hist`` the row, −1: not kept).
+  time, state, inputs Python sets, outputs it reads), the session's reference segment
+  (:data:`SEGMENT`, by name: what the activity machine writes), the joint vectors ``v``
+  (rows ``V_*``: measured, estimated, reference, command, summary figures — a matrix, so
+  that the record row is copied from it in one pass), the drives' flags and the safety
+  check's streaks, the recording ring's rows (``s.slot`` the row to fill, −1: not
+  recording) and the history (``s.hist`` the row, −1: not kept).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from exo_rt.cycle.layout import (
     PARAMS,
     ROWS,
     SCALARS,
+    SEGMENT,
     SETTLE_SAMPLES,
     V_ASSIST,
     V_CUR,
@@ -122,6 +124,7 @@ CYCLE_MODEL = structs.declare(CycleModelType, CycleModel, [
 CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("law", registry.LAW_DATA),  # the law's data (views of v's rows)
     ("s", structs.records(SCALARS)),  # one SCALARS record
+    ("seg", structs.records(SEGMENT)),  # one SEGMENT record: the session's reference segment
     ("v", structs.MAT),  # (V_WIDTH, n) joint vectors
     ("flags", structs.IVEC),  # the drives' flags per joint (exo_rt.bus.flags)
     ("streaks", structs.IMAT),  # (safety.STREAKS, n)
@@ -214,7 +217,7 @@ def _reference(state, m, d):
             qdr[j] = 0.0
             qddr[j] = 0.0
     elif state == RUN:
-        segment.reference(s, v, d.gaits, v[V_OFFSET], m.p[0].dt)
+        segment.reference(s, d.seg[0], v, d.gaits, v[V_OFFSET], m.p[0].dt)
         governor.govern(s, v, m.p[0].dt)  # (the last word on it, whatever asked)
         return
     elif state == STOPPING:
@@ -384,7 +387,7 @@ def _record(d, row):
     for j in range(n):
         row[o + j] = v[V_QDR, j]
     row[_PHASE[0] + _PHASE[1] * n] = s.phase
-    row[_STRIDE[0] + _STRIDE[1] * n] = s.stride
+    row[_STRIDE[0] + _STRIDE[1] * n] = d.seg[0].stride
     est = d.law.gait[0]
     row[_GAIT_PHASE[0] + _GAIT_PHASE[1] * n] = est.phase
     row[_STRIDE_HZ[0] + _STRIDE_HZ[1] * n] = est.omega / (2.0 * math.pi)
@@ -534,6 +537,8 @@ class Cycle:
     data: CycleData
     s: np.void  # the scalars record (SCALARS), as Python reads and writes it by field name
     s_array: np.ndarray  # the same, an array of one (as compiled code takes it)
+    seg: np.void  # the segment record (SEGMENT): the activity machine writes it by field name
+    seg_array: np.ndarray  # the same, an array of one
     v: np.ndarray  # (V_WIDTH, n) the joint vectors
     flags: np.ndarray  # the drives' flags per joint
     streaks: np.ndarray  # (safety.STREAKS, n) the safety check's streaks
@@ -558,11 +563,11 @@ class Cycle:
     transmissions: np.ndarray  # per joint (laws.TRANSMISSION)
     thermal: np.ndarray  # per joint (thermal.THERMAL)
     period: float  # s: the reference's stride period
-    __slots__ = ("model", "data", "s", "s_array", "v", "flags", "streaks", "check_out", "rows",
-                 "no_rows", "hist", "law_state", "gait", "scratch", "gaits", "n", "width",
-                 "law_arrays", "p", "opts", "gains", "coeffs", "limits", "sopts",
+    __slots__ = ("model", "data", "s", "s_array", "seg", "seg_array", "v", "flags", "streaks",
+                 "check_out", "rows", "no_rows", "hist", "law_state", "gait", "scratch", "gaits",
+                 "n", "width", "law_arrays", "p", "opts", "gains", "coeffs", "limits", "sopts",
                  "transmissions", "thermal", "period", *ROWS)
-    _DATA = __slots__[:18]  # what new_data gives
+    _DATA = __slots__[:20]  # what new_data gives
 
     def __init__(self, model: CycleModel, data: CycleData, **arrays) -> None:
         if sorted(arrays) != sorted(self._DATA[2:]):
@@ -606,6 +611,7 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     v[V_LEVEL] = v[V_LEVEL_TO] = v[V_LEVEL_ASKED] = 1.0  # (full assistance until a session
     # sets the wearer's)
     s[0]["level_ramp"] = 1.0
+    seg = np.zeros(1, SEGMENT)
     governor.set_bounds(v, model.limits, 1.0, np.inf)  # (the joints' own: build narrows them)
     governor.unset(v)
     gait = np.zeros(1, phase_estimate.STATE)
@@ -619,11 +625,11 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
     gaits = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
-    d = CycleData(law=ld, s=s, v=v, flags=flags, streaks=streaks, check_out=check_out,
+    d = CycleData(law=ld, s=s, seg=seg, v=v, flags=flags, streaks=streaks, check_out=check_out,
                   rows=no_rows, hist=hist, gaits=gaits)
     structs.check(d, CYCLE_DATA, "cycle data")
-    return Cycle(model, d, s=s[0], s_array=s, v=v, flags=flags, streaks=streaks,
-                 check_out=check_out, rows=no_rows, no_rows=no_rows, hist=hist,
+    return Cycle(model, d, s=s[0], s_array=s, seg=seg[0], seg_array=seg, v=v, flags=flags,
+                 streaks=streaks, check_out=check_out, rows=no_rows, no_rows=no_rows, hist=hist,
                  law_state=law_state, gait=gait, scratch=scratch, gaits=gaits, n=n,
                  width=width, law_arrays=law_arrays)
 
@@ -689,6 +695,6 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     governor.set_bounds(cycle.v, limits, safety_cfg.reference_speed,
                         governor.accelerations(robot.joint_names,
                                                safety_cfg.reference_acceleration))
-    segment.walk_from_start(cycle.s, ref.period)
+    segment.walk_from_start(cycle.s, cycle.seg, ref.period)
     cycle.q_start[:] = trajectory.start_position(coeffs)
     return cycle

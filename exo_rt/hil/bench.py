@@ -176,7 +176,7 @@ class Bench:
         # (controller) → source, as RunOptions.sources (a test's injected fault, a rehearsal)
         self.n = self.robot.nq
         self.control = c = build_cycle(top, self.dt)
-        self._built = (c.s_array.copy(), c.v.copy())  # what start() goes back to
+        self._built = (c.s_array.copy(), c.seg_array.copy(), c.v.copy())  # start()'s
         self.q, self.qd, self.i_meas, self.i_cmd, self.flags = c.q, c.qd, c.i_meas, c.cur, \
             c.flags
         self.transmissions, self.limits = c.transmissions, c.limits
@@ -216,7 +216,7 @@ class Bench:
         """The cycle's data back to as built: nothing estimated, no streak, the law's state
         zero."""
         c = self.control
-        c.s_array[:], c.v[:] = self._built
+        c.s_array[:], c.seg_array[:], c.v[:] = self._built
         c.flags[:] = 0
         c.streaks[:] = 0
         c.law_state[:] = 0

@@ -22,7 +22,7 @@ import numpy as np
 
 from exo_rt.control import trajectory
 from exo_rt.cycle import segment
-from exo_rt.cycle.layout import SCALARS, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
+from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 from exo_rt.jit import njit
 from exo_rt.session.activities import PEAK  # a minimum-jerk move's peak speed, per Δq/T
 from exo_rt.session.machine import SPEED_BLEND  # strides: a speed change's blend
@@ -34,13 +34,14 @@ T_SPEED, T_ACCEL, T_LOW, T_HIGH = range(4)
 
 
 @njit(cache=True)
-def trace(s_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
-    """Run the segment in ``s_arr``/``v``/``gaits`` (scratch copies: a cycle's layout) for
+def trace(s_arr, seg_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
+    """Run the segment in ``seg_arr``/``v``/``gaits``, its phase in ``s_arr`` (scratch
+    copies: a cycle's layout) for
     at most ``cycles`` cycles, asking the closing step once the phase passes ``stop_phase``
     (strides; < 0: never), and keep per joint in ``out`` (4, n) the largest |q̇_r|, the
     largest |q̈_r| (and |Δq̇_r|/dt), the lowest and highest q_r. Returns the cycles run until
     the segment ended (its ``seg_done``)."""
-    s = s_arr[0]
+    s, seg = s_arr[0], seg_arr[0]
     n = v.shape[1]
     for j in range(n):
         out[T_SPEED, j] = abs(v[V_QDR, j])
@@ -51,12 +52,12 @@ def trace(s_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
     prev = np.empty(n)
     for k in range(cycles):
         if stop_phase >= 0.0 and not asked and s.phase >= stop_phase:
-            s.stop_req = 1.0
-            s.next_pending = 0.0
+            seg.stop_req = 1.0
+            seg.next_pending = 0.0
             asked = True
         for j in range(n):
             prev[j] = v[V_QDR, j]
-        segment.reference(s, v, gaits, offsets, dt)
+        segment.reference(s, seg, v, gaits, offsets, dt)
         for j in range(n):
             q, qd, qdd = v[V_QR, j], v[V_QDR, j], v[V_QDDR, j]
             if not (math.isfinite(q) and math.isfinite(qd) and math.isfinite(qdd)):
@@ -66,7 +67,7 @@ def trace(s_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
             out[T_ACCEL, j] = max(out[T_ACCEL, j], abs(qdd), abs(qd - prev[j]) / dt)
             out[T_LOW, j] = min(out[T_LOW, j], q)
             out[T_HIGH, j] = max(out[T_HIGH, j], q)
-        if s.seg_done:
+        if seg.seg_done:
             return k + 1
     return cycles
 
@@ -109,6 +110,7 @@ class Envelope:
         self.dt, self.gaits = float(dt), gaits
         n = len(self.joints)
         self._s = np.zeros(1, SCALARS)
+        self._seg = np.zeros(1, SEGMENT)
         self._v = np.zeros((V_WIDTH, n))
         self._g = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
         self._out = np.zeros((4, n))
@@ -194,35 +196,36 @@ class Envelope:
     def _trace(self, motion, rows, period, q_from, q_to, stop, before) -> np.ndarray:
         """One trace of a walk (as the activity machine begins it) or, with ``before`` (the
         Fourier rows, period and stride walked now), of the blend from it into ``rows``."""
-        s, v, g = self._s, self._v, self._g
+        s, seg, v, g = self._s, self._seg, self._v, self._g
         s[:] = 0
+        seg[:] = 0
         v[:] = 0.0
         g[:] = 0.0
-        s0 = s[0]
-        s0["seg_go"] = s0["seg_rate"] = 1.0
-        s0["seg_slew"] = segment.GO_OMEGA
-        s0["seg_kind"] = segment.GAIT
-        s0["closing_len"] = motion.closing
+        sg = seg[0]
+        sg["seg_go"] = sg["seg_rate"] = 1.0
+        sg["seg_slew"] = segment.GO_OMEGA
+        sg["seg_kind"] = segment.GAIT
+        sg["closing_len"] = motion.closing
         v[V_SEG_FROM], v[V_SEG_TO] = q_from, q_to
         k = rows.shape[1]
         if before is None:
             g[segment.SLOT_A, :, :k] = rows
             g[segment.SLOT_B, :, :k] = rows
-            s0["a_kind"], s0["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
-            s0["a_period"] = s0["b_period"] = s0["next_period"] = period
-            s0["blend_len"] = motion.opening
+            sg["a_kind"], sg["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
+            sg["a_period"] = sg["b_period"] = sg["next_period"] = period
+            sg["blend_len"] = motion.opening
             v[V_QR] = q_from
         else:  # the walk now at its stride boundary, the new one blended in over a stride
             b_rows, b_period, _ = before
             g[segment.SLOT_A, :, :k] = b_rows
             g[segment.SLOT_B, :, :k] = rows
-            s0["a_kind"] = s0["b_kind"] = segment.GAIT_SOURCE
-            s0["a_period"], s0["b_period"] = b_period, period
-            s0["blend_len"] = SPEED_BLEND
+            sg["a_kind"] = sg["b_kind"] = segment.GAIT_SOURCE
+            sg["a_period"], sg["b_period"] = b_period, period
+            sg["blend_len"] = SPEED_BLEND
             self._start_on_gait(b_rows, b_period, motion.phase_offsets)
         cycles = int(math.ceil((3.0 + motion.opening + motion.closing + SPEED_BLEND)
                                * max(period, before[1] if before else 0.0) / self.dt)) + 10
-        trace(s, v, g, np.array(motion.phase_offsets, float), self.dt, cycles, stop,
+        trace(s, seg, v, g, np.array(motion.phase_offsets, float), self.dt, cycles, stop,
               self._out)
         return self._out.copy()
 
@@ -337,10 +340,10 @@ def report(env: Envelope, activities, wearer) -> list[str]:
 
 def warm_up() -> None:
     """Compile (or load) :func:`trace` on throw-away data of the layout a session uses."""
-    s = np.zeros(1, SCALARS)
-    s[0]["seg_kind"] = segment.HOLD
-    trace(s, np.zeros((V_WIDTH, 1)), np.zeros((segment.SLOTS, 1, 11)), np.zeros(1), 1e-3, 1,
-          -1.0, np.zeros((4, 1)))
+    seg = np.zeros(1, SEGMENT)
+    seg[0]["seg_kind"] = segment.HOLD
+    trace(np.zeros(1, SCALARS), seg, np.zeros((V_WIDTH, 1)), np.zeros((segment.SLOTS, 1, 11)),
+          np.zeros(1), 1e-3, 1, -1.0, np.zeros((4, 1)))
 
 
 def for_top(top, wearer, gaits) -> Envelope:

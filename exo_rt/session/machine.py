@@ -67,6 +67,7 @@ class ActivityMachine:
         self.cycle, self.activities, self.wearer, self.gaits = cycle, activities, wearer, gaits
         self.envelope = envelope  # the joints' bounds every motion is checked against
         self.s, self.v, self.dt = cycle.s, cycle.v, float(cycle.p["dt"])
+        self.seg = cycle.seg  # the reference segment the cycle runs (its SEGMENT record)
         self.k = 0  # the cycle the machine was last told of (after_cycle)
         self.go_since: int | None = None  # the cycle GO was pressed, until it moves a motion
         self.debounce = int(round(activities.go_debounce / self.dt))
@@ -129,7 +130,7 @@ class ActivityMachine:
         self.go_block = False
         self.go_since = None
         if self.motion is not None and self.motion.hold_go:
-            self.s["seg_go"] = 0.0
+            self.seg["seg_go"] = 0.0
         self.version += 1
         return self._yes(req)
 
@@ -202,10 +203,10 @@ class ActivityMachine:
             return self._no(req, rq.R_ALREADY, motion=m.name)
         self.stop_asked = True
         if m.kind == "walk":
-            self.s["stop_req"] = 1.0
-            self.s["next_pending"] = 0.0
+            self.seg["stop_req"] = 1.0
+            self.seg["next_pending"] = 0.0
         else:  # a move STOP may cut: it freezes where it is — no named posture then
-            self.s["seg_go"] = 0.0
+            self.seg["seg_go"] = 0.0
         self.version += 1
         return self._yes(req, motion=m.name)
 
@@ -241,10 +242,10 @@ class ActivityMachine:
         self.speed, self.step_length = speed, step
         if walking:  # from the next stride boundary, blended over a stride
             self.cycle.gaits[segment.SLOT_NEXT] = rows
-            s = self.s
-            s["next_period"] = period
-            s["next_blend"] = SPEED_BLEND
-            s["next_pending"] = 1.0
+            seg = self.seg
+            seg["next_period"] = period
+            seg["next_blend"] = SPEED_BLEND
+            seg["next_pending"] = 1.0
         self.version += 1
         return self._yes(req, speed=speed, period=period, stride=stride)
 
@@ -303,15 +304,15 @@ class ActivityMachine:
             return self._no(req, rq.R_BEYOND_JOINTS, motion=motion.name, why=str(beyond),
                             **beyond.extra())
         self.home_pending = None  # (any motion that begins clears a HOME waiting)
-        s, v = self.s, self.v
+        s, seg, v = self.s, self.seg, self.v
         v[V_SEG_FROM] = v[V_QR]
         v[V_SEG_TO] = self.activities.posture_q(motion.end)
         go = 1.0 if not motion.hold_go else 0.0  # (GO-held: moves once GO is debounced)
-        s["seg_go"] = s["seg_rate"] = go
-        s["seg_rate_dot"] = 0.0
-        s["seg_slew"] = segment.GO_OMEGA
-        s["seg_done"] = 0.0
-        s["stop_req"] = s["next_pending"] = s["closing"] = 0.0
+        seg["seg_go"] = seg["seg_rate"] = go
+        seg["seg_rate_dot"] = 0.0
+        seg["seg_slew"] = segment.GO_OMEGA
+        seg["seg_done"] = 0.0
+        seg["stop_req"] = seg["next_pending"] = seg["closing"] = 0.0
         extra = {}
         if motion.kind == "walk":
             rows, period, stride = self.gaits(self.speed, self.step_length)
@@ -320,19 +321,19 @@ class ActivityMachine:
             g[segment.SLOT_A] = rows
             g[segment.SLOT_B] = rows
             v[V_OFFSET] = motion.phase_offsets
-            s["phase"] = s["stride"] = 0.0
-            s["a_kind"], s["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
-            s["a_period"] = s["b_period"] = s["next_period"] = period
-            s["blend_start"], s["blend_len"] = 0.0, motion.opening
-            s["closing_len"] = motion.closing
-            s["seg_kind"] = segment.GAIT
+            s["phase"] = seg["stride"] = 0.0
+            seg["a_kind"], seg["b_kind"] = segment.POSTURE, segment.GAIT_SOURCE
+            seg["a_period"] = seg["b_period"] = seg["next_period"] = period
+            seg["blend_start"], seg["blend_len"] = 0.0, motion.opening
+            seg["closing_len"] = motion.closing
+            seg["seg_kind"] = segment.GAIT
             extra = dict(speed=self.speed, period=period, stride=stride)
         else:
-            s["seg_tau"] = 0.0
-            s["seg_duration"] = self.activities.move_duration(motion, v[V_SEG_FROM])
-            s["seg_kind"] = segment.MOVE
-            extra = dict(duration=float(s["seg_duration"]))
-        s["stride"] = self._strides_seen = 0.0  # (strides: the segment's own count)
+            seg["seg_tau"] = 0.0
+            seg["seg_duration"] = self.activities.move_duration(motion, v[V_SEG_FROM])
+            seg["seg_kind"] = segment.MOVE
+            extra = dict(duration=float(seg["seg_duration"]))
+        seg["stride"] = self._strides_seen = 0.0  # (strides: the segment's own count)
         self.motion, self.posture, self.stop_asked = motion, None, False
         self.frozen_since = None
         if motion.hold_go and self.go_held:
@@ -346,50 +347,50 @@ class ActivityMachine:
         if self.go_since is None:
             self.go_since = self.k
         if self.k - self.go_since >= self.debounce:
-            self.s["seg_go"] = 1.0
+            self.seg["seg_go"] = 1.0
 
     def _hold(self, q: np.ndarray) -> None:
         self.v[V_SEG_TO] = q
-        self.s["seg_kind"] = segment.HOLD
-        self.s["seg_done"] = 0.0
+        self.seg["seg_kind"] = segment.HOLD
+        self.seg["seg_done"] = 0.0
 
     # ------------------------------------------------------------------ each cycle
     def after_cycle(self) -> Answer | None:
         """What the cycle just did, seen from the machine: strides walked (counted), a motion
         that has ended (its FINISHED answer, the end posture reached). Cheap when nothing
         happened: two scalar reads."""
-        s = self.s
+        s, seg = self.s, self.seg
         self.k = k = int(s["k"])
         if self.motion is None:
             return None
         if self.motion.hold_go:
-            if self.go_held and s["seg_go"] == 0.0 and not self.stop_asked:
+            if self.go_held and seg["seg_go"] == 0.0 and not self.stop_asked:
                 self._go_pressed()  # (the debounce's end)
-            if s["seg_rate"] == 0.0 and s["seg_go"] == 0.0 and not self.stop_asked:
+            if seg["seg_rate"] == 0.0 and seg["seg_go"] == 0.0 and not self.stop_asked:
                 if self.frozen_since is None:
                     self.frozen_since = k
                 elif (k - self.frozen_since) * self.dt >= self.motion.frozen_timeout:
                     return self._unfreeze()
             else:
                 self.frozen_since = None
-        strides = s["stride"]
+        strides = seg["stride"]
         if strides != self._strides_seen:
-            if s["next_pending"] == 0.0:  # (a change asked has begun at this boundary)
+            if seg["next_pending"] == 0.0:  # (a change asked has begun at this boundary)
                 self.walked = (self.speed, self.step_length)
             self.steps += int(strides - self._strides_seen)
             self._strides_seen = strides
             self.version += 1
-        if s["seg_done"]:
+        if seg["seg_done"]:
             m = self.motion
             self.motion = None
             self.posture = m.end
-            s["seg_done"] = 0.0
+            seg["seg_done"] = 0.0
             if self.go_held:
                 self.go_block = True
             self.selected = 0
             self.version += 1
             return Answer(rq.FINISHED, rq.START, motion=m.name, posture=m.end)
-        if self.stop_asked and m_frozen(s, self.motion):  # a cut move, frozen: no posture
+        if self.stop_asked and m_frozen(seg, self.motion):  # a cut move, frozen: no posture
             m = self.motion
             self.motion = None
             self._hold(self.v[V_QR].copy())
@@ -418,19 +419,19 @@ class ActivityMachine:
         """End a frozen GO-held move now rather than at its ``frozen_timeout`` (the run's time
         is up, or the session's code failed): its ``on_frozen`` move begins next cycle."""
         m = self.motion
-        if m is not None and m.hold_go and self.s["seg_go"] == 0.0 and not self.stop_asked:
+        if m is not None and m.hold_go and self.seg["seg_go"] == 0.0 and not self.stop_asked:
             self.motion = dataclasses.replace(m, frozen_timeout=0.0)
 
     def freeze(self) -> None:
         """Freeze whatever moves, smoothly (the run's last resort before STOPPING): progress
         slewed to zero whatever GO says."""
-        self.s["seg_go"] = 0.0
+        self.seg["seg_go"] = 0.0
         self.go_held = False
 
     def frozen(self) -> bool:
         """The reference is still (a posture held, or a segment whose progress is zero)."""
-        s = self.s
-        return self.motion is None or (s["seg_rate"] == 0.0 and s["seg_rate_dot"] == 0.0)
+        seg = self.seg
+        return self.motion is None or (seg["seg_rate"] == 0.0 and seg["seg_rate_dot"] == 0.0)
 
     # ------------------------------------------------------------------ what may be asked
     def possible(self) -> list[str]:
@@ -478,6 +479,7 @@ HANDLERS: dict[int, Callable[[ActivityMachine, Request], Answer]] = {
 }
 
 
-def m_frozen(s, motion) -> bool:
-    """A move cut by STOP has stopped progressing (its rate slewed to 0)."""
-    return motion.kind != "walk" and s["seg_rate"] == 0.0 and s["seg_go"] == 0.0
+def m_frozen(seg, motion) -> bool:
+    """A move cut by STOP has stopped progressing (its rate slewed to 0; ``seg``: the
+    segment record)."""
+    return motion.kind != "walk" and seg["seg_rate"] == 0.0 and seg["seg_go"] == 0.0

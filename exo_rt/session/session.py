@@ -321,8 +321,8 @@ class ConsoleSink(Source, Sink):
 
         ctl, st, motion = self.ctl, machine.status(), machine.motion
         progress = None
-        if motion is not None and motion.kind != "walk" and machine.s["seg_duration"] > 0:
-            progress = min(machine.s["seg_tau"] / machine.s["seg_duration"], 1.0)
+        if motion is not None and motion.kind != "walk" and machine.seg["seg_duration"] > 0:
+            progress = min(machine.seg["seg_tau"] / machine.seg["seg_duration"], 1.0)
         needs = {}
         for name in st["possible"]:
             m = machine.activities.motion(name)

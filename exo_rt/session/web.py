@@ -331,7 +331,7 @@ class WebConsole(Source, Sink):
     def status(self, k: int) -> dict:
         """What the page shows of the machine (sent when it changes)."""
         m = self.machine
-        motion, s = m.motion, m.s
+        motion, seg = m.motion, m.seg
         needs = {}
         for name in m.possible():
             x = m.activities.motion(name)
@@ -361,7 +361,7 @@ class WebConsole(Source, Sink):
                 "pending": m.home_pending.name if m.home_pending is not None else None,
                 "ended": m.ended, "silent_stop": self._silent_stop,
                 "duration": self.run.duration,
-                "progress": _progress(s, motion)}
+                "progress": _progress(seg, motion)}
 
     def tick(self, k: int) -> dict:
         """The numbers that change every cycle, every ``TICK_CYCLES``: the session's time,
@@ -387,7 +387,7 @@ class WebConsole(Source, Sink):
             lost.append(f"{self._silent_stop}: the walk stops at the end of its stride")
         return {"t": "tick", "k": k, "time": self._time(k), "state": state,
                 "cause": CAUSES[int(run.cycle.s["cause"])] if state == "SAFE" else None,
-                "progress": _progress(m.s, m.motion), "strides": m.steps,
+                "progress": _progress(m.seg, m.motion), "strides": m.steps,
                 "winding_C": [round(float(x), 2) for x in self._winding],
                 "derate": [round(float(x), 4) for x in self._derate],
                 "estop": bool(board.estop) if board.present else None,
@@ -403,10 +403,10 @@ class WebConsole(Source, Sink):
         self.link.close()
 
 
-def _progress(s, motion) -> float | None:
-    if motion is None or motion.kind == "walk" or s["seg_duration"] <= 0:
+def _progress(seg, motion) -> float | None:
+    if motion is None or motion.kind == "walk" or seg["seg_duration"] <= 0:
         return None
-    return round(min(float(s["seg_tau"] / s["seg_duration"]), 1.0), 4)
+    return round(min(float(seg["seg_tau"] / seg["seg_duration"]), 1.0), 4)
 
 
 def start(run: WebRun, sess) -> WebConsole:
