@@ -117,3 +117,32 @@ def test_the_segment_is_a_record_of_its_own_declared_once(exo_leg, exo_leg_alone
     c = cy.build(exo_leg, exo_leg_alone, cfg, MIL_SAFETY, dt=1e-3)
     assert c.data.seg is c.seg_array and np.shares_memory(c.seg, c.seg_array)
     assert c.seg["seg_kind"] == 2.0 and c.seg["a_period"] == c.period  # (walk_from_start)
+
+
+
+def hand_widths(paths) -> list[tuple[Path, int]]:
+    """(file, line) wherever a row's width is computed by hand from its columns
+    (``max(b for _, b in ….values())``) rather than by :func:`exo_rt.record.recorder.
+    row_width`."""
+    import re
+
+    pattern = re.compile(r"max\(\s*\w+\s+for\s+_,\s*\w+\s+in\s+[\w.()]+\.values\(\)\s*\)")
+    return [(p, i) for p in paths
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if pattern.search(line)]
+
+
+def test_the_row_width_is_computed_in_one_place(tmp_path):
+    """Only recorder.row_width adds a row's columns up; every writer, reader and test asks
+    it (the check finds a width computed by hand, planted)."""
+    from exo_rt.record import recorder
+
+    paths = [p for d in ("exo_rt", "tools", "tests") for p in sorted((ROOT / d).rglob("*.py"))
+             if p != Path(__file__).resolve()]
+    found = [p.relative_to(ROOT).as_posix() for p, _ in hand_widths(paths)]
+    assert found == ["exo_rt/record/recorder.py"]  # (row_width itself)
+    cols = recorder.cycle_columns(3)
+    assert recorder.row_width(cols) == sum(b - a for a, b in cols.values())
+    planted = tmp_path / "m.py"
+    planted.write_text("w = max(b for _, b in self.cols.values())\n", encoding="utf-8")
+    assert hand_widths([planted]) == [(planted, 1)]

@@ -201,12 +201,12 @@ def test_report_and_export(tmp_path):
 def test_a_full_disk_is_an_event_not_a_crash(tmp_path):
     """The recording process meets a full disk: it notes the error and goes on; the rings and
     the control side never see it."""
-    from exo_rt.record.recorder import cycle_columns, write_header
+    from exo_rt.record.recorder import cycle_columns, row_width, write_header
     from exo_rt.record.rings import FrameRing, RecordRing
     from exo_rt.record.writer import Writer
 
     cols = cycle_columns(2)
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     write_header(tmp_path / "cycles.exolog", cols, {"joint_names": ["hip", "knee"]})
     rows, frames = RecordRing(64, width), FrameRing(64)
     writer = Writer(rows.name, frames.name, tmp_path, ".blf", ["leg"], os.getppid(), False)

@@ -74,10 +74,10 @@ def _asymmetric(tmp_path: Path, right_gain: float):
     about its mean: the range of motion's symmetry index is known."""
     from exo_rt.control.trajectory import GAIT_FOURIER_DEG
     from exo_rt.record import clinic
-    from exo_rt.record.recorder import columns_dtype, cycle_columns
+    from exo_rt.record.recorder import columns_dtype, cycle_columns, row_width
 
     cols = cycle_columns(4)
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     period, n_strides, rate = 1.0, 6, 1000
     n = int(period * rate * n_strides) + 1
     rows = np.zeros((n, width))

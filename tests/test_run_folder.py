@@ -21,12 +21,12 @@ from mcap.reader import make_reader
 
 from exo_rt.bus import cia402 as c
 from exo_rt.record.mcap_log import read_mcap
-from exo_rt.record.recorder import cycle_columns, read_cycle_log
+from exo_rt.record.recorder import cycle_columns, read_cycle_log, row_width
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [sys.executable, "-m", "exo_rt", "run"]
 STATUS = re.compile(r"^\S+\s+cycle\s+\d+\s+t\s")  # the recording's once-a-second status line
-RECORD = 8 * max(b for _, b in cycle_columns(2).values())  # bytes of one cycle record (two
+RECORD = 8 * row_width(cycle_columns(2))  # bytes of one cycle record (two
 # joints)
 HEADER = 16 + 8192
 

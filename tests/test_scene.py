@@ -134,13 +134,13 @@ def _synthetic(tmp_path: Path, with_world: bool):
     """run.mcap of 300 synthetic cycles of exo_2leg with the world's scene columns: the pelvis
     walking forward, each foot's force a known vector (zero in the left foot's swing)."""
     from exo_rt.record.mcap_log import McapLog
-    from exo_rt.record.recorder import cycle_columns
+    from exo_rt.record.recorder import cycle_columns, row_width
     from exo_rt.record.scene import scene_for_robot
 
     scene = scene_for_robot(ROOT / "configs/robots/exo_2leg.yaml",
                             seat={"center": [-0.3, 0.0, 0.22], "size": [0.4, 0.45, 0.44]})
     cols = cycle_columns(4)
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     extra = {"base": 3, "foot_force": 6, "foot_point": 6} if with_world else {}
     for name, w in extra.items():
         cols[name] = (width, width + w)

@@ -17,7 +17,7 @@ from exo_rt.cli import main as cli
 from exo_rt.errors import ModelError
 from exo_rt.model import load_mechanism
 from exo_rt.record import sizing
-from exo_rt.record.recorder import cycle_columns, write_header
+from exo_rt.record.recorder import cycle_columns, row_width, write_header
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZED = ROOT / "configs" / "robots" / "exo_leg_sized.yaml"
@@ -29,7 +29,7 @@ def make_run(folder: Path, torque, current, speed, winding, robot: Path = SIZED)
     joints (hip, knee) and whose config.yaml names ``robot``."""
     folder.mkdir(parents=True, exist_ok=True)
     cols = cycle_columns(2)
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     n = len(torque)
     rec = np.zeros((n, width))
     rec[:, cols["cycle"][0]] = np.arange(n)

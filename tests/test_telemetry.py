@@ -335,12 +335,12 @@ def test_assistance_is_written_only_for_records_that_have_its_columns(live_run, 
     from mcap.reader import make_reader
 
     from exo_rt.record.mcap_log import export_mcap, read_mcap
-    from exo_rt.record.recorder import read_header, write_header
+    from exo_rt.record.recorder import read_header, row_width, write_header
 
     out, _ = live_run
     columns, meta = read_header(out / "cycles.exolog")
     records, _ = read_cycle_log(out / "cycles.exolog")
-    width = max(b for _, b in columns.values())
+    width = row_width(columns)
     rows = np.frombuffer(records.tobytes(), np.float64).reshape(len(records), width).copy()
     new = ("gait_phase", "stride_hz", "walking", "heels", "level", "winding", "derate",
            "drive_temp")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from exo_rt import cli
-from exo_rt.record.recorder import read_cycle_log, read_header
+from exo_rt.record.recorder import read_cycle_log, read_header, row_width
 from exo_rt.record.rings import RecordRing
 from exo_rt.record.world_log import WorldLog
 from exo_rt.sim import world_truth
@@ -141,7 +141,7 @@ def test_the_join_takes_the_row_of_the_sync_a_cycle_answers():
     """Each record takes the truth row stamped at or before wall_start + t + lead_s; a record
     before any row gets NaN (no /world message), and rows no record needs any more go."""
     cols = world_truth.columns(1, 2)
-    width = max(b for _, b in cols.values())
+    width = row_width(cols)
     ring = RecordRing(64, width)
     try:
         meta = {"world": {"columns": cols, "feet": ["shank"], "joints": ["hip", "knee"],
@@ -305,7 +305,7 @@ def test_the_realtime_simulation_hands_its_truth_over():
         server = RealtimeServer(world, {}, board=board)
         assert board.soles == world.truth.soles
         cols = world.truth.cols
-        ring = RecordRing(16, max(b for _, b in cols.values()))
+        ring = RecordRing(16, row_width(cols))
         try:
             server.command("truth no-such-ring")
             server.command(f"truth {ring.name}")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.record.mcap_log import McapLog
-from exo_rt.record.recorder import cycle_columns
+from exo_rt.record.recorder import cycle_columns, row_width
 
 
 def rss_mib() -> float:
@@ -29,7 +29,7 @@ def rss_mib() -> float:
 
 def run(hours: float, rows_per_chunk: int, segment_s: float, folder: Path) -> list[float]:
     columns = cycle_columns(2)
-    width = max(b for _, b in columns.values())
+    width = row_width(columns)
     meta = {"joint_names": ["hip", "knee"], "rate_hz": 1000.0, "states": ["RUN"],
             "causes": ["ok"], "wall_start": 1.7e9}
     log = McapLog(folder / "run.mcap", columns, meta, ["leg"], segment_s=segment_s)

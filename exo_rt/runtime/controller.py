@@ -30,7 +30,7 @@ from exo_rt.cycle.states import BOOT, CONFIGURE, READY, RUN, SAFE, SHUTDOWN, STA
 from exo_rt.errors import ConfigError
 from exo_rt.processes import other_cpus
 from exo_rt.record.events import HAND_OVER_S
-from exo_rt.record.recorder import columns_dtype, cycle_columns
+from exo_rt.record.recorder import columns_dtype, cycle_columns, row_width
 from exo_rt.runtime import derating, script, snapshot, summary
 from exo_rt.runtime.buses import check_specs
 from exo_rt.runtime.config import TopConfig
@@ -105,7 +105,7 @@ class Controller:
         name, and the Python side of the compiled cycle (:class:`~exo_rt.runtime.cycle_io.
         CycleIO`)."""
         self.columns = cycle_columns(self.n)
-        self.width = max(b for _, b in self.columns.values())
+        self.width = row_width(self.columns)
         self._history = history
         self.cycle = c = cycle or cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
                                            dt=self.dt)

@@ -33,6 +33,8 @@ import time
 
 import numpy as np
 
+from exo_rt.record.recorder import row_width
+
 FLOOR_GEOMS = ("floor", "seat")  # what pushes on the robot (geom1 of a contact with it)
 LOADED_N = 1.0  # N: below this a foot's centre of pressure is its sole's middle
 SOLE_MAX_N = 65535  # N: the board's pressure field (u16)
@@ -73,7 +75,7 @@ def layout(top, bus_set) -> dict | None:
     feet = feet_of(top.robot)
     cols = columns(len(feet), top.robot.nq)
     dt = 1.0 / top.rate_hz
-    return {"columns": cols, "width": max(b for _, b in cols.values()), "feet": feet,
+    return {"columns": cols, "width": row_width(cols), "feet": feet,
             "joints": list(top.robot.joint_names),
             "lead_s": LOCKSTEP_LEAD * dt if bus_set.lockstep else 0.0,
             "clock": "lockstep" if bus_set.lockstep else "wall"}
@@ -105,7 +107,7 @@ class WorldTruth:
         self.feet = feet_of(plant.world.mechanism)
         self.n_joints = plant.n_joints
         self.cols = columns(len(self.feet), self.n_joints)
-        self.row = np.full(max(b for _, b in self.cols.values()), np.nan)
+        self.row = np.full(row_width(self.cols), np.nan)
         self.foot_of = np.full(m.ngeom, -1, np.int64)  # geom → foot index (heel, toe spheres)
         self.spheres = np.zeros((len(self.feet), 2), np.int64)
         for f, shank in enumerate(self.feet):
