@@ -1,5 +1,5 @@
 """One registry of named entries for each thing a third party may add: control laws, plant
-models, bench procedures, drive protocols (docs/architecture.md, "How to add …").
+models, bench procedures, drive protocols (docs/architecture.md, "Recipes (how to add …)").
 
 A :class:`Registry` keeps its entries by name, in the order they were registered. Its
 built-in entries are found on first use, so that importing the registry imports none of them:

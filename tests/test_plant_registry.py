@@ -1,7 +1,7 @@
 """A plant model added from outside the package: defined here (a rigid transmission), registered
 through the public registry (:mod:`exo_rt.sim.plants`), named in a top config and run behind the
 emulated drives in lockstep (the controller tracks the gait on it) and in model-in-the-loop
-simulation — the extension point docs/architecture.md describes ("How to add a plant model").
+simulation — the extension point docs/architecture.md describes ("Recipes": a plant model).
 """
 
 from __future__ import annotations

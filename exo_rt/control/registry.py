@@ -1,5 +1,6 @@
 """Control laws by name: one registry from a controller file's ``law:`` to the function the
-control cycle calls (docs/architecture.md, "How to add a control law").
+control cycle calls (docs/architecture.md, "Recipes": a control law — its own module
+``exo_rt/control/NAME.py`` and one line here, the module in :data:`BUILTIN`).
 
 A law is a function of one signature, the same for every law — the law's model and data
 (Pinocchio's split: what it reads, what it writes)::
@@ -32,9 +33,11 @@ through that value — every law has the same type, so the compiled cycle is eve
 the control cycle stays one call. A run compiles only its own law (~0.4 s of a cold start per
 law saved; :func:`compile_all`: every law, for model-in-the-loop and the tools).
 
-The built-in laws are those of :mod:`exo_rt.control.laws` (:data:`BUILTIN`); a third party
-registers its own under the entry-point group ``exo_rt.laws`` (name → the module defining it),
-as drive protocols do under ``exo_rt.protocols``.
+The built-in laws (nine) are those of :mod:`exo_rt.control.laws` (:data:`BUILTIN`); a third
+party registers its own under the entry-point group ``exo_rt.laws`` (name → the module
+defining it), as drive protocols do under ``exo_rt.protocols``. A law that needs a new kind
+of gain adds it to the schema's ``Gains`` (:mod:`exo_rt.schema.controller`): :data:`GAINS`,
+the record ``m.gains`` holds, is made from it.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ class RealtimeConfig:
 @section("simulation", result=True)
 class SimulationConfig:
     """The simulated exoskeleton (`--bus sim`, `sim-realtime`, replay): what stands in for
-    the leg behind the emulated drives (docs/architecture.md, "How to add a plant model")."""
+    the leg behind the emulated drives (docs/architecture.md, "Recipes": a plant model)."""
 
     plant: str = key(Name(), DEFAULT_PLANT,
                      doc="the plant model: a registered one's name (exo_rt.sim.plants; "

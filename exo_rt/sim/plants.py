@@ -1,6 +1,7 @@
 """Plant models by name: one registry from a top config's ``simulation: {plant: NAME}`` to the
-class that simulates the leg behind the emulated drives (docs/architecture.md, "How to add a
-plant model").
+class that simulates the leg behind the emulated drives (docs/architecture.md, "Recipes": a
+plant model — its own module ``exo_rt/sim/NAME.py`` and one line here, the module in
+:data:`BUILTIN`).
 
 A plant model is a :class:`PlantModel` subclass registered under a name::
 
@@ -38,10 +39,11 @@ compiled loop through :func:`compiled_step` (a numba ``cfunc`` of :data:`STEP_SI
 on disk like every kernel), so every model runs there without a Python call per period.
 
 The built-in models are ``harmonic_drive`` (:mod:`exo_rt.sim.plant`) and ``world``
-(:mod:`exo_rt.sim.world_plant`: the rigid bodies in MuJoCo, harmonic_drive's drives; the
-test stand so far); a third party registers
-its own under the entry-point group ``exo_rt.plants`` (name → the module defining it), as
-control laws do under ``exo_rt.laws``.
+(:mod:`exo_rt.sim.world_plant`: the rigid bodies in MuJoCo, harmonic_drive's drives; on the
+test stand, or on the floor with the top config's room keys: docs/world.md); a third party
+registers its own under the entry-point group ``exo_rt.plants`` (name → the module defining
+it), as control laws do under ``exo_rt.laws``. A model that takes the room keys says so
+(``has_room``); :func:`create` refuses them for one that does not.
 """
 
 from __future__ import annotations
