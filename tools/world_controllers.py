@@ -6,6 +6,12 @@ each, and how each ended (docs/world.md, "Every controller on the floor").
 [--duration S]`` — prints a Markdown table: per controller file, the wearer it ran with and,
 per session, the final state and the first fault.
 
+``python tools/world_controllers.py --figures [--only NAME …]`` — docs/assistance.md's
+figures measured again in the world, per law that follows the wearer: the default session's
+walk with the leading wearer at assistance level 1 and at level 0 (:func:`figures`): the
+gait-phase estimate's error against the walk's phase (RMS and mean, % of the stride) and
+the wearer's effort (RMS of their joint torque, N·m) over the steady strides.
+
 - **Which file.** A controller whose test-stand gains cannot carry the sized drives on the
   floor has a world variant beside it (:data:`WORLD_VARIANTS`: ``pid`` → ``pid_world.yaml``,
   ``computed_torque_events`` → ``computed_torque_events_world.yaml``); its row runs that file
@@ -69,6 +75,48 @@ def run_one(controller: Path, session: str, duration: float, out: Path,
     return s["final_state"], first
 
 
+def figures(name: str, duration: float, out: Path) -> dict:
+    """One law's world figures (the module's docstring): ``phase_rms``, ``phase_mean`` (% of
+    the stride, level 1), ``effort`` {level: {joint: N·m RMS}} and ``final`` {level: final
+    state}. The window is the steady walk: the session's stride count from 1 to 1 before its
+    last (the left leg's phase: the estimate follows the left hip)."""
+    import numpy as np
+    import yaml
+
+    from exo_rt.model import load_mechanism
+    from exo_rt.record.recorder import read_cycle_log
+    from exo_rt.sim.simbus import SimWorld
+
+    names = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg_sized.yaml").joint_names
+    profile = yaml.safe_load((WEARERS / "leading.yaml").read_text())
+    result: dict = {"effort": {}, "final": {}}
+    for level in (1.0, 0.0):
+        wearer = out / f"leading-{level:g}.yaml"
+        wearer.parent.mkdir(parents=True, exist_ok=True)
+        wearer.write_text(yaml.safe_dump({**profile, "assistance": {"default": level}}))
+        run = out / f"{name}-level{level:g}"
+        from exo_rt import cli
+
+        cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+                  "--controller", str(CONTROLLERS / f"{name}.yaml"), "--wearer", str(wearer),
+                  "--duration", str(duration), "--out", str(run)])
+        result["final"][level] = json.loads((run / "summary.json").read_text())["final_state"]
+        leader = list(SimWorld._worlds.values())[-1].wearer  # the run's lockstep world
+        r, _ = read_cycle_log(run / "cycles.exolog")
+        phase = r["phase"]
+        steady = (phase >= 1.0) & (phase <= np.floor(phase.max()) - 1.0)
+        t0, t1 = r["t"][steady][[0, -1]]
+        tau = leader.torques()
+        inside = (tau[:, 0] >= t0) & (tau[:, 0] <= t1)
+        rms = np.sqrt(np.mean(tau[inside, 1:] ** 2, axis=0))
+        result["effort"][level] = dict(zip(names, (float(x) for x in rms), strict=True))
+        if level == 1.0:
+            err = (r["gait_phase"][steady] - phase[steady] % 1.0 + 0.5) % 1.0 - 0.5
+            result["phase_rms"] = 100.0 * float(np.sqrt(np.mean(err**2)))
+            result["phase_mean"] = 100.0 * float(np.mean(err))
+    return result
+
+
 def rows(only=None) -> list[str]:
     """The table's rows: every controller file but :data:`SKIP` and the world variants."""
     variants = set(WORLD_VARIANTS.values())
@@ -83,8 +131,28 @@ def main(argv=None) -> int:
                    help="sit_stand and/or default (the walk)")
     p.add_argument("--duration", type=float, default=8.0,
                    help="s of walking in the default session (default 8)")
+    p.add_argument("--figures", action="store_true",
+                   help="the assistance figures in the world (phase RMS, effort at level 1 "
+                        "and 0) instead of the table")
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="world-controllers-"))
+    if args.figures:
+        print("| law | phase error RMS (mean) | effort level 0 → 1, N·m RMS: "
+              "hips | knees | final |")
+        print("|---|---|---|---|---|")
+        for name in rows(args.only):
+            if wearer_for(CONTROLLERS / f"{name}.yaml") != "leading":
+                continue
+            f = figures(name, args.duration, tmp / name)
+            e0, e1 = f["effort"][0.0], f["effort"][1.0]
+            cells = [f"{f['phase_rms']:.1f} % ({f['phase_mean']:+.1f} %)"]
+            for kind in ("hip", "knee"):
+                cells.append(", ".join(
+                    f"{e0[j]:.1f} → {e1[j]:.1f} ({100 * (e1[j] / e0[j] - 1):+.0f} %)"
+                    for j in e0 if j.endswith(kind)))
+            cells.append(" / ".join(f["final"][lv] for lv in (0.0, 1.0)))
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+        return 0
     print("| controller | wearer | " + " | ".join(args.sessions) + " |")
     print("|---|---|" + "---|" * len(args.sessions))
     for name in rows(args.only):

@@ -39,6 +39,7 @@ from exo_rt.jit import njit
 HARMONICS = 3  # oscillators in the pool (the hip's curve needs its first three harmonics)
 TWO_PI = 2.0 * math.pi
 PULL_IN = 0.15  # a stride time this far (in log ratio, ≈ 15 %) from the frequency pulls it in
+REFRACTORY = 0.2  # strides: a heel strike this soon after the last is no stride (a bounce)
 MIN_AMPLITUDE = 0.02  # rad: the floor of Σα in the phase and frequency updates (no blow-up
 # while the hip rests)
 
@@ -176,10 +177,11 @@ def update(p, st, q, qd, heel, dt):
     x = min(max(x, 0.0), 1.0)
     e.walking = x * x * (3.0 - 2.0 * x)
     # the heel strike: where φ₁ is now is the offset, the time since the last one a stride
-    # (or two, one missed): both learned by a fraction
+    # (or two, one missed): both learned by a fraction; one within REFRACTORY strides of the
+    # last is that foot landing again (a foot bouncing on the floor), not a stride
     if e.since_heel >= 0.0:
         e.since_heel += dt
-    if heel > 0.5:
+    if heel > 0.5 and not 0.0 <= e.since_heel * e.omega < REFRACTORY * TWO_PI:
         e.target = (e.target + g.heel_gain * _wrap_pi(e.phi[0] - e.target)) % TWO_PI
         _stride_time(g, e)
         e.heels += 1.0

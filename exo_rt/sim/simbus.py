@@ -288,7 +288,7 @@ class SimWorld:
             self.cmd[:] = 0.0
             plant.state[ST_ON, : len(self.cmd)] = 0.0
         if self.wearer is not None:
-            self.wearer.apply(plant.state, self.truth.force)
+            self.wearer.apply(plant.state, self.truth.force, self.t)
         if duration is None:
             plant.step(self.cmd)
             self.t += self.dt

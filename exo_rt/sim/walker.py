@@ -76,7 +76,7 @@ DAMPING = {"hip": 3.25, "knee": 0.08, "*": 3.25}
 FIRM_STIFFNESS = {"*": 400.0}
 FIRM_DAMPING = {"*": 20.0}
 STANCE_STIFFNESS = {"hip": 800.0, "knee": 800.0, "*": 800.0}
-STANCE_DAMPING = {"hip": 40.0, "knee": 40.0, "*": 40.0}
+STANCE_DAMPING = {"hip": 80.0, "knee": 80.0, "*": 80.0}
 LOADED_N = 100.0  # N: a foot carrying this vertical reaction is in stance (Leader)
 
 # the compiled walker's tuple
@@ -319,8 +319,8 @@ class Leader:
     impedance towards it on the true joint state; K, D the stance values (``stance_*``) while
     the joint's foot carries more than ``loaded`` N (the world's contacts), else the swing's.
     What they intend is the session's plan; what moves the leg is theirs, and the
-    exoskeleton's law only adds to it. Their torque each period goes into :attr:`log`
-    (the first ``capacity`` periods; :meth:`torques`): their effort."""
+    exoskeleton's law only adds to it. The world's time and their torque each period go
+    into :attr:`log` (the first ``capacity`` periods; :meth:`torques`): their effort."""
 
     def __init__(self, robot, exo, v: np.ndarray, feet, *, stiffness=None, damping=None,
                  stance_stiffness=None, stance_damping=None, loaded: float = LOADED_N,
@@ -339,25 +339,26 @@ class Leader:
         self.full, self.full_data = kernels.model_and_data(robot)
         self.exo, self.exo_data = kernels.model_and_data(exo)
         self.work = np.zeros((2, len(names)))
-        self.log = np.zeros((capacity, len(names)))  # N·m: their torque, period by period
+        self.log = np.zeros((capacity, 1 + len(names)))  # [t s, torque N·m …] by period
         self.count = np.zeros(1, np.int64)  # periods stepped
 
-    def apply(self, state: np.ndarray, force: np.ndarray) -> None:
+    def apply(self, state: np.ndarray, force: np.ndarray, t: float = 0.0) -> None:
         """Their torque onto ``state[ST_EXT]`` from the plant's ``state`` and the feet's
-        ``force`` (feet × 3, N: the world's truth after the last period)."""
+        ``force`` (feet × 3, N: the world's truth after the last period) at the world's time
+        ``t`` (s)."""
         lead_step(self.full, self.full_data, self.exo, self.exo_data, self.v, self.rows,
                   state, self.gains, self.foot, force, self.loaded, self.work, self.log,
-                  self.count)
+                  self.count, t)
 
     def torques(self) -> np.ndarray:
-        """(periods, n) N·m: their torque on each joint, one row per physics period from
-        the session's start (at most ``capacity``)."""
+        """(periods, 1 + n): the world's time (s) and their torque on each joint (N·m), one
+        row per physics period from the session's start (at most ``capacity``)."""
         return self.log[: min(int(self.count[0]), self.log.shape[0])].copy()
 
 
 @njit(cache=True)
 def lead_step(full, full_data, exo, exo_data, v, rows, state, gains, foot, force, loaded, work,
-              log, count):
+              log, count, t):
     """:class:`Leader`'s torque, logged (allocates nothing)."""
     qr, qdr, qddr = v[rows[0]], v[rows[1]], v[rows[2]]
     t_full, t_exo = work[0], work[1]
@@ -370,6 +371,7 @@ def lead_step(full, full_data, exo, exo_data, v, rows, state, gains, foot, force
                             + gains[r + 1, j] * (qdr[j] - state[ST_V, j]))
     k = count[0]
     if k < log.shape[0]:
+        log[k, 0] = t
         for j in range(t_full.shape[0]):
-            log[k, j] = state[ST_EXT, j]
+            log[k, 1 + j] = state[ST_EXT, j]
     count[0] = k + 1

@@ -1,0 +1,90 @@
+"""Every shipped controller in the world (docs/world.md, "Every controller on the floor";
+tools/world_controllers.py): the rows the world needed fixing end SHUTDOWN — the plain PID
+and the event-phased computed torque with their world gains and a passive wearer, the laws
+that follow the wearer with a leading one — and the leading wearer's figures (docs/
+assistance.md's, measured again in the world): the gait-phase estimate's error and the
+wearer's effort at assistance level 1 against level 0. The leading wearer's torque itself
+(:class:`exo_rt.sim.walker.Leader`) is checked against its formula.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR, V_WIDTH
+from exo_rt.dynamics import Dynamics
+from exo_rt.model import load_mechanism
+from exo_rt.session.wearer import load_wearer
+from exo_rt.sim import walker as wk
+from exo_rt.sim.plants import ST_EXT, ST_Q, ST_V
+
+ROOT = Path(__file__).resolve().parents[1]
+ROBOT = ROOT / "configs" / "robots" / "exo_2leg_sized.yaml"
+WEARERS = ROOT / "configs" / "wearers"
+
+
+def _tool():
+    sys.path.insert(0, str(ROOT))
+    from tools import world_controllers
+
+    return world_controllers
+
+
+def test_the_wearer_profile_declares_who_leads():
+    robot = load_mechanism(ROBOT)
+    assert load_wearer(WEARERS / "default.yaml", robot).role == "passive"
+    assert load_wearer(WEARERS / "leading.yaml", robot).role == "leading"
+
+
+def test_the_table_gives_the_wearer_by_the_law():
+    """The laws registered to follow the wearer run with the leading wearer, the others with
+    the passive one; the world variants are no rows of their own."""
+    t = _tool()
+    names = t.rows()
+    assert "pid_world" not in names and "computed_torque_events_world" not in names
+    lead = {n for n in names if t.wearer_for(t.CONTROLLERS / f"{n}.yaml") == "leading"}
+    assert lead == {"assist_as_needed", "impedance", "phase_profile", "transparent"}
+
+
+def test_the_leading_wearers_torque_is_their_limbs_and_their_impedance():
+    """τ_w = ID_wearer(q_p, q̇_p, q̈_p) + K (q_p − q) + D (q̇_p − q̇), with the stance values
+    on the joints whose foot carries more than the threshold and the swing's on the others."""
+    robot, exo = load_mechanism(ROBOT), load_mechanism(ROBOT, wearer=False)
+    n = robot.nq
+    rng = np.random.default_rng(7)
+    v = np.zeros((V_WIDTH, n))
+    v[V_QR], v[V_QDR], v[V_QDDR] = rng.normal(0, 0.3, n), rng.normal(0, 1, n), rng.normal(0, 5, n)
+    state = np.zeros((ST_EXT + 1, n + 8))
+    state[ST_Q, :n], state[ST_V, :n] = rng.normal(0, 0.3, n), rng.normal(0, 1, n)
+    lead = wk.Leader(robot, exo, v, ["left_shank", "right_shank"])
+    force = np.array([[0.0, 0.0, 400.0], [0.0, 0.0, 20.0]])  # left in stance, right in swing
+    lead.apply(state, force, 1.5)
+    ff = (Dynamics(robot).inverse_dynamics(v[V_QR], v[V_QDR], v[V_QDDR])
+          - Dynamics(exo).inverse_dynamics(v[V_QR], v[V_QDR], v[V_QDDR]))
+    for j, name in enumerate(robot.joint_names):
+        k, d = ((wk.STANCE_STIFFNESS["*"], wk.STANCE_DAMPING["*"]) if name.startswith("left")
+                else (wk.FIRM_STIFFNESS["*"], wk.FIRM_DAMPING["*"]))
+        want = ff[j] + k * (v[V_QR, j] - state[ST_Q, j]) + d * (v[V_QDR, j] - state[ST_V, j])
+        assert state[ST_EXT, j] == pytest.approx(want, rel=1e-9, abs=1e-9)
+    log = lead.torques()
+    assert log.shape == (1, 1 + n) and log[0, 0] == 1.5
+    np.testing.assert_array_equal(log[0, 1:], state[ST_EXT, :n])
+
+
+@pytest.mark.slow
+def test_the_fixed_rows_end_shutdown(capsys, monkeypatch):
+    """The rows the world needed fixing, through the default session's walk (4 s): the plain
+    PID and the event-phased computed torque (world variants, passive wearer) and the four
+    laws that follow the wearer (leading wearer) — none ends SAFE."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    only = ["pid", "computed_torque_events", "assist_as_needed", "impedance", "transparent",
+            "phase_profile"]
+    assert _tool().main(["--only", *only, "--sessions", "default", "--duration", "4"]) == 0
+    table = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")][2:]
+    assert len(table) == len(only), table
+    for line in table:
+        assert line.endswith("| SHUTDOWN |"), line
