@@ -12,11 +12,21 @@ cases taking turns, ``--repeats`` rounds; the median of each run's per-cycle med
 p99, the ratio to ``harmonic_drive`` (issue 44: the world ≤ 2×), and the plant's period alone
 (its step from Python, 1 ms of 10 RK4 sub-steps, holding the posture) with, on the floor,
 MuJoCo's contact solve (``mj_forward``, once a sub-step) timed by itself.
+
+``--before DIR [--repeats N]``: the whole cycle of exo_leg and exo_2leg (the default session)
+in this tree and in the tree at DIR (a checkout of an earlier commit: ``git worktree add DIR
+COMMIT``), each run a process of its tree's own code, the trees taking turns, DIR first, after
+one discarded run of each; every run gives its compute p50 (wall clock, the summary) and the
+p50 of each cycle's CPU time (``time.thread_time`` around the controller's cycle: what a
+shared machine's other work takes from the thread is left out), then the medians per tree and
+their ratio (this / DIR).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -149,16 +159,89 @@ def world_side_by_side(repeats: int, duration: float, periods: int, robots) -> N
                   f"test-stand figure): {standing / walking:4.2f}")
 
 
+# one lockstep run in a tree's own process: each cycle's CPU time around Controller._cycle
+# (the names both trees share), after a short run that loads the kernels
+_SIDE_RUN = """import json, sys, time
+import numpy as np
+from exo_rt.runtime.config import load_top
+from exo_rt.runtime.controller import Controller
+cpu = np.zeros(1_000_000)
+n = [0]
+cycle = Controller._cycle
+def timed(self, k):
+    t0 = time.thread_time_ns()
+    out = cycle(self, k)
+    cpu[n[0]] = time.thread_time_ns() - t0
+    n[0] += 1
+    return out
+Controller._cycle = timed
+Controller(load_top(sys.argv[1]), 'sim').run(0.05, None)
+n[0] = 0
+s = Controller(load_top(sys.argv[1]), 'sim').run(float(sys.argv[2]), None).summary
+t = s['timing']['compute_us']
+print(json.dumps({'p50': t['p50'], 'p99': t['p99'], 'state': s['final_state'],
+                  'cpu_p50': float(np.median(cpu[:n[0]])) / 1e3}))
+"""
+
+
+def side_run(tree: Path, robot: str, duration: float) -> dict:
+    """One lockstep run of ``robot`` (its top config in ``tree``) with ``tree``'s code."""
+    res = subprocess.run([sys.executable, "-c", _SIDE_RUN,
+                          str(tree / "configs" / f"{robot}.yaml"), str(duration)],
+                         cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"lockstep run in {tree} failed:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def before_side_by_side(before: Path, repeats: int, duration: float) -> None:
+    """The ``--before`` comparison (the module's docstring)."""
+    trees = {"before": before, "this": ROOT}
+    robots = ("exo_leg", "exo_2leg")
+    runs: dict = {(r, t): [] for r in robots for t in trees}
+    for robot in robots:
+        for tree in trees.values():
+            side_run(tree, robot, 0.2)  # discarded: caches warm
+    for i in range(repeats):
+        for robot in robots:
+            for name, tree in trees.items():
+                x = side_run(tree, robot, duration)
+                runs[robot, name].append(x)
+                print(f"  round {i + 1}: {robot:<9} {name:<6} p50 {x['p50']:6.1f} µs, CPU p50 "
+                      f"{x['cpu_p50']:6.1f} µs  ({x['state']}; load "
+                      + " ".join(f"{v:.2f}" for v in os.getloadavg()) + ")", flush=True)
+    print(f"whole cycle on the lockstep simulated bus, the default session, {repeats} round(s)"
+          f" of {duration:g} s, the trees alternated (µs per run; median; this / before); "
+          f"before: {before}")
+    for robot in robots:
+        for key, label in (("p50", "wall p50"), ("cpu_p50", "CPU p50")):
+            med = {}
+            for name in trees:
+                xs = [x[key] for x in runs[robot, name]]
+                med[name] = statistics.median(xs)
+                print(f"  {robot:<9} {label:<8} {name:<6} " + " ".join(f"{v:6.1f}" for v in xs)
+                      + f"   median {med[name]:6.1f}")
+            print(f"  {robot:<9} {label:<8} this / before {med['this'] / med['before']:.3f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=None,
                     help="s of each run [10; --world 5, --quick 0.3]")
     ap.add_argument("--world", action="store_true",
                     help="harmonic_drive, the world's test stand and floor side by side")
-    ap.add_argument("--repeats", type=int, default=None, help="--world rounds [3; --quick 1]")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="--world or --before rounds [3; --quick 1]")
     ap.add_argument("--quick", action="store_true",
                     help="with --world: exo_2leg only, one short round (a smoke run)")
+    ap.add_argument("--before", metavar="DIR", type=Path,
+                    help="this tree and the tree at DIR (an earlier commit's checkout) side by "
+                         "side, alternated --repeats times: wall and CPU time per cycle")
     args = ap.parse_args(argv)
+    if args.before:
+        before_side_by_side(args.before.resolve(), args.repeats or 3, args.duration or 10.0)
+        return 0
     if args.world:
         world_side_by_side(args.repeats or (1 if args.quick else 3),
                            args.duration or (0.3 if args.quick else 5.0),

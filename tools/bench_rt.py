@@ -3,7 +3,7 @@
 in their own processes — as on the exoskeleton.
 
     python tools/bench_rt.py [--duration S] [--configs exo_leg exo_2leg] [--hog] [--out DIR]
-        [--simulation YAML ...] [--standing] [--rounds N]
+        [--simulation YAML ...] [--standing] [--rounds N] [--before DIR]
 
 For each config it runs ``exo-rt run --realtime`` (recording on, board emulator on) and prints
 the controller-only cycle (compute: bus I/O + the cycle kernel + state handling, from the
@@ -19,6 +19,16 @@ session that stands for --duration (the floor scene cannot walk yet); ``--rounds
 the whole set N times, the runs taking turns. Each run also counts its stale cycles (a joint's
 feedback missing, late or malformed: the cycle log's flags) and their longest streak — what
 the safety's ``stale_cycles`` trips on.
+
+``--before DIR`` runs the tree at DIR (a checkout of an earlier commit: ``git worktree add DIR
+COMMIT``) beside this one, each with its own code (``PYTHONPATH`` and the working directory
+the tree; a config given by name or relative path is each tree's own file): first one short
+run of each, discarded (its numba cache and the files it reads made warm), then ``--rounds``
+rounds in which the trees take turns, DIR first, so that both see the same machine. It ends
+with each tree's compute p50 of every run (the cycle log's ``compute_us``, the controller's own
+work in a cycle, over every recorded cycle), their medians and spread, the ratio of the
+medians (this tree / DIR) and whether it is within 5 %. The load averages are printed with
+every run: on a shared machine the ratio and the spread are the figures, not the µs.
 """
 
 from __future__ import annotations
@@ -76,30 +86,61 @@ def stale(records) -> tuple[int, int]:
     return int(bad.sum()), longest
 
 
+def config_path(config: str, tree: Path) -> Path:
+    """The top config ``config`` names in ``tree``: a name in its configs/, or a path (a
+    relative one inside the tree)."""
+    if not config.endswith(".yaml"):
+        return tree / "configs" / f"{config}.yaml"
+    return tree / config if not Path(config).is_absolute() else Path(config)
+
+
 def run(config: str, duration: float, out: Path, hog: bool, simulation: str | None = None,
-        session: Path | None = None) -> dict:
+        session: Path | None = None, tree: Path = ROOT) -> dict:
+    """One ``exo-rt run --realtime`` of ``tree``'s code (its own package first on the path),
+    its summary, cycle-log figures and the load averages before and after."""
     procs = hogs(max(os.sched_getaffinity(0))) if hog else []
+    load = os.getloadavg()
     try:
-        path = Path(config) if config.endswith(".yaml") else ROOT / "configs" / f"{config}.yaml"
+        path = config_path(config, tree)
         if simulation is not None:
             path = with_simulation(path, simulation, out.parent / f"{out.name}-config")
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--config",
                               str(path), "--duration",
                               str(duration), "--out", str(out)]
                              + (["--session", str(session)] if session else []),
-                             capture_output=True, text=True, cwd=ROOT)
+                             capture_output=True, text=True, cwd=tree,
+                             env=dict(os.environ, PYTHONPATH=str(tree)))
     finally:
         for p in procs:
             p.kill()
             p.wait()
+    if not (out / "summary.json").exists():
+        raise SystemExit(f"exo-rt run ({tree}) failed ({res.returncode}):\n"
+                         f"{res.stderr[-2000:]}")
     s = json.loads((out / "summary.json").read_text())
     sim = [line for line in res.stderr.splitlines() if line.startswith("simulation:")]
     from exo_rt.record.recorder import read_cycle_log
 
     records, _ = read_cycle_log(out / "cycles.exolog")
     first = records["wake_us"][:100] + records["compute_us"][1:101]
+    compute = records["compute_us"][records["compute_us"] > 0]
     return {"summary": s, "sim": sim[-1] if sim else "", "first100_max_us": float(first.max()),
-            "records": len(records), "stale": stale(records)}
+            "records": len(records), "stale": stale(records),
+            "compute_p50": float(np.median(compute)), "load": (load, os.getloadavg())}
+
+
+def side_by_side(p50: dict, before: Path) -> None:
+    """Each config's compute p50 per run in both trees, the medians and their ratio."""
+    print(f"compute p50 (the cycle log's compute_us, µs), each run, the trees alternated; "
+          f"before: {before}")
+    for config, trees in p50.items():
+        med = {t: float(np.median(x)) for t, x in trees.items()}
+        for t, x in trees.items():
+            print(f"  {config:<9} {t:<6} " + " ".join(f"{v:6.1f}" for v in x)
+                  + f"   median {med[t]:6.1f}  spread {min(x):.1f}–{max(x):.1f}")
+        ratio = med["this"] / med["before"]
+        print(f"  {config:<9} this / before: {ratio:.3f} ("
+              f"{'within' if abs(ratio - 1) <= 0.05 else 'NOT within'} 5 %)")
 
 
 def main(argv=None) -> int:
@@ -115,23 +156,43 @@ def main(argv=None) -> int:
     ap.add_argument("--standing", action="store_true",
                     help="a session that stands for --duration (not the default walk)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the set, the runs alternated")
+    ap.add_argument("--before", metavar="DIR", type=Path,
+                    help="also run the tree at DIR (an earlier commit's checkout), the two "
+                         "alternated, each warmed by a discarded run first; ends with each "
+                         "tree's compute p50 per run and the ratio of the medians")
     args = ap.parse_args(argv)
     print(f"exo-rt run --realtime, {args.duration:g} s each, recording and board emulator on"
           f"{', CPU hog on the other CPUs' if args.hog else ''} ({os.cpu_count()} CPUs):")
+    trees = {"this": ROOT}
+    if args.before:
+        trees = {"before": args.before.resolve(), "this": ROOT}
+    p50: dict = {}
     session = None
     if args.standing:
         session = Path(args.out) / "standing.yaml"
         session.parent.mkdir(parents=True, exist_ok=True)
         session.write_text(STANDING_SESSION)
-    runs = [(c, sim) for c in args.configs for sim in (args.simulation or [None])]
-    for rnd, (config, simulation) in ((r, x) for r in range(args.rounds) for x in runs):
+    runs = [(c, sim, tree) for c in args.configs for sim in (args.simulation or [None])
+            for tree in trees]
+    if args.before:  # each tree's kernels loaded and files read once, before any is timed
+        for config, simulation, tree in runs:
+            out = Path(args.out) / f"warm-{tree}-{Path(config).stem}"
+            r = run(config, min(args.duration, 2.0), out, args.hog, simulation, session,
+                    trees[tree])
+            print(f"  {tree} {config}: warm-up run (discarded), compute p50 "
+                  f"{r['compute_p50']:.1f} µs", flush=True)
+    for rnd, (config, simulation, tree) in ((r, x) for r in range(args.rounds) for x in runs):
         label = Path(config).stem + (f"-{abs(hash(simulation)):x}" if simulation else "")
+        label = (f"{tree}-" if args.before else "") + label
         out = Path(args.out) / (label + (f"-{rnd + 1}" if args.rounds > 1 else ""))
-        r = run(config, args.duration, out, args.hog, simulation, session)
+        r = run(config, args.duration, out, args.hog, simulation, session, trees[tree])
+        p50.setdefault(label.removeprefix(f"{tree}-"), {t: [] for t in trees})[tree].append(
+            r["compute_p50"])
         s = r["summary"]
         t = s["timing"]
         cycles = max(s["cycles"], 1)
-        print(f"  {config}{f' simulation: {simulation}' if simulation else ''}"
+        print(f"  {f'{tree}: ' if args.before else ''}{config}"
+              f"{f' simulation: {simulation}' if simulation else ''}"
               f"{f' (round {rnd + 1})' if args.rounds > 1 else ''}: {s['final_state']}, "
               f"{s['cycles']} cycles, faults {[f['cause'] for f in s['faults']]}; stale cycles "
               f"{r['stale'][0]} ({100 * r['stale'][0] / cycles:.3f} %), longest streak "
@@ -153,6 +214,11 @@ def main(argv=None) -> int:
         for line in s.get("setup", []):
             if "process" in line:
                 print(f"    {line}")
+        print(f"    compute p50 from the cycle log {r['compute_p50']:.1f} µs; load average "
+              + " ".join(f"{x:.2f}" for x in r["load"][0]) + " before, "
+              + " ".join(f"{x:.2f}" for x in r["load"][1]) + " after", flush=True)
+    if args.before:
+        side_by_side(p50, trees["before"])
     return 0
 
 
