@@ -92,3 +92,18 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     assert x[-1] - x[0] > 2.5  # walked away from where the chair first stood …
     assert z[-1] == pytest.approx(z[0], abs=0.01)  # … and sits at the same height on it
     assert feet[-1] < 0.85 * feet[standing]  # the chair carries a share: it is under them
+    seat = _seat_centres(out)  # … and run.mcap's 3D scene draws it where it went
+    assert seat[-1] - seat[0] == pytest.approx(x[-1] - x[0], abs=0.15), (seat[0], seat[-1])
+
+
+def _seat_centres(run: Path) -> list[float]:
+    """The x (m) of the seat run.mcap's /scene draws, message by message."""
+    from mcap.reader import make_reader
+
+    out = []
+    with open(run / "run.mcap", "rb") as f:
+        for _s, _c, m in make_reader(f).iter_messages(topics=["/scene"]):
+            for e in json.loads(m.data).get("entities", []):
+                if e.get("id") == "seat":
+                    out.append(e["cubes"][0]["pose"]["position"]["x"])
+    return out

@@ -25,7 +25,8 @@ def setup(p: argparse.ArgumentParser) -> None:
                         "else 10): the default session walks this long; any session still "
                         "going 30 s after it is stopped (docs/sessions.md)")
     p.add_argument("--session", metavar="FILE",
-                   help="session script: requests at times or after events (default "
+                   help="session script: requests at times or after events (default the "
+                        "top config's own, its key 'session:', else "
                         "configs/sessions/default.yaml: home, walk for --duration, stop, "
                         "end)")
     p.add_argument("--activities", metavar="FILE",

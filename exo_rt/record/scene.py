@@ -400,11 +400,12 @@ class RobotScene:
         return _update(ents)
 
     def dynamic_scene(self, q: np.ndarray, times_ns, base: np.ndarray | None = None,
-                      force: np.ndarray | None = None, point: np.ndarray | None = None
-                      ) -> list[str]:
+                      force: np.ndarray | None = None, point: np.ndarray | None = None,
+                      seat_x: np.ndarray | None = None) -> list[str]:
         """Per row: the centre of mass (a sphere, world frame) and, with ``force`` (n, feet,
         3; N, world), each loaded foot's contact point (``point``, else its sole's middle)
-        and its reaction arrow (|F| / :data:`ARROW_N_PER_M` m long)."""
+        and its reaction arrow (|F| / :data:`ARROW_N_PER_M` m long); with ``seat_x`` (n; m)
+        the seat at that x (a chair kept behind the wearer moves along the floor)."""
         q = np.atleast_2d(np.asarray(q, float))
         com = self.to_world(self.centre_of_mass(q), base)
         if force is not None and point is None:
@@ -412,6 +413,10 @@ class RobotScene:
         out = []
         for k, ns in enumerate(np.asarray(times_ns, np.int64).tolist()):
             ents = [_entity("com", WORLD, ns, spheres=[_sphere(com[k], 0.05, COM)])]
+            if seat_x is not None and self.seat and np.isfinite(seat_x[k]):
+                centre = [float(seat_x[k]), *self.seat["center"][1:]]
+                ents.append(_entity("seat", WORLD, ns, cubes=[
+                    _cube(centre, self.seat["size"], SEAT)]))
             if force is not None:
                 for f, foot in enumerate(self.feet):
                     ents.append(_entity(f"contact/{foot.name}", WORLD, ns,
@@ -742,6 +747,7 @@ class SceneColumns:
         self.order = order
         self.force = columns.get("foot_force")
         self.point = columns.get("foot_point")
+        self.seat_x = columns.get("seat_x")  # the seat's centre x (m): a chair that moves
         per = len(names) if names else nf
         for key in ("force", "point"):
             c = getattr(self, key)
@@ -817,10 +823,12 @@ class SceneLog:
         if dynamic:
             sel = ok[cyc[ok] % self.scene_every == 0]
             if len(sel):
+                seat = self.cols.seat_x
                 bodies = self.scene.dynamic_scene(
                     q[sel], times_ns[sel], None if base is None else base[sel],
                     None if force is None else force[sel],
-                    None if point is None else point[sel])
+                    None if point is None else point[sel],
+                    None if seat is None else rows[sel, seat[0]])
                 for k, body in zip(sel.tolist(), bodies, strict=True):
                     log("/scene", body.encode(), int(times_ns[k]))
                 self.counts["/scene"] += len(sel)

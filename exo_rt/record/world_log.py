@@ -7,7 +7,8 @@ the row stamped at or before its ``wall_start + t + lead_s`` (stamps on the CAN 
 ``lead_s``: lockstep, the world's state at the SYNC the cycle's feedback answers, exactly;
 real time, the latest the simulation had when the cycle began) and so gains the columns the
 3D scene reads (:mod:`exo_rt.record.scene`): ``base`` (pelvis x, z, pitch), ``foot_force``
-and ``foot_point`` (3 per foot, world), with the metadata ``feet`` (the scene's names of those
+and ``foot_point`` (3 per foot, world), ``seat_x`` (the seat's centre, m: a chair kept behind
+the wearer moves, ``seat_follows``), with the metadata ``feet`` (the scene's names of those
 feet) and ``seat`` (the box, from the first row). The rows go to their own channel too:
 
 ========= ========== ===================================================================
@@ -61,21 +62,25 @@ class WorldLog:
         self.held = np.zeros((0, self.width))  # rows not yet past every record's key
         self.seat: dict | None = None
         self._fmt = self._format()
-        # the columns a record gains: base 3, force and point 3 per foot, q_world, sim_t
-        self.extra = 3 + 6 * len(self.feet) + len(self.joints) + 1
+        self.extra = sum(width for _, width in self.gained())  # the columns a record gains
 
     def set_origin(self, meta: dict) -> None:
         """The header's final metadata (the loop's ``wall_start``)."""
         self.wall_start = meta.get("wall_start")
 
+    def gained(self) -> tuple[tuple[str, int], ...]:
+        """The columns a record gains, (name, width) in their order (:meth:`join` fills
+        them)."""
+        return (("base", 3), ("foot_force", 3 * len(self.feet)),
+                ("foot_point", 3 * len(self.feet)), ("q_world", len(self.joints)),
+                ("seat_x", 1), ("sim_t", 1))
+
     def extend(self, columns: dict, meta: dict) -> tuple[dict, dict]:
         """The records' columns with the truth's after them (``base``, ``foot_force``,
-        ``foot_point``, ``q_world``, ``sim_t``), and the metadata with ``feet``."""
+        ``foot_point``, ``q_world``, ``seat_x``, ``sim_t``), and the metadata with ``feet``."""
         w = row_width(columns)
         wide = dict(columns)
-        for name, width in (("base", 3), ("foot_force", 3 * len(self.feet)),
-                            ("foot_point", 3 * len(self.feet)), ("q_world", len(self.joints)),
-                            ("sim_t", 1)):
+        for name, width in self.gained():
             wide[name] = (w, w + width)
             w += width
         meta = dict(meta, feet=list(self.feet))
@@ -105,7 +110,8 @@ class WorldLog:
             a, b = c[name]
             out[ok, o:o + b - a] = src[:, a:b]
             o += b - a
-        out[ok, o] = src[:, 0] - self.wall_start
+        out[ok, o] = src[:, c["seat"][0]]  # the seat's centre x (NaN: no chair)
+        out[ok, o + 1] = src[:, 0] - self.wall_start
         if ok.any():  # what no later record needs: gone (the last one a record took stays)
             self.held = self.held[int(idx[ok].max()):]
         return out
@@ -150,7 +156,8 @@ class WorldLog:
         ok = np.flatnonzero(np.isfinite(wide[:, -1]))
         if not len(ok):
             return 0
-        body = np.concatenate([wide[ok][:, [0, 1, -1]], wide[ok][:, w:-1]], axis=1)
+        # t, cycle, sim_t, then base … q_world (the seat's x, before sim_t, is the scene's)
+        body = np.concatenate([wide[ok][:, [0, 1, -1]], wide[ok][:, w:-2]], axis=1)
         fmt = self._fmt
         for k, r in zip(ok.tolist(), body.tolist(), strict=True):
             text = fmt % tuple(r)

@@ -543,8 +543,11 @@ def _plant_rows(run: Run, sim: np.ndarray, truth: list, meta: dict
         columns[name] = (rows.shape[1] + sum(x.shape[1] for x in extra),
                          rows.shape[1] + sum(x.shape[1] for x in extra) + c1 - c0)
         extra.append(truth_rows[:, c0:c1])
-    meta = dict(meta, feet=list(names))
     sa, sb = world.cols["seat"]
+    at = rows.shape[1] + sum(x.shape[1] for x in extra)
+    columns["seat_x"] = (at, at + 1)
+    extra.append(truth_rows[:, sa:sa + 1])  # the seat's centre x: a chair kept behind moves
+    meta = dict(meta, feet=list(names))
     if np.all(np.isfinite(truth_rows[0, sa:sb])):
         meta["seat"] = {"center": truth_rows[0, sa:sa + 3].tolist(),
                         "size": truth_rows[0, sa + 3:sb].tolist()}
