@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("top", ["exo_2leg_world", "exo_leg_world", "exo_2leg_world_heavy"])
 def test_stand_up_and_sit_down_on_the_floor(top, tmp_path, monkeypatch, capsys):
     """Both exoskeletons: the two-leg one, and the one-leg one whose wearer's other leg is
-    their own (measured: hip 0.31°, knee 0.17° RMS; its hip peaks at 117.9 N·m, 27.4 A, and
-    runs at 47.3 N·m RMS — above the drive's 26.6 N·m continuous rating: `exo-rt size` says
+    their own (measured: hip 0.17°, knee 0.05° RMS; its hip peaks at 76.0 N·m and runs at
+    37.0 N·m RMS — above the drive's 26.6 N·m continuous rating: `exo-rt size` says
     `over rated` for it, and the test holds the verdicts to that), and the two-leg one worn
     by the heavy wearer (100 kg, 1.90 m: hips 0.14°, knees 0.06° RMS; hip 70.0 N·m peak, 29.5
     N·m RMS — over the 26.6 N·m rating, `over rated`; knee 26.6 / 18.4 N·m, ok)."""
