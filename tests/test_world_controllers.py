@@ -88,3 +88,22 @@ def test_the_fixed_rows_end_shutdown(capsys, monkeypatch):
     assert len(table) == len(only), table
     for line in table:
         assert line.endswith("| SHUTDOWN |"), line
+
+
+@pytest.mark.slow
+def test_the_leading_wearers_figures(tmp_path, monkeypatch):
+    """docs/assistance.md's figures in the world (docs/world.md, "The leading wearer"),
+    ``assist_as_needed`` through the default session's 8 s walk at level 1 and at level 0,
+    as ``python tools/world_controllers.py --figures`` measured them: SHUTDOWN both; the
+    left hip's effort 88.8 N·m RMS at level 0, 25 % less at level 1; the knees' 7–10 % less;
+    the estimate's phase error 24.7 % of the stride RMS (on the test stand 0.5 %: the world's
+    heel strikes are the first foot's contacts, several a stride)."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    f = _tool().figures("assist_as_needed", 8.0, tmp_path)
+    assert f["final"] == {1.0: "SHUTDOWN", 0.0: "SHUTDOWN"}
+    e0, e1 = f["effort"][0.0], f["effort"][1.0]
+    assert e0["left_hip"] == pytest.approx(88.8, rel=0.05)
+    assert e1["left_hip"] / e0["left_hip"] == pytest.approx(0.75, abs=0.05)
+    for knee in ("left_knee", "right_knee"):
+        assert 0.80 < e1[knee] / e0[knee] < 0.97, (knee, e0[knee], e1[knee])
+    assert f["phase_rms"] == pytest.approx(24.7, abs=5.0)

@@ -26,6 +26,7 @@ the wearer's effort (RMS of their joint torque, N·m) over the steady strides.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
@@ -40,15 +41,20 @@ SKIP = {"computed_torque_12dof"}  # a 12-joint robot's controller: not exo_2leg'
 WORLD_VARIANTS = {"pid": "pid_world", "computed_torque_events": "computed_torque_events_world"}
 
 
+@functools.cache
+def _robot():
+    from exo_rt.model import load_mechanism
+
+    return load_mechanism(ROOT / "configs" / "robots" / "exo_2leg_sized.yaml")
+
+
 def wearer_for(controller: Path) -> str:
     """``passive`` or ``leading``: who moves the legs of a run with ``controller`` — the
     wearer leads where the law follows them (registered ``follows_wearer``)."""
     from exo_rt.control import registry
     from exo_rt.control.config import load_controller
-    from exo_rt.model import load_mechanism
 
-    mech = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg_sized.yaml")
-    cfg = load_controller(controller, mech)
+    cfg = load_controller(controller, _robot())
     return "leading" if registry.get(cfg.law).follows_wearer else "passive"
 
 
@@ -83,11 +89,10 @@ def figures(name: str, duration: float, out: Path) -> dict:
     import numpy as np
     import yaml
 
-    from exo_rt.model import load_mechanism
     from exo_rt.record.recorder import read_cycle_log
     from exo_rt.sim.simbus import SimWorld
 
-    names = load_mechanism(ROOT / "configs" / "robots" / "exo_2leg_sized.yaml").joint_names
+    names = _robot().joint_names
     profile = yaml.safe_load((WEARERS / "leading.yaml").read_text())
     result: dict = {"effort": {}, "final": {}}
     for level in (1.0, 0.0):
