@@ -13,6 +13,7 @@ before the machine; safety is not theirs (the cycle's check runs whoever asked).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -277,6 +278,19 @@ class Session:
         self.events.append(out)
 
 
+@dataclass(frozen=True)
+class ConsoleRun:
+    """What the console's status line shows of the run around the session: the control
+    period ``dt`` (s), the run's ``duration`` (s; None: none), the cycle each state began
+    ``k0`` (the controller's own dict, filled as the run goes) and its ``state`` now (a
+    callable: the cycle's record holds it)."""
+
+    dt: float
+    duration: float | None
+    k0: dict
+    state: Callable[[], int]
+
+
 class ConsoleSink(Source, Sink):
     """The therapist's console on a session: a source (:meth:`poll`: its keys' requests) and
     a sink (its status kept up with the machine ``machine``: what changed, the last answer,
@@ -288,8 +302,8 @@ class ConsoleSink(Source, Sink):
 
     REFRESH_CYCLES = 100  # the time on the status line: every 0.1 s at 1 kHz
 
-    def __init__(self, ctl, source, view, machine=None) -> None:
-        self.ctl, self.source, self.view, self.last = ctl, source, view, None
+    def __init__(self, run: ConsoleRun, source, view, machine=None) -> None:
+        self.run, self.source, self.view, self.last = run, source, view, None
         self.inner = source  # (whose code raising counts as this source's: _culprit)
         self.machine = machine
         self._refresh = 0
@@ -319,7 +333,7 @@ class ConsoleSink(Source, Sink):
     def show(self, machine, k: int) -> None:
         from exo_rt.cycle.states import RUN, STATES
 
-        ctl, st, motion = self.ctl, machine.status(), machine.motion
+        run, st, motion = self.run, machine.status(), machine.motion
         progress = None
         if motion is not None and motion.kind != "walk" and machine.seg["seg_duration"] > 0:
             progress = min(machine.seg["seg_tau"] / machine.seg["seg_duration"], 1.0)
@@ -331,10 +345,10 @@ class ConsoleSink(Source, Sink):
             elif m is not None and m.needs_confirm:
                 needs[name] = "then CONFIRM: c"
         pending = machine.home_pending
-        duration = ctl.duration
-        status = dict(time=(k - ctl.k0.get(RUN, 0)) * ctl.dt, duration=duration,
+        duration = run.duration
+        status = dict(time=(k - run.k0.get(RUN, 0)) * run.dt, duration=duration,
                       ends=None if duration is None else duration + SESSION_SPARE_S,
-                      state=STATES[ctl.state], lost=self.source.lost, posture=st["posture"],
+                      state=STATES[run.state()], lost=self.source.lost, posture=st["posture"],
                       motion=st["motion"], progress=progress,
                       hold=motion is not None and motion.hold_go,
                       stopping=motion is not None and machine.stop_asked,
@@ -487,7 +501,8 @@ def for_run(ctl, out_dir: Path | None = None) -> Session:
             sess.drop_script()  # default script)
         view = ConsoleView()
         view.take_stderr()  # (the run's own lines go above its status, not into it)
-        console = ConsoleSink(ctl, ConsoleSource(), view, sess.machine)
+        console = ConsoleSink(ConsoleRun(ctl.dt, ctl.duration, ctl.k0, lambda: ctl.state),
+                              ConsoleSource(), view, sess.machine)
         sess.add(console)
         sess.sinks.append(console)
         sess.console = console
