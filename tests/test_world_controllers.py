@@ -107,3 +107,32 @@ def test_the_leading_wearers_figures(tmp_path, monkeypatch):
     for knee in ("left_knee", "right_knee"):
         assert 0.80 < e1[knee] / e0[knee] < 0.97, (knee, e0[knee], e1[knee])
     assert f["phase_rms"] == pytest.approx(24.7, abs=5.0)
+
+
+def test_the_walker_takes_its_stance_values_in_stance():
+    """Model-in-the-loop's walker (:class:`exo_rt.sim.walker.Walker`): over its ``stance``
+    fraction of the stride its torque is that of a walker whose stiffness and damping are
+    the stance values; after it, the swing values'."""
+    from exo_rt.control.config import load_controller
+    from exo_rt.sim import mil
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    exo = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml", wearer=False)
+    cfg = load_controller(ROOT / "configs" / "controllers" / "transparent.yaml", robot)
+    cycle = mil.build_cycle(robot, cfg, mil.MilOptions(exo_model=exo))
+    n = robot.nq
+    swing, stance = ({"*": 100.0}, {"*": 1.0}), ({"*": 1000.0}, {"*": 10.0})
+
+    def torque(t, walker):
+        w = wk.compile_walker(walker, robot, exo, cycle, 2.0)
+        state = np.zeros((ST_EXT + 1, 2 * n))
+        state[ST_Q, :n], state[ST_V, :n] = 0.1, -0.2
+        wk.walker_step(w, t, state)
+        return state[ST_EXT, :n].copy()
+
+    both = wk.Walker(cadence=((0.0, 1.0),), stiffness=swing[0], damping=swing[1],
+                     stance_stiffness=stance[0], stance_damping=stance[1], stance=0.6)
+    for t, (k, d) in ((0.3, stance), (0.8, swing)):
+        one = wk.Walker(cadence=((0.0, 1.0),), stiffness=k, damping=d)
+        np.testing.assert_allclose(torque(t, both), torque(t, one), rtol=1e-12)
+    assert not np.allclose(torque(0.3, both), torque(0.8, both))
