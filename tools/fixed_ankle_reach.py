@@ -49,7 +49,7 @@ KNEE_STRAIGHT = 0.05  # rad: the activities' standing knee, just off hyperextens
 
 def centres() -> tuple[np.ndarray, np.ndarray]:
     """The heel and toe sphere centres in the shank's sagittal frame (x forward, z up; m)."""
-    (hx, _, hz), (tx, _, tz) = SOLE
+    (hx, _, hz), (tx, _, tz), _ankle = SOLE
     return (np.array([hx, hz + CONTACT_RADIUS]), np.array([tx, tz + CONTACT_RADIUS]))
 
 
