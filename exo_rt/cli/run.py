@@ -93,8 +93,8 @@ def handle(args: argparse.Namespace) -> int:
     import gc
 
     # the start's allocations (imports, configs, the kernels loaded) are not collected until
-    # READY, where the collector resumes (RunOptions.at_ready): 0.1–0.2 s of a warm start on
-    # 2 cores (docs/performance.md, "Start-up"); --realtime then freezes it for the run
+    # READY, where the collector resumes (RunOptions.at_ready): ~0.02 s of a 1.1 s warm start
+    # on 2 quiet cores (docs/performance.md, "Start-up"); --realtime then freezes it for the run
     gc.disable()
     from exo_rt import compile_workers, processes
 
