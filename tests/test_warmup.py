@@ -259,6 +259,7 @@ KERNEL = """
     def describe():
         return helpers.text()  # Python only: the kernel never sees it
 """
+LAWS = "from numba import njit\n\n\n@njit(cache=True)\ndef law(x):\n    return x\n"
 
 
 def test_kernel_key_follows_what_kernels_read(tmp_path):
@@ -269,7 +270,7 @@ def test_kernel_key_follows_what_kernels_read(tmp_path):
         "__init__.py": "",
         "kernel.py": KERNEL,
         "consts.py": "WIDTH = 3\n",
-        "laws.py": "from numba import njit\n\n\n@njit(cache=True)\ndef law(x):\n    return x\n",
+        "laws.py": LAWS,
         "helpers.py": "def text():\n    return 'x'\n",
         "app.py": "from pkg.kernel import step\n\n\ndef main():\n    return step(1.0)\n",
         "sub/__init__.py": "",
@@ -329,7 +330,7 @@ def test_the_key_s_memo_parses_only_what_was_edited(tmp_path, monkeypatch):
         "__init__.py": "",
         "kernel.py": KERNEL,
         "consts.py": "WIDTH = 3\n",
-        "laws.py": "from numba import njit\n\n\n@njit(cache=True)\ndef law(x):\n    return x\n",
+        "laws.py": LAWS,
         "helpers.py": "def text():\n    return 'x'\n",
         "app.py": "from pkg.kernel import step\n",
     })

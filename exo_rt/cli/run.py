@@ -90,12 +90,6 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the controller: BOOT → … → RUN for --duration → SHUTDOWN, or SAFE on a fault."""
-    import gc
-
-    # the start's allocations (imports, configs, the kernels loaded) are not collected until
-    # READY, where the collector resumes (RunOptions.at_ready): ~0.02 s of a 1.1 s warm start
-    # on 2 quiet cores (docs/performance.md, "Start-up"); --realtime then freezes it for the run
-    gc.disable()
     from exo_rt import compile_workers, processes
 
     compile_workers.prestart()  # a cold numba cache: the compile workers start with us
@@ -149,7 +143,7 @@ def handle(args: argparse.Namespace) -> int:
                      live_wait=_live_wait(args, bus),
                      reset_faults=args.reset_faults, session=args.session,
                      activities=args.activities, wearer=args.wearer, console=args.console,
-                     web=web, at_ready=gc.enable)
+                     web=web)
     ctl.can_format = args.can_log
     import signal
 

@@ -221,8 +221,6 @@ class Controller:
         """Real-time set-up, the board's motor power, the drives enabled (READY); the first
         SYNC at zero current. Returns the real-time set-up (None: none taken)."""
         setup = None
-        if self.options.at_ready is not None:  # (before the real-time set-up freezes the gc)
-            self.options.at_ready()
         if self.realtime and self.options.rt_setup:  # before motor power: mlockall's time
             rt = self.top.realtime
             setup = realtime_setup(rt.priority, self.rt_cpu, cpu_latency_us=rt.cpu_latency_us)

@@ -43,6 +43,3 @@ class RunOptions:
     compile_ahead: Callable[[], None] | None = None  # called before the buses open: compile
     # the run's kernels ahead, in parallel with progress (exo-rt run: exo_rt.warmup.for_run);
     # None: each kernel compiles (or loads from the cache) when first called
-    at_ready: Callable[[], None] | None = None  # called once as the run goes READY, before
-    # the real-time set-up and the drives enabled (exo-rt run: the garbage collector back on,
-    # paused for the start; with --realtime the set-up then freezes it for the run)
