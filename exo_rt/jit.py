@@ -29,11 +29,20 @@ LLVM does not unroll loops whose trip count is known only at run time (``-unroll
 false``; ``EXO_RT_LLVM_UNROLL_RUNTIME=1`` keeps LLVM's default): unrolled by 8 with a
 remainder loop, a loop over the joints grew a kernel's code several times over (the record
 row's 4 500 lines of IR) — 3–9 % of a cold start's compiling, for no gain at n = 2–12.
+
+Also on import, numba's BLAS check is made without importing SciPy (:class:`_DeferBLASCheck`:
+``scipy.linalg`` was 0.13–0.25 s of a warm start, for kernels of which none calls BLAS or
+LAPACK); ``EXO_RT_SCIPY_AT_START=1`` keeps numba's own check.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -46,6 +55,89 @@ from numba.extending import intrinsic
 from exo_rt import numba_settings
 
 numba_settings.apply()  # before any kernel is decorated (its cache's directory is fixed then)
+
+
+def _blas_found() -> bool:
+    """Whether SciPy's BLAS wrappers (``scipy.linalg.cython_blas``) are installed — found on
+    the path, not imported (``scipy`` itself is imported already: numba checks its version
+    on import)."""
+    try:
+        spec = importlib.util.find_spec("scipy.linalg")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and any(next(Path(d).glob("cython_blas.*"), None) is not None
+                                    for d in spec.submodule_search_locations or ())
+
+
+class _RefuseSciPyLinalg(importlib.abc.MetaPathFinder):
+    """Refuses ``import scipy.linalg`` when numba's ``ensure_blas`` asks for it (only then:
+    the frames above say who imports), while :class:`_DeferBLASCheck` runs
+    ``numba.np.arraymath``."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "scipy.linalg":
+            frame = sys._getframe(1)
+            while frame is not None:
+                if (frame.f_code.co_name == "ensure_blas"
+                        and frame.f_globals.get("__name__") == "numba.np.linalg"):
+                    raise ModuleNotFoundError("scipy.linalg: deferred by exo_rt.jit",
+                                              name=name)
+                frame = frame.f_back
+        return None
+
+
+class _DeferBLASCheck(importlib.abc.MetaPathFinder):
+    """numba's BLAS check without SciPy's import: 0.13–0.25 s of a warm start.
+
+    When numba makes its CPU target (the first kernel compiled or loaded from the cache) it
+    imports ``numba.np.arraymath``, whose module-level ``_HAVE_BLAS = _check_blas()`` imports
+    ``scipy.linalg`` — all of it (SciPy 1.17's array-API layer imports ``numpy.f2py`` and
+    ``numpy.testing`` as well) — to learn whether ``np.dot`` and ``np.linalg`` can compile.
+    No kernel here calls BLAS or LAPACK (tests/test_jit_blas.py: no jitted function names
+    them; a default run never imports ``scipy.linalg``), so the import bought nothing. This
+    finder runs that one module with the import refused (:class:`_RefuseSciPyLinalg`) and
+    then sets ``_HAVE_BLAS`` to what numba's check finds (:func:`_blas_found`: the module
+    on the path), so that compiling is as before: a kernel that calls BLAS or LAPACK still
+    imports ``scipy.linalg`` when it compiles (numba's ``ensure_blas``/``ensure_lapack``) and
+    its wrappers bind SciPy's functions at their first call, as they always did. Only the
+    check of SciPy's integer width (numba's ``_check_lapack_int_width``) comes later: at the
+    first such kernel's compile instead of numba's target. One shot: removed from
+    ``sys.meta_path`` at that import; not installed if either module is imported already.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numba.np.arraymath":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader:
+            return None  # (not a plain source file: numba's own import, unchanged)
+        return importlib.util.spec_from_file_location(
+            name, spec.origin, loader=_ArraymathLoader(name, spec.origin),
+            submodule_search_locations=spec.submodule_search_locations)
+
+
+class _ArraymathLoader(importlib.machinery.SourceFileLoader):
+    """``numba.np.arraymath`` run with ``scipy.linalg`` refused to numba's BLAS check, its
+    ``_HAVE_BLAS`` then set to what the check would have found (:class:`_DeferBLASCheck`)."""
+
+    def exec_module(self, module) -> None:
+        refuse = _RefuseSciPyLinalg()
+        sys.meta_path.insert(0, refuse)
+        try:
+            super().exec_module(module)
+        finally:
+            sys.meta_path.remove(refuse)
+        if hasattr(module, "_HAVE_BLAS"):
+            module._HAVE_BLAS = _blas_found()
+
+
+if os.environ.get("EXO_RT_SCIPY_AT_START") != "1" and not {
+        "numba.np.arraymath", "scipy.linalg"} & set(sys.modules):
+    sys.meta_path.insert(0, _DeferBLASCheck())
 
 
 def _llvm_options() -> None:
