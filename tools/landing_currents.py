@@ -10,7 +10,8 @@ the current it alone would ask, A):
 - **feedback**: M(q)(K_p e + K_d ė) — the model error (a stance leg's load) and the tracking
   error an impact leaves;
 - **rest**: what the record's current holds beyond both — the integral term and the
-  friction compensation.
+  friction compensation, and, where the current is clamped at the drive's peak, less what
+  the law asked beyond it (a clamped peak's terms are the law's, its rest the difference).
 
 q̈_ref is the recorded q̇_ref's central difference (1 kHz). The run is one of
 ``computed_torque``'s (the gains are read from the run's own controller file).
