@@ -84,7 +84,9 @@ class Side:
         tty.setraw(self.line)
         ctl.close_buses()
         ctl.duration = 10.0
-        ctl.session = sessions.for_run(ctl)  # (the default session: it homes, then walks)
+        ctl.session = sessions.for_run(sessions.SessionRun(  # (the default session: it
+            ctl.cycle, top, ctl.events, ctl.dt, ctl.duration, ctl.k0,  # homes, then walks)
+            lambda: ctl.state, ctl.board, ctl.rig.buttons, ctl.helper_cpus, ctl.setup_lines))
         ctl.drives = list(self.buses)
         ctl.realtime = True
         ctl.board = BoardLink(f"fd:{pc}", link_timeout=0.5, heartbeat_hz=250.0)

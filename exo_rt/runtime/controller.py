@@ -20,6 +20,7 @@ process SCHED_OTHER on the others — each placement reported.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -174,8 +175,13 @@ class Controller:
         the cycle compiled — before any drive is enabled."""
         t0 = time.monotonic()
         self._warm_up()
-        self.session = sessions.for_run(self, self.record.out_dir)  # its files read, its
-        # sources open
+        o = self.options
+        self.session = sessions.for_run(sessions.SessionRun(  # its files read, its sources
+            self.cycle, self.top, self.events, self.dt, self.duration, self.k0,  # open
+            lambda: self.state, self.board, self.rig.buttons, self.helper_cpus,
+            self.setup_lines, session=o.session, activities=o.activities, wearer=o.wearer,
+            requests=o.requests, console=o.console, web=o.web,
+            sources=tuple(partial(make, self) for make in o.sources)), self.record.out_dir)
         self.times["compile_in_run"] = time.monotonic() - t0
         self.times["compile"] += self.times["compile_in_run"]
         self._start_recording()
@@ -335,8 +341,11 @@ class Controller:
         if new == RUN:
             script.begin_run(self.law_state, self.session, self.heels, self.dt, k)
             if self.rig.board_emulated:  # the emulated wearer's heel strikes follow it
-                from exo_rt.sim.crutch import WearerGait
-                self.session.add(WearerGait(self), listens=True)
+                from exo_rt.sim.crutch import WearerGait, WearerRun
+                self.session.add(WearerGait(WearerRun(
+                    self.cycle, self.robot, self.top.exo, self.wearer.role,
+                    self.cfg.reference.phase, self.heels.t_run, self.board.clock,
+                    self.bus_set.board_command, self.bus_set.world)), listens=True)
 
     def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
         return script.run_cycle()

@@ -477,48 +477,82 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     return Session(events, dt, machine, [script], script=script)
 
 
-def for_run(ctl, out_dir: Path | None = None) -> Session:
-    """The session of a controller's run, from its options (:class:`~exo_rt.runtime.options.
-    RunOptions`): its files, its script or the recorded requests (:func:`build`), the board's
-    buttons where the rig's board has them (``Rig.buttons``; not replay's: the recorded
-    requests are asked instead), the console with ``console``, the
-    web page with ``web`` — alone (no ``session``) the only sources besides the board: no
-    script runs under them. ``out_dir``: the run folder (None: none), where a session
-    fault's traceback is kept. What the session was read from is
+@dataclass(frozen=True)
+class SessionRun:
+    """What a run's session is made from (:func:`for_run`): the run's ``cycle``
+    (:class:`exo_rt.cycle.step.Cycle`), its ``top`` config (robot, controller, safety, its
+    session script's path), its ``events`` (the run's own list, appended to), the control
+    period ``dt`` (s), its ``duration`` (s), ``k0`` (the cycle each state began: the run's own
+    dict, filled as it goes) and its ``state`` now (a callable: the cycle's record holds it),
+    the ``board`` (:class:`exo_rt.runtime.rig.Board`) and whether the session hears its crutch
+    buttons (``buttons``: the rig's), the helper processes' ``cpus`` and the run's
+    ``setup_lines`` (appended to); of the run's options (:class:`~exo_rt.runtime.options.
+    RunOptions`) the ``session`` script, ``activities`` and ``wearer`` files (None: the
+    defaults), the recorded ``requests`` (replay; None: a live run), the ``console`` and the
+    ``web`` page's address (None: none), and its ``sources``: each a callable of no argument
+    that makes one more request source when the session is made (the options' sources,
+    bound by the run to what they follow)."""
+
+    cycle: object
+    top: object
+    events: list
+    dt: float
+    duration: float
+    k0: dict
+    state: Callable[[], int]
+    board: object
+    buttons: bool
+    cpus: set
+    setup_lines: list
+    session: str | None = None
+    activities: str | None = None
+    wearer: str | None = None
+    requests: tuple | None = None
+    console: bool = False
+    web: object | None = None
+    sources: tuple = ()
+
+
+def for_run(run: SessionRun, out_dir: Path | None = None) -> Session:
+    """The session of a run (:class:`SessionRun`): its files, its script or the recorded
+    requests (:func:`build`), its own ``sources``, the board's buttons where the rig's board
+    has them (``buttons``; not replay's: the recorded requests are asked instead), the
+    console with ``console``, the web page with ``web`` — alone (no ``session``) the only
+    sources besides the board: no script runs under them. ``out_dir``: the run folder (None:
+    none), where a session fault's traceback is kept. What the session was read from is
     :meth:`Session.files`."""
-    o = ctl.options
-    sess = build(ctl.cycle, ctl.top, ctl.events, ctl.dt, ctl.duration, session=o.session,
-                 activities=o.activities, wearer=o.wearer, requests=o.requests)
-    sess.script_path = o.session
+    sess = build(run.cycle, run.top, run.events, run.dt, run.duration, session=run.session,
+                 activities=run.activities, wearer=run.wearer, requests=run.requests)
+    sess.script_path = run.session
     if out_dir is not None:  # (a session fault's traceback, kept with the run)
         sess.error_file = Path(out_dir) / "session-error.txt"
-    for make in o.sources:
-        sess.add(make(ctl), first=True)
-    if o.console and o.requests is None:
+    for make in run.sources:
+        sess.add(make(), first=True)
+    if run.console and run.requests is None:
         from exo_rt.session.console import ConsoleSource, ConsoleView
 
-        if o.session is None:  # the console alone: its keys are the only source (no
+        if run.session is None:  # the console alone: its keys are the only source (no
             sess.drop_script()  # default script)
         view = ConsoleView()
         view.take_stderr()  # (the run's own lines go above its status, not into it)
-        console = ConsoleSink(ConsoleRun(ctl.dt, ctl.duration, ctl.k0, lambda: ctl.state),
+        console = ConsoleSink(ConsoleRun(run.dt, run.duration, run.k0, run.state),
                               ConsoleSource(), view, sess.machine)
         sess.add(console)
         sess.sinks.append(console)
         sess.console = console
-    if o.web is not None and o.requests is None:  # the therapist's web page (exo_rt.web)
+    if run.web is not None and run.requests is None:  # the therapist's web page (exo_rt.web)
         from exo_rt.session import web
 
-        if o.session is None:  # the page alone: no script
+        if run.session is None:  # the page alone: no script
             sess.drop_script()
-        page = web.start(web.WebRun(ctl.cycle, ctl.robot, ctl.dt, ctl.duration, ctl.k0,
-                                    ctl.board, o.web, ctl.helper_cpus, ctl.setup_lines), sess)
+        page = web.start(web.WebRun(run.cycle, run.top.robot, run.dt, run.duration, run.k0,
+                                    run.board, run.web, run.cpus, run.setup_lines), sess)
         sess.add(page)
         sess.sinks.append(page)
-    if ctl.rig.buttons and o.requests is None:  # (replay: the recorded requests are asked
+    if run.buttons and run.requests is None:  # (replay: the recorded requests are asked
         from exo_rt.session.buttons import BoardButtons  # instead)
 
-        board = BoardButtons(ctl.board, sess.machine, state=lambda: ctl.state)
+        board = BoardButtons(run.board, sess.machine, state=run.state)
         sess.add(board)
         sess.sinks.append(board)
         sess.buttons = board

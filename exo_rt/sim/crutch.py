@@ -12,6 +12,9 @@ for ``what`` s), ``estop`` (``1`` pressed, ``0`` released; at the first cycle at
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from firmware_bridge import requests as rq
 
 EMPTY: tuple = ()
@@ -19,31 +22,35 @@ EMPTY: tuple = ()
 
 class CrutchPlan:
     """A request source that asks nothing itself: at the session's first cycle it hands the
-    plan's presses to the emulated board (whose buttons the session hears as any board's)."""
+    plan's presses to the emulated board (whose buttons the session hears as any board's):
+    ``emulated``, whether the run's board is the emulator; ``clock``, the board's clock (s);
+    ``tell``, a line to the emulator (the bus set's ``board_command``)."""
 
-    def __init__(self, ctl, plan) -> None:
-        if not getattr(ctl.rig, "board_emulated", False):
+    def __init__(self, plan, emulated: bool, clock: Callable[[], float],
+                 tell: Callable[[str], None]) -> None:
+        if not emulated:
             raise ValueError("a crutch plan presses the emulated board's buttons: run with "
                              "the board emulator (--board emulator) on the simulated bus")
-        self.ctl, self.t0 = ctl, None
+        self.clock, self.tell, self.t0 = clock, tell, None
         self.timed = [(float(t), c, str(w)) for t, c, w in plan if c != "estop"]
         self.estops = sorted((float(t), str(w)) for t, c, w in plan if c == "estop")
 
     def poll(self, k: int):
-        board = self.ctl.board
         if self.t0 is None:
-            self.t0 = board.clock()
+            self.t0 = self.clock()
             for t, cmd, what in self.timed:
-                self.ctl.bus_set.board_command(f"{cmd} {self.t0 + t!r} {what}")
-        while self.estops and board.clock() >= self.t0 + self.estops[0][0]:
-            self.ctl.bus_set.board_command(f"estop {self.estops.pop(0)[1]}")
+                self.tell(f"{cmd} {self.t0 + t!r} {what}")
+        while self.estops and self.clock() >= self.t0 + self.estops[0][0]:
+            self.tell(f"estop {self.estops.pop(0)[1]}")
         return EMPTY
 
 
 def crutch(plan):
     """The plan as a source maker for :class:`~exo_rt.runtime.options.RunOptions`'
-    ``sources`` (called with the controller when its session is made)."""
-    return lambda ctl: CrutchPlan(ctl, plan)
+    ``sources`` (called with the controller when its session is made: the plan takes its
+    rig's board and bus set)."""
+    return lambda ctl: CrutchPlan(plan, ctl.rig.board_emulated, ctl.board.clock,
+                                  ctl.bus_set.board_command)
 
 
 # A whole session on the crutch (docs/sessions.md's figures, tests/test_sessions.py), from
@@ -65,46 +72,68 @@ SIT_DOWN = ((0.5, "click", "next"), (1.5, "buttons", "go"), (8.0, "buttons", "no
 SIT_DOWN_S = 9.5
 
 
+@dataclass(frozen=True)
+class WearerRun:
+    """What the emulated wearer's feet follow of their run (:class:`WearerGait`): the run's
+    ``cycle`` (:class:`exo_rt.cycle.step.Cycle`: its segment's stride period ``b_period``,
+    s, and its vectors), the ``robot`` and its ``exo`` (a leading wearer's body), the wearer
+    profile's ``role`` (``leading``: their own torques move the legs), the reference's
+    ``phase`` (``time``: the exoskeleton walks the leg; ``events``: the wearer paces it),
+    ``t_run`` (s on the board's clock: when RUN began), the board's ``clock`` (s), ``tell``
+    (a line to the board emulator: the bus set's ``board_command``) and the simulated
+    ``world`` in this process (None: none)."""
+
+    cycle: object
+    robot: object
+    exo: object
+    role: str
+    phase: str
+    t_run: float
+    clock: Callable[[], float]
+    tell: Callable[[str], None]
+    world: object | None
+
+
 class WearerGait:
     """The emulated wearer's heel strikes, told to the board emulator (its foot-sole pressure):
     where the exoskeleton walks the leg (``reference.phase: time``), the wearer's feet follow
     it — no strikes while the session stands, and from the walk's start a strike at each of
     its stride boundaries, at its stride period; where the wearer paces the walk
     (``reference.phase: events``), they walk at the emulator's own cadence from the session's
-    start, and the exoskeleton follows them. A session source that asks nothing."""
+    start, and the exoskeleton follows them. A session source that asks nothing; ``run``:
+    what it follows of its run (:class:`WearerRun`)."""
 
-    def __init__(self, ctl) -> None:
-        self.ctl, self.started, self.walking = ctl, False, False
+    def __init__(self, run: WearerRun) -> None:
+        self.run, self.started, self.walking = run, False, False
 
     def _tell(self, line: str) -> None:
-        self.ctl.bus_set.board_command(line)
+        self.run.tell(line)
 
     def _walk(self) -> None:
-        period = float(self.ctl.cycle.seg["b_period"])
-        self._tell(f"walk {self.ctl.board.clock()!r} {period!r}")
+        period = float(self.run.cycle.seg["b_period"])
+        self._tell(f"walk {self.run.clock()!r} {period!r}")
 
     def poll(self, k: int):
         if not self.started:
             self.started = True
             self._lead()
-            events = self.ctl.cfg.reference.phase == "events"
-            self._tell(f"walk {self.ctl.heels.t_run!r}" if events else "stand")
+            events = self.run.phase == "events"
+            self._tell(f"walk {self.run.t_run!r}" if events else "stand")
         return EMPTY
 
     def _lead(self) -> None:
         """A wearer profile with ``role: leading`` on the world's floor in this process
         (lockstep): their own torques move the legs from the session's start
         (:class:`exo_rt.sim.walker.Leader`, towards the walk the session plans)."""
-        world = getattr(self.ctl.bus_set, "world", None)
-        if (self.ctl.wearer.role != "leading" or world is None or world.truth is None):
+        world = self.run.world
+        if self.run.role != "leading" or world is None or world.truth is None:
             return
         from exo_rt.sim.walker import Leader
 
-        world.wearer = Leader(self.ctl.robot, self.ctl.top.exo, self.ctl.cycle.v,
-                              world.truth.feet)
+        world.wearer = Leader(self.run.robot, self.run.exo, self.run.cycle.v, world.truth.feet)
 
     def notify(self, answer, k: int) -> None:
-        if self.ctl.cfg.reference.phase == "events":
+        if self.run.phase == "events":
             return
         if answer.answer == rq.FINISHED and self.walking:
             self.walking = False
@@ -115,5 +144,5 @@ class WearerGait:
             self._walk()  # (the walk's start)
 
     def on_stride(self, steps: int, k: int) -> None:
-        if self.walking and self.ctl.cfg.reference.phase != "events":
+        if self.walking and self.run.phase != "events":
             self._walk()  # a stride boundary: the heel strikes, at the stride's period
