@@ -30,6 +30,10 @@ false``; ``EXO_RT_LLVM_UNROLL_RUNTIME=1`` keeps LLVM's default): unrolled by 8 w
 remainder loop, a loop over the joints grew a kernel's code several times over (the record
 row's 4 500 lines of IR) — 3–9 % of a cold start's compiling, for no gain at n = 2–12.
 
+A kernel made here (``njit``, and :func:`cfunc` for a C callback) loads from numba's cache
+without first importing numba's compiling registries (:class:`_LoadCache`, ~0.2 s of a warm
+start); the first compile in the process imports them, as numba always does.
+
 Also on import, numba's BLAS check is made without importing SciPy (:class:`_DeferBLASCheck`:
 ``scipy.linalg`` was 0.13–0.25 s of a warm start, for kernels of which none calls BLAS or
 LAPACK); ``EXO_RT_SCIPY_AT_START=1`` keeps numba's own check.
@@ -49,6 +53,7 @@ from llvmlite import ir
 from numba import config, types
 from numba import njit as _njit
 from numba.core import cgutils
+from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
@@ -149,6 +154,71 @@ def _llvm_options() -> None:
 _llvm_options()
 
 
+class _LoadCache(FunctionCache):
+    """numba's on-disk cache of one kernel, loading it without numba's compiling registries:
+    ~0.2 s of a warm start's CPU, for a process that compiles nothing.
+
+    numba's ``FunctionCache.load_overload`` calls ``target_context.refresh()`` before it reads
+    the file. The first refresh imports and installs every lowering and typing registry numba
+    has (``numba.np.arraymath``, ``linalg``, ``random``, ``polynomial``, the unicode, list
+    and dict implementations, cffi's parser …): what compiling needs. Of what it does, a
+    load needs what compiled code links against and what ``typeof`` reads when the kernel is
+    called, made here as that refresh makes them: the runtime's functions
+    (``rtsys.initialize``: ``NRT_*``), the hash secret's symbols (``numba.cpython.hashing``,
+    on its import), the ``typeof`` of a C callback and of a jitclass instance (registered on
+    the import of ``numba.experimental.function_type`` and ``…jitclass.boxing``) and the
+    extensions' ``init`` (``entrypoints.init_all``); the C helpers, ``PyExc_*`` and the
+    math functions are the target's own, made with it. What is read — machine code, function
+    descriptor, environment — is rebuilt by numba's own ``_load_overload`` into the same
+    ``CompileResult``: the same machine code runs. A compile still refreshes first (numba's
+    compiler does, every compile), so the registries are installed — in their order of
+    registration, as before — when a kernel first compiles in the process.
+    tests/test_jit_load.py: a warm process's results to the bit, the registries not
+    imported; the default run, exo_2leg, exo_leg_world and exo_leg_mit record the same
+    cycles to the bit (docs/notes/2026-11-performance-start-up.md)."""
+
+    def load_overload(self, sig, target_context):
+        from numba.core import entrypoints
+        from numba.core.runtime import rtsys
+        from numba.cpython import hashing  # noqa: F401  (its symbols, on import)
+        from numba.experimental import function_type  # noqa: F401  (typeof of a cfunc)
+        from numba.experimental.jitclass import boxing  # noqa: F401  (typeof of a jitclass)
+
+        rtsys.initialize(target_context)
+        entrypoints.init_all()
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
+def _load_lazily(disp):
+    """``disp`` (a dispatcher or a ``CFunc``) with its on-disk cache loading as
+    :class:`_LoadCache` does (numba's ``FunctionCache`` only: the class swapped, no state
+    added); anything else as it is."""
+    if type(getattr(disp, "_cache", None)) is FunctionCache:
+        disp._cache.__class__ = _LoadCache
+    return disp
+
+
+def cfunc(sig, cache: bool = False, **options):
+    """``numba.cfunc(sig, cache=…, **options)`` (a C callback: a law, a plant's step passed
+    as a value) whose on-disk cache loads as :class:`_LoadCache` does: numba's decorator, its
+    ``compile`` (a load from the cache, when warm) run as it returns."""
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    sig = sigutils.normalize_signature(sig)
+    locals_ = dict(options.pop("locals", {}))
+
+    def wrapper(func):
+        res = CFunc(func, sig, locals=locals_, options=options)
+        if cache:
+            res.enable_caching()
+            _load_lazily(res)
+        res.compile()
+        return res
+    return wrapper
+
+
 class CompiledCallersOnly(CPUDispatcher):
     """A kernel compiled without its Python entry (``njit(python=False)``)."""
 
@@ -165,7 +235,10 @@ def njit(*args, python: bool = True, **options):
     compiled callers only (the module's docstring)."""
     options.setdefault("no_cfunc_wrapper", True)
     if python or config.DISABLE_JIT:
-        return _njit(*args, **options)
+        out = _njit(*args, **options)
+        if args and callable(args[0]):  # njit(fn): the dispatcher
+            return _load_lazily(out)
+        return lambda fn: _load_lazily(out(fn))  # @njit(...): numba's decorator
     if args:  # @njit(python=False) takes no positional arguments: a signature would compile now
         raise TypeError("njit(python=False) takes keyword options only")
     cache = options.pop("cache", False)
@@ -175,7 +248,7 @@ def njit(*args, python: bool = True, **options):
         disp = CompiledCallersOnly(py_func=fn, locals={}, targetoptions=options)
         if cache:
             disp.enable_caching()
-        return disp
+        return _load_lazily(disp)
     return compile_later
 
 

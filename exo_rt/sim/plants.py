@@ -57,10 +57,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from numba import cfunc, types
+from numba import types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from exo_rt import plugins
+from exo_rt.jit import cfunc
 from exo_rt.schema import top
 
 GROUP = "exo_rt.plants"
