@@ -81,11 +81,11 @@ def run_one(controller: Path, session: str, duration: float, out: Path,
     return s["final_state"], first
 
 
-def figures(name: str, duration: float, out: Path) -> dict:
+def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
     """One law's world figures (the module's docstring): ``phase_rms``, ``phase_mean`` (% of
     the stride, level 1), ``effort`` {level: {joint: N·m RMS}} and ``final`` {level: final
-    state}. The window is the steady walk: the session's stride count from 1 to 1 before its
-    last (the left leg's phase: the estimate follows the left hip)."""
+    state}, at each of ``levels``. The window is the steady walk: the session's stride count
+    from 1 to 1 before its last (the left leg's phase: the estimate follows the left hip)."""
     import numpy as np
     import yaml
 
@@ -95,7 +95,7 @@ def figures(name: str, duration: float, out: Path) -> dict:
     names = _robot().joint_names
     profile = yaml.safe_load((WEARERS / "leading.yaml").read_text())
     result: dict = {"effort": {}, "final": {}}
-    for level in (1.0, 0.0):
+    for level in levels:
         wearer = out / f"leading-{level:g}.yaml"
         wearer.parent.mkdir(parents=True, exist_ok=True)
         wearer.write_text(yaml.safe_dump({**profile, "assistance": {"default": level}}))

@@ -1,4 +1,5 @@
-"""The wearer's gait phase, estimated in the cycle from one hip angle (docs/assistance.md).
+"""The wearer's gait phase, estimated in the cycle from one hip angle and the heel strikes
+(docs/assistance.md).
 
 An adaptive oscillator (Ronsse et al. 2011, eqs. 1–4; Yan et al. 2017): a pool of
 :data:`HARMONICS` oscillators at multiples of one learned frequency ω reproduces the hip's
@@ -15,12 +16,39 @@ on the normal gait's hip curve), and gains slow enough for it never catch a 1.1 
 starting from 2 s.
 
 The fundamental φ₁ runs once per stride, but its zero is where the hip's first harmonic
-crosses zero, not the heel strike. The gait phase is φ₁ less an offset: at first that of the
+crosses zero, not the heel strike. The oscillator's phase is φ₁ less an offset: at first that of the
 normal gait's hip curve (φ₁ at its heel strike), then learned from the heel strikes the
 embedded board reports (each moves the target offset by a fraction ``heel_gain`` of what it
 finds; a missed strike changes nothing). The applied offset slews towards the target by at most
-``slew`` rad a cycle, so the phase never jumps: its step at the stride's wrap stays within
+``slew`` rad a cycle, so that phase never jumps: its step at the stride's wrap stays within
 a cycle's advance plus ``slew``.
+
+**The heel strikes lead where the oscillator misses them** (the stride's clock): the phase
+the laws read is then a clock that runs at 1/T strides a second, T the stride time measured
+between this walk's heel strikes, and is set back to 0 at each strike — the way a foot
+switch times the gait (the heel strike is the stride's start by definition). The oscillator
+alone cannot do it on a gait unlike the one it starts from: on the floor's flat-foot walk
+(five strides from standing) its phase wandered by 20–26 % of the stride between strikes,
+by 17 % even with ω held at the walk's. The clock's rules, for strikes that are a real foot's:
+
+- *a refractory time*: a strike within :data:`REFRACTORY` of T after the last is the foot
+  landing again (a bounce), no stride, and ignored (a reload later in the stance is the
+  board detector's to reject: a rise after a short release is no landing);
+- *a stride time only from strides*: an interval more than :data:`PULL_IN` from T is taken
+  only when the next one agrees with it (a new cadence; the first interval of a walk from
+  standing is its shorter opening step, which the next does not confirm; two strides with a
+  strike missed between them are not confirmed either), and the clock runs on through a
+  missed strike;
+- *re-seeded at each walk*: while the wearer stands (``walking`` below :data:`STILL`) T goes
+  back to the session's stride (``omega0``) and the clock to the oscillator;
+- *no jumps*: a strike's correction is applied over the next cycles, the phase running at
+  most 1 + :data:`CATCH_UP` times the stride's rate and never backwards (it halts);
+- *the oscillator where it agrees*: where its phase was within :data:`LOCKED` of the last
+  :data:`AGREED` strikes (the walker of docs/assistance.md, a gait like the normal one: there
+  it is the better estimate between strikes and through a change of cadence), before a
+  walk's first strike, and once :data:`FALLBACK` strides pass without one (strikes no longer
+  reported), the phase is the oscillator's (reached at most ``slew`` rad a cycle away from
+  the clock's); a strike it misses by more than LOCKED gives the phase to the clock.
 
 Standing still is recognised by the hip's speed: ``walking`` (0–1) is a smooth step of the RMS
 hip speed (a first-order mean of θ̇² over ``speed_tau``) between ``still_speed`` and
@@ -40,6 +68,11 @@ HARMONICS = 3  # oscillators in the pool (the hip's curve needs its first three 
 TWO_PI = 2.0 * math.pi
 PULL_IN = 0.15  # a stride time this far (in log ratio, ≈ 15 %) from the frequency pulls it in
 REFRACTORY = 0.2  # strides: a heel strike this soon after the last is no stride (a bounce)
+STILL = 0.01  # `walking` below this: the wearer stands, and the next walk starts afresh
+CATCH_UP = 2.0  # a strike's correction: at most this many times 1/T added to the phase's rate
+FALLBACK = 2.5  # strides without a heel strike: the clock follows the oscillator again
+LOCKED = 0.1  # strides: the oscillator's phase this near a heel strike agrees with it
+AGREED = 2  # strikes in a row the oscillator agreed with: it leads again
 MIN_AMPLITUDE = 0.02  # rad: the floor of Σα in the phase and frequency updates (no blow-up
 # while the hip rests)
 
@@ -67,13 +100,19 @@ STATE = np.dtype([
     ("omega", "f8"),  # rad/s: the stride's angular frequency
     ("offset", "f8"),  # rad: applied, φ₁ at heel strike
     ("target", "f8"),  # rad: learned from the heel strikes
-    ("phase", "f8"),  # out: gait phase, strides in [0, 1) (0: the heel strike)
+    ("phase", "f8"),  # out: gait phase, strides in [0, 1) (0: the heel strike; the clock's)
     ("wrapped", "f8"),  # out: 1 in the cycle the phase passed a stride boundary
     ("speed2", "f8"),  # rad²/s²: the hip's mean square speed
     ("walking", "f8"),  # out: 0 (still) … 1 (walking)
     ("strides", "f8"),  # out: stride boundaries passed
     ("heels", "f8"),  # heel strikes used
     ("since_heel", "f8"),  # s since the last heel strike (−1: none yet)
+    ("osc", "f8"),  # the oscillator's phase, strides in [0, 1) (the clock's fallback)
+    ("period", "f8"),  # s: the stride time T from this walk's heel strikes
+    ("pending", "f8"),  # strides: the last strike's correction of the phase not applied yet
+    ("walk_heels", "f8"),  # heel strikes taken in this walk (0: the oscillator leads)
+    ("candidate", "f8"),  # s: the last interval (a new cadence if the next agrees)
+    ("agree", "f8"),  # heel strikes in a row the oscillator's phase agreed with (LOCKED)
 ])
 
 
@@ -113,6 +152,9 @@ def reset(p, st) -> None:
     e["alpha"] = 0.0
     e["phase"] = e["wrapped"] = e["speed2"] = e["walking"] = e["strides"] = e["heels"] = 0.0
     e["since_heel"] = -1.0
+    e["osc"] = e["pending"] = e["walk_heels"] = e["candidate"] = 0.0
+    e["period"] = TWO_PI / g["omega0"]
+    e["agree"] = AGREED  # (the oscillator leads until a strike disagrees)
 
 
 @njit(cache=True, inline="always")
@@ -176,25 +218,75 @@ def update(p, st, q, qd, heel, dt):
     x = (math.sqrt(e.speed2) - g.still_speed) / (g.walk_speed - g.still_speed)
     x = min(max(x, 0.0), 1.0)
     e.walking = x * x * (3.0 - 2.0 * x)
-    # the heel strike: where φ₁ is now is the offset, the time since the last one a stride
-    # (or two, one missed): both learned by a fraction; one within REFRACTORY strides of the
-    # last is that foot landing again (a foot bouncing on the floor), not a stride
+    # a wearer standing: the next walk starts from the session's stride and the oscillator
+    if e.walking < STILL:
+        e.period = TWO_PI / g.omega0
+        e.walk_heels = e.candidate = 0.0
+        e.agree = AGREED
+    # the heel strike: where φ₁ is now is the oscillator's offset (a fraction learned, its
+    # frequency pulled in), the time since the last one the clock's stride; one within
+    # REFRACTORY strides of the last is that foot landing again, not a stride
     if e.since_heel >= 0.0:
         e.since_heel += dt
-    if heel > 0.5 and not 0.0 <= e.since_heel * e.omega < REFRACTORY * TWO_PI:
+    if heel > 0.5 and not 0.0 <= e.since_heel < REFRACTORY * e.period:
+        if abs(_wrap_half((e.phi[0] - e.offset) / TWO_PI)) <= LOCKED:
+            e.agree += 1.0
+        else:
+            e.agree = 0.0
         e.target = (e.target + g.heel_gain * _wrap_pi(e.phi[0] - e.target)) % TWO_PI
         _stride_time(g, e)
+        if e.walk_heels >= 1.0:
+            _stride_period(g, e, e.since_heel)
+        e.walk_heels += 1.0
         e.heels += 1.0
         e.since_heel = 0.0
+        e.pending = -_wrap_half(e.phase)  # the clock is 0 at a strike
     step = _wrap_pi(e.target - e.offset)
     step = min(max(step, -g.slew), g.slew)
     e.offset = (e.offset + step) % TWO_PI
+    e.osc = ((e.phi[0] - e.offset) / TWO_PI) % 1.0
+    # the phase: the oscillator's where it agrees with the strikes or has none, else the clock
     before = e.phase
-    e.phase = ((e.phi[0] - e.offset) / TWO_PI) % 1.0
+    if e.agree >= AGREED or e.walk_heels < 1.0 or e.since_heel > FALLBACK * e.period:
+        advance = e.omega / TWO_PI * dt
+        fix = _wrap_half(e.osc - e.phase) - advance
+        most = g.slew / TWO_PI
+        if abs(fix) <= most:
+            e.phase = e.osc  # (followed: the oscillator's phase itself)
+        else:
+            e.phase = (e.phase + advance + min(max(fix, -most), most)) % 1.0
+        e.pending = 0.0
+    else:
+        rate = 1.0 / e.period
+        fix = min(max(e.pending, -rate * dt), CATCH_UP * rate * dt)  # never backwards
+        e.pending -= fix
+        e.phase = (e.phase + rate * dt + fix) % 1.0
     e.wrapped = 0.0
     if before - e.phase > 0.5:  # from the stride's end to its start
         e.wrapped = 1.0
         e.strides += 1.0
+
+
+@njit(cache=True, inline="always")
+def _wrap_half(x):
+    """x (strides) in [−0.5, 0.5)."""
+    return x - math.floor(x + 0.5)
+
+
+@njit(cache=True, inline="always")
+def _stride_period(g, e, interval):
+    """The clock's stride time T from the ``interval`` (s) between two heel strikes of a walk:
+    within PULL_IN of T it moves T by ``heel_gain`` of the difference; farther it is taken
+    only when the interval before agrees with it within PULL_IN (a new cadence, T their
+    mean). A single odd interval moves nothing: a walk's opening step, or two strides with a
+    strike missed between them (halving such an interval would take a wearer slowing to
+    twice their stride for one at the old stride who missed every other strike)."""
+    if abs(math.log(interval / e.period)) <= PULL_IN:
+        e.period += g.heel_gain * (interval - e.period)
+    elif e.candidate > 0.0 and abs(math.log(interval / e.candidate)) <= PULL_IN:
+        e.period = 0.5 * (interval + e.candidate)
+    e.period = min(max(e.period, TWO_PI / g.omega_max), TWO_PI / g.omega_min)
+    e.candidate = interval
 
 
 @njit(cache=True, inline="always")
