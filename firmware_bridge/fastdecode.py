@@ -65,7 +65,13 @@ D_BUTTONS_N = D_SENSORS + MAX_SENSORS
 D_BUTTONS, D_PRESSES, D_CHANGES = D_BUTTONS_N + 1, D_BUTTONS_N + 2, D_BUTTONS_N + 3
 D_CHANGE_RING = D_BUTTONS_N + 4  # change c (0-based) at D_CHANGE_RING + 2 (c % CHANGE_SLOTS)
 CHANGE_SLOTS = 16  # changes kept between two reads of Python (more: the oldest are lost)
-D_WIDTH = D_CHANGE_RING + 2 * CHANGE_SLOTS
+D_SWING = D_CHANGE_RING + 2 * CHANGE_SLOTS  # PRESSURE frames since the heel was last released
+D_WIDTH = D_SWING + 1
+# a rise through contact is a heel strike only after the heel was released this many PRESSURE
+# frames (0.2 s at the board's 1 kHz): a foot switch's swing debounce — a stance load that
+# dips under the release for a few hundredths of a second and returns is no landing (a swing
+# lasts 0.3 s and more; docs/world.md, the leading wearer)
+MIN_SWING_FRAMES = 200
 OTHER_ROWS = 16  # rare frames kept between two reads (more are counted as gaps of nothing)
 OTHER_WIDTH = 3 + MAX_PAYLOAD
 
@@ -194,10 +200,15 @@ def _frame(enc, n, st, other, raw, contact):
         st[D_PRESSURE_N] += 1
         heel = st[D_SENSORS] if k else 0
         if st[D_IN_CONTACT]:  # a strike: the heel rising through contact; released at half
-            st[D_IN_CONTACT] = 1 if heel >= contact * 0.5 else 0
-        elif heel >= contact:
-            st[D_IN_CONTACT] = 1
-            st[D_HEEL_N] += 1
+            if heel < contact * 0.5:
+                st[D_IN_CONTACT] = 0
+                st[D_SWING] = 0
+        else:
+            st[D_SWING] += 1
+            if heel >= contact:
+                st[D_IN_CONTACT] = 1
+                if st[D_SWING] >= MIN_SWING_FRAMES or st[D_HEEL_N] == 0:  # (the first: counted)
+                    st[D_HEEL_N] += 1
     elif kind == BUTTONS:
         mask, presses = int(raw[4]), int(raw[5]) | (int(raw[6]) << 8)
         if st[D_BUTTONS_N] == 0 or mask != st[D_BUTTONS] or presses != st[D_PRESSES]:

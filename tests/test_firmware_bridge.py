@@ -18,6 +18,7 @@ from exo_rt.control import trajectory
 from firmware_bridge import protocol as p
 from firmware_bridge import ttyio
 from firmware_bridge.emulator import BoardEmulator
+from firmware_bridge.fastdecode import MIN_SWING_FRAMES
 from firmware_bridge.link import BoardLink
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,11 +113,17 @@ def _reference_state(msgs, contact):
     """What the compiled receive path must hold after ``msgs`` (protocol.FrameDecoder's)."""
     status = next((m.body for m in reversed(msgs) if isinstance(m.body, p.Status)), None)
     pressures = [m.body for m in msgs if isinstance(m.body, p.Pressure)]
-    strikes, inside = 0, False
-    for body in pressures:  # BoardLink's heel-strike rule
+    strikes, inside, swing = 0, False, 0
+    for body in pressures:  # BoardLink's heel-strike rule, with the foot switch's debounce
         heel = body.newton[0] if body.newton else 0
-        strikes += heel >= contact and not inside
-        inside = heel >= contact * 0.5 if inside else heel >= contact
+        if inside:
+            if heel < contact * 0.5:
+                inside, swing = False, 0
+        else:
+            swing += 1
+            if heel >= contact:
+                inside = True
+                strikes += swing >= MIN_SWING_FRAMES or strikes == 0
     others = [(m.sequence, m.body) for m in msgs
               if not isinstance(m.body, (p.Status, p.Pressure, p.Buttons))]
     changes, last = [], None  # the buttons: each change of mask or presses
@@ -125,6 +132,30 @@ def _reference_state(msgs, contact):
             last = (m.body.mask, m.body.presses)
             changes.append(last)
     return status, pressures[-1].newton if pressures else None, strikes, others, changes
+
+
+def test_a_heel_strike_needs_a_swing_before_it():
+    """The foot switch's debounce (fastdecode.MIN_SWING_FRAMES: 0.2 s of the board's 1 kHz
+    PRESSURE frames): a stance load that dips under the release and comes back within a few
+    hundredths of a second is no heel strike; the first landing counts, and so does each one
+    after a swing of at least that long — one strike per stride on a foot that bounces."""
+    from firmware_bridge import fastdecode as fd
+
+    def strikes(heels):
+        st_, partial, other, raw = fd.new_state()
+        blob = b"".join(p.encode(p.Pressure((h, 0)), i % 256) for i, h in enumerate(heels))
+        chunk = np.frombuffer(blob, dtype=np.uint8).copy()
+        fd.decode_stream(chunk, len(chunk), st_, partial, other, raw, 200.0)
+        return int(st_[fd.D_HEEL_N])
+
+    swing = [0] * MIN_SWING_FRAMES
+    stance = [400] * 300
+    bounce = [80] * 30 + [400] * 20  # released for 30 ms, loaded again: the foot bouncing
+    assert strikes(stance + bounce + stance) == 1  # the first landing only
+    assert strikes(stance + swing + stance) == 2  # a swing of 0.2 s: a second landing
+    assert strikes(stance + swing[:-2] + stance) == 1  # 2 ms short of it: none
+    # the first landing, then one a stride: each stance's bounce left out
+    assert strikes(stance + 3 * (bounce + swing + stance)) == 4
 
 
 @pytest.mark.slow
