@@ -33,6 +33,8 @@ row's 4 500 lines of IR) — 3–9 % of a cold start's compiling, for no gain at
 A kernel made here (``njit``, and :func:`cfunc` for a C callback) loads from numba's cache
 without first importing numba's compiling registries (:class:`_LoadCache`, ~0.2 s of a warm
 start); the first compile in the process imports them, as numba always does.
+``EXO_RT_NUMBA_OWN_LOAD=1`` loads as numba does; so does a numba release not in
+:data:`LOAD_CHECKED`.
 
 Also on import, numba's BLAS check is made without importing SciPy (:class:`_DeferBLASCheck`:
 ``scipy.linalg`` was 0.13–0.25 s of a warm start, for kernels of which none calls BLAS or
@@ -60,6 +62,26 @@ from numba.extending import intrinsic
 from exo_rt import numba_settings
 
 numba_settings.apply()  # before any kernel is decorated (its cache's directory is fixed then)
+
+
+# numba's releases that :class:`_LoadCache` (it calls numba's private ``_load_overload`` and
+# makes what numba's target refresh makes for a load) and :class:`_DeferBLASCheck` (it runs
+# ``numba.np.arraymath`` with one import refused) were checked against: on any other release
+# numba loads and checks as itself — a release that changed what a load needs then costs a
+# few tenths of a second of the warm start, never a crash. Add a release here after running tests/test_jit_load.py on it.
+LOAD_CHECKED = ((0, 68),)
+
+
+def _numba_release() -> tuple[int, int]:
+    """numba's (major, minor) release."""
+    import numba
+
+    major, minor = numba.__version__.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+CHECKED_RELEASE = _numba_release() in LOAD_CHECKED
+LOAD_LAZILY = CHECKED_RELEASE and os.environ.get("EXO_RT_NUMBA_OWN_LOAD") != "1"
 
 
 def _blas_found() -> bool:
@@ -140,7 +162,7 @@ class _ArraymathLoader(importlib.machinery.SourceFileLoader):
             module._HAVE_BLAS = _blas_found()
 
 
-if os.environ.get("EXO_RT_SCIPY_AT_START") != "1" and not {
+if CHECKED_RELEASE and os.environ.get("EXO_RT_SCIPY_AT_START") != "1" and not {
         "numba.np.arraymath", "scipy.linalg"} & set(sys.modules):
     sys.meta_path.insert(0, _DeferBLASCheck())
 
@@ -193,8 +215,9 @@ class _LoadCache(FunctionCache):
 def _load_lazily(disp):
     """``disp`` (a dispatcher or a ``CFunc``) with its on-disk cache loading as
     :class:`_LoadCache` does (numba's ``FunctionCache`` only: the class swapped, no state
-    added); anything else as it is."""
-    if type(getattr(disp, "_cache", None)) is FunctionCache:
+    added; only on a numba release of :data:`LOAD_CHECKED`, and not with
+    ``EXO_RT_NUMBA_OWN_LOAD=1``); anything else as it is."""
+    if LOAD_LAZILY and type(getattr(disp, "_cache", None)) is FunctionCache:
         disp._cache.__class__ = _LoadCache
     return disp
 

@@ -96,3 +96,20 @@ def test_warm_kernels_load_without_the_registries(tmp_path):
         assert warm[key] == cold[key], key  # to the bit (JSON keeps a float's 17 digits)
     assert warm["squares"][0] == 2.0 and warm["keyed"] == [True, 1.5]
     assert warm["call_value"] == 2.5 and warm["half"] == 2.5
+
+
+def test_a_numba_release_not_checked_loads_as_numba_does(monkeypatch):
+    """On a numba release outside ``LOAD_CHECKED`` (or with ``EXO_RT_NUMBA_OWN_LOAD=1``) a
+    kernel keeps numba's own cache, whose load refreshes the target first: a release whose
+    load needs more than ``_LoadCache`` makes costs time, never a crash."""
+    from numba.core.caching import FunctionCache
+
+    from exo_rt import jit
+
+    def kernel(x):
+        return x + 1.0
+
+    assert type(jit.njit(cache=True)(kernel)._cache) is jit._LoadCache
+    monkeypatch.setattr(jit, "LOAD_LAZILY", False)
+    assert type(jit.njit(cache=True)(kernel)._cache) is FunctionCache
+    assert jit._numba_release() >= (0, 59)  # pyproject's lower bound: the parse reads it

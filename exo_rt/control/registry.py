@@ -49,12 +49,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cfunc, types
+from numba import types
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from exo_rt import plugins, structs
 from exo_rt.control import phase_estimate
-from exo_rt.jit import njit
+from exo_rt.jit import cfunc, njit
 from exo_rt.schema.gains import Gains
 
 GROUP = "exo_rt.laws"
