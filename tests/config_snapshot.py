@@ -72,6 +72,9 @@ RETUNED = {
     "sliding_mode": ({5: (40.0, 20.0), 7: (0.05, 1.0)}, (80.0, 300.0)),
 }
 TOP_CONTROLLER = "computed_torque"  # the controller every shipped top config names
+# keys added to a controller file since the snapshot, as every controller the snapshot holds
+# loads them (none sets it): the stance-load feedforward, off (issue 44)
+CONTROLLER_ADDED = {"stance_load": None}
 # Keys added to the top config since the snapshot, as every shipped top config loads them (it
 # sets none of them: their defaults).
 TOP_ADDED = {"simulation": {"__class__": "SimulationConfig", "plant": "harmonic_drive",
@@ -158,8 +161,8 @@ def _add_motor_keys(node) -> None:
 def before() -> dict:
     """The snapshot taken with the hand-written loaders, with the retuned values (RETUNED),
     the top config's added keys (TOP_ADDED, REALTIME_ADDED, SAFETY_ADDED), the packed
-    models' added columns (:func:`_widen_packed`) and the motors' added keys
-    (:func:`_add_motor_keys`)."""
+    models' added columns (:func:`_widen_packed`), the motors' added keys
+    (:func:`_add_motor_keys`) and the controllers' (:func:`_add_controller_keys`)."""
     import gzip
 
     from exo_rt.schema.top import ThermalLevels
@@ -180,7 +183,23 @@ def before() -> dict:
                                        Path(key).stem, {}).items()]})
     _widen_packed(snap)
     _add_motor_keys(snap)
+    _add_controller_keys(snap)
     return snap
+
+
+def _add_controller_keys(node) -> None:
+    """:data:`CONTROLLER_ADDED` into every controller the snapshot holds (a controller file's
+    load, a top config's)."""
+    if isinstance(node, list):
+        for v in node:
+            _add_controller_keys(v)
+    if not isinstance(node, dict):
+        return
+    for v in node.values():
+        _add_controller_keys(v)
+    if node.get("__class__") == "ControllerConfig":
+        for k, v in CONTROLLER_ADDED.items():
+            node.setdefault(k, v)
 
 
 def capture() -> dict:

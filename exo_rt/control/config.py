@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from exo_rt.control import laws, registry
-from exo_rt.errors import ConfigError
+from exo_rt.errors import ConfigError, Where
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.schema import core
@@ -27,13 +27,14 @@ from exo_rt.schema.controller import (
     Gains,
     PhaseEstimate,
     Reference,
+    StanceLoad,
 )
 from exo_rt.yamlio import Node, read_yaml
 
 GAIN_KEYS = COLUMNS  # gain key → its field of a gains record (exo_rt.control.laws.GAINS)
 GAIN_DEFAULTS = core.defaults(Gains)
 __all__ = ["GAIN_KEYS", "GAIN_DEFAULTS", "REFERENCE_TYPES", "ControllerConfig", "Reference",
-           "load_controller", "rotor_inertias", "transmission_rows"]
+           "load_controller", "rotor_inertias", "stance_rows", "transmission_rows"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class ControllerConfig:
     counts_per_rev: float
     reference: Reference
     phase_estimate: PhaseEstimate = PhaseEstimate()
+    stance_load: StanceLoad | None = None  # off where the file has no ``stance_load``
 
     def options(self) -> np.ndarray:
         """The options the laws read: one :data:`exo_rt.control.laws.OPTIONS` record (an
@@ -152,7 +154,76 @@ def load_controller(path: str | Path, mech: Mechanism) -> ControllerConfig:
         velocity_cutoff_hz=f.velocity_filter_hz,
         encoder=f.encoder.source, counts_per_rev=f.encoder.counts_per_rev,
         reference=ref, phase_estimate=_estimate(f.phase_estimate, nodes, mech),
+        stance_load=_stance(f, nodes, mech),
     )
+
+
+def _stance(f: ControllerFile, nodes: dict, mech: Mechanism) -> StanceLoad | None:
+    """The file's ``stance_load``, checked: a law that adds it, each of the robot's legs
+    named with its ankle found (:func:`stance_rows`; the names of legs it lacks are skipped)."""
+    if f.stance_load is None:
+        return None
+    node = nodes["stance_load"]
+    if not registry.get(f.law).carries_stance:
+        carriers = [n for n in laws.LAWS.entries() if registry.get(n).carries_stance]
+        raise ConfigError(f"the law '{f.law}' does not feed the stance load forward",
+                          node.where(), f"remove stance_load, or use {', '.join(carriers)}")
+    for leg, sub in node.value["sensors"].value.items():
+        prefix = _prefix(leg)
+        if prefix in _legs(mech):
+            _ankle(mech, prefix, sub.where())
+    return f.stance_load
+
+
+def _prefix(leg: str) -> str:
+    """A leg's joints' prefix: ``left`` → 'left_', ``leg`` → '' (a one-leg robot)."""
+    return "" if leg == "leg" else leg.rstrip("_") + "_"
+
+
+def _legs(mech: Mechanism) -> list[str]:
+    from exo_rt.control.gait_speed import leg_prefixes
+
+    return leg_prefixes(mech)
+
+
+def _ankle(mech: Mechanism, prefix: str, where) -> tuple[int, np.ndarray]:
+    """(the shank's body, the ankle joint's centre in its frame, m) of the leg ``prefix``:
+    a revolute ankle's origin, or a fixed one's from the robot file (lumped by the loader)."""
+    from exo_rt.control.gait_speed import _fixed_origin
+
+    names = list(mech.tree_joint_names)
+    shank = names.index(prefix + "knee")
+    ankle = prefix + "ankle"
+    if ankle in names and int(mech.parent[names.index(ankle)]) == shank:
+        return shank, np.array(mech.origin_xyz[names.index(ankle)], float)
+    return shank, np.asarray(_fixed_origin(mech, ankle, mech.body_names[shank], where, ""),
+                             float)
+
+
+def stance_rows(mech: Mechanism, cfg: ControllerConfig, dt: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The stance-load feedforward of ``cfg`` for the controller's model ``mech`` and the
+    period ``dt`` (s): its legs (:data:`exo_rt.control.registry.STANCE` records — none where
+    the file has no ``stance_load``) and their ankle points (legs × 3, m, each in its shank's
+    frame). The legs named that ``mech`` lacks are skipped: one controller file serves the
+    one-leg and the two-leg robot (none of its legs named: none, no feedforward)."""
+    sl = cfg.stance_load
+    if sl is None:
+        return np.zeros(0, registry.STANCE), np.zeros((0, 3))
+    have = _legs(mech)
+    legs = [(_prefix(leg), sensor) for leg, sensor in sl.sensors.items()
+            if _prefix(leg) in have]
+    rows, points = np.zeros(len(legs), registry.STANCE), np.zeros((len(legs), 3))
+    g = np.asarray(mech.gravity, float)
+    up = -g / np.linalg.norm(g)
+    for r, (prefix, sensor) in enumerate(legs):
+        body, points[r] = _ankle(mech, prefix, Where(cfg.source))
+        rec = rows[r]
+        rec["sensor"], rec["body"] = int(sensor), body
+        rec["up_x"], rec["up_y"], rec["up_z"] = up
+        rec["alpha"] = 1.0 - np.exp(-dt / sl.tau_s)
+        rec["max_n"] = sl.max_N
+    return rows, points
 
 
 def _estimate(est: PhaseEstimate, nodes: dict, mech: Mechanism) -> PhaseEstimate:

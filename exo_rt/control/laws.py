@@ -13,6 +13,9 @@ the order they register in); :func:`law_torque` calls the one a controller names
   clamping anti-windup, output limit.
 - model-based PID: PID + g(q) + wave-generator friction compensation (+ M(q) q̈_d if enabled).
 - computed torque: τ = M(q)(q̈_d + K_d ė + K_p e + K_i ∫e) + h(q, q̇) (+ friction).
+- the model-based tracking laws (model PID, computed torque, sliding mode) add, where the
+  controller file asks (``stance_load``), the stance leg's load: −J_a(q)ᵀ f, the vertical
+  force each foot carries from the board's sole sensors at the ankle (:func:`stance_load`).
 - sliding mode (Coutinho 2015): s = ė + Λe, τ = M(q)(q̈_d + Λė) + h(q, q̇) + K_s s + K·sat(s/Φ);
   the boundary layer Φ removes chattering, K covers the parameter error.
 - transparent / assist: the exoskeleton's own inverse dynamics along the motion (its gravity,
@@ -147,6 +150,30 @@ def _pid(m, d):
                   + g.kd * (qdr[j] - qd[j]))
 
 
+@njit(cache=True)
+def stance_load(m, d):
+    """The stance-load feedforward, τ −= J_a(q)ᵀ f per leg of ``m.stance`` (none: nothing):
+    the controller's model is the leg hanging from a fixed pelvis, and the floor's push on a
+    stance foot is an external force on it, M q̈ + h = τ + J_aᵀ f — so the torque that keeps
+    the model's motion under that force is ID(q, q̇, q̈) − J_aᵀ f. f = F·up is the vertical
+    force the foot carries (``d.load``, N: the board's sole sensor, filtered and clamped by
+    the cycle, 0 when stale), applied at the ankle joint's centre (the orthosis hinge carries
+    it to the shank; J_a the ankle point's linear Jacobian in the model's base frame, the
+    pelvis). Taken upright: ``up`` is the model's −gravity direction, the pelvis's pitch is
+    not measured. The floor's horizontal force and the ankle's moment are not measured and
+    not fed forward."""
+    st, at, tau, jac = m.stance, m.stance_at, d.tau, d.jac
+    for r in range(st.shape[0]):
+        f = d.load[r]
+        if f == 0.0:
+            continue
+        rec = st[r]
+        kernels.point_jacobian(m.model, d.data, d.q, rec.body, at[r], jac)
+        fx, fy, fz = f * rec.up_x, f * rec.up_y, f * rec.up_z
+        for j in range(tau.shape[0]):
+            tau[j] -= jac[0, j] * fx + jac[1, j] * fy + jac[2, j] * fz
+
+
 # ---------------------------------------------------------------- the built-in laws
 # (registered in this order: their codes are the LAW_* constants above)
 @registry.law("passive", doc="zero torque: the drives carry no current")
@@ -160,7 +187,8 @@ def pid(m, d):
     _pid(m, d)
 
 
-@registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)")
+@registry.law("model_pid", doc="PID + gravity g(q) (+ M(q) q̈_d with inertia_feedforward)",
+              carries_stance=True)
 def model_pid(m, d):
     tau, q = d.tau, d.q
     n = q.shape[0]
@@ -175,9 +203,11 @@ def model_pid(m, d):
         for j in range(n):
             for k in range(n):
                 tau[j] += mass[j, k] * d.qddr[k]
+    stance_load(m, d)
 
 
-@registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)")
+@registry.law("computed_torque", doc="τ = M(q)(q̈_d + K_d ė + K_p e + K_i∫e) + h(q, q̇)",
+              carries_stance=True)
 def computed_torque(m, d):
     q, qd, qr, qdr, qddr = d.q, d.qd, d.qr, d.qdr, d.qddr
     n = q.shape[0]
@@ -189,9 +219,11 @@ def computed_torque(m, d):
         acc[j] = (qddr[j] + g.kd * (qdr[j] - qd[j]) + g.kp * e
                   + g.ki * d.law_state[j].integral)
     kernels.inverse_dynamics(m.model, d.data, q, qd, acc, d.tau)
+    stance_load(m, d)
 
 
-@registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)")
+@registry.law("sliding_mode", doc="s = ė + Λe; τ = M(q)(q̈_d + Λė) + h + K_s s + K sat(s/Φ)",
+              carries_stance=True)
 def sliding_mode(m, d):
     q, qd, qr, qdr, tau = d.q, d.qd, d.qr, d.qdr, d.tau
     n = q.shape[0]
@@ -204,6 +236,7 @@ def sliding_mode(m, d):
         s = (qdr[j] - qd[j]) + g.lam * (qr[j] - q[j])
         sat_s = min(max(s / g.boundary, -1.0), 1.0)
         tau[j] += g.k_s * s + g.k_switch * sat_s
+    stance_load(m, d)
 
 
 @registry.law("transparent", doc="the exoskeleton's own inverse dynamics + assistance",

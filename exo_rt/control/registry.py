@@ -24,7 +24,11 @@ A law is a function of one signature, the same for every law — the law's model
   work space, its row n + 2 last cycle's output clamp per joint (1: saturated), for an
   anti-windup; ``d.tau`` the torque out; ``d.gait`` the wearer's gait-phase estimate (one
   ``phase_estimate.STATE`` record: ``d.gait[0].phase``, ``.walking``), ``d.level`` the
-  assistance level per joint (0–1), ``d.offsets`` each joint's gait phase offset (strides).
+  assistance level per joint (0–1), ``d.offsets`` each joint's gait phase offset (strides);
+  ``d.load`` the vertical force each foot of ``m.stance`` carries (N, the board's sole
+  sensors, filtered by the cycle; 0 when stale) and ``d.jac`` a (3, n) work space, for the
+  stance-load feedforward (:func:`exo_rt.control.laws.stance_load`, a law registered
+  ``carries_stance``; ``m.stance`` and ``m.stance_at`` its legs and ankle points).
 
 The cycle clamps ``tau`` to each joint's torque limit after the law, and turns it into
 current (:func:`exo_rt.control.laws.torque_to_current`). The cycle's model holds its law
@@ -76,6 +80,17 @@ GAINS = np.dtype([(f.name, "f8") for f in Gains.KEYS.values()])
 STATE = np.dtype([  # the law's state, one record per joint
     ("integral", "f8"),  # rad·s: ∫e dt
 ])
+# the stance-load feedforward (exo_rt.control.laws.stance_load): one record per leg the
+# controller file's ``stance_load`` names (none: off); each leg's ankle point is the row of
+# the model's ``stance_at`` (m, in its shank's frame)
+STANCE = np.dtype([
+    ("sensor", "i8"),  # the board's foot-sole sensor under the leg (PRESSURE's index)
+    ("body", "i8"),  # the shank's body in the controller's model (the ankle hangs on it)
+    ("up_x", "f8"), ("up_y", "f8"), ("up_z", "f8"),  # up, −gravity/|gravity|, in the model's
+    #                                                  base frame (the pelvis taken upright)
+    ("alpha", "f8"),  # the first-order filter's gain per period, 1 − exp(−dt/τ)
+    ("max_n", "f8"),  # N: the force's clamp
+])
 
 
 
@@ -107,31 +122,42 @@ def _law_data(*fields):
 
 # a law's model: the controller's options (one OPTIONS record), the gains (one GAINS record
 # per joint), the packed rigid models of the whole leg and of the exoskeleton alone, the
-# period (s), the gait-phase estimate's parameters (one phase_estimate.PARAMS record)
+# period (s), the gait-phase estimate's parameters (one phase_estimate.PARAMS record), the
+# stance-load feedforward's legs (STANCE records, none: off) and their ankle points (legs × 3,
+# m, each in its shank's frame)
 LAW_MODEL = structs.declare(LawModelType, LawModel, [
     ("opts", structs.records(OPTIONS)), ("gains", structs.records(GAINS)),
     ("model", structs.MODEL), ("model_exo", structs.MODEL), ("dt", structs.F64),
-    ("gp", structs.records(phase_estimate.PARAMS))], _law_model)
+    ("gp", structs.records(phase_estimate.PARAMS)), ("stance", structs.records(STANCE)),
+    ("stance_at", structs.MAT)], _law_model)
 # a law's data: the two rigid workspaces, its per-joint STATE records, (n + 4, n) scratch
 # (row n + 2: last cycle's output clamp per joint, for an anti-windup), the measured q, q̇,
 # the reference q_r, q̇_r, q̈_r (rad, rad/s, rad/s²), the wearer's own torque along the
 # reference (N·m) and the torque out (N·m) — views of the cycle's joint vectors; the gait
 # phase estimate (one phase_estimate.STATE record), the assistance level per joint (0–1) and
-# each joint's gait phase offset (strides)
+# each joint's gait phase offset (strides); the vertical force each stance-load leg's foot
+# carries (N, filtered, clamped; 0 when its sensor is stale), filled by the cycle; a (3, n)
+# work space for a point's Jacobian
 LAW_DATA = structs.declare(LawDataType, LawData, [
     ("data", structs.VEC), ("data_exo", structs.VEC), ("law_state", structs.records(STATE)),
     ("scratch", structs.MAT), ("q", structs.VEC), ("qd", structs.VEC), ("qr", structs.VEC),
     ("qdr", structs.VEC), ("qddr", structs.VEC), ("assist", structs.VEC),
     ("tau", structs.VEC), ("gait", structs.records(phase_estimate.STATE)),
-    ("level", structs.VEC), ("offsets", structs.VEC)], _law_data)
+    ("level", structs.VEC), ("offsets", structs.VEC), ("load", structs.VEC),
+    ("jac", structs.MAT)], _law_data)
 SIGNATURE = types.void(LAW_MODEL, LAW_DATA)
 FUNCTION = types.FunctionType(SIGNATURE)
 
 
-def law_model(opts, gains, model, model_exo, dt: float, gp) -> LawModel:
-    """A law's model (fields of :data:`LAW_MODEL`), checked against the declaration."""
+def law_model(opts, gains, model, model_exo, dt: float, gp, stance=None,
+              stance_at=None) -> LawModel:
+    """A law's model (fields of :data:`LAW_MODEL`), checked against the declaration;
+    ``stance`` (:data:`STANCE` records) and ``stance_at`` (legs × 3) the stance-load
+    feedforward's legs (none: off)."""
+    if stance is None:
+        stance, stance_at = np.zeros(0, STANCE), np.zeros((0, 3))
     m = LawModel(opts=opts, gains=gains, model=model, model_exo=model_exo, dt=float(dt),
-                 gp=gp)
+                 gp=gp, stance=stance, stance_at=stance_at)
     structs.check(m, LAW_MODEL, "law model")
     return m
 
@@ -141,7 +167,11 @@ def law_data(data, data_exo, law_state, scratch, **vectors) -> LawData:
     scratch, and by name the joint vectors (``q``, ``qd``, ``qr``, ``qdr``, ``qddr``,
     ``assist``, ``tau``, ``level``, ``offsets``) and the gait-phase estimate (``gait``) — the
     caller's arrays (views of its joint vectors), so that what the law writes is where the
-    caller reads it."""
+    caller reads it. ``load`` (N per stance-load leg) and ``jac`` (3 × n) default to none and
+    a zero work space."""
+    n = vectors["q"].shape[0]
+    vectors.setdefault("load", np.zeros(0))
+    vectors.setdefault("jac", np.zeros((3, n)))
     d = LawData(data=data, data_exo=data_exo, law_state=law_state, scratch=scratch, **vectors)
     structs.check(d, LAW_DATA, "law data")
     return d
@@ -158,6 +188,8 @@ class Law:
     follows_wearer: bool = False  # the wearer leads: friction compensated along q̇ measured
     feeds_acceleration: bool = True  # the reference's q̈ is fed forward (its rotor inertia
     # torque is taken out of the load the mesh friction grows with)
+    carries_stance: bool = False  # the law adds the stance-load feedforward (−J_aᵀ f) where
+    # the controller file asks for it (``stance_load``)
 
 
 NAMES: plugins.Registry[Law] = plugins.Registry(  # every law, as the schema checks its name
@@ -166,18 +198,22 @@ _compiled_laws: dict[str, object] = {}  # name → its compiled cfunc, compiled 
 
 
 def law(name: str, doc: str = "", follows_wearer: bool = False,
-        feeds_acceleration: bool | None = None) -> Callable[[Callable], Callable]:
+        feeds_acceleration: bool | None = None,
+        carries_stance: bool = False) -> Callable[[Callable], Callable]:
     """Register the decorated function as the law ``name`` (see the module's docstring); its
     code is the number of laws registered before it (the built-in ones first).
     ``follows_wearer``: the wearer leads the motion (the drives' friction is compensated along
     the measured speed, not the reference's). ``feeds_acceleration``: the law feeds the
     reference's acceleration forward (default: a law the wearer does not lead); the
     friction compensation then takes the reference's rotor inertia torque out of the load
-    (:func:`exo_rt.control.laws.friction_acceleration`)."""
+    (:func:`exo_rt.control.laws.friction_acceleration`). ``carries_stance``: the law adds
+    the stance-load feedforward (:func:`exo_rt.control.laws.stance_load`) — a controller
+    file's ``stance_load`` is refused for a law that does not."""
     feeds = not follows_wearer if feeds_acceleration is None else feeds_acceleration
 
     def register(fn: Callable) -> Callable:
-        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer, feeds))
+        NAMES.add(name, Law(name, len(list(NAMES)), fn, doc, follows_wearer, feeds,
+                            carries_stance))
         return fn
     return register
 

@@ -20,6 +20,8 @@ PARAMS = np.dtype([
     ("damping", "f8"),  # N·m·s/rad of the safe action
     ("stiffness", "f8"),  # N·m/rad of the safe action
     ("ramp", "f8"),  # cycles of the safe action's ramp
+    ("sole_timeout", "f8"),  # s: a foot-sole sensor without a PRESSURE frame this long is
+    #                          stale (the safety's board_timeout, the board link's)
 ])
 
 # the cycle's scalars (the data's one SCALARS record): inputs Python sets, outputs it reads
@@ -53,6 +55,9 @@ SCALARS = np.dtype([
     # the reference governor (exo_rt.cycle.governor): the last word on every reference
     ("governed", "f8"),  # out: cycles in RUN whose reference the governor had to change
     ("governing", "f8"),  # out: 1 while it does (a joint's reference is not the segment's)
+    # the board's foot-sole sensors (the stance-load feedforward, exo_rt.cycle.step.soles)
+    ("sole_count", "f8"),  # PRESSURE frames the board link had decoded at the last change
+    ("sole_time", "f8"),  # s: the cycle's t when that count last changed
 ])
 
 # the session's reference segment (the data's one SEGMENT record, exo_rt.cycle.segment): the

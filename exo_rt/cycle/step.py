@@ -36,7 +36,7 @@ from exo_rt import structs
 from exo_rt.actuators import thermal
 from exo_rt.bus.flags import F_LATE, F_MALFORMED, F_MISSING
 from exo_rt.control import laws, phase_estimate, registry, trajectory
-from exo_rt.control.config import transmission_rows
+from exo_rt.control.config import stance_rows, transmission_rows
 from exo_rt.control.estimate import filter_gain
 from exo_rt.cycle import assistance, governor, safety, segment
 from exo_rt.cycle.layout import (
@@ -79,6 +79,7 @@ from exo_rt.cycle.states import READY, RUN, SAFE, STOPPING
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
 from exo_rt.record.recorder import column_start, row_columns, row_width
+from firmware_bridge import fastdecode as fd
 
 # the check's output
 _OUT = 2
@@ -132,6 +133,8 @@ CYCLE_DATA = structs.declare(CycleDataType, CycleData, [
     ("rows", structs.MAT),  # the recording ring's rows
     ("hist", structs.MAT),  # the run's first records, in memory
     ("gaits", structs.ARR3),  # the session's gait Fourier rows: (segment.SLOTS, n, 11) rad
+    ("board", structs.IVEC),  # the board link's decoder state (fastdecode's ``st``: its latest
+    # PRESSURE frame; a zero one where no board is bound — no frame, stale)
 ], _new_data)
 
 
@@ -195,6 +198,32 @@ def wearer_gait(m, d):
     phase_estimate.update(m.law.gp, gait, v[V_Q], v[V_QD], s.heel, m.p[0].dt)
     s.heel = 0.0
     assistance.level_update(s, v, gait[0], m.p[0].dt)
+
+
+@njit(cache=True)
+def soles(m, d):
+    """The stance-load feedforward's forces (``d.law.load``, N per leg of ``m.law.stance``)
+    from the board's foot-sole sensors (its latest PRESSURE frame in ``d.board``): each
+    clamped to 0 … max_N and through a first-order filter (time constant τ: a landing's
+    few-millisecond spike kept out) — and exactly 0, the filter reset, while the sensors are
+    stale: no PRESSURE frame for the board link's timeout (``sole_timeout``, s of the cycle's
+    time), none yet, no board, or a frame without the leg's sensor."""
+    st, load, s = d.board, d.law.load, d.s[0]
+    legs = m.law.stance
+    if legs.shape[0] == 0:
+        return
+    count = st[fd.D_PRESSURE_N]
+    if count != s.sole_count:
+        s.sole_count = count
+        s.sole_time = s.t
+    fresh = count > 0 and s.t - s.sole_time <= m.p[0].sole_timeout
+    for r in range(legs.shape[0]):
+        leg = legs[r]
+        if not fresh or leg.sensor >= st[fd.D_N_SENSORS]:
+            load[r] = 0.0
+            continue
+        f = min(max(float(st[fd.D_SENSORS + leg.sensor]), 0.0), leg.max_n)
+        load[r] += leg.alpha * (f - load[r])
 
 
 @njit(cache=True, inline="always")  # a few operations: compiled into its caller
@@ -456,6 +485,7 @@ def step(m, d):
     estimate(m, d)
     wearer_gait(m, d)
     windings(m, d)
+    soles(m, d)
     _reference(state, m, d)
     if state == RUN or state == STOPPING:
         if _fresh(d.flags):
@@ -507,6 +537,12 @@ def set_hist(d, hist):
     d.hist = hist
 
 
+@njit(cache=True)
+def set_board(d, st):
+    """The board link's decoder state the cycle reads the foot-sole sensors from."""
+    d.board = st
+
+
 def warm(cycle: Cycle) -> None:
     """Compile (or load) :func:`step` and run it once in every state, on throw-away data of
     ``cycle``'s model: a cold numba cache never stalls a cycle, and the first real cycles
@@ -550,6 +586,8 @@ class Cycle:
     gait: np.ndarray  # the wearer's gait-phase estimate (phase_estimate.STATE, one)
     scratch: np.ndarray  # the law's work space
     gaits: np.ndarray  # the session's gait Fourier rows (segment.SLOTS, n, 11), rad
+    board: np.ndarray  # the board link's decoder state (fastdecode's st) the soles come from
+    load: np.ndarray  # N per stance-load leg: the force its foot carries, as the law reads it
     n: int  # joints
     width: int  # float64 values of a record (the cycle log's row)
     law_arrays: dict  # the rigid models' workspaces a fresh cycle copies
@@ -565,9 +603,9 @@ class Cycle:
     period: float  # s: the reference's stride period
     __slots__ = ("model", "data", "s", "s_array", "seg", "seg_array", "v", "flags", "streaks",
                  "check_out", "rows", "no_rows", "hist", "law_state", "gait", "scratch", "gaits",
-                 "n", "width", "law_arrays", "p", "opts", "gains", "coeffs", "limits", "sopts",
-                 "transmissions", "thermal", "period", *ROWS)
-    _DATA = __slots__[:20]  # what new_data gives
+                 "board", "load", "n", "width", "law_arrays", "p", "opts", "gains", "coeffs",
+                 "limits", "sopts", "transmissions", "thermal", "period", *ROWS)
+    _DATA = __slots__[:22]  # what new_data gives
 
     def __init__(self, model: CycleModel, data: CycleData, **arrays) -> None:
         if sorted(arrays) != sorted(self._DATA[2:]):
@@ -589,6 +627,18 @@ class Cycle:
         self.hist = hist
         set_hist(self.data, hist)
         self.data.rebind("hist", hist)
+
+    def bind_board(self, board) -> None:
+        """Read the foot-sole sensors (the stance-load feedforward) from ``board``'s decoder
+        state — a :class:`firmware_bridge.link.BoardLink`'s (its compiled poll's ``st``,
+        filled by its poll, compiled or Python's) or such an int64 array; None or a run
+        without a board: a zero state, never a frame (no feedforward)."""
+        st = getattr(board, "decoder_state", board)
+        if st is None or not isinstance(st, np.ndarray):
+            st = np.zeros(fd.D_WIDTH, np.int64)
+        self.board = st
+        set_board(self.data, st)
+        self.data.rebind("board", st)
 
     def fresh(self, history: int = 0) -> Cycle:
         """A cycle of the same model on new data (throw-away: warming up, a side test)."""
@@ -616,22 +666,25 @@ def new_data(model: CycleModel, n: int, width: int, history: int, law_arrays: di
     governor.unset(v)
     gait = np.zeros(1, phase_estimate.STATE)
     phase_estimate.reset(model.law.gp, gait)
+    load = np.zeros(model.law.stance.shape[0])
     ld = registry.law_data(data, data_exo, law_state, scratch, q=v[V_Q], qd=v[V_QD],
                            qr=v[V_QR], qdr=v[V_QDR], qddr=v[V_QDDR], assist=v[V_ASSIST],
-                           tau=v[V_TAU], gait=gait, level=v[V_LEVEL], offsets=v[V_OFFSET])
+                           tau=v[V_TAU], gait=gait, level=v[V_LEVEL], offsets=v[V_OFFSET],
+                           load=load, jac=np.zeros((3, n)))
     flags = np.zeros(n, np.int64)
     streaks = np.zeros((safety.STREAKS, n), np.int64)
     check_out = np.zeros(_OUT, np.int64)
     no_rows = np.zeros((1, width))
     hist = np.zeros((max(history, 0), width))
     gaits = np.zeros((segment.SLOTS, n, 1 + 2 * trajectory.MAX_HARMONICS))
+    board = np.zeros(fd.D_WIDTH, np.int64)  # (no board bound: no PRESSURE frame, ever)
     d = CycleData(law=ld, s=s, seg=seg, v=v, flags=flags, streaks=streaks, check_out=check_out,
-                  rows=no_rows, hist=hist, gaits=gaits)
+                  rows=no_rows, hist=hist, gaits=gaits, board=board)
     structs.check(d, CYCLE_DATA, "cycle data")
     return Cycle(model, d, s=s[0], s_array=s, seg=seg[0], seg_array=seg, v=v, flags=flags,
                  streaks=streaks, check_out=check_out, rows=no_rows, no_rows=no_rows, hist=hist,
-                 law_state=law_state, gait=gait, scratch=scratch, gaits=gaits, n=n,
-                 width=width, law_arrays=law_arrays)
+                 law_state=law_state, gait=gait, scratch=scratch, gaits=gaits, board=board,
+                 load=load, n=n, width=width, law_arrays=law_arrays)
 
 
 def estimate_params(robot, cfg, coeffs: np.ndarray) -> np.ndarray:
@@ -666,7 +719,8 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
              for nm in robot.joint_names]
     coeffs = trajectory.gait_coefficients(list(robot.joint_names), kinds, ref.amplitude)
     lm = registry.law_model(opts, gains, model, model_exo, dt,
-                            estimate_params(robot, cfg, coeffs))
+                            estimate_params(robot, cfg, coeffs),
+                            *stance_rows(robot, cfg, dt))
     p = np.zeros(1, PARAMS)
     p[0]["dt"] = dt
     p[0]["alpha"] = filter_gain(cfg.velocity_cutoff_hz, dt)
@@ -676,6 +730,7 @@ def build(robot, exo, cfg, safety_cfg, *, dt: float,
     p[0]["damping"] = safety_cfg.damping
     p[0]["stiffness"] = safety_cfg.stiffness
     p[0]["ramp"] = safety_cfg.ramp_cycles
+    p[0]["sole_timeout"] = safety_cfg.board_timeout
     limits = safety.limits_array(robot, safety_cfg.joint_margin, safety_cfg.tracking_error,
                                  cfg.current_limit)
     sopts = safety.options(safety_cfg)

@@ -479,3 +479,38 @@ def frame_rotations(model, data, q, out):
             for c in range(3):
                 out[i, r, c] = w[oi + W_A + 3 * r + c]
 
+
+
+@njit(cache=True)
+def point_jacobian(model, data, q, body, point, out):
+    """J(q) (3 × nq, m/rad or m/m): the linear velocity of a point fixed in body ``body``
+    (``point``, m, in that body's frame) per unit velocity of each independent coordinate,
+    in the model's base frame: ṗ = J q̇. Each joint i on the path from the body to the base
+    moves the point at b_l,i + b_a,i × p (b_i the joint's column about the world origin,
+    module docstring), through its coupling z_i = k_i q_j(i) + c_i. The generalized force of
+    a force f (N, base frame) applied at the point is Jᵀf: M q̈ + h = τ + Jᵀf."""
+    nb, nq = _dims(model)
+    if out.shape[0] != 3 or out.shape[1] != nq:
+        raise ValueError("point-Jacobian output must be (3, nq)")
+    positions(model, data, q)
+    w = data
+    ob = body * W_WIDTH
+    px = w[ob + W_O] + w[ob + W_A] * point[0] + w[ob + W_A + 1] * point[1] \
+        + w[ob + W_A + 2] * point[2]
+    py = w[ob + W_O + 1] + w[ob + W_A + 3] * point[0] + w[ob + W_A + 4] * point[1] \
+        + w[ob + W_A + 5] * point[2]
+    pz = w[ob + W_O + 2] + w[ob + W_A + 6] * point[0] + w[ob + W_A + 7] * point[1] \
+        + w[ob + W_A + 8] * point[2]
+    for r in range(3):
+        for c in range(nq):
+            out[r, c] = 0.0
+    i = body
+    while i > 0:
+        oi = i * W_WIDTH
+        t = _cross(w[oi + W_B + 3], w[oi + W_B + 4], w[oi + W_B + 5], px, py, pz)
+        k = model[i, P_K]
+        qi = int(model[i, P_QIDX])
+        out[0, qi] += k * (w[oi + W_B] + t[0])
+        out[1, qi] += k * (w[oi + W_B + 1] + t[1])
+        out[2, qi] += k * (w[oi + W_B + 2] + t[2])
+        i = int(model[i, P_PARENT])

@@ -56,6 +56,25 @@ class PhaseEstimate:
                                                            "square speed")
 
 
+@section("stance_load", result=True)
+class StanceLoad:
+    """The stance leg's load fed forward (the model-based tracking laws: model_pid,
+    computed_torque, sliding_mode): τ −= J_a(q)ᵀ f, f the vertical force a foot carries,
+    read from the board's foot-sole sensors and applied at the ankle joint's centre in the
+    controller's model, the pelvis taken upright (docs/world.md, "Where the currents peak")."""
+
+    sensors: dict = key(MapOf(Num(integer=True, ge=0, le=32), "left: 0, right: 1"), REQUIRED,
+                        doc="which of the board's PRESSURE sensors is under which leg: "
+                            "{leg: index}, a leg named by its joints' prefix (`left` for "
+                            "`left_hip`, `left_knee`, `left_ankle`; `leg` for a one-leg "
+                            "robot's `hip`, `knee`, `ankle`); legs the robot lacks are "
+                            "skipped (a file serving robots of one and two legs)")
+    tau_s: float = key(Num(gt=0), 0.02, unit="s", doc="time constant of the first-order "
+                       "filter on each force (keeps a landing's few-ms spike out)")
+    max_N: float = key(Num(gt=0), 1000.0, unit="N", doc="each force clamped to this "
+                       "before the filter")
+
+
 @section("encoder")
 class Encoder:
     """Which encoder the joint position comes from."""
@@ -89,6 +108,11 @@ class ControllerFile:
     reference: Reference = key(Sub(Reference), Reference(), doc="what the joints track")
     phase_estimate: PhaseEstimate = key(Sub(PhaseEstimate), PhaseEstimate(),
                                         doc="the wearer's gait phase (the assistance laws')")
+    stance_load: StanceLoad = key(Sub(StanceLoad), None, shown="off",
+                                  doc="the stance leg's load fed forward from the board's "
+                                      "foot-sole sensors (the model-based tracking laws); "
+                                      "a sensor without a PRESSURE frame for the safety's "
+                                      "board_timeout gives none")
     description: str = key(Name(), "", shown="", doc="free text, for people")
 
 
