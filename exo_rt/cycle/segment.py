@@ -19,7 +19,12 @@ A segment is one of
   every boundary: the **opening step** blends the start posture into the gait, a **speed or
   step-length change** blends the old gait into the new one over the stride after the
   boundary it waited for, the **closing step** blends the gait into the end posture from the
-  first half-stride boundary after a STOP, and ends there (HOLD, ``seg.seg_done``).
+  first half-stride boundary after a STOP, and ends there (HOLD, ``seg.seg_done``). A walk on
+  the floor (the flat-foot gait's two legs) makes its opening and closing steps as the strides
+  are — one foot planted, the other lifted from foothold to foothold, one pelvis for both
+  (:func:`exo_rt.control.flat_foot.walk_steps`) — by a correction added to the blend,
+  :func:`_step`, zero with its first two derivatives at both ends of the step: its sides
+  are then POSTURE_STEP and GAIT_STEPS, the corrections in ``gaits[SLOT_OPEN …]``.
 
 Python (the activity machine) writes a new segment between two cycles; the cycle applies
 what must wait for a stride boundary (``seg.next_pending``: a new gait in ``gaits[NEXT]``;
@@ -32,13 +37,22 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 from exo_rt.jit import njit
 
 HOLD, MOVE, GAIT = 0, 1, 2
-POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is
+POSTURE, GAIT_SOURCE = 0, 1  # what a blend's side A or B is …
+# … or, a walk's floor steps made (exo_rt.control.flat_foot.walk_steps): a posture joined to
+# the gait by one (the opening's A, the closing's B: the blend corrected by gaits[SLOT_OPEN]
+# or SLOT_CLOSE…, :func:`_step`), a gait whose closing step is one (B while walking)
+POSTURE_STEP, GAIT_STEPS = 2, 3
 SLOT_A, SLOT_B, SLOT_NEXT = 0, 1, 2  # the gait's Fourier rows in the cycle data's ``gaits``
-SLOTS = 3
+# … and the floor steps' corrections (:func:`_step`): the opening step's, the closing step's
+# from a whole or a half stride boundary, and those of the gait in SLOT_NEXT
+SLOT_OPEN, SLOT_CLOSE, SLOT_CLOSE_HALF, SLOT_NEXT_CLOSE, SLOT_NEXT_CLOSE_HALF = 3, 4, 5, 6, 7
+SLOTS = 8
 TWO_PI = 2.0 * math.pi
 GO_OMEGA = 40.0  # rad/s: the progress rate's filter — GO released, a move is frozen in 0.23 s
 # (r < RATE_SNAP), its q̈_r at most ω/e ≈ 15 /s times its speed at full rate
@@ -73,8 +87,37 @@ def fourier(rows, j, phase):
 
 
 @njit(cache=True, inline="always")
+def _step(gaits, slot, j, x):
+    """Joint ``j``'s correction of a floor step at its fraction x ∈ [0, 1] and its first two
+    derivatives (per unit x): D(x) = x³(1 − x)³ Σ c_k T_k(2x − 1), the Chebyshev
+    coefficients c_k the row ``gaits[slot, j]`` — zero with its first two derivatives at
+    both ends, so the blend's joins stay as they are (:func:`step_basis` is its Python twin)."""
+    y = 2.0 * x - 1.0
+    row = gaits[slot, j]
+    t0, t1, d0, d1, e0, e1 = 1.0, y, 0.0, 1.0, 0.0, 0.0  # T_k, T_k′, T_k″ (per unit y)
+    p = row[0] + row[1] * y
+    p1 = row[1]
+    p2 = 0.0
+    for k in range(2, row.shape[0]):
+        t2 = 2.0 * y * t1 - t0
+        d2 = 2.0 * t1 + 2.0 * y * d1 - d0
+        e2 = 4.0 * d1 + 2.0 * y * e1 - e0
+        p += row[k] * t2
+        p1 += row[k] * d2
+        p2 += row[k] * e2
+        t0, t1, d0, d1, e0, e1 = t1, t2, d1, d2, e1, e2
+    p1 *= 2.0  # (per unit x)
+    p2 *= 4.0
+    u = 1.0 - x
+    b = x * x * x * u * u * u
+    b1 = 3.0 * x * x * u * u * (u - x)
+    b2 = 6.0 * x * u * (u * u - 3.0 * x * u + x * x)
+    return b * p, b1 * p + b * p1, b2 * p + 2.0 * b1 * p1 + b * p2
+
+
+@njit(cache=True, inline="always")
 def _source(kind, slot, posture, gaits, j, phase):
-    if kind == POSTURE:
+    if kind == POSTURE or kind == POSTURE_STEP:
         return posture[j], 0.0, 0.0
     return fourier(gaits[slot], j, phase)
 
@@ -146,12 +189,14 @@ def _boundary(seg, gaits, phase):
         _copy(gaits, SLOT_B, SLOT_A)
         _copy(gaits, SLOT_NEXT, SLOT_B)
         seg.a_kind = GAIT_SOURCE
-        seg.b_kind = GAIT_SOURCE
         seg.a_period = seg.b_period
         seg.b_period = seg.next_period
         seg.blend_start = math.floor(phase)
         seg.blend_len = seg.next_blend
         seg.next_pending = 0.0
+        if seg.b_kind == GAIT_STEPS:  # (the closing steps of the gait walked from now)
+            _copy(gaits, SLOT_NEXT_CLOSE, SLOT_CLOSE)
+            _copy(gaits, SLOT_NEXT_CLOSE_HALF, SLOT_CLOSE_HALF)
 
 
 @njit(cache=True, inline="always")
@@ -163,7 +208,7 @@ def _close(seg, gaits, phase):
     _copy(gaits, SLOT_B, SLOT_A)
     seg.a_kind = seg.b_kind
     seg.a_period = seg.b_period
-    seg.b_kind = POSTURE
+    seg.b_kind = POSTURE_STEP if seg.a_kind == GAIT_STEPS else POSTURE
     seg.blend_start = half
     seg.blend_len = seg.closing_len
     seg.closing = 1.0
@@ -206,6 +251,13 @@ def _gait(s, seg, v, n, dt, gaits, offsets):
         return
     rate = r * f  # φ̇
     rate_dot = rd * f + r * w1 * (1.0 / seg.b_period - 1.0 / seg.a_period) * rate  # φ̈
+    step = 0  # the gaits slot of a floor step's correction, while one runs
+    if x < 1.0:
+        if seg.a_kind == POSTURE_STEP:
+            step = SLOT_OPEN
+        elif seg.b_kind == POSTURE_STEP:
+            half = seg.blend_start != math.floor(seg.blend_start)
+            step = SLOT_CLOSE_HALF if half else SLOT_CLOSE
     for j in range(n):
         pj = phase + offsets[j]
         a, a1, a2 = _source(seg.a_kind, SLOT_A, v[V_SEG_FROM], gaits, j, pj)
@@ -213,6 +265,11 @@ def _gait(s, seg, v, n, dt, gaits, offsets):
         q = (1.0 - w) * a + w * b
         q1 = (1.0 - w) * a1 + w * b1 + w1 * (b - a)
         q2 = (1.0 - w) * a2 + w * b2 + 2.0 * w1 * (b1 - a1) + w2 * (b - a)
+        if step > 0:
+            d, d1, d2 = _step(gaits, step, j, x)
+            q += d
+            q1 += d1 / seg.blend_len
+            q2 += d2 / (seg.blend_len * seg.blend_len)
         v[V_QR, j] = q
         v[V_QDR, j] = q1 * rate
         v[V_QDDR, j] = q2 * rate * rate + q1 * rate_dot
@@ -246,3 +303,18 @@ def walk_from_start(s, seg, period: float) -> None:
     s["phase"] = seg["stride"] = 0.0
     seg["blend_start"] = seg["blend_len"] = 0.0
     seg["next_pending"] = seg["stop_req"] = seg["closing"] = seg["seg_done"] = 0.0
+
+
+def step_basis(x: np.ndarray, width: int) -> np.ndarray:
+    """(len(x), width): :func:`_step`'s basis at the step's fractions ``x`` — x³(1 − x)³
+    T_k(2x − 1), k < ``width`` — to fit a correction's row by least squares (Python)."""
+    x = np.asarray(x, float)
+    return (x ** 3 * (1.0 - x) ** 3)[:, None] * np.polynomial.chebyshev.chebvander(
+        2.0 * x - 1.0, width - 1)
+
+
+def step_rows(x: np.ndarray, target: np.ndarray, width: int) -> np.ndarray:
+    """(n, width): the rows of :func:`_step` nearest ``target`` ((n, len(x)) rad: each
+    joint's path less the blend's at the step's fractions ``x``), by least squares."""
+    basis = step_basis(x, width)
+    return np.linalg.lstsq(basis, np.asarray(target, float).T, rcond=None)[0].T

@@ -177,7 +177,8 @@ class Envelope:
             found, worst = self._walks[key]
             self.peaks[motion.name] = worst
             return found
-        rows, period, _ = self.gaits(speed, step)
+        rows, period, stride = self.gaits(speed, step)
+        steps = self.gaits.steps(rows, stride, motion, q_from, q_to)
         worst = np.zeros((4, len(self.joints)))
         worst[T_LOW] = np.inf
         worst[T_HIGH] = -np.inf
@@ -185,7 +186,7 @@ class Envelope:
         if old is not None:
             runs.append((-1.0, self.gaits(*old)))
         for stop, before in runs:
-            out = self._trace(motion, rows, period, q_from, q_to, stop, before)
+            out = self._trace(motion, rows, period, q_from, q_to, stop, before, steps)
             worst[:2] = np.maximum(worst[:2], out[:2])
             worst[T_LOW] = np.minimum(worst[T_LOW], out[T_LOW])
             worst[T_HIGH] = np.maximum(worst[T_HIGH], out[T_HIGH])
@@ -193,9 +194,11 @@ class Envelope:
         self._walks[key] = (found, worst)
         return found
 
-    def _trace(self, motion, rows, period, q_from, q_to, stop, before) -> np.ndarray:
-        """One trace of a walk (as the activity machine begins it) or, with ``before`` (the
-        Fourier rows, period and stride walked now), of the blend from it into ``rows``."""
+    def _trace(self, motion, rows, period, q_from, q_to, stop, before, steps=None
+               ) -> np.ndarray:
+        """One trace of a walk (as the activity machine begins it, with its floor ``steps``:
+        {gaits slot: rows} or None) or, with ``before`` (the Fourier rows, period and stride
+        walked now), of the blend from it into ``rows``."""
         s, seg, v, g = self._s, self._seg, self._v, self._g
         s[:] = 0
         seg[:] = 0
@@ -215,6 +218,10 @@ class Envelope:
             sg["a_period"] = sg["b_period"] = sg["next_period"] = period
             sg["blend_len"] = motion.opening
             v[V_QR] = q_from
+            if steps:
+                sg["a_kind"], sg["b_kind"] = segment.POSTURE_STEP, segment.GAIT_STEPS
+                for slot, r in steps.items():
+                    g[slot, :, :r.shape[1]] = r
         else:  # the walk now at its stride boundary, the new one blended in over a stride
             b_rows, b_period, _ = before
             g[segment.SLOT_A, :, :k] = b_rows

@@ -242,6 +242,7 @@ class ActivityMachine:
         self.speed, self.step_length = speed, step
         if walking:  # from the next stride boundary, blended over a stride
             self.cycle.gaits[segment.SLOT_NEXT] = rows
+            self._floor_steps(rows, stride, self.motion, opening=False)
             seg = self.seg
             seg["next_period"] = period
             seg["next_blend"] = SPEED_BLEND
@@ -326,6 +327,7 @@ class ActivityMachine:
             seg["a_period"] = seg["b_period"] = seg["next_period"] = period
             seg["blend_start"], seg["blend_len"] = 0.0, motion.opening
             seg["closing_len"] = motion.closing
+            self._floor_steps(rows, stride, motion, opening=True)
             seg["seg_kind"] = segment.GAIT
             extra = dict(speed=self.speed, period=period, stride=stride)
         else:
@@ -340,6 +342,22 @@ class ActivityMachine:
             self._go_pressed()
         self.version += 1
         return self._yes(req, motion=motion.name, **extra)
+
+    def _floor_steps(self, rows, stride: float, motion, opening: bool) -> None:
+        """The walk's floor steps (the gait function's ``steps``): a walk begun gets its
+        opening step's correction and its closing steps' (``opening``; its blend's sides then
+        segment.POSTURE_STEP and GAIT_STEPS), a new gait its closing steps' in the slots taken
+        with it at the boundary; none: the plain blends."""
+        seg, g = self.seg, self.cycle.gaits
+        steps = self.gaits.steps(rows, stride, motion, self.v[V_SEG_FROM],
+                                 self.activities.posture_q(motion.end))
+        if opening and steps:
+            seg["a_kind"], seg["b_kind"] = segment.POSTURE_STEP, segment.GAIT_STEPS
+            for slot, r in steps.items():
+                g[slot] = r
+        elif not opening and steps and seg["b_kind"] == segment.GAIT_STEPS:
+            g[segment.SLOT_NEXT_CLOSE] = steps[segment.SLOT_CLOSE]
+            g[segment.SLOT_NEXT_CLOSE_HALF] = steps[segment.SLOT_CLOSE_HALF]
 
     def _go_pressed(self) -> None:
         """GO held for a GO-held motion: it moves once held ``go_debounce`` (at once when

@@ -419,7 +419,11 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
     """(speed m/s, step length m or None) → (Fourier rows (n, 1 + 2·MAX_HARMONICS) rad,
     stride period s, stride length m): the walking reference for this robot and wearer — the
     normal gait scaled to the pace (:mod:`exo_rt.control.gait_speed`) or, ``gait`` (the
-    activities file's) ``flat_foot``, the flat-foot gait (:mod:`exo_rt.control.flat_foot`)."""
+    activities file's) ``flat_foot``, the flat-foot gait (:mod:`exo_rt.control.flat_foot`).
+    Its ``steps`` (rows, stride, walk motion, start and end posture) gives the flat-foot
+    walk's opening and closing steps on the floor (None: the plain blends)."""
+    import numpy as np
+
     from exo_rt.control import flat_foot, trajectory
 
     names = list(robot.joint_names)
@@ -435,6 +439,24 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
         rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
         return rows, w.period, w.stride_length
 
+    made: dict = {}
+
+    def steps(rows, stride: float, motion, q_from, q_to):
+        """The walk's floor steps (the flat-foot gait's opening and closing steps on the
+        floor, :func:`exo_rt.control.flat_foot.walk_steps`: {gaits slot: rows}) for the gait
+        ``rows`` of strides ``stride`` m, or None: the plain blends. Kept per walk, gait
+        and postures: the load's checks make the walks the activity machine then begins
+        (≈ 0.1 s each)."""
+        if gait != "flat_foot":
+            return None
+        q_from, q_to = np.asarray(q_from, float), np.asarray(q_to, float)
+        key = (rows.tobytes(), stride, motion.name, motion.opening, motion.closing,
+               tuple(motion.phase_offsets), q_from.tobytes(), q_to.tobytes())
+        if key not in made:
+            made[key] = flat_foot.walk_steps(robot, kinds, stride, rows, motion, q_from, q_to)
+        return made[key]
+
+    gaits.steps = steps
     return gaits
 
 
