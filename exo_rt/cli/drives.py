@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from exo_rt.cli.common import Command, check_pose
@@ -66,6 +67,10 @@ def setup(p: argparse.ArgumentParser) -> None:
                         "currents, power stages, the relay) and save it to FILE.npz at the end "
                         "(exo_rt.sim.trace: what the drives and the board did once the "
                         "controller could not)")
+    p.add_argument("--lead", nargs=3, metavar=("NAME", "ROWS", "COLS"),
+                   help="with udp_multicast: a leading wearer's reference rows, a shared-memory "
+                        "block of the cycle's rows (set by exo-rt run --realtime; exo_rt.sim."
+                        "lead): their Leader is prepared on it and acts from the line 'lead'")
     p.add_argument("--fifo", type=int, default=None, metavar="PRIORITY",
                    help="with udp_multicast: the simulation's SCHED_FIFO priority, below the "
                         "controller's (it stands in for the drives' hardware) [70: 10 below "
@@ -174,7 +179,18 @@ def handle(args: argparse.Namespace) -> int:
         from exo_rt.sim.trace import PlantTrace
 
         trace = PlantTrace(world)
-    server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno(), trace=trace)
+    leader = block = None
+    if args.lead:  # (prepared before serving: built when the session begins, it would stall)
+        from exo_rt.sim import lead
+
+        exo = mech if str(args.config).endswith(".urdf") else load_mechanism(args.config,
+                                                                             wearer=False)
+        try:
+            leader, block = lead.prepare(world, mech, exo, args.lead)
+        except (OSError, ValueError) as e:  # (the block gone: its run has ended)
+            print(f"set-up: leading wearer: none ({e})", flush=True)
+    server = RealtimeServer(world, ports, board=board, commands=sys.stdin.fileno(), trace=trace,
+                            leader=leader)
     gc.collect()
     gc.freeze()  # the served world's objects: no collector pauses between SYNC and TPDOs
     gc.disable()
@@ -191,6 +207,12 @@ def handle(args: argparse.Namespace) -> int:
         server.serve(parent=args.parent, linger=args.linger)
     finally:
         print(server.report(), file=sys.stderr, flush=True)
+        if leader is not None and world.wearer is leader:
+            print(lead.report(leader, mech.joint_names), file=sys.stderr, flush=True)
+            if os.environ.get(lead.LOG_ENV):  # their torque by period, for a test or a look
+                np.save(os.environ[lead.LOG_ENV], leader.torques())
+        if block is not None:
+            block.close()
         for port in ports.values():
             port.bus.shutdown()
         if trace is not None:

@@ -122,11 +122,21 @@ class WearerGait:
         return EMPTY
 
     def _lead(self) -> None:
-        """A wearer profile with ``role: leading`` on the world's floor in this process
-        (lockstep): their own torques move the legs from the session's start
-        (:class:`exo_rt.sim.walker.Leader`, towards the walk the session plans)."""
+        """A wearer profile with ``role: leading`` on the world's floor: their own torques
+        move the legs from the session's start (:class:`exo_rt.sim.walker.Leader`, towards
+        the walk the session plans). In this process (lockstep) the Leader reads the cycle's
+        ``v``; with the simulation in its own process (real time) the cycle's ``v`` is offered
+        to the bus set (the line ``lead TOKEN``), which shares its reference rows with the
+        Leader prepared there (:mod:`exo_rt.sim.lead`; a world without a floor ignores it)."""
+        if self.run.role != "leading":
+            return
         world = self.run.world
-        if self.run.role != "leading" or world is None or world.truth is None:
+        if world is None:
+            from exo_rt.sim import lead
+
+            self._tell(f"lead {lead.offer(self.run.cycle.v)}")
+            return
+        if world.truth is None:
             return
         from exo_rt.sim.walker import Leader
 

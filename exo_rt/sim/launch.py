@@ -11,6 +11,9 @@
 Either way the leg is the top config's plant model (``simulation: {plant: …}``,
 :mod:`exo_rt.sim.plants`), the board's motor-power relay feeds the simulated drives, and faults
 are injected the same way (:meth:`SimulatedBuses.inject`, :meth:`SimulatedBuses.board_command`).
+A leading wearer (a wearer profile with ``role: leading``) walks with their own torques either
+way: in real time the cycle's reference rows reach the simulation's process through a block of
+shared memory (:mod:`exo_rt.sim.lead`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import time
 import can
 import numpy as np
 
+from exo_rt.cycle.layout import V_WIDTH
 from exo_rt.errors import BusError
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.processes import Helper
+from exo_rt.sim import lead
+from exo_rt.sim.lead import RowsMirror, SharedRows
 
 SIM_SPECS = ("sim", "sim-realtime")
 HARDWARE_NICE = -10  # the simulated drives and leg stand in for hardware: they win their CPU
@@ -63,6 +69,7 @@ class SimulatedBuses:
         self.board = None  # lockstep: the in-process BoardEmulator
         self._board_path: str | None = None
         self.pending: list[tuple[int, str]] = []  # real time: (control cycle, command line)
+        self.lead: RowsMirror | None = None  # real time: the cycle's reference rows, shared
         self.lockstep = not realtime and spec == "sim"
         self.clock = self._world_clock if self.lockstep else time.monotonic
         pose = np.zeros(top.robot.nq) if start_pose is None else np.asarray(start_pose, float)
@@ -81,14 +88,28 @@ class SimulatedBuses:
         if plant is not None:
             raise BusError("a plant other than the robot's model runs on the lockstep "
                            "simulated bus only", None, "run without --realtime")
+        # a leading wearer's reference rows, of the cycle's v shape (exo_rt.sim.lead), where
+        # the world has a floor (a wearer's feet to stand on): the simulation prepares their
+        # Leader on them at start-up, idle until told "lead"
+        room = top.simulation.plant_options()
+        if top.simulation.plant == "world" and room.get("scene") == "floor":
+            try:
+                self.lead = RowsMirror(SharedRows((V_WIDTH, top.robot.nq)))
+            except OSError:  # (no shared memory here: a leading wearer stays passive)
+                self.lead = None
         args = ["drives", "--config", str(top.robot_path), "--buses", str(top.buses_path),
                 "--bus", f"udp_multicast:{group_for(0)}", "--board",
                 "--parent", str(os.getpid()), "--plant", top.simulation.plant,
-                "--room", json.dumps(top.simulation.plant_options()),
+                "--room", json.dumps(room),
                 "--fifo", str(fifo or 0),  # (placed here too: the placement line says so)
+                *(["--lead", *self.lead.block.spec()] if self.lead is not None else []),
                 "--pose", *[repr(float(x)) for x in pose]]
-        self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,
-                              fifo=fifo)
+        try:
+            self.process = Helper("simulation", "exo_rt", args, cpus=cpus, nice=HARDWARE_NICE,
+                                  fifo=fifo)
+        except BaseException:
+            self.close()
+            raise
         served = dict(item.split("=", 1) for item in self.process.ready_line.split()[1:])
         self._board_path = served.get("board")
         self.buses, self.specs = [], []
@@ -119,13 +140,21 @@ class SimulatedBuses:
         return self._board_path
 
     def tick(self) -> None:
-        """Lockstep: the board to the simulated time; its relay to the drives."""
+        """Lockstep: the board to the simulated time; its relay to the drives. Real time, a
+        leading wearer: the cycle's reference rows into the shared block (one copy of 3 × n
+        values, after the cycle's commands went out)."""
         if self.board is not None:
             self.board.tick(self.world.t)
             self.world.motor_power = self.board.motor_power
+        elif self.lead is not None and self.lead.pairs:
+            self.lead.put()
 
     def board_command(self, line: str) -> None:
-        """``estop 1``, ``stall S``, ``walk`` (firmware_bridge.emulator.apply_command)."""
+        """``estop 1``, ``stall S``, ``walk`` (firmware_bridge.emulator.apply_command); and
+        ``lead TOKEN`` (the session's start, a leading wearer: :mod:`exo_rt.sim.lead`)."""
+        if line.startswith("lead "):
+            self._lead(line.split()[1])
+            return
         if self.board is not None:
             from firmware_bridge.emulator import apply_command
 
@@ -149,14 +178,27 @@ class SimulatedBuses:
         while self.pending and self.pending[0][0] <= k:
             self._send(self.pending.pop(0)[1])
 
+    def _lead(self, token: str) -> None:
+        """Real time: the cycle's ``v`` offered under ``token`` mirrored into the shared block
+        from now on, and the simulation's prepared Leader made the world's wearer."""
+        v = lead.claim(token)
+        if v is None or self.lead is None:
+            return
+        self.lead.follow(v)
+        self._send("lead")
+
     def _send(self, line: str) -> None:
         if self.process is not None:
             self.process.send(line)
 
     def close(self) -> None:
-        for bus in getattr(self, "buses", []):
-            bus.shutdown()
-        if self.board is not None:
-            self.board.close()
-        if self.process is not None:
-            self.process.stop()
+        try:
+            for bus in getattr(self, "buses", []):
+                bus.shutdown()
+            if self.board is not None:
+                self.board.close()
+            if self.process is not None:
+                self.process.stop()
+        finally:  # the shared rows' name goes whatever failed (the simulation's mapping,
+            if self.lead is not None:  # if it still runs, outlives it)
+                self.lead.close()

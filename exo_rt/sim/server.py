@@ -14,7 +14,9 @@ whatever a drive was told). Command lines on an optional descriptor (the startin
 pipe) inject faults as the lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut
 SECONDS`` cuts the bus between the controller and the drives (nothing passes either way);
 ``truth RING`` hands the world's truth to the recording's ring of that name
-(:mod:`exo_rt.sim.world_truth`); and the board's ``estop 1``, ``stall SECONDS``, ``walk``
+(:mod:`exo_rt.sim.world_truth`); ``lead`` makes the prepared leading wearer the world's (their
+own torques from the next physics period on, towards the cycle's reference rows the controller's
+side shares: :mod:`exo_rt.sim.lead`); and the board's ``estop 1``, ``stall SECONDS``, ``walk``
 (:func:`firmware_bridge.emulator.apply_command`). A :class:`~exo_rt.sim.trace.PlantTrace`, if
 given, records the leg after every period. When the controller that started it is gone, it goes
 on for ``linger`` seconds (the drives' and the board's own reactions to a silent master stay
@@ -53,8 +55,9 @@ class RealtimeServer:
     """Serve ``world``'s buses (channel → port) at wall-clock rate."""
 
     def __init__(self, world: SimWorld, ports: dict[str, FramePort], board=None,
-                 commands: int | None = None, trace=None) -> None:
+                 commands: int | None = None, trace=None, leader=None) -> None:
         self.world = world
+        self.leader = leader  # a prepared exo_rt.sim.walker.Leader (``lead``), or None
         self.trace = trace  # an exo_rt.sim.trace.PlantTrace, or None
         self.cut_until = -1.0  # monotonic s: until then the bus is cut (nothing passes)
         self.frames_cut = 0
@@ -161,6 +164,9 @@ class RealtimeServer:
                     self.world.truth.record(RecordRing(name=words[1]))
                 except (OSError, ValueError):
                     pass  # (gone already: the run records no truth)
+        elif words[0] == "lead" and len(words) == 1:  # the session began: they lead
+            if self.leader is not None:
+                self.world.wearer = self.leader
         elif words[0] == "cut" and len(words) == 2:
             try:
                 self.cut_until = time.monotonic() + max(0.0, float(words[1]))
