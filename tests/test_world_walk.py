@@ -68,6 +68,27 @@ def test_walking_figures(walk):
     assert all(v < 3.5 for v in f.peak.values()), f.peak
 
 
+@pytest.mark.slow
+def test_the_opening_step_is_a_step_not_a_fight(walk):
+    """The opening step (standing → the gait) keeps one foot planted and lifts the other
+    (exo_rt/control/flat_foot.py, step_paths): no joint reaches the drives' 30 A in it —
+    measured 13.6 / 11.5 A (left hip, knee), 22.3 / 25.8 A (right), where the plain blend of
+    the joint angles had both hips at 30 A against each other through the pelvis — and no
+    loaded flat foot moves more than 5 mm in it or in the closing step (measured 2.2–4.1 mm).
+    The closing step's peaks (27.7–29.1 A) are the right foot's landing it begins with, as
+    the strides' (tools/landing_currents.py)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tools.walking_figures import steps
+
+    _, out = walk
+    f = steps(out, 0.43, 0.42)
+    assert max(f["opening"]["current"].values()) < 27.0, f["opening"]
+    for part in ("opening", "closing"):
+        assert all(v < 5e-3 for v in f[part]["travel"].values()), (part, f[part])
+
+
 def test_a_speed_the_drives_cannot_follow_is_refused(tmp_path, capsys, monkeypatch):
     """The sized robot's wearer walks at most 0.5 m/s (its robot file): a wearer profile that
     asks 0.6 m/s of the flat-foot gait is refused before anything moves — its hip needs 45
