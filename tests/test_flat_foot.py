@@ -99,11 +99,12 @@ def test_a_step_length_that_is_no_length_is_refused(step):
         ff.walk(0.4, 1.75, step)
 
 
-def _walk_trace(speed: float, stop: float):
+def _walk_trace(speed: float, stop: float, change: float | None = None):
     """The exo_2leg_world walk's reference as the cycle makes it (exo_rt/cycle/segment.py),
     set up as the activity machine begins a walk from standing — its opening step, its
     strides, the closing step from the first half-stride boundary past ``stop`` strides:
-    (phase, q_r (k, 4)) at 1 kHz."""
+    (phase, q_r (k, 4)) at 1 kHz. ``change``: a new speed (m/s) asked 0.7 strides in, as the
+    machine asks it (the new gait and its closing steps in the NEXT slots)."""
     from exo_rt.cycle import segment
     from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
     from exo_rt.runtime.config import load_top
@@ -135,6 +136,14 @@ def _walk_trace(speed: float, stop: float):
     offsets = np.array(walk.phase_offsets, float)
     phase, q = [], []
     while not sg["seg_done"]:
+        if change is not None and s[0]["phase"] >= 0.7:
+            rows, period, stride = gaits(change, None)
+            new = gaits.steps(rows, stride, walk, q0, q1)
+            g[segment.SLOT_NEXT] = rows
+            g[segment.SLOT_NEXT_CLOSE] = new[segment.SLOT_CLOSE]
+            g[segment.SLOT_NEXT_CLOSE_HALF] = new[segment.SLOT_CLOSE_HALF]
+            sg["next_period"], sg["next_blend"], sg["next_pending"] = period, 1.0, 1.0
+            change = None
         if s[0]["phase"] >= stop:
             sg["stop_req"] = 1.0
         segment.reference(s[0], sg, v, g, offsets, 1e-3)
@@ -180,3 +189,22 @@ def test_the_opening_and_closing_steps_keep_the_planted_foot_still(speed):
         feet = (right, left) if lead else (left, right)
         travel, lift = _slide(feet[0][:, closing], feet[1][:, closing])
         assert travel < 2e-3 and lift > 0.04, ("closing", stop, travel, lift)
+
+
+@pytest.mark.parametrize("stop", [1.2, 2.2])
+def test_a_walk_whose_speed_changed_closes_with_its_new_gait_s_step(stop):
+    """A speed asked during the walk (0.3 → 0.5 m/s, blended over the stride after the next
+    boundary) brings its closing steps with it (segment.SLOT_NEXT_CLOSE…, taken at that
+    boundary): the closing after it keeps the planted foot still as the new gait's own does
+    (0.61 mm) — from a whole stride boundary (the STOP at 1.2 waits for the blend: 2.0) and
+    from a half (2.5)."""
+    phase, q, walk = _walk_trace(0.3, stop, change=0.5)
+    start = math.floor(2.0 * (phase[-1] - walk.closing)) / 2.0
+    left = np.stack([THIGH * np.sin(q[:, 0]) + SHANK * np.sin(q[:, 0] - q[:, 1]),
+                     -THIGH * np.cos(q[:, 0]) - SHANK * np.cos(q[:, 0] - q[:, 1])])
+    right = np.stack([THIGH * np.sin(q[:, 2]) + SHANK * np.sin(q[:, 2] - q[:, 3]),
+                      -THIGH * np.cos(q[:, 2]) - SHANK * np.cos(q[:, 2] - q[:, 3])])
+    closing = phase >= start
+    feet = (right, left) if start % 1.0 else (left, right)
+    travel, lift = _slide(feet[0][:, closing], feet[1][:, closing])
+    assert start > 1.5 and travel < 2e-3 and lift > 0.04, (start, travel, lift)
