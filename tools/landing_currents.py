@@ -3,7 +3,9 @@ them (docs/world.md, "Walking on the floor"): per joint, the largest |current| (
 part of a run — before the walk, the opening step, the strides until STOP, the closing
 step (the stride under way at STOP and the closing step), after the walk — and, at the
 steady strides' peak, its phase in the stride and its split into the law's terms (each as
-the current it alone would ask, A):
+the current it alone would ask, A).
+
+The terms:
 
 - **feedforward**: the controller's model along the reference, ID(q, q̇, q̈_ref) — the hanging
   leg's gravity and the reflected rotor inertia accelerated as the gait asks;
