@@ -69,7 +69,7 @@ def setup(p: argparse.ArgumentParser) -> None:
                         "controller could not)")
     p.add_argument("--lead", nargs=3, metavar=("NAME", "ROWS", "COLS"),
                    help="with udp_multicast: a leading wearer's reference rows, a shared-memory "
-                        "block of the cycle's rows (set by exo-rt run --realtime; exo_rt.sim."
+                        "block of the cycle's rows (set by a real-time exo-rt run; exo_rt.sim."
                         "lead): their Leader is prepared on it and acts from the line 'lead'")
     p.add_argument("--fifo", type=int, default=None, metavar="PRIORITY",
                    help="with udp_multicast: the simulation's SCHED_FIFO priority, below the "
