@@ -95,7 +95,7 @@ def config_path(config: str, tree: Path) -> Path:
 
 
 def run(config: str, duration: float, out: Path, hog: bool, simulation: str | None = None,
-        session: Path | None = None, tree: Path = ROOT) -> dict:
+        session: Path | None = None, tree: Path = ROOT, wearer: Path | None = None) -> dict:
     """One ``exo-rt run --realtime`` of ``tree``'s code (its own package first on the path),
     its summary, cycle-log figures and the load averages before and after."""
     procs = hogs(max(os.sched_getaffinity(0))) if hog else []
@@ -107,7 +107,8 @@ def run(config: str, duration: float, out: Path, hog: bool, simulation: str | No
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--config",
                               str(path), "--duration",
                               str(duration), "--out", str(out)]
-                             + (["--session", str(session)] if session else []),
+                             + (["--session", str(session)] if session else [])
+                             + (["--wearer", str(wearer)] if wearer else []),
                              capture_output=True, text=True, cwd=tree,
                              env=dict(os.environ, PYTHONPATH=str(tree)))
     finally:
@@ -122,9 +123,11 @@ def run(config: str, duration: float, out: Path, hog: bool, simulation: str | No
     from exo_rt.record.recorder import read_cycle_log
 
     records, _ = read_cycle_log(out / "cycles.exolog")
-    first = records["wake_us"][:100] + records["compute_us"][1:101]
+    n = min(100, len(records) - 1)  # (a run that ended SAFE early has fewer)
+    first = records["wake_us"][:n] + records["compute_us"][1:n + 1]
     compute = records["compute_us"][records["compute_us"] > 0]
-    return {"summary": s, "sim": sim[-1] if sim else "", "first100_max_us": float(first.max()),
+    first_max = float(first.max()) if n > 0 else float("nan")
+    return {"summary": s, "sim": sim[-1] if sim else "", "first100_max_us": first_max,
             "records": len(records), "stale": stale(records),
             "compute_p50": float(np.median(compute)), "load": (load, os.getloadavg())}
 
@@ -155,6 +158,8 @@ def main(argv=None) -> int:
                          "'{plant: world, scene: floor}'")
     ap.add_argument("--standing", action="store_true",
                     help="a session that stands for --duration (not the default walk)")
+    ap.add_argument("--wearer", type=Path, default=None, metavar="YAML",
+                    help="a wearer profile for every run (e.g. configs/wearers/leading.yaml)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the set, the runs alternated")
     ap.add_argument("--before", metavar="DIR", type=Path,
                     help="also run the tree at DIR (an earlier commit's checkout), the two "
@@ -178,14 +183,15 @@ def main(argv=None) -> int:
         for config, simulation, tree in runs:
             out = Path(args.out) / f"warm-{tree}-{Path(config).stem}"
             r = run(config, min(args.duration, 2.0), out, args.hog, simulation, session,
-                    trees[tree])
+                    trees[tree], args.wearer)
             print(f"  {tree} {config}: warm-up run (discarded), compute p50 "
                   f"{r['compute_p50']:.1f} µs", flush=True)
     for rnd, (config, simulation, tree) in ((r, x) for r in range(args.rounds) for x in runs):
         label = Path(config).stem + (f"-{abs(hash(simulation)):x}" if simulation else "")
         label = (f"{tree}-" if args.before else "") + label
         out = Path(args.out) / (label + (f"-{rnd + 1}" if args.rounds > 1 else ""))
-        r = run(config, args.duration, out, args.hog, simulation, session, trees[tree])
+        r = run(config, args.duration, out, args.hog, simulation, session, trees[tree],
+                args.wearer)
         p50.setdefault(label.removeprefix(f"{tree}-"), {t: [] for t in trees})[tree].append(
             r["compute_p50"])
         s = r["summary"]
