@@ -102,6 +102,14 @@ class BoardLink:
         self._stop = threading.Event()
 
     @property
+    def decoder_state(self) -> np.ndarray:
+        """The decoder's state (:mod:`firmware_bridge.fastdecode`'s ``st``: the latest status,
+        the foot-sole pressures and their count, the heel strikes …), filled in place by every
+        poll, compiled or Python's: what the cycle reads the sole sensors from (the
+        controllers' ``stance_load``)."""
+        return self._st
+
+    @property
     def status_time(self) -> float:
         """When the last STATUS came (s, on ``clock``): the link's liveness."""
         return float(self._status_time[0])

@@ -38,13 +38,19 @@ DT = 1e-3
 
 
 @pytest.fixture(scope="module")
-def top():
-    return load_top(ROOT / "configs" / "exo_2leg_world.yaml")
+def top(tmp_path_factory):
+    """The world config with its controller's stance load on (the shipped file leaves it
+    off, and says how to turn it on: this line)."""
+    shipped = ROOT / "configs" / "controllers" / "computed_torque_world.yaml"
+    controller = tmp_path_factory.mktemp("stance") / "computed_torque_stance_world.yaml"
+    controller.write_text(shipped.read_text() + "stance_load: {sensors: {left: 0, right: 1}, "
+                          "tau_s: 0.02, max_N: 1000}\n")
+    return load_top(ROOT / "configs" / "exo_2leg_world.yaml", controller=controller)
 
 
 def _cycle(top, stance=True):
     cfg = top.controller
-    assert cfg.stance_load is not None  # the world config's controller turns it on
+    assert cfg.stance_load is not None  # (the fixture's controller turns it on)
     if not stance:
         cfg = dataclasses.replace(cfg, stance_load=None)
     return cy.build(top.robot, top.exo, cfg, top.safety, dt=DT)
@@ -214,7 +220,7 @@ def test_a_law_that_does_not_feed_it_forward_refuses_the_key(top, tmp_path):
     cfg = load_controller(p, top.robot)
     rows, _ = stance_rows(top.robot, cfg, DT)
     assert [int(r["sensor"]) for r in rows] == [1] and int(rows[0]["body"]) == 4
-    one = load_top(ROOT / "configs" / "exo_leg_world.yaml")
+    one = load_top(ROOT / "configs" / "exo_leg_world.yaml", controller=top.controller.source)
     assert one.controller.stance_load is not None
     assert len(stance_rows(one.robot, one.controller, DT)[0]) == 0
     assert {n for n in laws.LAWS.entries() if registry.get(n).carries_stance} == {

@@ -4,18 +4,16 @@ walk, sit down" and "Walking on the floor"): configs/exo_2leg_world.yaml run wit
 up from the chair, walks, stops and sits down, half their weight on a harness.
 
 What issue 44 asks before that session can be ``exo-rt run``'s default: every joint's current
-below the sized drives' 30 A peak with a margin, the windings below their warning. The world
-controller feeds the stance leg's load forward (``stance_load``: −J_aᵀ f from the board's
-sole sensors); the session here runs with the cycle bound to the board link's decoder state
-(:meth:`exo_rt.cycle.step.Cycle.bind_board`, which the controller does not call yet: see the
-fixture). Measured (``python tools/landing_currents.py RUN``): every part of the walk still
-reaches the peak — the opening step (30 A at both hips), the strides (30 A at each joint),
-the closing step (30 A) — while standing up and sitting down stay within 13 A; the windings
-at most 47.8 °C. At the hips' peaks over the strides the feedback M(q)(K_p e + K_d ė) asks
-15.9–17.3 A (21.6–23.4 A without the load fed forward) and the rest — the stance load's
-−J_aᵀ f with the friction compensation — 14.3–26.2 A: the load is no longer the feedback's
-model error, and it alone asks for most of what the drive has at a heel strike. The tracking
-RMS falls from 0.23–0.32° to 0.16–0.22°.
+below the sized drives' 30 A peak with a margin, the windings below their warning. The
+controller here feeds the stance leg's load forward (``stance_load``: −J_aᵀ f from the
+board's sole sensors, which the cycle reads from the board link's decoder state; the shipped
+controller file leaves it off). Measured (``python tools/landing_currents.py RUN``): the
+strides still reach the peak at each landing, while standing up and sitting down stay within
+13 A. At the hips' peaks over the strides the feedback M(q)(K_p e + K_d ė) asks 15.9–17.3 A
+(21.6–23.4 A without the load fed forward) and the rest — the stance load's −J_aᵀ f with
+the friction compensation — 14.3–26.2 A: the load is no longer the feedback's model error,
+and it alone asks for most of what the drive has at a heel strike. The tracking RMS falls
+from 0.23–0.32° to 0.16–0.22°.
 """
 
 from __future__ import annotations
@@ -32,37 +30,29 @@ ROOT = Path(__file__).resolve().parents[1]
 MARGIN = 0.9  # of the drive's peak current: what a default run may reach
 
 
+STANCE_LOAD = "stance_load: {sensors: {left: 0, right: 1}, tau_s: 0.02, max_N: 1000}\n"
+
+
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    """The world config's own session, run once: (run folder, summary)."""
+    """The world config's own session, run once with its controller's stance load fed
+    forward (the shipped file leaves it off: see its comment): (run folder, summary)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("EXO_RT_WARMUP", "0")
-    _bind_board(mp)
-    out = tmp_path_factory.mktemp("peaks") / "run"
+    tmp = tmp_path_factory.mktemp("peaks")
+    controller = tmp / "computed_torque_stance_world.yaml"
+    shipped = ROOT / "configs" / "controllers" / "computed_torque_world.yaml"
+    assert "\nstance_load:" not in shipped.read_text()
+    controller.write_text(shipped.read_text() + STANCE_LOAD)
+    out = tmp / "run"
     try:
         rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
-                       "--duration", "6", "--out", str(out)])
+                       "--controller", str(controller), "--duration", "6", "--out", str(out)])
     finally:
         mp.undo()
     s = json.loads((out / "summary.json").read_text())
     assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
     return out, s
-
-
-def _bind_board(mp) -> None:
-    """The cycle reads the foot-sole sensors from the board link's decoder state: bound here
-    after the controller builds its cycle, until exo_rt/runtime/controller.py does it itself
-    (``c.bind_board(self.board)``, and ``BoardLink.decoder_state``; issue 44)."""
-    from exo_rt.runtime import controller as ctl
-
-    allocate = ctl.Controller._allocate
-
-    def bound(self, history, cycle):
-        allocate(self, history, cycle)
-        board = self.board
-        self.cycle.bind_board(getattr(board, "decoder_state", getattr(board, "_st", None)))
-
-    mp.setattr(ctl.Controller, "_allocate", bound)
 
 
 def _sizing(out: Path):
@@ -113,3 +103,18 @@ def test_the_session_stays_below_the_drives_peak_current(session):
             if s.figures.peak_current > MARGIN * s.rating.peak_current}
     assert not over, over
     assert all(s.figures.peak_winding < s.rating.max_winding for s in sizing.values())
+
+
+@pytest.mark.slow
+def test_a_controller_replay_refuses_the_stance_load_it_cannot_give(session):
+    """The recording holds no foot-sole pressures: a controller replay of a run whose
+    controller fed the stance load forward cannot reproduce its commands, and says so (one
+    error with the way out) instead of reporting differences; plant replay still runs."""
+    from exo_rt.errors import LogError
+    from exo_rt.runtime.replay import replay_controller, replay_plant
+
+    out, _ = session
+    with pytest.raises(LogError, match="stance_load") as err:
+        replay_controller(out)
+    assert "--mode plant" in err.value.fix
+    assert replay_plant(out)["cycles"] > 1000

@@ -628,13 +628,12 @@ class Cycle:
         set_hist(self.data, hist)
         self.data.rebind("hist", hist)
 
-    def bind_board(self, board) -> None:
-        """Read the foot-sole sensors (the stance-load feedforward) from ``board``'s decoder
-        state — a :class:`firmware_bridge.link.BoardLink`'s (its compiled poll's ``st``,
-        filled by its poll, compiled or Python's) or such an int64 array; None or a run
-        without a board: a zero state, never a frame (no feedforward)."""
-        st = getattr(board, "decoder_state", board)
-        if st is None or not isinstance(st, np.ndarray):
+    def bind_board(self, st: np.ndarray | None) -> None:
+        """Read the foot-sole sensors (the stance-load feedforward) from a board's decoder
+        state ``st`` — :attr:`firmware_bridge.link.BoardLink.decoder_state`, filled in place by
+        its poll, compiled or Python's; None (a run without a board, a replay): a zero state,
+        never a frame (no feedforward)."""
+        if st is None:
             st = np.zeros(fd.D_WIDTH, np.int64)
         self.board = st
         set_board(self.data, st)

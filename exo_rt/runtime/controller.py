@@ -110,6 +110,7 @@ class Controller:
         self._history = history
         self.cycle = c = cycle or cy.build(self.robot, self.top.exo, self.cfg, self.top.safety,
                                            dt=self.dt)
+        c.bind_board(self.board.decoder_state)  # the foot-sole sensors (stance_load)
         self.s = c.s  # the cycle's scalars, by name
         self.q, self.q_prev, self.i_meas = c.q, c.q_prev, c.i_meas
         self.q_start, self.cur, self.flags, self.law_state = c.q_start, c.cur, c.flags, \

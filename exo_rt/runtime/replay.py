@@ -282,6 +282,7 @@ class RecordedBoard(Board):
     link_timeout = 1.0
     board_timeout = 1.0
     estop = False
+    decoder_state = None  # (the recording holds no sole pressures: replay refuses stance_load)
 
     def __init__(self, cursor: _Cursor) -> None:
         self.cursor = cursor
@@ -460,6 +461,13 @@ def _controller(run_dir: Path | Run, controller: str | Path | None = None
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
+    if top.controller.stance_load is not None:
+        raise LogError("the controller feeds the stance load forward from the board's "
+                       "foot-sole sensors (stance_load), which the recording does not hold: "
+                       "a controller replay cannot give it what the run had",
+                       Where(str(run.config)),
+                       "replay it in plant mode (--mode plant) or closed loop (--mode "
+                       "closed-loop), or with --controller a file without stance_load")
     session, through = _session(run)
     n = _compared(run, through)
     ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),

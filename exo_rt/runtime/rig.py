@@ -31,6 +31,7 @@ class Board(Protocol):
     motor_power: bool
     link_lost: bool
     status: object  # the last status frame (firmware_bridge.protocol.Status; None: none yet)
+    decoder_state: object  # its decoder's state array (fastdecode's st), None: no sensors
 
     def poll(self) -> int: ...
     def take_news(self, news: int, now: float) -> None: ...
@@ -53,6 +54,7 @@ class NoBoard(Board):
     link_timeout = 0.0  # s (io's default: the cycle never compares with it)
     estop = motor_power = link_lost = False
     status = None
+    decoder_state = None  # (no sole sensors: the stance load is never fed forward)
 
     def __init__(self) -> None:
         self.heel_strikes: deque = deque(maxlen=1)  # (never one)
