@@ -94,6 +94,25 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     assert feet[-1] < 0.85 * feet[standing]  # the chair carries a share: it is under them
     seat = _seat_centres(out)  # … and run.mcap's 3D scene draws it where it went
     assert seat[-1] - seat[0] == pytest.approx(x[-1] - x[0], abs=0.15), (seat[0], seat[-1])
+    _the_walk_outgrows_the_sized_drives(out)
+
+
+def _the_walk_outgrows_the_sized_drives(out: Path) -> None:
+    """``exo-rt size`` on a world session that walks (docs/sizing.md, "Both wearers' whole
+    session in the world", whose tables tests/test_docs_figures.py compares): exit 1; every
+    joint's RMS torque 1.35–1.95 times the drive's 26.6 N·m continuous rating (measured
+    38.6–49.2 N·m, both wearers), each hip at the drive's 30 A, every winding below 55 °C
+    after the 20 s session (measured 41–48 °C)."""
+    from exo_rt.record.sizing import size_runs
+
+    assert cli.main(["size", str(out)]) == 1
+    sizing, _ = size_runs([out])
+    for joint, js in sizing.items():
+        f, r = js.figures, js.rating
+        assert 1.35 < f.rms_torque / r.torque_continuous < 1.95, (joint, f.rms_torque)
+        assert f.peak_winding < 55.0, (joint, f.peak_winding)
+        if joint.endswith("hip"):
+            assert f.peak_current == pytest.approx(r.peak_current, rel=1e-3), joint
 
 
 def _seat_centres(run: Path) -> list[float]:
