@@ -68,7 +68,8 @@ numba_settings.apply()  # before any kernel is decorated (its cache's directory 
 # makes what numba's target refresh makes for a load) and :class:`_DeferBLASCheck` (it runs
 # ``numba.np.arraymath`` with one import refused) were checked against: on any other release
 # numba loads and checks as itself — a release that changed what a load needs then costs a
-# few tenths of a second of the warm start, never a crash. Add a release here after running tests/test_jit_load.py on it.
+# few tenths of a second of the warm start, never a crash. Add a release here after running
+# tests/test_jit_load.py on it.
 LOAD_CHECKED = ((0, 68),)
 
 

@@ -304,17 +304,16 @@ def _gait_at(rows: np.ndarray, phase: np.ndarray) -> np.ndarray:
 def walk_steps(robot, kinds: list[str], stride: float, rows: np.ndarray, motion,
                q_from, q_to) -> dict[int, np.ndarray] | None:
     """The opening and closing steps of a two-leg walk on the floor, as the corrections the
-    cycle adds to its blends ({gaits slot: (n, width) rows}, :func:`exo_rt.cycle.segment.
-    _step`): each joint's path by :func:`step_paths` less the blend's — from posture
-    ``q_from`` into the gait's Fourier ``rows`` (strides of ``stride`` m) over the walk
-    ``motion``'s ``opening`` strides, from the gait at a whole or a half stride boundary into
-    ``q_to`` over its ``closing`` — at each joint's phase (its ``phase_offsets``, strides).
-    None where the steps are not made on the floor: one leg (its
-    wearer's other leg does what it does half a stride later), legs not half a stride apart,
-    or an opening that does not end on a half-stride boundary — the plain blends then."""
+    cycle adds to its blends ({step: (n, width) rows}; the steps ``open``, ``close`` and
+    ``close_half``, their slots in the cycle's gaits :data:`exo_rt.cycle.segment.STEP_SLOTS`):
+    each joint's path by :func:`step_paths` less the blend's — from posture ``q_from`` into
+    the gait's Fourier ``rows`` (strides of ``stride`` m) over the walk ``motion``'s
+    ``opening`` strides, from the gait at a whole or a half stride boundary into ``q_to``
+    over its ``closing`` — at each joint's phase (its ``phase_offsets``, strides). None where
+    the steps are not made on the floor: one leg (its wearer's other leg does what it does
+    half a stride later), legs not half a stride apart, or an opening that does not end on a
+    half-stride boundary — the plain blends then."""
     from exo_rt.control.gait_speed import leg_lengths, leg_prefixes
-    from exo_rt.cycle import segment
-
     names = list(robot.joint_names)
     offsets, opening, closing = motion.phase_offsets, motion.opening, motion.closing
     prefixes = leg_prefixes(robot)
@@ -332,10 +331,9 @@ def walk_steps(robot, kinds: list[str], stride: float, rows: np.ndarray, motion,
         return None
     width = rows.shape[1]
     out = {}
-    cases = [(segment.SLOT_OPEN, opening, True, 0.0, q_from)]
-    cases += [(segment.SLOT_CLOSE, closing, False, 0.0, q_to),
-              (segment.SLOT_CLOSE_HALF, closing, False, 0.5, q_to)]
-    for slot, length, is_open, start, q_rest in cases:
+    cases = [("open", opening, True, 0.0, q_from)]
+    cases += [("close", closing, False, 0.0, q_to), ("close_half", closing, False, 0.5, q_to)]
+    for step, length, is_open, start, q_rest in cases:
         at = start + opening if is_open else start  # the gait's phase where the step meets it
         phases = tuple(float(np.round((at + o) % 1.0, 9)) % 1.0 for o in leg_off)
         x, paths = step_paths(stride, legs, phases,
@@ -354,6 +352,22 @@ def walk_steps(robot, kinds: list[str], stride: float, rows: np.ndarray, motion,
                                 thigh, shank)
             for i, j in enumerate((h, k)):
                 target[j] = path[i] + into[0] * (gait[j] - design[i]) - blend[j]
-        out[slot] = np.zeros((len(names), width))
-        out[slot][:, :STEP_TERMS] = segment.step_rows(x, target, STEP_TERMS)
+        out[step] = np.zeros((len(names), width))
+        out[step][:, :STEP_TERMS] = step_rows(x, target, STEP_TERMS)
     return out
+
+
+def step_basis(x: np.ndarray, width: int) -> np.ndarray:
+    """(len(x), width): the basis of the cycle's step correction
+    (:func:`exo_rt.cycle.segment._step`) at the step's fractions ``x`` — x³(1 − x)³
+    T_k(2x − 1), k < ``width`` — to fit a correction's row by least squares (Python)."""
+    x = np.asarray(x, float)
+    return (x ** 3 * (1.0 - x) ** 3)[:, None] * np.polynomial.chebyshev.chebvander(
+        2.0 * x - 1.0, width - 1)
+
+
+def step_rows(x: np.ndarray, target: np.ndarray, width: int) -> np.ndarray:
+    """(n, width): the correction's rows nearest ``target`` ((n, len(x)) rad: each
+    joint's path less the blend's at the step's fractions ``x``), by least squares."""
+    basis = step_basis(x, width)
+    return np.linalg.lstsq(basis, np.asarray(target, float).T, rcond=None)[0].T

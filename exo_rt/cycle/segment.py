@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 from exo_rt.jit import njit
 
@@ -52,6 +50,9 @@ SLOT_A, SLOT_B, SLOT_NEXT = 0, 1, 2  # the gait's Fourier rows in the cycle data
 # … and the floor steps' corrections (:func:`_step`): the opening step's, the closing step's
 # from a whole or a half stride boundary, and those of the gait in SLOT_NEXT
 SLOT_OPEN, SLOT_CLOSE, SLOT_CLOSE_HALF, SLOT_NEXT_CLOSE, SLOT_NEXT_CLOSE_HALF = 3, 4, 5, 6, 7
+# the walk's floor steps by the name the gait's construction gives them (exo_rt.control.
+# flat_foot.walk_steps) → their slot
+STEP_SLOTS = {"open": SLOT_OPEN, "close": SLOT_CLOSE, "close_half": SLOT_CLOSE_HALF}
 SLOTS = 8
 TWO_PI = 2.0 * math.pi
 GO_OMEGA = 40.0  # rad/s: the progress rate's filter — GO released, a move is frozen in 0.23 s
@@ -91,7 +92,8 @@ def _step(gaits, slot, j, x):
     """Joint ``j``'s correction of a floor step at its fraction x ∈ [0, 1] and its first two
     derivatives (per unit x): D(x) = x³(1 − x)³ Σ c_k T_k(2x − 1), the Chebyshev
     coefficients c_k the row ``gaits[slot, j]`` — zero with its first two derivatives at
-    both ends, so the blend's joins stay as they are (:func:`step_basis` is its Python twin)."""
+    both ends, so the blend's joins stay as they are (its Python twin:
+    :func:`exo_rt.control.flat_foot.step_basis`)."""
     y = 2.0 * x - 1.0
     row = gaits[slot, j]
     t0, t1, d0, d1, e0, e1 = 1.0, y, 0.0, 1.0, 0.0, 0.0  # T_k, T_k′, T_k″ (per unit y)
@@ -303,18 +305,3 @@ def walk_from_start(s, seg, period: float) -> None:
     s["phase"] = seg["stride"] = 0.0
     seg["blend_start"] = seg["blend_len"] = 0.0
     seg["next_pending"] = seg["stop_req"] = seg["closing"] = seg["seg_done"] = 0.0
-
-
-def step_basis(x: np.ndarray, width: int) -> np.ndarray:
-    """(len(x), width): :func:`_step`'s basis at the step's fractions ``x`` — x³(1 − x)³
-    T_k(2x − 1), k < ``width`` — to fit a correction's row by least squares (Python)."""
-    x = np.asarray(x, float)
-    return (x ** 3 * (1.0 - x) ** 3)[:, None] * np.polynomial.chebyshev.chebvander(
-        2.0 * x - 1.0, width - 1)
-
-
-def step_rows(x: np.ndarray, target: np.ndarray, width: int) -> np.ndarray:
-    """(n, width): the rows of :func:`_step` nearest ``target`` ((n, len(x)) rad: each
-    joint's path less the blend's at the step's fractions ``x``), by least squares."""
-    basis = step_basis(x, width)
-    return np.linalg.lstsq(basis, np.asarray(target, float).T, rcond=None)[0].T

@@ -453,7 +453,10 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
         key = (rows.tobytes(), stride, motion.name, motion.opening, motion.closing,
                tuple(motion.phase_offsets), q_from.tobytes(), q_to.tobytes())
         if key not in made:
-            made[key] = flat_foot.walk_steps(robot, kinds, stride, rows, motion, q_from, q_to)
+            from exo_rt.cycle.segment import STEP_SLOTS
+
+            steps = flat_foot.walk_steps(robot, kinds, stride, rows, motion, q_from, q_to)
+            made[key] = None if steps is None else {STEP_SLOTS[k]: r for k, r in steps.items()}
         return made[key]
 
     gaits.steps = steps
