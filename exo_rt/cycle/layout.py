@@ -73,8 +73,9 @@ SEGMENT = np.dtype([
     ("seg_done", "f8"),  # out: 1 once a move or the closing step has ended (end posture)
     ("blend_start", "f8"),  # strides: where the running blend began
     ("blend_len", "f8"),  # strides: its length (0: none)
-    ("a_kind", "f8"),  # the blend's side A: segment.POSTURE (v[V_SEG_FROM]) or GAIT_SOURCE
-    ("b_kind", "f8"),  # side B: POSTURE (v[V_SEG_TO]) or GAIT_SOURCE
+    ("a_kind", "f8"),  # the blend's side A: segment.POSTURE (v[V_SEG_FROM]) or GAIT_SOURCE,
+    # or POSTURE_STEP (a walk's floor steps: the blend corrected by gaits[SLOT_OPEN])
+    ("b_kind", "f8"),  # side B: POSTURE (v[V_SEG_TO]), GAIT_SOURCE or GAIT_STEPS
     ("a_period", "f8"),  # s: A's stride period
     ("b_period", "f8"),  # s: B's stride period
     ("next_pending", "f8"),  # 1: gaits[SLOT_NEXT] starts at the next stride boundary
