@@ -19,6 +19,7 @@ from exo_rt.runtime import derating
 from exo_rt.runtime.run_record import RecordingStart, RunRecord
 from exo_rt.session import session as sessions
 from exo_rt.session import web
+from exo_rt.session.figures import FinishedSession, session_figures
 from exo_rt.sim import crutch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ HELPERS = [
     (web.WebConsole, web.WebRun),
     (RunRecord.start, RecordingStart),
     (derating.Watch, None),
+    (session_figures, FinishedSession),
 ]
 
 

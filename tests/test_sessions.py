@@ -16,7 +16,7 @@ from sessions_fixtures import Asks, requests, run_session, sequence
 
 from exo_rt.cycle.states import RUN
 from exo_rt.runtime.replay import replay
-from exo_rt.session.figures import session_figures
+from exo_rt.session.figures import FinishedSession, session_figures
 from exo_rt.sim.crutch import SIT_DOWN, SIT_DOWN_S, WHOLE_SESSION, WHOLE_SESSION_S
 from firmware_bridge import protocol as p
 from firmware_bridge import requests as rq
@@ -52,7 +52,8 @@ def test_a_whole_session_on_the_crutch_buttons(tmp_path, config):
     assert all(e["answer"] == "accepted" for e in requests(ctl)), requests(ctl)
     assert all(e["source"] == "board" for e in requests(ctl)[:-1])  # (the last: the END)
     log = ctl.log
-    f = session_figures(ctl)
+    f = session_figures(FinishedSession(ctl.log, ctl.events, ctl.dt, ctl.robot, ctl.wearer,
+                                        ctl.session.machine.steps, ctl.bus_set.board))
     # every accepted request that starts a motion moves the reference in the next cycle
     started = [e for e in _accepted(ctl, "go") if "duration" in e or "period" in e]
     assert [e["motion"] for e in started] == ["stand_up", "walk"]

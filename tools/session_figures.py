@@ -20,7 +20,7 @@ def run(config: Path) -> dict:
 
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller
-    from exo_rt.session.figures import session_figures
+    from exo_rt.session.figures import FinishedSession, session_figures
     from exo_rt.sim.crutch import WHOLE_SESSION, WHOLE_SESSION_S, crutch
 
     top = load_top(config)
@@ -32,7 +32,9 @@ def run(config: Path) -> dict:
         ctl = Controller(top, "sim", history=True, session=str(script),
                          start_pose=[0.9, 1.3] * legs, sources=(crutch(WHOLE_SESSION),))
         res = ctl.run(WHOLE_SESSION_S, Path(tmp) / "run")
-        out = session_figures(ctl)
+        out = session_figures(FinishedSession(ctl.log, ctl.events, ctl.dt, ctl.robot,
+                                              ctl.wearer, ctl.session.machine.steps,
+                                              ctl.bus_set.board))
         out["final_state"] = res.summary["final_state"]
     return out
 

@@ -18,6 +18,7 @@ and what tests/test_sessions.py asserts.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,9 +58,25 @@ def speed_windows(events, log, first_speed: float) -> list[tuple[float, int, int
     return out
 
 
-def session_figures(ctl) -> dict:
-    """The figures of a finished session run of the controller ``ctl`` (``history=True``)."""
-    log, events, dt = ctl.log, ctl.events, ctl.dt
+@dataclass(frozen=True)
+class FinishedSession:
+    """What :func:`session_figures` reads of a finished session run: its record of every
+    cycle (a controller's ``log`` with ``history=True``), its events, the period (s), the
+    robot and the wearer profile, the activity machine's step count and the board emulator
+    in this process (None: none here, no answer latency)."""
+
+    log: np.ndarray
+    events: list
+    dt: float
+    robot: object
+    wearer: object
+    steps: int
+    board: object = None
+
+
+def session_figures(done: FinishedSession) -> dict:
+    """The figures of a finished session run."""
+    log, events, dt = done.log, done.events, done.dt
     out: dict = {}
     run = np.flatnonzero(log["state"] == RUN)
     qr, qdr = log["q_ref"], log["qd_ref"]
@@ -67,7 +84,7 @@ def session_figures(ctl) -> dict:
     out["dqd_max"] = float(np.abs(np.diff(qdr[run], axis=0)).max())
     e = np.degrees(log["q"][run] - qr[run])
     out["rms_deg"] = float(np.sqrt(np.mean(e**2, axis=0)).max())
-    board = ctl.bus_set.board  # the board emulator in this process (None: none here)
+    board = done.board  # the board emulator in this process (None: none here)
     if board is not None:
         changes = [c[0] for c in board.button_changes]
         reqs = [x for x in events if x["event"] == "request"]
@@ -99,17 +116,17 @@ def session_figures(ctl) -> dict:
         out["stop_period_s"] = periods[-1]
         start = next(x for x in events if x["event"] == "request" and
                      x["answer"] == "accepted" and x.get("motion") == "walk" and "period" in x)
-        prefix = "left_" if "left_hip" in ctl.robot.joint_names else ""
-        hip = ctl.robot.joint_names.index(prefix + "hip")
-        thigh, shank = gait_speed.leg_lengths(ctl.robot, prefix)
+        prefix = "left_" if "left_hip" in done.robot.joint_names else ""
+        hip = done.robot.joint_names.index(prefix + "hip")
+        thigh, shank = gait_speed.leg_lengths(done.robot, prefix)
         out["walks"] = {}
         for speed, a, b in speed_windows(events, log, start["speed"]):
             length, cadence = gait_speed.measure(log["q"][a:b, hip], log["q"][a:b, hip + 1],
                                                  log["phase"][a:b], dt, thigh, shank)
-            w = ctl.wearer.walk(speed, ctl.robot)
+            w = done.wearer.walk(speed, done.robot)
             out["walks"][speed] = {"stride_m": length, "cadence_per_min": cadence,
                                    "asked_stride_m": w.stride_length,
                                    "asked_cadence_per_min": 60.0 / w.period,
                                    "strides": int(round((b - a) * dt / w.period))}
-    out["steps"] = ctl.session.machine.steps
+    out["steps"] = done.steps
     return out
