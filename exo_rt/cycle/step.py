@@ -552,6 +552,7 @@ def warm(cycle: Cycle) -> None:
     w.q[:] = cycle.q_start
     w.set_rows(np.zeros((1, cycle.width)))
     w.set_hist(np.zeros((1, cycle.width)))  # (a run keeps its first records: set_hist)
+    w.bind_board(None)  # (a run binds its board's decoder state: set_board)
     for state in (READY, RUN, STOPPING, SAFE):
         w.s["state"] = state
         w.s["slot"] = 0.0
