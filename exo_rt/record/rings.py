@@ -42,13 +42,14 @@ FRAME = struct.Struct("<dIBBBx8s")
 RX, EXTENDED, ERROR = 1, 2, 4
 
 
-_CREATED: set[str] = set()  # blocks this process created (and so owns)
+CREATED: set[str] = set()  # blocks this process created (and so owns): this
+# module's rings and exo_rt.sim.lead's rows
 
 
-def _untrack(shm: shared_memory.SharedMemory) -> None:
+def untrack(shm: shared_memory.SharedMemory) -> None:
     """Python < 3.13 registers an attached block with this process's resource tracker, which
     would unlink it when this process ends; only the creating process may do that."""
-    if shm._name in _CREATED:
+    if shm._name in CREATED:
         return
     try:
         resource_tracker.unregister(shm._name, "shared_memory")
@@ -56,7 +57,7 @@ def _untrack(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
-def _check_size_limit(size: int) -> None:
+def check_size_limit(size: int) -> None:
     """OSError (EFBIG) when the file-size limit (``ulimit -f``, which shared memory obeys too)
     is below ``size``: refused here, because Python's shared_memory, failing in its
     ``ftruncate``, unregisters a block it never registered and its resource tracker prints a
@@ -74,9 +75,9 @@ class _Ring:
                  name: str | None = None, extra: int = 0) -> None:
         if name is None:
             size = HEADER_BYTES + capacity * slot + extra
-            _check_size_limit(size)
+            check_size_limit(size)
             self.shm = shared_memory.SharedMemory(create=True, size=size)
-            _CREATED.add(self.shm._name)
+            CREATED.add(self.shm._name)
             self.header = np.ndarray((8,), np.int64, self.shm.buf)
             self.header[:] = 0
             self.header[CAPACITY] = capacity
@@ -84,7 +85,7 @@ class _Ring:
             self.owner = True
         else:
             self.shm = shared_memory.SharedMemory(name=name)
-            _untrack(self.shm)  # the creator owns (and unlinks) the block, not this process
+            untrack(self.shm)  # the creator owns (and unlinks) the block, not this process
             self.header = np.ndarray((8,), np.int64, self.shm.buf)
             self.owner = False
         self.name = self.shm.name

@@ -32,36 +32,22 @@ tracking the walk needs — so the rows are read without a lock.
 The controller's side owns the block: it unlinks it when the buses close (``close`` runs in
 the run's ``finally``), and Python's resource tracker unlinks it if the controller's process
 dies without closing; the simulation's process only unmaps it (its own tracker is told to
-forget the block, :func:`_untrack`).
+forget the block, :func:`untrack`).
 """
 
 from __future__ import annotations
 
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 
 import numpy as np
 
 from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR
+from exo_rt.record.rings import CREATED, check_size_limit, untrack
 
 REFERENCE_ROWS = (V_QR, V_QDR, V_QDDR)  # the rows the Leader reads (rad, rad/s, rad/s²)
 # where ``exo-rt drives`` saves the leading wearer's torque log at its end (numpy .npy: the
 # world's time s and each joint's torque N·m by physics period, Leader.torques), if set
 LOG_ENV = "EXO_RT_LEAD_LOG"
-
-
-_CREATED: set[str] = set()  # the blocks this process created (and so owns)
-
-
-def _untrack(shm: shared_memory.SharedMemory) -> None:
-    """Python < 3.13 registers an attached block with this process's resource tracker, which
-    would unlink it when this process ends: only its creator may. (A block this process
-    created stays registered: its tracker unlinks it if the process dies unclosed.)"""
-    if shm._name in _CREATED:
-        return
-    try:
-        resource_tracker.unregister(shm._name, "shared_memory")
-    except (AttributeError, KeyError, ValueError):
-        pass
 
 
 class SharedRows:
@@ -77,11 +63,12 @@ class SharedRows:
         size = rows * cols * 8
         self.owner = name is None
         if self.owner:
+            check_size_limit(size)
             self.shm = shared_memory.SharedMemory(create=True, size=size)
-            _CREATED.add(self.shm._name)
+            CREATED.add(self.shm._name)
         else:
             self.shm = shared_memory.SharedMemory(name=name)
-            _untrack(self.shm)
+            untrack(self.shm)
             if self.shm.size < size:
                 self.shm.close()
                 raise ValueError(f"shared rows '{name}': {self.shm.size} bytes, not the "
@@ -107,7 +94,7 @@ class SharedRows:
         except BufferError:  # (a caller still holds a view: the mapping goes with it)
             pass
         if self.owner:
-            _CREATED.discard(self.shm._name)
+            CREATED.discard(self.shm._name)
             try:
                 self.shm.unlink()
             except FileNotFoundError:
