@@ -107,9 +107,11 @@ def _the_walk_outgrows_the_sized_drives(out: Path) -> None:
 
     assert cli.main(["size", str(out)]) == 1
     sizing, _ = size_runs([out])
+    assert set(sizing) == {"left_hip", "left_knee", "right_hip", "right_knee"}, set(sizing)
     for joint, js in sizing.items():
         f, r = js.figures, js.rating
-        assert 1.35 < f.rms_torque / r.torque_continuous < 1.95, (joint, f.rms_torque)
+        ratio = f.rms_torque / r.torque_continuous  # (1.35–1.95: measured 1.45–1.85)
+        assert ratio == pytest.approx(1.65, abs=0.30), (joint, f.rms_torque)
         assert f.peak_winding < 55.0, (joint, f.peak_winding)
         if joint.endswith("hip"):
             assert f.peak_current == pytest.approx(r.peak_current, rel=1e-3), joint
