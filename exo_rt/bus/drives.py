@@ -48,6 +48,12 @@ def arrivals(port: FramePort, seen: np.ndarray, deadline: float | None):
         yield msg
 
 
+# cycles bring-up waits for every drive to report operation enabled (0.5 s at 1 kHz): a drive
+# answers its first SYNC within a period or two, but its host may hold the bus's turn for tens
+# of ms (a loaded onboard PC, a simulation's first physics steps); waiting at zero current
+# costs nothing, giving up too early refuses a sound exoskeleton
+ENABLE_CYCLES = 500
+
 class Drives:
     """One bus: its drives, their scales and the arrays the cycle fills."""
 
@@ -223,7 +229,7 @@ class Drives:
         b.data[row + 1, : len(self._hb_data)] = np.frombuffer(self._hb_data, np.uint8)
         return b
 
-    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+    def enable(self, max_cycles: int = ENABLE_CYCLES, reset_faults: bool = False) -> int:
         """READY → OPERATION ENABLED through the state machine at zero torque; returns cycles.
 
         Restart is explicit: a drive that bring-up found stopped — in FAULT, FAULT REACTION

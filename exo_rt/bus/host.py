@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from exo_rt.bus.drives import ENABLE_CYCLES
+
 if TYPE_CHECKING:
     from exo_rt.bus.pdo_cycle import CycleBus
 
@@ -46,7 +48,7 @@ class HostDrives(Protocol):
     def warm_up(self) -> None:
         """Compile (or load) the compiled code of its cycle, on no frames."""
 
-    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+    def enable(self, max_cycles: int = ENABLE_CYCLES, reset_faults: bool = False) -> int:
         """Every drive to its operating state; the cycles it took."""
 
     def found_stopped(self) -> str | None:

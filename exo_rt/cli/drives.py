@@ -209,8 +209,8 @@ def handle(args: argparse.Namespace) -> int:
         print(server.report(), file=sys.stderr, flush=True)
         if leader is not None and world.wearer is leader:
             print(lead.report(leader, mech.joint_names), file=sys.stderr, flush=True)
-            if os.environ.get(lead.LOG_ENV):  # their torque by period, for a test or a look
-                np.save(os.environ[lead.LOG_ENV], leader.torques())
+            if os.environ.get(lead.LOG_ENV):  # their torque and the state it acted on by
+                np.save(os.environ[lead.LOG_ENV], leader.rows_logged())  # period, to look at
         if block is not None:
             block.close()
         for port in ports.values():

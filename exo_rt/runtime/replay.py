@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from exo_rt.bus.drives import ENABLE_CYCLES
 from exo_rt.bus.flags import F_MISSING, F_NOT_ENABLED
 from exo_rt.bus.host import HostDrives
 from exo_rt.control import estimate
@@ -333,7 +334,7 @@ class RecordedDrives(HostDrives):
         self.bus = self.port = None
         self.scalars = None  # the cycle's scalars (the controller's), set by the replay
 
-    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+    def enable(self, max_cycles: int = ENABLE_CYCLES, reset_faults: bool = False) -> int:
         """Where the recorded run started from."""
         self.position[:] = self.q_initial
         return 0

@@ -45,8 +45,8 @@ from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR
 from exo_rt.record.rings import CREATED, check_size_limit, untrack
 
 REFERENCE_ROWS = (V_QR, V_QDR, V_QDDR)  # the rows the Leader reads (rad, rad/s, rad/s²)
-# where ``exo-rt drives`` saves the leading wearer's torque log at its end (numpy .npy: the
-# world's time s and each joint's torque N·m by physics period, Leader.torques), if set
+# where ``exo-rt drives`` saves the leading wearer's log at its end (numpy .npy by physics
+# period: the world's time s, each joint's torque N·m, q rad, q̇ rad/s; Leader.rows_logged)
 LOG_ENV = "EXO_RT_LEAD_LOG"
 
 

@@ -319,8 +319,9 @@ class Leader:
     impedance towards it on the true joint state; K, D the stance values (``stance_*``) while
     the joint's foot carries more than ``loaded`` N (the world's contacts), else the swing's.
     What they intend is the session's plan; what moves the leg is theirs, and the
-    exoskeleton's law only adds to it. The world's time and their torque each period go
-    into :attr:`log` (the first ``capacity`` periods; :meth:`torques`): their effort."""
+    exoskeleton's law only adds to it. The world's time, their torque and the joint state
+    they acted on each period go into :attr:`log` (the first ``capacity`` periods;
+    :meth:`torques`, :meth:`states`): their effort and what it answered."""
 
     def __init__(self, robot, exo, v: np.ndarray, feet, *, stiffness=None, damping=None,
                  stance_stiffness=None, stance_damping=None, loaded: float = LOADED_N,
@@ -339,7 +340,8 @@ class Leader:
         self.full, self.full_data = kernels.model_and_data(robot)
         self.exo, self.exo_data = kernels.model_and_data(exo)
         self.work = np.zeros((2, len(names)))
-        self.log = np.zeros((capacity, 1 + len(names)))  # [t s, torque N·m …] by period
+        # [t s, torque N·m …, q rad …, q̇ rad/s …] by period (pages touched only as written)
+        self.log = np.zeros((capacity, 1 + 3 * len(names)))
         self.count = np.zeros(1, np.int64)  # periods stepped
 
     def apply(self, state: np.ndarray, force: np.ndarray, t: float = 0.0) -> None:
@@ -353,6 +355,17 @@ class Leader:
     def torques(self) -> np.ndarray:
         """(periods, 1 + n): the world's time (s) and their torque on each joint (N·m), one
         row per physics period from the session's start (at most ``capacity``)."""
+        return self.rows_logged()[:, : 1 + len(self.foot)]
+
+    def states(self) -> np.ndarray:
+        """(periods, 1 + 2n): the world's time (s) and the true joint state each torque acted
+        on — q (rad) then q̇ (rad/s) by joint — what their impedance answered, one row per
+        physics period (the feedback a controller's records hold comes later and may lag)."""
+        rows = self.rows_logged()
+        return np.concatenate([rows[:, :1], rows[:, 1 + len(self.foot):]], axis=1)
+
+    def rows_logged(self) -> np.ndarray:
+        """The whole log so far: [t, torque …, q …, q̇ …] by physics period (a copy)."""
         return self.log[: min(int(self.count[0]), self.log.shape[0])].copy()
 
 
@@ -372,6 +385,9 @@ def lead_step(full, full_data, exo, exo_data, v, rows, state, gains, foot, force
     k = count[0]
     if k < log.shape[0]:
         log[k, 0] = t
-        for j in range(t_full.shape[0]):
+        n = t_full.shape[0]
+        for j in range(n):
             log[k, 1 + j] = state[ST_EXT, j]
+            log[k, 1 + n + j] = state[ST_Q, j]
+            log[k, 1 + 2 * n + j] = state[ST_V, j]
     count[0] = k + 1

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from exo_rt.bus import mit
+from exo_rt.bus.drives import ENABLE_CYCLES
 from exo_rt.bus.protocols import Protocol
 from exo_rt.bus.protocols.base import EmulatedDevice, ReplyDrives
 from exo_rt.errors import ConfigError
@@ -179,7 +180,7 @@ class MitDrives(ReplyDrives):
         self.rx_time[:] = 0.0
         self.exchange([(i, mit.ZERO) for i in self._ids], "the zero-position frame (FF…FE)")
 
-    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+    def enable(self, max_cycles: int = ENABLE_CYCLES, reset_faults: bool = False) -> int:
         """ENTER motor mode on every motor at zero torque (a motor that reported an error
         needs the operator's ``reset_faults``)."""
         stopped = [k for k in range(self.n) if self.error_code[k]]

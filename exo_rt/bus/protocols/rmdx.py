@@ -43,6 +43,7 @@ import struct
 
 import numpy as np
 
+from exo_rt.bus.drives import ENABLE_CYCLES
 from exo_rt.bus.protocols import Protocol
 from exo_rt.bus.protocols.base import EmulatedDevice, ReplyDrives
 from exo_rt.errors import ConfigError
@@ -352,7 +353,7 @@ class RmdDrives(ReplyDrives):
         self.rx_time[:] = 0.0
         self._fine = [math.nan] * self.n
 
-    def enable(self, max_cycles: int = 50, reset_faults: bool = False) -> int:
+    def enable(self, max_cycles: int = ENABLE_CYCLES, reset_faults: bool = False) -> int:
         """The first zero-torque command runs each actuator (a stopped one needs the
         operator's ``reset_faults``)."""
         stopped = [k for k in range(self.n) if self.error_code[k]]
