@@ -164,3 +164,33 @@ def test_the_simulations_leader_is_prepared_on_the_block_and_leads_on_the_line()
         block.close()
         mirror.close()
         SimWorld._worlds.pop("lead-rows", None)
+
+
+class _Started(Exception):
+    """Raised by the stand-in for the simulation's process: its command line seen."""
+
+
+@pytest.mark.parametrize("wearer, leads", [("leading.yaml", True), ("default.yaml", False),
+                                           (None, False), ("no-such-wearer.yaml", False)])
+def test_only_a_leading_wearer_gets_the_shared_rows(monkeypatch, wearer, leads):
+    """The real-time simulation of a floor world is handed the block (``--lead``) only where
+    the run's wearer profile leads: a passive wearer's start-up prepares no Leader (≈ 0.2 s
+    of its models). A profile that does not load is passive here (the session says what is
+    wrong with it); none is the robot file's wearer, passive."""
+    from exo_rt.runtime.config import load_top
+    from exo_rt.runtime.options import RunOptions
+    from exo_rt.runtime.rig import open_rig
+    from exo_rt.sim import launch
+
+    seen = {}
+
+    def helper(name, module, args, **_):
+        seen["args"] = list(args)
+        raise _Started
+
+    monkeypatch.setattr(launch, "Helper", helper)
+    top = load_top(ROOT / "configs" / "exo_2leg_world.yaml")
+    path = None if wearer is None else str(ROOT / "configs" / "wearers" / wearer)
+    with pytest.raises(_Started):
+        open_rig(top, "sim", RunOptions(realtime=True, wearer=path, rt_setup=False), cpus=set())
+    assert ("--lead" in seen["args"]) is leads, seen["args"]

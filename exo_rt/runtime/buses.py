@@ -164,16 +164,19 @@ class BusSet(Protocol):
 
 
 def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
-               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True) -> BusSet:
+               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True,
+               leading: bool = False) -> BusSet:
     """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.
     With the real-time set-up, a simulation in its own process runs SCHED_FIFO below the
-    control thread on the helper CPUs (it stands in for the drives' own hardware)."""
+    control thread on the helper CPUs (it stands in for the drives' own hardware);
+    ``leading``: the run's wearer walks with their own torques (a real-time simulation
+    prepares their Leader: :mod:`exo_rt.sim.lead`)."""
     from exo_rt.sim.launch import HARDWARE_FIFO_BELOW, SIM_SPECS, SimulatedBuses
 
     if spec in SIM_SPECS:
         fifo = max(1, top.realtime.priority - HARDWARE_FIFO_BELOW) if rt_setup else None
         return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                              plant=plant, cpus=cpus, fifo=fifo)
+                              plant=plant, cpus=cpus, fifo=fifo, leading=leading)
     return HardwareBuses(top, spec, cpus)
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from exo_rt.bus import protocols
 from exo_rt.bus.host import HostDrives
-from exo_rt.errors import BusError
+from exo_rt.errors import BusError, ConfigError
 from exo_rt.runtime.buses import BusSet, open_buses
 
 
@@ -135,7 +135,8 @@ def open_rig(top, bus_spec, options, cpus) -> Rig:
     None/``none`` (no board: bench use)."""
     o = options
     bus_set = open_buses(top, bus_spec, realtime=o.realtime, start_pose=o.start_pose,
-                         seed=o.seed, plant=o.plant, cpus=cpus, rt_setup=o.rt_setup)
+                         seed=o.seed, plant=o.plant, cpus=cpus, rt_setup=o.rt_setup,
+                         leading=_leading(o.wearer))
     rig = Rig(bus_set, [])
     try:
         if bus_set.process is not None:
@@ -168,3 +169,18 @@ def _open_board(rig: Rig, top, url: str | None) -> None:
         rig.board = BoardLink(path, clock=bs.clock, heartbeat_hz=250.0, link_timeout=timeout)
     else:
         rig.board = BoardLink(url, link_timeout=timeout, heartbeat_hz=250.0)
+
+
+def _leading(wearer: str | None) -> bool:
+    """Whether the run's wearer profile (a file, or None: the robot file's wearer, passive)
+    walks with their own torques (``role: leading``). The profile is read again, and checked
+    against the robot, with the session; a file that does not load is passive here and said
+    there."""
+    if wearer is None:
+        return False
+    from exo_rt.session.wearer import load_wearer
+
+    try:
+        return load_wearer(wearer).role == "leading"
+    except (ConfigError, OSError):
+        return False

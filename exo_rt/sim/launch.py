@@ -63,7 +63,7 @@ class SimulatedBuses:
 
     def __init__(self, top, spec: str, *, realtime: bool, start_pose=None, seed: int = 0,
                  plant: Mechanism | None = None, cpus: set[int] | None = None,
-                 fifo: int | None = None) -> None:
+                 fifo: int | None = None, leading: bool = False) -> None:
         self.world = None  # lockstep: the in-process SimWorld
         self.process: Helper | None = None
         self.board = None  # lockstep: the in-process BoardEmulator
@@ -89,10 +89,11 @@ class SimulatedBuses:
             raise BusError("a plant other than the robot's model runs on the lockstep "
                            "simulated bus only", None, "run without --realtime")
         # a leading wearer's reference rows, of the cycle's v shape (exo_rt.sim.lead), where
-        # the world has a floor (a wearer's feet to stand on): the simulation prepares their
-        # Leader on them at start-up, idle until told "lead"
+        # the run's wearer profile leads and the world has a floor (their feet to stand on):
+        # the simulation prepares their Leader on them at start-up, idle until told "lead"
+        # (not for a passive wearer: the Leader's models cost the start-up ≈ 0.2 s)
         room = top.simulation.plant_options()
-        if top.simulation.plant == "world" and room.get("scene") == "floor":
+        if leading and top.simulation.plant == "world" and room.get("scene") == "floor":
             try:
                 self.lead = RowsMirror(SharedRows((V_WIDTH, top.robot.nq)))
             except OSError:  # (no shared memory here: a leading wearer stays passive)

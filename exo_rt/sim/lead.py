@@ -8,8 +8,8 @@ plant runs in its own process (``exo-rt drives``), which does not hear the sessi
 
 - the controller's side (:class:`exo_rt.sim.launch.SimulatedBuses`, simulation code in the
   controller's process) creates a :class:`SharedRows` block of the cycle's ``v`` shape in
-  ``multiprocessing.shared_memory`` when it starts the simulation, and names it on the
-  simulation's command line (``--lead NAME ROWS COLS``);
+  ``multiprocessing.shared_memory`` when it starts the simulation of a run whose wearer
+  profile leads, and names it on the simulation's command line (``--lead NAME ROWS COLS``);
 - the simulation's process attaches it at start-up and builds the Leader on a view of it
   (:func:`prepare`: the robot file it loads, the exoskeleton alone from the same file, the
   world's feet), its kernels run once there — a Leader built at the session's start would
