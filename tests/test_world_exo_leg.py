@@ -118,6 +118,63 @@ def test_the_delay_is_half_the_wearers_stride():
     np.testing.assert_array_equal(plant.other_leg_target, plant.q[wp.mirrored_of(plant)])
 
 
+def _paced(t: float, period: float) -> tuple[float, float]:
+    """A stepping leg from t = 0.2 s (standing before: hip = knee = 0.05 rad, no jump) with
+    strides of ``period`` s whose hip has two maxima a stride, as the flat-foot gait's: its
+    peak (0.65 rad) and a smaller one (0.05 rad) half a stride later."""
+    if t < 0.2:
+        return 0.05, 0.05
+    p = 2.0 * math.pi * (t - 0.2) / period
+    hip = 0.05 + 0.30 * (1.0 - math.cos(p)) - 0.10 * (1.0 - math.cos(2.0 * p))
+    return hip, 0.05 + 0.6 * (1.0 - math.cos(p))
+
+
+@pytest.mark.parametrize("period", [1.4, 1.0, 0.8])
+def test_the_other_leg_takes_its_delay_from_the_strides_it_sees(period):
+    """A walk at another pace than the default's (0.5 s delay: 1 s strides): the delay becomes
+    half the measured stride — its hip's peaks, not the smaller maximum mid-stride — moving
+    at most DELAY_SLEW s per s (no jump in the target); then the target is the leg half a
+    stride earlier."""
+    model, state, q = _line(0.75)  # a line long enough for 1.5 s strides
+    model[wp.W_ROOM, wp.R_DELAY] = 0.5
+    model[wp.W_ROOM, wp.R_FAST] = 0.35
+    v = np.zeros_like(q)
+    h, clock, last, jumps, errors = 1e-4, 0.0, None, [], []
+    while clock < 12.0:
+        q[0], q[1] = _paced(clock, period)
+        v[0], v[1] = (np.array(_paced(clock + 1e-6, period)) - q[:2]) / 1e-6
+        wp._other_leg_target(model, state, q, v, h)
+        o = state[wp.ST_OTHER]
+        if last is not None and clock > 0.3:
+            jumps.append(abs(o[wp.O_HIP] - last) / h)  # rad/s: the target's own rate
+        last = o[wp.O_HIP]
+        if clock > 9.0:
+            late = _paced(clock - period / 2.0, period)
+            errors.append(abs(o[wp.O_HIP] - late[0]))
+        clock += h
+    assert state[wp.ST_STRIDE, wp.S_GOAL] == pytest.approx(period / 2.0, abs=2e-3)
+    assert state[wp.ST_STRIDE, wp.S_DELAY] == pytest.approx(period / 2.0, abs=2e-3)
+    assert max(errors) < 0.01, max(errors)  # rad
+    assert max(jumps) < 1.25 * 0.5 * 2.0 * math.pi / period, max(jumps)  # rad/s: no jump
+
+
+def test_a_stride_shorter_than_the_fastest_is_no_pace():
+    """Hip peaks closer than the wearer's fastest stride (R_FAST, halved) leave the delay at
+    the default's."""
+    model, state, q = _line(0.75)
+    model[wp.W_ROOM, wp.R_DELAY] = 0.5
+    model[wp.W_ROOM, wp.R_FAST] = 0.45  # strides of 0.9 s and longer
+    v = np.zeros_like(q)
+    h, clock = 1e-4, 0.0
+    while clock < 6.0:
+        q[0], q[1] = _paced(clock, 0.6)
+        v[0], v[1] = (np.array(_paced(clock + 1e-6, 0.6)) - q[:2]) / 1e-6
+        wp._other_leg_target(model, state, q, v, h)
+        clock += h
+    assert state[wp.ST_STRIDE, wp.S_GOAL] == 0.0
+    assert state[wp.ST_STRIDE, wp.S_DELAY] == pytest.approx(0.5, abs=1e-12)
+
+
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
     """configs/exo_leg_world.yaml's default session: home, 10 s of walking at 0.4 m/s, STOP,

@@ -117,18 +117,32 @@ STEPPING = 0.05  # rad: the exoskeleton's shank this far off the vertical (|hip 
 # MuJoCo's data (the seat's mocap position; −1: the chair stays where it was put), and how far
 # (m) the pelvis may get ahead of that centre before the chair is pulled along
 R_SEAT, R_SEAT_LEASH = range(16, 18)
-R_WIDTH = 18
+# … and the shortest half stride the wearer walks (s: at their fastest speed) — a one-leg
+# exoskeleton's wearer's other leg takes its delay from the strides it sees, not shorter
+R_FAST = 18
+R_WIDTH = 19
 SEAT_SLACK = 0.02  # m: the chair this much further back than where a wearer standing up left it
 ST_CONTACT = ST_ROWS  # the world's own state row: MuJoCo's contact forces (generalized, N·m
 # or N) at the sub-step's start, held over its stages
 ST_OTHER = ST_ROWS + 1  # the other leg's target and its delay line's bookkeeping (O_*)
-ST_LINE = ST_ROWS + 2  # from here: the delay line, (hip, knee) rad per sample, row-major
-ST_WORLD_ROWS = ST_ROWS + 2  # … plus the delay line's rows (:func:`_line_rows`)
+ST_STRIDE = ST_ROWS + 2  # the stride the other leg measures on the exoskeleton's hip (S_*)
+ST_LINE = ST_ROWS + 3  # from here: the delay line, (hip, knee) rad per sample, row-major
+ST_WORLD_ROWS = ST_ROWS + 3  # … plus the delay line's rows (:func:`_line_rows`)
 # ST_OTHER's columns: the target's hip and knee (rad) and their rates (rad/s) this sub-step;
 # the plant's clock (s since its reset); the samples written; the clock until which the leg
 # walks (the last sample whose shank was off the vertical, the exoskeleton stepping, + R_DELAY)
 O_HIP, O_KNEE, O_HIP_V, O_KNEE_V, O_CLOCK, O_WRITTEN, O_UNTIL = range(7)
 O_WIDTH = 7
+# ST_STRIDE's columns (:func:`_other_leg_stride`): the sample time (s) of the exoskeleton hip's
+# last stride peak (0: none yet in this walk); the hip's rate at the previous sample (rad/s);
+# its highest and lowest angle since that peak (rad); the previous stride's mid-range and range
+# (rad; range 0: none yet); half the last stride's period (s; 0: none measured — R_DELAY); the
+# delay in use (s; 0: R_DELAY), slewed towards that half period
+S_PEAK, S_PREV_V, S_HI, S_LO, S_MID, S_RANGE, S_GOAL, S_DELAY = range(8)
+PEAK_RISE = 0.2  # rad: a hip maximum this far above the walk's lowest yet is a stride's peak
+# (before a whole stride's range is known; the flat-foot gait's second, smaller hip maximum
+# mid-stride rises 0.2–0.3 rad above its lowest, its stride peak 0.6–0.8)
+DELAY_SLEW = 0.25  # s of delay per s: how fast the other leg's delay follows a new pace
 
 
 @njit(cache=True, python=False)
@@ -212,18 +226,21 @@ def _other_leg_target(model, state, q, v, h):
     when the first step begins, the other leg still where the exoskeleton's leg stood, and goes
     once both have been upright for R_DELAY s — both switches between equal targets."""
     n = q.shape[0]
-    t = state[ST_OTHER]
+    t, s = state[ST_OTHER], state[ST_STRIDE]
     hip, knee = int(model[W_ROOM, R_MIRROR_HIP]), int(model[W_ROOM, R_MIRROR_KNEE])
     ts, line = model[W_ROOM, R_SAMPLE], int(model[W_ROOM, R_LINE])
+    delay = _other_leg_delay(model, s, h, (line - 3) * ts)
     while t[O_WRITTEN] * ts <= t[O_CLOCK] + 1e-9 * ts:  # the samples due by now
         k = int(t[O_WRITTEN]) % line
         late = t[O_CLOCK] - t[O_WRITTEN] * ts  # s (0 when the sub-steps meet the samples)
         state[ST_LINE + (2 * k) // n, (2 * k) % n] = q[hip] - v[hip] * late
         state[ST_LINE + (2 * k + 1) // n, (2 * k + 1) % n] = q[knee] - v[knee] * late
+        _other_leg_stride(model, s, t[O_WRITTEN] * ts, q[hip] - v[hip] * late, v[hip],
+                          t[O_CLOCK] < t[O_UNTIL], (line - 3) * ts)
         if abs(q[hip] - q[knee]) > model[W_ROOM, R_STEPPING]:
-            t[O_UNTIL] = t[O_CLOCK] + model[W_ROOM, R_DELAY]
+            t[O_UNTIL] = t[O_CLOCK] + delay
         t[O_WRITTEN] += 1.0
-    at = max(t[O_CLOCK] - model[W_ROOM, R_DELAY], 0.0) / ts
+    at = max(t[O_CLOCK] - delay, 0.0) / ts
     last = int(t[O_WRITTEN]) - 1  # the newest sample
     j = max(min(int(at), last - 1), 0)
     frac = min(max(at - j, 0.0), 1.0)
@@ -234,6 +251,46 @@ def _other_leg_target(model, state, q, v, h):
         t[O_HIP + c] = lo + frac * (hi - lo)
         t[O_HIP_V + c] = (hi - lo) / ts
     t[O_CLOCK] += h
+
+
+@njit(cache=True, inline="always")
+def _other_leg_delay(model, s, h, longest):
+    """The other leg's delay (s) for a sub-step of h (s): the one in use (ST_STRIDE's S_DELAY;
+    R_DELAY, the wearer's default pace, until one is measured) moved towards half the last
+    stride's period by at most DELAY_SLEW·h — a new pace comes in over a second or so, the
+    target never jumps — and at most ``longest`` (what the delay line holds)."""
+    goal = s[S_GOAL] if s[S_GOAL] > 0.0 else model[W_ROOM, R_DELAY]
+    d = s[S_DELAY] if s[S_DELAY] > 0.0 else model[W_ROOM, R_DELAY]
+    step = DELAY_SLEW * h
+    d = min(d + min(max(goal - d, -step), step), longest)
+    s[S_DELAY] = d
+    return d
+
+
+@njit(cache=True, inline="always")
+def _other_leg_stride(model, s, now, qh, vh, walking, longest):
+    """The exoskeleton leg's stride, measured as a walker would feel it (ST_STRIDE, one call a
+    delay-line sample at ``now`` s of the plant's clock, its hip at ``qh`` rad and ``vh``
+    rad/s): the time between its hip's stride peaks — a hip maximum (its rate from + to −)
+    above the previous stride's mid-range (before one is known: ``PEAK_RISE`` above the
+    walk's lowest), the smaller maximum a gait may have mid-stride is none. Half that period,
+    within the wearer's fastest half stride (R_FAST) and ``longest``, becomes the delay's
+    goal. Outside a walk the measure starts again; the goal stays (the next walk starts at
+    the last pace)."""
+    if not walking:
+        s[S_PEAK], s[S_RANGE], s[S_HI], s[S_LO] = 0.0, 0.0, qh, qh
+    else:
+        s[S_HI], s[S_LO] = max(s[S_HI], qh), min(s[S_LO], qh)
+        if s[S_PREV_V] > 0.0 >= vh:  # the hip at a maximum
+            high = qh >= s[S_MID] if s[S_RANGE] > 0.0 else qh - s[S_LO] >= PEAK_RISE
+            if high:
+                period = now - s[S_PEAK]
+                if s[S_PEAK] > 0.0 and 2.0 * model[W_ROOM, R_FAST] <= period <= 2.0 * longest:
+                    s[S_GOAL] = 0.5 * period
+                s[S_PEAK] = now
+                s[S_MID], s[S_RANGE] = 0.5 * (s[S_HI] + s[S_LO]), s[S_HI] - s[S_LO]
+                s[S_HI] = s[S_LO] = qh
+    s[S_PREV_V] = vh
 
 
 @njit(cache=True, python=False)
@@ -407,8 +464,12 @@ class WorldPlant(HarmonicDrivePlant):
     @property
     def other_leg_delay(self) -> float:
         """s: how late the wearer's other leg follows the exoskeleton's leg while walking
-        (half the wearer's stride period; 0 where there is no other leg)."""
-        return float(self.model[W_ROOM, R_DELAY]) if self._extra[0] else 0.0
+        (half the stride period it measured, else the wearer's default pace's; 0 where there
+        is no other leg)."""
+        if not self._extra[0]:
+            return 0.0
+        d = float(self.state[ST_STRIDE, S_DELAY])
+        return d if d > 0.0 else float(self.model[W_ROOM, R_DELAY])
 
     @property
     def other_leg_target(self) -> np.ndarray:
@@ -455,7 +516,7 @@ class WorldPlant(HarmonicDrivePlant):
         if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
-        delay = _half_stride(self.robot) if self.floor and len(oq) else (0.0, 0.0)
+        delay = _half_stride(self.robot) if self.floor and len(oq) else (0.0, 0.0, 0.0)
         line = int(np.ceil(delay[1] / self.dt)) + 3  # samples: the slowest walk's half stride
         rows = ST_WORLD_ROWS + _line_rows(line if len(oq) else 0, n)
         if self.state.shape[1] != n or self.state.shape[0] != rows:
@@ -502,6 +563,7 @@ class WorldPlant(HarmonicDrivePlant):
                 model[W_ROOM, R_MIRROR_HIP:R_MIRROR_KNEE + 1] = mirrored(world)
                 model[W_ROOM, R_OTHER_KP_HIP:R_OTHER_KD_KNEE + 1] = np.ravel(OTHER_LEG)
                 model[W_ROOM, R_DELAY:R_STEPPING + 1] = (delay[0], self.dt, line, STEPPING)
+                model[W_ROOM, R_FAST] = delay[2]
             model[W_ROOM, R_SEAT] = -1.0
             if room.seat_follows and room.seat_height > 0.0:
                 seat = world.model.body("seat")
@@ -665,13 +727,14 @@ def _wearer(robot: Mechanism) -> tuple[float, float, str]:
                                                                  if "sex" in w else "male")
 
 
-def _half_stride(robot: Mechanism) -> tuple[float, float]:
-    """(s, s): half the stride period of the robot file's wearer at their default walking
-    speed, and at their slowest — the delay of a one-leg exoskeleton's wearer's other leg
-    while walking, and the longest its delay line must hold. The period is the walk ratio's
+def _half_stride(robot: Mechanism) -> tuple[float, float, float]:
+    """(s, s, s): half the stride period of the robot file's wearer at their default walking
+    speed, at their slowest and at their fastest — a one-leg exoskeleton's wearer's other
+    leg's delay until it has measured a stride, the longest its delay line must hold, and the
+    shortest a measured one may be. The period is the walk ratio's
     cadence for the wearer's height (:func:`exo_rt.control.gait_speed.pace`, the same for the
     normal and the flat-foot gait: ``flat_foot.walk``'s period is ``120 / cadence``); the
-    speeds are the wearer section's ``speed:`` (default, min), else the wearer profile's
+    speeds are the wearer section's ``speed:`` (default, min, max), else the wearer profile's
     defaults (:class:`exo_rt.schema.wearer.Speed`)."""
     from exo_rt.control import flat_foot
     from exo_rt.schema.wearer import Speed
@@ -682,9 +745,8 @@ def _half_stride(robot: Mechanism) -> tuple[float, float]:
     given = top["wearer"].value.get("speed")
     given = given.value if given is not None and isinstance(given.value, dict) else {}
     speed = {k: float(given[k].value) if k in given else float(getattr(Speed(), k))
-             for k in ("default", "min")}
-    return (flat_foot.walk(speed["default"], height).period / 2.0,
-            flat_foot.walk(speed["min"], height).period / 2.0)
+             for k in ("default", "min", "max")}
+    return tuple(flat_foot.walk(speed[k], height).period / 2.0 for k in ("default", "min", "max"))
 
 
 def mirrored_of(plant: WorldPlant) -> np.ndarray:
