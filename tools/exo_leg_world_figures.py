@@ -11,7 +11,12 @@ it follows, its foot's vertical reaction. Both feet's figures are then those of
 over the weight the floor carries (both feet), tracking — over the walk's steady strides, the
 other leg's phase half a stride behind.
 
-``python tools/exo_leg_world_figures.py [--duration S] [--session FILE]``
+At another speed than the wearer's default (``--speed``: the session asks it before the walk)
+the other leg takes its delay from the strides it sees (``world_plant._other_leg_stride``):
+the lines printed end with its landings' lags behind the exoskeleton foot's (strides) and the
+delay it walked with (s).
+
+``python tools/exo_leg_world_figures.py [--duration S] [--speed M_S] [--sit-stand]``
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ CONFIG = ROOT / "configs" / "exo_leg_world.yaml"
 SIT_STAND = ROOT / "configs" / "sessions" / "sit_stand.yaml"
 OTHER_FOOT = "wearer_shank"  # the other leg's foot (room.other_leg: its heel and toe spheres)
 # captured columns: world t, pelvis x z pitch, other hip knee, its target hip knee, its foot's
-# vertical reaction
-T, BX, BZ, BP, OH, OK, TH, TK, FZ = range(9)
+# vertical reaction, its delay (s)
+T, BX, BZ, BP, OH, OK, TH, TK, FZ, DELAY = range(10)
 
 
 @contextmanager
@@ -59,7 +64,8 @@ def capturing():
             if g2 in mine and g1 in self.pushers:
                 self._contact_force(m, d, i, self._f6)
                 fz += float((d.contact.frame[i].reshape(3, 3).T @ self._f6[:3])[2])
-        rows.append((world.t, *plant.base, *plant.other_leg, *plant.other_leg_target, fz))
+        rows.append((world.t, *plant.base, *plant.other_leg, *plant.other_leg_target, fz,
+                     plant.other_leg_delay))
 
     world_truth.WorldTruth.update = update
     try:
@@ -68,17 +74,61 @@ def capturing():
         world_truth.WorldTruth.update = original
 
 
+# the default session (home, walk, STOP, end) with the walking speed asked before the walk
+PACED = """description: home, walk at {speed} m/s for --duration, stop, end
+steps:
+  - {{request: start, motion: home, at: 0.0}}
+  - {{request: confirm, after: rejected}}
+  - {{request: speed, value: {speed}, after: finished}}
+  - {{request: start, motion: walk, after: accepted}}
+  - {{request: stop, after: accepted, wait: duration}}
+  - {{request: end, after: finished}}
+"""
+
+
 def run(out: Path, *, duration: float = 10.0, session: Path | None = None,
-        config: Path = CONFIG) -> tuple[int, np.ndarray]:
-    """(exit code, the other leg's rows) of ``exo-rt run`` on ``config`` into ``out``."""
+        config: Path = CONFIG, speed: float | None = None) -> tuple[int, np.ndarray]:
+    """(exit code, the other leg's rows) of ``exo-rt run`` on ``config`` into ``out``;
+    ``speed`` (m/s): the default session walking at it (a session file beside ``out``)."""
     from exo_rt import cli
 
     args = ["run", "--config", str(config), "--duration", str(duration), "--out", str(out)]
+    if speed is not None:
+        session = out.parent / f"walk-{speed:g}.yaml"
+        session.parent.mkdir(parents=True, exist_ok=True)
+        session.write_text(PACED.format(speed=speed))
     if session is not None:
         args += ["--session", str(session)]
     with capturing() as rows:
         rc = cli.main(args)
     return rc, np.array(rows, float)
+
+
+def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
+    """Strides: how long after the exoskeleton foot's last landing each landing of the other
+    leg's foot comes, over the steady strides (a foot lands when it carries 5 % of the weight
+    after 0.2 stride or more in the air, not a lift-off's flicker) — 0.5 for a leg half a
+    stride behind, 0 for one in step."""
+    from exo_rt.record import walking
+    from exo_rt.record.mcap_log import read_mcap
+
+    rec, _ = read_mcap(out / "run.mcap")
+    walk, phase = rec["walking"] > 0.5, rec["phase"]
+    first = math.ceil(phase[walk].min() + 1e-9) + 1  # walking.py's steady strides
+    last = math.floor(phase[walk].max()) - 1
+    idx = np.flatnonzero(walk & (phase >= first) & (phase < last))
+    other = _aligned(out, rows, rec["cycle"][idx])
+    world = {int(w["cycle"]): w for w in walking.world_rows(out)}
+    exo = np.array([next(iter(world[int(c)]["force"].values()))["z"] for c in rec["cycle"][idx]])
+    phase = phase[idx]
+    carried = float((exo + other[:, FZ]).mean())
+
+    def landings(fz):
+        on = np.flatnonzero(fz > 0.05 * carried)
+        return phase[on[1:]][np.diff(phase[on]) > 0.2]
+
+    mine, theirs = landings(exo), landings(other[:, FZ])
+    return np.array([p - mine[mine < p].max() for p in theirs if (mine < p).any()])
 
 
 @dataclass(frozen=True)
@@ -196,10 +246,13 @@ def main(argv=None) -> int:
     doc = __doc__.split("\n\n")[0]
     p = argparse.ArgumentParser(description=doc)
     p.add_argument("--duration", type=float, default=10.0, help="s of walking (default 10)")
+    p.add_argument("--speed", type=float, help="m/s: walk at this speed (default: the "
+                   "wearer's default speed)")
     p.add_argument("--sit-stand", action="store_true", help="the sit/stand session instead")
     args = p.parse_args(argv)
     out = Path(tempfile.mkdtemp(prefix="exo-leg-")) / "run"
-    rc, rows = run(out, duration=args.duration, session=SIT_STAND if args.sit_stand else None)
+    rc, rows = run(out, duration=args.duration, session=SIT_STAND if args.sit_stand else None,
+                   speed=None if args.sit_stand else args.speed)
     s = json.loads((out / "summary.json").read_text())
     print(f"run {out}: exit {rc}, {s['final_state']}, faults {s['faults'] or 'none'}")
     if args.sit_stand:
@@ -217,6 +270,9 @@ def main(argv=None) -> int:
         rms = ", ".join(f"{j} {v:.2f}°" for j, v in g.tracking_rms.items())
         print(f"| {leg} | {100 * g.stance:.1f} % | {g.swing_force:.1f} N | "
               f"{1000 * g.slip:.1f} mm | {g.peak:.2f}, {g.peak_smooth:.2f} | {rms} |")
+    lags = landing_lags(out, rows)
+    print("the other foot lands " + ", ".join(f"{x:.3f}" for x in lags) + " stride after the "
+          f"exoskeleton's; its delay at the end {rows[-1, DELAY]:.3f} s")
     return rc
 
 

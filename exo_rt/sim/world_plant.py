@@ -134,14 +134,15 @@ ST_WORLD_ROWS = ST_ROWS + 3  # … plus the delay line's rows (:func:`_line_rows
 O_HIP, O_KNEE, O_HIP_V, O_KNEE_V, O_CLOCK, O_WRITTEN, O_UNTIL = range(7)
 O_WIDTH = 7
 # ST_STRIDE's columns (:func:`_other_leg_stride`): the sample time (s) of the exoskeleton hip's
-# last stride peak (0: none yet in this walk); the hip's rate at the previous sample (rad/s);
-# its highest and lowest angle since that peak (rad); the previous stride's mid-range and range
-# (rad; range 0: none yet); half the last stride's period (s; 0: none measured — R_DELAY); the
-# delay in use (s; 0: R_DELAY), slewed towards that half period
-S_PEAK, S_PREV_V, S_HI, S_LO, S_MID, S_RANGE, S_GOAL, S_DELAY = range(8)
-PEAK_RISE = 0.2  # rad: a hip maximum this far above the walk's lowest yet is a stride's peak
-# (before a whole stride's range is known; the flat-foot gait's second, smaller hip maximum
-# mid-stride rises 0.2–0.3 rad above its lowest, its stride peak 0.6–0.8)
+# last rise through the level (0: none yet in this walk); the hip at the previous sample
+# (rad); its highest and lowest angle since that rise (rad); the level that rise crossed (rad);
+# half the last stride's period (s; 0: none measured — R_DELAY); the delay in use (s; 0:
+# R_DELAY), slewed towards that half period; the level the next rise is to cross (rad)
+S_PEAK, S_PREV_Q, S_HI, S_LO, S_MID, S_GOAL, S_DELAY, S_LEVEL = range(8)
+LEVEL_BAND = 0.2  # of a stride's hip range: the level kept while this far inside it
+PEAK_RISE = 0.35  # rad: above the walk's lowest yet, the first stride's mid-range (the
+# flat-foot gait's hip spans 0.6–0.8 rad a stride, its smaller maximum mid-stride rises
+# 0.2–0.3 rad above its lowest)
 DELAY_SLEW = 0.25  # s of delay per s: how fast the other leg's delay follows a new pace
 
 
@@ -235,7 +236,7 @@ def _other_leg_target(model, state, q, v, h):
         late = t[O_CLOCK] - t[O_WRITTEN] * ts  # s (0 when the sub-steps meet the samples)
         state[ST_LINE + (2 * k) // n, (2 * k) % n] = q[hip] - v[hip] * late
         state[ST_LINE + (2 * k + 1) // n, (2 * k + 1) % n] = q[knee] - v[knee] * late
-        _other_leg_stride(model, s, t[O_WRITTEN] * ts, q[hip] - v[hip] * late, v[hip],
+        _other_leg_stride(model, s, t[O_WRITTEN] * ts, q[hip] - v[hip] * late,
                           t[O_CLOCK] < t[O_UNTIL], (line - 3) * ts)
         if abs(q[hip] - q[knee]) > model[W_ROOM, R_STEPPING]:
             t[O_UNTIL] = t[O_CLOCK] + delay
@@ -268,29 +269,36 @@ def _other_leg_delay(model, s, h, longest):
 
 
 @njit(cache=True, inline="always")
-def _other_leg_stride(model, s, now, qh, vh, walking, longest):
+def _other_leg_stride(model, s, now, qh, walking, longest):
     """The exoskeleton leg's stride, measured as a walker would feel it (ST_STRIDE, one call a
-    delay-line sample at ``now`` s of the plant's clock, its hip at ``qh`` rad and ``vh``
-    rad/s): the time between its hip's stride peaks — a hip maximum (its rate from + to −)
-    above the previous stride's mid-range (before one is known: ``PEAK_RISE`` above the
-    walk's lowest), the smaller maximum a gait may have mid-stride is none. Half that period,
-    within the wearer's fastest half stride (R_FAST) and ``longest``, becomes the delay's
-    goal. Outside a walk the measure starts again; the goal stays (the next walk starts at
-    the last pace)."""
+    delay-line sample at ``now`` s of the plant's clock, its hip at ``qh`` rad): the time
+    between its hip's rises through one level — a steep crossing, once a stride, where a
+    gait's hip maximum is flat (a heel strike's jolt moves it by a tenth of a stride) and a
+    smaller maximum mid-stride stays below the level. The level is ``PEAK_RISE`` above the
+    walk's lowest hip at its first rise and stays while it lies in the middle of each
+    stride's range (LEVEL_BAND), else it moves to the mid-range (and the period across the
+    move is none). A rise sooner than three quarters of the wearer's fastest stride
+    (1.5·R_FAST) or half the stride in use after the last is none. Half the period, up to
+    ``longest``, becomes the delay's goal. Outside a walk the measure starts again; the goal
+    stays (the next walk starts at the last pace)."""
     if not walking:
-        s[S_PEAK], s[S_RANGE], s[S_HI], s[S_LO] = 0.0, 0.0, qh, qh
+        s[S_PEAK], s[S_HI], s[S_LO] = 0.0, qh, qh
     else:
         s[S_HI], s[S_LO] = max(s[S_HI], qh), min(s[S_LO], qh)
-        if s[S_PREV_V] > 0.0 >= vh:  # the hip at a maximum
-            high = qh >= s[S_MID] if s[S_RANGE] > 0.0 else qh - s[S_LO] >= PEAK_RISE
-            if high:
-                period = now - s[S_PEAK]
-                if s[S_PEAK] > 0.0 and 2.0 * model[W_ROOM, R_FAST] <= period <= 2.0 * longest:
+        level = s[S_LEVEL] if s[S_PEAK] > 0.0 else s[S_LO] + PEAK_RISE
+        period = now - s[S_PEAK]
+        if s[S_PREV_Q] < level <= qh and not (
+                s[S_PEAK] > 0.0 and period < max(1.5 * model[W_ROOM, R_FAST], s[S_DELAY])):
+            following = level
+            if s[S_PEAK] > 0.0:
+                if period <= 2.0 * longest and level == s[S_MID]:
                     s[S_GOAL] = 0.5 * period
-                s[S_PEAK] = now
-                s[S_MID], s[S_RANGE] = 0.5 * (s[S_HI] + s[S_LO]), s[S_HI] - s[S_LO]
-                s[S_HI] = s[S_LO] = qh
-    s[S_PREV_V] = vh
+                span = s[S_HI] - s[S_LO]  # the stride's range (rad)
+                if not s[S_LO] + LEVEL_BAND * span <= level <= s[S_HI] - LEVEL_BAND * span:
+                    following = 0.5 * (s[S_HI] + s[S_LO])
+            s[S_PEAK], s[S_MID], s[S_LEVEL] = now, level, following
+            s[S_HI] = s[S_LO] = qh
+    s[S_PREV_Q] = qh
 
 
 @njit(cache=True, python=False)
