@@ -15,7 +15,6 @@ import time
 from typing import Protocol
 
 from exo_rt.errors import BusError, ConfigError
-from exo_rt.model.mechanism import Mechanism
 from exo_rt.model.parsing import did_you_mean
 from exo_rt.processes import Helper
 from exo_rt.runtime.config import TopConfig
@@ -163,20 +162,22 @@ class BusSet(Protocol):
     def close(self) -> None: ...
 
 
-def open_buses(top: TopConfig, spec, *, realtime: bool, start_pose, seed: int,
-               plant: Mechanism | None, cpus: set[int], rt_setup: bool = True,
+def open_buses(top: TopConfig, spec, options, cpus: set[int], *,
                leading: bool = False) -> BusSet:
-    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface.
-    With the real-time set-up, a simulation in its own process runs SCHED_FIFO below the
-    control thread on the helper CPUs (it stands in for the drives' own hardware);
-    ``leading``: the run's wearer walks with their own torques (a real-time simulation
-    prepares their Leader: :mod:`exo_rt.sim.lead`)."""
+    """The robot's buses: simulated (``sim``, ``sim-realtime``) or a python-can interface,
+    as the run's ``options`` (:class:`~exo_rt.runtime.options.RunOptions`: real time, start
+    pose, seed, plant, real-time set-up) say. With the real-time set-up, a simulation in its
+    own process runs SCHED_FIFO below the control thread on the helper CPUs (it stands in for
+    the drives' own hardware); ``leading``: the run's wearer walks with their own torques (a
+    real-time simulation prepares their Leader: :mod:`exo_rt.sim.lead`)."""
     from exo_rt.sim.launch import HARDWARE_FIFO_BELOW, SIM_SPECS, SimulatedBuses
 
+    o = options
     if spec in SIM_SPECS:
-        fifo = max(1, top.realtime.priority - HARDWARE_FIFO_BELOW) if rt_setup else None
-        return SimulatedBuses(top, spec, realtime=realtime, start_pose=start_pose, seed=seed,
-                              plant=plant, cpus=cpus, fifo=fifo, leading=leading)
+        fifo = max(1, top.realtime.priority - HARDWARE_FIFO_BELOW) if o.rt_setup else None
+        return SimulatedBuses(top, spec, realtime=o.realtime, start_pose=o.start_pose,
+                              seed=o.seed, plant=o.plant, cpus=cpus, fifo=fifo,
+                              leading=leading)
     return HardwareBuses(top, spec, cpus)
 
 

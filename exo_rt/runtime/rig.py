@@ -134,9 +134,7 @@ def open_rig(top, bus_spec, options, cpus) -> Rig:
     simulated exoskeleton, or in its own process beside real buses), a pyserial URL, or
     None/``none`` (no board: bench use)."""
     o = options
-    bus_set = open_buses(top, bus_spec, realtime=o.realtime, start_pose=o.start_pose,
-                         seed=o.seed, plant=o.plant, cpus=cpus, rt_setup=o.rt_setup,
-                         leading=_leading(o.wearer))
+    bus_set = open_buses(top, bus_spec, o, cpus, leading=_leading(o.wearer))
     rig = Rig(bus_set, [])
     try:
         if bus_set.process is not None:
