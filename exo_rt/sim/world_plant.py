@@ -134,11 +134,14 @@ ST_WORLD_ROWS = ST_ROWS + 3  # … plus the delay line's rows (:func:`_line_rows
 O_HIP, O_KNEE, O_HIP_V, O_KNEE_V, O_CLOCK, O_WRITTEN, O_UNTIL = range(7)
 O_WIDTH = 7
 # ST_STRIDE's columns (:func:`_other_leg_stride`): the sample time (s) of the exoskeleton hip's
-# last rise through the level (0: none yet in this walk); the hip at the previous sample
-# (rad); its highest and lowest angle since that rise (rad); the level that rise crossed (rad);
-# half the last stride's period (s; 0: none measured — R_DELAY); the delay in use (s; 0:
-# R_DELAY), slewed towards that half period; the level the next rise is to cross (rad)
-S_PEAK, S_PREV_Q, S_HI, S_LO, S_MID, S_GOAL, S_DELAY, S_LEVEL = range(8)
+# last rise through the level (0: none yet in this walk; negative: the level moved after it,
+# so the next period spans two levels and is none); the hip at the previous sample (rad); its
+# highest and lowest angle since that rise (rad); half the last stride's period (s; 0: none
+# measured — R_DELAY); the delay in use (s; 0: R_DELAY), slewed towards that half period; the
+# level the next rise is to cross (rad). Seven: a one-leg world's rows are at least seven wide
+# (the leg's hip and knee, the pelvis's three, the other leg's two)
+S_PEAK, S_PREV_Q, S_HI, S_LO, S_GOAL, S_DELAY, S_LEVEL = range(7)
+S_WIDTH = 7
 LEVEL_BAND = 0.2  # of a stride's hip range: the level kept while this far inside it
 PEAK_RISE = 0.35  # rad: above the walk's lowest yet, the first stride's mid-range (the
 # flat-foot gait's hip spans 0.6–0.8 rad a stride, its smaller maximum mid-stride rises
@@ -285,18 +288,20 @@ def _other_leg_stride(model, s, now, qh, walking, longest):
         s[S_PEAK], s[S_HI], s[S_LO] = 0.0, qh, qh
     else:
         s[S_HI], s[S_LO] = max(s[S_HI], qh), min(s[S_LO], qh)
-        level = s[S_LEVEL] if s[S_PEAK] > 0.0 else s[S_LO] + PEAK_RISE
-        period = now - s[S_PEAK]
+        rose = s[S_PEAK] != 0.0  # a rise already in this walk
+        level = s[S_LEVEL] if rose else s[S_LO] + PEAK_RISE
+        period = now - abs(s[S_PEAK])
         if s[S_PREV_Q] < level <= qh and not (
-                s[S_PEAK] > 0.0 and period < max(1.5 * model[W_ROOM, R_FAST], s[S_DELAY])):
+                rose and period < max(1.5 * model[W_ROOM, R_FAST], s[S_DELAY])):
             following = level
-            if s[S_PEAK] > 0.0:
-                if period <= 2.0 * longest and level == s[S_MID]:
+            if rose:
+                if s[S_PEAK] > 0.0 and period <= 2.0 * longest:  # (one level: a period)
                     s[S_GOAL] = 0.5 * period
                 span = s[S_HI] - s[S_LO]  # the stride's range (rad)
                 if not s[S_LO] + LEVEL_BAND * span <= level <= s[S_HI] - LEVEL_BAND * span:
                     following = 0.5 * (s[S_HI] + s[S_LO])
-            s[S_PEAK], s[S_MID], s[S_LEVEL] = now, level, following
+            s[S_PEAK] = now if following == level else -now
+            s[S_LEVEL] = following
             s[S_HI] = s[S_LO] = qh
     s[S_PREV_Q] = qh
 
@@ -524,6 +529,9 @@ class WorldPlant(HarmonicDrivePlant):
         if world.model.nv != n or np.any(world.model.dof_armature):
             raise RuntimeError("the world's model must hold the plant's coordinates, rotors "
                                "as bodies and no armature")
+        if len(oq) and n < max(O_WIDTH, S_WIDTH):  # (the other leg's rows hold these)
+            raise RuntimeError(f"a one-leg world of {n} coordinates: at least "
+                               f"{max(O_WIDTH, S_WIDTH)} expected")
         delay = _half_stride(self.robot) if self.floor and len(oq) else (0.0, 0.0, 0.0)
         line = int(np.ceil(delay[1] / self.dt)) + 3  # samples: the slowest walk's half stride
         rows = ST_WORLD_ROWS + _line_rows(line if len(oq) else 0, n)
