@@ -194,3 +194,48 @@ def test_docs_table_is_the_codes():
         assert float(r[1]) == pytest.approx(w.cadence, abs=0.05)  # printed to 0.1
         assert [float(x) for x in r[2:]] == pytest.approx(
             [w.period, w.step_length, w.stride_length, w.amplitude], abs=5e-4)  # to 0.001
+
+
+def test_a_legs_lengths_are_read_from_the_robot_file_once(monkeypatch):
+    """A fixed ankle's origin comes from the robot file (the loader lumps it): read once per
+    mechanism — a speed asked mid-walk needs the lengths inside the control cycle, where no
+    file is read (it was 25 ms of YAML there)."""
+    from pathlib import Path
+
+    from exo_rt.control import gait_speed
+    from exo_rt.model import load_mechanism
+
+    reads = []
+    real = gait_speed._fixed_origin
+    monkeypatch.setattr(gait_speed, "_fixed_origin", lambda *a: reads.append(a) or real(*a))
+    root = Path(__file__).resolve().parents[1]
+    mech = load_mechanism(root / "configs" / "robots" / "exo_2leg_sized.yaml")
+    first = [gait_speed.leg_lengths(mech, p) for p in ("left_", "right_")]
+    again = [gait_speed.leg_lengths(mech, p) for p in ("left_", "right_")]
+    assert first == again and len(reads) == 2  # (one per leg, the first time)
+    assert first[0][0] == pytest.approx(0.43) and first[0][1] == pytest.approx(0.42)
+
+
+@pytest.mark.parametrize("gait", ["normal", "flat_foot"])
+def test_each_pace_is_made_once(monkeypatch, gait):
+    """The session's gait function makes a pace's rows once (the load's checks make every
+    walk speed the wearer's presets name; the activity machine then asks for them inside the
+    cycle: the flat-foot gait's fit was 28 ms there) and hands them out read-only."""
+    from pathlib import Path
+
+    from exo_rt.control import flat_foot, trajectory
+    from exo_rt.runtime.config import load_top
+    from exo_rt.session.session import gait_function
+    from exo_rt.session.wearer import default_wearer
+
+    made = []
+    for mod, name in ((flat_foot, "gait_rows"), (trajectory, "gait_coefficients")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, _r=real, **k: made.append(1) or _r(*a, **k))
+    root = Path(__file__).resolve().parents[1]
+    top = load_top(root / "configs" / "exo_2leg_world.yaml")
+    gaits = gait_function(top.robot, top.controller, default_wearer(top.robot), gait)
+    a, b, c = gaits(0.4, None), gaits(0.4, None), gaits(0.3, None)
+    assert a is b and c is not a and len(made) == 2
+    assert not a[0].flags.writeable
+    assert c[1] > a[1]  # s: slower, a longer stride period

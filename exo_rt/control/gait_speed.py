@@ -38,6 +38,7 @@ in the 1 kHz path.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,13 +87,25 @@ def leg_prefixes(mech) -> list[str]:
             if n.endswith("knee") and n[: -len("knee")] + "hip" in names]
 
 
+_LEGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # mech → {prefix: lengths}
+
+
 def leg_lengths(mech, prefix: str = "") -> tuple[float, float]:
     """(thigh, shank) in m of the leg whose joints are ``prefix + 'hip'``, ``'knee'`` and
     ``'ankle'``: the knee's origin in the thigh (hip → knee) and the ankle's in the shank
     (knee → ankle), their lengths in the sagittal plane (x, z). An ankle fixed in the model
-    (lumped into the shank by the loader) is read from the robot file's joints.
+    (lumped into the shank by the loader) is read from the robot file's joints — once per
+    mechanism: a walk's speed asked in a session needs the lengths inside the control cycle,
+    where no file is read.
 
     ConfigError (naming the robot file) when the robot has no such leg."""
+    known = _LEGS.setdefault(mech, {})
+    if prefix not in known:
+        known[prefix] = _leg_lengths(mech, prefix)
+    return known[prefix]
+
+
+def _leg_lengths(mech, prefix: str) -> tuple[float, float]:
     where = Where(str(mech.source))
     knee, hip, ankle = prefix + "knee", prefix + "hip", prefix + "ankle"
     names = list(mech.tree_joint_names)

@@ -312,6 +312,10 @@ def check_at_load(env: Envelope, activities, wearer) -> None:
                               _where(wearer.source, "speed", key),
                               "give speeds the joints can follow (exo-rt check prints each "
                               "walk's peaks against the bounds)")
+        # a speed asked mid-walk starts its check's trace on the walk now: that kernel
+        # loaded here, not on the first such request (inside the cycle, tens of ms)
+        rows, period, _ = env.gaits(default, None)
+        env._start_on_gait(rows, period, m.phase_offsets)
 
 
 def report(env: Envelope, activities, wearer) -> list[str]:

@@ -430,14 +430,20 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
     kinds = [cfg.reference.gait_joints.get(nm, "hip" if nm.endswith("hip") else "knee")
              for nm in names]
 
+    walks: dict = {}
+
     def gaits(speed: float, step_length: float | None):
-        if gait == "flat_foot":
-            w = flat_foot.walk(speed, wearer.height, step_length)
-            return flat_foot.gait_rows(robot, kinds, w.stride_length), w.period, \
-                w.stride_length
-        w = wearer.walk(speed, robot, step_length)
-        rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
-        return rows, w.period, w.stride_length
+        key = (float(speed), None if step_length is None else float(step_length))
+        if key not in walks:  # (each pace once: the load's checks make the walks the
+            if gait == "flat_foot":  # activity machine then asks for inside the cycle)
+                w = flat_foot.walk(speed, wearer.height, step_length)
+                rows = flat_foot.gait_rows(robot, kinds, w.stride_length)
+            else:
+                w = wearer.walk(speed, robot, step_length)
+                rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
+            rows.flags.writeable = False
+            walks[key] = (rows, w.period, w.stride_length)
+        return walks[key]
 
     made: dict = {}
 
