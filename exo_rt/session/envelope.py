@@ -350,11 +350,15 @@ def report(env: Envelope, activities, wearer) -> list[str]:
 
 
 def warm_up() -> None:
-    """Compile (or load) :func:`trace` on throw-away data of the layout a session uses."""
+    """Compile (or load) :func:`trace` on throw-away data of the layout a session uses, and
+    the gait's reference at one phase as :meth:`Envelope._start_on_gait` calls it (a row of
+    a gait's rows: :func:`check_at_load` runs it)."""
     seg = np.zeros(1, SEGMENT)
     seg[0]["seg_kind"] = segment.HOLD
     trace(np.zeros(1, SCALARS), seg, np.zeros((V_WIDTH, 1)), np.zeros((segment.SLOTS, 1, 11)),
           np.zeros(1), 1e-3, 1, -1.0, np.zeros((4, 1)))
+    rows = np.zeros((2, 1 + 2 * trajectory.MAX_HARMONICS))
+    trajectory.gait(0.0, 1.0, rows[0:1], np.zeros(1), np.zeros(1), np.zeros(1))
 
 
 def for_top(top, wearer, gaits) -> Envelope:

@@ -441,7 +441,6 @@ def gait_function(robot, cfg, wearer, gait: str = "normal"):
             else:
                 w = wearer.walk(speed, robot, step_length)
                 rows = trajectory.gait_coefficients(names, kinds, w.amplitude)
-            rows.flags.writeable = False
             walks[key] = (rows, w.period, w.stride_length)
         return walks[key]
 
