@@ -200,6 +200,7 @@ def test_workers_started_ahead_serve_the_warm_up(tmp_path, monkeypatch):
     assert res["error"] is None and set(ours) == {
         "exo_rt.control.trajectory.phase_on_heel_strike",
         "exo_rt.control.trajectory.phase_from_events", "exo_rt.session.envelope.trace",
+        "exo_rt.control.trajectory.gait",  # (a speed change's check starts on the gait)
         "exo_rt.cycle.segment.reference", "exo_rt.cycle.segment.fourier"}, res
     compile_workers.mark({"gait_phase@tree"})
     assert not compile_workers.cold() and compile_workers.prestart() == 0
