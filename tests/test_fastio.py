@@ -90,8 +90,29 @@ maps = st.fixed_dictionaries(
 @settings(max_examples=500, deadline=None)
 @given(maps)
 def test_the_decoder_reads_a_map_as_python_can_does(fields):
+    """Within the port's DATAGRAM bytes; a longer datagram is received cut short, and a cut
+    map is refused, never half read."""
     raw = msgpack.packb(fields, use_bin_type=True)
-    assert _fast_decode(raw) == _reference_decode(raw)
+    if len(raw) <= fastio.DATAGRAM:
+        assert _fast_decode(raw) == _reference_decode(raw)
+    else:
+        assert _fast_decode(raw[: fastio.DATAGRAM]) is None
+
+
+def test_a_long_datagram_is_refused_whole_and_a_python_can_fd_frame_fits():
+    """The map hypothesis found beyond the old 256-byte buffer (38 data bytes, long foreign
+    fields): python-can reads it, the port refuses it cut; python-can's largest frame, 64 data
+    bytes of CAN FD on a 14-character channel, is read whole."""
+    long = {"arbitration_id": 0, "data": b"x" * 38, "channel": b"y" * 600,
+            "is_error_frame": "ab", "is_remote_frame": 1.5}
+    raw = msgpack.packb(long, use_bin_type=True)
+    assert len(raw) > fastio.DATAGRAM and _reference_decode(raw) is not None
+    assert _fast_decode(raw[: fastio.DATAGRAM]) is None
+    fd = can.Message(arbitration_id=EFF_MASK, is_extended_id=True, is_fd=True,
+                     bitrate_switch=True, data=bytes(range(64)), timestamp=1.7e9,
+                     channel="239.74.250.250")
+    raw = pack_message(fd)
+    assert _fast_decode(raw) == (EFF_MASK, bytes(range(64)), True, False, False)
 
 
 @settings(max_examples=1000, deadline=None)

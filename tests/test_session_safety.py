@@ -399,12 +399,14 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
     """20 000 script steps due at one instant: taken MAX_REQUESTS a cycle, in order (and
     their events handed to the recording a share a cycle); the longest cycle (wall clock,
     lockstep, the collector disabled as in real time) at most twice the longest of the same
-    session without them."""
+    session without them. Lockstep runs are deterministic, so cycle k does the same work in
+    every run: each cycle's time is the least of three runs, which removes the host's
+    preemptions (one of 3.5 ms failed a CI run) and keeps what the requests cost."""
     base = [{"request": "start", "motion": "walk", "at": 0.1},
             {"request": "stop", "at": 7.0}, {"request": "end", "after": "finished"}]
     flood = [{"request": "level", "value": 0.5, "at": 1.0}] * 20000
 
-    def longest(steps, sub):
+    def cycle_times(steps, sub):
         times = []
         from exo_rt.runtime.controller import Controller
 
@@ -426,10 +428,16 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
             finally:
                 gc.enable()
         assert res.summary["final_state"] == "SHUTDOWN"
-        return ctl, sorted(times)[-1]
+        return ctl, np.array(times)
 
-    _ctl0, plain = longest(base, "plain")
-    ctl, flooded = longest(base[:1] + flood + base[1:], "flood")
+    runs = {"plain": [], "flood": []}
+    for i in range(3):
+        for sub, steps in (("plain", base), ("flood", base[:1] + flood + base[1:])):
+            ctl, times = cycle_times(steps, f"{sub}{i}")
+            runs[sub].append(times)
+    n = min(len(t) for t in runs["plain"] + runs["flood"])
+    plain, flooded = (float(np.min([t[:n] for t in runs[sub]], axis=0).max())
+                      for sub in ("plain", "flood"))
     levels = [e for e in requests(ctl) if e["request"] == "level"]
     assert len(levels) == 20000
     per = np.bincount([e["cycle"] for e in levels])
@@ -437,4 +445,5 @@ def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):
     assert np.count_nonzero(per) >= 20000 // sessions.MAX_REQUESTS
     told = [e for e in ctl.events if e["event"] == "requests_waiting"]
     assert len(told) == 1 and told[0]["source"] == "script"
+    print(f"longest cycle: {plain * 1e3:.3f} ms plain, {flooded * 1e3:.3f} ms flooded")
     assert flooded <= 2.0 * plain, (flooded, plain)

@@ -53,7 +53,9 @@ SCM_TIMESTAMPNS = 35
 FB_EXTENDED, FB_ERROR, FB_REMOTE = 1, 2, 4  # frame flags (bits)
 FB_DROPPED = 8  # a frame to send that the OS refused (a full queue): not sent, not recorded
 MAX_DATA = 64  # bytes a frame may carry (CAN FD)
-DATAGRAM = 256  # bytes a received datagram may have (python-can's is 162 for 8 data bytes)
+DATAGRAM = 512  # bytes a received datagram may have: python-can's is 162 for 8 data bytes and
+# 234 for a 64-byte CAN FD frame named by a 14-character channel; a longer one (a long channel
+# name, foreign fields) arrives cut short and is refused as not one CAN frame
 CAN_FRAME_BYTES = 16  # struct can_frame
 CAN_EFF_FLAG, CAN_RTR_FLAG, CAN_ERR_FLAG = 0x80000000, 0x40000000, 0x20000000
 CAN_EFF_MASK = 0x1FFFFFFF
