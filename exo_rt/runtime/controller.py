@@ -182,7 +182,8 @@ class Controller:
             lambda: self.state, self.board, self.rig.buttons, self.helper_cpus,
             self.setup_lines, session=o.session, activities=o.activities, wearer=o.wearer,
             requests=o.requests, console=o.console, web=o.web,
-            sources=tuple(partial(make, self) for make in o.sources)), self.record.out_dir)
+            sources=tuple(partial(make, self) for make in o.sources),
+            realtime=self.realtime), self.record.out_dir)
         self.times["compile_in_run"] = time.monotonic() - t0
         self.times["compile"] += self.times["compile_in_run"]
         self._start_recording()

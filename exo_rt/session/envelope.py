@@ -33,7 +33,7 @@ GO_RATE_PEAK = segment.GO_OMEGA / math.e  # 1/s: the fastest change of the progr
 T_SPEED, T_ACCEL, T_LOW, T_HIGH = range(4)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # (made beside the cycle too: the loop keeps the GIL)
 def trace(s_arr, seg_arr, v, gaits, offsets, dt, cycles, stop_phase, out):
     """Run the segment in ``seg_arr``/``v``/``gaits``, its phase in ``s_arr`` (scratch
     copies: a cycle's layout) for
@@ -117,6 +117,15 @@ class Envelope:
         self._one = (np.zeros(1), np.zeros(1), np.zeros(1))  # (one joint's q, q̇, q̈)
         self._walks: dict = {}
         self.peaks: dict[str, np.ndarray] = {}  # motion → the (4, n) figures of its last check
+
+    def fork(self) -> Envelope:
+        """The same bounds and gaits with scratch of its own, for checks made beside the
+        cycle (:mod:`exo_rt.session.prepare`): the walks checked are kept in one memo, so a
+        check made there is found here."""
+        other = Envelope(self.joints, self.lo, self.hi, self.vel, self.acc, self.dt,
+                         self.gaits)
+        other._walks, other.peaks = self._walks, self.peaks
+        return other
 
     @classmethod
     def of_cycle(cls, cycle, joint_names, gaits) -> Envelope:

@@ -49,6 +49,7 @@ from exo_rt.cycle.layout import (
     V_SEG_TO,
 )
 from exo_rt.session.activities import HOME_CEILING, leg_of
+from exo_rt.session.prepare import WAIT, Preparer
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
 
@@ -63,9 +64,14 @@ class ActivityMachine:
     walking reference at a speed (:mod:`exo_rt.control.gait_speed`); ``wearer``: the profile
     whose ranges bound the walking parameters and the assistance level."""
 
-    def __init__(self, cycle, activities, wearer, gaits, envelope=None) -> None:
+    def __init__(self, cycle, activities, wearer, gaits, envelope=None,
+                 prepared: Preparer | None = None) -> None:
         self.cycle, self.activities, self.wearer, self.gaits = cycle, activities, wearer, gaits
         self.envelope = envelope  # the joints' bounds every motion is checked against
+        # a new pace's rows, floor steps and checks: made in the cycle, or beside it
+        self.prepared = prepared if prepared is not None else Preparer()
+        self._beside = None if envelope is None or not self.prepared.threaded else \
+            envelope.fork()  # (the worker's own scratch; the checks' memo shared)
         self.s, self.v, self.dt = cycle.s, cycle.v, float(cycle.p["dt"])
         self.seg = cycle.seg  # the reference segment the cycle runs (its SEGMENT record)
         self.k = 0  # the cycle the machine was last told of (after_cycle)
@@ -230,9 +236,16 @@ class ActivityMachine:
         walking = self.motion is not None and self.motion.kind == "walk"
         if walking and self.stop_asked:
             return self._no(req, rq.R_ALREADY)
+        motion, walked = (self.motion, self.walked) if walking else (None, None)
+        q_from = self.v[V_SEG_FROM].copy() if walking else None
+        key = (speed, step, walked, motion and motion.name,
+               None if q_from is None else q_from.tobytes())
         try:
-            rows, period, stride = self.gaits(speed, step)
-            beyond = self._walks_beyond(speed, step, walking)
+            made = self.prepared.get(key, lambda: self._pace(speed, step, motion, walked,
+                                                              q_from))
+            if made is WAIT:
+                return WAIT  # (asked again once made: nothing changed meanwhile)
+            rows, period, stride, beyond = made
         except ValueError as e:
             return self._no(req, rq.R_STEP_RANGE if step is not None else rq.R_SPEED_RANGE,
                             value=req.value, why=str(e))
@@ -275,17 +288,29 @@ class ActivityMachine:
         return env.move(motion.name, self.v[V_QR], self.activities.posture_q(motion.end),
                         duration, motion.hold_go)
 
-    def _walks_beyond(self, speed: float, step: float | None, walking: bool):
-        """The walk running (blended from what it walks now), or else every walk of the
-        activities from its start posture, at ``speed`` and ``step``: what would be beyond
-        the joints, or None."""
-        env = self.envelope
+    def _pace(self, speed: float, step: float | None, motion, walked, q_from):
+        """What a new pace needs (:attr:`prepared`'s work: in the cycle, or beside it — so
+        it reads only its arguments and what never changes): its gait (rows, period s,
+        stride m), what would be beyond the joints (:meth:`_walks_beyond`), and for the walk
+        ``motion`` running (walking ``walked`` from ``q_from``) the floor steps its next
+        stride takes (made here, kept by the gait function for :meth:`_floor_steps`)."""
+        env = self._beside or self.envelope
+        rows, period, stride = self.gaits(speed, step)
+        beyond = self._walks_beyond(env, speed, step, motion, walked)
+        if motion is not None and beyond is None:
+            self.gaits.steps(rows, stride, motion, q_from, self.activities.posture_q(motion.end))
+        return rows, period, stride, beyond
+
+    def _walks_beyond(self, env, speed: float, step: float | None, motion, walked):
+        """The walk ``motion`` running (blended from ``walked``, what it walks now), or with
+        none every walk of the activities from its start posture, at ``speed`` and ``step``:
+        what would be beyond the joints of ``env``'s bounds, or None."""
         if env is None:
             return None
-        if walking:  # (blended from the gait walked now: a change still waiting is replaced)
-            m = self.motion
+        if motion is not None:  # (blended from the gait walked now: a change still waiting
+            m = motion  # is replaced)
             return env.walk(m, self.activities.posture_q(m.start),
-                            self.activities.posture_q(m.end), speed, step, old=self.walked)
+                            self.activities.posture_q(m.end), speed, step, old=walked)
         for m in self.activities.motions:
             if m.kind == "walk":
                 found = env.walk(m, self.activities.posture_q(m.start),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exo_rt.session.machine import ActivityMachine
+from exo_rt.session.prepare import WAIT, Preparer
 from exo_rt.session.roles import Listener, Sink, Source
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from exo_rt.session.wearer import Wearer
 
 EMPTY: tuple = ()
+PACE_KINDS = frozenset((rq.SPEED, rq.STEP_LENGTH, rq.MODE))  # the walking parameters
 MAX_REQUESTS = 4  # requests answered in one cycle, at most: the rest wait in order (a pasted
 # flood or a script's thousand steps due at once never makes a cycle late)
 
@@ -70,6 +72,8 @@ class Session:
         self.stalled: str | None = None  # why the script can go no further, once it cannot
         self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
         self.waiting: deque[Request] = deque()  # requests beyond a cycle's MAX_REQUESTS
+        self.preparing: deque[Request] = deque()  # walking parameters whose pace is being
+        self._made = 0  # made beside the cycle (in order); the worker's count last seen
         self._warned = MAX_REQUESTS
         self._script_flood = False  # a script burst beyond MAX_REQUESTS a cycle was told
         self._governing = 0.0
@@ -91,12 +95,39 @@ class Session:
                         "possible": self.machine.possible(), "steps": 0})
         self._show(k)
 
-    def ask(self, req: Request, k: int, active: bool = True) -> Answer:
-        """One request, answered (and recorded, and told to every sink and source)."""
+    def ask(self, req: Request, k: int, active: bool = True) -> Answer | None:
+        """One request, answered (and recorded, and told to every sink and source) — or
+        None: a walking parameter whose new pace is being made beside the cycle
+        (:mod:`exo_rt.session.prepare`), answered in the cycle it is made by (in order with
+        the walking parameters asked after it; every other request goes on meanwhile)."""
         req.cycle = k
-        ans = self.machine.handle(req, active)
+        ans = WAIT if self.preparing and req.kind in PACE_KINDS and active else \
+            self.machine.handle(req, active)
+        if ans is WAIT:
+            self.preparing.append(req)
+            self._event(k, {"event": "request_preparing", **req.as_dict()})
+            return None
         self._answered(k, req, ans)
         return ans
+
+    def _ask_prepared(self, k: int, active: bool, budget: int) -> int:
+        """The walking parameters waiting on their pace, asked again (in order, while the
+        budget lasts) once the worker made something; returns the budget left."""
+        made = self.machine.prepared.finished
+        if made == self._made:
+            return budget
+        self._made = made
+        preparing = self.preparing
+        while preparing and budget:
+            req = preparing[0]
+            req.cycle = k
+            ans = self.machine.handle(req, active)
+            if ans is WAIT:
+                break
+            preparing.popleft()
+            self._answered(k, req, ans)
+            budget -= 1
+        return budget
 
     def tick(self, k: int, active: bool) -> None:
         """The end of cycle ``k``: the sources' requests (at most ``MAX_REQUESTS`` a cycle:
@@ -114,6 +145,8 @@ class Session:
             self._wind_down(k, active)
             return
         budget = MAX_REQUESTS
+        if self.preparing:
+            budget = self._ask_prepared(k, active, budget)
         waiting = self.waiting
         if waiting:
             while waiting and budget:
@@ -176,6 +209,7 @@ class Session:
                 self.listeners.remove(culprit)
         if first:
             self.waiting.clear()
+            self.preparing.clear()
         try:
             self._wind_down(k, True)
         except Exception as again:  # noqa: BLE001 (the machine itself: the run ends it)
@@ -209,6 +243,7 @@ class Session:
                 self.events.append({"event": "session_error_file", "error": str(e)})
         for sink in self.sinks:
             sink.close()
+        self.machine.prepared.close()
 
     def files(self) -> SessionFiles:
         """What this session was read from: its script's path (None: the shipped default),
@@ -486,11 +521,13 @@ def load_files(top, session=None, activities=None, wearer=None):
 
 
 def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
-          activities=None, wearer=None, requests=None) -> Session:
+          activities=None, wearer=None, requests=None, beside: bool = False) -> Session:
     """The session on ``cycle`` for the top config ``top``: its files (:func:`load_files`;
     None: the defaults) and its script, timed by the run's ``duration`` — or, in replay, the
-    recorded ``requests`` instead. The controller's (:func:`for_run`) adds its board and
-    console; the bench's run of the controller takes it as it is."""
+    recorded ``requests`` instead. ``beside``: a new pace is made beside the cycle (a real-
+    time run: :mod:`exo_rt.session.prepare`), never in replay. The controller's
+    (:func:`for_run`) adds its board and console; the bench's run of the controller takes it
+    as it is."""
     from exo_rt.cycle import governor
     from exo_rt.session import envelope as env
     from exo_rt.session import script as sc
@@ -500,7 +537,8 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     governor.narrow(cycle.v, *who.joint_range(top.robot))
     bounds = env.Envelope.of_cycle(cycle, top.robot.joint_names, gaits)
     env.check_at_load(bounds, acts, who)  # (ConfigError, file:line: nothing begins beyond)
-    machine = ActivityMachine(cycle, acts, who, gaits, bounds)
+    machine = ActivityMachine(cycle, acts, who, gaits, bounds,
+                              Preparer(threaded=beside and requests is None))
     if requests is not None:  # replay: what was asked, when it was
         return Session(events, dt, machine, [Recorded(list(requests))])
     script = Shifted(sc.ScriptSource(steps, duration, dt))
@@ -521,7 +559,8 @@ class SessionRun:
     defaults), the recorded ``requests`` (replay; None: a live run), the ``console`` and the
     ``web`` page's address (None: none), and its ``sources``: each a callable of no argument
     that makes one more request source when the session is made (the options' sources,
-    bound by the run to what they follow)."""
+    bound by the run to what they follow); ``realtime``: the loop keeps the wall clock's
+    deadlines (a new pace is then made beside the cycle: :mod:`exo_rt.session.prepare`)."""
 
     cycle: object
     top: object
@@ -541,6 +580,7 @@ class SessionRun:
     console: bool = False
     web: object | None = None
     sources: tuple = ()
+    realtime: bool = False
 
 
 def for_run(run: SessionRun, out_dir: Path | None = None) -> Session:
@@ -552,7 +592,8 @@ def for_run(run: SessionRun, out_dir: Path | None = None) -> Session:
     none), where a session fault's traceback is kept. What the session was read from is
     :meth:`Session.files`."""
     sess = build(run.cycle, run.top, run.events, run.dt, run.duration, session=run.session,
-                 activities=run.activities, wearer=run.wearer, requests=run.requests)
+                 activities=run.activities, wearer=run.wearer, requests=run.requests,
+                 beside=run.realtime)
     sess.script_path = run.session
     if out_dir is not None:  # (a session fault's traceback, kept with the run)
         sess.error_file = Path(out_dir) / "session-error.txt"
