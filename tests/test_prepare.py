@@ -92,6 +92,7 @@ class _Beside(Preparer):
         return super().get(key, slow)
 
 
+@pytest.mark.hazard("H-REQUEST-STALL")
 @pytest.mark.slow
 def test_a_new_pace_is_made_beside_the_cycle_in_order_and_replays_bit_for_bit(tmp_path):
     """exo_leg's default session with two speeds outside the wearer's list (0.45 and 0.35 m/s,
