@@ -139,3 +139,33 @@ def test_only_a_real_time_live_run_makes_a_pace_beside_the_cycle():
         made[name] = s.machine.prepared.threaded
         s.close()
     assert made == {"real time": True, "lockstep": False, "replay": False}
+
+
+def test_walking_parameters_wait_in_order_while_others_are_answered():
+    """Standing (no controller: the session's tick alone), a real-time session: six speeds
+    asked at once wait on the worker, each after the one before; a level asked behind them is
+    answered in its own cycle; once all are made every speed is answered, in order, and the
+    last is the speed."""
+    from firmware_bridge import requests as rq
+    from firmware_bridge.requests import Request
+
+    top = load_top(ROOT / "configs" / "exo_leg.yaml")
+    cycle = cy.build(top.robot, top.exo, top.controller, top.safety, dt=1.0 / top.rate_hz)
+    events: list = []
+    sess = sessions.build(cycle, top, events, cycle.p["dt"], 5.0, beside=True)
+    sess.begin(0)
+    speeds = [0.31, 0.33, 0.35, 0.37, 0.39, 0.41]
+    for v in speeds:
+        assert sess.ask(Request(rq.SPEED, rq.SCRIPT, value=v), 1) is None
+    level = sess.ask(Request(rq.LEVEL, rq.SCRIPT, value=0.5), 1)
+    assert level is not None and level.answer == rq.ACCEPTED
+    k, t0 = 2, time.monotonic()
+    while sess.preparing and time.monotonic() - t0 < 30.0:
+        sess.tick(k, True)
+        k += 1
+        time.sleep(0.002)
+    answered = [e for e in events if e["event"] == "request" and e["request"] == "speed"]
+    assert [(e["value"], e["answer"]) for e in answered] == [(v, "accepted") for v in speeds]
+    assert [e["value"] for e in events if e["event"] == "request_preparing"] == speeds
+    assert sess.machine.speed == 0.41
+    sess.close()

@@ -73,7 +73,8 @@ class Session:
         self.log: list[tuple[int, Request | None, Answer]] = []  # (cycle, request, answer)
         self.waiting: deque[Request] = deque()  # requests beyond a cycle's MAX_REQUESTS
         self.preparing: deque[Request] = deque()  # walking parameters whose pace is being
-        self._made = 0  # made beside the cycle (in order); the worker's count last seen
+        self._made = -1  # made beside the cycle (in order); the worker's count when the
+        # first of them last waited
         self._warned = MAX_REQUESTS
         self._script_flood = False  # a script burst beyond MAX_REQUESTS a cycle was told
         self._governing = 0.0
@@ -116,17 +117,18 @@ class Session:
         made = self.machine.prepared.finished
         if made == self._made:
             return budget
-        self._made = made
         preparing = self.preparing
         while preparing and budget:
             req = preparing[0]
             req.cycle = k
             ans = self.machine.handle(req, active)
             if ans is WAIT:
-                break
+                self._made = made  # (nothing to ask again until the worker makes more)
+                return budget
             preparing.popleft()
             self._answered(k, req, ans)
             budget -= 1
+        self._made = -1  # (the budget spent: the rest asked again next cycle)
         return budget
 
     def tick(self, k: int, active: bool) -> None:
