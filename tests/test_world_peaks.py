@@ -16,7 +16,8 @@ warning. Two runs of it:
   forward) and the rest — the stance load's −J_aᵀ f with the friction compensation —
   14.3–26.2 A: the load is no longer the feedback's model error, and it alone asks for most of
   what the drive has at a heel strike. The tracking RMS falls from 0.23–0.32° to 0.16–0.22°.
-- computed_torque_peak.yaml (ω = 20 rad/s, ζ = 0.9): within the margin, 22.8–25.6 A.
+- the world config's own controller, and computed_torque_peak.yaml (ω = 20 rad/s, ζ = 0.9):
+  within the margin.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _sizing(out: Path):
 @pytest.mark.slow
 def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
     """Where the session's currents peak and which term asks for them
-    (tools/landing_currents.py): standing up and sitting down stay within 13 A; the strides
+    (tools/landing_currents.py): standing up within 13 A, sitting down 18 A; the strides
     reach ≥ 27 A; at each hip's peak over the strides the feedback asks less than 20 A
     (measured 15.9–17.3 A; 21.6–23.4 A without the stance load fed forward) and the rest, the
     stance load's term with the friction compensation, more than 10 A (14.3–26.2 A); every
@@ -82,7 +83,7 @@ def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
     rows = {line.split()[0]: [float(x) for x in line.split()[1:]]
             for line in text.splitlines()[2:7]}
     assert set(rows) == {"before", "opening", "steady", "closing", "after"}, text
-    assert max(rows["before"]) < 13.0 and max(rows["after"]) < 16.0, text
+    assert max(rows["before"]) < 13.0 and max(rows["after"]) < 18.0, text
     assert max(rows["steady"]) >= 27.0, text  # (the landings; the opening and closing steps
     # are the plan's, exo_rt/control/flat_foot.py: their figures are docs/world.md's)
     for line in text.splitlines():
@@ -92,17 +93,18 @@ def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
             assert abs(fb) < 20.0 and abs(rest) > 10.0, line
 
 
-@pytest.fixture(scope="module")
-def peak_gains(tmp_path_factory):
-    """The world config's own session run with computed_torque_peak.yaml (ω = 20 rad/s,
-    ζ = 0.9, the drives' own 30 A) instead of its ω = 30 file: (run folder, summary)."""
+@pytest.fixture(scope="module", params=["computed_torque_world.yaml",
+                                        "computed_torque_peak.yaml"])
+def peak_gains(request, tmp_path_factory):
+    """The world config's own session run with its own controller (ω = 30 rad/s) and with
+    computed_torque_peak.yaml (ω = 20 rad/s, ζ = 0.9, the drives' own 30 A): (run folder,
+    summary)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("EXO_RT_WARMUP", "0")
     out = tmp_path_factory.mktemp("peak-gains") / "run"
     try:
         rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
-                       "--controller", str(ROOT / "configs" / "controllers" /
-                                           "computed_torque_peak.yaml"),
+                       "--controller", str(ROOT / "configs" / "controllers" / request.param),
                        "--duration", "6", "--out", str(out)])
     finally:
         mp.undo()
@@ -114,11 +116,12 @@ def peak_gains(tmp_path_factory):
 @pytest.mark.slow
 def test_the_session_stays_below_the_drives_peak_current(peak_gains):
     """The target (issue 44): every joint's peak current within MARGIN of its drive's peak,
-    every winding below its limit, tracking within 1° RMS. Met by the softer gains of
-    computed_torque_peak.yaml (ω = 20 rad/s): the landings' feedback is K_d's on the impact,
-    and K_d 36 against 60 leaves 22.8–25.6 A of 30 (tracking 0.43–0.49° RMS), where the world
-    config's ω = 30 file reaches 30 A at 0.24–0.29° (docs/world.md, "Where the currents
-    peak"). The heavy wearer on the same gains reaches 28.2–28.5 A: not within MARGIN."""
+    every winding below its limit, tracking within 1° RMS. Met by the world config's own
+    ω = 30 file since the flat-foot gait's heel comes down over 0.10 of the stride (it was
+    0.06, and the heel landed at 0.15 m/s into a position loop stiff against the floor: 30 A
+    at every landing): 23.3–26.8 A, tracking 0.23–0.26° RMS; and by the softer
+    computed_torque_peak.yaml (ω = 20 rad/s). The heavy wearer still reaches 30 A
+    (docs/world.md, "Where the currents peak")."""
     out, summary = peak_gains
     sizing = _sizing(out)
     over = {j: round(s.figures.peak_current, 2) for j, s in sizing.items()

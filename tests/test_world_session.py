@@ -100,9 +100,9 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
 def _the_walk_outgrows_the_sized_drives(out: Path) -> None:
     """``exo-rt size`` on a world session that walks (docs/sizing.md, "Both wearers' whole
     session in the world", whose tables tests/test_docs_figures.py compares): exit 1; every
-    joint's RMS torque 1.35–1.95 times the drive's 26.6 N·m continuous rating (measured
-    38.6–49.2 N·m, both wearers), each hip at the drive's 30 A, every winding below 55 °C
-    after the 20 s session (measured 41–48 °C)."""
+    joint's RMS torque 1.2–1.9 times the drive's 26.6 N·m continuous rating (measured
+    34.0–46.1 N·m, the default wearer), every current within 90 % of the drive's 30 A
+    (23.3–26.8 A), every winding below 55 °C after the 20 s session (measured 37–47 °C)."""
     from exo_rt.record.sizing import size_runs
 
     assert cli.main(["size", str(out)]) == 1
@@ -110,11 +110,10 @@ def _the_walk_outgrows_the_sized_drives(out: Path) -> None:
     assert set(sizing) == {"left_hip", "left_knee", "right_hip", "right_knee"}, set(sizing)
     for joint, js in sizing.items():
         f, r = js.figures, js.rating
-        ratio = f.rms_torque / r.torque_continuous  # (1.35–1.95: measured 1.45–1.85)
-        assert ratio == pytest.approx(1.65, abs=0.30), (joint, f.rms_torque)
+        ratio = f.rms_torque / r.torque_continuous  # (1.2–1.9: measured 1.28–1.73)
+        assert ratio == pytest.approx(1.55, abs=0.35), (joint, f.rms_torque)
         assert f.peak_winding < 55.0, (joint, f.peak_winding)
-        if joint.endswith("hip"):
-            assert f.peak_current == pytest.approx(r.peak_current, rel=1e-3), joint
+        assert f.peak_current < 0.9 * r.peak_current, (joint, f.peak_current)
 
 
 def _seat_centres(run: Path) -> list[float]:

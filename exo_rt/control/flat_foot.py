@@ -48,7 +48,8 @@ LIFT_PEAK = 0.35  # … highest at this fraction of the swing
 LIFT_ORDER = 2.0  # … rising as the swing's fraction to this power
 HEEL_ROCKER = 0.022  # m: the ankle's height over a flat foot's when the heel lands (the
 # foot toe-up at its orthosis's rest) …
-ROCKER = 0.06  # … coming down to it over this fraction of the stride
+ROCKER = 0.10  # … coming down to it over this fraction of the stride (over 0.06 the heel met
+# the world's floor at 0.15 m/s and the landing's feedback took every hip to the drive's peak)
 SMOOTH = 0.002  # m: the swing's reach limit joins its path over about this distance
 SAMPLES = 1000  # phases per stride the fit is made on
 
