@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,33 @@ def test_fixed_ankle_reach_gives_docs_world_figures():
                                                 text)}
     assert step == pytest.approx(0.458, abs=5e-4)
     assert walk["0.4"] < step < walk["0.8"]
+
+
+@pytest.mark.slow
+def test_bench_pace_runs_both_ways_and_tells_them_apart():
+    """tools/bench_pace.py on lockstep runs (a check of the tool: real time is its
+    measurement, docs/sessions.md): both speeds asked each way, each run SHUTDOWN; made in the
+    cycle each is answered in the cycle it was asked, made beside the cycle later."""
+    sys.path.insert(0, str(ROOT))
+    from tools import bench_pace
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXO_RT_WARMUP", "0")
+        results = []
+        for way in bench_pace.WAYS:
+            with tempfile.TemporaryDirectory() as tmp:
+                script = bench_pace.session(Path(tmp) / "speeds.yaml")
+                out = Path(tmp) / "run"
+                bench_pace.run(ROOT / "configs" / "exo_leg.yaml", script, out, way, False)
+                results.append((way, 1, bench_pace.measure(out)))
+    by_way = {way: r for way, _, r in results}
+    for r in by_way.values():
+        assert r["final"] == "SHUTDOWN" and sorted(r["speeds"]) == [0.35, 0.45], r
+    assert all(s["after"] == 0 for s in by_way["in the cycle"]["speeds"].values())
+    assert all(s["after"] > 0 for s in by_way["beside"]["speeds"].values())
+    text = bench_pace.table(results)
+    assert text.count("| beside |") == 2 and "in the cycle / beside" in text
+    from exo_rt.session import prepare
+    from exo_rt.session import session as sessions
+
+    assert sessions.Preparer is prepare.Preparer  # (the run's replacement undone)
