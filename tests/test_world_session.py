@@ -68,8 +68,8 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     """configs/exo_2leg_world.yaml run without --session runs its own session
     (configs/sessions/sit_walk_sit.yaml): from the chair the wearer stands up, walks, stops
     and sits down — on the chair the therapist kept behind them (``seat_follows``), 3 m from
-    where it stood. Measured (--duration 6): SHUTDOWN, RMS ≤ 0.27°, the pelvis 3.0 m forward
-    and back at its seated height within 4 mm; the chair takes 114 N of the 474 N the floor
+    where it stood. Measured (--duration 6): SHUTDOWN, RMS ≤ 0.26°, the pelvis 3.0 m forward
+    and back at its seated height within 4 mm; the chair takes 112 N of the 474 N the floor
     carries standing (180 N at the start: how a seated load splits between chair and feet
     depends on the joints' torques). Without the chair following, the same session ends
     with the feet carrying it all (474 N) in a squat held by the drives."""
