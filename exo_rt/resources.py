@@ -3,8 +3,13 @@ files, controllers) and the Foxglove layouts.
 
 In a wheel they are package data (``exo_rt/configs/``, copied from the repository's
 ``configs/`` when the wheel is built: see setup.py); in a source checkout they are the
-repository's own ``configs/``. A ``configs/exo_leg.yaml`` in the working directory comes first,
-as the README uses it.
+repository's own ``configs/``. A file of the same name in the working directory's ``configs/``
+comes first, as the README uses it.
+
+Two tops are defaults: ``exo-rt run``'s, the default wearer in the two-leg exoskeleton on the
+world's floor (``exo_2leg_world.yaml``), and the test stand's, the one-leg exoskeleton hanging
+from a fixed pelvis as on the HIL bench (``exo_leg.yaml``): what ``exo-rt bench-test``,
+``check``, ``sweep`` and a lab's archive take without ``--config``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,26 @@ def config(*parts: str) -> Path:
     return config_dir().joinpath(*parts)
 
 
+RUN_CONFIG = "exo_2leg_world.yaml"  # exo-rt run: a person on the floor (README)
+STAND_CONFIG = "exo_leg.yaml"  # the test stand: the leg hanging from a fixed pelvis
+
+
+def _here_or_shipped(name: str) -> Path:
+    here = Path.cwd() / "configs" / name
+    return here if here.exists() else config(name)
+
+
+def run_config() -> Path:
+    """``exo-rt run``'s top without ``--config``: configs/exo_2leg_world.yaml of the working
+    directory, else the shipped one — the default wearer seated in the two-leg exoskeleton on
+    the world's floor, whose own session stands up, walks, stops and sits down."""
+    return _here_or_shipped(RUN_CONFIG)
+
+
 def default_config() -> Path:
-    """configs/exo_leg.yaml of the working directory, else the shipped one."""
-    here = Path.cwd() / "configs" / "exo_leg.yaml"
-    return here if here.exists() else config("exo_leg.yaml")
+    """The test stand's top (the bench's, ``check``'s, ``sweep``'s default):
+    configs/exo_leg.yaml of the working directory, else the shipped one."""
+    return _here_or_shipped(STAND_CONFIG)
 
 
 def runs_root(config_path: Path) -> Path:

@@ -40,7 +40,8 @@ steps:
 """
 WALKS = [(0.4, 5), (0.5, 3)]  # (m/s, strides: those asked + the closing step)
 
-FAULT = ["--duration", "2", "--inject", "drop:knee@0.5+0.05"]  # SAFE half a second in
+FAULT = ["--config", "configs/exo_leg.yaml",  # the test stand, SAFE half a second in
+         "--duration", "2", "--inject", "drop:knee@0.5+0.05"]
 
 
 def _clinic_session(cli, base: Path):

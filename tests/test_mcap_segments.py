@@ -29,7 +29,8 @@ def run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("segments") / "run"
     env = dict(os.environ, EXO_RT_MCAP_SEGMENT_S="1.0")
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "1", "--out",
-                          str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          str(out), "--config", "configs/exo_leg.yaml"],  # the test stand
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env=env)
     assert res.returncode == 0, res.stderr
     return out

@@ -311,7 +311,8 @@ def test_a_bad_number_is_one_line_and_exit_2(capsys, argv):
 
 
 def test_a_start_pose_outside_the_joint_limits_is_refused():
-    res = _exo_rt("run", "--start-pose", "5", "0", "--duration", "1")
+    res = _exo_rt("run", "--config", ROOT / "configs" / "exo_leg.yaml", "--start-pose", "5", "0",
+                  "--duration", "1")
     line = _error_line(res.stderr)
     assert res.returncode == 2 and "hip 5 rad is outside its joint limits" in line
 

@@ -24,7 +24,8 @@ from exo_rt.record.mcap_log import read_mcap
 from exo_rt.record.recorder import cycle_columns, read_cycle_log, row_width
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = [sys.executable, "-m", "exo_rt", "run"]
+RUN = [sys.executable, "-m", "exo_rt", "run", "--config",  # the test stand: a short run
+       str(ROOT / "configs" / "exo_leg.yaml")]
 STATUS = re.compile(r"^\S+\s+cycle\s+\d+\s+t\s")  # the recording's once-a-second status line
 RECORD = 8 * row_width(cycle_columns(2))  # bytes of one cycle record (two
 # joints)

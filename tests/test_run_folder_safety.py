@@ -32,7 +32,8 @@ from exo_rt.record import runfolder
 from exo_rt.record.recorder import read_cycle_log
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = [sys.executable, "-m", "exo_rt", "run"]
+RUN = [sys.executable, "-m", "exo_rt", "run", "--config",  # the test stand: a short run
+       str(ROOT / "configs" / "exo_leg.yaml")]
 HAND_OVER = round(ev_file.HAND_OVER_S * 1000)  # cycles between two marks at 1 kHz
 
 

@@ -115,6 +115,9 @@ def test_every_injected_fault_is_caught_within_three_cycles(spec):
 
 @pytest.mark.slow
 def test_default_run_through_the_command(tmp_path):
+    """``exo-rt run`` with no --config: the default wearer in the two-leg exoskeleton on the
+    world's floor, the config's own session — stand up from the chair, walk 10 s, stop, sit
+    down — to SHUTDOWN, every drive's current below its peak, tracking within 0.5° RMS."""
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "10", "--out",
                           str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -124,22 +127,29 @@ def test_default_run_through_the_command(tmp_path):
     for key in ("exo_rt_version", "config", "config_sha256", "bus", "rate_hz", "duration_s",
                 "cycles", "timing", "joints", "faults", "final_state"):
         assert key in s
+    assert Path(s["config"]).name == "exo_2leg_world.yaml"
     for block in ("wake_latency_us", "compute_us", "period_us"):
         assert set(s["timing"][block]) == {"p50", "p99", "p999", "max"}
-    assert set(s["joints"]) == {"hip", "knee"}
+    names = ["left_hip", "left_knee", "right_hip", "right_knee"]
+    assert list(s["joints"]) == names
     for j in s["joints"].values():
         assert j["rms_error_deg"] <= 0.5
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    done = [e["motion"] for e in events if e.get("event") == "finished"]
+    assert done == ["stand_up", "walk", "sit_down"], done
     from exo_rt.record.recorder import read_cycle_log
 
     cycles, meta = read_cycle_log(out / "cycles.exolog")
-    assert len(cycles) == s["cycles"] and meta["joint_names"] == ["hip", "knee"]
-    assert (out / "can.blf").stat().st_size > 0 and (out / "events.jsonl").exists()
+    assert len(cycles) == s["cycles"] and meta["joint_names"] == names
+    assert np.max(np.abs(cycles["current"])) < 0.95 * 30.0  # A: the drives' peak
+    assert (out / "can.blf").stat().st_size > 0
 
 
 @pytest.mark.slow
 def test_injected_fault_exits_non_zero_without_traceback(tmp_path):
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "3", "--out",
-                          str(tmp_path / "r"), "--inject", "drop:knee@0.5+0.05"],
+                          str(tmp_path / "r"), "--inject", "drop:knee@0.5+0.05",
+                          "--config", str(CONFIG)],  # the test stand
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "FAULT stale_feedback on knee" in res.stdout
@@ -227,7 +237,7 @@ def test_sigint_stops_safely(tmp_path):
 
     out = tmp_path / "int"
     proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--duration", "30",
-                             "--out", str(out)],
+                             "--out", str(out), "--config", str(CONFIG)],  # the test stand
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT)
     log = out / "cycles.exolog"

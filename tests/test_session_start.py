@@ -141,12 +141,12 @@ def test_check_names_the_activities_and_where_the_script_starts(tmp_path, capsys
 @pytest.mark.slow
 @pytest.mark.hazard("H-SESSION-START")
 def test_the_buttons_demo_runs_as_shipped_from_sitting_to_shutdown(tmp_path):
-    """`exo-rt run --session configs/sessions/buttons_demo.yaml`, no other flag: the leg
-    starts sitting, every step of the script is made and accepted, the session ends with
-    the script's END (42.1 s), SHUTDOWN, exit 0."""
+    """`exo-rt run --config configs/exo_leg.yaml --session configs/sessions/buttons_demo.yaml`,
+    no other flag: the leg starts sitting, every step of the script is made and accepted, the
+    session ends with the script's END (42.1 s), SHUTDOWN, exit 0."""
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--session", str(DEMO),
-                          "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          "--config", "configs/exo_leg.yaml", "--out", str(out)], capture_output=True, text=True, timeout=600,
                          cwd=ROOT)
     assert res.returncode == 0, res.stderr
     s = json.loads((out / "summary.json").read_text())

@@ -315,7 +315,7 @@ def test_a_stalled_script_is_named_with_its_line(tmp_path):
     script.write_text("steps:\n  - {request: start, motion: stand_up, at: 0.0}\n"
                       "  - {request: end, after: accepted}\n")
     res = _cli("run", "--session", str(script), "--duration", "0.5", "--out",
-               str(tmp_path / "r"))
+               str(tmp_path / "r"), "--config", "configs/exo_leg.yaml")  # the test stand
     assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
     assert f"session script stalled: {script}:3: steps[1]" in res.stderr
     assert "not_from_here" in res.stderr and "Traceback" not in res.stderr

@@ -76,6 +76,7 @@ def _client(url: str, got: dict) -> None:
 def live_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("live") / "run"
     proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--duration", str(DURATION),
+                             "--config", str(ROOT / "configs" / "exo_leg.yaml"),  # test stand
                              "--out", str(out), "--live", "127.0.0.1:0"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

@@ -83,11 +83,18 @@ def check_pose(pose, mech, option: str) -> None:
 
 
 def default_config():
-    """The top config a command uses without --config: the working directory's configs/,
-    else the shipped ones."""
+    """The test stand's top config, what a bench or check command uses without --config: the
+    working directory's configs/, else the shipped ones."""
     from exo_rt.resources import default_config
 
     return default_config()
+
+
+def run_config():
+    """``exo-rt run``'s top config without --config: a person on the world's floor."""
+    from exo_rt.resources import run_config
+
+    return run_config()
 
 
 class LazyChoices:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exo_rt.cli.common import Command, check_pose, default_config
+from exo_rt.cli.common import Command, check_pose, run_config
 from exo_rt.schema.session import MAX_DURATION_S  # the longest --duration: 24 h
 
 
 def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="FILE",
-                   help="top config (default configs/exo_leg.yaml)")
+                   help="top config (default configs/exo_2leg_world.yaml: the default wearer in "
+                        "the two-leg exoskeleton on the world's floor; configs/exo_leg.yaml is "
+                        "the one-leg exoskeleton on the test stand)")
     p.add_argument("--bus", action="append", default=None, metavar="[NAME=]SPEC",
                    help="sim (lockstep) | sim-realtime (the simulation in its own "
                         "process, same as sim with --realtime) | INTERFACE:CHANNEL[@BITRATE] "
@@ -99,7 +101,7 @@ def handle(args: argparse.Namespace) -> int:
     from exo_rt.runtime.config import load_top
     from exo_rt.runtime.controller import Controller, Injection
 
-    config = Path(args.config) if args.config else default_config()
+    config = Path(args.config) if args.config else run_config()
     top = load_top(config, controller=args.controller)
     check_pose(args.start_pose, top.robot, "--start-pose")
     for w in top.robot.warnings:  # loaded as written (exo-rt check --strict refuses them)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from exo_rt.cli.common import MAX_JOBS, Command, default_config
+from exo_rt.cli.common import MAX_JOBS, Command, default_config, run_config
 
 
 def setup(p: argparse.ArgumentParser) -> None:
@@ -14,8 +14,9 @@ def setup(p: argparse.ArgumentParser) -> None:
                    help="controller, io, plant, bench, sim or dynamics (repeatable; default "
                         "all)")
     p.add_argument("--config", default=None, metavar="FILE",
-                   help="top config whose robot and controller the kernels are compiled for "
-                        "(default configs/exo_leg.yaml)")
+                   help="top config whose robot, plant and controller the kernels are "
+                        "compiled for (default both exo-rt run's, configs/exo_2leg_world.yaml, "
+                        "and the test stand's, configs/exo_leg.yaml)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="compiling processes (default: the CPUs this process may use)")
     p.add_argument("--force", action="store_true",
@@ -42,9 +43,10 @@ def handle(args: argparse.Namespace) -> int:
         for e in warmup.ENTRIES.values():
             print(f"{e.group:<10} {e.name}")
         return 0
-    config = args.config or default_config()
-    code = warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
-                       force=args.force)
+    # without --config: what `exo-rt run` needs (the world's plant) and the test stand's
+    configs = [args.config] if args.config else [run_config(), default_config()]
+    code = max(warmup.main(args.group or warmup.GROUPS, config=config, jobs=args.jobs,
+                           force=args.force) for config in configs)
     # Everything is in the on-disk cache now. End without the interpreter's teardown (freeing
     # numba's and LLVM's objects: ~0.3 s). (It was also seen to abort with a corrupted heap;
     # the cause was the `dyn.integrate` entry writing an energy row past its array, now

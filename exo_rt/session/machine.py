@@ -93,6 +93,9 @@ class ActivityMachine:
         self._strides_seen = 0.0
         self.ended = False
         self.version = 0  # bumped on every change a display shows
+        th = cycle.thermal  # °C: each motor's winding warning (∞: a motor with no thermal model)
+        self._warning = np.where(th["c_w"] > 0.0, th["warning"], np.inf).tolist()
+        self._joints = len(self._warning)
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -181,6 +184,11 @@ class ActivityMachine:
             return self._no(req, rq.R_ONLY_HOME, motion=name)
         if motion.start != self.posture:
             return self._no(req, rq.R_NOT_FROM_HERE, motion=name)
+        if motion.kind == "walk" and (j := self.hot_joint()) is not None:
+            return self._no(req, rq.R_WINDING_HOT, motion=name,
+                            joint=self.activities.joint_names[j],
+                            winding_C=round(float(self.cycle.winding[j]), 2),
+                            warning_C=self._warning[j])
         return self._begin(req, motion)
 
     def _go(self, req: Request) -> Answer:
@@ -396,6 +404,28 @@ class ActivityMachine:
         self.v[V_SEG_TO] = q
         self.seg["seg_kind"] = segment.HOLD
         self.seg["seg_done"] = 0.0
+
+    # ------------------------------------------------------------------ heat
+    def hot_joint(self) -> int | None:
+        """The first joint whose motor's winding is past its warning level now (the cycle's
+        thermal model, :mod:`exo_rt.actuators.thermal`), else None. Past it the joint's current
+        limit derates: a walk asked then is refused (``winding_hot``) until it has cooled."""
+        w = self.cycle.winding
+        for j, warning in enumerate(self._warning):
+            if w[j] > warning:
+                return j
+        return None
+
+    def warming_walk(self, k: int) -> bool:
+        """Each cycle while walking, one joint in turn (cycle ``k``'s, k mod n: one
+        comparison): its winding passed its warning level, and no STOP was asked yet — the
+        session then STOPs the walk (its closing step) rather than walk on derated drives,
+        whose tracking would fail more each stride until SAFE stopped them under the
+        wearer."""
+        if self.motion is None or self.stop_asked or self.motion.kind != "walk":
+            return False
+        j = k % self._joints
+        return self.cycle.winding[j] > self._warning[j]
 
     # ------------------------------------------------------------------ each cycle
     def after_cycle(self) -> Answer | None:

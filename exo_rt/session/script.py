@@ -342,6 +342,11 @@ class ScriptSource:
             return
         self._answer, self._reason = answer.answer, answer.reason
         self._event(rq.ANSWERS[answer.answer], cycle)
+        if last.kind == rq.STOP and answer.reason == rq.R_NOT_WALKING:
+            # the walk it was to stop has ended already (the crutch's STOP, the session's
+            # own for a winding past its warning): as if it had finished here
+            self._finished = True
+            self._event("finished", cycle)
 
     def on_stride(self, count: int, cycle: int) -> None:
         """The stride count (strides walked in the session) reached ``count`` in ``cycle``."""

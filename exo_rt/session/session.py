@@ -85,6 +85,7 @@ class Session:
         self.guarded: int | None = None  # the cycle the run's guard began ending it
         self.last_resort: int | None = None  # the cycle it was frozen to end the run
         self.script_path: str | None = None  # the script's file (None: the shipped default)
+        self.heat_stops = True  # a walk warming a winding past its warning is STOPped
 
     def begin(self, k: int) -> None:
         """The first RUN cycle: the machine holds where the leg is and names its posture;
@@ -172,6 +173,8 @@ class Session:
                                 "source": "script" if burst else "queue"})
             if src is self.script:
                 self._script_flood = burst  # (a burst is told once, when it begins)
+        if self.heat_stops and self.machine.warming_walk(k):  # (replay: the STOP recorded)
+            self.ask(Request(rq.STOP, rq.SESSION, note="winding past its warning"), k, active)
         governing = self.machine.s["governing"]
         if governing != self._governing:
             self._governing = governing
@@ -541,8 +544,10 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     env.check_at_load(bounds, acts, who)  # (ConfigError, file:line: nothing begins beyond)
     machine = ActivityMachine(cycle, acts, who, gaits, bounds,
                               Preparer(threaded=beside and requests is None))
-    if requests is not None:  # replay: what was asked, when it was
-        return Session(events, dt, machine, [Recorded(list(requests))])
+    if requests is not None:  # replay: what was asked, when it was (the heat's STOP too)
+        sess = Session(events, dt, machine, [Recorded(list(requests))])
+        sess.heat_stops = False
+        return sess
     script = Shifted(sc.ScriptSource(steps, duration, dt))
     return Session(events, dt, machine, [script], script=script)
 
