@@ -6,9 +6,8 @@ a walk asked while a winding is past its warning (``winding_hot``), until it has
 
 from __future__ import annotations
 
-from sessions_fixtures import EMPTY, requests, run_session
-
 import pytest
+from sessions_fixtures import EMPTY, requests, run_session
 
 from exo_rt.cycle.layout import V_T_WINDING
 from exo_rt.runtime.replay import replay
@@ -73,3 +72,26 @@ def test_a_winding_past_its_warning_stops_the_walk_and_no_walk_starts_until_it_c
     assert [e["source"] for e in stops] == ["session", "script"]  # the script's, at 18 s
     out = replay(res.run_dir, "controller")
     assert out["first_diff_cycle"] is not None and out["first_diff_cycle"] > second
+
+
+@pytest.mark.slow
+def test_a_script_whose_walk_the_heat_stopped_goes_on_past_its_own_stop(tmp_path):
+    """The script's STOP at 6 s finds the walk the session stopped at 3 s already ended:
+    refused ``not_walking``, it counts as finished, and the step waiting for that (END) is
+    made — the script ends the session, not the run's time limit."""
+    heat: list[Heat] = []
+
+    def make(ctl):
+        heat.append(Heat(ctl, (3.0,), 90.5))
+        return heat[0]
+
+    steps = [{"request": "start", "motion": "walk", "at": 0.1},
+             {"request": "stop", "at": 6.0}, {"request": "end", "after": "finished"}]
+    ctl, res = run_session(tmp_path, steps, duration=8.0, sources=(make,))
+    s = res.summary
+    assert s["final_state"] == "SHUTDOWN" and not s["faults"] and s["session_ended_by"] is None
+    asked = [(e["request"], e["source"], e["answer"], e.get("reason")) for e in requests(ctl)]
+    assert asked == [("start", "script", "accepted", None),
+                     ("stop", "session", "accepted", None),
+                     ("stop", "script", "rejected", "not_walking"),
+                     ("end", "script", "accepted", None)]

@@ -146,8 +146,8 @@ def test_the_buttons_demo_runs_as_shipped_from_sitting_to_shutdown(tmp_path):
     session ends with the script's END (42.1 s), SHUTDOWN, exit 0."""
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--session", str(DEMO),
-                          "--config", "configs/exo_leg.yaml", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                         cwd=ROOT)
+                          "--config", "configs/exo_leg.yaml", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["final_state"] == "SHUTDOWN" and s["faults"] == []
