@@ -264,6 +264,7 @@ def test_the_shipped_assistance_controllers_run_on_the_simulated_exoskeleton(tmp
 
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--controller", law,
+                          "--config", str(ROOT / "configs" / "exo_leg.yaml"),  # the test stand
                           "--session", str(ROOT / "tests" / "data" / "hold_session.yaml"),
                           "--duration", "3", "--out", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)

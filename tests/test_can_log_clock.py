@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("clock") / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.5", "--out",
-                          str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          str(out), "--config", "configs/exo_leg.yaml"],  # the test stand
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     return out
 

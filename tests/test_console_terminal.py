@@ -94,7 +94,8 @@ def test_the_console_in_a_terminal_for_a_whole_session(tmp_path):
     out = tmp_path / "run"
     # the leg starts in no named posture: only HOME is possible, and it waits for CONFIRM
     run = shlex.join([sys.executable, "-m", "exo_rt", "run", "--console", "--start-pose",
-                      "0.15", "0.3", "--duration", "60", "--out", str(out)])
+                      "0.15", "0.3", "--duration", "60", "--out", str(out),
+                      "--config", str(ROOT / "configs" / "exo_leg.yaml")])  # the test stand
     pane = Pane(f"{run}; echo exit=$?; sleep 60")
     try:
         # (120 s: a cold numba cache compiles first; warm, RUN begins within a few s)

@@ -174,7 +174,8 @@ def test_a_constant_heat_map_gets_a_colour_range_and_says_so(tmp_path, monkeypat
 def short_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "r"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--duration", "0.2", "--out",
-                          str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          str(out), "--config", "configs/exo_leg.yaml"],  # the test stand
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     return out
 

@@ -29,7 +29,8 @@ steps:
 
 def _run(tmp_path: Path, *extra: str) -> Path:
     out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--out", str(out), *extra],
+    res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--out", str(out), *extra,
+                          "--config", "configs/exo_leg.yaml"],  # the test stand
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
     return out

@@ -2,7 +2,8 @@
 """What live telemetry and MCAP cost, and how big run.mcap gets:
 ``python tools/bench_telemetry.py [--duration S] [--repeats N]``.
 
-Runs ``exo-rt run`` on the lockstep simulated bus, alternately without and with ``--live``
+Runs ``exo-rt run`` of the test stand (``configs/exo_leg.yaml``, the figures' run since they
+were first made) on the lockstep simulated bus, alternately without and with ``--live``
 (a Foxglove WebSocket client of its own subscribed to every live channel for the whole run),
 and reports
 
@@ -29,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+STAND = Path(__file__).resolve().parents[1] / "configs" / "exo_leg.yaml"  # the test stand
+
 
 def _client(url: str, counts: dict, stop: threading.Event) -> None:
     from websockets.sync.client import connect
@@ -53,7 +56,8 @@ def _client(url: str, counts: dict, stop: threading.Event) -> None:
 
 
 def one_run(duration: float, live: bool, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "exo_rt", "run", "--duration", str(duration), "--out", str(out)]
+    cmd = [sys.executable, "-m", "exo_rt", "run", "--duration", str(duration), "--out", str(out),
+           "--config", str(STAND)]
     if live:
         cmd += ["--live", "127.0.0.1:0"]
     # stderr (the status line, the live server's address) is read by one thread to its end,
