@@ -138,11 +138,16 @@ def test_bus_specs_per_bus():
     two = load_top(ROOT / "configs" / "exo_2leg.yaml").buses
     assert resolve_specs(two, None) == "sim"  # the shipped files name no interface
     assert resolve_specs(two, ["sim-realtime"]) == "sim-realtime"
-    assert resolve_specs(two, ["socketcan:can0"]) == {"left": "socketcan:can0",
-                                                      "right": "socketcan:can0"}
     assert resolve_specs(two, ["socketcan:can0", "right=pcan:PCAN_USBBUS1@500000"]) == {
         "left": "socketcan:can0", "right": "pcan:PCAN_USBBUS1@500000"}
+    assert resolve_specs(two, ["left=socketcan:can0", "right=socketcan:can1"]) == {
+        "left": "socketcan:can0", "right": "socketcan:can1"}
+    one = load_top(ROOT / "configs" / "exo_leg.yaml").buses
+    assert resolve_specs(one, ["socketcan:can0"]) == {"leg": "socketcan:can0"}
     for values, words in ((["middle=socketcan:can0"], "no bus 'middle'"),
+                          (["socketcan:can0"], "'left' and 'right' would both open "
+                                               "socketcan:can0"),
+                          (["left=virtual:a", "right=virtual:a@500000"], "both open virtual:a"),
                           (["left=socketcan:can0"], "bus 'right' has no interface"),
                           (["sim", "left=socketcan:can0"], "cannot be mixed"),
                           (["a:b", "c:d"], "without a bus name"),

@@ -88,7 +88,23 @@ def resolve_specs(buses, values: list[str] | tuple[str, ...] | None):
             spec = b.spec if b.interface not in NO_BITRATE else f"{b.interface}:{b.channel}"
         parse_spec(spec)
         out[b.name] = spec
+    _one_bus_a_channel(buses, out)
     return out
+
+
+def _one_bus_a_channel(buses, specs: dict[str, str]) -> None:
+    """Refuse two buses on one interface and channel: each bus is a CAN network of its own —
+    its SYNC, its node ids (the shipped two-leg buses both have nodes 1 and 2) — and on one
+    wire two drives would answer each id and each master hear the other's SYNC."""
+    first: dict[tuple[str, str], str] = {}
+    for b in buses:
+        interface, channel, _ = parse_spec(specs[b.name])
+        other = first.setdefault((interface, channel), b.name)
+        if other != b.name:
+            raise ConfigError(
+                f"buses '{other}' and '{b.name}' would both open {interface}:{channel}", None,
+                f"give each bus its own channel: --bus {other}={interface}:… --bus "
+                f"{b.name}={interface}:… (docs/bus.md)")
 
 
 def describe(buses, specs) -> list[str]:
