@@ -204,7 +204,8 @@ def test_the_session_homes_to_standing_from_random_postures():
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--config", "nope.yaml"], "not found"),
-    (["--bus", "nosuchiface:can0"], "cannot open bus"),
+    (["--bus", "nosuchiface:can0", "--config", "configs/exo_leg.yaml"], "cannot open bus"),
+    (["--bus", "socketcan:can0"], "buses 'left' and 'right' would both open socketcan:can0"),
     (["--controller", "computed_torq"], "did you mean 'computed_torque'"),
     (["--inject", "explode@1.0"], "unknown fault kind"),
 ])
