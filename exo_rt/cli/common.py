@@ -90,13 +90,6 @@ def default_config():
     return default_config()
 
 
-def run_config():
-    """``exo-rt run``'s top config without --config: a person on the world's floor."""
-    from exo_rt.resources import run_config
-
-    return run_config()
-
-
 class LazyChoices:
     """An argument's choices, looked up only when argparse checks or shows them: building the
     parser for another command (``exo-rt run``) must not import what they come from."""

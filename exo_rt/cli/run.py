@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exo_rt.cli.common import Command, check_pose, run_config
+from exo_rt.cli.common import Command, check_pose
+from exo_rt.resources import run_config
 from exo_rt.schema.session import MAX_DURATION_S  # the longest --duration: 24 h
 
 

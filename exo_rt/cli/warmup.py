@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from exo_rt.cli.common import MAX_JOBS, Command, default_config, run_config
+from exo_rt.cli.common import MAX_JOBS, Command, default_config
+from exo_rt.resources import run_config
 
 
 def setup(p: argparse.ArgumentParser) -> None:

@@ -104,7 +104,7 @@ def _one_bus_a_channel(buses, specs: dict[str, str]) -> None:
             raise ConfigError(
                 f"buses '{other}' and '{b.name}' would both open {interface}:{channel}", None,
                 f"give each bus its own channel: --bus {other}={interface}:… --bus "
-                f"{b.name}={interface}:… (docs/bus.md)")
+                f"{b.name}={interface}:…, or its own channel in the bus file (docs/bus.md)")
 
 
 def describe(buses, specs) -> list[str]:

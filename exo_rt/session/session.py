@@ -55,11 +55,13 @@ class Session:
     what was answered — are told every answer and stride (:class:`~exo_rt.session.roles.
     Listener`); ``sinks`` are told every answer and every change a display shows
     (:class:`~exo_rt.session.roles.Sink`); every request, answer, transition and stride is
-    appended to ``events`` (dicts with the cycle and its time, ``dt`` s a cycle)."""
+    appended to ``events`` (dicts with the cycle and its time, ``dt`` s a cycle).
+    ``heat_stops``: the session STOPs a walk itself once a motor's winding passes its warning
+    level (:meth:`ActivityMachine.warming_walk`; replay asks the recorded STOP instead)."""
 
     def __init__(self, events: list, dt: float, machine: ActivityMachine,
                  sources: list[Source], sinks: list[Sink] | None = None, *,
-                 script: Shifted | None = None) -> None:
+                 script: Shifted | None = None, heat_stops: bool = True) -> None:
         self.events, self.dt, self.machine = events, dt, machine
         self.sources: list[Source] = list(sources)
         self.listeners: list[Listener] = [script] if script is not None else []
@@ -85,7 +87,8 @@ class Session:
         self.guarded: int | None = None  # the cycle the run's guard began ending it
         self.last_resort: int | None = None  # the cycle it was frozen to end the run
         self.script_path: str | None = None  # the script's file (None: the shipped default)
-        self.heat_stops = True  # a walk warming a winding past its warning is STOPped
+        self.heat_stops = heat_stops  # a walk warming a winding past its warning is STOPped
+        # (not in replay, which asks the STOP recorded instead)
 
     def begin(self, k: int) -> None:
         """The first RUN cycle: the machine holds where the leg is and names its posture;
@@ -545,9 +548,7 @@ def build(cycle, top, events: list, dt: float, duration: float, *, session=None,
     machine = ActivityMachine(cycle, acts, who, gaits, bounds,
                               Preparer(threaded=beside and requests is None))
     if requests is not None:  # replay: what was asked, when it was (the heat's STOP too)
-        sess = Session(events, dt, machine, [Recorded(list(requests))])
-        sess.heat_stops = False
-        return sess
+        return Session(events, dt, machine, [Recorded(list(requests))], heat_stops=False)
     script = Shifted(sc.ScriptSource(steps, duration, dt))
     return Session(events, dt, machine, [script], script=script)
 
