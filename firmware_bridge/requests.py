@@ -57,6 +57,7 @@ R_BEYOND_JOINTS = 17  # the motion would ask more of a joint than its bounds (ra
 # acceleration: exo_rt.session.envelope) — a slower walk, a longer step, or another motion
 R_SESSION_FAULT = 18  # the session's own code failed: it is ending (the guard's STOP)
 R_WINDING_HOT = 19  # a motor's winding is past its warning level: no walk until it cools
+R_WINDING_WARM = 20  # a motor's winding is past the level a walk slows at: no faster speed
 REASONS = {R_NONE: "none", R_NOT_FROM_HERE: "not_from_here", R_BUSY: "busy",
            R_GO_HELD: "go_held", R_UNKNOWN_MOTION: "unknown_motion",
            R_SPEED_RANGE: "speed_range", R_STEP_RANGE: "step_range",
@@ -66,7 +67,7 @@ REASONS = {R_NONE: "none", R_NOT_FROM_HERE: "not_from_here", R_BUSY: "busy",
            R_ALREADY: "already", R_NOT_IN_POSTURE: "not_in_posture",
            R_NOTHING_TO_CONFIRM: "nothing_to_confirm", R_NOT_SELECTABLE: "not_selectable",
            R_BEYOND_JOINTS: "beyond_joints", R_SESSION_FAULT: "session_fault",
-           R_WINDING_HOT: "winding_hot"}
+           R_WINDING_HOT: "winding_hot", R_WINDING_WARM: "winding_warm"}
 
 # --- who asked
 BOARD, CONSOLE, SCRIPT, REPLAY, SESSION, WEB = 1, 2, 3, 4, 5, 6

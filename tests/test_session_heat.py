@@ -95,3 +95,44 @@ def test_a_script_whose_walk_the_heat_stopped_goes_on_past_its_own_stop(tmp_path
                      ("stop", "session", "accepted", None),
                      ("stop", "script", "rejected", "not_walking"),
                      ("end", "script", "accepted", None)]
+
+
+@pytest.mark.hazard("H-WALK-HOT")
+@pytest.mark.slow
+def test_a_warm_winding_slows_the_walk_and_refuses_a_faster_one(tmp_path):
+    """exo_leg walking at its default 0.4 m/s (slow_walk 15 °C below its 90 °C warning):
+    the knee's winding put at 80 °C at 3 s → within n = 2 cycles the session asks the
+    wearer's slowest preset (0.3 m/s, source ``session``), accepted, once; the script's
+    0.5 m/s at 6 s, the knee still warm, is refused ``winding_warm`` naming the knee; the walk
+    goes on (no STOP but the script's, at 10 s) and ends standing, no SAFE. Replay re-asks
+    the recorded requests, not its own: bit for bit up to the test's own heating."""
+    heat: list[Heat] = []
+
+    def make(ctl):
+        heat.append(Heat(ctl, (3.0,), 80.0))
+        return heat[0]
+
+    steps = [{"request": "start", "motion": "walk", "at": 0.1},
+             {"request": "speed", "value": 0.5, "at": 6.0},
+             {"request": "stop", "at": 10.0}, {"request": "end", "after": "finished"}]
+    ctl, res = run_session(tmp_path, steps, duration=16.0, sources=(make,))
+    s = res.summary
+    assert s["final_state"] == "SHUTDOWN" and not s["faults"], s["faults"]
+    (at,) = heat[0].at
+    asked = requests(ctl)
+    got = [(e["request"], e["source"], e["answer"], e.get("reason")) for e in asked]
+    assert got == [("start", "script", "accepted", None),
+                   ("speed", "session", "accepted", None),
+                   ("speed", "script", "rejected", "winding_warm"),
+                   ("stop", "script", "accepted", None),
+                   ("end", "script", "accepted", None)]
+    slowed, faster = asked[1], asked[2]
+    assert at <= slowed["cycle"] <= at + 2 and slowed["value"] == 0.3
+    assert slowed["note"] == "winding warm: the walk slows"
+    assert faster["joint"] == "knee" and 75.0 < faster["winding_C"] < 90.0
+    assert faster["slow_C"] == 75.0
+    assert ctl.session.machine.speed == 0.3
+    ended = [e for e in ctl.events if e["event"] == "finished" and e["motion"] == "walk"]
+    assert ended[0]["posture"] == "standing"
+    out = replay(res.run_dir, "controller")
+    assert out["first_diff_cycle"] is not None and out["first_diff_cycle"] > at

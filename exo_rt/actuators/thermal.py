@@ -65,6 +65,7 @@ from exo_rt.jit import njit
 ALPHA_CU = 0.00393  # 1/K: copper's temperature coefficient of resistance at 20–25 °C
 T_REF = 25.0  # °C: the catalogue's terminal resistance is given at 25 °C
 WINDING, HOUSING = 0, 1  # rows of the temperature array
+SLOW_MARGIN = 15.0  # K: a walk slows this far below the warning unless the config says where
 
 THERMAL = np.dtype([
     ("r_wh", np.float64),  # K/W winding–housing
@@ -74,6 +75,7 @@ THERMAL = np.dtype([
     ("resistance", np.float64),  # Ω terminal resistance at 25 °C
     ("alpha", np.float64),  # 1/K its temperature coefficient
     ("ambient", np.float64),  # °C
+    ("slow", np.float64),  # °C winding: a walk slows to its slowest preset (the session)
     ("warning", np.float64),  # °C winding: derating starts
     ("limit", np.float64),  # °C winding: derated to `floor`, and SAFE
     ("floor", np.float64),  # the derating factor at the limit (0–1]
@@ -98,6 +100,11 @@ def thermal_rows(robot, safety) -> np.ndarray:
                           f"{levels.limit:g} °C", where,
                           "derating runs from the warning up to the limit: give warning < "
                           "limit")
+    slow = levels.slow_walk if levels.slow_walk is not None else levels.warning - SLOW_MARGIN
+    if not slow < levels.warning:
+        raise ConfigError(f"slow_walk {slow:g} °C is not below the warning "
+                          f"{levels.warning:g} °C", where,
+                          "a walk slows before its warning stops it: give slow_walk < warning")
     for tr in robot.transmissions:
         j = robot.joint_names.index(tr.joint)
         m = tr.motor
@@ -117,6 +124,7 @@ def thermal_rows(robot, safety) -> np.ndarray:
         row["resistance"] = m.resistance
         row["alpha"] = ALPHA_CU
         row["ambient"] = levels.ambient
+        row["slow"] = slow
         row["warning"] = levels.warning
         row["limit"] = levels.limit
         row["floor"] = (levels.floor if levels.floor is not None

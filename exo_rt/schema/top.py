@@ -38,6 +38,13 @@ class ThermalLevels:
                        doc="winding temperature at which the cycle goes SAFE; below the "
                            "motor's `thermal.max_winding_temperature` (125 °C) with a margin "
                            "for what the model leaves out (iron losses, the hot spot)")
+    slow_walk: float = key(Num(), None, unit="°C", shown="15 °C below the warning",
+                           fix="give a winding temperature in °C below the warning",
+                           doc="winding temperature above which a walk slows to the wearer's "
+                               "slowest speed preset, and a faster speed is refused "
+                               "`winding_warm`, until it cools (docs/sessions.md): a slower "
+                               "walk asks less current, so the walk goes on longer before "
+                               "the warning stops it")
     floor: float = key(Num(gt=0, le=1), None, shown="each motor's rated / peak current",
                        fix="give a fraction of the current limit in (0, 1]",
                        doc="derating factor of the current limit at the limit temperature "

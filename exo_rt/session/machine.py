@@ -54,6 +54,7 @@ from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
 
 SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
+HEAT_NONE, HEAT_SLOW, HEAT_STOP = 0, 1, 2  # what a walk's windings ask (ActivityMachine.walk_heat)
 
 
 class ActivityMachine:
@@ -95,7 +96,10 @@ class ActivityMachine:
         self.version = 0  # bumped on every change a display shows
         th = cycle.thermal  # °C: each motor's winding warning (∞: a motor with no thermal model)
         self._warning = np.where(th["c_w"] > 0.0, th["warning"], np.inf).tolist()
+        self._slow = np.where(th["c_w"] > 0.0, th["slow"], np.inf).tolist()  # a walk slows
         self._joints = len(self._warning)
+        self.slowest = float(min(wearer.speed.presets))  # m/s: the pace a warm walk keeps
+        self.slowed = False  # this walk was slowed for a warm winding (asked once a walk)
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -241,6 +245,11 @@ class ActivityMachine:
             step = float(req.value) if req.value is not None else float("nan")
             if not w.step_length.min <= step <= w.step_length.max:
                 return self._no(req, rq.R_STEP_RANGE, value=req.value)
+        if speed > max(self.speed, self.slowest) + 1e-9 and (j := self.warm_joint()) is not None:
+            return self._no(req, rq.R_WINDING_WARM, value=speed,
+                            joint=self.activities.joint_names[j],
+                            winding_C=round(float(self.cycle.winding[j]), 2),
+                            slow_C=self._slow[j])
         walking = self.motion is not None and self.motion.kind == "walk"
         if walking and self.stop_asked:
             return self._no(req, rq.R_ALREADY)
@@ -260,6 +269,8 @@ class ActivityMachine:
         if beyond is not None:
             return self._no(req, rq.R_BEYOND_JOINTS, value=req.value, why=str(beyond),
                             **beyond.extra())
+        if speed > self.speed + 1e-9:
+            self.slowed = False  # (faster again, once cooled: a warm winding slows it again)
         self.speed, self.step_length = speed, step
         if walking:  # from the next stride boundary, blended over a stride
             self.cycle.gaits[segment.SLOT_NEXT] = rows
@@ -351,6 +362,7 @@ class ActivityMachine:
         if motion.kind == "walk":
             rows, period, stride = self.gaits(self.speed, self.step_length)
             self.walked = (self.speed, self.step_length)
+            self.slowed = False  # (a new walk: a warm winding slows it once)
             g = self.cycle.gaits
             g[segment.SLOT_A] = rows
             g[segment.SLOT_B] = rows
@@ -416,16 +428,34 @@ class ActivityMachine:
                 return j
         return None
 
-    def warming_walk(self, k: int) -> bool:
-        """Each cycle while walking, one joint in turn (cycle ``k``'s, k mod n: one
-        comparison): its winding passed its warning level, and no STOP was asked yet — the
-        session then STOPs the walk (its closing step) rather than walk on derated drives,
-        whose tracking would fail more each stride until SAFE stopped them under the
-        wearer."""
+    def warm_joint(self) -> int | None:
+        """The first joint whose motor's winding is past the level at which a walk slows
+        (``safety.thermal.slow_walk``) now, else None: faster speeds are refused
+        (``winding_warm``) until it has cooled."""
+        w = self.cycle.winding
+        for j, slow in enumerate(self._slow):
+            if w[j] > slow:
+                return j
+        return None
+
+    def walk_heat(self, k: int) -> int:
+        """Each cycle while walking, one joint in turn (cycle ``k``'s, k mod n: two
+        comparisons), what its winding asks of the session: :data:`HEAT_STOP` — past its
+        warning, no STOP asked yet: the session STOPs the walk (its closing step) rather than
+        walk on derated drives, whose tracking would fail more each stride until SAFE stopped
+        them under the wearer; :data:`HEAT_SLOW` — past the level at which a walk slows, the
+        walk faster than the wearer's slowest preset and not slowed yet: the session asks
+        that preset (from the next stride boundary; a slower walk asks less current, so the
+        winding warms more slowly); else :data:`HEAT_NONE`."""
         if self.motion is None or self.stop_asked or self.motion.kind != "walk":
-            return False
+            return HEAT_NONE
         j = k % self._joints
-        return self.cycle.winding[j] > self._warning[j]
+        tw = self.cycle.winding[j]
+        if tw > self._warning[j]:
+            return HEAT_STOP
+        if tw > self._slow[j] and not self.slowed and self.speed > self.slowest + 1e-9:
+            return HEAT_SLOW
+        return HEAT_NONE
 
     # ------------------------------------------------------------------ each cycle
     def after_cycle(self) -> Answer | None:

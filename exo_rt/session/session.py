@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from exo_rt.session.machine import ActivityMachine
+from exo_rt.session.machine import HEAT_STOP, ActivityMachine
 from exo_rt.session.prepare import WAIT, Preparer
 from exo_rt.session.roles import Listener, Sink, Source
 from firmware_bridge import requests as rq
@@ -56,8 +56,10 @@ class Session:
     Listener`); ``sinks`` are told every answer and every change a display shows
     (:class:`~exo_rt.session.roles.Sink`); every request, answer, transition and stride is
     appended to ``events`` (dicts with the cycle and its time, ``dt`` s a cycle).
-    ``heat_stops``: the session STOPs a walk itself once a motor's winding passes its warning
-    level (:meth:`ActivityMachine.warming_walk`; replay asks the recorded STOP instead)."""
+    ``heat_stops``: the session slows a walk itself to the wearer's slowest preset once a
+    motor's winding passes ``safety.thermal.slow_walk``, and STOPs it once one passes its
+    warning level (:meth:`ActivityMachine.walk_heat`; replay asks the recorded requests
+    instead)."""
 
     def __init__(self, events: list, dt: float, machine: ActivityMachine,
                  sources: list[Source], sinks: list[Sink] | None = None, *,
@@ -87,7 +89,7 @@ class Session:
         self.guarded: int | None = None  # the cycle the run's guard began ending it
         self.last_resort: int | None = None  # the cycle it was frozen to end the run
         self.script_path: str | None = None  # the script's file (None: the shipped default)
-        self.heat_stops = heat_stops  # a walk warming a winding past its warning is STOPped
+        self.heat_stops = heat_stops  # a walk warming a winding is slowed, then STOPped
         # (not in replay, which asks the STOP recorded instead)
 
     def begin(self, k: int) -> None:
@@ -176,8 +178,14 @@ class Session:
                                 "source": "script" if burst else "queue"})
             if src is self.script:
                 self._script_flood = burst  # (a burst is told once, when it begins)
-        if self.heat_stops and self.machine.warming_walk(k):  # (replay: the STOP recorded)
-            self.ask(Request(rq.STOP, rq.SESSION, note="winding past its warning"), k, active)
+        if self.heat_stops and (heat := self.machine.walk_heat(k)):  # (replay: what was
+            if heat == HEAT_STOP:  # recorded)
+                self.ask(Request(rq.STOP, rq.SESSION, note="winding past its warning"), k,
+                         active)
+            else:
+                self.machine.slowed = True  # (asked once: a refusal is not asked again)
+                self.ask(Request(rq.SPEED, rq.SESSION, value=self.machine.slowest,
+                                 note="winding warm: the walk slows"), k, active)
         governing = self.machine.s["governing"]
         if governing != self._governing:
             self._governing = governing

@@ -91,6 +91,7 @@ int eb_feed(eb_decoder *d, uint8_t byte, eb_frame *frame);
 #define EB_R_BEYOND_JOINTS 17u
 #define EB_R_SESSION_FAULT 18u
 #define EB_R_WINDING_HOT 19u
+#define EB_R_WINDING_WARM 20u
 
 typedef struct {
     uint8_t mask;     /* buttons held now (EB_B_*) */
