@@ -13,6 +13,7 @@ from exo_rt.control import flat_foot as ff
 from exo_rt.control.gait_speed import leg_lengths
 from exo_rt.control.trajectory import MAX_HARMONICS
 from exo_rt.model import load_mechanism
+from exo_rt.session.machine import SPEED_BLEND
 
 THIGH, SHANK = 0.43, 0.42  # m: exo_2leg_sized's legs (checked below)
 PHASE = np.arange(4000) / 4000
@@ -104,7 +105,8 @@ def _walk_trace(speed: float, stop: float, change: float | None = None):
     set up as the activity machine begins a walk from standing — its opening step, its
     strides, the closing step from the first half-stride boundary past ``stop`` strides:
     (phase, q_r (k, 4)) at 1 kHz. ``change``: a new speed (m/s) asked 0.7 strides in, as the
-    machine asks it (the new gait and its closing steps in the NEXT slots)."""
+    machine asks it (the new gait and its closing steps in the NEXT slots, blended over
+    ``SPEED_BLEND`` strides from the boundary at 1)."""
     from exo_rt.cycle import segment
     from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
     from exo_rt.runtime.config import load_top
@@ -142,7 +144,8 @@ def _walk_trace(speed: float, stop: float, change: float | None = None):
             g[segment.SLOT_NEXT] = rows
             g[segment.SLOT_NEXT_CLOSE] = new[segment.SLOT_CLOSE]
             g[segment.SLOT_NEXT_CLOSE_HALF] = new[segment.SLOT_CLOSE_HALF]
-            sg["next_period"], sg["next_blend"], sg["next_pending"] = period, 1.0, 1.0
+            sg["next_period"], sg["next_pending"] = period, 1.0
+            sg["next_blend"] = SPEED_BLEND
             change = None
         if s[0]["phase"] >= stop:
             sg["stop_req"] = 1.0
@@ -191,13 +194,13 @@ def test_the_opening_and_closing_steps_keep_the_planted_foot_still(speed):
         assert travel < 2e-3 and lift > 0.04, ("closing", stop, travel, lift)
 
 
-@pytest.mark.parametrize("stop", [1.2, 2.2])
+@pytest.mark.parametrize("stop", [1.2, 3.2])
 def test_a_walk_whose_speed_changed_closes_with_its_new_gait_s_step(stop):
-    """A speed asked during the walk (0.3 → 0.5 m/s, blended over the stride after the next
-    boundary) brings its closing steps with it (segment.SLOT_NEXT_CLOSE…, taken at that
+    """A speed asked during the walk (0.3 → 0.5 m/s, blended over the two strides after the
+    next boundary) brings its closing steps with it (segment.SLOT_NEXT_CLOSE…, taken at that
     boundary): the closing after it keeps the planted foot still as the new gait's own does
-    (0.61 mm) — from a whole stride boundary (the STOP at 1.2 waits for the blend: 2.0) and
-    from a half (2.5)."""
+    (0.61 mm) — from a whole stride boundary (the STOP at 1.2 waits for the blend: 3.0) and
+    from a half (3.5)."""
     phase, q, walk = _walk_trace(0.3, stop, change=0.5)
     start = math.floor(2.0 * (phase[-1] - walk.closing)) / 2.0
     left = np.stack([THIGH * np.sin(q[:, 0]) + SHANK * np.sin(q[:, 0] - q[:, 1]),
@@ -208,3 +211,47 @@ def test_a_walk_whose_speed_changed_closes_with_its_new_gait_s_step(stop):
     feet = (right, left) if start % 1.0 else (left, right)
     travel, lift = _slide(feet[0][:, closing], feet[1][:, closing])
     assert start > 1.5 and travel < 2e-3 and lift > 0.04, (start, travel, lift)
+
+
+def _ankle_x(q: np.ndarray, hip: int) -> np.ndarray:
+    """m: a leg's ankle forward of its hip (the joints' forward kinematics, pelvis upright)."""
+    return THIGH * np.sin(q[:, hip]) + SHANK * np.sin(q[:, hip] - q[:, hip + 1])
+
+
+@pytest.mark.parametrize("speeds", [(0.3, 0.5), (0.5, 0.3)])
+def test_a_speed_change_never_pulls_the_planted_feet_apart(speeds):
+    """While a speed change blends one gait into the other, in each double support (both feet
+    planted, :data:`segment.DOUBLE_SUPPORT` after each heel strike) the two ankles keep their
+    distance as a steady gait's do — within 1 mm (measured 0.37–0.47 mm, the steady gait's
+    fit 0.42 mm). The blend's weight moves in single support only
+    (``segment._single_support``): the two gaits put a planted foot at different places under
+    the hip, and a weight that moved through double support pulled the feet 21.4 mm apart
+    there (the plain minimum-jerk blend over one stride), which on the floor the joints fought
+    through the pelvis: the crutch demo's hips reached the drive's 30 A at the heel strike."""
+    from exo_rt.cycle import segment
+
+    phase, q, _walk = _walk_trace(speeds[0], 1.0 + SPEED_BLEND + 0.2, change=speeds[1])
+    apart = _ankle_x(q, 0) - _ankle_x(q, 2)
+    spans = []
+    for half in range(2, 2 + 2 * int(SPEED_BLEND)):  # the blend's double supports
+        held = (phase >= half / 2.0) & (phase < half / 2.0 + segment.DOUBLE_SUPPORT)
+        spans.append(float(np.ptp(apart[held])))
+    assert len(spans) == 4 and max(spans) < 1e-3, spans
+
+
+def test_the_speed_change_weight_is_smooth_and_held_in_double_support():
+    """``segment._single_support`` over a two-stride blend: 0 before, 1 after, its slope and
+    curvature the finite differences of its value and slope (q, q̇, q̈ of the blend are
+    continuous), and still (no slope) in each double support."""
+    from exo_rt.cycle import segment
+
+    f = segment._single_support.py_func
+    y = np.linspace(-0.1, 2.1, 22001)
+    h = y[1] - y[0]
+    w = np.array([f(t, 2.0) for t in y])
+    assert w[0, 0] == 0.0 and w[-1, 0] == 1.0 and np.all(np.diff(w[:, 0]) >= 0.0)
+    assert np.max(np.abs(np.gradient(w[:, 0], h) - w[:, 1])[2:-2]) < 1e-6
+    assert np.max(np.abs(np.gradient(w[:, 1], h) - w[:, 2])[2:-2]) < 0.01
+    frac = np.mod(y, 0.5)
+    held = (y > 0.0) & (y < 2.0) & (frac < segment.DOUBLE_SUPPORT)
+    assert np.all(w[held, 1] == 0.0) and np.all(w[held, 2] == 0.0)

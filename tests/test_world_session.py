@@ -97,6 +97,39 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     _the_walk_outgrows_the_sized_drives(out)
 
 
+@pytest.mark.slow
+def test_the_crutch_demo_is_carried_in_the_world(tmp_path, monkeypatch):
+    """The crutch demo (configs/sessions/buttons_demo.yaml: stand up, stand 5 s, walk 12
+    strides at 0.3, 0.45 and 0.6 m/s, STOP, sit down) in `exo-rt run`'s default world: the
+    0.6 m/s is refused ``speed_range`` (the world wearer walks up to 0.5), the session slows
+    the 0.45 m/s walk to 0.3 once a knee's winding passes ``slow_walk`` (75 °C) and the walk
+    ends with the script's STOP, seated at SHUTDOWN — every winding below its 90 °C warning
+    (measured 85.5 °C) and every current below the drives' 30 A peak with a margin (measured
+    27.6 A: each speed change blended over two strides in single support; with one stride
+    through double support 30 A)."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    from exo_rt.record.sizing import size_runs
+
+    out = tmp_path / "run"
+    rc = cli.main(["run", "--session", str(ROOT / "configs" / "sessions" / "buttons_demo.yaml"),
+                   "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["final_posture"] == "sitting"
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    speeds = [(e["source"], e.get("value"), e["answer"], e.get("reason")) for e in events
+              if e.get("event") == "request" and e["request"] == "speed"]
+    assert speeds == [("script", 0.3, "accepted", None), ("script", 0.45, "accepted", None),
+                      ("script", 0.6, "rejected", "speed_range"),
+                      ("session", 0.3, "accepted", None)], speeds
+    assert not [e for e in events if e.get("event") == "derating"]
+    sizing, _ = size_runs([out])
+    for joint, js in sizing.items():
+        f, r = js.figures, js.rating
+        assert f.peak_winding < 88.0, (joint, f.peak_winding)
+        assert f.peak_current < 0.95 * r.peak_current, (joint, f.peak_current)
+
+
 def _the_walk_outgrows_the_sized_drives(out: Path) -> None:
     """``exo-rt size`` on a world session that walks (docs/sizing.md, "Both wearers' whole
     session in the world", whose tables tests/test_docs_figures.py compares): exit 1; every

@@ -17,9 +17,10 @@ A segment is one of
   phase offset added). The weight ``w`` runs 0 → 1 as a minimum-jerk shape of
   ``(φ − seg.blend_start)/seg.blend_len`` (zero slope at both ends), so q and q̇ are continuous at
   every boundary: the **opening step** blends the start posture into the gait, a **speed or
-  step-length change** blends the old gait into the new one over the stride after the
-  boundary it waited for, the **closing step** blends the gait into the end posture from the
-  first half-stride boundary after a STOP, and ends there (HOLD, ``seg.seg_done``). A walk on
+  step-length change** blends the old gait into the new one over the strides after the
+  boundary it waited for (its weight moving in single support only: :func:`_single_support`),
+  the **closing step** blends the gait into the end posture from the first half-stride
+  boundary after a STOP, and ends there (HOLD, ``seg.seg_done``). A walk on
   the floor (the flat-foot gait's two legs) makes its opening and closing steps as the strides
   are — one foot planted, the other lifted from foothold to foothold, one pelvis for both
   (:func:`exo_rt.control.flat_foot.walk_steps`) — by a correction added to the blend,
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from exo_rt.control.flat_foot import STANCE
 from exo_rt.cycle.layout import V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO
 from exo_rt.jit import njit
 
@@ -58,6 +60,8 @@ TWO_PI = 2.0 * math.pi
 GO_OMEGA = 40.0  # rad/s: the progress rate's filter — GO released, a move is frozen in 0.23 s
 # (r < RATE_SNAP), its q̈_r at most ω/e ≈ 15 /s times its speed at full rate
 RATE_SNAP = 1e-3  # the rate this close to its target (and nearly still) is put on it
+DOUBLE_SUPPORT = STANCE - 0.5  # strides: after each heel strike both feet are on the floor
+# this long (the legs half a stride apart): a gait-to-gait blend holds its weight there
 
 
 @njit(cache=True, inline="always")
@@ -219,16 +223,44 @@ def _close(seg, gaits, phase):
 
 @njit(cache=True, inline="always")
 def _blend(seg, phase):
-    """The blend at ``phase``: its weight w and dw/dφ, d²w/dφ² (per stride), and the phase
-    rate at full progress f (strides/s)."""
-    x = (phase - seg.blend_start) / seg.blend_len if seg.blend_len > 0.0 else 1.0
-    w, w1, w2 = _shape(x)
-    if seg.blend_len > 0.0:
+    """The blend at ``phase``: its fraction x, its weight w and dw/dφ, d²w/dφ² (per stride),
+    and the phase rate at full progress f (strides/s). A blend from one gait into another (a
+    speed or step-length change) moves only in single support (:func:`_single_support`); the
+    opening and closing steps, whose floor steps are made for it, by the minimum-jerk shape
+    of x."""
+    if seg.blend_len <= 0.0:
+        return 1.0, 1.0, 0.0, 0.0, 1.0 / seg.b_period
+    x = (phase - seg.blend_start) / seg.blend_len
+    if seg.a_kind == GAIT_SOURCE and seg.b_kind != POSTURE and seg.b_kind != POSTURE_STEP:
+        w, w1, w2 = _single_support(phase - seg.blend_start, seg.blend_len)
+    else:
+        w, w1, w2 = _shape(x)
         w1 /= seg.blend_len
         w2 /= seg.blend_len * seg.blend_len
-    else:
-        w1 = w2 = 0.0
     return x, w, w1, w2, (1.0 - w) / seg.a_period + w / seg.b_period
+
+
+@njit(cache=True, inline="always")
+def _single_support(y, length):
+    """A gait-to-gait blend's weight ``y`` strides into it (``length`` whole strides, from a
+    stride boundary) and its first two derivatives per stride: held in each double support
+    (:data:`DOUBLE_SUPPORT` after each of the two heel strikes of a stride), rising by a
+    minimum-jerk step of 1/(2·length) in each single support. Two gaits of different strides
+    put a planted foot at different places under the hip, and a weight that moved while both
+    feet were planted would move them apart: the joints would fight each other through the
+    pelvis (on the floor, 30 A at a speed change's heel strike). With one foot planted, a
+    moving weight only changes how fast the pelvis passes over it."""
+    if y >= length:
+        return 1.0, 0.0, 0.0
+    if y <= 0.0:
+        return 0.0, 0.0, 0.0
+    half = math.floor(2.0 * y)  # the half strides behind
+    span = 1.0 - 2.0 * DOUBLE_SUPPORT  # a half stride's single support, per half stride
+    u = (2.0 * y - half - 2.0 * DOUBLE_SUPPORT) / span  # (< 0: double support)
+    s, s1, s2 = _shape(u)
+    du = 2.0 / span  # du/dy
+    parts = 2.0 * length
+    return (half + s) / parts, s1 * du / parts, s2 * du * du / parts
 
 
 @njit(cache=True, inline="always")

@@ -231,7 +231,7 @@ class Envelope:
                 sg["a_kind"], sg["b_kind"] = segment.POSTURE_STEP, segment.GAIT_STEPS
                 for slot, r in steps.items():
                     g[slot, :, :r.shape[1]] = r
-        else:  # the walk now at its stride boundary, the new one blended in over a stride
+        else:  # the walk now at its stride boundary, the new one blended in (SPEED_BLEND strides)
             b_rows, b_period, _ = before
             g[segment.SLOT_A, :, :k] = b_rows
             g[segment.SLOT_B, :, :k] = rows

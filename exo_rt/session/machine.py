@@ -53,7 +53,7 @@ from exo_rt.session.prepare import WAIT, Preparer
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
 
-SPEED_BLEND = 1.0  # strides: a speed change blends the old gait into the new over a stride
+SPEED_BLEND = 2.0  # strides: a speed change blends the old gait into the new over two
 HEAT_NONE, HEAT_SLOW, HEAT_STOP = 0, 1, 2  # what a walk's windings ask (ActivityMachine.walk_heat)
 
 
@@ -272,7 +272,7 @@ class ActivityMachine:
         if speed > self.speed + 1e-9:
             self.slowed = False  # (faster again, once cooled: a warm winding slows it again)
         self.speed, self.step_length = speed, step
-        if walking:  # from the next stride boundary, blended over a stride
+        if walking:  # from the next stride boundary, blended over SPEED_BLEND strides
             self.cycle.gaits[segment.SLOT_NEXT] = rows
             self._floor_steps(rows, stride, self.motion, opening=False)
             seg = self.seg
