@@ -282,4 +282,5 @@ def test_a_hotter_report_raises_the_housing(params):
 def test_levels_in_the_top_config():
     """The schema's defaults and a few checked values."""
     assert dataclasses.asdict(ThermalLevels()) == {"ambient": 25.0, "warning": 90.0,
-                                                   "limit": 110.0, "floor": None}
+                                                   "limit": 110.0, "slow_walk": None,
+                                                   "floor": None}
