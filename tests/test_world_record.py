@@ -322,3 +322,55 @@ def test_the_realtime_simulation_hands_its_truth_over():
             ring.release()
     finally:
         board.close()
+
+
+def _reference_reactions(truth) -> tuple[np.ndarray, np.ndarray]:
+    """Each foot's force and Σ f_z·(x, y) by MuJoCo's own ``mj_contactForce``, contact by
+    contact in Python (how the truth row took them before its compiled kernel)."""
+    import mujoco
+
+    m, d = truth.model, truth.plant.mj_data
+    force, moment, f6 = np.zeros_like(truth.force), np.zeros_like(truth.moment), np.zeros(6)
+    for i in range(d.ncon):
+        g1, g2 = d.contact.geom[i]
+        pushed = truth.pushers[g1] != 0
+        foot = truth.foot_of[g2 if pushed else g1]
+        if foot < 0:
+            continue
+        mujoco.mj_contactForce(m, d, i, f6)
+        f = d.contact.frame[i].reshape(3, 3).T @ f6[:3]
+        f = f if pushed else -f
+        force[foot] += f
+        moment[foot] += f[2] * d.contact.pos[i, :2]
+    return force, moment
+
+
+def test_the_feet_s_reactions_are_mujoco_s_contact_forces():
+    """The truth row's feet (:func:`world_truth.foot_reactions`, compiled) against MuJoCo's
+    ``mj_contactForce`` (the independent reference), seated on the chair, standing, and along
+    a stride of the flat-foot gait (feet sliding, swinging, landing: tangential forces),
+    every physics period: equal to 1e-9 relative (both sum the same pyramid edges)."""
+    from exo_rt.model import load_mechanism
+    from exo_rt.sim.world.standing import drives_pd
+    from exo_rt.sim.world_plant import Room, WorldPlant
+
+    plant = WorldPlant(load_mechanism(ROOT / "configs" / "robots" / "exo_2leg.yaml"),
+                       room=Room(scene="floor", wearer_damping=1.0, seat_height=0.45))
+    truth = world_truth.WorldTruth(plant)
+    clock = type("Clock", (), {"realtime": False, "t": 0.0})
+    seen = {"contacts": 0, "tangential": 0.0}
+    for pose in ([1.55, 1.55, 1.55, 1.55], [0.0, 0.05, 0.0, 0.05]):
+        q = np.array(pose)
+        plant.reset(q)
+        for k in range(300):
+            target = q + (0.25 * np.sin(2 * np.pi * k / 300.0) * np.array([1, 1, -1, 1])
+                          if pose[0] == 0.0 else 0.0)
+            plant.step(drives_pd(plant, target))
+            truth.update(clock)
+            force, moment = _reference_reactions(truth)
+            scale = max(1.0, float(np.abs(force).max()))
+            assert np.abs(truth.force - force).max() <= 1e-9 * scale, (k, truth.force, force)
+            assert np.abs(truth.moment - moment).max() <= 1e-9 * scale
+            seen["contacts"] = max(seen["contacts"], int(plant.mj_data.ncon))
+            seen["tangential"] = max(seen["tangential"], float(np.abs(force[:, 0]).max()))
+    assert seen["contacts"] >= 4 and seen["tangential"] > 1.0, seen

@@ -3,8 +3,9 @@
 ``exo_2leg`` and its wearer standing on the floor (the world plant held by a joint PD on the
 drives' currents), µs per physics period of the plant's step and of
 :meth:`exo_rt.sim.world_truth.WorldTruth.update` (the pelvis, both feet's reactions and
-centres of pressure, the seat, the links' angles — in Python, on the simulated side), each
-the median of ``--rounds`` rounds of ``--periods`` periods, taken in turns.
+centres of pressure — their contacts' loop compiled —, the seat, the links' angles, on the
+simulated side), each the median of ``--rounds`` rounds of ``--periods`` periods, taken in
+turns.
 
 ``python tools/bench_world_truth.py [--periods N] [--rounds R]``
 """
