@@ -46,9 +46,12 @@ def capturing():
     """While open, every world truth's update (each physics period of a world run on the
     floor, lockstep) also appends a row of the plant's other leg (the module's columns) to the
     list it yields."""
+    import mujoco
+
     from exo_rt.sim import world_truth
 
     rows: list[tuple] = []
+    f6 = np.zeros(6)  # a contact's force in its frame (MuJoCo's mj_contactForce)
     original = world_truth.WorldTruth.update
     spheres: dict[int, set] = {}
 
@@ -61,9 +64,9 @@ def capturing():
         fz = 0.0
         for i in range(d.ncon):
             g1, g2 = d.contact.geom[i]
-            if g2 in mine and g1 in self.pushers:
-                self._contact_force(m, d, i, self._f6)
-                fz += float((d.contact.frame[i].reshape(3, 3).T @ self._f6[:3])[2])
+            if g2 in mine and self.pushers[g1]:
+                mujoco.mj_contactForce(m, d, i, f6)
+                fz += float((d.contact.frame[i].reshape(3, 3).T @ f6[:3])[2])
         rows.append((world.t, *plant.base, *plant.other_leg, *plant.other_leg_target, fz,
                      plant.other_leg_delay))
 
