@@ -101,8 +101,6 @@ def _cycle(c: Context) -> None:
 
 @entry("plant", "plant", per_plant=True)
 def _plant(c: Context) -> None:
-    from types import SimpleNamespace
-
     from exo_rt.sim import world_truth
 
     p = c.plant  # a step at zero current, as the simulated bus does before serving frames
@@ -110,12 +108,7 @@ def _plant(c: Context) -> None:
     p.step(np.zeros_like(p.cmd))
     truth = world_truth.for_plant(p)  # the floor's truth row, taken after each period
     if truth is not None:
-        truth.update(SimpleNamespace(realtime=False, t=0.0))
-        con = p.mj_data.contact  # (fewer than two contacts: MuJoCo's arrays are contiguous,
-        world_truth.foot_reactions(  # numba's other layout)
-            *(np.ascontiguousarray(a[:1]) for a in (con.geom, con.frame, con.pos, con.dim,
-                                                     con.efc_address, con.friction)),
-            p.mj_data.efc_force, truth.pushers, truth.foot_of, truth.force, truth.moment)
+        truth.prepare()
     p.reset(np.zeros(p.n_joints))
 
 

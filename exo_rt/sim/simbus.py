@@ -193,6 +193,8 @@ class SimWorld:
         compiled on its first frame would stall the controller's bring-up meanwhile."""
         self.plant.reset(q_joints, **kw)
         self.plant.step(np.zeros_like(self.cmd))
+        if self.truth is not None:  # (its row's kernel too, taken after every period)
+            self.truth.prepare()
         self.plant.reset(q_joints, **kw)
 
     # ---------------------------------------------------------------- frames

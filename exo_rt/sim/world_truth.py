@@ -207,6 +207,19 @@ class WorldTruth:
         if self.ring is not None and self.ring.header is not None:
             self.ring.put(row)
 
+    def prepare(self) -> None:
+        """Load (or compile) :func:`foot_reactions` for both layouts MuJoCo hands its contact
+        arrays over in — strided from two contacts on, contiguous below — before the first
+        physics period: loaded at the first row instead, it would hold the simulation's
+        first answers to the controller (stale feedback in a real-time run's first cycles).
+        Nothing is written: the rows stay as they were."""
+        con, d = self.plant.mj_data.contact, self.plant.mj_data
+        force, moment = self.force.copy(), self.moment.copy()
+        arrays = (con.geom, con.frame, con.pos, con.dim, con.efc_address, con.friction)
+        for layout in (lambda a: a, lambda a: np.ascontiguousarray(a[:1])):
+            foot_reactions(*(layout(a) for a in arrays), d.efc_force, self.pushers,
+                           self.foot_of, force, moment)
+
     def soles(self) -> tuple[int, ...]:
         """Each foot's vertical reaction (N, whole, 0 … 65535), the legs' order: what the
         emulated board's foot-sole sensors read."""
