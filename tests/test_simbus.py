@@ -277,6 +277,58 @@ def test_realtime_world_samples_the_leg_at_each_sync():
     assert server.overruns == 200
 
 
+def test_realtime_world_computes_the_coming_period_ahead():
+    """Between two SYNCs the drives' latched currents hold, so once a SYNC is answered the
+    physics is computed up to GUARD before the next is due on the master's grid; the next
+    SYNC waits only for the rest. A late SYNC (a long control cycle) leaves the grid where
+    it was; a SYNC earlier than the grid (a master that began a new one) moves it and, if it
+    finds the physics past its arrival, is counted."""
+    from exo_rt.sim.server import GUARD, SETTLE, RealtimeServer
+
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "ahead")
+    d.configure()
+    d.enable()
+    server = RealtimeServer(sim, {})
+    T = server.period
+    t = server._t_phys = 1000.0
+    t_sim = sim.t
+
+    def reached():  # the monotonic instant the physics has reached
+        return 1000.0 + sim.t - t_sim
+
+    server._sync_arrived(t + T)  # on the grid
+    assert reached() == pytest.approx(t + T, abs=1e-9)
+    server._sync_arrived(t + T + 20e-6)  # the other bus's SYNC of the same cycle: no step
+    assert reached() == pytest.approx(t + T, abs=1e-9)
+    assert server._ahead_at == pytest.approx(t + T + 20e-6 + SETTLE * T)
+    server._compute_ahead()
+    assert reached() == pytest.approx(t + 2 * T - GUARD * T, abs=1e-9)
+    n = server.n_physics
+    server._sync_arrived(t + 2 * T + 40e-6)  # 40 µs late: only the rest is computed now
+    assert reached() == pytest.approx(t + 2 * T + 40e-6, abs=1e-9)
+    assert server.n_physics == n + 1
+    server._compute_ahead()
+    assert reached() == pytest.approx(t + 3 * T - GUARD * T, abs=1e-9)
+    server._sync_arrived(t + 3 * T + 0.8 * T)  # a control cycle that waited for answers
+    server._compute_ahead()  # ahead to the grid's next SYNC, not a period after this one
+    assert reached() == pytest.approx(t + 4 * T - GUARD * T, abs=1e-9)
+    server._sync_arrived(t + 4 * T + 0.95 * T)  # later still: its next SYNC is in 0.05 T
+    server._compute_ahead()
+    assert reached() == pytest.approx(t + 4.95 * T, abs=1e-9)  # (nothing computed ahead)
+    server._sync_arrived(t + 5 * T + 40e-6)
+    assert server.ahead == 0
+    early = t + 6 * T - 0.3 * T  # a new grid, 0.3 periods earlier: past the physics'
+    server._compute_ahead()
+    server._sync_arrived(early)
+    assert server.ahead == 1
+    assert reached() == pytest.approx(t + 6 * T - GUARD * T, abs=1e-9)  # (not undone)
+    server._compute_ahead()
+    assert reached() == pytest.approx(early + T - GUARD * T, abs=1e-9)  # the new grid's
+    server._sync_arrived(early + T)
+    assert server.ahead == 1 and reached() == pytest.approx(early + T, abs=1e-9)
+    assert server.overruns == 0
+
+
 def test_mit_mode_actuators_through_the_simulated_bus():
     from exo_rt.bus.protocols.mit import MitDrives
 

@@ -286,8 +286,8 @@ def test_the_plant_replay_draws_the_replayed_world(walk):
 def test_the_realtime_simulation_hands_its_truth_over():
     """With ``--realtime`` the simulation's process serves the world: the board it emulates
     reads the world's feet, and the command line ``truth RING`` (sent by the control process
-    when its recording starts) puts a row per physics advance into that ring, stamped with the
-    wall clock; a name that is no ring is ignored."""
+    when its recording starts) puts a row per physics period into that ring (the advance that
+    ends one), stamped with the wall clock; a name that is no ring is ignored."""
     import time
 
     from exo_rt.bus.config import load_buses
@@ -311,6 +311,7 @@ def test_the_realtime_simulation_hands_its_truth_over():
             server.command(f"truth {ring.name}")
             before = time.time()
             world.advance()
+            world.advance(5e-4)
             world.advance(5e-4)
             rows = ring.take()
             assert len(rows) == 2 and np.all(rows[:, 0] >= before)

@@ -24,6 +24,7 @@ observable) and then ends."""
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import time
@@ -35,6 +36,11 @@ from exo_rt.sim.simbus import SimWorld
 
 POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
+STRETCH = 1.25  # the longest physics step, in periods (the plant divides it in sub-steps)
+SETTLE = 0.15  # periods after a SYNC: the physics is computed ahead then (every bus's SYNC in)
+GUARD = 0.1  # periods: the physics computed ahead stops this far before the next SYNC is due
+JITTER = 0.05  # periods: a SYNC this close to the physics' instant is answered from it
+EARLY = 0.1  # periods: a SYNC up to this much before the one due moves the grid earlier
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
@@ -80,6 +86,11 @@ class RealtimeServer:
         self.n_physics = 0
         self.worst_gap = 0.0  # s: the longest one turn of the serving loop took
         self._t_phys = time.monotonic()  # the instant the physics has reached
+        self._grid = None  # monotonic s: a deadline of the master's grid (see _sync_arrived)
+        self._slot = 0.0  # monotonic s: the arrival of the last cycle's first SYNC
+        self._due = 0.0  # monotonic s: when the next cycle's SYNC is due, at the earliest
+        self._ahead_at = None  # monotonic s: when to compute the next period ahead, or None
+        self.ahead = 0  # SYNCs that found the physics already past their arrival (see below)
         self._fds = []
         for port in ports.values():
             sock = getattr(port, "sock", None)
@@ -114,7 +125,7 @@ class RealtimeServer:
                 if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
                     # (when it arrived, as the kernel stamped it — not when this loop got to it)
                     age = max(0.0, min(time.time() - frame.timestamp, MAX_CATCH_UP))
-                    self._advance_to(time.monotonic() - age)
+                    self._sync_arrived(time.monotonic() - age)
                     for msg in answers:  # an older SYNC's answers: superseded by this one
                         rx.remove(msg)
                     self.superseded += len(answers)
@@ -192,6 +203,47 @@ class RealtimeServer:
                         port.send(msg.arbitration_id, bytes(msg.data))
                     self._next_beat[(channel, period)] = max(due + period * 1e-3, now)
 
+    def _sync_arrived(self, t: float) -> None:
+        """A SYNC arrived at ``t`` (monotonic s): the physics to that instant (the rest of
+        what was computed ahead), and the next period's computation ahead planned.
+
+        Between two SYNCs the drives' currents are those latched at the first (CiA 301's
+        synchronous PDOs), so the physics of the coming period is known once the SYNCs are
+        answered: it is computed then (:meth:`_compute_ahead`), up to GUARD before the next
+        SYNC is due, and a SYNC only waits for the few sub-steps left — the drives' answer
+        is not held up by a period of physics. One that comes within JITTER periods of the
+        physics' instant (another bus's SYNC of the same cycle) is answered from it.
+
+        When the next SYNC is due: the master's deadlines are absolute (k·T) and its SYNC
+        leaves at or after its own — at the end of its control cycle, up to a period late
+        when that cycle waited for late answers, and a cycle that ran past the next deadline
+        skips it. So the next SYNC comes at or after the first deadline after this one. The
+        grid is the first SYNC's arrival, moved earlier by a SYNC up to EARLY periods before
+        the one due; one that comes well before it, SETTLE periods or more after the last
+        (not another bus's SYNC of the same cycle), starts a new grid. A SYNC that finds the
+        physics computed past its arrival by more than JITTER periods (a master that began a
+        new grid) is counted (``ahead``) and answered from the physics' instant."""
+        period = self.period
+        if t < self._t_phys - JITTER * period:
+            self.ahead += 1
+        if t > self._t_phys + JITTER * period:  # (closer: the drives sample at most JITTER
+            self._advance_to(t)  # periods early — not a whole sub-step's work for it)
+        if self._grid is None:
+            self._grid = self._slot = t
+        elif t >= self._due - EARLY * period:  # the next cycle's SYNC (or a later one's)
+            self._grid -= max(0.0, self._due - t)  # (a little early: the grid was late)
+            self._slot = t
+        elif t - self._slot >= SETTLE * period:  # well before it: a new grid
+            self._grid = self._slot = t
+        # (else another bus's SYNC of the cycle)
+        self._due = self._grid + (math.floor((t - self._grid) / period) + 1.0) * period
+        self._ahead_at = t + SETTLE * period
+
+    def _compute_ahead(self) -> None:
+        """The coming period's physics, up to GUARD before the next SYNC is due."""
+        self._ahead_at = None
+        self._advance_to(self._due - GUARD * self.period)
+
     def _advance_to(self, t: float) -> None:
         """The physics up to the instant ``t`` (monotonic s), so the drives sample the leg
         when each SYNC arrived, jitter and late SYNCs included (the controller's estimator
@@ -201,16 +253,23 @@ class RealtimeServer:
         if behind > MAX_CATCH_UP:
             self.overruns += int((behind - MAX_CATCH_UP) / self.period + 0.5)
             self._t_phys = t - MAX_CATCH_UP
-        while t - self._t_phys > 1e-6:
-            step = min(t - self._t_phys, self.period)
+            behind = MAX_CATCH_UP
+        if behind <= 1e-6:
+            return
+        # in steps of equal length up to STRETCH periods: a SYNC's jitter rides in its
+        # period's step (a step of the few µs past a period costs a whole one)
+        n = math.ceil(behind / (STRETCH * self.period))
+        for _ in range(n):
+            step = behind / n
             t0 = time.monotonic()
+            self.world.stamp = time.time() + self._t_phys + step - t0  # (its truth row's)
             self.world.advance(step)
             t1 = time.monotonic()
             self.physics_us[self.n_physics & 0xFFFF] = (t1 - t0) * 1e6
             self.n_physics += 1
-            if self.trace is not None:
-                self.trace.record(t1)
             self._t_phys += step
+            if self.trace is not None:
+                self.trace.record(self._t_phys)
 
     def serve(self, parent: int | None = None, linger: float = 5.0,
               stop=lambda: False, poll_s: float | None = POLL_S) -> None:
@@ -246,6 +305,8 @@ class RealtimeServer:
                 self.worst_gap = now - prev
             prev = now
             wait = self._t_phys + FREE_RUN * period - now
+            if self._ahead_at is not None:
+                wait = min(wait, self._ahead_at - now)
             if wait > 0:
                 if poll_only:
                     time.sleep(min(wait, poll_s))
@@ -266,6 +327,8 @@ class RealtimeServer:
                 now = t0
             if now - self._t_phys >= FREE_RUN * period:  # no SYNC lately: run on
                 self._advance_to(now - (FREE_RUN - 1.0) * period)
+            if self._ahead_at is not None and now >= self._ahead_at:
+                self._compute_ahead()
             self._heartbeats(now)
             if now >= next_check:
                 next_check = now + 0.1
@@ -284,6 +347,7 @@ class RealtimeServer:
             return f"p50 {np.percentile(x, 50):.0f} p99 {np.percentile(x, 99):.0f} µs"
         return (f"simulation: {self.frames_in} frames in, {self.frames_out} out, "
                 f"{self.n_physics} physics periods, {self.overruns} overruns, {self.frames_cut} "
-                f"frames cut, {self.superseded} TPDOs superseded; answer "
+                f"frames cut, {self.superseded} TPDOs superseded, {self.ahead} SYNCs after "
+                f"the physics; answer "
                 f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}"
                 f", longest turn {1e3 * self.worst_gap:.1f} ms")

@@ -102,6 +102,9 @@ class SimWorld:
         self.faults: list[list] = []  # [kind, channel, node, last period it affects]
         self.scheduled: list[tuple[int, str, str, int, int]] = []  # (cycle, kind, bus, node, n)
         self.realtime = False  # True: the physics advances on the wall clock (advance())
+        # real time: the wall-clock instant (s) the period being advanced ends at, given by
+        # the serving loop that computes it ahead (None: when it is computed)
+        self.stamp: float | None = None
         self._into_period = 0.0  # real time: s of the current period already simulated
         self._injected_at = -1  # the period whose scheduled injections were applied
         self.motor_power = True  # the board's relay: off, no drive gets current
@@ -291,6 +294,7 @@ class SimWorld:
             plant.state[ST_ON, : len(self.cmd)] = 0.0
         if self.wearer is not None:
             self.wearer.apply(plant.state, self.truth.force, self.t)
+        cycle = self.cycle
         if duration is None:
             plant.step(self.cmd)
             self.t += self.dt
@@ -303,7 +307,7 @@ class SimWorld:
                 self._into_period -= self.dt
                 self.cycle += 1
         self.faults = [f for f in self.faults if f[3] >= self.cycle]
-        if self.truth is not None:
+        if self.truth is not None and self.cycle != cycle:  # (real time: once a period)
             self.truth.update(self)
 
     def _reply(self, ep: _Endpoint) -> None:

@@ -181,7 +181,10 @@ class WorldTruth:
         when recording."""
         plant, m, row, c = self.plant, self.model, self.row, self.cols
         d = plant.mj_data
-        row[0] = time.time() if world.realtime else self.epoch + world.t
+        if world.realtime:  # the instant the period ends: its serving loop's, or now
+            row[0] = time.time() if world.stamp is None else world.stamp
+        else:
+            row[0] = self.epoch + world.t
         row[c["base"][0]:c["base"][1]] = plant.base
         force, moment = self.force, self.moment
         con = d.contact
