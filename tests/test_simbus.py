@@ -329,6 +329,38 @@ def test_realtime_world_computes_the_coming_period_ahead():
     assert server.overruns == 0
 
 
+def test_realtime_drives_read_their_encoders_at_their_sync_s_arrival():
+    """A SYNC answered from physics that is not at its arrival (within JITTER of it, or
+    computed past it) reads each encoder where the rotor's speed takes it by the arrival."""
+    import struct
+
+    from exo_rt.sim.plants import ST_Q, ST_V, T_ROTOR
+    from exo_rt.sim.server import RealtimeServer
+
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "offset")
+    d.configure()
+    d.enable()
+    server = RealtimeServer(sim, {})
+    channel, ep = next(iter(sim.endpoints.items()))
+    rotors = sim.plant.transmissions[:, T_ROTOR].astype(int)
+    speed = np.array([150.0, -300.0])  # rad/s at the motors
+    t_sim = sim.t
+    for offset in (0.0, 40e-6, -3e-4):
+        sim.plant.state[ST_V, rotors] = speed
+        server._t_phys = 1000.0
+        server._sync_arrived(1000.0 + offset)
+        assert sim.sample_offset == pytest.approx(offset, abs=1e-12)
+        assert sim.t == t_sim  # (no physics: within JITTER, or past the arrival)
+        ep.rx.clear()
+        sim.receive(channel, can.Message(arbitration_id=c.SYNC, data=b""))
+        counts = {m.arbitration_id - 0x180: struct.unpack_from("<i", bytes(m.data), 2)[0]
+                  for m in ep.rx if 0x181 <= m.arbitration_id <= 0x1FF}  # TPDO1: position
+        read = np.array([counts[drive.node] for drive, _ in ep.drives]) * 2 * math.pi / 65536
+        expected = sim.plant.state[ST_Q, rotors] + speed * offset  # rad at the motors
+        assert read == pytest.approx(expected, abs=2 * math.pi / 65536)  # (a count)
+    assert server.ahead == 1
+
+
 def test_mit_mode_actuators_through_the_simulated_bus():
     from exo_rt.bus.protocols.mit import MitDrives
 

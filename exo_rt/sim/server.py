@@ -212,7 +212,9 @@ class RealtimeServer:
         answered: it is computed then (:meth:`_compute_ahead`), up to GUARD before the next
         SYNC is due, and a SYNC only waits for the few sub-steps left — the drives' answer
         is not held up by a period of physics. One that comes within JITTER periods of the
-        physics' instant (another bus's SYNC of the same cycle) is answered from it.
+        physics' instant (another bus's SYNC of the same cycle) is answered from it, its
+        drives' encoders read at the SYNC's arrival along each rotor's speed
+        (``SimWorld.sample_offset``).
 
         When the next SYNC is due: the master's deadlines are absolute (k·T) and its SYNC
         leaves at or after its own — at the end of its control cycle, up to a period late
@@ -222,12 +224,14 @@ class RealtimeServer:
         the one due; one that comes well before it, SETTLE periods or more after the last
         (not another bus's SYNC of the same cycle), starts a new grid. A SYNC that finds the
         physics computed past its arrival by more than JITTER periods (a master that began a
-        new grid) is counted (``ahead``) and answered from the physics' instant."""
+        new grid) is counted (``ahead``) and answered so too."""
         period = self.period
         if t < self._t_phys - JITTER * period:
             self.ahead += 1
-        if t > self._t_phys + JITTER * period:  # (closer: the drives sample at most JITTER
-            self._advance_to(t)  # periods early — not a whole sub-step's work for it)
+        if t > self._t_phys + JITTER * period:
+            self._advance_to(t)
+        # (closer, or past: the encoders read along each rotor's speed, not a sub-step's work)
+        self.world.sample_offset = t - self._t_phys
         if self._grid is None:
             self._grid = self._slot = t
         elif t >= self._due - EARLY * period:  # the next cycle's SYNC (or a later one's)
@@ -319,7 +323,8 @@ class RealtimeServer:
             if self.commands is not None and self._read_commands() is False:
                 fds.remove(self.commands)  # the starting process is gone
                 self.commands = None
-            if self._answer():
+            handled = self._answer()
+            if handled:
                 now = time.monotonic()
                 self.answer_us[self.n_answer & 0xFFFF] = (now - t0) * 1e6
                 self.n_answer += 1
@@ -327,8 +332,9 @@ class RealtimeServer:
                 now = t0
             if now - self._t_phys >= FREE_RUN * period:  # no SYNC lately: run on
                 self._advance_to(now - (FREE_RUN - 1.0) * period)
-            if self._ahead_at is not None and now >= self._ahead_at:
-                self._compute_ahead()
+            elif not handled and self._ahead_at is not None and now >= self._ahead_at:
+                self._compute_ahead()  # (in a turn that found no frame waiting: a SYNC that
+                # came meanwhile is answered first, from the physics at its arrival)
             self._heartbeats(now)
             if now >= next_check:
                 next_check = now + 0.1

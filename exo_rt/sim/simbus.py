@@ -105,6 +105,9 @@ class SimWorld:
         # real time: the wall-clock instant (s) the period being advanced ends at, given by
         # the serving loop that computes it ahead (None: when it is computed)
         self.stamp: float | None = None
+        # real time: s after the physics' instant that the drives read their encoders (their
+        # SYNC's arrival; negative: before it), each rotor's angle taken along its speed
+        self.sample_offset = 0.0
         self._into_period = 0.0  # real time: s of the current period already simulated
         self._injected_at = -1  # the period whose scheduled injections were applied
         self.motor_power = True  # the board's relay: off, no drive gets current
@@ -323,7 +326,8 @@ class SimWorld:
             faults = self._active(ep.config.channel, drive.node)
             if "bus_off" in faults:
                 continue
-            rotor = plant.state[ST_Q, int(plant.transmissions[t, T_ROTOR])]
+            r = int(plant.transmissions[t, T_ROTOR])
+            rotor = plant.state[ST_Q, r] + plant.state[ST_V, r] * self.sample_offset
             if self.encoder_noise > 0.0:  # counts, Gaussian, seeded: runs stay reproducible
                 rotor += self._rng.normal(0.0, self.encoder_noise) * 2 * math.pi / (
                     drive.scale.counts_per_rev)
