@@ -8,7 +8,8 @@ One thread does everything, so nothing here shares a GIL with anything: it waits
 sockets until a frame arrives or the next physics deadline comes; frames go to the emulated
 drives at once (a SYNC applies their latched commands and answers with TPDOs from the current
 plant state, as a drive samples its encoder on SYNC), the physics having first advanced to the
-SYNC's arrival; heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated,
+SYNC's arrival — most of the period's physics computed ahead, once the SYNCs before were
+answered (:meth:`RealtimeServer._sync_arrived`); heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated,
 runs in the same loop: its motor power relay feeds the simulated drives (power off: no current,
 whatever a drive was told). Command lines on an optional descriptor (the starting process's
 pipe) inject faults as the lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut
@@ -281,8 +282,9 @@ class RealtimeServer:
 
         Time: a drive samples its encoder when the SYNC arrives, so the physics advances to
         each SYNC's arrival (whatever the jitter of this process: the kernel stamps the
-        arrival); with no SYNC for 1.5 periods (a master that stopped or died) it runs on by
-        itself, half a period behind the clock.
+        arrival), the coming period computed ahead in a turn that finds no frame waiting
+        (:meth:`_sync_arrived`); with no SYNC for 1.5 periods (a master that stopped or died)
+        it runs on by itself, half a period behind the clock.
 
         With ``poll_s`` the loop looks for frames every ``poll_s`` seconds instead of sleeping
         on the sockets: a process asleep on a socket must be woken by the sender's system

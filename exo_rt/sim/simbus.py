@@ -124,8 +124,9 @@ class SimWorld:
     def advance(self, duration: float | None = None) -> None:
         """Real time: the physics of one period, or of ``duration`` s (at most a period). The
         serving loop of the simulation's own process (:class:`exo_rt.sim.server.RealtimeServer`)
-        advances it to each SYNC's arrival; SYNCs then only apply the drives' latched
-        commands and answer with the current state."""
+        advances it to each SYNC's arrival (most of a period computed ahead of it); SYNCs then
+        only apply the drives' latched commands and answer with the current state (the
+        encoders read along the rotors' speeds at ``sample_offset``)."""
         with self._lock:
             self._physics(duration)
 
