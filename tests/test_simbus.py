@@ -361,6 +361,56 @@ def test_realtime_drives_read_their_encoders_at_their_sync_s_arrival():
     assert server.ahead == 1
 
 
+def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
+    """The serving loop computes the coming period ahead only in a turn that found no frame
+    waiting: a bus whose SYNC is read a turn later than the other's (it came in meanwhile) is
+    answered from the physics at its arrival, not from the period computed past it."""
+    import time as wall
+
+    from exo_rt.sim.server import GUARD, RealtimeServer
+
+    class Port:  # a bus's socket: its SYNC, readable from the given turn on
+        def __init__(self, turn):
+            self.sync = can.Message(arbitration_id=c.SYNC, data=b"")
+            self.from_turn, self.turn, self.sent = turn, 0, []
+
+        def recv(self):
+            if self.turn < self.from_turn or self.sync is None:
+                return None
+            if self.from_turn == 0:  # the first bus's SYNC arrives now, the other's 10 µs on
+                self.sync.timestamp = wall.time()
+                ports[right].sync.timestamp = self.sync.timestamp + 1e-5
+            frame, self.sync = self.sync, None
+            return frame
+
+        def send(self, arbitration_id, data):
+            self.sent.append(arbitration_id)
+            wall.sleep(1e-4)  # (a slow turn: past the moment the period would be computed)
+
+    robot, sim, drives = _open("exo_2leg", "exo_2leg", "turns")
+    for d in drives:
+        d.configure()
+        d.enable()
+    left, right = (d.config.channel for d in drives)
+    ports = {left: Port(0), right: Port(1)}  # the right bus's SYNC is read a turn later
+    server = RealtimeServer(sim, ports)
+    turns = iter(range(3))  # the left SYNC, the right one, the period computed ahead
+
+    def stop():
+        k = next(turns, 99)
+        for port in ports.values():
+            port.turn = k
+        return k == 99
+
+    server.serve(stop=stop, poll_s=1e-5)
+    assert server.ahead == 0  # the right bus's SYNC: from the physics at its arrival
+    # then, in the turn after, the period computed ahead (or, on a machine that held this
+    # process 1.5 periods, run on by itself: past it too)
+    assert server._t_phys >= server._due - GUARD * server.period - 1e-9
+    for port in ports.values():  # each bus's drives answered their SYNC
+        assert sum(0x180 < a < 0x200 for a in port.sent) == 2, port.sent
+
+
 def test_mit_mode_actuators_through_the_simulated_bus():
     from exo_rt.bus.protocols.mit import MitDrives
 
