@@ -329,6 +329,52 @@ def test_realtime_world_computes_the_coming_period_ahead():
     assert server.overruns == 0
 
 
+def test_realtime_world_expects_a_late_master_s_sync_late():
+    """A controller whose cycles wait for late answers sends its SYNCs late for a while: the
+    coming period is computed up to the least late of the last LATE_CYCLES SYNCs (less
+    GUARD), so the next one waits for a tenth of a period, not for the lateness; a SYNC on
+    time again finds the physics past its arrival, is answered from it (the encoders read
+    back along the rotors' speeds) and counted, and the cycles after it are expected on time."""
+    from exo_rt.sim.server import GUARD, LATE_CYCLES, RealtimeServer
+
+    robot, sim, (d,) = _open("exo_leg", "exo_leg", "late")
+    d.configure()
+    d.enable()
+    server = RealtimeServer(sim, {})
+    T = server.period
+    t = server._t_phys = 1000.0
+    t_sim = sim.t
+
+    def reached():
+        return 1000.0 + sim.t - t_sim
+
+    server._sync_arrived(t + T)  # the grid
+    server._compute_ahead()
+    for k in range(2, 2 + LATE_CYCLES):  # half a period late, cycle after cycle
+        assert reached() < t + k * T + 0.5 * T
+        server._sync_arrived(t + k * T + 0.5 * T)
+        server._compute_ahead()
+    k = 2 + LATE_CYCLES
+    assert reached() == pytest.approx(t + k * T + 0.5 * T - GUARD * T, abs=1e-9)
+    server._sync_arrived(t + k * T + 0.5 * T)  # only a tenth of a period to compute now
+    assert reached() == pytest.approx(t + k * T + 0.5 * T, abs=1e-9)
+    assert server.ahead == 0
+    server._compute_ahead()
+    on_time = t + (k + 1) * T + 0.05 * T  # the answers came in time again
+    server._sync_arrived(on_time)
+    assert server.ahead == 1
+    assert sim.sample_offset == pytest.approx(-0.35 * T, abs=1e-9)  # read back 0.35 periods
+    server._compute_ahead()
+    # the next expected on time: the least late of the last cycles is this one
+    assert reached() == pytest.approx(t + (k + 2) * T + 0.05 * T - GUARD * T, abs=1e-9)
+    for j in range(k + 2, k + 2 + LATE_CYCLES):  # on time, cycle after cycle
+        server._sync_arrived(t + j * T + 0.05 * T)
+        server._compute_ahead()
+    assert reached() == pytest.approx(t + (k + 2 + LATE_CYCLES) * T + 0.05 * T - GUARD * T,
+                                      abs=1e-9)  # expected on time again
+    assert server.ahead == 1
+
+
 def test_realtime_drives_read_their_encoders_at_their_sync_s_arrival():
     """A SYNC answered from physics that is not at its arrival (within JITTER of it, or
     computed past it) reads each encoder where the rotor's speed takes it by the arrival."""

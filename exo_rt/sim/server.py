@@ -9,19 +9,19 @@ sockets until a frame arrives or the next physics deadline comes; frames go to t
 drives at once (a SYNC applies their latched commands and answers with TPDOs from the current
 plant state, as a drive samples its encoder on SYNC), the physics having first advanced to the
 SYNC's arrival — most of the period's physics computed ahead, once the SYNCs before were
-answered (:meth:`RealtimeServer._sync_arrived`); heartbeats go out on the wall clock. The exoskeleton's embedded board, emulated,
-runs in the same loop: its motor power relay feeds the simulated drives (power off: no current,
-whatever a drive was told). Command lines on an optional descriptor (the starting process's
-pipe) inject faults as the lockstep bus does: ``fault KIND CHANNEL NODE CYCLES``; ``cut
-SECONDS`` cuts the bus between the controller and the drives (nothing passes either way);
-``truth RING`` hands the world's truth to the recording's ring of that name
-(:mod:`exo_rt.sim.world_truth`); ``lead`` makes the prepared leading wearer the world's (their
-own torques from the next physics period on, towards the cycle's reference rows the controller's
-side shares: :mod:`exo_rt.sim.lead`); and the board's ``estop 1``, ``stall SECONDS``, ``walk``
-(:func:`firmware_bridge.emulator.apply_command`). A :class:`~exo_rt.sim.trace.PlantTrace`, if
-given, records the leg after every period. When the controller that started it is gone, it goes
-on for ``linger`` seconds (the drives' and the board's own reactions to a silent master stay
-observable) and then ends."""
+answered (:meth:`RealtimeServer._sync_arrived`); heartbeats go out on the wall clock. The
+exoskeleton's embedded board, emulated, runs in the same loop: its motor power relay feeds the
+simulated drives (power off: no current, whatever a drive was told). Command lines on an
+optional descriptor (the starting process's pipe) inject faults as the lockstep bus does:
+``fault KIND CHANNEL NODE CYCLES``; ``cut SECONDS`` cuts the bus between the controller and the
+drives (nothing passes either way); ``truth RING`` hands the world's truth to the recording's
+ring of that name (:mod:`exo_rt.sim.world_truth`); ``lead`` makes the prepared leading wearer
+the world's (their own torques from the next physics period on, towards the cycle's reference
+rows the controller's side shares: :mod:`exo_rt.sim.lead`); and the board's ``estop 1``,
+``stall SECONDS``, ``walk`` (:func:`firmware_bridge.emulator.apply_command`). A
+:class:`~exo_rt.sim.trace.PlantTrace`, if given, records the leg after every period. When the
+controller that started it is gone, it goes on for ``linger`` seconds (the drives' and the
+board's own reactions to a silent master stay observable) and then ends."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ STRETCH = 1.25  # the longest physics step, in periods (the plant divides it in 
 SETTLE = 0.15  # periods after a SYNC: the physics is computed ahead then (every bus's SYNC in)
 GUARD = 0.1  # periods: the physics computed ahead stops this far before the next SYNC is due
 JITTER = 0.05  # periods: a SYNC this close to the physics' instant is answered from it
+LATE_CYCLES = 8  # the next SYNC is expected as late as the least late of this many before it
 EARLY = 0.1  # periods: a SYNC up to this much before the one due moves the grid earlier
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
@@ -90,6 +91,8 @@ class RealtimeServer:
         self._grid = None  # monotonic s: a deadline of the master's grid (see _sync_arrived)
         self._slot = 0.0  # monotonic s: the arrival of the last cycle's first SYNC
         self._due = 0.0  # monotonic s: when the next cycle's SYNC is due, at the earliest
+        self._late = np.zeros(LATE_CYCLES)  # s: the last cycles' SYNCs after their deadlines
+        self._n_late = 0
         self._ahead_at = None  # monotonic s: when to compute the next period ahead, or None
         self.ahead = 0  # SYNCs that found the physics already past their arrival (see below)
         self._fds = []
@@ -211,8 +214,8 @@ class RealtimeServer:
         Between two SYNCs the drives' currents are those latched at the first (CiA 301's
         synchronous PDOs), so the physics of the coming period is known once the SYNCs are
         answered: it is computed then (:meth:`_compute_ahead`), up to GUARD before the next
-        SYNC is due, and a SYNC only waits for the few sub-steps left — the drives' answer
-        is not held up by a period of physics. One that comes within JITTER periods of the
+        SYNC is expected, and a SYNC only waits for the few sub-steps left — the drives'
+        answer is not held up by a period of physics. One that comes within JITTER periods of the
         physics' instant (another bus's SYNC of the same cycle) is answered from it, its
         drives' encoders read at the SYNC's arrival along each rotor's speed
         (``SimWorld.sample_offset``).
@@ -220,12 +223,17 @@ class RealtimeServer:
         When the next SYNC is due: the master's deadlines are absolute (k·T) and its SYNC
         leaves at or after its own — at the end of its control cycle, up to a period late
         when that cycle waited for late answers, and a cycle that ran past the next deadline
-        skips it. So the next SYNC comes at or after the first deadline after this one. The
-        grid is the first SYNC's arrival, moved earlier by a SYNC up to EARLY periods before
-        the one due; one that comes well before it, SETTLE periods or more after the last
-        (not another bus's SYNC of the same cycle), starts a new grid. A SYNC that finds the
-        physics computed past its arrival by more than JITTER periods (a master that began a
-        new grid) is counted (``ahead``) and answered so too."""
+        skips it. So the next SYNC comes at or after the first deadline after this one, and
+        it is expected as late after it as the least late of the LATE_CYCLES cycles' SYNCs
+        before it: a controller whose cycles wait for late answers sends its SYNCs late for a
+        while, and computing only up to the deadline would leave that lateness to be computed
+        while the SYNC waits — the answers would stay late. The grid is the first SYNC's
+        arrival, moved earlier by a SYNC up to EARLY periods before the one due; one that
+        comes well before it, SETTLE periods or more after the last (not another bus's SYNC of
+        the same cycle), starts a new grid. A SYNC that finds the physics computed past its
+        arrival by more than JITTER periods (one less late than those before it, or a master
+        that began a new grid) is counted (``ahead``) and answered so too: its drives' new
+        currents act from the physics' instant on, not from the SYNC's."""
         period = self.period
         if t < self._t_phys - JITTER * period:
             self.ahead += 1
@@ -238,16 +246,19 @@ class RealtimeServer:
         elif t >= self._due - EARLY * period:  # the next cycle's SYNC (or a later one's)
             self._grid -= max(0.0, self._due - t)  # (a little early: the grid was late)
             self._slot = t
+            self._late[self._n_late % LATE_CYCLES] = (t - self._grid) % period
+            self._n_late += 1
         elif t - self._slot >= SETTLE * period:  # well before it: a new grid
             self._grid = self._slot = t
+            self._late[:] = 0.0
         # (else another bus's SYNC of the cycle)
         self._due = self._grid + (math.floor((t - self._grid) / period) + 1.0) * period
         self._ahead_at = t + SETTLE * period
 
     def _compute_ahead(self) -> None:
-        """The coming period's physics, up to GUARD before the next SYNC is due."""
+        """The coming period's physics, up to GUARD before the next SYNC is expected."""
         self._ahead_at = None
-        self._advance_to(self._due - GUARD * self.period)
+        self._advance_to(self._due + self._late.min() - GUARD * self.period)
 
     def _advance_to(self, t: float) -> None:
         """The physics up to the instant ``t`` (monotonic s), so the drives sample the leg
