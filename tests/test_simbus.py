@@ -277,24 +277,30 @@ def test_realtime_world_samples_the_leg_at_each_sync():
     assert server.overruns == 200
 
 
+def _served_leg(world: str):
+    """exo_leg's drives enabled, its world served in real time from the monotonic instant
+    1000 s: (the world, its server, reached() — the instant its physics has reached)."""
+    from exo_rt.sim.server import RealtimeServer
+
+    _robot, sim, (d,) = _open("exo_leg", "exo_leg", world)
+    d.configure()
+    d.enable()
+    server = RealtimeServer(sim, {})
+    server._t_phys = 1000.0
+    t_sim = sim.t
+    return sim, server, lambda: 1000.0 + sim.t - t_sim
+
+
 def test_realtime_world_computes_the_coming_period_ahead():
     """Between two SYNCs the drives' latched currents hold, so once a SYNC is answered the
     physics is computed up to GUARD before the next is due on the master's grid; the next
     SYNC waits only for the rest. A late SYNC (a long control cycle) leaves the grid where
     it was; a SYNC earlier than the grid (a master that began a new one) moves it and, if it
     finds the physics past its arrival, is counted."""
-    from exo_rt.sim.server import GUARD, SETTLE, RealtimeServer
+    from exo_rt.sim.server import GUARD, SETTLE
 
-    robot, sim, (d,) = _open("exo_leg", "exo_leg", "ahead")
-    d.configure()
-    d.enable()
-    server = RealtimeServer(sim, {})
-    T = server.period
-    t = server._t_phys = 1000.0
-    t_sim = sim.t
-
-    def reached():  # the monotonic instant the physics has reached
-        return 1000.0 + sim.t - t_sim
+    sim, server, reached = _served_leg("ahead")
+    T, t = server.period, server._t_phys
 
     server._sync_arrived(t + T)  # on the grid
     assert reached() == pytest.approx(t + T, abs=1e-9)
@@ -335,18 +341,10 @@ def test_realtime_world_expects_a_late_master_s_sync_late():
     GUARD), so the next one waits for a tenth of a period, not for the lateness; a SYNC on
     time again finds the physics past its arrival, is answered from it (the encoders read
     back along the rotors' speeds) and counted, and the cycles after it are expected on time."""
-    from exo_rt.sim.server import GUARD, LATE_CYCLES, RealtimeServer
+    from exo_rt.sim.server import GUARD, LATE_CYCLES
 
-    robot, sim, (d,) = _open("exo_leg", "exo_leg", "late")
-    d.configure()
-    d.enable()
-    server = RealtimeServer(sim, {})
-    T = server.period
-    t = server._t_phys = 1000.0
-    t_sim = sim.t
-
-    def reached():
-        return 1000.0 + sim.t - t_sim
+    sim, server, reached = _served_leg("late")
+    T, t = server.period, server._t_phys
 
     server._sync_arrived(t + T)  # the grid
     server._compute_ahead()
