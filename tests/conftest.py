@@ -3,6 +3,9 @@ collection, of a bus that was not ("… was not properly shut down"): a bus left
 socket and, for a simulated bus, a world that outlives its test. Buses opened at import or by
 a module's fixtures are shut down at the session's end.
 
+Tests run side by side on the session's workers (pytest-xdist, ``-n`` in pyproject.toml), a test
+marked ``exclusive`` alone (tests/cpu_share.py).
+
 Runs several tests read (the clinic's scripted session, a run sent SAFE by a fault:
 tests/report_fixtures.py) are made once a session, in the background while the other tests of
 their modules are drawn: the tests that read them run last."""
@@ -14,12 +17,14 @@ from pathlib import Path
 
 import can
 import pytest
+from cpu_share import CpuShare
 from report_fixtures import SharedRuns, reads
 
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # every bus opened, until it is collected
 _init = can.BusABC.__init__
 _READERS: set = set()  # the files of the tests that read a shared run
 _SHARED: list[SharedRuns] = []  # the session's shared runs, once started
+_CPU = CpuShare.for_worker()  # the workers' CPU-sharing lock (None: no other worker)
 
 
 def _tracked_init(self, *args, **kwargs):
@@ -52,6 +57,20 @@ def _buses_shut_down():
                 bus._is_shutdown = True
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test (its set-up and tear-down too) shares the CPUs with the other workers' tests, or
+    has them alone if marked ``exclusive``."""
+    if _CPU is None:
+        yield
+        return
+    _CPU.enter(item.get_closest_marker("exclusive") is not None)
+    try:
+        yield
+    finally:
+        _CPU.leave()
+
+
 def pytest_sessionfinish(session, exitstatus):
     _close_all()
     for runs in _SHARED:  # an interrupted session: no run outlives it
@@ -75,12 +94,22 @@ def exo_leg_alone():
                           / "exo_leg.yaml", wearer=False)
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The tests that read a shared run last (in their order): their modules' other tests are
-    drawn while the runs are made."""
-    items.sort(key=reads)
-    _READERS.update(it.path for it in items if reads(it))
+    """The order: the modules with slow tests first (a worker's long units start early, not at
+    the session's tail), the tests that read a shared run last (in their order: their modules'
+    other tests are drawn while the runs are made).
+
+    The workers' units of work (``--dist loadgroup``): a module's tests on one worker (its
+    module-scoped fixtures made once), the modules that read the shared runs together (the
+    runs made once)."""
+    slow = {it.path for it in items if it.get_closest_marker("slow") is not None}
+    items.sort(key=lambda it: (reads(it), it.path not in slow))
+    reading = {it.path for it in items if reads(it)}
+    _READERS.update(reading)
+    for it in items:
+        it.add_marker(pytest.mark.xdist_group("shared_runs" if it.path in reading
+                                              else it.path.stem))
 
 
 def pytest_runtest_setup(item):
@@ -95,7 +124,8 @@ def shared_runs(request, tmp_path_factory):
     """The runs the session's tests read, started now (``pytestmark =
     pytest.mark.usefixtures("shared_runs")`` in a module that reads them: from its first
     test)."""
-    runs = SharedRuns(tmp_path_factory.mktemp("shared_runs"), request.session.items)
+    runs = SharedRuns(tmp_path_factory.mktemp("shared_runs"), request.session.items,
+                      hold=_CPU.background if _CPU is not None else None)
     _SHARED.append(runs)
     runs.start()
     yield runs

@@ -12,6 +12,7 @@ run folder itself, to read: one that writes into it works on a copy.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -73,8 +74,11 @@ def reads(item) -> bool:
 class SharedRuns:
     """The runs the session's tests read, made in the background."""
 
-    def __init__(self, base: Path, items) -> None:
+    def __init__(self, base: Path, items, hold=None) -> None:
+        """``hold``: a context manager held while a run is made (tests/cpu_share.py: the
+        other workers' exclusive tests wait for it), or None."""
         self.base = base
+        self._hold = hold if hold is not None else contextlib.nullcontext
         self.wanted = [name for name in JOBS if any(name in getattr(it, "fixturenames", ())
                                                     for it in items)]
         self._threads: dict[str, threading.Thread] = {}
@@ -105,7 +109,8 @@ class SharedRuns:
         folder = self.base / name
         folder.mkdir()
         try:
-            self._results[name] = ("ok", JOBS[name](self._cli, folder))
+            with self._hold():
+                self._results[name] = ("ok", JOBS[name](self._cli, folder))
         except BaseException as e:  # raised again in the test that reads it
             self._results[name] = ("error", e)
 

@@ -74,6 +74,7 @@ def test_keys_that_cannot_act_give_a_hint_and_no_request():
                                                     "no motion 1 here (possible: none)",)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_keys_through_a_pipe_arrive_while_poll_never_blocks():
     r, w = os.pipe()
     stream = os.fdopen(r, "r", encoding="utf-8")
@@ -366,6 +367,7 @@ class WallClock:
         return (t1 - t0) / ((k1 - k0) * 1e-3)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.slow
 @pytest.mark.hazard("H-CONSOLE-BYTE")
 def test_the_end_of_the_consoles_input_stops_a_walk_at_the_end_of_its_stride(tmp_path,
@@ -436,6 +438,7 @@ def _paste_run(tmp_path, monkeypatch, data: bytes | None):
         os.close(w)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.slow
 @pytest.mark.hazard("H-REQUEST-FLOOD")
 def test_a_3_mb_paste_mid_walk_asks_nothing_and_no_cycle_lasts_long(tmp_path, monkeypatch,

@@ -38,7 +38,8 @@ from exo_rt.session import session as sessions
 from firmware_bridge import protocol as p
 from firmware_bridge.link import BoardLink
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pty (POSIX)")
+pytestmark = [pytest.mark.exclusive,  # udp_multicast, wall-clock cycles (tests/cpu_share.py)
+              pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pty (POSIX)")]
 
 CONFIGS = ("tests/data/exo_leg_vm.yaml", "configs/exo_2leg.yaml")  # one bus, two buses
 EMCY_AT, CYCLES = 70, 140  # RUN (the session) from READY_CYCLES (20); SAFE ramps out after

@@ -20,6 +20,9 @@ from exo_rt.bus import fastio
 from exo_rt.bus.port import loopback_bus, open_port
 from exo_rt.record.rings import FrameRing
 
+# alone on the CPUs (tests/cpu_share.py): udp_multicast buses
+pytestmark = pytest.mark.exclusive
+
 EFF_MASK = 0x1FFFFFFF
 
 

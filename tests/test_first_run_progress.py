@@ -16,6 +16,9 @@ import pytest
 
 from exo_rt import compile_workers
 
+# alone on the CPUs (tests/cpu_share.py): a cold run's silences on the wall clock
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 PROMISE_S = 2.0  # s: the longest silence while the first run waits
 

@@ -22,6 +22,9 @@ from exo_rt.cycle import safety
 from exo_rt.runtime import controller as ctl
 from exo_rt.runtime.config import load_top
 
+# alone on the CPUs (tests/cpu_share.py): udp_multicast buses
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "exo_leg.yaml"
 AT = 0.4  # s into RUN (--inject's T counts from the start of the gait)

@@ -43,6 +43,9 @@ import pytest
 from exo_rt.cycle.states import RUN
 from exo_rt.sim import walker
 
+# alone on the CPUs (tests/cpu_share.py): real-time runs, wall-clock figures
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "exo_2leg_world.yaml"
 LEADING = ROOT / "configs" / "wearers" / "leading.yaml"

@@ -22,6 +22,9 @@ from exo_rt.bus.drives import Drives
 from exo_rt.bus.port import loopback_bus
 from exo_rt.model import load_mechanism
 
+# alone on the CPUs (tests/cpu_share.py): udp_multicast buses
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 # the arrival stamps of each port's own clock, and what follows from them alone
 STAMPS = ("rx_time", "now", "heartbeat_time", "expect", "deadline")

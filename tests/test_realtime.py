@@ -29,6 +29,9 @@ from exo_rt.bus.port import (
 )
 from exo_rt.record.rings import LOST, FrameRing, RecordRing
 
+# alone on the CPUs (tests/cpu_share.py): stale cycles and overruns are wall-clock figures
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 VM_CONFIG = ROOT / "tests" / "data" / "exo_leg_vm.yaml"  # room for a VM's stalls (see there)
 

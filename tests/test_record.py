@@ -125,6 +125,7 @@ def test_a_run_folder_given_again_holds_the_new_run_whole(tmp_path):
     assert len(records) == len(logged) == result.summary["cycles"]
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.slow
 @pytest.mark.hazard("H-RECORD-LOST")
 def test_kill_minus_nine_loses_at_most_100_ms(tmp_path):

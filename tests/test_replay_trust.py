@@ -317,6 +317,7 @@ def test_a_start_pose_outside_the_joint_limits_is_refused():
     assert res.returncode == 2 and "hip 5 rad is outside its joint limits" in line
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_oversized_config_files_are_refused_before_parsing(tmp_path):
     from exo_rt.bus.eds import read_eds
     from exo_rt.runtime.config import load_top

@@ -92,6 +92,7 @@ def test_summary_names_each_phase_and_the_start_up_parts():
                - up["process_to_ready"]) < 2e-3  # (each rounded to 1 ms)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.slow
 def test_a_live_run_waits_for_its_viewer_and_goes_at_wall_clock_pace(tmp_path):
     """``--live``: the run waits (``--live-wait``) until a Foxglove client subscribes, then the

@@ -39,7 +39,8 @@ from exo_rt.cycle.safety import CAUSES, F_MISSING
 from exo_rt.cycle.states import STATES
 from exo_rt.record.recorder import read_cycle_log
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.exclusive,  # real time on udp_multicast (tests/cpu_share.py)
+              pytest.mark.slow,
               pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="Linux only")]
 
 DRIVE_WATCHDOG_S = 0.05  # every drive off within 50 ms of the event

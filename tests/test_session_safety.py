@@ -393,6 +393,7 @@ def test_an_exception_in_session_code_stops_the_walk_and_the_run_ends(tmp_path):
     assert _steps(ctl.log) < BUDGET
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.hazard("H-REQUEST-FLOOD")
 @pytest.mark.slow
 def test_twenty_thousand_requests_at_once_keep_the_cycle_short(tmp_path):

@@ -251,6 +251,7 @@ def test_faults_from_the_bus_file(tmp_path):
         load_buses(path, robot)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_world_samples_the_leg_at_each_sync():
     """Real time: each SYNC advances the physics to its arrival, jitter and a stalled
     master's late SYNC included — the drives sample when the
@@ -291,6 +292,7 @@ def _served_leg(world: str):
     return sim, server, lambda: 1000.0 + sim.t - t_sim
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_world_computes_the_coming_period_ahead():
     """Between two SYNCs the drives' latched currents hold, so once a SYNC is answered the
     physics is computed up to GUARD before the next is due on the master's grid; the next
@@ -335,6 +337,7 @@ def test_realtime_world_computes_the_coming_period_ahead():
     assert server.overruns == 0
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_world_expects_a_late_master_s_sync_late():
     """A controller whose cycles wait for late answers sends its SYNCs late for a while: the
     coming period is computed up to the least late of the last LATE_CYCLES SYNCs (less
@@ -373,6 +376,7 @@ def test_realtime_world_expects_a_late_master_s_sync_late():
     assert server.ahead == 1
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_drives_read_their_encoders_at_their_sync_s_arrival():
     """A SYNC answered from physics that is not at its arrival (within JITTER of it, or
     computed past it) reads each encoder where the rotor's speed takes it by the arrival."""
@@ -405,6 +409,7 @@ def test_realtime_drives_read_their_encoders_at_their_sync_s_arrival():
     assert server.ahead == 1
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
     """The serving loop computes the coming period ahead only in a turn that found no frame
     waiting: a bus whose SYNC is read a turn later than the other's (it came in meanwhile) is

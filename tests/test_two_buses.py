@@ -16,6 +16,9 @@ import pytest
 
 from exo_rt.bus.port import loopback_bus
 
+# alone on the CPUs (tests/cpu_share.py): udp_multicast buses in real time
+pytestmark = pytest.mark.exclusive
+
 ROOT = Path(__file__).resolve().parents[1]
 POSE = ("0.2", "0.5", "0.2", "0.5")  # rad, inside the joints' limits (the knees' is 0)
 

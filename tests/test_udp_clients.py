@@ -18,6 +18,9 @@ from pathlib import Path
 import can
 import pytest
 
+# alone on the CPUs (tests/cpu_share.py): udp_multicast buses
+pytestmark = pytest.mark.exclusive
+
 canopen = pytest.importorskip("canopen", reason="the canopen package (the test extra) is "
                                                 "the plain client here")
 

@@ -102,6 +102,7 @@ def test_a_line_per_entry_and_only_what_ran_is_marked(tmp_path, monkeypatch):
     assert warmup.main((), config=CONFIGS / "exo_leg.yaml", names=["t.broken"], jobs=1) == 1
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_ensure_on_a_warm_cache_is_a_file_lookup(tmp_path, monkeypatch):
     """With the run's entries marked warm, ``ensure`` runs nothing, prints nothing and takes
     well under 50 ms (a marker read; the first call pays the imports)."""

@@ -283,6 +283,7 @@ def test_the_plant_replay_draws_the_replayed_world(walk):
     assert "seat" in ids and any(i.startswith("contact/") for i in ids), ids
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_the_realtime_simulation_hands_its_truth_over():
     """With ``--realtime`` the simulation's process serves the world: the board it emulates
     reads the world's feet, and the command line ``truth RING`` (sent by the control process
