@@ -111,17 +111,45 @@ def test_the_leading_wearers_figures(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("law", ["impedance", "phase_profile"])
+@pytest.mark.parametrize("law", ["impedance", "phase_profile", "transparent"])
 def test_the_phase_estimate_follows_the_floors_walk(law, tmp_path, monkeypatch):
-    """The laws that time their assistance by the gait-phase estimate, the default session's
-    8 s walk at level 1 with the leading wearer: the estimate within 5 % of the stride RMS
-    over the steady strides (impedance 2.6 %, phase_profile 4.6 %; 20–26 % with the
-    oscillator's phase between the strikes), and the walk ends SHUTDOWN."""
+    """The default session's 8 s walk at level 1 with the leading wearer: the gait-phase
+    estimate within 5 % of the stride RMS over the steady strides against the leg's true
+    phase, linear between its foot's landings in the world (impedance 1.6 %, phase_profile
+    2.3 %, transparent 2.6 %), a little behind it (the board's strike comes when the sole
+    passes 200 N, after the landing); against the walk the session plans, the laws that
+    time their assistance by it also within 5 % (1.9 %, 4.5 %: `transparent`'s wearer lands
+    0.03 of a stride before the plan, 5.7 %); the walk ends SHUTDOWN."""
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
     f = _tool().figures(law, 8.0, tmp_path, levels=(1.0,))
     assert f["final"] == {1.0: "SHUTDOWN"}
-    assert f["phase_rms"] <= 5.0
-    assert abs(f["phase_mean"]) <= 4.0  # the strikes come 0.01–0.03 of a stride late
+    assert f["true_phase_rms"] <= 5.0
+    assert -3.0 <= f["true_phase_mean"] <= 0.5  # the strikes come after the landings
+    if law != "transparent":
+        assert f["phase_rms"] <= 5.0
+        assert abs(f["phase_mean"]) <= 4.0  # the strikes come 0.01–0.03 of a stride late
+
+
+def test_the_true_phase_is_linear_between_the_worlds_landings(tmp_path, monkeypatch):
+    """tools/world_controllers.py's truth: a landing is the foot's force rising through 10 N
+    after at least 0.2 s below it (a bounce after a landing is none); the phase is k + the
+    fraction of the k-th interval between landings, NaN outside them."""
+    tool = _tool()
+    dt = 0.01
+    t = np.arange(0.0, 4.0, dt)
+    # loaded from 0.5 s for 0.6 s, a bounce (unloaded 0.05 s) at 0.7 s; then at 1.6 and 2.9 s
+    load = np.zeros_like(t)
+    for a, b in ((0.5, 1.1), (1.6, 2.2), (2.9, 3.5)):
+        load[(t >= a - 1e-9) & (t < b - 1e-9)] = 400.0
+    load[(t >= 0.7 - 1e-9) & (t < 0.75 - 1e-9)] = 0.0
+    rows = [{"t": float(x), "force": {"left_foot": {"x": 0.0, "y": 0.0, "z": float(f)},
+                                      "right_foot": {"x": 0.0, "y": 0.0, "z": 0.0}}}
+            for x, f in zip(t, load, strict=True)]
+    assert tool.landings(rows, "left_foot") == pytest.approx([0.5, 1.6, 2.9])
+    monkeypatch.setattr("exo_rt.record.walking.world_rows", lambda run: rows)
+    phase = tool.true_phase(tmp_path, np.array([0.4, 0.5, 1.05, 1.6, 2.25, 2.9, 3.0]))
+    assert np.isnan(phase[[0, 5, 6]]).all()
+    np.testing.assert_allclose(phase[1:5], [0.0, 0.5, 1.0, 1.5], atol=1e-12)
 
 
 def test_the_walker_takes_its_stance_values_in_stance():

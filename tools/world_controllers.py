@@ -9,8 +9,10 @@ per session, the final state and the first fault.
 ``python tools/world_controllers.py --figures [--only NAME …]`` — docs/assistance.md's
 figures measured again in the world, per law that follows the wearer: the default session's
 walk with the leading wearer at assistance level 1 and at level 0 (:func:`figures`): the
-gait-phase estimate's error against the walk's phase (RMS and mean, % of the stride) and
-the wearer's effort (RMS of their joint torque, N·m) over the steady strides.
+gait-phase estimate's error (RMS and mean, % of the stride) against the leg's true phase —
+linear between its foot's landings in the world (:func:`true_phase`) — and against the
+phase of the walk the session plans, and the wearer's effort (RMS of their joint torque,
+N·m) over the steady strides.
 
 - **Which file.** A controller whose test-stand gains cannot carry the sized drives on the
   floor has a world variant beside it (:data:`WORLD_VARIANTS`: ``pid`` → ``pid_world.yaml``,
@@ -82,10 +84,12 @@ def run_one(controller: Path, session: str, duration: float, out: Path,
 
 
 def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
-    """One law's world figures (the module's docstring): ``phase_rms``, ``phase_mean`` (% of
-    the stride, level 1), ``effort`` {level: {joint: N·m RMS}} and ``final`` {level: final
-    state}, at each of ``levels``. The window is the steady walk: the session's stride count
-    from 1 to 1 before its last (the left leg's phase: the estimate follows the left hip)."""
+    """One law's world figures (the module's docstring): ``true_phase_rms``,
+    ``true_phase_mean`` (% of the stride, level 1: against the world's landings),
+    ``phase_rms``, ``phase_mean`` (against the plan), ``effort`` {level: {joint: N·m RMS}}
+    and ``final`` {level: final state}, at each of ``levels``. The window is the steady walk:
+    the session's stride count from 1 to 1 before its last (the left leg's phase: the
+    estimate follows the left hip)."""
     import numpy as np
     import yaml
 
@@ -119,7 +123,54 @@ def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
             err = (r["gait_phase"][steady] - phase[steady] % 1.0 + 0.5) % 1.0 - 0.5
             result["phase_rms"] = 100.0 * float(np.sqrt(np.mean(err**2)))
             result["phase_mean"] = 100.0 * float(np.mean(err))
+            true = true_phase(run, r["t"])
+            inside = steady & np.isfinite(true)
+            err = (r["gait_phase"][inside] - true[inside] % 1.0 + 0.5) % 1.0 - 0.5
+            result["true_phase_rms"] = 100.0 * float(np.sqrt(np.mean(err**2)))
+            result["true_phase_mean"] = 100.0 * float(np.mean(err))
     return result
+
+
+LANDING_N = 10.0  # N: a foot carrying more has landed (the world's own force, no sensor's)
+SWING_S = 0.2  # s: unloaded this long before a landing (a bounce after one is none)
+
+
+def landings(rows: list[dict], foot: str) -> list[float]:
+    """The times (s, the records' clock) at which ``foot`` lands in a world run's ``/world``
+    rows: its floor force rises through :data:`LANDING_N` after it carried less for at least
+    :data:`SWING_S` — the heel strikes a force plate sees, not the board's thresholds."""
+    out, unloaded_since = [], None
+    for row in rows:
+        loaded = row["force"][foot]["z"] > LANDING_N
+        if not loaded:
+            unloaded_since = row["t"] if unloaded_since is None else unloaded_since
+        elif unloaded_since is not None:
+            if row["t"] - unloaded_since >= SWING_S:
+                out.append(row["t"])
+            unloaded_since = None
+    return out
+
+
+def true_phase(run: Path, t):
+    """The left leg's phase (strides) at the records' times ``t`` from its foot's landings in
+    the world (:func:`landings`): k + (t − L_k)/(L_{k+1} − L_k) between the k-th and the next —
+    the gait-phase truth of force plates or foot switches, linear between heel strikes (the
+    walker's true phase of docs/assistance.md, for a walker whose heel strikes are the world's);
+    NaN outside the first and the last landing."""
+    import numpy as np
+
+    from exo_rt.record.walking import world_rows
+
+    rows = world_rows(run)
+    foot = next(iter(rows[0]["force"]))  # the legs' order: the left leg's foot first
+    land = np.asarray(landings(rows, foot))
+    out = np.full(len(t), np.nan)
+    if len(land) < 2:
+        return out
+    k = np.searchsorted(land, t, side="right") - 1
+    ok = (k >= 0) & (k < len(land) - 1)
+    out[ok] = k[ok] + (t[ok] - land[k[ok]]) / (land[k[ok] + 1] - land[k[ok]])
+    return out
 
 
 def rows(only=None) -> list[str]:
@@ -142,15 +193,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="world-controllers-"))
     if args.figures:
-        print("| law | phase error RMS (mean) | effort level 0 → 1, N·m RMS: "
-              "hips | knees | final |")
-        print("|---|---|---|---|---|")
+        print("| law | phase error RMS (mean): against the world's landings | against the "
+              "plan | effort level 0 → 1, N·m RMS: hips | knees | final |")
+        print("|---|---|---|---|---|---|")
         for name in rows(args.only):
             if wearer_for(CONTROLLERS / f"{name}.yaml") != "leading":
                 continue
             f = figures(name, args.duration, tmp / name)
             e0, e1 = f["effort"][0.0], f["effort"][1.0]
-            cells = [f"{f['phase_rms']:.1f} % ({f['phase_mean']:+.1f} %)"]
+            cells = [f"{f['true_phase_rms']:.1f} % ({f['true_phase_mean']:+.1f} %)",
+                     f"{f['phase_rms']:.1f} % ({f['phase_mean']:+.1f} %)"]
             for kind in ("hip", "knee"):
                 cells.append(", ".join(
                     f"{e0[j]:.1f} → {e1[j]:.1f} ({100 * (e1[j] / e0[j] - 1):+.0f} %)"
