@@ -409,6 +409,7 @@ def test_send_menu_sends_changes_and_refreshes():
         emu.close()
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_answers_over_a_pty_on_the_wall_clock():
     """The same over a pseudo-terminal (the real board's kind of line), each side in its own
     thread: the buttons arrive, the answer goes back; both within 10 ms."""

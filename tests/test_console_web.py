@@ -260,6 +260,7 @@ def test_alarms_by_priority_high_first():
 
 
 # ------------------------------------------------------------------ the cost to the cycle
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.slow
 def test_a_page_connected_costs_the_control_cycle_nothing_measurable():
     """tools/web_cost.py, in one run: the control process's compute per cycle in windows

@@ -225,6 +225,7 @@ def test_c_decoder_survives_the_corpus_under_sanitizers(tmp_path):
     assert b"runtime error" not in res.stderr and b"ERROR: AddressSanitizer" not in res.stderr
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 @pytest.mark.hazard("H-BOARD-WATCHDOG")
 def test_watchdog_cuts_power_and_latches():
     emu = BoardEmulator(watchdog_s=0.05)
