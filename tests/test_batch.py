@@ -1,4 +1,4 @@
-"""Replay of a lab's archive as one batch (docs/scale.md): a generated archive of 20 short
+"""Replay of a lab's archive as one batch (docs/scale.md): a generated archive of 10 short
 runs and 3 broken ones, on local processes and on Ray; broken sessions reported and not fatal;
 a batch killed halfway resumes and replays only the sessions it had not finished."""
 
@@ -19,7 +19,7 @@ from exo_rt.batch.archive import BROKEN, make_archive, rms_of
 from exo_rt.batch.engine import no_usage_stats, ray_module
 from exo_rt.batch.replay import CACHE, run_batch
 
-N_GOOD = 20
+N_GOOD = 10  # enough for two processes, a kill halfway and a resume
 N_ALL = N_GOOD + len(BROKEN)
 CAUSES = {"w2/day1/run_truncated": "header", "w2/day1/run_bad_header": "bad magic",
           "w2/day2/run_missing": "no cycle log"}
