@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -446,7 +447,25 @@ def test_a_3_mb_paste_mid_walk_asks_nothing_and_no_cycle_lasts_long(tmp_path, mo
     """The same walk with and without a 3 MiB paste on the console 0.5 s into it (lockstep,
     paced): the paste asks nothing (dropped whole, one warning), the session is the same,
     and the longest cycle with it is at most twice the longest without (a paste used to
-    make one cycle of 130 s)."""
+    make one cycle of 130 s). A VM's stall of the whole process lands on one cycle of either
+    run at random (one of 6.8 ms was seen, the paste's run otherwise as quiet as the other);
+    the paste's cost lands on the cycles that read it every time: a pair over the bound is
+    run once more, and the second must pass."""
+    for attempt in range(2):
+        quiet, pasted = _paste_pair(tmp_path / f"try{attempt}", monkeypatch, capsys)
+        if pasted <= max(2.0 * quiet, 5000.0):
+            break
+        warnings.warn(f"the longest cycle {pasted:.0f} µs with the paste against {quiet:.0f} "
+                      "µs without: run once more (a stall of the machine hits one cycle)",
+                      stacklevel=1)
+    # as the issue's bound for 20 000 requests at once: ≤ 2× the longest without (µs; on a
+    # shared machine the longest cycle is another process's doing, hence a floor of 5 ms)
+    assert pasted <= max(2.0 * quiet, 5000.0), (quiet, pasted)
+
+
+def _paste_pair(tmp_path, monkeypatch, capsys):
+    """The walk without the paste and with it (the test above): their longest cycles (µs),
+    having checked that the paste asked nothing."""
     from tests.sessions_fixtures import sequence
 
     data = paste()
@@ -463,6 +482,4 @@ def test_a_3_mb_paste_mid_walk_asks_nothing_and_no_cycle_lasts_long(tmp_path, mo
     quiet, pasted = qa, qb
     print(f"longest cycle {qa:.0f} µs (p99 {pa:.0f}) without the paste, {qb:.0f} µs (p99 "
           f"{pb:.0f}) with it; the paste read and dropped in {ctl_b.paste_s:.2f} s")
-    # as the issue's bound for 20 000 requests at once: ≤ 2× the longest without (µs; on a
-    # shared machine the longest cycle is another process's doing, hence a floor of 5 ms)
-    assert pasted <= max(2.0 * quiet, 5000.0), (quiet, pasted)
+    return quiet, pasted
