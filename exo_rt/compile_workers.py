@@ -51,6 +51,21 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+class _Stderr:
+    """The process's standard error as it is when written to, not when a caller took it: a
+    caller's stderr may be replaced and closed later (an in-process caller capturing it),
+    and a compile reported after that goes to the stderr of then."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+STDERR = _Stderr()
+
+
 class Heartbeat:
     """The lines of a wait: :meth:`line` prints one; while :meth:`wait` says what is awaited, a
     thread prints ``  … what  [elapsed s]`` whenever no line came for :data:`HEARTBEAT_S`.
@@ -61,14 +76,19 @@ class Heartbeat:
         self.last = time.monotonic()
         self.what: Callable[[], str] | None = None
         self.since = self.until = 0.0
-        self.out = sys.stderr
+        self.out = STDERR
         self.thread: threading.Thread | None = None
 
     def line(self, text: str, out=None) -> None:
-        """Print ``text`` on ``out`` (the stream of the wait) and restart the silence."""
+        """Print ``text`` on ``out`` (the stream of the wait) and restart the silence. A
+        stream closed meanwhile loses the line, never the caller's work (a compile report
+        raising would fail the compile it reports)."""
         with self.cond:
-            (out or self.out).write(text + "\n")
-            (out or self.out).flush()
+            try:
+                (out or self.out).write(text + "\n")
+                (out or self.out).flush()
+            except (OSError, ValueError):  # the stream closed: nobody reads it
+                pass
             self.last = time.monotonic()
 
     def wait(self, what: Callable[[], str] | None, since: float, out=None,
@@ -77,7 +97,7 @@ class Heartbeat:
         at most until ``until``; its heartbeat goes to ``out`` (stderr)."""
         with self.cond:
             self.what, self.since, self.until = what, since, until
-            self.out = out or sys.stderr
+            self.out = out or STDERR
             if what is not None and self.thread is None:
                 self.thread = threading.Thread(target=self._beat, name="exo-rt heartbeat",
                                                daemon=True)
@@ -272,7 +292,7 @@ class Compiles:
 
         self.local = threading.local()
         self.report: Callable[[str], None] | None = None
-        self.stream = sys.stderr  # where report and the heartbeat go
+        self.stream = STDERR  # where report and the heartbeat go
         outer = self
 
         class Listener(event.Listener):
@@ -348,7 +368,7 @@ def report_compiles(stream=None, note: str = "") -> None:
     """From now on, print every kernel compiled outside a warm-up entry (with its time and
     ``note``) to ``stream`` (stderr): on a warm cache nothing compiles, nothing is printed."""
     c = compiles()
-    c.stream = out = stream or sys.stderr
+    c.stream = out = stream or STDERR
     c.report = lambda line: HEARTBEAT.line(line + note, out)
 
 
