@@ -51,21 +51,6 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-class _Stderr:
-    """The process's standard error as it is when written to, not when a caller took it: a
-    caller's stderr may be replaced and closed later (an in-process caller capturing it),
-    and a compile reported after that goes to the stderr of then."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-
-STDERR = _Stderr()
-
-
 class Heartbeat:
     """The lines of a wait: :meth:`line` prints one; while :meth:`wait` says what is awaited, a
     thread prints ``  … what  [elapsed s]`` whenever no line came for :data:`HEARTBEAT_S`.
@@ -76,7 +61,7 @@ class Heartbeat:
         self.last = time.monotonic()
         self.what: Callable[[], str] | None = None
         self.since = self.until = 0.0
-        self.out = STDERR
+        self.out = sys.stderr
         self.thread: threading.Thread | None = None
 
     def line(self, text: str, out=None) -> None:
@@ -97,7 +82,7 @@ class Heartbeat:
         at most until ``until``; its heartbeat goes to ``out`` (stderr)."""
         with self.cond:
             self.what, self.since, self.until = what, since, until
-            self.out = out or STDERR
+            self.out = out or sys.stderr
             if what is not None and self.thread is None:
                 self.thread = threading.Thread(target=self._beat, name="exo-rt heartbeat",
                                                daemon=True)
@@ -292,7 +277,7 @@ class Compiles:
 
         self.local = threading.local()
         self.report: Callable[[str], None] | None = None
-        self.stream = STDERR  # where report and the heartbeat go
+        self.stream = sys.stderr  # where report and the heartbeat go
         outer = self
 
         class Listener(event.Listener):
@@ -368,7 +353,7 @@ def report_compiles(stream=None, note: str = "") -> None:
     """From now on, print every kernel compiled outside a warm-up entry (with its time and
     ``note``) to ``stream`` (stderr): on a warm cache nothing compiles, nothing is printed."""
     c = compiles()
-    c.stream = out = stream or STDERR
+    c.stream = out = stream or sys.stderr
     c.report = lambda line: HEARTBEAT.line(line + note, out)
 
 

@@ -256,8 +256,7 @@ def warm_up(groups: Iterable[str] = GROUPS, *, ctx: Context | None = None,
         return []
     jobs = max(1, min(jobs or compile_workers.default_jobs(), len(todo)))
     results = compile_workers.pool(todo, partial(_run, ctx=ctx),
-                                   ctx.spec() if jobs > 1 else {}, jobs,
-                                   stream or compile_workers.STDERR,
+                                   ctx.spec() if jobs > 1 else {}, jobs, stream or sys.stderr,
                                    header)
     compile_workers.mark(_tags([r["name"] for r in results if not r["error"]], ctx))
     return results
