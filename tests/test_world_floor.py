@@ -146,6 +146,33 @@ def test_sprung_ankles_move_the_foot_not_the_mass(robot):
     assert np.all(np.abs(plant.ankles) < 0.02) and np.any(plant.ankles != 0.0)
 
 
+def test_on_sprung_ankles_a_foot_drawn_back_is_set_down_flat(robot):
+    """A seated posture with the feet drawn back under the chair (knee 0.3 rad more flexed
+    than the hip: the shanks lean forward 17°): on sprung ankles each foot is put flat on the
+    floor, its ankle dorsiflexed by the shank's lean (−0.3 rad) — heel and toe on the floor
+    together, carrying the feet's share from the first step. Square to the shank (the ankle
+    fixed at 0), the toe alone would touch and the pelvis sit 5 cm high, the feet in the air.
+    Postures with upright shanks keep their ankles at 0 (every walk and shipped posture)."""
+    from exo_rt.sim.world.room import _geom_points, place
+
+    drawn_back = np.array([1.60, 1.90, 1.60, 1.90])
+    plant = _plant(robot, drawn_back, ankle_stiffness=60.0, ankle_damping=20.0,
+                   ankle_rest=-0.3)
+    np.testing.assert_allclose(plant.ankles, -0.3, atol=0.01)
+    for _ in range(500):
+        plant.step(drives_pd(plant, drawn_back))
+    d = plant.mj_data
+    soles = np.concatenate([_geom_points(plant.world, d, "_heel")[:, 2],
+                            _geom_points(plant.world, d, "_toe")[:, 2]])
+    assert np.ptp(soles) < 2e-3, soles  # heels and toes level: the feet flat
+    feet = sum(f[2] for g, f in plant.contact_forces().items() if g.endswith(("_heel", "_toe")))
+    assert feet > 0.1 * plant.total_mass * 9.81, feet  # on the floor, not hovering over it
+    upright = _plant(robot, SITTING, ankle_stiffness=60.0, ankle_damping=20.0,
+                     ankle_rest=-0.3)
+    upright.reset(SITTING, equilibrium=False)  # the posture itself, not its settled twist
+    assert np.all(place(upright.world, upright.state[0, :upright.mech.nq], 0.45)[4] == 0.0)
+
+
 def test_room_keys_need_the_world_plant(robot):
     """A room asked of a plant model without one is refused, not ignored."""
     with pytest.raises(ValueError, match="has no room: simulation keys scene"):

@@ -650,10 +650,12 @@ class WorldPlant(HarmonicDrivePlant):
         from exo_rt.sim.world.room import move_seat, place
 
         q = self.state[ST_Q]
-        base, top, front, feet = place(self.world, q[: self.mech.nq], self.room.seat_height)
+        base, top, front, feet, ankles = place(self.world, q[: self.mech.nq],
+                                               self.room.seat_height)
         n = self.mech.nq
         if not np.any(self.state[ST_V, n:]) and not np.any(q[n:]):
             q[n:n + 3] = base
+            self.ankles[:] = ankles
             if self._extra[0]:  # the wearer's other leg as the exoskeleton's leg
                 from exo_rt.sim.world.room import mirrored
 

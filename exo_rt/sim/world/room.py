@@ -213,14 +213,38 @@ def other_leg(wearer: tuple[float, float, str], knee, ankle_joint: bool = False,
     return add
 
 
+def _ankle_ids(world: World) -> list[int]:
+    m = world.model
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in range(m.njnt)]
+    return [j for j, n in enumerate(names) if n.endswith("_ankle")]
+
+
 def ankle_joints(world: World) -> tuple[np.ndarray, np.ndarray]:
     """(qpos, dof) addresses of the world's ankle hinges (``…_ankle``; empty when the ankles
     are fixed), in the order of the model's joints."""
-    m = world.model
-    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) or "" for j in range(m.njnt)]
-    ids = [j for j, n in enumerate(names) if n.endswith("_ankle")]
+    m, ids = world.model, _ankle_ids(world)
     return (np.array([m.jnt_qposadr[j] for j in ids], np.int64),
             np.array([m.jnt_dofadr[j] for j in ids], np.int64))
+
+
+def level_feet(world: World, data) -> np.ndarray:
+    """Turn each ankle hinge in ``data`` so that its foot lies as it does under an upright
+    shank (its sole level, the foot square to the floor whatever the shank's tilt: a foot set
+    down flat), and update ``data``'s kinematics; the hinges' angles (rad, in
+    :func:`ankle_joints`' order; empty with the ankles fixed). A hinge turns its foot about the
+    shank's y, so the angle is minus the shank's pitch; a shank within 1e-12 rad of upright
+    leaves it at 0."""
+    m = world.model
+    mujoco.mj_kinematics(m, data)
+    angles = []
+    for j in _ankle_ids(world):
+        r = data.xmat[m.body_parentid[m.jnt_bodyid[j]]]  # the shank's orientation, row-major
+        pitch = float(np.arctan2(r[2], r[8]))
+        angles.append(0.0 if abs(pitch) < 1e-12 else -pitch)
+        data.qpos[m.jnt_qposadr[j]] = angles[-1]
+    if angles:
+        mujoco.mj_kinematics(m, data)
+    return np.array(angles)
 
 
 def other_leg_joints(world: World) -> tuple[np.ndarray, np.ndarray]:
@@ -262,26 +286,27 @@ def _geom_points(world: World, data: mujoco.MjData, suffix: str) -> np.ndarray:
     return np.array(out)
 
 
-def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float, float]:
-    """(base (x, z, pitch), seat top z m, seat front x m, the soles' middle x m) for the
-    Mechanism's posture ``q``:
+def place(world: World, q, seat_height: float
+          ) -> tuple[np.ndarray, float, float, float, np.ndarray]:
+    """(base (x, z, pitch), seat top z m, seat front x m, the soles' middle x m, the ankle
+    hinges' angles rad) for the Mechanism's posture ``q``:
     the pelvis upright at x = 0 (the trunk vertical: with the ankle fixed, a foot is flat where
-    hip = knee), as high as puts the lowest sole point on the floor; the chair's front
-    edge :data:`SEAT_GAP` behind the foremost knee, its top at ``seat_height`` or, where the
-    thighs are lower, just under them (a chair is never pushed into the wearer)."""
+    hip = knee; on ankle hinges each foot set down flat, :func:`level_feet`), as high as puts
+    the lowest sole point on the floor; the chair's front edge :data:`SEAT_GAP` behind the
+    foremost knee, its top at ``seat_height`` or, where the thighs are lower, just under them
+    (a chair is never pushed into the wearer)."""
     data = world.new_data()
     base = np.zeros(3)
-    world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
     other, _ = other_leg_joints(world)
-    if len(other):
-        data.qpos[other] = np.asarray(q, float)[mirrored(world)]
-    mujoco.mj_kinematics(world.model, data)
-    heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
-    base[1] = -float(min(heels[:, 2].min(), toes[:, 2].min()))
-    world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
-    if len(other):
-        data.qpos[other] = np.asarray(q, float)[mirrored(world)]
-    mujoco.mj_kinematics(world.model, data)
+    for _ in range(2):  # the soles found, then the pelvis raised to put them on the floor
+        world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
+        if len(other):
+            data.qpos[other] = np.asarray(q, float)[mirrored(world)]
+        ankles = level_feet(world, data)
+        mujoco.mj_kinematics(world.model, data)
+        heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
+        if not base[1]:
+            base[1] = -float(min(heels[:, 2].min(), toes[:, 2].min()))
     pts = _geom_points(world, data, "_seat")
     knees = [data.xpos[world.bodies[world.mechanism.body_names.index(s)]][0]
              for _, s in legs(world.mechanism).pairs]
@@ -291,7 +316,7 @@ def place(world: World, q, seat_height: float) -> tuple[np.ndarray, float, float
     if len(over):
         top = min(seat_height, float(over[:, 2].min()))
     feet = 0.5 * float(np.mean(heels[:, 0]) + np.mean(toes[:, 0]))
-    return base, max(top, 0.0), front, feet
+    return base, max(top, 0.0), front, feet, ankles
 
 
 
@@ -332,6 +357,7 @@ def settle(world: World, q, base, *, joints, rotors, k, stabiliser=(0.0, 0.0),
     d.qpos[world.qpos] = q
     d.qpos[oq] = target[len(joints):]
     d.qpos[bq] = base
+    level_feet(world, d)  # the feet set down flat, as :func:`place` put them
     mujoco.mj_forward(m, d)
     full = np.zeros((m.nv, m.nv))
     mujoco.mj_fullM(m, d, full)
