@@ -24,7 +24,7 @@ from exo_rt.bus.flags import (
     F_MISSING,
     F_SATURATED,
 )
-from exo_rt.errors import ConfigError
+from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.sim import Plant
 from exo_rt.sim.simbus import SimWorld
@@ -546,3 +546,30 @@ def test_enable_survives_lost_statuswords(hip_lost, knee_lost):
     assert states == [c.OPERATION_ENABLED, c.OPERATION_ENABLED]
     assert (d.controlword == c.CW_ENABLE_OPERATION).all()
     d.bus.shutdown()
+
+
+def test_the_registry_keeps_the_newest_world_last_and_forgets_a_finished_runs(tmp_path,
+                                                                               monkeypatch):
+    """``SimWorld.open`` of a name already open replaces it and moves it last (a run's world
+    is named by its bus set's ``id()``, which Python reuses: a tool that took the registry's
+    last world measured another run's wearer); a lockstep run's world leaves the registry when
+    the run closes its buses (a process running run after run kept every run's plant)."""
+    from exo_rt import cli
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    buses = load_buses(ROOT / "configs" / "buses" / "exo_leg.yaml", robot)
+    first = SimWorld.open("registry-a", robot, buses)
+    SimWorld.open("registry-b", robot, buses)
+    again = SimWorld.open("registry-a", robot, buses)
+    assert list(SimWorld._worlds)[-1] == "registry-a"
+    assert SimWorld.get("registry-a") is again and again is not first
+    for name in ("registry-a", "registry-b"):
+        SimWorld.discard(name)
+    with pytest.raises(BusError, match="no simulated robot named 'registry-a'"):
+        SimWorld.get("registry-a")
+    SimWorld.discard("registry-a")  # none open: nothing
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    before = dict(SimWorld._worlds)
+    assert cli.main(["run", "--config", str(ROOT / "configs" / "exo_leg.yaml"),
+                     "--duration", "0.5", "--out", str(tmp_path / "run")]) == 0
+    assert SimWorld._worlds == before

@@ -32,6 +32,7 @@ import functools
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,28 @@ def run_one(controller: Path, session: str, duration: float, out: Path,
     return s["final_state"], first
 
 
+@contextmanager
+def opened_worlds():
+    """While open, every lockstep world a run opens in this process (``SimWorld.open``) is
+    appended to the list it yields: the run's world, which the registry forgets when the run
+    closes its buses, stays within reach (its leading wearer's torques)."""
+    from exo_rt.sim.simbus import SimWorld
+
+    opened: list = []
+    original = SimWorld.__dict__["open"]
+
+    def open_(cls, name, *args, **kw):
+        world = original.__func__(cls, name, *args, **kw)
+        opened.append(world)
+        return world
+
+    SimWorld.open = classmethod(open_)
+    try:
+        yield opened
+    finally:
+        SimWorld.open = original
+
+
 def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
     """One law's world figures (the module's docstring): ``true_phase_rms``,
     ``true_phase_mean`` (% of the stride, level 1: against the world's landings),
@@ -94,7 +117,6 @@ def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
     import yaml
 
     from exo_rt.record.recorder import read_cycle_log
-    from exo_rt.sim.simbus import SimWorld
 
     names = _robot().joint_names
     profile = yaml.safe_load((WEARERS / "leading.yaml").read_text())
@@ -106,11 +128,13 @@ def figures(name: str, duration: float, out: Path, levels=(1.0, 0.0)) -> dict:
         run = out / f"{name}-level{level:g}"
         from exo_rt import cli
 
-        cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
-                  "--controller", str(CONTROLLERS / f"{name}.yaml"), "--wearer", str(wearer),
-                  "--duration", str(duration), "--out", str(run)])
+        with opened_worlds() as opened:
+            cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
+                      "--controller", str(CONTROLLERS / f"{name}.yaml"), "--wearer",
+                      str(wearer), "--duration", str(duration), "--out", str(run)])
         result["final"][level] = json.loads((run / "summary.json").read_text())["final_state"]
-        leader = list(SimWorld._worlds.values())[-1].wearer  # the run's lockstep world
+        (world,) = opened  # the run's lockstep world
+        leader = world.wearer
         r, _ = read_cycle_log(run / "cycles.exolog")
         phase = r["phase"]
         steady = (phase >= 1.0) & (phase <= np.floor(phase.max()) - 1.0)

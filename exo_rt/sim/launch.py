@@ -76,7 +76,7 @@ class SimulatedBuses:
         if self.lockstep:
             from exo_rt.sim.simbus import SimWorld
 
-            name = f"run-{id(self)}"
+            name = self._world_name = f"run-{id(self)}"
             self.world = SimWorld.open(name, plant or top.robot, top.buses, dt=1.0 / top.rate_hz,
                                        seed=seed, plant_model=top.simulation.plant,
                                        plant_room=top.simulation.plant_options())
@@ -203,3 +203,7 @@ class SimulatedBuses:
         finally:  # the shared rows' name goes whatever failed (the simulation's mapping,
             if self.lead is not None:  # if it still runs, outlives it)
                 self.lead.close()
+            if self.world is not None:  # the registry forgets it (this object keeps it)
+                from exo_rt.sim.simbus import SimWorld
+
+                SimWorld.discard(self._world_name)

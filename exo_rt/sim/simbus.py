@@ -178,10 +178,19 @@ class SimWorld:
 
     @classmethod
     def open(cls, name: str, robot: Mechanism, buses: tuple[BusConfig, ...], **kw) -> SimWorld:
-        """Create (replacing any former one) the world ``name``; buses then attach by channel."""
+        """Create (replacing any former one) the world ``name``; buses then attach by channel.
+        The registry keeps the worlds in the order they were opened, the newest last (a name
+        used again moves to the end)."""
         world = cls(robot, buses, **kw)
+        cls._worlds.pop(name, None)
         cls._worlds[name] = world
         return world
+
+    @classmethod
+    def discard(cls, name: str) -> None:
+        """Forget the world ``name`` once its run is over (its buses shut down), so that a
+        process running run after run does not keep every run's plant; none open: nothing."""
+        cls._worlds.pop(name, None)
 
     @classmethod
     def get(cls, name: str) -> SimWorld:
