@@ -94,6 +94,37 @@ def exo_leg_alone():
                           / "exo_leg.yaml", wearer=False)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """The workers' units of work (``--dist loadgroup``, pyproject.toml): a module's tests on
+    one worker (its module-scoped fixtures made once), the modules that read the shared runs
+    together (the runs made once) — the groups :func:`pytest_collection_modifyitems` names.
+
+    pytest-xdist's own ``loadgroup`` finds a test's group in a suffix it appends to the item's
+    ``_nodeid``, which pytest 9's ``Node.nodeid`` no longer returns: every test became a unit
+    of its own, a module's fixtures were made on each worker its tests went to (measured: the
+    suite's module fixtures made up to twice, the shared runs once per worker). So the units
+    are drawn from the plain node ids here, by module; a module reads a shared run when its
+    source names one of their fixtures."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import re
+
+    from report_fixtures import JOBS
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(config.rootpath)
+    uses = re.compile(r"\b(" + "|".join(JOBS) + r")\b")
+    readers = {f.relative_to(root).as_posix() for f in (Path(__file__).parent).glob("test_*.py")
+               if uses.search(f.read_text(encoding="utf-8"))}
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "shared_runs" if module in readers else module
+
+    return ModuleUnits(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """The order: the modules with slow tests first (a worker's long units start early, not at

@@ -61,3 +61,31 @@ def test_background_work_holds_an_exclusive_test_off(tmp_path):
 def test_outside_xdist_there_is_no_lock(monkeypatch):
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     assert CpuShare.for_worker() is None
+
+
+def test_the_workers_units_are_modules_and_the_shared_runs_readers_together(pytestconfig):
+    """tests/conftest.py's scheduler (``--dist loadgroup``): a test goes with its module's
+    tests, a module that reads a shared run with the other readers — from the plain node id,
+    which pytest-xdist's own groups no longer reach under pytest 9 (every test was a unit of
+    its own, a module's fixtures made on each worker). Another ``--dist``: xdist's own."""
+    from conftest import pytest_xdist_make_scheduler
+
+    class Config:  # what the scheduler reads of the controller's configuration
+        rootpath = pytestconfig.rootpath
+        dist = "loadgroup"
+
+        def getvalue(self, name):
+            return {"dist": self.dist, "tx": ["2*popen"]}.get(name)
+
+    units = pytest_xdist_make_scheduler(Config(), None)
+    assert units._split_scope("tests/test_scene.py::test_layout_has_a_3d_panel") == \
+        "tests/test_scene.py"
+    assert units._split_scope("tests/test_world_peaks.py::test_x[computed_torque.yaml]") == \
+        "tests/test_world_peaks.py"
+    assert units._split_scope("tests/test_figures.py::test_any") == "shared_runs"
+    assert units._split_scope("tests/test_report_html.py::test_any") == "shared_runs"
+    # test_runtime.py names a *default_run*, no shared run's fixture
+    assert units._split_scope("tests/test_runtime.py::test_any") == "tests/test_runtime.py"
+    other = Config()
+    other.dist = "load"
+    assert pytest_xdist_make_scheduler(other, None) is None
