@@ -3,6 +3,7 @@ scheduling of helpers, and `exo-rt run --realtime` with the simulation in its ow
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -251,19 +252,67 @@ def test_realtime_run_with_the_simulation_in_its_own_process_and_a_cpu_hog(tmp_p
     helper CPU. The run ends SHUTDOWN with no fault, the recording process is reported
     SCHED_OTHER (the simulation, standing in for the drives, SCHED_FIFO below the control
     thread), and the first 100 cycles after READY are each within the period — all but one a
-    VM's stall may hit; where two were hit (seen in 2 of about 6 whole-suite runs, never
-    alone), the run goes once more and must hold then: a start-up transient fails both."""
-    first, period = _run_with_a_hog(tmp_path / "first")
-    if np.sum(first >= period) > 1:
-        warnings.warn(f"{np.sum(first >= period)} of the first 100 cycles over the period "
-                      "(a VM's stall); the run goes once more", stacklevel=1)
-        first, period = _run_with_a_hog(tmp_path / "again")
-    assert np.sum(first >= period) <= 1 and np.median(first) < period / 3, first
+    VM's stall may hit. The run goes once more where a stall of the machine hit it: two of
+    those cycles over the period (seen in 2 of about 6 whole-suite runs, never alone), or a
+    SAFE after cycles overran by the dozen in its last second (seen once in CI: the drives'
+    SYNC watchdog tripped, drive_fault at 11.8 s, 36 overruns in that second against none in
+    the 9 s before) — a start-up transient or a fault of the code fails both."""
+    run = _run_with_a_hog(tmp_path / "first")
+    stalled = run.stalled_into_safe or np.sum(run.first >= run.period) > 1
+    if stalled:
+        warnings.warn(f"{np.sum(run.first >= run.period)} of the first 100 cycles over the "
+                      f"period, ended {run.summary['final_state']} (a VM's stall); the run "
+                      "goes once more", stacklevel=1)
+        run = _run_with_a_hog(tmp_path / "again")
+    run.check()
 
 
-def _run_with_a_hog(out: Path) -> tuple[np.ndarray, float]:
-    """The run of the test above into ``out``: its checks, then (each of the first 100 cycles'
-    wake latency + compute, µs; the period, µs)."""
+@dataclasses.dataclass
+class _HogRun:
+    """A run of the test above: its process, summary and cycle records."""
+
+    out: Path
+    res: subprocess.CompletedProcess
+    summary: dict
+    records: np.ndarray | None
+    period: float  # µs
+
+    @property
+    def first(self) -> np.ndarray:
+        """Each of the first 100 cycles' wake latency + compute (µs): a record holds its
+        cycle's wake latency and the previous cycle's compute time."""
+        return self.records["wake_us"][:100] + self.records["compute_us"][1:101]
+
+    @property
+    def stalled_into_safe(self) -> bool:
+        """Ended SAFE after at least 10 overruns in its last second of cycles (a machine that
+        held the control thread for several periods: the drives' watchdogs trip)."""
+        if self.summary["final_state"] != "SAFE" or self.records is None:
+            return False
+        overruns = self.records["overruns"]
+        return int(overruns[-1] - overruns[max(len(overruns) - 1000, 0)]) >= 10
+
+    def check(self) -> None:
+        s, res = self.summary, self.res
+        assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and s["faults"] == [], \
+            res.stdout + res.stderr
+        helpers = {line.split(" process")[0]: line for line in s["setup"] if " process " in line}
+        assert set(helpers) == {"simulation", "recording"}, s["setup"]
+        assert "SCHED_OTHER" in helpers["recording"]  # a helper: never real-time
+        # the simulated drives stand in for hardware: real time below the control thread
+        assert "SCHED_FIFO 70" in helpers["simulation"]
+        assert any(line.startswith("SCHED_FIFO: in effect (priority 80") for line in s["setup"])
+        assert len(self.records) == s["cycles"]
+        # no start-up transient (a VM's own stall may still hit one cycle:
+        # tools/bench_machine.py)
+        first = self.first
+        assert np.sum(first >= self.period) <= 1 and np.median(first) < self.period / 3, first
+
+
+def _run_with_a_hog(out: Path) -> _HogRun:
+    """The run of the test above into ``out`` (checked by :meth:`_HogRun.check`)."""
+    from exo_rt.record.recorder import read_cycle_log
+
     cpus = sorted(os.sched_getaffinity(0))
     hog = _hog(cpus[0]) if len(cpus) > 1 else None
     try:
@@ -274,20 +323,7 @@ def _run_with_a_hog(out: Path) -> tuple[np.ndarray, float]:
         if hog is not None:
             hog.kill()
             hog.wait()
-    s = json.loads((out / "summary.json").read_text())
-    assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and s["faults"] == [], \
-        res.stdout + res.stderr
-    helpers = {line.split(" process")[0]: line for line in s["setup"] if " process " in line}
-    assert set(helpers) == {"simulation", "recording"}, s["setup"]
-    assert "SCHED_OTHER" in helpers["recording"]  # a helper: never real-time
-    # the simulated drives stand in for hardware: real time below the control thread
-    assert "SCHED_FIFO 70" in helpers["simulation"]
-    assert any(line.startswith("SCHED_FIFO: in effect (priority 80") for line in s["setup"])
-    from exo_rt.record.recorder import read_cycle_log
-
-    records, meta = read_cycle_log(out / "cycles.exolog")
-    assert len(records) == s["cycles"]
-    # a record holds its cycle's wake latency and the previous cycle's compute time; no start-up
-    # transient (a VM's own stall may still hit one cycle: tools/bench_machine.py)
-    first = records["wake_us"][:100] + records["compute_us"][1:101]
-    return first, 1e6 / meta["rate_hz"]
+    summary = json.loads((out / "summary.json").read_text())
+    records, meta = (read_cycle_log(out / "cycles.exolog")
+                     if (out / "cycles.exolog").exists() else (None, {"rate_hz": 1000.0}))
+    return _HogRun(out, res, summary, records, 1e6 / meta["rate_hz"])
