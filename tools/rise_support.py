@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "configs" / "sessions" / "sit_stand.yaml"
-PATH_KEYS = ("robot", "buses", "controller", "session", "activities", "wearer")
+PATH_KEYS = ("robot", "buses", "controller", "session")  # the top config's files
 
 
 @dataclass

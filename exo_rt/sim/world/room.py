@@ -296,17 +296,21 @@ def place(world: World, q, seat_height: float
     foremost knee, its top at ``seat_height`` or, where the thighs are lower, just under them
     (a chair is never pushed into the wearer)."""
     data = world.new_data()
-    base = np.zeros(3)
+    q = np.asarray(q, float)
     other, _ = other_leg_joints(world)
-    for _ in range(2):  # the soles found, then the pelvis raised to put them on the floor
-        world.set_state(data, np.asarray(q, float), np.zeros(len(q)), base, np.zeros(3))
+
+    def pose(base: np.ndarray) -> np.ndarray:  # the posture over ``base``, feet set down
+        world.set_state(data, q, np.zeros(len(q)), base, np.zeros(3))
         if len(other):
-            data.qpos[other] = np.asarray(q, float)[mirrored(world)]
-        ankles = level_feet(world, data)
-        mujoco.mj_kinematics(world.model, data)
-        heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
-        if not base[1]:
-            base[1] = -float(min(heels[:, 2].min(), toes[:, 2].min()))
+            data.qpos[other] = q[mirrored(world)]
+        return level_feet(world, data)  # (the kinematics updated)
+
+    base = np.zeros(3)
+    pose(base)
+    soles = np.concatenate([_geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")])
+    base[1] = -float(soles[:, 2].min())  # the pelvis raised to put the lowest on the floor
+    ankles = pose(base)
+    heels, toes = _geom_points(world, data, "_heel"), _geom_points(world, data, "_toe")
     pts = _geom_points(world, data, "_seat")
     knees = [data.xpos[world.bodies[world.mechanism.body_names.index(s)]][0]
              for _, s in legs(world.mechanism).pairs]
