@@ -1,4 +1,4 @@
-"""Every setting exo-rt makes for numba and LLVM, and the key of numba's on-disk cache.
+"""Every setting exo-rt makes for numba, LLVM and BLAS, and the key of numba's on-disk cache.
 
 Nothing is set when the package is imported: :func:`apply` runs when the first kernel module
 is (``exo_rt/jit.py`` calls it on import, before any kernel is decorated, compiled or loaded)
@@ -22,6 +22,9 @@ if numba is imported already, in ``numba.core.config``:
   level 2. The kernels loop over 2–12 joints, too short for vector loops to pay; both cut a
   cold start's compiling (3–4 % and ~1.5 %) and leave the run time as it was (measured side by
   side: docs/performance.md, "Start-up").
+
+- ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OMP_NUM_THREADS`` = 1, and numpy's BLAS
+  already loaded set to one thread (:func:`one_blas_thread` says why).
 
 Set by ``exo_rt/jit.py`` (its docstring says how each is measured):
 
@@ -49,6 +52,8 @@ from exo_rt import __version__
 
 PACKAGE = Path(__file__).resolve().parent
 CODEGEN = {"NUMBA_LOOP_VECTORIZE": "0", "NUMBA_OPT": "2"}  # unless the user set them
+# one BLAS/OpenMP thread a process, unless the user set them
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 def source_key(root: Path) -> str:
@@ -326,3 +331,24 @@ def apply() -> None:
         from numba.core import config
 
         config.reload_config()
+    one_blas_thread()
+
+
+def one_blas_thread() -> None:
+    """BLAS (numpy's OpenBLAS) and OpenMP at one thread in this process and the processes it
+    starts, unless the user set ``OPENBLAS_NUM_THREADS`` (:data:`BLAS_THREADS`).
+
+    Why: every matrix exo-rt's Python multiplies or solves is small (a gait's Fourier fit, a
+    thousand phases by 25 terms), where a second thread gains nothing, and OpenBLAS's threads
+    wait for one another spinning: with the other CPUs busy — the control thread's own CPU, the
+    simulation's, a loaded machine — a 1000 × 25 least-squares fit took a median 18 ms and up
+    to 170 ms on 2 threads, 0.4 ms on one (``tools/bench_blas_threads.py``). The variables reach
+    the processes started later; the BLAS numpy has loaded already is set through threadpoolctl
+    (they are read only when it loads)."""
+    user = "OPENBLAS_NUM_THREADS" in os.environ
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
+    if not user and "numpy" in sys.modules:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")

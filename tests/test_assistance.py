@@ -263,10 +263,13 @@ def test_the_shipped_assistance_controllers_run_on_the_simulated_exoskeleton(tmp
     from exo_rt.record.recorder import read_cycle_log
 
     out = tmp_path / "run"
+    hold = tmp_path / "hold.yaml"  # the leg held where it starts, END at --duration (a
+    # session still going then would run its 30 s of spare to the guard)
+    hold.write_text("description: hold the start posture, 3 s\n"
+                    "steps:\n  - {request: end, at: 3.0}\n")
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--controller", law,
                           "--config", str(ROOT / "configs" / "exo_leg.yaml"),  # the test stand
-                          "--session", str(ROOT / "tests" / "data" / "hold_session.yaml"),
-                          "--duration", "3", "--out", str(out)], cwd=ROOT,
+                          "--session", str(hold), "--duration", "3", "--out", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "final state SHUTDOWN" in res.stdout, res.stderr
     assert json.loads((out / "summary.json").read_text())["faults"] == []

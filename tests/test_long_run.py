@@ -8,6 +8,7 @@ a 70-s and a 140-s lockstep run (both past the kept minute)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from exo_rt.runtime.loop import Histogram, Scheduler, TimingStats
 
@@ -91,9 +93,16 @@ def _peak_rss(duration: float, out: Path) -> dict[str, float]:
     """Peak resident memory (MiB) of the control process (the kernel's own figure, from
     wait4) and of the recording process (its VmHWM, read every 50 ms until it ends) for an
     ``exo-rt run --duration`` in lockstep, walking in bouts (tests/data/bouts_session.yaml:
-    a continuous walk of the simulated leg would derate its hip motor within a minute)."""
+    a continuous walk of the simulated leg would derate its hip motor within a minute), its
+    steps up to ``duration`` and END then (the file's own, never in a test, would leave the
+    run its 30 s of spare after ``--duration``)."""
+    script = yaml.safe_load(BOUTS.read_text())
+    script["steps"] = [st for st in script["steps"] if st.get("at", 0.0) < duration]
+    script["steps"].append({"request": "end", "at": duration})
+    session = out.with_name(out.name + "_session.yaml")
+    session.write_text(yaml.safe_dump(script))
     proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "run", "--config", str(CONFIG),
-                             "--session", str(BOUTS), "--duration", str(duration),
+                             "--session", str(session), "--duration", str(duration),
                              "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
@@ -127,17 +136,21 @@ def _peak_rss(duration: float, out: Path) -> dict[str, float]:
     proc.stderr.close()
     t.join(5)
     assert proc.returncode == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["session_ended_by"] is None, summary  # its own END, at rest
     return {"control": usage.ru_maxrss / 1024, "recording": writer["hwm"]}
 
 
-@pytest.mark.slow(reason="two lockstep runs, 35 s and 70 s of RUN")
+@pytest.mark.slow(reason="two lockstep runs, 62 s and 100 s of RUN")
 def test_peak_memory_of_every_process_is_flat_in_the_runs_length(tmp_path):
-    """Twice the run, the same peak memory: the control process within 2 MiB (it grew by
-    ~214 B a cycle — the in-memory history and three timing arrays — 7.5 MiB over the 35 000
-    cycles between these runs before), the recording process within 10 % (it streams to
-    disk; what it holds at once is bounded by the rings it drains)."""
-    short = _peak_rss(35.0, tmp_path / "short")
-    long = _peak_rss(70.0, tmp_path / "long")
+    """One walking bout and two (62 s and 100 s, each ended at rest by its own END; both past
+    the controller's in-memory history, its first minute), the same peak memory: the control
+    process within 2 MiB (it grew by ~214 B a cycle — the in-memory history and three timing
+    arrays — 8 MiB over the 38 000 cycles between these runs before), the recording process
+    within 10 % (it streams to disk; what it holds at once is bounded by the rings it
+    drains)."""
+    short = _peak_rss(62.0, tmp_path / "short")
+    long = _peak_rss(100.0, tmp_path / "long")
     assert long["control"] - short["control"] < 2.0, (short, long)
     assert 0 < long["recording"] < 1.1 * short["recording"], (short, long)
 

@@ -174,3 +174,21 @@ def test_bench_pace_runs_both_ways_and_tells_them_apart():
     from exo_rt.session import session as sessions
 
     assert sessions.Preparer is prepare.Preparer  # (the run's replacement undone)
+
+
+@pytest.mark.exclusive  # wall-clock times of fits, the other CPUs held busy on purpose
+def test_bench_blas_threads_one_thread_is_never_slower_and_far_faster_under_load():
+    """tools/bench_blas_threads.py (numba_settings.one_blas_thread's figure): a gait's fit at
+    BLAS's default threads and at one, quiet and with every other CPU busy. One thread is as
+    fast on a quiet machine (within 1.5× and 0.2 ms: both well under a millisecond) and, the
+    other CPUs busy, at least twice as fast (measured 47× on 2 vCPUs: 18 ms against 0.39)."""
+    import os
+
+    text = _tool("tools/bench_blas_threads.py", "--fits", "12", timeout=120.0)
+    medians = [float(x) for x in re.findall(r"median\s+([\d.]+)", text)]
+    ratios = [float(x) for x in re.findall(r"default / one thread: ([\d.]+)×", text)]
+    assert len(medians) == 4 and len(ratios) == 2, text
+    quiet_default, quiet_one, busy_default, busy_one = medians
+    assert quiet_one <= 1.5 * quiet_default + 0.2, text
+    if (os.cpu_count() or 1) > 1:
+        assert busy_default >= 2.0 * busy_one, text
