@@ -191,6 +191,11 @@ def test_random_sessions_close_the_loop_without_safe(tmp_path, asks, config):
             step["value"] = round(0.2 + 0.4 * value, 3) if words[0] == "speed" else \
                 round(0.25 + 0.3 * value, 3)
         steps.append(step)
+    # then STOP, and END once the walk it stops has finished: a walk still going ends here
+    # rather than 30 s past --duration (the guard's STOP, END: what a STOP refused, or a
+    # move still held, still leaves to it)
+    steps += [{"request": "stop", "at": round(t + 0.3, 3)},
+              {"request": "end", "after": "finished"}]
     legs = 2 if "2leg" in config else 1
     sub = tmp_path / f"s{abs(hash(str(asks))) % 10**8}"
     _ctl, res = run_session(sub, steps, config=config, duration=t + 1.0,

@@ -176,19 +176,21 @@ def test_bench_pace_runs_both_ways_and_tells_them_apart():
     assert sessions.Preparer is prepare.Preparer  # (the run's replacement undone)
 
 
-@pytest.mark.exclusive  # wall-clock times of fits, the other CPUs held busy on purpose
-def test_bench_blas_threads_one_thread_is_never_slower_and_far_faster_under_load():
+@pytest.mark.exclusive  # wall-clock times of fits, every CPU held busy on purpose
+def test_bench_blas_threads_one_thread_is_never_slower_and_never_waits_under_load():
     """tools/bench_blas_threads.py (numba_settings.one_blas_thread's figure): a gait's fit at
-    BLAS's default threads and at one, quiet and with every other CPU busy. One thread is as
-    fast on a quiet machine (within 1.5× and 0.2 ms: both well under a millisecond) and, the
-    other CPUs busy, at least twice as fast (measured 47× on 2 vCPUs: 18 ms against 0.39)."""
+    BLAS's default threads and at one, quiet and with every CPU busy. One thread is as fast on
+    a quiet machine (its median within 1.5× and 0.2 ms: both well under a millisecond) and,
+    every CPU busy, its slowest fit at most half the default's (which waits for a thread that
+    gets no CPU: measured 14.8 ms against 0.36 ms on 2 vCPUs, 60–170 ms beside the suite)."""
     import os
 
-    text = _tool("tools/bench_blas_threads.py", "--fits", "12", timeout=120.0)
-    medians = [float(x) for x in re.findall(r"median\s+([\d.]+)", text)]
-    ratios = [float(x) for x in re.findall(r"default / one thread: ([\d.]+)×", text)]
-    assert len(medians) == 4 and len(ratios) == 2, text
-    quiet_default, quiet_one, busy_default, busy_one = medians
-    assert quiet_one <= 1.5 * quiet_default + 0.2, text
+    text = _tool("tools/bench_blas_threads.py", "--fits", "20", timeout=120.0)
+    rows = [tuple(float(x) for x in m) for m in re.findall(
+        r"median\s+([\d.]+)\s+p99\s+([\d.]+)\s+max\s+([\d.]+) ms", text)]
+    ratios = re.findall(r"largest, default / one thread: [\d.]+×", text)
+    assert len(rows) == 4 and len(ratios) == 2, text
+    quiet_default, quiet_one, busy_default, busy_one = rows
+    assert quiet_one[0] <= 1.5 * quiet_default[0] + 0.2, text
     if (os.cpu_count() or 1) > 1:
-        assert busy_default >= 2.0 * busy_one, text
+        assert busy_default[2] >= 2.0 * busy_one[2], text
