@@ -55,3 +55,28 @@ def test_the_first_kernel_module_makes_the_settings(tmp_path):
     assert Path(cache).parent == home / "cache" / "exo-rt" and Path(cache).is_dir()
     assert Path(cache).name.startswith("numba-") and len(Path(cache).name) == 6 + 16
     assert (opt, vectorize) == (3, 0)
+
+
+BLAS_PROBE = ("import json, os, numpy; from threadpoolctl import threadpool_info; "
+              "before = [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']; "
+              "import exo_rt.jit; print(json.dumps([before, [p['num_threads'] for p in "
+              "threadpool_info() if p['user_api'] == 'blas'], os.environ.get('OMP_NUM_THREADS'), "
+              "os.environ.get('OPENBLAS_NUM_THREADS')]))")
+
+
+def test_the_first_kernel_module_puts_blas_at_one_thread_unless_the_user_set_it(tmp_path):
+    """numpy loaded first (its BLAS at its default threads: one a CPU), then exo_rt.jit: the
+    loaded BLAS at one thread and the variables set for the processes it starts
+    (docs/performance.md, "BLAS at one thread"); a user's OPENBLAS_NUM_THREADS is kept."""
+    env = {k: v for k, v in _env(tmp_path / "home").items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, check=True, timeout=120)
+    before, after, omp, openblas = json.loads(out.stdout)
+    assert before and all(n >= 1 for n in before)
+    assert after == [1] * len(before) and omp == openblas == "1"
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE],
+                         env=dict(env, OPENBLAS_NUM_THREADS="2"), cwd=tmp_path,
+                         capture_output=True, text=True, check=True, timeout=120)
+    before, after, _omp, openblas = json.loads(out.stdout)
+    assert after == before and openblas == "2"
