@@ -573,3 +573,31 @@ def test_the_registry_keeps_the_newest_world_last_and_forgets_a_finished_runs(tm
     assert cli.main(["run", "--config", str(ROOT / "configs" / "exo_leg.yaml"),
                      "--duration", "0.5", "--out", str(tmp_path / "run")]) == 0
     assert SimWorld._worlds == before
+
+
+WARM_PROBE = """
+import sys
+from exo_rt.runtime.config import load_top
+from exo_rt.sim.plant import transmitted_torques
+from exo_rt.sim.simbus import SimWorld
+top = load_top(sys.argv[1])
+world = SimWorld(top.robot, top.buses, fixture_node=int(sys.argv[2]))
+world.warm_up([0.3, 0.6])
+print(len(transmitted_torques.signatures))
+"""
+
+
+@pytest.mark.parametrize("node, compiled", [(0x70, 1), (0, 0)])  # 0x70: fixture.FIXTURE_NODE
+def test_a_served_fixture_s_load_cells_are_compiled_before_the_first_frame(node, compiled):
+    """``SimWorld.warm_up`` compiles (or loads from the cache) the fixture's load-cell torques
+    with the plant's step when it serves a fixture node, in a fresh process: compiled at the
+    first clamp instead, on an empty numba cache, they held the served drives' replies back
+    and the stiffness identification over slcan aborted on stale feedback. Without a fixture,
+    not."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", WARM_PROBE, str(ROOT / "configs" / "exo_leg.yaml"),
+                          str(node)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == compiled

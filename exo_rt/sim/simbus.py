@@ -206,9 +206,14 @@ class SimWorld:
     def warm_up(self, q_joints, **kw) -> None:
         """Compile the plant step (numba, seconds on a cold cache) before serving frames: one
         throw-away step at zero current, then the reset to ``q_joints`` again. A server that
-        compiled on its first frame would stall the controller's bring-up meanwhile."""
+        compiled on its first frame would stall the controller's bring-up meanwhile. With a
+        fixture node, its load cells' torques too: compiled at the first clamp, they held the
+        served drives' replies back for longer than the bench's cycle waits, and the stiffness
+        identification aborted on stale feedback (seen with a cold cache)."""
         self.plant.reset(q_joints, **kw)
         self.plant.step(np.zeros_like(self.cmd))
+        if self.fixture_node:
+            self.plant.output_torques  # noqa: B018  (compiled here, not at the first clamp)
         if self.truth is not None:  # (its row's kernel too, taken after every period)
             self.truth.prepare()
         self.plant.reset(q_joints, **kw)
