@@ -33,6 +33,7 @@ def make_run(folder: Path, torque, current, speed, winding, robot: Path = SIZED)
     n = len(torque)
     rec = np.zeros((n, width))
     rec[:, cols["cycle"][0]] = np.arange(n)
+    rec[:, cols["t"][0]] = np.arange(n) * 1e-3  # s: the run's clock at 1 kHz
     for name, values in (("torque", torque), ("current", current), ("qd", speed),
                          ("winding", winding)):
         a, b = cols[name]

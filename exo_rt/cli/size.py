@@ -4,8 +4,21 @@ ratings (docs/sizing.md)."""
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 
 from exo_rt.cli.common import Command
+
+
+def _ratio(text: str) -> float:
+    """A gear ratio N ≥ 1 (argparse's one-line error otherwise)."""
+    try:
+        n = float(text)
+    except ValueError:
+        n = math.nan
+    if not (math.isfinite(n) and n >= 1.0):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a gear ratio (a number ≥ 1, e.g. 80)")
+    return n
 
 
 def setup(p: argparse.ArgumentParser) -> None:
@@ -13,6 +26,12 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", metavar="FILE",
                    help="the robot file whose drives to hold the runs against (default: the "
                         "first run's own copy of its robot file)")
+    p.add_argument("--ratio", metavar="N", type=_ratio, nargs="+",
+                   help="gear ratios to study: what the same motor would draw through each "
+                        "for the runs' motion and link torques (docs/sizing.md)")
+    p.add_argument("--window", metavar=("T0", "T1"), type=float, nargs=2,
+                   help="only the cycles whose run time lies in T0–T1 s (e.g. the walk "
+                        "alone: its RMS is what a long walk heats the motors with)")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -20,7 +39,12 @@ def handle(args: argparse.Namespace) -> int:
     ratings (docs/sizing.md); exit 1 when a joint is over a rating."""
     from exo_rt.record.sizing import main as size
 
-    return size(args.run_dirs, args.robot)
+    if args.window is not None and not args.window[0] < args.window[1]:
+        print(f"exo-rt size: --window {args.window[0]:g} {args.window[1]:g}: T0 must come "
+              "before T1 (seconds of the run's clock)", file=sys.stderr)
+        return 2
+    return size(args.run_dirs, args.robot, args.ratio,
+                None if args.window is None else tuple(args.window))
 
 
 COMMAND = Command(

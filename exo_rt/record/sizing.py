@@ -199,16 +199,20 @@ def read_run(run_dir: str | Path) -> tuple[np.ndarray, dict]:
     return records, meta
 
 
-def size_runs(run_dirs: list[str | Path], robot: str | Path | None = None
-              ) -> tuple[dict[str, JointSizing], Path]:
-    """Every joint's sizing over the runs together (peaks over all, RMS over all their
-    cycles), against ``robot``'s drives (default: the first run's own copy of its robot
-    file); (sizing by joint, the robot file)."""
+def load_runs(run_dirs: list[str | Path], robot: str | Path | None = None,
+              window: tuple[float, float] | None = None
+              ) -> tuple[list[np.ndarray], list[str], Mechanism, Path]:
+    """The runs' records (one array each; ``window``: only the cycles whose run time ``t``
+    lies in [t0, t1] s), their joints, the robot whose drives to hold them against (default:
+    the first run's own copy of its robot file) and its path."""
     from exo_rt.model import load_mechanism
 
     if not run_dirs:
         raise ConfigError("no run folder given", None, "give one or more: exo-rt size RUN…")
     runs = [read_run(d) for d in run_dirs]
+    if window is not None:
+        runs = [(_window(r, window, d), meta) for d, (r, meta) in zip(run_dirs, runs,
+                                                                       strict=True)]
     names = list(runs[0][1]["joint_names"])
     for d, (_, meta) in zip(run_dirs, runs, strict=True):
         if list(meta["joint_names"]) != names:
@@ -220,12 +224,35 @@ def size_runs(run_dirs: list[str | Path], robot: str | Path | None = None
     except OSError as exc:
         raise ConfigError(f"cannot read the robot file ({exc.strerror})", Where(str(path)),
                           "give a robot file: --robot FILE") from None
-    rates = ratings(mech)
-    absent = [n for n in names if n not in rates]
+    absent = [n for n in names if n not in {tr.joint for tr in mech.transmissions}]
     if absent:
         raise ConfigError(f"the robot has no transmission on joint(s) {', '.join(absent)} of "
                           "the run", Where(str(path)), "give the robot file the run used")
-    records = np.concatenate([r for r, _ in runs]) if len(runs) > 1 else runs[0][0]
+    return [r for r, _ in runs], names, mech, path
+
+
+def _window(records: np.ndarray, window: tuple[float, float], run_dir) -> np.ndarray:
+    """The records whose ``t`` lies in [t0, t1] s: LogError when none does."""
+    t0, t1 = window
+    t = records["t"]
+    inside = records[(t >= t0) & (t <= t1)]
+    if not len(inside):
+        raise LogError(f"no cycle of the run lies in {t0:g}–{t1:g} s (it runs "
+                       f"{float(np.nanmin(t)):.3f}–{float(np.nanmax(t)):.3f} s)",
+                       Where(str(run_dir)), "give a window within the run: --window T0 T1")
+    return inside
+
+
+def size_runs(run_dirs: list[str | Path], robot: str | Path | None = None,
+              window: tuple[float, float] | None = None
+              ) -> tuple[dict[str, JointSizing], Path]:
+    """Every joint's sizing over the runs together (peaks over all, RMS over all their
+    cycles; ``window``: over their cycles in [t0, t1] s), against ``robot``'s drives
+    (default: the first run's own copy of its robot file); (sizing by joint, the robot
+    file)."""
+    runs, names, mech, path = load_runs(run_dirs, robot, window)
+    rates = ratings(mech)
+    records = np.concatenate(runs) if len(runs) > 1 else runs[0]
     figs = figures(records, names)
     return {n: judge(n, figs[n], rates[n]) for n in names}, path
 
@@ -261,11 +288,29 @@ def table(sizing: dict[str, JointSizing]) -> list[str]:
     return lines
 
 
-def main(run_dirs: list[str], robot: str | None = None) -> int:
-    """``exo-rt size``: print the table; 0 when every joint is ok, 1 when one is not."""
-    sizing, path = size_runs(run_dirs, robot)
+def main(run_dirs: list[str], robot: str | None = None,
+         ratios: list[float] | None = None, window: tuple[float, float] | None = None) -> int:
+    """``exo-rt size``: print the table (and the ratio study through ``ratios``); 0 when
+    every joint is ok, 1 when one is not (the run's own drives: the study only informs)."""
+    sizing, path = size_runs(run_dirs, robot, window)
     print(f"drives of {path}, {sum(1 for _ in run_dirs)} run(s), "
           f"{next(iter(sizing.values())).figures.samples} cycles")
     for line in table(sizing):
         print(line)
+    if ratios:
+        from exo_rt.record import regear
+
+        print("\nthrough other ratios (the same motor and gear size; the runs' motion and "
+              "link torques; * the robot's own):")
+        study, own = regear.study(run_dirs, robot, ratios, window)
+        for line in regear.table(study, own):
+            print(line)
+        coolest = regear.best(study)
+        for joint in own:
+            g = coolest.get(joint)
+            if g is None:
+                print(f"{joint}: every ratio studied is over the drive's peak")
+            else:
+                print(f"{joint}: least RMS current at ratio {g.ratio:g}: {g.rms_current:.2f} A, "
+                      f"a motor giving {g.motor_rms_torque:.3f} N·m continuous")
     return 0 if all(s.verdict == "ok" for s in sizing.values()) else 1
