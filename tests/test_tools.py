@@ -146,6 +146,24 @@ def test_fixed_ankle_reach_gives_docs_world_figures():
     assert walk["0.4"] < step < walk["0.8"]
 
 
+def test_sizing_study_gives_docs_sizing_flat_foot_figures():
+    """tools/sizing_study.py's flat-foot walk (docs/sizing.md, "What a wearer needs"): at 0.8
+    m/s the knee peaks at 6.78 rad/s and 178.6 rad/s² (55.8 RMS), the 48 V supply turns the
+    EC 90 flat through at most 100:1 there, and its rotor alone asks 1.94 N·m RMS — five times
+    the motor's 0.38 continuous; at 0.4 m/s 2.27 rad/s, 39.1 rad/s², 0.53 N·m."""
+    text = _tool("tools/sizing_study.py", timeout=120.0)
+    rows = dict(re.findall(r"flat-foot gait ([\d.]+) m/s .*\n  hip: .*\n  knee: (.*)", text))
+    assert set(rows) == {"0.4", "0.8"}, text
+    for speed, (qd, qdd, rms, n_max, rotor) in {"0.4": (2.27, 39.1, 15.2, 300, 0.53),
+                                                "0.8": (6.78, 178.6, 55.8, 100, 1.94)}.items():
+        m = re.match(r"peak speed ([\d.]+) rad/s, peak acceleration ([\d.]+) rad/s² \(RMS "
+                     r"([\d.]+)\); .*: ratio ≤ (\d+) at 48 V, its rotor alone ([\d.]+) N·m RMS "
+                     r"at 100:1 \(continuous 0\.38\)", rows[speed])
+        assert m, rows[speed]
+        got = [float(x) for x in m.groups()]
+        assert got == pytest.approx([qd, qdd, rms, n_max, rotor], rel=0.01), (speed, got)
+
+
 @pytest.mark.slow
 def test_bench_pace_runs_both_ways_and_tells_them_apart():
     """tools/bench_pace.py on lockstep runs (a check of the tool: real time is its

@@ -32,7 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exo_rt.control import gait_speed, trajectory  # noqa: E402
+from exo_rt.control import flat_foot, gait_speed, trajectory  # noqa: E402
+from exo_rt.control.config import rotor_inertias  # noqa: E402
 from exo_rt.dynamics import Dynamics  # noqa: E402
 from exo_rt.model import anthropometry, load_mechanism  # noqa: E402
 from exo_rt.sim.world.scene import UPPER_BODY_COM_HEIGHT  # noqa: E402
@@ -139,11 +140,38 @@ def walking(leg_robot: Path, mass: float, height: float, speed: float):
     return speeds, torques, w
 
 
+def flat_foot_walk(sized: Path, height: float, speed: float):
+    """The flat-foot gait (the world's walk) at ``speed``: per joint (hip, knee) the peak
+    |q̇| (rad/s), peak |q̈| and RMS q̈ (rad/s²) over a stride, the largest ratio at which
+    ``sized``'s motor reaches that speed on its supply with no current left (V/(k_M·q̇)),
+    and the motor's RMS torque its rotor alone asks at the fitted ratio, J·N·q̈_RMS (N·m)."""
+    mech = load_mechanism(sized)
+    thigh, shank = gait_speed.leg_lengths(mech, "left_")
+    w = flat_foot.walk(speed, height)
+    rows = flat_foot.leg_rows(w.stride_length, thigh, shank)
+    coeffs = np.stack([rows["hip"], rows["knee"]])
+    q, qd, qdd = np.zeros(2), np.zeros(2), np.zeros(2)
+    phases = np.arange(2000) / 2000
+    speeds, accels = np.zeros((len(phases), 2)), np.zeros((len(phases), 2))
+    for i, phase in enumerate(phases):
+        trajectory.gait(phase, w.period, coeffs, q, qd, qdd)
+        speeds[i], accels[i] = qd, qdd
+    tr = next(t for t in mech.transmissions if t.joint == "left_knee")
+    rotor = rotor_inertias(mech)[mech.joint_index("left_knee")] / tr.ratio ** 2
+    peak_qd = np.max(np.abs(speeds), axis=0)
+    rms_qdd = np.sqrt(np.mean(accels ** 2, axis=0))
+    return (w, peak_qd, np.max(np.abs(accels), axis=0), rms_qdd,
+            tr.motor.voltage / (tr.motor.torque_constant * peak_qd),
+            rotor * tr.ratio * rms_qdd, tr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default=str(ROOT / "configs/robots/exo_2leg.yaml"))
     ap.add_argument("--leg", default=str(ROOT / "configs/robots/exo_leg.yaml"),
                     help="the one-leg robot file for the swing leg's dynamics")
+    ap.add_argument("--sized", default=str(ROOT / "configs/robots/exo_2leg_sized.yaml"),
+                    help="the robot file whose motors the flat-foot walk is held against")
     args = ap.parse_args()
     robot, leg = Path(args.robot), Path(args.leg)
     for who, (mass, height) in WEARERS.items():
@@ -169,6 +197,15 @@ def main() -> int:
                   f"swing torque hip {tau[0]:.1f}, knee {tau[1]:.1f} N·m; stance (normative) "
                   f"hip {WALK_MOMENT['hip'] * mass:.1f}, knee {WALK_MOMENT['knee'] * mass:.1f}"
                   " N·m")
+    for speed in (0.4, 0.8):  # the world's walk: its shape is the stride's, not the wearer's
+        w, qd, qdd, rms, n_max, rotor, tr = flat_foot_walk(Path(args.sized), 1.75, speed)
+        m = tr.motor
+        print(f"flat-foot gait {speed} m/s (stride {w.stride_length:.3f} m, {w.period:.2f} s)")
+        for j, name in enumerate(("hip", "knee")):
+            print(f"  {name}: peak speed {qd[j]:.2f} rad/s, peak acceleration {qdd[j]:.1f} "
+                  f"rad/s² (RMS {rms[j]:.1f}); {m.name}: ratio ≤ {n_max[j]:.0f} at "
+                  f"{m.voltage:g} V, its rotor alone {rotor[j]:.2f} N·m RMS at {tr.ratio:g}:1 "
+                  f"(continuous {m.torque_constant * m.rated_current:.2f})")
     return 0
 
 
