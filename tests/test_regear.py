@@ -2,8 +2,9 @@
 
 - Through the robot's own ratio it gives back the recorded currents exactly (the drive's law
   read backwards, then forwards).
-- On a drive without friction it is the closed form i′ = (τ_link/k′ + k′·I_rotor·q̈)/k_M of a
-  motion whose acceleration is known, not differentiated.
+- On a drive without friction it is the closed form τ_m′ = τ_link/k′ + k′·I_rotor′·q̈ of a
+  motion whose acceleration is known, not differentiated — with the fitted rotor and with a
+  lighter one (``--rotor``: another motor, whose currents are not known).
 - Against the world itself: the default world session recorded through the sized CSG-25-100,
   studied at ratio 120, predicts what the same session draws when the robot file's gear is a
   120:1 — each joint's RMS current within 5 % and its peak within 15 % (measured with a 2 s
@@ -50,6 +51,7 @@ def test_through_its_own_ratio_the_study_gives_back_the_recorded_currents(tmp_pa
     for j, name in enumerate(("hip", "knee")):
         g = next(g for g in rows if g.joint == name and g.ratio == 100.0)
         assert g.rms_current == pytest.approx(np.sqrt(np.mean(CURRENT[:, j] ** 2)), rel=1e-12)
+        assert g.rotor == pytest.approx(3.473e-4, rel=1e-9)
         assert g.peak_current == pytest.approx(np.max(np.abs(CURRENT[:, j])), rel=1e-12)
         assert g.reflected == pytest.approx(100.0 ** 2 * 3.473e-4, rel=1e-9)
         assert g.peak_motor_speed == pytest.approx(100.0 * np.max(np.abs(QD[:, j])), rel=1e-12)
@@ -66,18 +68,25 @@ def test_on_a_drive_without_friction_it_is_the_closed_form(tmp_path):
     module.write_text(text)
     robot = robots / "exo_leg_sized.yaml"
     mech = load_mechanism(robot)
-    rows, _ = regear.study([_run(tmp_path / "run", robot)], ratios=[60.0])
-    inner = slice(regear.SMOOTH, -regear.SMOOTH)  # the differentiated q̈'s own ends aside
+    rows, _ = regear.study([_run(tmp_path / "run", robot)], ratios=[60.0], rotors=[1.0e-4])
     for j, tr in enumerate(mech.transmissions):
         k, kt = tr.multiplier, tr.motor.torque_constant * tr.motor_sign
-        i_rotor = 3.473e-4
-        tau_link = k * kt * CURRENT[:, j] - k * k * i_rotor * QDD[:, j]
+        fitted = 3.473e-4
+        tau_link = k * kt * CURRENT[:, j] - k * k * fitted * QDD[:, j]
         k2 = math.copysign(60.0, k)
-        expect = (tau_link / k2 + k2 * i_rotor * QDD[:, j]) / kt
-        g = next(g for g in rows if g.joint == tr.joint and g.ratio == 60.0)
-        # the study's q̈ is the central difference over ±5 ms: O((5 ms·ω)²) = 0.2 % of q̈
-        assert g.rms_current == pytest.approx(np.sqrt(np.mean(expect[inner] ** 2)), rel=2e-3)
-        assert g.peak_current == pytest.approx(np.max(np.abs(expect)), rel=3e-3)
+        for rotor in (fitted, 1.0e-4):  # the fitted motor's rotor, and a lighter one
+            torque = np.abs(tau_link / k2 + k2 * rotor * QDD[:, j])  # N·m at the motor
+            g = next(g for g in rows if (g.joint, g.ratio, g.rotor) == (tr.joint, 60.0, rotor))
+            # the study's q̈ is the central difference over ±5 ms: (5 ms·ω)²/6 = 0.04 % of q̈
+            rms = np.sqrt(np.mean(torque ** 2))
+            assert g.motor_rms_torque == pytest.approx(rms, rel=1e-3)
+            assert g.motor_peak_torque == pytest.approx(np.max(torque), rel=1e-3)
+            assert g.reflected == pytest.approx(3600.0 * rotor, rel=1e-12)
+            if rotor == fitted:  # the fitted motor's currents and verdict …
+                assert g.rms_current == pytest.approx(rms / abs(kt), rel=1e-3)
+                assert g.verdict in ("ok", "over rated", "over peak")
+            else:  # … another rotor is another motor: its electrical data are unknown
+                assert g.rms_current is None and g.peak_voltage is None and g.verdict == "—"
 
 
 @pytest.mark.slow
@@ -128,15 +137,21 @@ def test_a_window_sizes_its_cycles_alone(tmp_path, capsys):
         np.sqrt(np.mean(CURRENT[inside, 0] ** 2)), rel=1e-12)
     rows, _ = regear.study([run], ratios=[], window=(0.5, 1.0))
     assert rows[0].peak_current == pytest.approx(np.max(np.abs(CURRENT[inside, 0])), rel=1e-12)
-    assert cli(["size", str(run), "--window", "0.5", "1.0", "--ratio", "80"]) in (0, 1)
+    assert cli(["size", str(run), "--window", "0.5", "1.0", "--ratio", "80",
+                "--rotor", "1e-4"]) in (0, 1)
     out = capsys.readouterr().out
-    assert "501 cycles" in out and "hip    80 " in out
+    assert "501 cycles" in out and re.search(r"^hip +80 +3473 ", out, re.M), out
+    assert re.search(r"^hip +80 +1000 .* — +—$", out, re.M), out
+    assert re.search(r"^hip: with a rotor of 1000 g·cm², least at ratio \d+: a motor giving "
+                     r"[\d.]+ N·m continuous$", out, re.M), out
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--ratio", "0.5"], "argument --ratio: '0.5' is not a gear ratio (a number ≥ 1, e.g. 80)"),
     (["--ratio", "eighty"], "argument --ratio: 'eighty' is not a gear ratio (a number ≥ 1, "
                             "e.g. 80)"),
+    (["--rotor", "0"], "argument --rotor: '0' is not a rotor inertia (kg·m² > 0 at the motor, "
+                       "e.g. 1.7e-4)"),
     (["--window", "1.0", "0.5"], "--window 1 0.5: T0 must come before T1 (seconds of the "
                                  "run's clock)"),
     (["--window", "5", "6"], "no cycle of the run lies in 5–6 s (it runs 0.000–1.999 s) — give "
@@ -149,5 +164,5 @@ def test_a_bad_ratio_or_window_is_one_line_and_exit_2(tmp_path, capsys, argv, me
     except SystemExit as exc:  # argparse's own refusal
         rc = exc.code
     assert rc == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) <= 3 and err[-1].endswith(message), err
+    err = capsys.readouterr().err.strip().splitlines()  # (argparse's usage lines before it)
+    assert err[-1].endswith(message) and "Traceback" not in "\n".join(err), err

@@ -21,6 +21,18 @@ def _ratio(text: str) -> float:
     return n
 
 
+def _rotor(text: str) -> float:
+    """A rotor inertia > 0 kg·m² (argparse's one-line error otherwise)."""
+    try:
+        j = float(text)
+    except ValueError:
+        j = math.nan
+    if not (math.isfinite(j) and j > 0.0):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a rotor inertia (kg·m² > 0 at the "
+                                         "motor, e.g. 1.7e-4)")
+    return j
+
+
 def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dirs", metavar="RUN_DIR", nargs="+", help="one or more run folders")
     p.add_argument("--robot", metavar="FILE",
@@ -29,6 +41,10 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ratio", metavar="N", type=_ratio, nargs="+",
                    help="gear ratios to study: what the same motor would draw through each "
                         "for the runs' motion and link torques (docs/sizing.md)")
+    p.add_argument("--rotor", metavar="KG_M2", type=_rotor, nargs="+",
+                   help="other rotor inertias to study (kg·m² at the motor shaft, the gear's "
+                        "wave generator included), beside the fitted one: the continuous "
+                        "torque a motor with that rotor must give at each ratio")
     p.add_argument("--window", metavar=("T0", "T1"), type=float, nargs=2,
                    help="only the cycles whose run time lies in T0–T1 s (e.g. the walk "
                         "alone: its RMS is what a long walk heats the motors with)")
@@ -44,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
               "before T1 (seconds of the run's clock)", file=sys.stderr)
         return 2
     return size(args.run_dirs, args.robot, args.ratio,
-                None if args.window is None else tuple(args.window))
+                None if args.window is None else tuple(args.window), args.rotor)
 
 
 COMMAND = Command(

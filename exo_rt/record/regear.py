@@ -42,28 +42,40 @@ SMOOTH = 5  # cycles each side: q̈ is the central difference of q̇ over 2·SMO
 
 @dataclass
 class Regeared:
-    """One joint's figures through one ratio (SI)."""
+    """One joint's figures through one ratio and one rotor (SI). The currents, the voltage
+    and the verdict are the fitted motor's (its k_M, R, ratings): for another rotor — another
+    motor, whose electrical data the study does not know — they are None and "—"."""
 
     joint: str
     ratio: float
-    reflected: float  # kg·m²: N²·I_rotor
-    rms_current: float  # A
-    peak_current: float  # A
-    motor_rms_torque: float  # N·m at the motor: k_M·i_RMS
+    rotor: float  # kg·m² at the motor: its rotor and the gear's wave generator
+    reflected: float  # kg·m²: N²·rotor
+    motor_rms_torque: float  # N·m at the motor: the continuous torque a motor must give
+    motor_peak_torque: float  # N·m at the motor
     peak_motor_speed: float  # rad/s at the motor
-    peak_voltage: float  # V: max of R·|i| + k_M·|ω_m| (the back-EMF and the winding's drop)
-    verdict: str = "ok"
+    rms_current: float | None = None  # A
+    peak_current: float | None = None  # A
+    peak_voltage: float | None = None  # V: max of R·|i| + k_M·|ω_m| (back-EMF and drop)
+    verdict: str = "—"
     reasons: list[str] = field(default_factory=list)
 
 
 def acceleration(qd: np.ndarray, dt: float) -> np.ndarray:
     """q̈ (rad/s²) from the recorded speeds: the central difference over ±SMOOTH cycles (an
-    encoder's speed differentiated over one cycle is mostly its quantisation)."""
+    encoder's speed differentiated over one cycle is mostly its quantisation); within SMOOTH
+    of either end over as many cycles as there are, the very ends one-sided."""
+    n = len(qd)
     out = np.zeros_like(qd)
-    h = SMOOTH
-    if len(qd) > 2 * h:
-        out[h:-h] = (qd[2 * h:] - qd[:-2 * h]) / (2 * h * dt)
-        out[:h], out[-h:] = out[h], out[-h - 1]
+    if n < 2:
+        return out
+    h = min(SMOOTH, (n - 1) // 2)
+    if h >= 1:
+        out[h:n - h] = (qd[2 * h:] - qd[:n - 2 * h]) / (2 * h * dt)
+    for i in range(1, h):  # the ends: the widest central window that fits
+        out[i] = (qd[2 * i] - qd[0]) / (2 * i * dt)
+        out[n - 1 - i] = (qd[n - 1] - qd[n - 1 - 2 * i]) / (2 * i * dt)
+    out[0] = (qd[1] - qd[0]) / dt
+    out[n - 1] = (qd[n - 1] - qd[n - 2]) / dt
     return out
 
 
@@ -94,9 +106,10 @@ def motor_current(tau_link, qd, qdd, tr, rotor_inertia: float, ratio: float) -> 
 
 
 def regear(runs: list[np.ndarray], names: list[str], mech: Mechanism, ratios: list[float],
-           dt: float) -> list[Regeared]:
+           dt: float, rotors: list[float] = ()) -> list[Regeared]:
     """Every joint of ``names`` through every ratio of ``ratios`` and the robot's own, in
-    ascending order, over the runs' records together (each run's q̈ its own)."""
+    ascending order, with the fitted rotor and each of ``rotors`` (kg·m² at the motor), over
+    the runs' records together (each run's q̈ its own)."""
     from exo_rt.control.config import rotor_inertias
 
     by_joint = {tr.joint: tr for tr in mech.transmissions}
@@ -104,25 +117,31 @@ def regear(runs: list[np.ndarray], names: list[str], mech: Mechanism, ratios: li
     out = []
     for j, name in enumerate(names):
         tr = by_joint[name]
-        i_rotor = reflected[mech.joint_index(name)] / tr.ratio ** 2
+        fitted = reflected[mech.joint_index(name)] / tr.ratio ** 2
         motions = []
         for records in runs:
             cur, qd = records["current"][:, j], records["qd"][:, j]
             ok = np.isfinite(cur) & np.isfinite(qd)
             cur, qd = cur[ok], qd[ok]
             qdd = acceleration(qd, dt)
-            motions.append((link_torque(cur, qd, qdd, tr, i_rotor), qd, qdd))
+            motions.append((link_torque(cur, qd, qdd, tr, fitted), qd, qdd))
         tau, qd, qdd = (np.concatenate(x) for x in zip(*motions, strict=True))
         m = tr.motor
-        for n in sorted({tr.ratio, *ratios}):
-            i = motor_current(tau, qd, qdd, tr, i_rotor, n)
-            w = n * np.abs(qd)
-            volts = m.resistance * np.abs(i) + m.torque_constant * w
-            g = Regeared(name, n, n * n * i_rotor, float(np.sqrt(np.mean(i * i))),
-                         float(np.max(np.abs(i))), 0.0, float(np.max(w)), float(np.max(volts)))
-            g.motor_rms_torque = m.torque_constant * g.rms_current
-            _judge(g, m)
-            out.append(g)
+        for rotor in [fitted, *(r for r in rotors if r != fitted)]:
+            for n in sorted({tr.ratio, *ratios}):
+                i = motor_current(tau, qd, qdd, tr, rotor, n)
+                torque = m.torque_constant * np.abs(i)
+                w = n * np.abs(qd)
+                g = Regeared(name, n, rotor, n * n * rotor,
+                             float(np.sqrt(np.mean(torque * torque))), float(np.max(torque)),
+                             float(np.max(w)))
+                if rotor == fitted:
+                    g.rms_current = g.motor_rms_torque / m.torque_constant
+                    g.peak_current = g.motor_peak_torque / m.torque_constant
+                    g.peak_voltage = float(np.max(m.resistance * np.abs(i)
+                                                  + m.torque_constant * w))
+                    _judge(g, m)
+                out.append(g)
     return out
 
 
@@ -146,18 +165,22 @@ def _judge(g: Regeared, m) -> None:
     g.verdict = ("ok", "over rated", "over peak")[level]
 
 
+def _cell(x: float | None, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
 def table(rows: list[Regeared], own: dict[str, float]) -> list[str]:
-    """The lines ``exo-rt size --ratio`` prints: one row per joint and ratio (``own``: each
-    joint's ratio in the robot file, marked *), then why a ratio is over its peak."""
-    head = ("joint", "ratio", "J_r kg·m²", "RMS i A", "peak i A", "motor RMS τ N·m",
-            "peak ω_m rad/s", "peak V", "verdict")
+    """The lines ``exo-rt size --ratio`` prints: one row per joint, rotor and ratio (``own``:
+    each joint's ratio in the robot file, marked *), then why a ratio is over its peak."""
+    head = ("joint", "ratio", "rotor g·cm²", "J_r kg·m²", "motor RMS τ N·m",
+            "motor peak τ N·m", "RMS i A", "peak i A", "peak ω_m rad/s", "peak V", "verdict")
     body = []
     for g in rows:
         body.append((g.joint, f"{g.ratio:g}{'*' if own.get(g.joint) == g.ratio else ''}",
-                     f"{g.reflected:.2f}",
-                     f"{g.rms_current:.2f}", f"{g.peak_current:.1f}",
-                     f"{g.motor_rms_torque:.3f}", f"{g.peak_motor_speed:.0f}",
-                     f"{g.peak_voltage:.1f}", g.verdict))
+                     f"{g.rotor * 1e7:.0f}", f"{g.reflected:.2f}",
+                     f"{g.motor_rms_torque:.3f}", f"{g.motor_peak_torque:.2f}",
+                     _cell(g.rms_current, ".2f"), _cell(g.peak_current, ".1f"),
+                     f"{g.peak_motor_speed:.0f}", _cell(g.peak_voltage, ".1f"), g.verdict))
     table_rows = [head, *body]
     widths = [max(len(r[c]) for r in table_rows) for c in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -167,20 +190,43 @@ def table(rows: list[Regeared], own: dict[str, float]) -> list[str]:
     return lines
 
 
-def best(rows: list[Regeared]) -> dict[str, Regeared]:
-    """Per joint, the ratio of the least RMS current (the coolest motor) among those not over
-    their peak."""
-    out: dict[str, Regeared] = {}
+def best(rows: list[Regeared]) -> dict[tuple[str, float], Regeared]:
+    """Per joint and rotor, the ratio of the least RMS motor torque (the coolest motor) among
+    those not over the fitted motor's peak."""
+    out: dict[tuple[str, float], Regeared] = {}
     for g in rows:
         if g.verdict == "over peak":
             continue
-        if g.joint not in out or g.rms_current < out[g.joint].rms_current:
-            out[g.joint] = g
+        key = (g.joint, g.rotor)
+        if key not in out or g.motor_rms_torque < out[key].motor_rms_torque:
+            out[key] = g
     return out
 
 
-def study(run_dirs: list, robot=None, ratios: list[float] = (), window=None
-          ) -> tuple[list[Regeared], dict[str, float]]:
+def summary(rows: list[Regeared], own: dict[str, float]) -> list[str]:
+    """Per joint and rotor, the line naming the best ratio and the continuous torque a motor
+    must give there; a joint whose every ratio is over the peak, said so."""
+    coolest = best(rows)
+    lines = []
+    for joint in own:
+        rotors = list(dict.fromkeys(g.rotor for g in rows if g.joint == joint))
+        for k, rotor in enumerate(rotors):
+            g = coolest.get((joint, rotor))
+            if g is None:
+                lines.append(f"{joint}: every ratio studied is over the drive's peak")
+            elif k == 0:
+                lines.append(f"{joint}: least RMS current at ratio {g.ratio:g}: "
+                             f"{g.rms_current:.2f} A, a motor giving "
+                             f"{g.motor_rms_torque:.3f} N·m continuous")
+            else:
+                lines.append(f"{joint}: with a rotor of {rotor * 1e7:.0f} g·cm², least at "
+                             f"ratio {g.ratio:g}: a motor giving {g.motor_rms_torque:.3f} N·m "
+                             "continuous")
+    return lines
+
+
+def study(run_dirs: list, robot=None, ratios: list[float] = (), window=None,
+          rotors: list[float] = ()) -> tuple[list[Regeared], dict[str, float]]:
     """:func:`regear` of run folders (their robot as ``exo-rt size`` finds it; ``window``:
     their cycles in [t0, t1] s); (the rows, each recorded joint's own ratio)."""
     from exo_rt.record.sizing import load_runs, read_run
@@ -188,4 +234,4 @@ def study(run_dirs: list, robot=None, ratios: list[float] = (), window=None
     runs, names, mech, _ = load_runs(run_dirs, robot, window)
     rate = float(read_run(run_dirs[0])[1].get("rate_hz") or 1000.0)
     own = {tr.joint: tr.ratio for tr in mech.transmissions if tr.joint in names}
-    return regear(runs, names, mech, list(ratios), 1.0 / rate), own
+    return regear(runs, names, mech, list(ratios), 1.0 / rate, list(rotors)), own
