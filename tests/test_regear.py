@@ -166,3 +166,22 @@ def test_a_bad_ratio_or_window_is_one_line_and_exit_2(tmp_path, capsys, argv, me
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()  # (argparse's usage lines before it)
     assert err[-1].endswith(message) and "Traceback" not in "\n".join(err), err
+
+
+def test_a_reader_that_goes_away_ends_it_quietly(tmp_path):
+    """`exo-rt size RUN --ratio … | head -1`: the reader closes the pipe long before the
+    table's end; the command stops with 141 (128 + SIGPIPE), as a shell tool does, and no
+    traceback."""
+    import subprocess
+    import sys
+
+    run = _run(tmp_path / "run")
+    ratios = [str(n) for n in range(1, 401)]  # 800 rows: past any pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-m", "exo_rt", "size", str(run), "--ratio",
+                             *ratios], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=ROOT)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert first.startswith(b"drives of ") and "Traceback" not in err and not err.strip(), err

@@ -5,6 +5,7 @@ standard error and exit 2 (``--debug`` adds the traceback), 130 on ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -106,7 +107,8 @@ class LazyChoices:
 
 def call(command: Command, args: argparse.Namespace) -> int:
     """Run ``command`` on its parsed ``args``: its exit status; a user's error
-    (:class:`exo_rt.errors.ExoError`) one line and 2, ctrl-C one line and 130."""
+    (:class:`exo_rt.errors.ExoError`) one line and 2, ctrl-C one line and 130, a reader
+    that closed the output pipe 141, quietly."""
     try:
         check_numbers(command, args)
         return command.handle(args)
@@ -118,3 +120,8 @@ def call(command: Command, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("exo-rt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # whoever read the output went away (`exo-rt size RUN | head`): stop as a shell tool
+        # does, 128 + SIGPIPE, with no traceback — and none when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
