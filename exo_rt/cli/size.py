@@ -52,15 +52,19 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Per joint, the runs' peak and RMS torque, current and speed against the drives'
-    ratings (docs/sizing.md); exit 1 when a joint is over a rating."""
-    from exo_rt.record.sizing import main as size
+    ratings (docs/sizing.md), then the ratio study if asked; exit 1 when a joint is over a
+    rating."""
+    from exo_rt.record import regear, sizing
 
-    if args.window is not None and not args.window[0] < args.window[1]:
-        print(f"exo-rt size: --window {args.window[0]:g} {args.window[1]:g}: T0 must come "
-              "before T1 (seconds of the run's clock)", file=sys.stderr)
+    window = None if args.window is None else tuple(args.window)
+    if window is not None and not window[0] < window[1]:
+        print(f"exo-rt size: --window {window[0]:g} {window[1]:g}: T0 must come before T1 "
+              "(seconds of the run's clock)", file=sys.stderr)
         return 2
-    return size(args.run_dirs, args.robot, args.ratio,
-                None if args.window is None else tuple(args.window), args.rotor)
+    rc = sizing.main(args.run_dirs, args.robot, window)
+    if args.ratio or args.rotor:  # the study informs: the exit status is the fitted drives'
+        regear.main(args.run_dirs, args.robot, args.ratio or [], window, args.rotor or [])
+    return rc
 
 
 COMMAND = Command(

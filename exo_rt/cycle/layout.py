@@ -32,6 +32,9 @@ SCALARS = np.dtype([
     ("phase", "f8"),  # gait phase (RUN), in strides
     ("overrun_streak", "f8"),  # consecutive late cycles
     ("board", "f8"),  # 1: e-stop pressed, 2: board link lost, 4: motor power off
+    ("broken", "f8"),  # in: 1 once the step's own compiled code raised (an exception numba
+    #                    reports and swallows at the step's C wrapper, exo_rt.runtime.cycle_io):
+    #                    from then on only the safety's path runs — SAFE, cycle_exception
     ("safe_k0", "f8"),  # the cycle SAFE was entered
     ("cause", "f8"),  # out: the safety cause of SAFE (safety.CAUSES), 0 while all is well
     ("joint", "f8"),  # out: its joint, −1 for none

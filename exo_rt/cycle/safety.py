@@ -60,10 +60,13 @@ DUPLICATE_ANSWER = 16  # a drive answered twice a cycle for several cycles in a 
 # looks like an answer to it — a held-up simulation or drive does that.)
 CURRENT_SATURATION = 17  # a drive's current fell short of its command for too many cycles
 WINDING_TEMPERATURE = 18  # a motor winding reached its limit (exo_rt.actuators.thermal)
+CYCLE_EXCEPTION = 19  # the cycle's own compiled code raised (a division by zero, a domain
+# error): what it computed that cycle and after is not trusted (exo_rt.runtime.cycle_io)
 CAUSES = ("ok", "position_limit", "velocity_limit", "current_limit", "tracking_error",
           "stale_feedback", "drive_fault", "heartbeat_loss", "overrun", "not_finite",
           "encoder_glitch", "operator_stop", "estop", "board_link_loss", "motor_power_off",
-          "foreign_master", "duplicate_answer", "current_saturation", "winding_temperature")
+          "foreign_master", "duplicate_answer", "current_saturation", "winding_temperature",
+          "cycle_exception")
 
 # the safe actions by name → code: their names and order are the top config's (one list)
 ACTIONS = {name: code for code, name in enumerate(top.ACTIONS)}

@@ -164,7 +164,9 @@ def _move(seg, v, n, dt):
     rd = _slew(seg, dt)
     r, big_t = seg.seg_rate, seg.seg_duration
     seg.seg_tau += r * dt
-    x = seg.seg_tau / big_t
+    # a move of no length (a frozen move ended back where it stood still: duration 0) is
+    # done at once — x = τ/T would divide by zero, and in the compiled step that raises
+    x = seg.seg_tau / big_t if big_t > 0.0 else 1.0
     if x >= 1.0:
         _hold(v, n)
         seg.seg_kind = HOLD

@@ -337,7 +337,9 @@ def check(m, d):
     s, v, out = d.s[0], d.v, d.check_out
     safety.check(m, d)
     board = int(s.board)
-    if out[0] == safety.OK and board & 1:
+    if s.broken != 0.0:  # the cycle's own code raised: its cause before any other
+        out[0], out[1] = safety.CYCLE_EXCEPTION, -1
+    elif out[0] == safety.OK and board & 1:
         out[0], out[1] = safety.ESTOP, -1
     elif out[0] == safety.OK and board & 2:
         out[0], out[1] = safety.BOARD_LINK_LOSS, -1
@@ -482,6 +484,13 @@ def step(m, d):
     s = d.s[0]
     state = int(s.state)
     s.new_fault = 0.0
+    if s.broken != 0.0:  # this step raised in an earlier cycle: only the safety's path runs
+        if state != SAFE:  # (estimates, references and laws are not trusted; the record is
+            check(m, d)  # kept: the safe action's cycles are recorded as any other's)
+        _safe_command(m, d)
+        _keep(d)
+        _figures(SAFE, d)
+        return
     estimate(m, d)
     wearer_gait(m, d)
     windings(m, d)

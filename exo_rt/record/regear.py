@@ -235,3 +235,13 @@ def study(run_dirs: list, robot=None, ratios: list[float] = (), window=None,
     rate = float(read_run(run_dirs[0])[1].get("rate_hz") or 1000.0)
     own = {tr.joint: tr.ratio for tr in mech.transmissions if tr.joint in names}
     return regear(runs, names, mech, list(ratios), 1.0 / rate, list(rotors)), own
+
+
+def main(run_dirs: list, robot=None, ratios: list[float] = (), window=None,
+         rotors: list[float] = ()) -> None:
+    """``exo-rt size --ratio … --rotor …``: print the study after the sizing table."""
+    print("\nthrough other ratios (the same gear size; the runs' motion and link torques; "
+          "* the robot's own ratio; currents, voltage and verdict: the fitted motor's):")
+    rows, own = study(run_dirs, robot, ratios, window, rotors)
+    for line in table(rows, own) + summary(rows, own):
+        print(line)

@@ -289,22 +289,11 @@ def table(sizing: dict[str, JointSizing]) -> list[str]:
 
 
 def main(run_dirs: list[str], robot: str | None = None,
-         ratios: list[float] | None = None, window: tuple[float, float] | None = None,
-         rotors: list[float] | None = None) -> int:
-    """``exo-rt size``: print the table (and the ratio study through ``ratios`` and
-    ``rotors``, :mod:`exo_rt.record.regear`); 0 when every joint is ok, 1 when one is not
-    (the run's own drives: the study only informs)."""
+         window: tuple[float, float] | None = None) -> int:
+    """``exo-rt size``: print the table; 0 when every joint is ok, 1 when one is not."""
     sizing, path = size_runs(run_dirs, robot, window)
     print(f"drives of {path}, {sum(1 for _ in run_dirs)} run(s), "
           f"{next(iter(sizing.values())).figures.samples} cycles")
     for line in table(sizing):
         print(line)
-    if ratios or rotors:
-        from exo_rt.record import regear
-
-        print("\nthrough other ratios (the same gear size; the runs' motion and link torques; "
-              "* the robot's own ratio; currents, voltage and verdict: the fitted motor's):")
-        study, own = regear.study(run_dirs, robot, ratios or [], window, rotors or [])
-        for line in regear.table(study, own) + regear.summary(study, own):
-            print(line)
     return 0 if all(s.verdict == "ok" for s in sizing.values()) else 1

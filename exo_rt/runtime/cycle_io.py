@@ -9,6 +9,7 @@ others are gathered); the commands leave bus after bus.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,39 @@ class CycleParts:
     dt: float
 
 
+class Swallowed:
+    """The exceptions the compiled step raised. The one compiled cycle calls the step through
+    its C wrapper (:data:`exo_rt.cycle.step.STEP_VALUE`), where numba cannot raise: it hands
+    the exception to ``sys.unraisablehook`` and returns, the rest of the step undone — the
+    last currents would stand. Installed as that hook while a run's cycles run, this keeps
+    the first such exception and counts them (anything else goes on to the hook before it);
+    :meth:`CycleIO.run` then marks the cycle broken, and its next step goes SAFE
+    (``cycle_exception``)."""
+
+    def __init__(self) -> None:
+        self.first: BaseException | None = None
+        self.count = 0
+        self._before = None
+
+    def __call__(self, unraisable) -> None:
+        where = unraisable.object
+        if isinstance(where, str) and where.startswith("<numba."):
+            if self.first is None:
+                self.first = unraisable.exc_value
+            self.count += 1
+        elif self._before is not None:
+            self._before(unraisable)
+
+    def install(self) -> None:
+        if sys.unraisablehook is not self:
+            self._before = sys.unraisablehook
+            sys.unraisablehook = self
+
+    def remove(self) -> None:
+        if sys.unraisablehook is self:
+            sys.unraisablehook = self._before
+
+
 class CycleIO:
     """The compiled cycle of one run: its ``parts``, the injections' ``plan`` (NaN positions
     injected here), the board's ``heels`` (heel strikes into the gait phase), and
@@ -54,6 +88,7 @@ class CycleIO:
         self.buses: list = []  # the compiled buses, in the cycle's order
         self.t_sync = 0.0  # when the last SYNC left (the drives sampled then)
         self.instant = sync_instant
+        self.swallowed = Swallowed()  # (installed by prepare: the run's cycles are next)
         self.wire()
 
     def wire(self) -> None:
@@ -115,13 +150,24 @@ class CycleIO:
         self.buses = [d for d, _view in self.commands] if buses else []
         if self.instant is None:
             self.instant = instant
+        self.swallowed.install()
         return ["cycle: one compiled call (board, frames in, control, frames out)"] \
             if buses else []
 
     def run(self, k: int) -> None:
-        """Cycle k: the compiled cycle, and Python between its calls for what it owns."""
+        """Cycle k: the compiled cycle, and Python between its calls for what it owns; a step
+        that raised marks the cycle broken (:class:`Swallowed`): SAFE from the next cycle."""
         io, call, board = self.values, self.call, self.parts.board
         io[cc.IO_K] = k
+        try:
+            self._run(k, io, call, board)
+        finally:
+            if self.swallowed.count and not self.s["broken"]:
+                self.s["broken"] = 1.0
+                print(f"exo-rt: the cycle's compiled step raised at cycle {k}: "
+                      f"{self.swallowed.first!r} — SAFE (cycle_exception)", file=sys.stderr)
+
+    def _run(self, k, io, call, board) -> None:
         back = cc.run(call)
         while back:  # what Python owns, mid-cycle; then the cycle goes on where it stopped
             if back == cc.BACK_FRAMES:
@@ -190,7 +236,8 @@ class CycleIO:
 
     def close(self) -> None:
         """The compiled cycle's sends the OS refused, counted; its arguments let go (they
-        hold views of the recording's shared memory)."""
+        hold views of the recording's shared memory); the step's exceptions no longer ours."""
+        self.swallowed.remove()
         if self.call is not None:
             for d in self.buses:
                 d.count_send_errors()

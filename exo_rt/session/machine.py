@@ -509,6 +509,19 @@ class ActivityMachine:
         its start posture (``on_frozen: return``) or its end (``finish``), no GO needed."""
         m = self.motion
         target = m.start if m.on_frozen == "return" and m.start is not None else m.end
+        qr = self.v[V_QR]
+        if self.activities.posture_of(qr) == target:
+            # it never moved (GO never pressed), or not out of the posture: there already. A
+            # move of no length would be refused as beyond the joints (minimum jerk's peak
+            # acceleration 5.77·Δ/T² with T from the speed bound grows as Δ shrinks) or, at
+            # none, divide by its zero duration
+            self.motion = None
+            self.posture = target
+            self._hold(qr.copy())
+            self.selected = 0
+            self.version += 1
+            return Answer(rq.FINISHED, rq.START, motion=m.name, posture=target,
+                          extra={"frozen": round(m.frozen_timeout, 3)})
         ending = dataclasses.replace(m, start=None, end=target, hold_go=False,
                                      stoppable=False, duration=None,
                                      max_speed=m.max_speed or HOME_CEILING)
