@@ -52,6 +52,11 @@ class LogError(ExoError):
     """A log file or run folder cannot be read."""
 
 
+class ComputeError(ExoError):
+    """Compiled code raised where numba could only report it (a law or a plant called
+    through its C wrapper, :mod:`exo_rt.unraisable`): what it computed is not trusted."""
+
+
 @dataclass(frozen=True)
 class ModelWarning:
     """A model that loads but is physically implausible (e.g. a CAD-exported inertia outside

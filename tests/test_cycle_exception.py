@@ -65,12 +65,20 @@ def raises_mid_walk(m, d):
 
 
 @pytest.fixture
-def raising_top(tmp_path):
+def raising_law(tmp_path):
+    """The law registered, and a controller file naming it."""
     registry.law(LAW, doc="raises mid-walk, defined in a test")(raises_mid_walk)
     ctrl = tmp_path / "raising.yaml"
     ctrl.write_text(f"law: {LAW}\njoints:\n  hip: {{kp: 600, kd: 30}}\n"
                     "  knee: {kp: 600, kd: 30}\ncurrent_limit: 20.0\n"
                     "velocity_filter_hz: 300\nreference: {type: gait, period: 2.0}\n")
+    yield ctrl
+    registry.unregister(LAW)
+
+
+@pytest.fixture
+def raising_top(raising_law, tmp_path):
+    ctrl = raising_law
     top = yaml.safe_load((ROOT / "configs" / "exo_leg.yaml").read_text())
     top["controller"] = str(ctrl)
     top["robot"] = str(ROOT / "configs" / "robots" / "exo_leg.yaml")
@@ -78,8 +86,7 @@ def raising_top(tmp_path):
         top[key] = str(ROOT / "configs" / top[key])
     path = tmp_path / "top.yaml"
     path.write_text(yaml.safe_dump(top))
-    yield path
-    registry.unregister(LAW)
+    return path
 
 
 @pytest.mark.hazard("H-CYCLE-EXCEPTION")
@@ -109,3 +116,17 @@ def test_an_exception_in_the_compiled_cycle_goes_safe_the_next_cycle(raising_top
     err = capfd.readouterr().err
     assert "the cycle's compiled step raised at cycle" in err and "ZeroDivisionError" in err
     assert "SAFE (cycle_exception)" in err
+
+
+def test_model_in_the_loop_refuses_the_figures_of_a_law_that_raised(raising_law):
+    """Model-in-the-loop runs the same compiled law: its exception, which numba can only
+    report, is one clear error (ComputeError) rather than a broken run's figures."""
+    from exo_rt.control.config import load_controller
+    from exo_rt.errors import ComputeError
+    from exo_rt.model import load_mechanism
+    from exo_rt.sim.mil import run_mil
+
+    robot = load_mechanism(ROOT / "configs" / "robots" / "exo_leg.yaml")
+    with pytest.raises(ComputeError, match=r"raised ZeroDivisionError\('division by "
+                                           r"zero'\) in \d+ call\(s\) of 2000 cycles"):
+        run_mil(robot, load_controller(raising_law, robot), cycles=1)

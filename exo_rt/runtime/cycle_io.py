@@ -24,6 +24,7 @@ from exo_rt.cycle.step import Cycle
 from exo_rt.runtime.injections import InjectionPlan
 from exo_rt.runtime.rig import Board
 from exo_rt.runtime.script import HeelStrikes
+from exo_rt.unraisable import Swallowed
 
 
 @dataclass(frozen=True)
@@ -38,39 +39,6 @@ class CycleParts:
     board: Board
     realtime: bool
     dt: float
-
-
-class Swallowed:
-    """The exceptions the compiled step raised. The one compiled cycle calls the step through
-    its C wrapper (:data:`exo_rt.cycle.step.STEP_VALUE`), where numba cannot raise: it hands
-    the exception to ``sys.unraisablehook`` and returns, the rest of the step undone — the
-    last currents would stand. Installed as that hook while a run's cycles run, this keeps
-    the first such exception and counts them (anything else goes on to the hook before it);
-    :meth:`CycleIO.run` then marks the cycle broken, and its next step goes SAFE
-    (``cycle_exception``)."""
-
-    def __init__(self) -> None:
-        self.first: BaseException | None = None
-        self.count = 0
-        self._before = None
-
-    def __call__(self, unraisable) -> None:
-        where = unraisable.object
-        if isinstance(where, str) and where.startswith("<numba."):
-            if self.first is None:
-                self.first = unraisable.exc_value
-            self.count += 1
-        elif self._before is not None:
-            self._before(unraisable)
-
-    def install(self) -> None:
-        if sys.unraisablehook is not self:
-            self._before = sys.unraisablehook
-            sys.unraisablehook = self
-
-    def remove(self) -> None:
-        if sys.unraisablehook is self:
-            sys.unraisablehook = self._before
 
 
 class CycleIO:

@@ -37,12 +37,14 @@ from exo_rt.cycle import step as cy
 from exo_rt.cycle.layout import V_OFFSET
 from exo_rt.cycle.states import RUN, SAFE
 from exo_rt.dynamics import Dynamics, kernels
+from exo_rt.errors import ComputeError
 from exo_rt.jit import njit
 from exo_rt.model.mechanism import Mechanism
 from exo_rt.schema.top import SafetyConfig
 from exo_rt.sim import plants
 from exo_rt.sim import walker as wk
 from exo_rt.sim.plants import ST_EXT, ST_I, ST_Q, ST_V, T_JOINT, T_K, T_ROTOR
+from exo_rt.unraisable import Swallowed
 
 # the safety checks of model-in-the-loop: a top config's defaults, but the tracking error is
 # what it measures (a law that does not track — passive, transparent — would stop on it)
@@ -297,11 +299,18 @@ def run_mil(robot: Mechanism, cfg: ControllerConfig, cycles: float = 10,
     plant.reset(q0, v0, equilibrium=False)
     log = np.zeros((steps, log_width(n)))
     sensors = np.array([1.0 if cfg.encoder == "motor" else 0.0, cfg.counts_per_rev])
-    worst = mil_loop(c.model, c.data, (plant.model, plant.data, plant.transmissions,
-                                       plant.state, plant.scratch, plants.compiled_step(plant),
-                                       substeps),
-                     sensors, (np.array(wearer_gains, dtype=float), _external(o, steps, n)),
-                     walker, log)
+    with Swallowed() as swallowed:  # a law or the plant raised: numba can only report it
+        worst = mil_loop(c.model, c.data, (plant.model, plant.data, plant.transmissions,
+                                           plant.state, plant.scratch,
+                                           plants.compiled_step(plant), substeps),
+                         sensors, (np.array(wearer_gains, dtype=float),
+                                   _external(o, steps, n)), walker, log)
+    if swallowed.count:
+        raise ComputeError(f"the compiled law or plant raised {swallowed.first!r} in "
+                           f"{swallowed.count} call(s) of {steps} cycles: the run's figures "
+                           "are a broken run's", None,
+                           "find the division or domain error in the law (numba cannot "
+                           "raise out of a compiled law: it reports the error and goes on)")
     q, qr = log[:, 1 : 1 + n], log[:, 1 + n : 1 + 2 * n]
     err = np.degrees(q - qr)
     result = MilResult(robot.joint_names, log, np.sqrt(np.mean(err**2, axis=0)),
