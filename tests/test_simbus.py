@@ -601,3 +601,35 @@ def test_a_served_fixture_s_load_cells_are_compiled_before_the_first_frame(node,
                           str(node)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) == compiled
+
+
+def test_the_simulation_s_compiled_code_raising_ends_the_served_drives(capfd):
+    """The plant is compiled code numba calls through its C wrapper: an exception there is
+    only reported (exo_rt.unraisable). The served drives then stop answering — the
+    controller's stale_feedback — with one line on stderr, rather than answer from a broken
+    physics. (The report stood in for here: the hook numba calls, with numba's own object.)"""
+    import types
+
+    from exo_rt.sim.server import RealtimeServer
+    from exo_rt.unraisable import Swallowed
+
+    _robot, sim, (d,) = _open("exo_leg", "exo_leg", "raised")
+    d.configure()
+    d.enable()
+    server = RealtimeServer(sim, {})
+    turns = iter(range(1000))
+
+    def stop():
+        k = next(turns)
+        if k == 3:  # what numba does when the plant's cfunc raises
+            sys.unraisablehook(types.SimpleNamespace(
+                exc_type=ZeroDivisionError, exc_value=ZeroDivisionError("division by zero"),
+                exc_traceback=None, err_msg=None, object="<numba.core.cpu.CPUContext>"))
+        return k > 100
+
+    server.serve(stop=stop, poll_s=1e-5)
+    assert next(turns) == 4  # it returned in the turn of the report, not at stop()
+    assert not isinstance(sys.unraisablehook, Swallowed)  # (the hook given back)
+    err = capfd.readouterr().err
+    assert "the simulation's compiled code raised ZeroDivisionError('division by zero'): " \
+           "the emulated drives stop answering" in err

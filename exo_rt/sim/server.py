@@ -28,12 +28,14 @@ from __future__ import annotations
 import math
 import os
 import select
+import sys
 import time
 
 import numpy as np
 
 from exo_rt.bus.port import FramePort
 from exo_rt.sim.simbus import SimWorld
+from exo_rt.unraisable import Swallowed
 
 POLL_S = 1e-4  # s between looks at the sockets: a frame waits at most this long
 FREE_RUN = 1.5  # periods without a SYNC after which the physics runs on by itself
@@ -301,8 +303,9 @@ class RealtimeServer:
         on the sockets: a process asleep on a socket must be woken by the sender's system
         call (an inter-processor interrupt, tens of µs of the *controller's* time in a virtual
         machine); polling leaves the controller's sends a plain enqueue, as a CAN adapter's
-        are. None: sleep on the sockets (select)."""
-        period = self.period
+        are. None: sleep on the sockets (select). The simulation's compiled code raising
+        (which numba can only report: :mod:`exo_rt.unraisable`) ends it: one line on stderr,
+        the drives silent."""
         fds = [fd for fd in self._fds if fd is not None]
         poll_only = len(fds) < len(self._fds) or poll_s is not None
         poll_s = poll_s or 1e-4
@@ -313,10 +316,22 @@ class RealtimeServer:
             os.set_blocking(self.commands, False)
             fds.append(self.commands)
         self._t_phys = time.monotonic()
+        with Swallowed() as swallowed:  # the plant's compiled code raised: numba reports it
+            self._serve(fds, poll_only, poll_s, parent, linger, stop, swallowed)
+
+    def _serve(self, fds, poll_only, poll_s, parent, linger, stop, swallowed) -> None:
+        """:meth:`serve`'s loop."""
+        period = self.period
         orphan_since = None
         next_check = self._t_phys + 0.1
         prev = time.monotonic()
         while not stop():
+            if swallowed.count:  # the physics is broken: the drives fall silent (the
+                # controller's stale_feedback), rather than answer from a broken state
+                print(f"exo-rt drives: the simulation's compiled code raised "
+                      f"{swallowed.first!r}: the emulated drives stop answering",
+                      file=sys.stderr)
+                return
             now = time.monotonic()
             if now - prev > self.worst_gap:  # the longest this loop was away (a stall)
                 self.worst_gap = now - prev
