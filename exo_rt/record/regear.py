@@ -25,6 +25,10 @@ a motor of this rotor must give. Not modelled: the gear's compliance (the rotor 
 k·q), the current loop's lag, a controller that would track differently through another
 gear — the motion is the run's. The gear's own ratings (rated, peak torque) are the robot
 file's gear's, at its ratio: at another they are not judged.
+
+Another rotor inertia I′ (``--rotor``) is another motor: the forward law with I′ gives the
+motor torque k_M·i′ it must give — its continuous rating is held against the RMS — but its
+torque constant, resistance and ratings are unknown, so no current, voltage or verdict.
 """
 
 from __future__ import annotations
