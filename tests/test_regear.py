@@ -152,8 +152,10 @@ def test_a_window_sizes_its_cycles_alone(tmp_path, capsys):
                             "e.g. 80)"),
     (["--rotor", "0"], "argument --rotor: '0' is not a rotor inertia (kg·m² > 0 at the motor, "
                        "e.g. 1.7e-4)"),
-    (["--window", "1.0", "0.5"], "--window 1 0.5: T0 must come before T1 (seconds of the "
-                                 "run's clock)"),
+    (["--window", "1.0", "0.5"], "--window 1 0.5: T0 must come before T1, T0 a number "
+                                 "(seconds of the run's clock; T1 inf: to the run's end)"),
+    (["--window", "nan", "1"], "--window nan 1: T0 must come before T1, T0 a number "
+                               "(seconds of the run's clock; T1 inf: to the run's end)"),
     (["--window", "5", "6"], "no cycle of the run lies in 5–6 s (it runs 0.000–1.999 s) — give "
                              "a window within the run: --window T0 T1"),
 ])

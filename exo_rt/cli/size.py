@@ -57,9 +57,10 @@ def handle(args: argparse.Namespace) -> int:
     from exo_rt.record import regear, sizing
 
     window = None if args.window is None else tuple(args.window)
-    if window is not None and not window[0] < window[1]:
-        print(f"exo-rt size: --window {window[0]:g} {window[1]:g}: T0 must come before T1 "
-              "(seconds of the run's clock)", file=sys.stderr)
+    if window is not None and not (math.isfinite(window[0]) and window[0] < window[1]):
+        print(f"exo-rt size: --window {window[0]:g} {window[1]:g}: T0 must come before T1, "
+              "T0 a number (seconds of the run's clock; T1 inf: to the run's end)",
+              file=sys.stderr)
         return 2
     rc = sizing.main(args.run_dirs, args.robot, window)
     if args.ratio or args.rotor:  # the study informs: the exit status is the fitted drives'
