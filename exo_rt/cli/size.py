@@ -62,9 +62,10 @@ def handle(args: argparse.Namespace) -> int:
               "T0 a number (seconds of the run's clock; T1 inf: to the run's end)",
               file=sys.stderr)
         return 2
-    rc = sizing.main(args.run_dirs, args.robot, window)
+    runs = sizing.load_runs(args.run_dirs, args.robot, window)  # (read once, for both)
+    rc = sizing.main(runs)
     if args.ratio or args.rotor:  # the study informs: the exit status is the fitted drives'
-        regear.main(args.run_dirs, args.robot, args.ratio or [], window, args.rotor or [])
+        regear.main(runs, args.ratio or [], args.rotor or [])
     return rc
 
 

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from exo_rt.model.mechanism import Mechanism
-from exo_rt.record.sizing import AT_PEAK
+from exo_rt.record.sizing import AT_PEAK, Runs, aligned, load_runs
 
 SMOOTH = 5  # cycles each side: q̈ is the central difference of q̇ over 2·SMOOTH + 1 samples
 
@@ -109,25 +108,25 @@ def motor_current(tau_link, qd, qdd, tr, rotor_inertia: float, ratio: float) -> 
     return t_rotor / (tr.motor.torque_constant * tr.motor_sign)
 
 
-def regear(runs: list[np.ndarray], names: list[str], mech: Mechanism, ratios: list[float],
-           dt: float, rotors: list[float] = ()) -> list[Regeared]:
-    """Every joint of ``names`` through every ratio of ``ratios`` and the robot's own, in
+def regear(runs: Runs, ratios: list[float], rotors: list[float] = ()) -> list[Regeared]:
+    """Every joint of the runs through every ratio of ``ratios`` and the robot's own, in
     ascending order, with the fitted rotor and each of ``rotors`` (kg·m² at the motor), over
     the runs' records together (each run's q̈ its own)."""
     from exo_rt.control.config import rotor_inertias
 
+    mech = runs.mech
     by_joint = {tr.joint: tr for tr in mech.transmissions}
     reflected = rotor_inertias(mech)
     out = []
-    for j, name in enumerate(names):
+    for j, name in enumerate(runs.names):
         tr = by_joint[name]
         fitted = reflected[mech.joint_index(name)] / tr.ratio ** 2
         motions = []
-        for records in runs:
+        for records in runs.records:
             cur, qd = records["current"][:, j], records["qd"][:, j]
             ok = np.isfinite(cur) & np.isfinite(qd)
             cur, qd = cur[ok], qd[ok]
-            qdd = acceleration(qd, dt)
+            qdd = acceleration(qd, runs.dt)
             motions.append((link_torque(cur, qd, qdd, tr, fitted), qd, qdd))
         tau, qd, qdd = (np.concatenate(x) for x in zip(*motions, strict=True))
         m = tr.motor
@@ -185,10 +184,7 @@ def table(rows: list[Regeared], own: dict[str, float]) -> list[str]:
                      f"{g.motor_rms_torque:.3f}", f"{g.motor_peak_torque:.2f}",
                      _cell(g.rms_current, ".2f"), _cell(g.peak_current, ".1f"),
                      f"{g.peak_motor_speed:.0f}", _cell(g.peak_voltage, ".1f"), g.verdict))
-    table_rows = [head, *body]
-    widths = [max(len(r[c]) for r in table_rows) for c in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in table_rows]
+    lines = aligned([head, *body])
     lines += [f"{g.joint} at {g.ratio:g}: {why}" for g in rows if g.verdict == "over peak"
               for why in g.reasons if not why.startswith("RMS")]
     return lines
@@ -229,23 +225,20 @@ def summary(rows: list[Regeared], own: dict[str, float]) -> list[str]:
     return lines
 
 
-def study(run_dirs: list, robot=None, ratios: list[float] = (), window=None,
+def study(run_dirs: list | Runs, robot=None, ratios: list[float] = (), window=None,
           rotors: list[float] = ()) -> tuple[list[Regeared], dict[str, float]]:
     """:func:`regear` of run folders (their robot as ``exo-rt size`` finds it; ``window``:
-    their cycles in [t0, t1] s); (the rows, each recorded joint's own ratio)."""
-    from exo_rt.record.sizing import load_runs, read_run
-
-    runs, names, mech, _ = load_runs(run_dirs, robot, window)
-    rate = float(read_run(run_dirs[0])[1].get("rate_hz") or 1000.0)
-    own = {tr.joint: tr.ratio for tr in mech.transmissions if tr.joint in names}
-    return regear(runs, names, mech, list(ratios), 1.0 / rate, list(rotors)), own
+    their cycles in [t0, t1] s), or of :class:`~exo_rt.record.sizing.Runs` read already;
+    (the rows, each recorded joint's own ratio)."""
+    runs = run_dirs if isinstance(run_dirs, Runs) else load_runs(run_dirs, robot, window)
+    own = {tr.joint: tr.ratio for tr in runs.mech.transmissions if tr.joint in runs.names}
+    return regear(runs, list(ratios), list(rotors)), own
 
 
-def main(run_dirs: list, robot=None, ratios: list[float] = (), window=None,
-         rotors: list[float] = ()) -> None:
+def main(runs: Runs, ratios: list[float] = (), rotors: list[float] = ()) -> None:
     """``exo-rt size --ratio … --rotor …``: print the study after the sizing table."""
     print("\nthrough other ratios (the same gear size; the runs' motion and link torques; "
           "* the robot's own ratio; currents, voltage and verdict: the fitted motor's):")
-    rows, own = study(run_dirs, robot, ratios, window, rotors)
+    rows, own = study(runs, ratios=ratios, rotors=rotors)
     for line in table(rows, own) + summary(rows, own):
         print(line)

@@ -199,12 +199,22 @@ def read_run(run_dir: str | Path) -> tuple[np.ndarray, dict]:
     return records, meta
 
 
+@dataclass
+class Runs:
+    """Run folders read once for ``exo-rt size`` and its ratio study."""
+
+    records: list[np.ndarray]  # one array per run (its window's cycles)
+    names: list[str]  # their joints
+    mech: Mechanism  # the robot whose drives they are held against
+    path: Path  # its file
+    dt: float  # s: the first run's period
+
+
 def load_runs(run_dirs: list[str | Path], robot: str | Path | None = None,
-              window: tuple[float, float] | None = None
-              ) -> tuple[list[np.ndarray], list[str], Mechanism, Path]:
+              window: tuple[float, float] | None = None) -> Runs:
     """The runs' records (one array each; ``window``: only the cycles whose run time ``t``
     lies in [t0, t1] s), their joints, the robot whose drives to hold them against (default:
-    the first run's own copy of its robot file) and its path."""
+    the first run's own copy of its robot file), its path and the first run's period."""
     from exo_rt.model import load_mechanism
 
     if not run_dirs:
@@ -228,7 +238,8 @@ def load_runs(run_dirs: list[str | Path], robot: str | Path | None = None,
     if absent:
         raise ConfigError(f"the robot has no transmission on joint(s) {', '.join(absent)} of "
                           "the run", Where(str(path)), "give the robot file the run used")
-    return [r for r, _ in runs], names, mech, path
+    return Runs([r for r, _ in runs], names, mech, path,
+                1.0 / float(runs[0][1].get("rate_hz") or 1000.0))
 
 
 def _window(records: np.ndarray, window: tuple[float, float], run_dir) -> np.ndarray:
@@ -243,23 +254,30 @@ def _window(records: np.ndarray, window: tuple[float, float], run_dir) -> np.nda
     return inside
 
 
-def size_runs(run_dirs: list[str | Path], robot: str | Path | None = None,
+def size_runs(run_dirs: list[str | Path] | Runs, robot: str | Path | None = None,
               window: tuple[float, float] | None = None
               ) -> tuple[dict[str, JointSizing], Path]:
     """Every joint's sizing over the runs together (peaks over all, RMS over all their
     cycles; ``window``: over their cycles in [t0, t1] s), against ``robot``'s drives
     (default: the first run's own copy of its robot file); (sizing by joint, the robot
-    file)."""
-    runs, names, mech, path = load_runs(run_dirs, robot, window)
-    rates = ratings(mech)
-    records = np.concatenate(runs) if len(runs) > 1 else runs[0]
-    figs = figures(records, names)
-    return {n: judge(n, figs[n], rates[n]) for n in names}, path
+    file). ``run_dirs`` may be :class:`Runs` read already."""
+    runs = run_dirs if isinstance(run_dirs, Runs) else load_runs(run_dirs, robot, window)
+    rates = ratings(runs.mech)
+    records = np.concatenate(runs.records) if len(runs.records) > 1 else runs.records[0]
+    figs = figures(records, runs.names)
+    return {n: judge(n, figs[n], rates[n]) for n in runs.names}, runs.path
 
 
 def _num(x, digits: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (
         f"{x:.{digits}f}")
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """A text table's lines: each column as wide as its widest cell, two spaces apart."""
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
 
 
 def table(sizing: dict[str, JointSizing]) -> list[str]:
@@ -277,9 +295,7 @@ def table(sizing: dict[str, JointSizing]) -> list[str]:
                      _num(f.peak_speed, 2),
                      f"{_num(r.speed_rated, 2)}/{_num(r.speed_max, 2)}",
                      _num(f.peak_winding), s.verdict))
-    widths = [max(len(row[c]) for row in rows) for c in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = aligned(rows)
     for s in sizing.values():
         if s.rating.parts:
             lines.append(f"{s.joint}: {s.rating.parts}")
@@ -288,11 +304,10 @@ def table(sizing: dict[str, JointSizing]) -> list[str]:
     return lines
 
 
-def main(run_dirs: list[str], robot: str | None = None,
-         window: tuple[float, float] | None = None) -> int:
+def main(runs: Runs) -> int:
     """``exo-rt size``: print the table; 0 when every joint is ok, 1 when one is not."""
-    sizing, path = size_runs(run_dirs, robot, window)
-    print(f"drives of {path}, {sum(1 for _ in run_dirs)} run(s), "
+    sizing, path = size_runs(runs)
+    print(f"drives of {path}, {len(runs.records)} run(s), "
           f"{next(iter(sizing.values())).figures.samples} cycles")
     for line in table(sizing):
         print(line)
