@@ -32,6 +32,12 @@ class Swallowed:
         elif self._before is not None:
             self._before(unraisable)
 
+    def describe(self) -> str | None:
+        """The first exception and how many there were (None: none)."""
+        if self.first is None:
+            return None
+        return f"{self.first!r}, {self.count} time(s)"
+
     def install(self) -> None:
         if sys.unraisablehook is not self:
             self._before = sys.unraisablehook

@@ -93,13 +93,14 @@ def raising_top(raising_law, tmp_path):
 def test_an_exception_in_the_compiled_cycle_goes_safe_the_next_cycle(raising_top, tmp_path,
                                                                      capfd):
     """The law raises in the walk's first swing: the cycle after is SAFE, cause
-    ``cycle_exception``, the currents ramped to zero and the drives disabled; one line on
-    stderr names the exception."""
+    ``cycle_exception`` (the fault's detail naming the exception), the currents ramped to
+    zero and the drives disabled; one line on stderr names the exception."""
     ctl = Controller(load_top(raising_top), "sim", history=True)
     res = ctl.run(4.0, tmp_path / "run")
     s = res.summary
     assert s["final_state"] == "SAFE", s["final_state"]
     assert [f["cause"] for f in s["faults"]] == ["cycle_exception"], s["faults"]
+    assert s["faults"][0]["detail"].startswith("ZeroDivisionError('division by zero'), ")
     assert ctl.io.swallowed.count >= 1
     assert isinstance(ctl.io.swallowed.first, ZeroDivisionError)
     log = ctl.log

@@ -394,7 +394,7 @@ class Controller:
     def _fault(self, k: int, cause: int, joint: int) -> None:
         """The cycle went SAFE in cycle k: the fault noted (its cause, reaction, an event)."""
         self.faults.append(summary.fault(self.top, self.plan, self.drives, self.events, k,
-                                         cause, joint))
+                                         cause, joint, self.io.swallowed.describe()))
         self._go(SAFE, k)
 
     def reset(self) -> None:

@@ -101,14 +101,16 @@ def foreign_detail(drives) -> str | None:
 
 
 def fault(top: TopConfig, plan: InjectionPlan, drives, events: list[dict], k: int,
-          cause: int, joint: int) -> Fault:
+          cause: int, joint: int, raised: str | None = None) -> Fault:
     """The fault the cycle of a run of ``top`` found in cycle ``k`` (its cause, joint, how
     many cycles after the onset ``plan`` injected it was seen; ``drives``: who saw another
-    master), its event appended to the run's ``events``."""
+    master; ``raised``: what the compiled cycle raised, for cycle_exception), its event
+    appended to the run's ``events``."""
     dt = 1.0 / top.rate_hz
     name = top.robot.joint_names[joint] if joint >= 0 else None
     onset = plan.onset(k, name)
-    detail = foreign_detail(drives) if cause == safety.FOREIGN_MASTER else None
+    detail = (foreign_detail(drives) if cause == safety.FOREIGN_MASTER else
+              raised if cause == safety.CYCLE_EXCEPTION else None)
     f = Fault(t=onset * dt, cause=safety.CAUSES[cause], joint=name,
               reaction_cycles=k - onset + 1, action=top.safety.action, cycle=k,
               detail=detail)
