@@ -90,13 +90,15 @@ def test_drives_off_in_stance_do_not_drop_the_wearer(robot, posture):
     assert plant.stuck.all()
 
 
-def test_drives_off_half_way_up_from_the_chair():
+@pytest.mark.parametrize("robot_file", ["exo_2leg_sized.yaml", "exo_2leg_tq.yaml"])
+def test_drives_off_half_way_up_from_the_chair(robot_file):
     """The sized exoskeleton (hip and knee brakes — its robot file's SAFE reactions) rising
     from the chair with half the weight on the harness, the drives switched off half-way up
     (pelvis 0.28 m above the seated height): in 2 s the pelvis drops ≤ 5 cm
     and no knee flexes by more than 10° (measured: the pelvis 2 mm up, the knees 0.3°
-    extended)."""
-    sized = load_mechanism("configs/robots/exo_2leg_sized.yaml")
+    extended); and the exoskeleton with torque motors (its brakes 2.4 N·m through 50:1:
+    0.9 mm up, 0.03° extended)."""
+    sized = load_mechanism(f"configs/robots/{robot_file}")
     assert [tr.safe_reaction for tr in sized.transmissions] == ["brake", "brake"] * 2
     plant = WorldPlant(sized, room=Room(scene="floor", wearer_damping=1.0, support=0.5))
     plant.reset(SITTING)
@@ -216,18 +218,21 @@ def test_room_keys_without_a_room_are_refused_at_load(tmp_path):
 
 
 @pytest.mark.slow
-def test_drives_off_in_mid_stance_of_a_walk():
+@pytest.mark.parametrize("top_file", ["exo_2leg_world.yaml", "exo_2leg_world_tq.yaml"])
+def test_drives_off_in_mid_stance_of_a_walk(top_file):
     """The sized exoskeleton walking the flat-foot gait at 0.4 m/s on the room of
     configs/exo_2leg_world.yaml (half the weight on the harness, the ankles in orthoses), held
     by a PD with the gait's velocity: the drives switched off as the left leg carries the
     wearer alone in mid-stance (its SAFE reactions: hip and knee brakes) — in 2 s the pelvis
     drops ≤ 5 cm and no knee flexes by more than 10° (measured: 0.7 mm; the knees 0.06° and
-    0.64° extended; with the knee's phases shorted instead of braked, 22 mm and 13.1°)."""
+    0.64° extended; with the knee's phases shorted instead of braked, 22 mm and 13.1°); and
+    the exoskeleton with torque motors (its brakes 2.4 N·m through 50:1: 1.0 mm; the left knee
+    0.19° flexed, the right 0.70° extended)."""
     from exo_rt.control import flat_foot
     from exo_rt.control.trajectory import gait
     from exo_rt.runtime.config import load_top
 
-    top = load_top(Path(__file__).resolve().parents[1] / "configs" / "exo_2leg_world.yaml")
+    top = load_top(Path(__file__).resolve().parents[1] / "configs" / top_file)
     sized = top.robot
     plant = WorldPlant(sized, room=Room.from_options(top.simulation.plant_options()))
     stand = np.full(4, 0.05)
