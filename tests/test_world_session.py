@@ -14,6 +14,7 @@ activities' 4.69 s minimum-jerk move and the GO filter's rise); peak hip 57.7 N�
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -235,8 +236,8 @@ def _seat_centres(run: Path) -> list[float]:
 def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
     """configs/exo_2leg_world_tq.yaml (TQ-RoboDrive ILM85x26 through CSG-25-50, docs/sizing.md
     "A motor of that class, in the world"): stand up, walk 20 s at 0.4 m/s, sit down, to
-    SHUTDOWN, tracking ≤ 1° RMS (measured hips 0.45°, knees 0.78°). The steady walk's RMS
-    current (measured 4.3–4.5 A at the hips, 3.6 A at the knees, of 11.5 A continuous) held
+    SHUTDOWN, tracking ≤ 1° RMS (measured hips 0.30–0.31°, knees 0.54–0.55°). The steady walk's RMS
+    current (measured 4.0 A at the hips, 4.4–4.5 A at the knees, of 11.5 A continuous) held
     for ever would warm no winding past 40 °C: the motor's thermal network in steady state,
     T = T_a + i²·R(T)·(R_wh + R_ha) — where the sized EC 90 flat's knees pass the walk's slowing
     level (75 °C) after about 20 s. Its peaks are the drive's 14 A (the gear's repeated peak)."""
@@ -254,7 +255,7 @@ def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
     records, meta = read_run(out)
     walk = (records["t"] >= 8.28) & (records["t"] < 25.0)  # after the opening step
     rms = np.sqrt(np.mean(records["current"][walk] ** 2, axis=0))
-    assert 2.5 < rms.min() and rms.max() < 5.5, rms  # A
+    assert 3.0 < rms.min() and rms.max() < 5.5, rms  # A
     r, r_th = 0.320, 0.265 + 0.910  # Ω, K/W: the robot file's motor
     for i in rms:
         t = T_REF
@@ -263,3 +264,30 @@ def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
         assert t < 40.0, (i, t)
     assert records["winding"].max() < 30.0
     assert np.abs(records["current"]).max() == pytest.approx(14.0, abs=0.01)
+
+
+@pytest.mark.slow
+def test_the_heavy_wearer_outgrows_the_torque_motors_gear(tmp_path, monkeypatch):
+    """The same exoskeleton worn by the heavy wearer (100 kg, 1.90 m: the robot file's wearer
+    section changed, as exo_2leg_sized_heavy.yaml is exo_2leg_sized.yaml's), the same 20 s
+    walk: the stance feedforward asks the knees more than the gear-limited 124 N·m for longer
+    than the safety allows and the run ends SAFE `current_saturation` on a knee in the
+    closing step (measured: the left knee at 27.3 s) — why docs/sizing.md calls the
+    CSG-25-50 too small for this wearer."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    robot = configs / "robots" / "exo_2leg_tq.yaml"
+    text = robot.read_text()
+    assert text.count("  mass: 75.0\n  height: 1.75\n") == 1
+    robot.write_text(text.replace("  mass: 75.0\n  height: 1.75\n",
+                                  "  mass: 100.0\n  height: 1.90\n"))
+    out = tmp_path / "run"
+    rc = cli.main(["run", "--config", str(configs / "exo_2leg_world_tq.yaml"),
+                   "--duration", "20", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc != 0 and s["final_state"] == "SAFE", s
+    (fault,) = s["faults"]
+    assert fault["cause"] == "current_saturation" and fault["joint"].endswith("_knee"), fault
+    assert s["session"]["motions_finished"].get("walk", 0) == 0  # in the closing step
+    assert 25.0 < fault["t"] < 30.0, fault
