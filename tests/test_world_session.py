@@ -25,6 +25,20 @@ from exo_rt import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _sit_walk_sit(config: str, duration: float, tmp_path: Path) -> tuple[Path, dict]:
+    """``exo-rt run --config configs/CONFIG --duration D`` (the config's own session: stand
+    up, walk, sit down), checked to end SHUTDOWN with each motion finished once and the
+    wearer seated: (its run folder, its summary)."""
+    out = tmp_path / "run"
+    rc = cli.main(["run", "--config", str(ROOT / "configs" / config),
+                   "--duration", str(duration), "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"] == {"stand_up": 1, "walk": 1, "sit_down": 1}
+    assert s["session"]["final_posture"] == "sitting"
+    return out, s
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("top", ["exo_2leg_world", "exo_leg_world", "exo_2leg_world_heavy"])
 def test_stand_up_and_sit_down_on_the_floor(top, tmp_path, monkeypatch, capsys):
@@ -146,13 +160,7 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
     from exo_rt.record.walking import world_rows
 
-    out = tmp_path / "run"
-    rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
-                   "--duration", "6", "--out", str(out)])
-    s = json.loads((out / "summary.json").read_text())
-    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
-    assert s["session"]["motions_finished"] == {"stand_up": 1, "walk": 1, "sit_down": 1}
-    assert s["session"]["final_posture"] == "sitting"
+    out, s = _sit_walk_sit("exo_2leg_world.yaml", 6, tmp_path)
     assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 0.5
     rows = world_rows(out)
     x = [r["base"]["x"] for r in rows]
@@ -245,12 +253,7 @@ def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
     from exo_rt.actuators.thermal import ALPHA_CU, T_REF
     from exo_rt.record.sizing import read_run
 
-    out = tmp_path / "run"
-    rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world_tq.yaml"),
-                   "--duration", "20", "--out", str(out)])
-    s = json.loads((out / "summary.json").read_text())
-    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
-    assert s["session"]["motions_finished"] == {"stand_up": 1, "walk": 1, "sit_down": 1}
+    out, s = _sit_walk_sit("exo_2leg_world_tq.yaml", 20, tmp_path)
     assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 1.0
     records, meta = read_run(out)
     walk = (records["t"] >= 8.28) & (records["t"] < 25.0)  # after the opening step
