@@ -225,3 +225,26 @@ def test_a_law_that_does_not_feed_it_forward_refuses_the_key(top, tmp_path):
     assert len(stance_rows(one.robot, one.controller, DT)[0]) == 0
     assert {n for n in laws.LAWS.entries() if registry.get(n).carries_stance} == {
         "model_pid", "computed_torque", "sliding_mode"}
+
+
+@pytest.mark.slow
+def test_a_controller_replay_of_a_run_that_fed_it_forward_is_refused_in_one_line(
+        tmp_path, capsys, monkeypatch):
+    """configs/exo_2leg_world_tq.yaml's controller feeds the stance load forward; the cycle
+    log holds no sole pressures, so `exo-rt replay --mode controller` of its run (the
+    stand-up and sit-down of configs/sessions/sit_stand.yaml) is refused in one line that
+    names the plant and closed-loop modes, exit 2 — not a replay that would differ from the
+    run without saying why."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    from exo_rt import cli
+
+    root = Path(__file__).resolve().parents[1]
+    run = tmp_path / "run"
+    assert cli.main(["run", "--config", str(root / "configs" / "exo_2leg_world_tq.yaml"),
+                     "--session", str(root / "configs" / "sessions" / "sit_stand.yaml"),
+                     "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", str(run), "--mode", "controller"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "stance_load" in err and "--mode plant" in err and "closed-loop" in err, err
