@@ -177,6 +177,12 @@ class BusSet(Protocol):
 
     def close(self) -> None: ...
 
+    def replay_start(self) -> dict:
+        """What a plant replay needs of how the buses started, for the run's recording
+        (a lockstep simulation's: :meth:`exo_rt.sim.launch.SimulatedBuses.replay_start`);
+        none: {}."""
+        return {}
+
 
 def open_buses(top: TopConfig, spec, options, cpus: set[int], *,
                leading: bool = False) -> BusSet:

@@ -255,7 +255,8 @@ class Controller:
             # on the CAN log's clock — frames stamped epoch + simulated time)
             start = time.time() if self.realtime else self.record.frame_epoch + \
                 self.bus_set.clock()
-            self.recording.update_meta(q_initial=self.q.tolist(), wall_start=start)
+            self.recording.update_meta(q_initial=self.q.tolist(), wall_start=start,
+                                       **self.bus_set.replay_start())
         self.io.write(-1)  # a first SYNC at zero current: cycle 0 reads fresh frames
         self.cycle.t_prev[:] = self.io.t_sync - self.dt
         return setup

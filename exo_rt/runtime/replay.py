@@ -164,14 +164,31 @@ def _errors(sim: np.ndarray, rec: np.ndarray, names) -> tuple[dict, int | None]:
 LEAD_SYNCS = 2  # SYNC periods before cycle 0's command acts: READY's first SYNC, cycle 0's
 
 
+def _powered_at(plant, meta: dict) -> np.ndarray | None:
+    """The period of the simulation's start in which each of ``plant``'s transmissions had
+    its power stage first on (−1: never; the recording's ``sim_start``), or None where the
+    recording does not say."""
+    start = meta.get("sim_start")
+    if not isinstance(start, dict) or not isinstance(start.get("powered_at"), dict):
+        return None
+    names = plant.robot.joint_names
+    at = start["powered_at"]
+    try:
+        return np.array([int(at[names[int(j)]]) for j in plant.transmissions[:, T_JOINT]])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _start_plant(plant, meta: dict, powered_flags: np.ndarray, rate_hz: float) -> None:
     """Put ``plant`` where the recording's leg was when cycle 0's command began to act.
 
     On the lockstep simulated bus (``bus: sim``) that state is known exactly: the simulation
     was reset to the run's start pose (``--start-pose``, else every joint at 0) in static
-    equilibrium, stepped at zero current with the power stages off through the drives'
-    bring-up (its periods: the simulated clock from the recording's start to the loop's,
-    ``wall_start`` − ``wall_boot`` on that bus), then :data:`LEAD_SYNCS` periods at zero
+    equilibrium, stepped at zero current through the drives' bring-up, each power stage on
+    from the period it came on in the simulation (the recording's ``sim_start``: the
+    periods, each joint's ``powered_at`` — two buses' drives enable a period apart; a
+    recording without it: every stage off through the simulated clock from the recording's
+    start to the loop's, ``wall_start`` − ``wall_boot``), then :data:`LEAD_SYNCS` periods at zero
     current with the stages as the drives reported them (``powered_flags``, cycle 0's
     flags). A leg that does
     not start at rest in equilibrium — sitting, its hip sagging as soon as the drives enable
@@ -187,10 +204,17 @@ def _start_plant(plant, meta: dict, powered_flags: np.ndarray, rate_hz: float) -
     if not lockstep:
         return
     zero = np.zeros(len(plant.transmissions))
-    bring_up = meta.get("wall_start", 0.0) - meta.get("wall_boot", 0.0)  # s, simulated
-    plant.state[ST_ON, : len(zero)] = 0.0
-    for _ in range(min(max(round(bring_up * rate_hz), 0), int(rate_hz))):  # (≤ 1 s: a
-        plant.step(zero)  # clock that is not the simulation's cannot stall the replay)
+    on = _powered_at(plant, meta)
+    if on is None:  # (recorded before the simulation kept its start: the clock's periods,
+        # every power stage off through them)
+        bring_up = meta.get("wall_start", 0.0) - meta.get("wall_boot", 0.0)  # s, simulated
+        periods = min(max(round(bring_up * rate_hz), 0), int(rate_hz))  # (≤ 1 s: a clock
+        on = np.full(len(zero), periods)  # that is not the simulation's cannot stall it)
+    else:
+        periods = int(meta["sim_start"]["periods"])
+    for k in range(periods):
+        plant.state[ST_ON, : len(zero)] = (on >= 0) & (k >= on)
+        plant.step(zero)
     plant.state[ST_ON, : len(zero)] = ~(powered_flags.astype(np.int64) & F_NOT_ENABLED
                                        ).astype(bool)
     for _ in range(LEAD_SYNCS):
@@ -223,15 +247,22 @@ def _plant(run_dir: Path | Run, robot: Mechanism | None = None, truth: list | No
     _start_plant(plant, meta, records["flags"][0][joint_of], top.rate_hz)
     cpr = np.array([next(d.scale.counts_per_rev for b in top.buses for d in b.drives
                          if d.joint == robot.joint_names[j]) for j in joint_of], float)
-    # the drives receive torque in per mille of their rated torque: the same rounding here
-    scale = np.array([next(d.scale.rated_torque / d.scale.torque_constant / 1000.0
-                           for b in top.buses for d in b.drives
-                           if d.joint == robot.joint_names[j]) for j in joint_of])
+    # the drives receive torque in per mille of their rated torque: the same rounding here,
+    # and back to a current as a drive computes it (its rated torque the integer mN·m its
+    # 6076h holds, times 1e-3: the same bits as the emulated drives, so a replay of an
+    # unstable plant — a wearer standing — does not drift off from the last bit)
+    scales = [next(d.scale for b in top.buses for d in b.drives
+                   if d.joint == robot.joint_names[j]) for j in joint_of]
+    scale = np.array([sc.rated_torque / sc.torque_constant / 1000.0 for sc in scales])
+    rated_nm = np.array([round(sc.rated_torque * 1000.0) * 1e-3 for sc in scales])
+    kt = np.array([sc.torque_constant for sc in scales])
+    peak = np.array([sc.peak_current for sc in scales])
     sim = np.zeros((len(records) - 2, n))
     cmd = np.zeros(len(k_mult))
     world = _truth_of(plant, len(sim)) if truth is not None else None
     for k in range(len(records) - 2):
-        cmd[:] = np.round(records["command"][k][joint_of] / scale) * scale  # finite: checked
+        permille = np.round(records["command"][k][joint_of] / scale)  # finite: checked
+        cmd[:] = np.clip(permille / 1000.0 * rated_nm / kt, -peak, peak)
         # the drives' power stages as sampled at the SYNC that applies the command
         flags = records["flags"][k + 1][joint_of].astype(np.int64)
         plant.state[ST_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)
@@ -392,6 +423,10 @@ class RecordedBuses:
     def clock(self) -> float:
         """The bus's clock (s): a replay keeps none of its own."""
         return 0.0
+
+    def replay_start(self) -> dict:
+        """A replay records no start of its own to replay."""
+        return {}
 
     def tick(self) -> None:
         """Nothing to advance: the recording holds the board's state."""

@@ -128,6 +128,17 @@ class SimulatedBuses:
     def _world_clock(self) -> float:
         return self.world.t
 
+    def replay_start(self) -> dict:
+        """What a plant replay needs of the lockstep simulation's start (the run's recording
+        keeps it): the periods it stepped before the controller's first cycle and the period
+        each joint's power stage first came on (``sim_start``); real time: nothing (the
+        replay starts from the measured posture)."""
+        if not self.lockstep:
+            return {}
+        w = self.world
+        return {"sim_start": {"periods": int(w.cycle), "powered_at": dict(zip(
+            w.transmission_joints, (int(p) for p in w.powered_at), strict=True))}}
+
     # ---------------------------------------------------------------- the board
     def board_path(self) -> str:
         """The emulated board's link (BoardLink opens it)."""

@@ -87,6 +87,11 @@ class SimWorld:
         self.dt = dt
         self.t = 0.0
         self.cycle = 0
+        # the period each transmission's power stage first came on (−1: not yet) — the drives
+        # of different buses enable at their own SYNCs, and a plant replay must too (a seated
+        # wearer's brakes released a period apart move the start it replays from)
+        self.powered_at = np.full(len(robot.transmissions), -1, dtype=np.int64)
+        self.transmission_joints = [tr.joint for tr in robot.transmissions]
         self.endpoints: dict[str, _Endpoint] = {}
         joint_to_tr = {tr.joint: n for n, tr in enumerate(robot.transmissions)}
         for bus in buses:  # each bus's family gives its emulated drive (the registry)
@@ -290,7 +295,13 @@ class SimWorld:
             until, limit = drive.saturation
             if self.cycle < until:
                 self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
-            self.plant.state[ST_ON, t] = 1.0 if drive.power_on else 0.0
+            self._power(t, drive.power_on)
+
+    def _power(self, t: int, on: bool) -> None:
+        """Transmission t's power stage on or off for the coming period."""
+        self.plant.state[ST_ON, t] = 1.0 if on else 0.0
+        if on and self.powered_at[t] < 0:
+            self.powered_at[t] = self.cycle
 
     def _physics(self, duration: float | None = None) -> None:
         """The plant over one period (or ``duration`` s: real time only)."""
@@ -306,7 +317,7 @@ class SimWorld:
                     self._queue(ep, *frame)
                 if not drive.enabled:  # stopped (by itself, or told) since its SYNC
                     self.cmd[t] = drive.current_command()
-                    plant.state[ST_ON, t] = 1.0 if drive.power_on else 0.0
+                    self._power(t, drive.power_on)
         if not self.motor_power:  # the relay is open: no current, whatever the drives say
             self.cmd[:] = 0.0
             plant.state[ST_ON, : len(self.cmd)] = 0.0
