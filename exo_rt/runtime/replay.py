@@ -23,6 +23,7 @@ import numpy as np
 from exo_rt.bus.drives import ENABLE_CYCLES
 from exo_rt.bus.flags import F_MISSING, F_NOT_ENABLED
 from exo_rt.bus.host import HostDrives
+from exo_rt.bus.scale import held, permille_current
 from exo_rt.control import estimate
 from exo_rt.errors import ConfigError, LogError, Where
 from exo_rt.model.mechanism import Mechanism
@@ -248,21 +249,22 @@ def _plant(run_dir: Path | Run, robot: Mechanism | None = None, truth: list | No
     cpr = np.array([next(d.scale.counts_per_rev for b in top.buses for d in b.drives
                          if d.joint == robot.joint_names[j]) for j in joint_of], float)
     # the drives receive torque in per mille of their rated torque: the same rounding here,
-    # and back to a current as a drive computes it (its rated torque the integer mN·m its
-    # 6076h holds, times 1e-3: the same bits as the emulated drives, so a replay of an
-    # unstable plant — a wearer standing — does not drift off from the last bit)
-    scales = [next(d.scale for b in top.buses for d in b.drives
-                   if d.joint == robot.joint_names[j]) for j in joint_of]
-    scale = np.array([sc.rated_torque / sc.torque_constant / 1000.0 for sc in scales])
-    rated_nm = np.array([round(sc.rated_torque * 1000.0) * 1e-3 for sc in scales])
-    kt = np.array([sc.torque_constant for sc in scales])
-    peak = np.array([sc.peak_current for sc in scales])
+    # and back to a current as a drive computes it (its rated torque as its object holds it:
+    # the same bits as the emulated drives, so a replay of an unstable plant — a wearer
+    # standing — does not drift off from the last bit)
+    drives = [next(d for b in top.buses for d in b.drives if d.joint == robot.joint_names[j])
+              for j in joint_of]
+    scale = np.array([d.scale.rated_torque / d.scale.torque_constant / 1000.0 for d in drives])
+    rated_nm = np.array([held(d.scale.rated_torque, 1e-3 if d.profile is None
+                              else d.profile.torque_unit) for d in drives])
+    kt = np.array([d.scale.torque_constant for d in drives])
+    peak = np.array([d.scale.peak_current for d in drives])
     sim = np.zeros((len(records) - 2, n))
     cmd = np.zeros(len(k_mult))
     world = _truth_of(plant, len(sim)) if truth is not None else None
     for k in range(len(records) - 2):
         permille = np.round(records["command"][k][joint_of] / scale)  # finite: checked
-        cmd[:] = np.clip(permille / 1000.0 * rated_nm / kt, -peak, peak)
+        cmd[:] = np.clip(permille_current(permille, rated_nm, kt), -peak, peak)
         # the drives' power stages as sampled at the SYNC that applies the command
         flags = records["flags"][k + 1][joint_of].astype(np.int64)
         plant.state[ST_ON, : len(cmd)] = ~(flags & F_NOT_ENABLED).astype(bool)

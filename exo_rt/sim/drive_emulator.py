@@ -47,7 +47,7 @@ from pathlib import Path
 
 from exo_rt.bus import cia402 as c
 from exo_rt.bus import pdo
-from exo_rt.bus.scale import DriveScale
+from exo_rt.bus.scale import DriveScale, permille_current
 
 # SDO abort codes (CiA 301)
 ABORT_UNSUPPORTED = 0x06010000
@@ -623,7 +623,7 @@ class EmulatedDrive:
         else:
             return 0.0
         s = self.scale
-        current = permille / 1000.0 * self.rated_torque_Nm / s.torque_constant
+        current = permille_current(permille, self.rated_torque_Nm, s.torque_constant)
         return max(-s.peak_current, min(s.peak_current, current))
 
     def tpdo(self, rotor_angle: float, current: float) -> tuple[int, bytes] | None:
