@@ -25,6 +25,7 @@ from exo_rt.cycle.states import SAFE
 from exo_rt.record import recorder
 from exo_rt.schema.gains import Gains
 from exo_rt.sim.mil import MIL_SAFETY
+from firmware_bridge import fastdecode as fd
 
 CONTROLLERS = Path(__file__).resolve().parents[1] / "configs" / "controllers"
 
@@ -131,6 +132,10 @@ def test_the_record_is_written_by_its_columns_names(cycle):
     c.gait[0]["phase"], c.gait[0]["omega"] = 0.125, 3.0
     c.gait[0]["walking"], c.gait[0]["heels"] = 1.0, 9.0
     c.s["slot"], c.s["hist"] = -1.0, 0.0  # (not recording: the record into the history's row)
+    board = np.zeros(fd.D_WIDTH, np.int64)  # the board's decoder: 3 sensors of the 4 recorded
+    board[fd.D_PRESSURE_N], board[fd.D_N_SENSORS] = 5, 3
+    board[fd.D_SENSORS:fd.D_SENSORS + 5] = [11, 12, 13, 14, 15]
+    c.bind_board(board)
     c.set_hist(np.full((1, recorder.row_width(recorder.row_columns(n))), np.nan))
     cy._keep(c.data)
     row = c.hist[0]
@@ -144,7 +149,8 @@ def test_the_record_is_written_by_its_columns_names(cycle):
                "phase": "phase"}
     gait = {"gait_phase": 0.125, "stride_hz": 3.0 / (2.0 * math.pi), "walking": 1.0,
             "heels": 9.0}
-    assert set(vectors) | set(scalars) | set(gait) | {"flags", "stride"} == set(cols)
+    soles = {"sole_frames": [5.0], "sole_sensors": [3.0], "soles": [11.0, 12.0, 13.0, 0.0]}
+    assert set(vectors) | set(scalars) | set(gait) | set(soles) | {"flags", "stride"} == set(cols)
     for col, (a, b) in cols.items():
         got = row[a:b]
         if col in vectors:
@@ -155,6 +161,8 @@ def test_the_record_is_written_by_its_columns_names(cycle):
             assert got[0] == c.seg["stride"], col
         elif col in gait:
             assert got[0] == gait[col], col
+        elif col in soles:
+            assert list(got) == soles[col], col
         else:
             assert list(got) == list(c.flags.astype(float)), col
     assert not np.isnan(row).any()  # every column written

@@ -229,28 +229,44 @@ def test_a_law_that_does_not_feed_it_forward_refuses_the_key(top, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_controller_replay_of_a_run_that_fed_it_forward_is_refused_in_one_line(
-        tmp_path, capsys, monkeypatch):
-    """configs/exo_2leg_world_tq.yaml's controller feeds the stance load forward; the cycle
-    log holds no sole pressures, so `exo-rt replay --mode controller` of its run (the
-    stand-up and sit-down of configs/sessions/sit_stand.yaml) is refused in one line that
-    names the plant and closed-loop modes, exit 2 — not a replay that would differ from the
-    run without saying why; the plant mode it names replays the run's joints within 0.01°
-    RMS."""
+def test_a_run_that_fed_it_forward_replays_bit_for_bit(tmp_path, capsys, monkeypatch):
+    """configs/exo_2leg_world_tq.yaml's controller feeds the stance load forward from the
+    board's sole sensors; the cycle log records them as the cycle read them (``sole_frames``,
+    ``sole_sensors``, ``soles``), so `exo-rt replay --mode controller` of its run (the
+    stand-up and sit-down of configs/sessions/sit_stand.yaml, the feet loaded throughout)
+    gives the controller what the run had: every command bit for bit; the plant mode
+    replays the run's joints within 0.01° RMS. A recording without the sensors (made before
+    they were recorded) is refused in one line that names the other modes."""
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
     from exo_rt import cli
+    from exo_rt.errors import LogError
+    from exo_rt.record.recorder import read_cycle_log
+    from exo_rt.runtime import replay
+    from exo_rt.runtime.config import load_top
 
     root = Path(__file__).resolve().parents[1]
     run = tmp_path / "run"
     assert cli.main(["run", "--config", str(root / "configs" / "exo_2leg_world_tq.yaml"),
                      "--session", str(root / "configs" / "sessions" / "sit_stand.yaml"),
                      "--out", str(run)]) == 0
+    records, _ = read_cycle_log(run / "cycles.exolog")
+    loaded = records["soles"][:, :2]
+    assert records["sole_frames"][-1] > 1000 and (loaded > 100.0).all(axis=1).mean() > 0.9
+    assert loaded.max() > 200.0  # (standing: 261 N a foot, the harness holding the rest)
     capsys.readouterr()
-    assert cli.main(["replay", str(run), "--mode", "controller"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "stance_load" in err and "--mode plant" in err and "closed-loop" in err, err
+    assert cli.main(["replay", str(run), "--mode", "controller", "--no-mcap"]) == 0
+    figures = json.loads((run / "replay-controller.json").read_text())
+    assert figures["cycles"] > 5000 and figures["max_abs_command_diff_A"] == 0.0, figures
+    assert figures["cycles_with_differences"] == 0, figures
     assert cli.main(["replay", str(run), "--mode", "plant", "--no-mcap"]) == 0
     figures = json.loads((run / "replay-plant.json").read_text())  # (measured 0.0000°)
     for joint, f in figures["joints"].items():
         assert f["rms_error_deg"] <= 0.01, (joint, f)
+
+    older = records[[n for n in records.dtype.names if not n.startswith("sole")]]
+    top = load_top(root / "configs" / "exo_2leg_world_tq.yaml")
+    with pytest.raises(LogError) as e:
+        replay._soles_recorded(top, older, replay.open_run(run))
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and "stance_load" in msg, msg
+    assert "--mode plant" in msg and "closed-loop" in msg, msg

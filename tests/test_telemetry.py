@@ -354,7 +354,7 @@ def test_assistance_is_written_only_for_records_that_have_its_columns(live_run, 
         with open(folder / "cycles.exolog", "ab") as f:
             f.write(np.ascontiguousarray(body).tobytes())
 
-    old_cols = {k: v for k, v in columns.items() if k not in new}
+    old_cols = {k: v for k, v in columns.items() if v[0] < end}  # (the later ones too)
     write(tmp_path / "old", old_cols, rows[:, :end])
     export_mcap(tmp_path / "old")
     with open(tmp_path / "old" / "run.mcap", "rb") as f:

@@ -78,7 +78,7 @@ from exo_rt.cycle.layout import (
 from exo_rt.cycle.states import READY, RUN, SAFE, STOPPING
 from exo_rt.dynamics import kernels
 from exo_rt.jit import njit
-from exo_rt.record.recorder import column_start, row_columns, row_width
+from exo_rt.record.recorder import SOLES, column_start, row_columns, row_width
 from firmware_bridge import fastdecode as fd
 
 # the check's output
@@ -374,6 +374,8 @@ _GAIT_PHASE, _STRIDE_HZ, _WALKING, _HEELS = (column_start(c) for c in (
     "gait_phase", "stride_hz", "walking", "heels"))
 _LEVEL, _WINDING, _DERATE, _DRIVE_TEMP = (column_start(c) for c in (
     "level", "winding", "derate", "drive_temp"))
+_SOLE_FRAMES, _SOLE_SENSORS, _SOLES = (column_start(c) for c in (
+    "sole_frames", "sole_sensors", "soles"))
 
 
 @njit(cache=True, python=False)
@@ -436,6 +438,13 @@ def _record(d, row):
     o = _DRIVE_TEMP[0] + _DRIVE_TEMP[1] * n
     for j in range(n):
         row[o + j] = v[V_T_REPORTED, j]
+    st = d.board  # the board's decoder state, as soles() read it this cycle
+    sensors = st[fd.D_N_SENSORS]
+    row[_SOLE_FRAMES[0] + _SOLE_FRAMES[1] * n] = st[fd.D_PRESSURE_N]
+    row[_SOLE_SENSORS[0] + _SOLE_SENSORS[1] * n] = sensors
+    o = _SOLES[0] + _SOLES[1] * n
+    for i in range(SOLES):
+        row[o + i] = st[fd.D_SENSORS + i] if i < sensors else 0.0
 
 
 @njit(cache=True, inline="always")

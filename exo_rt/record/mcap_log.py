@@ -62,7 +62,10 @@ ASSIST = "/assistance"
 TOPICS = ("/joints", "/state", "/timing", ASSIST, "/can", "/events", "/activity")
 JOINT_FIELDS = ("q", "qd", "q_ref", "current", "command", "torque", "flags")  # contiguous
 QD_REF = "qd_ref"  # per joint too, elsewhere in the record (newer runs only)
-STATE_EXTRA = ("phase", "stride")  # /state's, from the record's columns of that name
+# /state's, from the record's columns of that name (newer runs only): the segment's, and the
+# board's foot-sole sensors as the cycle read them (SOLES: their values, an array)
+STATE_EXTRA = ("phase", "stride", "sole_frames", "sole_sensors")
+SOLES = "soles"
 # /assistance's (newer runs only): one value a cycle, then per joint
 ASSIST_FIELDS = ("gait_phase", "stride_hz", "walking", "heels")
 ASSIST_JOINT = ("level", "winding", "derate", "drive_temp")
@@ -79,7 +82,8 @@ def schemas(joint_names) -> dict[str, dict]:
                                          for f in (*JOINT_FIELDS, QD_REF)}
     state = {"t": NUM, "cycle": NUM, "state": {"type": "string"}, "state_code": NUM,
              "cause": {"type": "string"}, "cause_code": NUM, "board": NUM,
-             "overrun_streak": NUM} | dict.fromkeys(STATE_EXTRA, NUM)
+             "overrun_streak": NUM} | dict.fromkeys(STATE_EXTRA, NUM) | {
+                 SOLES: {"type": "array", "items": NUM}}
     timing = {"t": NUM, "cycle": NUM, "wake_us": NUM, "compute_us": NUM, "overruns": NUM,
               "sample_t": NUM}
     assist = {"t": NUM, "cycle": NUM} | dict.fromkeys(ASSIST_FIELDS, NUM) | dict.fromkeys(
@@ -144,6 +148,9 @@ class RowEncoder:
         self.qd_ref = columns.get(QD_REF)  # (first, end) column, or None
         self.state_extra = [f for f in STATE_EXTRA if f in columns]
         self.i_extra = [columns[f][0] for f in self.state_extra]
+        self.soles = columns.get(SOLES)  # (first, end) column, or None
+        soles = "" if self.soles is None else (',"soles":[' + ",".join(
+            ["%r"] * (self.soles[1] - self.soles[0])) + "]")
         esc = [json.dumps(x).replace("%", "%%") for x in self.names]
         group = "{" + ",".join(f"{k}:%r" for k in esc) + "}"
         fields = JOINT_FIELDS + ((QD_REF,) if self.qd_ref else ())
@@ -151,7 +158,7 @@ class RowEncoder:
                            + "}")
         self.state_fmt = ('{"t":%r,"cycle":%r,"state":%s,"state_code":%r,"cause":%s,'
                           '"cause_code":%r,"board":%r,"overrun_streak":%r'
-                          + "".join(f',"{f}":%r' for f in self.state_extra) + "}")
+                          + "".join(f',"{f}":%r' for f in self.state_extra) + soles + "}")
         self.timing_fmt = ('{"t":%r,"cycle":%r,"wake_us":%r,"compute_us":%r,"overruns":%r,'
                            '"sample_t":%r}')
         # /assistance: the estimate, level and thermal columns the record has (newer runs)
@@ -198,8 +205,11 @@ class RowEncoder:
         sj = self._state_json[k] if 0 <= k < len(self._state_json) else json.dumps(str(k))
         kc = int(c) if c == c else -1
         cj = self._cause_json[kc] if 0 <= kc < len(self._cause_json) else json.dumps(str(kc))
+        extra = [r[i] for i in self.i_extra]
+        if self.soles is not None:
+            extra += r[self.soles[0]:self.soles[1]]
         return self.state_fmt % (r[0], r[1], sj, s, cj, c, r[self.i_board],
-                                       r[self.i_streak], *[r[i] for i in self.i_extra])
+                                       r[self.i_streak], *extra)
 
     def timing(self, r: list) -> str:
         return self.timing_fmt % (r[0], r[1], r[self.i_wake], r[self.i_compute],
@@ -592,6 +602,9 @@ def rows_from_messages(columns, meta, by_topic: dict[str, list[dict]]) -> np.nda
         for f in STATE_EXTRA:
             if f in columns:
                 row[columns[f][0]] = num(s.get(f))
+        if SOLES in columns and s.get(SOLES) is not None:
+            a, b = columns[SOLES]
+            row[a:b] = [num(x) for x in s[SOLES][:b - a]]
         if assist:
             m = assist[k]
             for f in ASSIST_FIELDS:

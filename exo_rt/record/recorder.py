@@ -22,10 +22,12 @@ MAGIC = b"EXOLOG01"
 
 
 # the cycle log's row: one float64 per value, one row per cycle — each column's name and its
-# width, one value (1) or one per joint (JOINTS). Declared once: the cycle writes its record
+# width: a fixed count of values (1, or SOLES for the foot-sole sensors) or one per joint
+# (JOINTS). Declared once: the cycle writes its record
 # by these names (exo_rt.cycle.step), the cycle log's header, MCAP's topics and the
 # recording's rings are laid out from them (cycle_columns)
 JOINTS = -1
+SOLES = 4  # the board's first foot-sole sensors recorded each cycle (two feet, heel and toe)
 ROW = (
     ("t", 1),  # s: k·dt
     ("cycle", 1),  # the cycle's index k
@@ -55,6 +57,12 @@ ROW = (
     ("winding", JOINTS),  # °C: the motor winding's temperature (model)
     ("derate", JOINTS),  # the current limit's factor for it, 0–1
     ("drive_temp", JOINTS),  # °C: the drive's own reading (NaN where none)
+    # the board's foot-sole sensors as the cycle read them (its decoder's state: what the
+    # stance-load feedforward takes, exo_rt.cycle.step.soles) — so that a controller replay
+    # gives the controller what the run had
+    ("sole_frames", 1),  # PRESSURE frames the board link had decoded
+    ("sole_sensors", 1),  # sensors in the latest one
+    ("soles", SOLES),  # N: its first SOLES values (0 beyond sole_sensors)
 )
 
 
@@ -65,7 +73,7 @@ def column_start(name: str) -> tuple[int, int]:
     for col, width in ROW:
         if col == name:
             return a, b
-        a, b = (a + 1, b) if width == 1 else (a, b + 1)
+        a, b = (a, b + 1) if width == JOINTS else (a + width, b)
     raise KeyError(f"the cycle log's row has no column {name!r}")
 
 

@@ -35,6 +35,7 @@ from exo_rt.runtime.controller import Controller, Injection
 from exo_rt.runtime.rig import Board, Rig
 from exo_rt.sim import plants
 from exo_rt.sim.plants import ST_ON, T_JOINT, T_K
+from firmware_bridge import fastdecode as fd
 
 MODES = ("plant", "controller", "closed-loop")
 SYNC = 0x080  # the cycle's tick on every family's bus (CiA 402's SYNC)
@@ -310,22 +311,34 @@ class _Cursor:
 
 class RecordedBoard(Board):
     """The embedded board as the recording saw it: its word each cycle (e-stop, link loss,
-    motor power), always powered for the run's start."""
+    motor power), always powered for the run's start — and its foot-sole sensors as the
+    cycle read them (:attr:`decoder_state`, what the stance-load feedforward takes; None for
+    a recording made before they were recorded)."""
 
     present = True
     link_timeout = 1.0
     board_timeout = 1.0
     estop = False
-    decoder_state = None  # (the recording holds no sole pressures: replay refuses stance_load)
 
     def __init__(self, cursor: _Cursor) -> None:
         self.cursor = cursor
         self.heel_strikes: list = []
         self.status = type("Status", (), {"watchdog_tripped": False})()
+        self.decoder_state = (np.zeros(fd.D_WIDTH, np.int64)
+                              if "soles" in cursor.records.dtype.names else None)
 
     def poll(self) -> int:
         r = self.cursor.row()
-        return 0 if r is None else int(r["board"])
+        if r is None:
+            return 0
+        st = self.decoder_state
+        if st is not None:  # the decoder's state as the recorded cycle read it
+            st[fd.D_PRESSURE_N] = int(r["sole_frames"])
+            st[fd.D_N_SENSORS] = k = int(r["sole_sensors"])
+            soles = r["soles"]
+            for i in range(min(k, len(soles))):
+                st[fd.D_SENSORS + i] = int(soles[i])
+        return int(r["board"])
 
     def wait_for_status(self, timeout: float, tick=None) -> bool:
         return True
@@ -488,6 +501,29 @@ def _compared(run: Run, through: int | None) -> int:
     return m
 
 
+def _soles_recorded(top, records, run: Run) -> None:
+    """A controller that feeds the stance load forward (``stance_load``) needs the board's
+    foot-sole sensors it reads, as the run's cycle log recorded them (its ``soles``: the
+    first :data:`~exo_rt.record.recorder.SOLES`; none before they were recorded) — else a
+    controller replay could not give it what the run had: refused in one line."""
+    sl = top.controller.stance_load
+    if sl is None:
+        return
+    where = Where(str(run.config))
+    how = ("replay it in plant mode (--mode plant) or closed loop (--mode closed-loop), or "
+           "with --controller a file without stance_load")
+    if "soles" not in records.dtype.names:
+        raise LogError("the controller feeds the stance load forward from the board's "
+                       "foot-sole sensors (stance_load), which this recording does not hold "
+                       "(it was made before they were recorded): a controller replay cannot "
+                       "give it what the run had", where, how)
+    kept = records.dtype["soles"].shape[0]
+    beyond = {leg: s for leg, s in sl.sensors.items() if s >= kept}
+    if beyond:
+        raise LogError(f"the controller's stance_load reads the board's sensor(s) {beyond}; the "
+                       f"recording holds the first {kept} only", where, how)
+
+
 def replay_controller(run_dir: Path | Run, controller: str | Path | None = None) -> dict:
     """The recorded measurements into the (recorded, or ``controller``) controller."""
     return _controller(run_dir, controller)[0]
@@ -499,13 +535,7 @@ def _controller(run_dir: Path | Run, controller: str | Path | None = None
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir, controller=controller)
     records, meta = run.records, run.meta
     top = load_top(run.config, controller=controller)
-    if top.controller.stance_load is not None:
-        raise LogError("the controller feeds the stance load forward from the board's "
-                       "foot-sole sensors (stance_load), which the recording does not hold: "
-                       "a controller replay cannot give it what the run had",
-                       Where(str(run.config)),
-                       "replay it in plant mode (--mode plant) or closed loop (--mode "
-                       "closed-loop), or with --controller a file without stance_load")
+    _soles_recorded(top, records, run)
     session, through = _session(run)
     n = _compared(run, through)
     ctl = Controller(top, "replay", history=True, rig=replay_rig(records, meta, top),
