@@ -134,6 +134,46 @@ def test_with_the_feet_drawn_back_the_wearer_rises_unsupported(capsys, monkeypat
     assert float(row[-3]) < 29.0, row  # A: below the drives' peak
 
 
+def test_a_trunk_lean_within_the_hips_range_leaves_the_weight_behind_the_feet(capsys):
+    """``python tools/seated_balance.py``: seated with the shanks upright the whole body's
+    centre of mass is 0.379 m behind the soles' middle, and a trunk lean as far as the hips'
+    range allows (0.53 rad) brings it 7 cm forward, 0.306 m behind; with the feet drawn back
+    (1.60, 1.90) 0.265 m behind, 0.192 leaning 0.53 — why docs/world.md says a lean would not
+    carry an unsupported rise. The tool's geometry checked against a closed form: the lean
+    turns the trunk rigidly about the hips' axis, the legs staying, so the centre of mass moves
+    by A·sin λ − B·(1 − cos λ) (A, B the trunk's first moment of mass over the whole mass,
+    forward and up) — two leans give A and B, the other three must follow to 1e-9 m."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tools import seated_balance
+
+    assert seated_balance.main([]) == 0
+    rows = {ln.split(")")[0].strip() + ")": [float(x.rstrip("*")) for x in ln.split(")")[1].split()]
+            for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("(")}
+    assert rows["(1.55, 1.55)"] == pytest.approx([-0.379, -0.351, -0.323, -0.306, -0.275],
+                                                 abs=0.002)
+    assert rows["(1.60, 1.90)"][0] == pytest.approx(-0.265, abs=0.002)
+    assert rows["(1.60, 1.90)"][3] == pytest.approx(-0.192, abs=0.002)
+
+    from exo_rt.runtime.config import load_top
+    from exo_rt.sim import plants
+
+    top = load_top(ROOT / "configs" / "exo_2leg_world.yaml")
+    world = plants.create(top.simulation.plant, top.robot, dt=1e-3,
+                          room=top.simulation.plant_options()).world
+    q = np.zeros(world.mechanism.nq)
+    joints = seated_balance.leg_joints(world)
+    q[joints[:, 0]], q[joints[:, 1]] = 1.55, 1.55
+    leans = np.array([0.0, 0.2, 0.4, 0.53, 0.8, -0.3])
+    x = np.array([seated_balance.com_behind_feet(world, q, lean) for lean in leans])
+    dx = x - x[0]
+    basis = np.column_stack([np.sin(leans), -(1.0 - np.cos(leans))])
+    ab = np.linalg.solve(basis[[1, 4]], dx[[1, 4]])
+    assert ab[0] > 0.1  # m: the trunk's first moment, forward when leaning (0.14 m measured)
+    assert np.abs(basis @ ab - dx).max() < 1e-9
+
+
 def _rise_row(capsys, monkeypatch, *args: str) -> list[str]:
     """``python tools/rise_support.py ARGS`` (one support): its table's row, split."""
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
