@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from exo_rt.sim import plants
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", type=Path, default=ROOT / "configs" / "exo_2leg_world.yaml")
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "exo_2leg_world.yaml",
+                   help="a top config whose simulation is the world on the floor")
     p.add_argument("--sitting", type=float, nargs=2, action="append", metavar=("HIP", "KNEE"),
                    help="a seated posture (rad; repeat for more; default 1.55 1.55, the "
                         "shipped sitting, and 1.60 1.90, the feet drawn back)")
