@@ -133,15 +133,15 @@ def test_the_session_stays_below_the_drives_peak_current(peak_gains):
 
 
 @pytest.mark.slow
-def test_a_controller_replay_refuses_the_stance_load_it_cannot_give(session):
-    """The recording holds no foot-sole pressures: a controller replay of a run whose
-    controller fed the stance load forward cannot reproduce its commands, and says so (one
-    error with the way out) instead of reporting differences; plant replay still runs."""
-    from exo_rt.errors import LogError
+def test_a_controller_replay_gives_the_stance_load_what_the_run_had(session):
+    """The cycle log records the board's foot-sole sensors as the cycle read them: a
+    controller replay of a run whose controller fed the stance load forward (the world
+    config's whole session, stand-up, walk and sit-down) reproduces its commands bit for bit;
+    plant replay runs too."""
     from exo_rt.runtime.replay import replay_controller, replay_plant
 
     out, _ = session
-    with pytest.raises(LogError, match="stance_load") as err:
-        replay_controller(out)
-    assert "--mode plant" in err.value.fix
+    figures = replay_controller(out)
+    assert figures["cycles"] > 1000 and figures["max_abs_command_diff_A"] == 0.0, figures
+    assert figures["cycles_with_differences"] == 0 and figures["first_diff_cycle"] is None
     assert replay_plant(out)["cycles"] > 1000
