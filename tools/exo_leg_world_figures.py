@@ -107,6 +107,33 @@ def run(out: Path, *, duration: float = 10.0, session: Path | None = None,
     return rc, np.array(rows, float)
 
 
+IN_PACE = 0.005  # of the stride: the other leg walks at the pace while its delay is this close
+# to half the stride the exoskeleton walks
+
+
+def strides(out: Path, rows: np.ndarray, rec: np.ndarray) -> tuple[list[int], list[int]]:
+    """(steady, adapting): the walk's whole strides — :mod:`exo_rt.record.walking`'s, from
+    the first stride boundary after the opening step's stride to the last before the closing
+    step's — split by the other leg's pace. A stride is steady where the other leg's delay
+    was half the stride the exoskeleton walked (within :data:`IN_PACE` of the stride) from half
+    a stride before it began (what the other leg then does, it takes from there) to its end;
+    the others are the other leg walking at the pace it last walked, or taking up a new one
+    (a walk at another speed, or the session slowing a walk: its first strides)."""
+    walk, phase, t = rec["walking"] > 0.5, rec["phase"], rec["t"]
+    first = math.ceil(phase[walk].min() + 1e-9) + 1
+    last = math.floor(phase[walk].max()) - 1
+    idx = np.flatnonzero(walk)
+    delay = _aligned(out, rows, rec["cycle"][idx])[:, DELAY]
+    p = phase[idx]
+    steady, adapting = [], []
+    for k in range(first, last):
+        period = float(np.interp(k + 1, p, t[idx]) - np.interp(k, p, t[idx]))
+        during = (p >= k - 0.5) & (p < k + 1)
+        paced = np.all(np.abs(delay[during] - 0.5 * period) <= IN_PACE * period)
+        (steady if paced else adapting).append(k)
+    return steady, adapting
+
+
 def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
     """Strides: how long after the exoskeleton foot's last landing each landing of the other
     leg's foot comes, over the steady strides (a foot lands when it carries 5 % of the weight
@@ -117,9 +144,9 @@ def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
 
     rec, _ = read_mcap(out / "run.mcap")
     walk, phase = rec["walking"] > 0.5, rec["phase"]
-    first = math.ceil(phase[walk].min() + 1e-9) + 1  # walking.py's steady strides
-    last = math.floor(phase[walk].max()) - 1
-    idx = np.flatnonzero(walk & (phase >= first) & (phase < last))
+    steady, _adapting = strides(out, rows, rec)
+    first = math.ceil(phase[walk].min() + 1e-9)  # (the landings of the whole walk …
+    idx = np.flatnonzero(walk & (phase >= first))
     other = _aligned(out, rows, rec["cycle"][idx])
     world = {int(w["cycle"]): w for w in walking.world_rows(out)}
     exo = np.array([next(iter(world[int(c)]["force"].values()))["z"] for c in rec["cycle"][idx]])
@@ -131,7 +158,9 @@ def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
         return phase[on[1:]][np.diff(phase[on]) > 0.2]
 
     mine, theirs = landings(exo), landings(other[:, FZ])
-    return np.array([p - mine[mine < p].max() for p in theirs if (mine < p).any()])
+    pairs = [(p, mine[mine < p].max()) for p in theirs if (mine < p).any()]
+    return np.array([p - m for p, m in pairs  # … those of steady strides, both feet's)
+                     if math.floor(p) in steady and math.floor(m) in steady])
 
 
 @dataclass(frozen=True)
@@ -175,10 +204,11 @@ def _aligned(out: Path, rows: np.ndarray, cycles: np.ndarray) -> np.ndarray:
     return rows[idx]
 
 
-def measure(out: Path, rows: np.ndarray) -> Figures:
+def measure(out: Path, rows: np.ndarray, adapting: bool = False) -> Figures | None:
     """Both legs' figures of the walk recorded in ``out`` with the other leg's ``rows``
-    (:func:`run`): :mod:`exo_rt.record.walking`'s definitions, the other leg's gait phase
-    half a stride behind the exoskeleton's."""
+    (:func:`run`): :mod:`exo_rt.record.walking`'s definitions over the steady strides
+    (:func:`strides`), the other leg's gait phase half a stride behind the exoskeleton's; with
+    ``adapting``, over the others, in which the other leg walks at another pace (None: none)."""
     from exo_rt.control import flat_foot
     from exo_rt.control.gait_speed import ankle_x as ankle_x_of
     from exo_rt.record import walking
@@ -187,11 +217,13 @@ def measure(out: Path, rows: np.ndarray) -> Figures:
     rec, meta = read_mcap(out / "run.mcap")
     names = list(meta["joint_names"])
     walk, phase = rec["walking"] > 0.5, rec["phase"]
-    first = math.ceil(phase[walk].min() + 1e-9) + 1  # walking.py's steady strides
-    last = math.floor(phase[walk].max()) - 1
-    if last <= first:
+    steady, early = strides(out, rows, rec)
+    chosen = early if adapting else steady
+    if adapting and not chosen:
+        return None
+    if not chosen:
         raise ValueError(f"{out}: the walk has no whole steady stride to measure")
-    idx = np.flatnonzero(walk & (phase >= first) & (phase < last))
+    idx = np.flatnonzero(walk & np.isin(np.floor(phase), chosen))
     other = _aligned(out, rows, rec["cycle"][idx])
     world = {int(w["cycle"]): w for w in walking.world_rows(out)}
     w = [world[int(c)] for c in rec["cycle"][idx]]
@@ -233,7 +265,7 @@ def measure(out: Path, rows: np.ndarray) -> Figures:
             peak_smooth=float(np.convolve(fz[:, k], np.ones(n) / n, "same").max() / carried),
             slip=max(travel) if travel else 0.0, tracking_rms=tracking[leg])
     speed = float((base[-1, 0] - base[0, 0]) / (t[-1] - t[0]))
-    return Figures(int(last - first), speed, carried, legs)
+    return Figures(len(chosen), speed, carried, legs)
 
 
 def sit_stand(out: Path, rows: np.ndarray) -> dict:
@@ -273,6 +305,11 @@ def main(argv=None) -> int:
         rms = ", ".join(f"{j} {v:.2f}°" for j, v in g.tracking_rms.items())
         print(f"| {leg} | {100 * g.stance:.1f} % | {g.swing_force:.1f} N | "
               f"{1000 * g.slip:.1f} mm | {g.peak:.2f}, {g.peak_smooth:.2f} | {rms} |")
+    early = measure(out, rows, adapting=True)
+    if early is not None:
+        print(f"and {early.strides} stride(s) in which the other leg takes up the pace: "
+              "reaction in swing " + ", ".join(
+                  f"{g.swing_force:.1f} N ({leg})" for leg, g in early.legs.items()))
     lags = landing_lags(out, rows)
     print("the other foot lands " + ", ".join(f"{x:.3f}" for x in lags) + " stride after the "
           f"exoskeleton's; its delay at the end {rows[-1, DELAY]:.3f} s")
