@@ -266,6 +266,17 @@ def test_at_another_speed_the_other_leg_is_still_half_a_stride_behind(tmp_path, 
 
 
 @pytest.mark.slow
+def test_a_walk_too_short_to_measure_is_said_in_one_line(capsys, monkeypatch):
+    """``python tools/exo_leg_world_figures.py --duration 3``: a walk with no whole steady
+    stride is one line on stderr that says to walk longer, exit 2 — not a traceback."""
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    assert figures.main(["--duration", "3"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines()
+           if ln.startswith("exo_leg_world_figures:")]
+    assert len(err) == 1 and "--duration" in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.slow
 def test_the_one_leg_exoskeleton_sits_and_stands_to_shutdown(tmp_path, monkeypatch):
     """The sit/stand session: SHUTDOWN, every exoskeleton joint ≤ 1° RMS, and the other leg
     within 1° of the exoskeleton leg's hip and knee all along (it follows them at the same

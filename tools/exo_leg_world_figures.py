@@ -222,7 +222,9 @@ def measure(out: Path, rows: np.ndarray, adapting: bool = False) -> Figures | No
     if adapting and not chosen:
         return None
     if not chosen:
-        raise ValueError(f"{out}: the walk has no whole steady stride to measure")
+        raise ValueError(f"{out}: the walk has no whole stride with the other leg at its "
+                         f"pace to measure ({len(early)} in which it takes the pace up) — "
+                         "walk longer (--duration)")
     idx = np.flatnonzero(walk & np.isin(np.floor(phase), chosen))
     other = _aligned(out, rows, rec["cycle"][idx])
     world = {int(w["cycle"]): w for w in walking.world_rows(out)}
@@ -295,7 +297,11 @@ def main(argv=None) -> int:
         print(f"the other leg against the exoskeleton leg: {f['other_rms']:.2f}° RMS, "
               f"{f['other_max']:.2f}° at most")
         return rc
-    f = measure(out, rows)
+    try:
+        f = measure(out, rows)
+    except ValueError as exc:
+        print(f"exo_leg_world_figures: {exc}", file=sys.stderr)
+        return 2
     print(f"{f.strides} steady strides, pelvis {f.speed:.3f} m/s, the floor carries "
           f"{f.carried:.1f} N")
     print("| leg | stance | reaction in swing | slip while flat | peak / carried (raw, 25 ms) "
