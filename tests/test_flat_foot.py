@@ -13,7 +13,7 @@ from exo_rt.control import flat_foot as ff
 from exo_rt.control.gait_speed import leg_lengths
 from exo_rt.control.trajectory import MAX_HARMONICS
 from exo_rt.model import load_mechanism
-from exo_rt.session.machine import SPEED_BLEND
+from exo_rt.session.activities import SPEED_BLEND
 
 THIGH, SHANK = 0.43, 0.42  # m: exo_2leg_sized's legs (checked below)
 PHASE = np.arange(4000) / 4000
@@ -100,19 +100,20 @@ def test_a_step_length_that_is_no_length_is_refused(step):
         ff.walk(0.4, 1.75, step)
 
 
-def _walk_trace(speed: float, stop: float, change: float | None = None):
-    """The exo_2leg_world walk's reference as the cycle makes it (exo_rt/cycle/segment.py),
-    set up as the activity machine begins a walk from standing — its opening step, its
-    strides, the closing step from the first half-stride boundary past ``stop`` strides:
-    (phase, q_r (k, 4)) at 1 kHz. ``change``: a new speed (m/s) asked 0.7 strides in, as the
-    machine asks it (the new gait and its closing steps in the NEXT slots, blended over
-    ``SPEED_BLEND`` strides from the boundary at 1)."""
+def _walk_trace(speed: float, stop: float, change: float | None = None,
+                config: str = "configs/exo_2leg_world.yaml"):
+    """The exo_2leg_world walk's reference (or ``config``'s) as the cycle makes it
+    (exo_rt/cycle/segment.py), set up as the activity machine begins a walk from standing —
+    its opening step, its strides, the closing step from the first half-stride boundary past
+    ``stop`` strides: (phase, q_r (k, n), the walk) at 1 kHz. ``change``: a new speed (m/s)
+    asked 0.7 strides in, as the machine asks it (the new gait and its closing steps in the
+    NEXT slots, blended over the walk's ``speed_blend`` strides from the boundary at 1)."""
     from exo_rt.cycle import segment
     from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
     from exo_rt.runtime.config import load_top
     from exo_rt.session.session import gait_function, load_files
 
-    top = load_top("configs/exo_2leg_world.yaml")
+    top = load_top(config)
     _, acts, who = load_files(top)
     walk = next(m for m in acts.motions if m.kind == "walk")
     gaits = gait_function(top.robot, top.controller, who, acts.gait)
@@ -142,10 +143,11 @@ def _walk_trace(speed: float, stop: float, change: float | None = None):
             rows, period, stride = gaits(change, None)
             new = gaits.steps(rows, stride, walk, q0, q1)
             g[segment.SLOT_NEXT] = rows
-            g[segment.SLOT_NEXT_CLOSE] = new[segment.SLOT_CLOSE]
-            g[segment.SLOT_NEXT_CLOSE_HALF] = new[segment.SLOT_CLOSE_HALF]
+            if new:
+                g[segment.SLOT_NEXT_CLOSE] = new[segment.SLOT_CLOSE]
+                g[segment.SLOT_NEXT_CLOSE_HALF] = new[segment.SLOT_CLOSE_HALF]
             sg["next_period"], sg["next_pending"] = period, 1.0
-            sg["next_blend"] = SPEED_BLEND
+            sg["next_blend"] = walk.speed_blend(float(sg["b_period"]), period)
             change = None
         if s[0]["phase"] >= stop:
             sg["stop_req"] = 1.0
@@ -211,6 +213,31 @@ def test_a_walk_whose_speed_changed_closes_with_its_new_gait_s_step(stop):
     feet = (right, left) if start % 1.0 else (left, right)
     travel, lift = _slide(feet[0][:, closing], feet[1][:, closing])
     assert start > 1.5 and travel < 2e-3 and lift > 0.04, (start, travel, lift)
+
+
+@pytest.mark.parametrize("stop", [2.6, 4.1])
+def test_a_stop_in_a_one_leg_walk_s_long_speed_blend_closes_from_its_mix(stop):
+    """The one-leg walk (configs/exo_leg_world.yaml: plain blends, its walk's
+    ``stride_change`` 0.025) slowed from 0.4 to 0.3 m/s blends over 7 strides (the period's
+    change 15.5 %: at most 2.5 % a stride). A STOP in that blend does not wait it out: the
+    closing step begins at the next half-stride boundary from the blend's mix there
+    (segment._mix) and the walk ends a closing step later — with q_r's second difference (q̈_r,
+    and a step of q̇_r in one cycle would show there) within the flat-foot walk's own
+    (the safety's reference_acceleration: 35 and 80 rad/s²), and the phase rate's change
+    per cycle as small as the blend's own."""
+    from exo_rt.control import flat_foot
+
+    walk_b = flat_foot.walk(0.3, 1.75)
+    phase, q, walk = _walk_trace(0.4, stop, change=0.3, config="configs/exo_leg_world.yaml")
+    assert walk.speed_blend(flat_foot.walk(0.4, 1.75).period, walk_b.period) == 7.0
+    closing_from = math.floor(2.0 * stop + 1.0) / 2.0
+    assert phase[-1] == pytest.approx(closing_from + walk.closing, abs=2e-3), phase[-1]
+    qdd = np.diff(q, 2, axis=0) / 1e-6
+    assert np.abs(qdd[:, 0]).max() < 35.0 and np.abs(qdd[:, 1]).max() < 80.0, \
+        np.abs(qdd).max(axis=0)
+    rate = np.diff(phase)
+    near = np.abs(phase[1:] - closing_from) < 0.01
+    assert np.abs(np.diff(rate))[near[1:]].max() < 1e-8, np.abs(np.diff(rate))[near[1:]].max()
 
 
 def _ankle_x(q: np.ndarray, hip: int) -> np.ndarray:

@@ -266,6 +266,61 @@ def test_at_another_speed_the_other_leg_is_still_half_a_stride_behind(tmp_path, 
 
 
 @pytest.mark.slow
+def test_a_speed_change_the_other_leg_follows_lands_no_foot_early(tmp_path, monkeypatch):
+    """0.4 → 0.3 m/s one stride into the walk (``tools/exo_leg_world_figures.py --change 0.3
+    --after 1 --duration 14``): the walk's ``stride_change`` (0.025) blends over 7 strides,
+    and in every stride in which the other leg takes the new pace up neither foot meets the
+    floor in swing and both legs track within 1° RMS (with the two-stride blend, the
+    exoskeleton foot landed at 0.92 of its stride: 847 N, both joints at the drive's 30 A —
+    the other leg, which walks the exoskeleton leg's angles half a stride late, stood on the
+    old gait's pelvis height while the exoskeleton's swing came down onto the new one's). The
+    STOP 14 s after the change comes in the blend: the closing step starts from its mix, not
+    after it (the walk ends before the blend's last boundary, 9), to SHUTDOWN."""
+    from exo_rt.record.mcap_log import read_mcap
+
+    monkeypatch.setenv("EXO_RT_WARMUP", "0")
+    out = tmp_path / "run"
+    rc, rows = figures.run(out, duration=14.0, change=0.3, after=1)
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["motions_finished"].get("walk") == 1
+    rec = read_mcap(out / "run.mcap")[0]
+    assert rec["phase"][rec["walking"] > 0.5].max() < 9.0
+    f = figures.measure(out, rows, adapting=True)
+    assert f is not None and f.strides >= 4, f
+    for leg, g in f.legs.items():
+        assert g.swing_force < 0.01 * f.carried, (leg, g)
+        assert max(g.tracking_rms.values()) <= 1.0, (leg, g)
+
+
+def test_the_tools_options_reach_the_run(monkeypatch, tmp_path):
+    """``--change``, ``--after``, ``--activities``, ``--speed`` and ``--duration`` reach
+    :func:`figures.run` as given (the runs themselves: the slow tests above), and a walk made
+    with ``--change`` gets the session that asks it (the speed ``after`` strides in, STOP
+    ``duration`` s after it was accepted)."""
+    asked = {}
+
+    class Asked(Exception):
+        pass
+
+    def run(out, **kw):
+        asked.update(kw)
+        raise Asked
+
+    monkeypatch.setattr(figures, "run", run)
+    acts = tmp_path / "acts.yaml"
+    with pytest.raises(Asked):
+        figures.main(["--change", "0.3", "--after", "1", "--duration", "14",
+                      "--activities", str(acts)])
+    assert asked == dict(duration=14.0, session=None, speed=None, change=0.3, after=1,
+                         activities=acts), asked
+    text = figures.CHANGED.format(change=0.3, after=1)
+    steps = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("- ")]
+    assert "{request: speed, value: 0.3, after: strides 1}" in steps[3], steps
+    assert "after: accepted, wait: duration" in steps[4], steps
+
+
+@pytest.mark.slow
 def test_a_walk_too_short_to_measure_is_said_in_one_line(capsys, monkeypatch):
     """``python tools/exo_leg_world_figures.py --duration 3``: a walk with no whole steady
     stride is one line on stderr that says to walk longer, exit 2 — not a traceback."""

@@ -16,7 +16,12 @@ the other leg takes its delay from the strides it sees (``world_plant._other_leg
 the lines printed end with its landings' lags behind the exoskeleton foot's (strides) and the
 delay it walked with (s).
 
-``python tools/exo_leg_world_figures.py [--duration S] [--speed M_S] [--sit-stand]``
+With ``--change`` the session changes the walk's speed a few strides in: the strides of its
+blend are among those in which the other leg takes the new pace up, and their line gives the
+reaction in swing and the currents there.
+
+``python tools/exo_leg_world_figures.py [--duration S] [--speed M_S] [--change M_S [--after N]]
+[--activities FILE] [--sit-stand]``
 """
 
 from __future__ import annotations
@@ -87,21 +92,41 @@ steps:
   - {{request: stop, after: accepted, wait: duration}}
   - {{request: end, after: finished}}
 """
+# … and with a speed change ``after`` strides into the walk, STOP --duration s after it
+CHANGED = """description: home, walk, {change} m/s after {after} strides, stop --duration later
+steps:
+  - {{request: start, motion: home, at: 0.0}}
+  - {{request: confirm, after: rejected}}
+  - {{request: start, motion: walk, after: finished}}
+  - {{request: speed, value: {change}, after: strides {after}}}
+  - {{request: stop, after: accepted, wait: duration}}
+  - {{request: end, after: finished}}
+"""
 
 
 def run(out: Path, *, duration: float = 10.0, session: Path | None = None,
-        config: Path = CONFIG, speed: float | None = None) -> tuple[int, np.ndarray]:
+        config: Path = CONFIG, speed: float | None = None, change: float | None = None,
+        after: int = 3, activities: Path | None = None) -> tuple[int, np.ndarray]:
     """(exit code, the other leg's rows) of ``exo-rt run`` on ``config`` into ``out``;
-    ``speed`` (m/s): the default session walking at it (a session file beside ``out``)."""
+    ``speed`` (m/s): the default session walking at it; ``change`` (m/s): the walk changed to
+    it ``after`` strides in, STOP ``duration`` s after (each a session file beside ``out``);
+    ``activities``: another activities file."""
     from exo_rt import cli
 
     args = ["run", "--config", str(config), "--duration", str(duration), "--out", str(out)]
-    if speed is not None:
-        session = out.parent / f"walk-{speed:g}.yaml"
+    text = None
+    if change is not None:
+        session, text = out.parent / f"change-{change:g}.yaml", CHANGED.format(
+            change=change, after=after)
+    elif speed is not None:
+        session, text = out.parent / f"walk-{speed:g}.yaml", PACED.format(speed=speed)
+    if text is not None:
         session.parent.mkdir(parents=True, exist_ok=True)
-        session.write_text(PACED.format(speed=speed))
+        session.write_text(text)
     if session is not None:
         args += ["--session", str(session)]
+    if activities is not None:
+        args += ["--activities", str(activities)]
     with capturing() as rows:
         rc = cli.main(args)
     return rc, np.array(rows, float)
@@ -181,6 +206,7 @@ class Figures:
     speed: float  # m/s: the pelvis's mean forward speed
     carried: float  # N: both feet's summed vertical reaction, mean over the strides
     legs: dict  # 'exoskeleton' / 'other' → LegFigures
+    current: dict  # joint → the largest commanded |current| over the strides (A)
 
 
 def _aligned(out: Path, rows: np.ndarray, cycles: np.ndarray) -> np.ndarray:
@@ -267,7 +293,8 @@ def measure(out: Path, rows: np.ndarray, adapting: bool = False) -> Figures | No
             peak_smooth=float(np.convolve(fz[:, k], np.ones(n) / n, "same").max() / carried),
             slip=max(travel) if travel else 0.0, tracking_rms=tracking[leg])
     speed = float((base[-1, 0] - base[0, 0]) / (t[-1] - t[0]))
-    return Figures(len(chosen), speed, carried, legs)
+    current = {j: float(np.abs(rec["current"][idx, i]).max()) for i, j in enumerate(names)}
+    return Figures(len(chosen), speed, carried, legs, current)
 
 
 def sit_stand(out: Path, rows: np.ndarray) -> dict:
@@ -285,11 +312,18 @@ def main(argv=None) -> int:
     p.add_argument("--duration", type=float, default=10.0, help="s of walking (default 10)")
     p.add_argument("--speed", type=float, help="m/s: walk at this speed (default: the "
                    "wearer's default speed)")
+    p.add_argument("--change", type=float, metavar="M_S", help="change the walk's speed to "
+                   "this --after strides in; --duration is then the walking after the change")
+    p.add_argument("--after", type=int, default=3, help="strides before --change (default 3)")
+    p.add_argument("--activities", type=Path, help="another activities file (e.g. one whose "
+                   "walk has another stride_change)")
     p.add_argument("--sit-stand", action="store_true", help="the sit/stand session instead")
     args = p.parse_args(argv)
     out = Path(tempfile.mkdtemp(prefix="exo-leg-")) / "run"
+    walk = not args.sit_stand
     rc, rows = run(out, duration=args.duration, session=SIT_STAND if args.sit_stand else None,
-                   speed=None if args.sit_stand else args.speed)
+                   speed=args.speed if walk else None, change=args.change if walk else None,
+                   after=args.after, activities=args.activities)
     s = json.loads((out / "summary.json").read_text())
     print(f"run {out}: exit {rc}, {s['final_state']}, faults {s['faults'] or 'none'}")
     if args.sit_stand:
@@ -312,13 +346,17 @@ def main(argv=None) -> int:
         print(f"| {leg} | {100 * g.stance:.1f} % | {g.swing_force:.1f} N | "
               f"{1000 * g.slip:.1f} mm | {g.peak:.2f}, {g.peak_smooth:.2f} | {rms} |")
     early = measure(out, rows, adapting=True)
+    print("currents at most " + ", ".join(f"{j} {a:.1f} A" for j, a in f.current.items()))
     if early is not None:
         print(f"and {early.strides} stride(s) in which the other leg takes up the pace: "
               "reaction in swing " + ", ".join(
-                  f"{g.swing_force:.1f} N ({leg})" for leg, g in early.legs.items()))
+                  f"{g.swing_force:.1f} N ({leg})" for leg, g in early.legs.items())
+              + "; currents at most " + ", ".join(
+                  f"{j} {a:.1f} A" for j, a in early.current.items()))
     lags = landing_lags(out, rows)
-    print("the other foot lands " + ", ".join(f"{x:.3f}" for x in lags) + " stride after the "
-          f"exoskeleton's; its delay at the end {rows[-1, DELAY]:.3f} s")
+    print(("the other foot lands " + ", ".join(f"{x:.3f}" for x in lags) + " stride after the "
+           "exoskeleton's" if len(lags) else "no landing pair in the steady strides")
+          + f"; its delay at the end {rows[-1, DELAY]:.3f} s")
     return rc
 
 

@@ -208,11 +208,32 @@ def _boundary(seg, gaits, phase):
 
 
 @njit(cache=True, inline="always")
+def _mix(seg, gaits, phase):
+    """A plain gait-to-gait blend (a speed change's, sides GAIT_SOURCE) stopped at the
+    half-stride boundary just crossed: its mix there, ``(1 − w)·A + w·B`` — the Fourier rows
+    are linear in it — into ``gaits[SLOT_B]`` and the blend's phase rate into ``b_period``,
+    the blend ended. At a half-stride boundary w is held (a double support:
+    :func:`_single_support`), so q, q̇ and the phase rate go on unchanged: a STOP need not
+    wait out a long blend (a one-leg walk's, ``stride_change``)."""
+    w = _single_support(phase - seg.blend_start, seg.blend_len)[0]
+    for j in range(gaits.shape[1]):
+        for i in range(gaits.shape[2]):
+            gaits[SLOT_B, j, i] = (1.0 - w) * gaits[SLOT_A, j, i] + w * gaits[SLOT_B, j, i]
+    seg.b_period = 1.0 / ((1.0 - w) / seg.a_period + w / seg.b_period)
+    seg.blend_len = phase - seg.blend_start
+
+
+@njit(cache=True, inline="always")
 def _close(seg, gaits, phase):
-    """The closing step from the half-stride boundary just crossed, once no blend runs."""
+    """The closing step from the half-stride boundary just crossed, once no blend runs — or
+    from a plain speed change's mix there (:func:`_mix`)."""
     half = math.floor(2.0 * phase) / 2.0
-    if seg.closing or phase < seg.blend_start + seg.blend_len:
+    if seg.closing:
         return
+    if phase < seg.blend_start + seg.blend_len:
+        if seg.a_kind != GAIT_SOURCE or seg.b_kind != GAIT_SOURCE:
+            return  # (an opening, or a walk whose floor steps are made for its gait B)
+        _mix(seg, gaits, phase)
     _copy(gaits, SLOT_B, SLOT_A)
     seg.a_kind = seg.b_kind
     seg.a_period = seg.b_period

@@ -43,6 +43,12 @@ class MotionEntry:
                                 doc="walk: how long the opening step takes")
     closing: float | None = key(Num(gt=0, le=2), None, unit="strides", shown="0.5 (walk)",
                                 doc="walk: how long the closing step takes")
+    stride_change: float | None = key(Num(gt=0, le=0.5), None, shown="— (2 strides)",
+                                      doc="walk: a speed change blends over as many whole "
+                                          "strides (at least 2) as keep the stride period's "
+                                          "change within this fraction of it per stride — "
+                                          "for a one-leg exoskeleton, whose wearer's other "
+                                          "leg takes up the pace it feels")
     phase_offsets: dict = key(MapOf(Num(ge=0, le=1), "right: 0.5"), {}, unit="strides",
                               shown="all 0",
                               doc="walk: how far behind the gait a joint runs — by joint "

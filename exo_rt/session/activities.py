@@ -11,6 +11,7 @@ its midpoint (Flash & Hogan 1985), which is how ``max_speed`` sets a move's dura
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ PEAK = 1.875  # peak speed of a minimum-jerk move, in units of Δq/T (at t = T/2
 HOME_DURATION = 1.0  # s: a homing move's shortest duration when the file gives none
 HOME_CEILING = 0.2  # rad/s: no homing move is faster, whatever its file says
 WALK_STEP = 0.5  # strides: the opening and closing steps when the file gives none
+SPEED_BLEND = 2.0  # strides: a speed change blends the old gait into the new over at least two
 LEG_NAMES = ("left", "right")  # a joint "left_knee" is the left leg's knee; "knee": the one leg
 MARGIN = SafetyConfig().joint_margin  # rad: the safety's soft limits, inside the joint limits
 
@@ -58,6 +60,18 @@ class Motion:
     description: str = ""
     frozen_timeout: float = 30.0  # s: a GO-held move frozen this long ends by itself
     on_frozen: str = "return"  # … back to its start posture, or on to its end ("finish")
+    stride_change: float = 0.0  # walk: the stride period's largest change per stride of a
+    # speed change's blend (a fraction; 0: the blend is SPEED_BLEND strides)
+
+    def speed_blend(self, period: float, new_period: float) -> float:
+        """Strides: how long a speed change of this walk blends its gait of ``period`` s into
+        one of ``new_period`` s — :data:`SPEED_BLEND`, or as many whole strides as keep the
+        period's change within ``stride_change`` of it per stride (a one-leg exoskeleton's
+        wearer walks their other leg at the pace they feel: docs/world.md)."""
+        if self.stride_change <= 0.0:
+            return SPEED_BLEND
+        change = abs(new_period / period - 1.0) / self.stride_change
+        return max(SPEED_BLEND, float(math.ceil(change - 1e-9)))
 
     @property
     def needs_confirm(self) -> bool:
@@ -253,7 +267,7 @@ def _posture_name(name: str | None, node: Node, postures: dict, label: str) -> N
 # which optional keys each kind of motion takes
 ONLY = {"from": ("move", "walk"), "duration": ("move", "home"),
         "max_speed": ("move", "home"), "opening": ("walk",), "closing": ("walk",),
-        "phase_offsets": ("walk",)}
+        "phase_offsets": ("walk",), "stride_change": ("walk",)}
 
 
 def _motion(name: str, index: int, spec, node: Node, postures: dict, robot: Mechanism
@@ -326,7 +340,8 @@ def _motion(name: str, index: int, spec, node: Node, postures: dict, robot: Mech
         opening=(WALK_STEP if spec.opening is None else spec.opening) if walk else 0.0,
         closing=(WALK_STEP if spec.closing is None else spec.closing) if walk else 0.0,
         phase_offsets=_read_only(offsets), description=spec.description,
-        frozen_timeout=spec.frozen_timeout, on_frozen=spec.on_frozen)
+        frozen_timeout=spec.frozen_timeout, on_frozen=spec.on_frozen,
+        stride_change=spec.stride_change or 0.0)
 
 
 def _merge_postures(root: Node, given: dict | Node) -> None:

@@ -25,7 +25,6 @@ from exo_rt.cycle import segment
 from exo_rt.cycle.layout import SCALARS, SEGMENT, V_QDDR, V_QDR, V_QR, V_SEG_FROM, V_SEG_TO, V_WIDTH
 from exo_rt.jit import njit
 from exo_rt.session.activities import PEAK  # a minimum-jerk move's peak speed, per Δq/T
-from exo_rt.session.machine import SPEED_BLEND  # strides: a speed change's blend
 
 PEAK_ACCELERATION = 10.0 / math.sqrt(3.0)  # … and its peak acceleration, per Δq/T²
 GO_RATE_PEAK = segment.GO_OMEGA / math.e  # 1/s: the fastest change of the progress rate
@@ -179,7 +178,9 @@ class Envelope:
         """A walk at ``speed`` (m/s) and ``step`` length (m; None: the wearer's walk ratio),
         from posture ``q_from`` to ``q_to`` (rad): its opening step, two strides and its
         closing step from either half-stride boundary, traced by the cycle's own segment;
-        with ``old`` ((speed, step) walked now), the blend from that walk into this one too.
+        with ``old`` ((speed, step) walked now), the blend from that walk into this one too
+        (over the walk's ``speed_blend`` strides; a plain blend also with a STOP in it, which
+        closes from the blend's mix).
         ValueError from ``gaits`` where the walk cannot be made at all."""
         key = (motion.name, speed, step, old, motion.opening, motion.closing)
         if key in self._walks:
@@ -194,6 +195,8 @@ class Envelope:
         runs = [(stop, None) for stop in (1.2, 1.7)]
         if old is not None:
             runs.append((-1.0, self.gaits(*old)))
+            if not steps:  # (a STOP closes from a plain blend's mix: segment._mix)
+                runs.append((1.2, self.gaits(*old)))
         for stop, before in runs:
             out = self._trace(motion, rows, period, q_from, q_to, stop, before, steps)
             worst[:2] = np.maximum(worst[:2], out[:2])
@@ -231,15 +234,17 @@ class Envelope:
                 sg["a_kind"], sg["b_kind"] = segment.POSTURE_STEP, segment.GAIT_STEPS
                 for slot, r in steps.items():
                     g[slot, :, :r.shape[1]] = r
-        else:  # the walk now at its stride boundary, the new one blended in (SPEED_BLEND strides)
-            b_rows, b_period, _ = before
+        else:  # the walk now at its stride boundary, the new one blended in (the walk's
+            b_rows, b_period, _ = before  # speed_blend strides)
+            blend = motion.speed_blend(b_period, period)
             g[segment.SLOT_A, :, :k] = b_rows
             g[segment.SLOT_B, :, :k] = rows
             sg["a_kind"] = sg["b_kind"] = segment.GAIT_SOURCE
             sg["a_period"], sg["b_period"] = b_period, period
-            sg["blend_len"] = SPEED_BLEND
+            sg["blend_len"] = blend
             self._start_on_gait(b_rows, b_period, motion.phase_offsets)
-        cycles = int(math.ceil((3.0 + motion.opening + motion.closing + SPEED_BLEND)
+        blend = 0.0 if before is None else motion.speed_blend(before[1], period)
+        cycles = int(math.ceil((3.0 + motion.opening + motion.closing + blend)
                                * max(period, before[1] if before else 0.0) / self.dt)) + 10
         trace(s, seg, v, g, np.array(motion.phase_offsets, float), self.dt, cycles, stop,
               self._out)

@@ -56,7 +56,6 @@ from exo_rt.session.prepare import WAIT, Preparer
 from firmware_bridge import requests as rq
 from firmware_bridge.requests import Answer, Request
 
-SPEED_BLEND = 2.0  # strides: a speed change blends the old gait into the new over two
 HEAT_NONE, HEAT_SLOW, HEAT_STOP = 0, 1, 2  # what a walk's windings ask (ActivityMachine.walk_heat)
 
 
@@ -275,12 +274,12 @@ class ActivityMachine:
         if speed > self.speed + 1e-9:
             self.slowed = False  # (faster again, once cooled: a warm winding slows it again)
         self.speed, self.step_length = speed, step
-        if walking:  # from the next stride boundary, blended over SPEED_BLEND strides
+        if walking:  # from the next stride boundary, blended over the walk's speed_blend
             self.cycle.gaits[segment.SLOT_NEXT] = rows
             self._floor_steps(rows, stride, self.motion, opening=False)
             seg = self.seg
             seg["next_period"] = period
-            seg["next_blend"] = SPEED_BLEND
+            seg["next_blend"] = self.motion.speed_blend(float(seg["b_period"]), period)
             seg["next_pending"] = 1.0
         self.version += 1
         return self._yes(req, speed=speed, period=period, stride=stride)
