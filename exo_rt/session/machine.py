@@ -19,10 +19,11 @@ Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
   smoothly, pressed again it resumes;
 - GO still held when a posture is reached must be released before the next motion starts,
   so a held button never chains motions;
-- STOP during a walk ends it with the closing step (from the next half-stride boundary, once
-  a speed change's blend has ended);
+- STOP during a walk ends it with the closing step (from the next half-stride boundary —
+  once a speed change's blend has ended where the walk's floor steps are made for its new
+  gait, from the blend's mix where its blends are plain);
 - speed and step length change at the next stride boundary, within the wearer's profile,
-  blended over two strides; past ``safety.thermal.slow_walk`` the session slows a walk to
+  blended over two strides (or the walk's ``stride_change``); past ``safety.thermal.slow_walk`` the session slows a walk to
   the slowest preset and a faster speed is refused ``winding_warm``;
 - nothing begins that asks more of a joint than the cycle's reference governor allows
   (range, speed, acceleration: :mod:`exo_rt.session.envelope`): refused ``beyond_joints``;
