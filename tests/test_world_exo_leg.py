@@ -215,6 +215,46 @@ def test_both_legs_walk(walk):
     _within_the_issues_bounds(f, 0.4)
 
 
+@pytest.mark.slow
+def test_the_walk_stride_by_stride_shows_its_opening_and_closing(walk):
+    """``--strides``: a row per stride of the walk, the opening's and the closing's too —
+    where the one-leg walk's roughest landings are (docs/world.md: the first exoskeleton
+    landing 1513 N, the closing's currents at the drive's peak), which the steady figures
+    leave out: the first landing's reaction is above every steady stride's, and the steady
+    strides' currents stay below the drive's 30 A."""
+    from exo_rt.record.mcap_log import read_mcap
+
+    _, out, rows = walk
+    table = figures.per_stride(out, rows)
+    steady, _ = figures.strides(out, rows, read_mcap(out / "run.mcap")[0])
+    assert [r.k for r in table] == list(range(len(table))) and len(table) >= 6, table
+    first = table[1].exoskeleton
+    assert all(first > r.exoskeleton for r in table if r.k in steady), (first, table)
+    assert all(max(r.current.values()) < 30.0 and r.over_26 == 0
+               for r in table if r.k in steady), table
+
+
+@pytest.mark.slow
+def test_the_tool_prints_the_stride_table_and_the_walk_s(walk, monkeypatch, capsys):
+    """``python tools/exo_leg_world_figures.py --strides`` on the walk above (its run copied
+    where the tool makes its own): exit 0, a table row per stride, then the steady strides'
+    table (a row per leg)."""
+    import shutil
+
+    rc, made, rows = walk
+
+    def run(out, **kw):
+        shutil.copytree(made, out)
+        return rc, rows
+
+    monkeypatch.setattr(figures, "run", run)
+    assert figures.main(["--strides"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = [ln for ln in lines if ln.startswith("| ") and ln[2].isdigit()]
+    assert len(table) == len(figures.per_stride(made, rows)), lines
+    assert any(ln.startswith("| exoskeleton |") for ln in lines), lines
+
+
 def _within_the_issues_bounds(f, speed: float) -> None:
     """Each leg's figures within issue 44's walking bounds, the pelvis at ``speed`` (m/s)."""
     for leg, g in f.legs.items():

@@ -20,8 +20,10 @@ With ``--change`` the session changes the walk's speed a few strides in: the str
 blend are among those in which the other leg takes the new pace up, and their line gives the
 reaction in swing and the currents there.
 
+``--strides`` adds the walk stride by stride, its opening and closing strides included.
+
 ``python tools/exo_leg_world_figures.py [--duration S] [--speed M_S] [--change M_S [--after N]]
-[--activities FILE] [--sit-stand]``
+[--activities FILE] [--strides] [--sit-stand]``
 """
 
 from __future__ import annotations
@@ -297,6 +299,46 @@ def measure(out: Path, rows: np.ndarray, adapting: bool = False) -> Figures | No
     return Figures(len(chosen), speed, carried, legs, current)
 
 
+@dataclass(frozen=True)
+class Stride:
+    """One stride of the walk (its gait phase [k, k + 1): the opening's first, the closing's
+    last), as a table row: both feet's largest vertical reaction (N), the pelvis's lowest and
+    highest (m), each joint's largest commanded |current| (A) and the cycles above 26 A."""
+
+    k: int
+    exoskeleton: float
+    other: float
+    pelvis: tuple
+    current: dict
+    over_26: int
+
+
+def per_stride(out: Path, rows: np.ndarray) -> list[Stride]:
+    """The walk recorded in ``out`` (the other leg's ``rows``: :func:`run`) stride by
+    stride, the opening and closing strides included: what the steady figures leave out."""
+    from exo_rt.record import walking
+    from exo_rt.record.mcap_log import read_mcap
+
+    rec, meta = read_mcap(out / "run.mcap")
+    names = list(meta["joint_names"])
+    world = {int(w["cycle"]): w for w in walking.world_rows(out)}
+    idx = np.flatnonzero((rec["walking"] > 0.5) & np.isin(rec["cycle"], list(world)))
+    phase = rec["phase"][idx]
+    other = _aligned(out, rows, rec["cycle"][idx])
+    exo = np.array([next(iter(world[int(c)]["force"].values()))["z"]
+                    for c in rec["cycle"][idx]])
+    current = np.abs(rec["current"][idx])
+    table = []
+    for k in range(int(phase.max()) + 1):
+        s = (phase >= k) & (phase < k + 1)
+        if s.any():
+            table.append(Stride(k, float(exo[s].max()), float(other[s, FZ].max()),
+                                (float(other[s, BZ].min()), float(other[s, BZ].max())),
+                                {j: float(current[s, i].max()) for i, j in enumerate(names)},
+                                int((current[s] > 26.0).sum())))
+    return table
+
+
 def sit_stand(out: Path, rows: np.ndarray) -> dict:
     """The sit/stand session's figures: the other leg's RMS and largest difference from its
     target (°: the exoskeleton leg's hip and knee at the same instant, as it sits and
@@ -317,6 +359,8 @@ def main(argv=None) -> int:
     p.add_argument("--after", type=int, default=3, help="strides before --change (default 3)")
     p.add_argument("--activities", type=Path, help="another activities file (e.g. one whose "
                    "walk has another stride_change)")
+    p.add_argument("--strides", action="store_true", help="also the walk stride by stride, "
+                   "the opening and closing included (peaks, pelvis height, currents)")
     p.add_argument("--sit-stand", action="store_true", help="the sit/stand session instead")
     args = p.parse_args(argv)
     out = Path(tempfile.mkdtemp(prefix="exo-leg-")) / "run"
@@ -331,6 +375,14 @@ def main(argv=None) -> int:
         print(f"the other leg against the exoskeleton leg: {f['other_rms']:.2f}° RMS, "
               f"{f['other_max']:.2f}° at most")
         return rc
+    if args.strides:
+        print("| stride | exoskeleton foot | other foot | pelvis height | currents | cycles "
+              "> 26 A |\n|---|---|---|---|---|---|")
+        for r in per_stride(out, rows):
+            print(f"| {r.k} | {r.exoskeleton:.0f} N | {r.other:.0f} N | {r.pelvis[0]:.3f}–"
+                  f"{r.pelvis[1]:.3f} m | " + ", ".join(f"{j} {a:.1f} A" for j, a in
+                                                        r.current.items())
+                  + f" | {r.over_26} |")
     try:
         f = measure(out, rows)
     except ValueError as exc:

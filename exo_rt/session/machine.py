@@ -23,8 +23,9 @@ Rules (after Project MARCH's gait state machine and CORC's ALEX machine):
   once a speed change's blend has ended where the walk's floor steps are made for its new
   gait, from the blend's mix where its blends are plain);
 - speed and step length change at the next stride boundary, within the wearer's profile,
-  blended over two strides (or the walk's ``stride_change``); past ``safety.thermal.slow_walk`` the session slows a walk to
-  the slowest preset and a faster speed is refused ``winding_warm``;
+  blended over two strides (or the walk's ``stride_change``); past
+  ``safety.thermal.slow_walk`` the session slows a walk to the slowest preset and a faster
+  speed is refused ``winding_warm``;
 - nothing begins that asks more of a joint than the cycle's reference governor allows
   (range, speed, acceleration: :mod:`exo_rt.session.envelope`): refused ``beyond_joints``;
 - any motion that begins clears a HOME waiting for CONFIRM, and CONFIRM is refused ``busy``
