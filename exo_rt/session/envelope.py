@@ -223,6 +223,7 @@ class Envelope:
         sg["closing_len"] = motion.closing
         v[V_SEG_FROM], v[V_SEG_TO] = q_from, q_to
         k = rows.shape[1]
+        blend = 0.0 if before is None else motion.speed_blend(before[1], period)
         if before is None:
             g[segment.SLOT_A, :, :k] = rows
             g[segment.SLOT_B, :, :k] = rows
@@ -236,14 +237,12 @@ class Envelope:
                     g[slot, :, :r.shape[1]] = r
         else:  # the walk now at its stride boundary, the new one blended in (the walk's
             b_rows, b_period, _ = before  # speed_blend strides)
-            blend = motion.speed_blend(b_period, period)
             g[segment.SLOT_A, :, :k] = b_rows
             g[segment.SLOT_B, :, :k] = rows
             sg["a_kind"] = sg["b_kind"] = segment.GAIT_SOURCE
             sg["a_period"], sg["b_period"] = b_period, period
             sg["blend_len"] = blend
             self._start_on_gait(b_rows, b_period, motion.phase_offsets)
-        blend = 0.0 if before is None else motion.speed_blend(before[1], period)
         cycles = int(math.ceil((3.0 + motion.opening + motion.closing + blend)
                                * max(period, before[1] if before else 0.0) / self.dt)) + 10
         trace(s, seg, v, g, np.array(motion.phase_offsets, float), self.dt, cycles, stop,
