@@ -168,6 +168,10 @@ motions:
      ["unknown joint or leg 'right'"]),
     ("to: standing}\n  home", "to: standing, opening: 3}  #<\n  home",
      ["opening 3 is out of range"]),
+    ("duration: 6.0, hold_go", "duration: 6.0, stride_change: 0.02, hold_go",
+     ["a move takes no 'stride_change'"]),
+    ("to: standing}\n  home", "to: standing, stride_change: 0}  #<\n  home",
+     ["stride_change 0 is"]),
     ("kind: walk", "kind: stroll", ["unknown motion kind 'stroll'"]),
     ("tolerance: 0.1", "tolerance: 0.1\nrobot: exo_leg  #<", ["unknown key 'robot'"]),
     ("kind: move, from: sitting, to: standing, duration: 6.0",
@@ -206,3 +210,22 @@ def test_legs_and_kinds_name_joints_the_more_specific_winning(tmp_path, robots):
     # a margin of the top config's own
     with pytest.raises(ConfigError, match="outside the soft limits"):
         load_activities(path, robots["exo_2leg"], margin=0.71)
+
+
+def test_a_walks_speed_blend_keeps_the_stride_period_s_change_per_stride(tmp_path, robots):
+    """``stride_change`` 0.025: 0.4 → 0.3 m/s (1.971 → 2.276 s, 15.5 %) over 7 strides, 0.5 →
+    0.3 (1.763 → 2.276 s, 29.1 %) over 12, a change of 0.5 % over the least, 2; without the
+    key every change blends over 2 strides."""
+    path = tmp_path / "act.yaml"
+    path.write_text(GOOD.replace("walk: {kind: walk, from: standing, to: standing}",
+                                 "walk: {kind: walk, from: standing, to: standing, "
+                                 "stride_change: 0.025}"))
+    walk = next(m for m in load_activities(path, robots["exo_leg"]).motions if m.kind == "walk")
+    assert walk.stride_change == 0.025
+    assert walk.speed_blend(1.971, 2.276) == 7.0
+    assert walk.speed_blend(2.276, 1.971) == 6.0  # (13.4 % of the slower period)
+    assert walk.speed_blend(1.763, 2.276) == 12.0
+    assert walk.speed_blend(2.0, 2.01) == 2.0
+    path.write_text(GOOD)
+    plain = next(m for m in load_activities(path, robots["exo_leg"]).motions if m.kind == "walk")
+    assert plain.stride_change == 0.0 and plain.speed_blend(1.971, 2.276) == 2.0
