@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
-from exo_rt.record.mcap_log import read_mcap, segments
+from exo_rt.record.mcap_log import read_activity, read_mcap, segments
 from exo_rt.record.recorder import read_cycle_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,3 +73,26 @@ def test_a_crash_cuts_the_last_file_and_recovery_makes_it_whole(run, tmp_path):
     for f in segments(copy):
         with open(f, "rb") as fh:
             assert sum(1 for _ in make_reader(fh).iter_messages()) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_a_live_run_s_unfinished_file_is_one_clear_error(run, tmp_path, monkeypatch, cut):
+    """A reader of a run still being written (its folder held by the live run: no recovery) —
+    its cycles or its session's events — meets the file's last record unfinished (the MCAP
+    library's McapError) and gets one LogError that names the file and says it is not
+    finished, not the library's traceback."""
+    from exo_rt.errors import LogError
+    from exo_rt.record import runfolder
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("run.lock"))
+    first = segments(copy)[0]
+    data = first.read_bytes()
+    first.write_bytes(data[: int(len(data) * cut)])
+    monkeypatch.setattr(runfolder, "in_use", lambda _path: True)  # (a live run holds it)
+    for read in (read_mcap, read_activity):
+        with pytest.raises(LogError) as err:
+            read(copy / "run.mcap")
+        msg = str(err.value)
+        assert str(first) in msg and "not finished" in msg and "\n" not in msg, msg

@@ -529,6 +529,7 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
     """(records, metadata) of a run.mcap — with the files after it (``run-2.mcap`` …, a run
     longer than 10 minutes) — as :func:`exo_rt.record.recorder.read_cycle_log` gives them for
     the cycle log (a structured array, one record per cycle)."""
+    from mcap.exceptions import McapError
     from mcap.reader import make_reader
 
     from exo_rt.record.recorder import columns_dtype
@@ -550,7 +551,8 @@ def read_mcap(path: str | Path) -> tuple[np.ndarray, dict]:
                 for _schema, channel, message in reader.iter_messages(topics=list(by_topic),
                                                                        log_time_order=False):
                     by_topic[channel.topic].append(json.loads(message.data))
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, McapError) as exc:  # (McapError: a run still
+            # being written, its last record unfinished)
             raise LogError(f"cannot read the MCAP file ({exc})", Where(str(file)),
                            "the file is damaged or not finished (the cycle log is the "
                            "reference)") from None
@@ -621,6 +623,7 @@ def read_activity(path: str | Path) -> list[dict]:
     """The session's events of a run.mcap (its ``/activity`` messages, with the files after
     it) in the order they happened (the order they were written: a message's log time is its
     cycle's, and several share a cycle) — what events.jsonl holds of the session."""
+    from mcap.exceptions import McapError
     from mcap.reader import make_reader
 
     path = Path(path)
@@ -634,7 +637,8 @@ def read_activity(path: str | Path) -> list[dict]:
                 for _s, _c, message in make_reader(f).iter_messages(topics=["/activity"],
                                                                     log_time_order=False):
                     out.append(json.loads(message.data))
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, McapError) as exc:  # (McapError: a run still
+            # being written, its last record unfinished)
             raise LogError(f"cannot read the MCAP file ({exc})", Where(str(file)),
                            "the file is damaged or not finished (events.jsonl holds the "
                            "same events)") from None
