@@ -219,7 +219,7 @@ def test_both_legs_walk(walk):
 def test_the_walk_stride_by_stride_shows_its_opening_and_closing(walk):
     """``--strides``: a row per stride of the walk, the opening's and the closing's too —
     where the one-leg walk's roughest landings are (docs/world.md: the first exoskeleton
-    landing 1513 N, the closing's currents at the drive's peak), which the steady figures
+    landing 1512 N, the closing's currents at the drive's peak), which the steady figures
     leave out: the first landing's reaction is above every steady stride's, and the steady
     strides' currents stay below the drive's 30 A."""
     from exo_rt.record.mcap_log import read_mcap
