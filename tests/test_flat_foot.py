@@ -282,3 +282,43 @@ def test_the_speed_change_weight_is_smooth_and_held_in_double_support():
     frac = np.mod(y, 0.5)
     held = (y > 0.0) & (y < 2.0) & (frac < segment.DOUBLE_SUPPORT)
     assert np.all(w[held, 1] == 0.0) and np.all(w[held, 2] == 0.0)
+
+
+@pytest.mark.parametrize("speeds", [(0.4, 0.3), (0.5, 0.3), (0.3, 0.5)])
+def test_a_speed_change_s_angle_blend_keeps_the_swing_s_clearance(speeds):
+    """A speed change blends the two gaits' joint angles by the cycle's weight
+    (``segment._single_support``, SPEED_BLEND strides). On the gaits' design (the legs'
+    forward kinematics, pelvis upright), wherever one leg swings over the other's planted
+    foot, the swinging ankle's height over the floor stays within 1 mm of the steady gaits'
+    (which is the same at every speed: the lift is made over the floor) — measured 0.22 mm
+    (0.4 → 0.3 m/s) and 0.85 mm (0.5 ↔ 0.3) — and a blend of the ankles' paths instead
+    would move it by 0.27 and 1.03 mm: the blend's geometry is not what lands a foot early
+    (millimetres of pelvis are: docs/world.md, "A speed changed mid-walk")."""
+    from exo_rt.cycle import segment
+
+    weight = np.vectorize(segment._single_support.py_func)
+    y = np.linspace(0.0, SPEED_BLEND, 4001)
+    w = weight(y, SPEED_BLEND)[0]
+    strides = [ff.walk(v, 1.75).stride_length for v in speeds]
+
+    def ankles(phase):
+        paths = [ff.ankle_path(phase, s, THIGH, SHANK) for s in strides]
+        angles = [ff.leg_angles(x, z, THIGH, SHANK) for x, z in paths]
+        hip = (1.0 - w) * angles[0][0] + w * angles[1][0]
+        knee = (1.0 - w) * angles[0][1] + w * angles[1][1]
+        z_angles = -THIGH * np.cos(hip) - SHANK * np.cos(hip - knee)
+        z_paths = (1.0 - w) * paths[0][1] + w * paths[1][1]
+        return z_angles, z_paths
+
+    worst_steady = worst_paths = 0.0
+    for off in (0.0, 0.5):
+        me, other = np.mod(y + off, 1.0), np.mod(y + off + 0.5, 1.0)
+        z, z_paths = ankles(me)
+        floor = ankles(other)[0] - ff.heel_rocker(other)  # the planted foot's sole
+        swing = (me >= ff.STANCE) & (other < ff.STANCE)
+        steady = ff.ankle_path(me, strides[0], THIGH, SHANK)[1] - (
+            ff.ankle_path(other, strides[0], THIGH, SHANK)[1] - ff.heel_rocker(other))
+        worst_steady = max(worst_steady, float(np.abs((z - floor) - steady)[swing].max()))
+        worst_paths = max(worst_paths, float(np.abs(z_paths - z)[swing].max()))
+    assert worst_steady < 1e-3, worst_steady
+    assert worst_paths < 1.1e-3, worst_paths
