@@ -161,6 +161,12 @@ def strides(out: Path, rows: np.ndarray, rec: np.ndarray) -> tuple[list[int], li
     return steady, adapting
 
 
+def _exo_fz(world: dict, cycles: np.ndarray) -> np.ndarray:
+    """N: the exoskeleton foot's vertical reaction at each of ``cycles`` (``world``: the
+    run's /world rows by cycle; the robot's one foot)."""
+    return np.array([next(iter(world[int(c)]["force"].values()))["z"] for c in cycles])
+
+
 def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
     """Strides: how long after the exoskeleton foot's last landing each landing of the other
     leg's foot comes, over the steady strides (a foot lands when it carries 5 % of the weight
@@ -176,7 +182,7 @@ def landing_lags(out: Path, rows: np.ndarray) -> np.ndarray:
     idx = np.flatnonzero(walk & (phase >= first))
     other = _aligned(out, rows, rec["cycle"][idx])
     world = {int(w["cycle"]): w for w in walking.world_rows(out)}
-    exo = np.array([next(iter(world[int(c)]["force"].values()))["z"] for c in rec["cycle"][idx]])
+    exo = _exo_fz(world, rec["cycle"][idx])
     phase = phase[idx]
     carried = float((exo + other[:, FZ]).mean())
 
@@ -325,8 +331,7 @@ def per_stride(out: Path, rows: np.ndarray) -> list[Stride]:
     idx = np.flatnonzero((rec["walking"] > 0.5) & np.isin(rec["cycle"], list(world)))
     phase = rec["phase"][idx]
     other = _aligned(out, rows, rec["cycle"][idx])
-    exo = np.array([next(iter(world[int(c)]["force"].values()))["z"]
-                    for c in rec["cycle"][idx]])
+    exo = _exo_fz(world, rec["cycle"][idx])
     current = np.abs(rec["current"][idx])
     table = []
     for k in range(int(phase.max()) + 1):

@@ -194,9 +194,13 @@ class Envelope:
         worst[T_HIGH] = -np.inf
         runs = [(stop, None) for stop in (1.2, 1.7)]
         if old is not None:
-            runs.append((-1.0, self.gaits(*old)))
-            if not steps:  # (a STOP closes from a plain blend's mix: segment._mix)
-                runs.append((1.2, self.gaits(*old)))
+            before = self.gaits(*old)
+            runs.append((-1.0, before))
+            if not steps:  # a STOP closes from a plain blend's mix (segment._mix): asked
+                # early, half-way and late in the blend (from its half-stride boundaries)
+                blend = motion.speed_blend(before[1], period)
+                runs += [(stop, before) for stop in sorted({1.2, 0.5 * blend + 0.2,
+                                                            blend - 0.8})]
         for stop, before in runs:
             out = self._trace(motion, rows, period, q_from, q_to, stop, before, steps)
             worst[:2] = np.maximum(worst[:2], out[:2])
