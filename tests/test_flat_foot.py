@@ -72,6 +72,27 @@ def test_double_support_puts_both_feet_on_the_same_floor():
     assert np.abs(z_lead - z_trail).max() < 1e-12
 
 
+@pytest.mark.parametrize("speed", [0.3, 0.4, 0.8])
+def test_the_pelvis_alone_asks_the_peaks_the_docs_give(speed):
+    """The floor's largest reaction the pelvis motion alone asks, over what it carries
+    (ff.pelvis_peak_load's closed form): against the pelvis height's own second derivative in
+    time (finite differences), unsupported and with half the weight on a constant harness
+    force — which doubles the swing about the carried weight. docs/world.md's figures: 1.15
+    and 1.30 at 0.4 m/s, 1.49 and 1.98 at 0.8 m/s, beyond a walker's 1.0–1.3 whatever the
+    drives."""
+    walk = ff.walk(speed, 1.75)
+    dt = walk.period / 20000
+    t = np.arange(20000) * dt
+    z = ff.pelvis_height(t / walk.period, walk.stride_length, THIGH, SHANK)
+    zdd = (np.roll(z, -1) - 2.0 * z + np.roll(z, 1)) / dt ** 2  # (a periodic profile)
+    alone = ff.pelvis_peak_load(speed, 1.75, THIGH, SHANK)
+    half = ff.pelvis_peak_load(speed, 1.75, THIGH, SHANK, support=0.5)
+    assert alone == pytest.approx(1.0 + zdd.max() / 9.81, rel=1e-4)
+    assert half - 1.0 == pytest.approx(2.0 * (alone - 1.0), rel=1e-12)
+    docs = {0.3: (1.10, 1.19), 0.4: (1.15, 1.30), 0.8: (1.49, 1.98)}[speed]
+    assert (alone, half) == pytest.approx(docs, abs=0.005)
+
+
 def test_swing_lifts_the_foot_and_the_knee_stays_in_range():
     """In swing the ankle is above the other (stance) leg's — the floor's height under the
     pelvis — by up to LIFT; the knee never straighter than KNEE_SWING, the joints inside the

@@ -296,23 +296,36 @@ def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
     T = T_a + i²·R(T)·(R_wh + R_ha) — where the sized EC 90 flat's knees pass the walk's slowing
     level (75 °C) after about 20 s. Its peaks are the drive's 14 A (the gear's repeated peak)."""
     monkeypatch.setenv("EXO_RT_WARMUP", "0")
-    from exo_rt.actuators.thermal import ALPHA_CU, T_REF
     from exo_rt.record.sizing import read_run
 
     out, s = _sit_walk_sit("exo_2leg_world_tq.yaml", 20, tmp_path)
     assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 1.0
     records, meta = read_run(out)
-    walk = (records["t"] >= 8.28) & (records["t"] < 25.0)  # after the opening step
-    rms = np.sqrt(np.mean(records["current"][walk] ** 2, axis=0))
+    rms = _steady_walk_rms(records)
     assert 3.0 < rms.min() and rms.max() < 5.5, rms  # A
-    r, r_th = 0.320, 0.265 + 0.910  # Ω, K/W: the robot file's motor
     for i in rms:
-        t = T_REF
-        for _ in range(50):  # the fixed point of T = T_a + i²R(1 + α(T − 25))·R_th
-            t = T_REF + i * i * r * (1.0 + ALPHA_CU * (t - T_REF)) * r_th
-        assert t < 40.0, (i, t)
+        assert _for_ever(i) < 40.0, i
     assert records["winding"].max() < 30.0
     assert np.abs(records["current"]).max() == pytest.approx(14.0, abs=0.01)
+
+
+def _steady_walk_rms(records) -> np.ndarray:
+    """Each joint's RMS current (A) over a sit/walk/sit run's walk after its opening step
+    (8.28–25 s)."""
+    walk = (records["t"] >= 8.28) & (records["t"] < 25.0)
+    return np.sqrt(np.mean(records["current"][walk] ** 2, axis=0))
+
+
+def _for_ever(i: float) -> float:
+    """°C: the ILM85x26's winding carrying ``i`` A RMS for ever — the fixed point of its
+    thermal network in steady state, T = T_a + i²·R(T)·(R_wh + R_ha) (the robot files')."""
+    from exo_rt.actuators.thermal import ALPHA_CU, T_REF
+
+    r, r_th = 0.320, 0.265 + 0.910  # Ω, K/W
+    t = T_REF
+    for _ in range(50):
+        t = T_REF + i * i * r * (1.0 + ALPHA_CU * (t - T_REF)) * r_th
+    return t
 
 
 @pytest.mark.slow

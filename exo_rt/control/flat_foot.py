@@ -97,6 +97,22 @@ def pelvis_height(phase: np.ndarray, stride: float, thigh: float, shank: float) 
     return (r_mid - b) + b * np.cos(4.0 * math.pi * (np.asarray(phase, float) - s / 2.0))
 
 
+def pelvis_peak_load(speed: float, height: float, thigh: float, shank: float,
+                     support: float = 0.0) -> float:
+    """The largest vertical ground reaction the gait's pelvis motion alone asks at ``speed``
+    m/s (a wearer ``height`` m tall, :func:`walk`'s pace), over the weight the floor carries:
+    1 + z̈/((1 − support)·g). z̈ = b·(4π/T)² is :func:`pelvis_height`'s upward acceleration at
+    its lowest, about double support (b its half-range, T the stride period); ``support`` the
+    share of the weight a harness holds with a constant force, which the acceleration does not
+    share: with half of it held, the floor's reaction swings twice as far about what it
+    carries. The body's centre of mass moves less than the pelvis (the swinging leg), so a
+    walk measures somewhat less (docs/world.md, "Not done yet")."""
+    w = walk(speed, height)
+    h = pelvis_height(np.arange(SAMPLES) / SAMPLES, w.stride_length, thigh, shank)
+    b = 0.5 * (h.max() - h.min())
+    return 1.0 + b * (4.0 * math.pi / w.period) ** 2 / ((1.0 - support) * 9.81)
+
+
 def ankle_path(phase: np.ndarray, stride: float, thigh: float, shank: float
                ) -> tuple[np.ndarray, np.ndarray]:
     """The ankle relative to the hip (x, z m) at each ``phase`` (strides, [0, 1)) of a leg
