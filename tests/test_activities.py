@@ -229,3 +229,26 @@ def test_a_walks_speed_blend_keeps_the_stride_period_s_change_per_stride(tmp_pat
     path.write_text(GOOD)
     plain = next(m for m in load_activities(path, robots["exo_leg"]).motions if m.kind == "walk")
     assert plain.stride_change == 0.0 and plain.speed_blend(1.971, 2.276) == 2.0
+
+
+def test_a_long_speed_blend_on_a_walk_with_floor_steps_is_refused(tmp_path):
+    """``stride_change`` on the two-leg walk on the floor (configs/exo_2leg_world.yaml): its
+    opening and closing steps are made on the floor for one gait, so a STOP asked in a speed
+    change's blend waits for the blend's end — refused at load at the key's line (0.5 → 0.2
+    m/s would blend over 24 strides, 67 s before a STOP's closing step could begin); the
+    one-leg walk (configs/exo_leg_world.yaml), whose STOP closes from the blend's mix, keeps
+    its 0.025."""
+    from exo_rt.runtime.config import load_top
+    from exo_rt.session.session import check_lines
+
+    text = (ROOT / "configs" / "activities" / "exo_2leg_sized.yaml").read_text()
+    walk = "walk: {kind: walk, from: standing, to: standing,"
+    assert text.count(walk) == 1
+    path = tmp_path / "act.yaml"
+    path.write_text(text.replace(walk, walk + " stride_change: 0.025,"))
+    line = 1 + next(i for i, ln in enumerate(text.splitlines()) if walk in ln)
+    with pytest.raises(ConfigError, match=r"0.5 → 0.2 m/s would blend over 24 strides") as e:
+        check_lines(load_top(ROOT / "configs" / "exo_2leg_world.yaml"), activities=str(path))
+    assert f"{path}:{line}" in str(e.value) and "leave stride_change out" in str(e.value)
+    one_leg = load_top(ROOT / "configs" / "exo_leg_world.yaml")
+    assert check_lines(one_leg)  # (its walk's stride_change 0.025: the report, no error)

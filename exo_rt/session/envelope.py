@@ -331,8 +331,32 @@ def check_at_load(env: Envelope, activities, wearer) -> None:
                               "walk's peaks against the bounds)")
         # a speed asked mid-walk starts its check's trace on the walk now: that kernel
         # loaded here, not on the first such request (inside the cycle, tens of ms)
-        rows, period, _ = env.gaits(default, None)
+        rows, period, stride = env.gaits(default, None)
+        if m.stride_change > 0.0 and env.gaits.steps(
+                rows, stride, m, act.posture_q(m.start), act.posture_q(m.end)) is not None:
+            _long_blend_with_floor_steps(env, act, m, wearer)
         env._start_on_gait(rows, period, m.phase_offsets)
+
+
+def _long_blend_with_floor_steps(env: Envelope, act, m, wearer) -> None:
+    """ConfigError at a walk's ``stride_change`` when the walk steps on the floor with both
+    legs (the flat-foot gait's floor steps, made for one gait): a STOP asked in a speed
+    change's blend cannot close from the blend's mix there and waits for the blend's end —
+    with the key, as many strides as the slowest change between the wearer's speeds asks
+    (:meth:`Motion.speed_blend`), where without it two."""
+    from exo_rt.errors import ConfigError
+
+    periods = {s: env.gaits(s, None)[1] for s in walk_speeds(wearer)}
+    longest, a, b = max((m.speed_blend(periods[a], periods[b]), a, b)
+                        for a in periods for b in periods if a != b)
+    raise ConfigError(
+        f"walk '{m.name}': stride_change {m.stride_change:g} on a walk whose steps are made "
+        f"on the floor for both legs: a STOP asked in a speed change's blend waits for its "
+        f"end, and {a:g} → {b:g} m/s would blend over {longest:g} strides "
+        f"({longest * max(periods[a], periods[b]):.0f} s) before the closing step could begin",
+        _where(act.source, "motions", m.name, "stride_change"),
+        "leave stride_change out (a speed change then blends over two strides): it is for a "
+        "one-leg exoskeleton's walk, whose STOP closes from the blend's mix")
 
 
 def report(env: Envelope, activities, wearer) -> list[str]:
