@@ -362,6 +362,10 @@ FORBIDDEN = [  # (the request, at s, the reason expected: tests/test_sessions.py
 ]
 
 
+# the session runs at the wall clock's pace and each request must reach it within its state:
+# the first, 0.3 s before GO stands the wearer up (seen once with three workers on two CPUs:
+# asked late, it met the stand-up, `busy`) — once more, as an exclusive test is (conftest.py)
+@pytest.mark.flaky(reruns=1)
 def test_forbidden_requests_through_the_page_are_refused_and_leave_the_reference_unchanged(
         tmp_path, browser):
     """Every forbidden request of the session tests (15, of 9 kinds), asked through the page
