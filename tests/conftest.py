@@ -19,6 +19,7 @@ import can
 import pytest
 from cpu_share import CpuShare
 from report_fixtures import SharedRuns, reads
+from run_cache import RunCache
 
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # every bus opened, until it is collected
 _init = can.BusABC.__init__
@@ -180,6 +181,17 @@ def shared_runs(request, tmp_path_factory):
     runs.start()
     yield runs
     runs.close()
+
+
+@pytest.fixture(scope="session")
+def exo_rt_runs(tmp_path_factory) -> RunCache:
+    """``exo-rt run`` command lines made once a test session, whichever worker asks first
+    (tests/run_cache.py): ``exo_rt_runs.run(*args)`` → (run folder, the process's result)."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()  # a worker's is in the session's own directory
+    return RunCache((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+                    / "exo-rt-runs")
 
 
 @pytest.fixture(scope="session")

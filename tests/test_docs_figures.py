@@ -226,14 +226,17 @@ def _md_table(table: str) -> list[list[str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(_sizing_cases()), ids=lambda c: c[1])
-def test_the_sizing_tables_are_exo_rt_sizes(case, tmp_path):
+def test_the_sizing_tables_are_exo_rt_sizes(case, exo_rt_runs):
+    """Each table is ``exo-rt size`` of the run its block makes (made once a session: the
+    world's sessions are read by tests/test_world_session.py and tests/test_world_peaks.py
+    too, tests/run_cache.py)."""
     runs, name, table = case
-    assert runs, f"docs/sizing.md: runs/{name} comes from no exo-rt run line"
-    out = tmp_path / name
-    for line in runs:
-        argv = [out.as_posix() if w == f"runs/{name}" else w for w in shlex.split(line)[1:]]
-        res = _run(_exo_rt(*argv), timeout=600)
-        assert res.returncode == 0, res.stderr[-2000:]
+    assert len(runs) == 1, f"docs/sizing.md: runs/{name} comes from {len(runs)} exo-rt run lines"
+    words = shlex.split(runs[0])[2:]  # (after "exo-rt run")
+    at = words.index("--out")
+    assert words[at + 1] == f"runs/{name}", runs[0]
+    out, res = exo_rt_runs.run(*words[:at], *words[at + 2:])
+    assert res.returncode == 0, res.stderr[-2000:]
     res = _run(_exo_rt("size", str(out)), timeout=120)
     assert res.returncode in (0, 1), res.stderr
     lines = res.stdout.splitlines()

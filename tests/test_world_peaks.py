@@ -95,21 +95,16 @@ def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
 
 @pytest.fixture(scope="module", params=["computed_torque_world.yaml",
                                         "computed_torque_peak.yaml"])
-def peak_gains(request, tmp_path_factory):
-    """The world config's own session run with its own controller (ω = 30 rad/s) and with
-    computed_torque_peak.yaml (ω = 20 rad/s, ζ = 0.9, the drives' own 30 A): (run folder,
-    summary)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("EXO_RT_WARMUP", "0")
-    out = tmp_path_factory.mktemp("peak-gains") / "run"
-    try:
-        rc = cli.main(["run", "--config", str(ROOT / "configs" / "exo_2leg_world.yaml"),
-                       "--controller", str(ROOT / "configs" / "controllers" / request.param),
-                       "--duration", "6", "--out", str(out)])
-    finally:
-        mp.undo()
+def peak_gains(request, exo_rt_runs):
+    """The world config's own session run with its own controller (ω = 30 rad/s:
+    docs/sizing.md's runs/w75, made once a session) and with computed_torque_peak.yaml
+    (ω = 20 rad/s, ζ = 0.9, the drives' own 30 A): (run folder, summary)."""
+    args = ["--config", "configs/exo_2leg_world.yaml", "--duration", "6"]
+    if request.param != "computed_torque_world.yaml":  # (the world config's own)
+        args += ["--controller", f"configs/controllers/{request.param}"]
+    out, res = exo_rt_runs.run(*args)
     s = json.loads((out / "summary.json").read_text())
-    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
     return out, s
 
 

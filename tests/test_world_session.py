@@ -25,15 +25,14 @@ from exo_rt import cli
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sit_walk_sit(config: str, duration: float, tmp_path: Path) -> tuple[Path, dict]:
+def _sit_walk_sit(config: str, duration: int, runs) -> tuple[Path, dict]:
     """``exo-rt run --config configs/CONFIG --duration D`` (the config's own session: stand
-    up, walk, sit down), checked to end SHUTDOWN with each motion finished once and the
-    wearer seated: (its run folder, its summary)."""
-    out = tmp_path / "run"
-    rc = cli.main(["run", "--config", str(ROOT / "configs" / config),
-                   "--duration", str(duration), "--out", str(out)])
+    up, walk, sit down) — docs/sizing.md's command line, made once a session (``runs``, the
+    exo_rt_runs fixture) —, checked to end SHUTDOWN with each motion finished once and the
+    wearer seated: (its run folder, to read; its summary)."""
+    out, res = runs.run("--config", f"configs/{config}", "--duration", str(duration))
     s = json.loads((out / "summary.json").read_text())
-    assert rc == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
     assert s["session"]["motions_finished"] == {"stand_up": 1, "walk": 1, "sit_down": 1}
     assert s["session"]["final_posture"] == "sitting"
     return out, s
@@ -187,8 +186,7 @@ def _rise_row(capsys, monkeypatch, *args: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_path,
-                                                                               monkeypatch):
+def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(exo_rt_runs):
     """configs/exo_2leg_world.yaml run without --session runs its own session
     (configs/sessions/sit_walk_sit.yaml): from the chair the wearer stands up, walks, stops
     and sits down — on the chair the therapist kept behind them (``seat_follows``), 3 m from
@@ -197,10 +195,9 @@ def test_the_world_config_s_own_session_stands_up_walks_and_sits_down_again(tmp_
     carries standing (180 N at the start: how a seated load splits between chair and feet
     depends on the joints' torques). Without the chair following, the same session ends
     with the feet carrying it all (474 N) in a squat held by the drives."""
-    monkeypatch.setenv("EXO_RT_WARMUP", "0")
     from exo_rt.record.walking import world_rows
 
-    out, s = _sit_walk_sit("exo_2leg_world.yaml", 6, tmp_path)
+    out, s = _sit_walk_sit("exo_2leg_world.yaml", 6, exo_rt_runs)
     assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 0.5
     from exo_rt.runtime.replay import replay_plant
 
@@ -287,18 +284,18 @@ def _seat_centres(run: Path) -> list[float]:
 
 
 @pytest.mark.slow
-def test_torque_motors_carry_a_long_walk(tmp_path, monkeypatch):
+def test_torque_motors_carry_a_long_walk(exo_rt_runs):
     """configs/exo_2leg_world_tq.yaml (TQ-RoboDrive ILM85x26 through CSG-25-50, docs/sizing.md
-    "A motor of that class, in the world"): stand up, walk 20 s at 0.4 m/s, sit down, to
-    SHUTDOWN, tracking ≤ 1° RMS (measured hips 0.30–0.31°, knees 0.54–0.55°). The steady walk's RMS
+    "A motor of that class, in the world", whose minute's run this reads): stand up, walk a
+    minute at 0.4 m/s, sit down, to SHUTDOWN, tracking ≤ 1° RMS (measured hips 0.33–0.34°,
+    knees 0.60–0.61°). The steady walk's RMS
     current (measured 4.0 A at the hips, 4.4–4.5 A at the knees, of 11.5 A continuous) held
     for ever would warm no winding past 40 °C: the motor's thermal network in steady state,
     T = T_a + i²·R(T)·(R_wh + R_ha) — where the sized EC 90 flat's knees pass the walk's slowing
     level (75 °C) after about 20 s. Its peaks are the drive's 14 A (the gear's repeated peak)."""
-    monkeypatch.setenv("EXO_RT_WARMUP", "0")
     from exo_rt.record.sizing import read_run
 
-    out, s = _sit_walk_sit("exo_2leg_world_tq.yaml", 20, tmp_path)
+    out, s = _sit_walk_sit("exo_2leg_world_tq.yaml", 60, exo_rt_runs)
     assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 1.0
     records, meta = read_run(out)
     rms = _steady_walk_rms(records)
