@@ -106,7 +106,7 @@ def pelvis_peak_load(speed: float, height: float, thigh: float, shank: float,
     share of the weight a harness holds with a constant force, which the acceleration does not
     share: with half of it held, the floor's reaction swings twice as far about what it
     carries. The body's centre of mass moves less than the pelvis (the swinging leg), so a
-    walk measures somewhat less (docs/world.md, "Not done yet")."""
+    walk measures somewhat less (docs/world.md, "Walking on the floor": the peaks)."""
     w = walk(speed, height)
     h = pelvis_height(np.arange(SAMPLES) / SAMPLES, w.stride_length, thigh, shank)
     b = 0.5 * (h.max() - h.min())

@@ -343,10 +343,12 @@ def _long_blend_with_floor_steps(env: Envelope, act, m, wearer) -> None:
     legs (the flat-foot gait's floor steps, made for one gait): a STOP asked in a speed
     change's blend cannot close from the blend's mix there and waits for the blend's end —
     with the key, as many strides as the slowest change between the wearer's speeds asks
-    (:meth:`Motion.speed_blend`), where without it two."""
+    (:meth:`Motion.speed_blend`), where without it two. None for a wearer of one speed."""
     from exo_rt.errors import ConfigError
 
     periods = {s: env.gaits(s, None)[1] for s in walk_speeds(wearer)}
+    if len(periods) < 2:
+        return  # (one speed: no speed change to blend)
     longest, a, b = max((m.speed_blend(periods[a], periods[b]), a, b)
                         for a in periods for b in periods if a != b)
     raise ConfigError(
