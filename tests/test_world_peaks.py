@@ -23,9 +23,11 @@ warning. Two runs of it:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from exo_rt import cli
@@ -71,8 +73,10 @@ def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
     (tools/landing_currents.py): standing up within 13 A, sitting down 18 A; the strides
     reach ≥ 27 A; at each hip's peak over the strides the feedback asks less than 20 A
     (measured 15.9–17.3 A; 21.6–23.4 A without the stance load fed forward) and the rest, the
-    stance load's term with the friction compensation, more than 10 A (14.3–26.2 A); every
-    joint tracks to within 0.25° RMS (0.16–0.22°; 0.23–0.32° without it)."""
+    stance load's term with its share of the friction compensation, more than 10 A
+    (14.3–26.2 A); every joint tracks to within 0.25° RMS (0.16–0.22°; 0.23–0.32° without
+    it). At each peak the command is the law's torque through the motor alone plus the
+    friction compensation's current (the tool's second line), clamped at the drive's 30 A."""
     sys.path.insert(0, str(ROOT))
     from tools import landing_currents
 
@@ -86,11 +90,21 @@ def test_the_stance_load_takes_the_feedback_s_share_not_the_peaks(session):
     assert max(rows["before"]) < 13.0 and max(rows["after"]) < 18.0, text
     assert max(rows["steady"]) >= 27.0, text  # (the landings; the opening and closing steps
     # are the plan's, exo_rt/control/flat_foot.py: their figures are docs/world.md's)
-    for line in text.splitlines():
-        if "_hip" in line and " = " in line:
-            total, terms = line.split(" A = ")
-            _ff, fb, rest = (float(x) for x in terms.split(" + "))
+    lines = text.splitlines()
+    for line, apart in zip(lines, lines[1:], strict=False):
+        if " A = " not in line or not line.startswith("  "):  # (a joint's line)
+            continue
+        total, terms = line.split(" A = ")
+        _ff, fb, rest = (float(x) for x in terms.split(" + "))
+        if "_hip" in line:
             assert abs(fb) < 20.0 and abs(rest) > 10.0, line
+        # the second line: the law's torque through the motor alone and the friction
+        # compensation's current, which make the current where the drive does not clamp it
+        command, motor, friction = (float(x) for x in re.findall(
+            r"command\s+(\S+) A: .* alone\s+(\S+) A, the friction compensation\s+(\S+) A",
+            apart)[0])
+        assert abs(float(np.clip(motor + friction, -30.0, 30.0)) - command) < 0.05, apart
+        assert abs(friction) < abs(motor), apart  # (μ = 0.6 < 1: it never outgrows the load)
 
 
 @pytest.fixture(scope="module", params=["computed_torque_world.yaml",

@@ -11,9 +11,21 @@ The terms:
   leg's gravity and the reflected rotor inertia accelerated as the gait asks;
 - **feedback**: M(q)(K_p e + K_d ė) — the model error (a stance leg's load) and the tracking
   error an impact leaves;
-- **rest**: what the record's current holds beyond both — the integral term and the
-  friction compensation, and, where the current is clamped at the drive's peak, less what
-  the law asked beyond it (a clamped peak's terms are the law's, its rest the difference).
+- **rest**: what the record's current holds beyond both — the law's other terms (the
+  integral, the stance load fed forward), and, where the current is clamped at the drive's
+  peak, less what the law asked beyond it (a clamped peak's terms are the law's, its rest
+  the difference).
+
+Each torque term is turned into current at the sample's own ratio, current / law torque, so
+the friction compensation is shared among them in proportion. A second line gives it
+apart: the cycle's command, the law's torque τ through the motor alone, τ/(k·k_M), and the
+compensation's current — :func:`exo_rt.control.laws.torque_to_current` with it less
+without it, along the
+reference's speed (a tracking law's); their sum is the command, unless the drive's limit
+clamps it. The gear's mesh friction grows with the torque it
+carries (the drive's ``load_friction`` μ: μ·|τ|/N at the wave generator), so a loaded joint
+lifting its load asks (1 + μ)/(1 − μ) times the current it asks yielding under the same τ
+(4 for the shipped drives' μ = 0.6): the compensation's sign follows the reference's speed.
 
 q̈_ref is the recorded q̇_ref's central difference (1 kHz). The run is one of
 ``computed_torque``'s (the gains are read from the run's own controller file).
@@ -64,6 +76,26 @@ def parts(run: Path, t: np.ndarray, opening: float = 0.5) -> dict[str, np.ndarra
             "closing": (t >= stop) & (t < end), "after": t >= end}
 
 
+def _motor_and_friction(top, tau: np.ndarray, qdr: np.ndarray, qddr: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """((cycles, joints) A, same): each cycle's law torque through the motor alone, τ/(k·k_M),
+    and the friction compensation's current — the controller's torque → current with it less
+    without it, along the reference's speed and acceleration (a tracking law's:
+    exo_rt.control.laws.friction_speed), unclamped; zero where the controller file turns the
+    compensation off."""
+    from exo_rt.control.config import transmission_rows
+    from exo_rt.control.laws import torque_to_current
+
+    cfg = top.controller
+    rows = transmission_rows(top.robot, cfg)
+    rows["current_limit"] = np.inf  # (the shares, not the clamp)
+    on, off = np.zeros_like(tau), np.zeros_like(tau)
+    for k in range(len(tau)):
+        torque_to_current(tau[k], qdr[k], qddr[k], rows, bool(cfg.friction_compensation), on[k])
+        torque_to_current(tau[k], qdr[k], qddr[k], rows, False, off[k])
+    return off, on - off
+
+
 def measure(run: Path) -> str:
     """The report of one run (the module's docstring)."""
     from exo_rt.dynamics import Dynamics
@@ -78,8 +110,8 @@ def measure(run: Path) -> str:
     def col(key):
         return np.array([[d[key][n] for n in names] for d in joints])
 
-    cur, q, qd, qr, qdr, tau = (col(k) for k in
-                                ("current", "q", "qd", "q_ref", "qd_ref", "torque"))
+    cur, cmd, q, qd, qr, qdr, tau = (col(k) for k in ("current", "command", "q", "qd",
+                                                      "q_ref", "qd_ref", "torque"))
     phase = np.array([ph.get(c, np.nan) for c in cyc])
     lines = [f"{run}: |current| peaks (A) per part of the run"]
     masks = parts(run, t)
@@ -92,6 +124,7 @@ def measure(run: Path) -> str:
     if steady is None or not steady.any():
         return "\n".join(lines)
     dyn = Dynamics(top.robot)
+    motor, friction = _motor_and_friction(top, tau, qdr, np.gradient(qdr, t, axis=0))
     law = top.controller.law
     kp = kd = None
     if law == "computed_torque":  # its gains per joint, 1/s² and 1/s
@@ -110,6 +143,10 @@ def measure(run: Path) -> str:
             line += (f" + {fb[j] / per_amp:6.1f} + "
                      f"{cur[k, j] - (ff[j] + fb[j]) / per_amp:6.1f}")
         lines.append(line)
+        lines.append(f"  {'':11s} command {cmd[k, j]:6.1f} A: the law's {tau[k, j]:7.1f} N·m "
+                     f"through the motor alone {motor[k, j]:6.1f} A, the friction "
+                     f"compensation {friction[k, j]:+6.1f} A (reference speed "
+                     f"{qdr[k, j]:+.2f} rad/s)")
     return "\n".join(lines)
 
 
