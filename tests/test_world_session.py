@@ -306,6 +306,52 @@ def test_torque_motors_carry_a_long_walk(exo_rt_runs):
     assert np.abs(records["current"]).max() == pytest.approx(14.0, abs=0.01)
 
 
+@pytest.mark.slow
+def test_the_next_gear_carries_the_default_wearer_within_every_peak(exo_rt_runs):
+    """configs/exo_2leg_world_tq32.yaml (the default wearer on the ILM85x26 through CSG-32-50,
+    a 30 A drive: docs/sizing.md "The default wearer through the next gear size", whose 20 s
+    run this reads): stand up, walk, sit down, to SHUTDOWN, tracking ≤ 1° RMS (measured hips
+    0.27°, knees 0.40–0.42°); every current below its drive's 30 A peak with a margin (at most
+    28.96 A, in the first stride after the opening step; 22.0 A after it), where the CSG-25-50
+    capped the same walk at 14 A every stride; the steady walk's RMS current (4.4–5.5 A of
+    11.5) held for ever warms no winding past 40 °C (33–37 °C)."""
+    from exo_rt.record.sizing import read_run
+
+    out, s = _sit_walk_sit("exo_2leg_world_tq32.yaml", 20, exo_rt_runs)
+    assert max(j["rms_error_deg"] for j in s["joints"].values()) <= 1.0
+    records, meta = read_run(out)
+    current = np.abs(records["current"])
+    assert current.max() < 29.5, current.max(axis=0)
+    after_first = (records["t"] >= 10.3) & (records["t"] < 25.0)
+    assert current[after_first].max() < 24.0, current[after_first].max(axis=0)
+    rms = _steady_walk_rms(records)
+    assert 3.5 < rms.min() and rms.max() < 6.5, rms  # A
+    for i in rms:
+        assert _for_ever(i) < 40.0, i
+
+
+@pytest.mark.slow
+def test_the_next_gear_carries_the_crutch_demo(exo_rt_runs):
+    """The crutch demo (configs/sessions/buttons_demo.yaml) on the default wearer through
+    CSG-32-50: SHUTDOWN, seated; its 0.45 and 0.6 m/s refused `speed_range` (beyond the
+    wearer's 0.4, the motor's speed); every current below the drive's 30 A (measured at most
+    28.9 A) and every winding far below its warning (at most 26.6 °C)."""
+    from exo_rt.record.sizing import read_run
+
+    out, res = exo_rt_runs.run("--config", "configs/exo_2leg_world_tq32.yaml",
+                               "--session", "configs/sessions/buttons_demo.yaml")
+    s = json.loads((out / "summary.json").read_text())
+    assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and not s["faults"], s
+    assert s["session"]["final_posture"] == "sitting"
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    refused = sorted(e["value"] for e in events if e.get("request") == "speed"
+                     and e.get("reason") == "speed_range")
+    assert refused == [0.45, 0.6], refused
+    records, meta = read_run(out)
+    assert np.abs(records["current"]).max() < 29.5
+    assert records["winding"].max() < 40.0
+
+
 def _steady_walk_rms(records) -> np.ndarray:
     """Each joint's RMS current (A) over a sit/walk/sit run's walk after its opening step
     (8.28–25 s)."""
