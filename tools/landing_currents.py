@@ -17,15 +17,14 @@ The terms:
   the difference).
 
 Each torque term is turned into current at the sample's own ratio, current / law torque, so
-the friction compensation is shared among them in proportion. A second line gives it
-apart: the cycle's command, the law's torque τ through the motor alone, τ/(k·k_M), and the
-compensation's current — :func:`exo_rt.control.laws.torque_to_current` with it less
-without it, along the
-reference's speed (a tracking law's); their sum is the command, unless the drive's limit
-clamps it. The gear's mesh friction grows with the torque it
-carries (the drive's ``load_friction`` μ: μ·|τ|/N at the wave generator), so a loaded joint
-lifting its load asks (1 + μ)/(1 − μ) times the current it asks yielding under the same τ
-(4 for the shipped drives' μ = 0.6): the compensation's sign follows the reference's speed.
+the friction compensation is shared among them in proportion. A second line gives it apart:
+the cycle's command, the law's torque τ through the motor alone, τ/(k·k_M), and the
+compensation's current — :func:`exo_rt.control.laws.torque_to_current` with it less without
+it, along the reference's speed (a tracking law's); their sum is the command, unless the
+drive's limit clamps it. The gear's mesh friction grows with the torque it carries (the
+drive's ``load_friction`` μ: μ·|τ|/N at the wave generator), so a loaded joint lifting its
+load asks (1 + μ)/(1 − μ) times the current it asks yielding under the same τ (4 for the
+shipped drives' μ = 0.6): the compensation's sign follows the reference's speed.
 
 q̈_ref is the recorded q̇_ref's central difference (1 kHz). The run is one of
 ``computed_torque``'s (the gains are read from the run's own controller file).
@@ -78,9 +77,9 @@ def parts(run: Path, t: np.ndarray, opening: float = 0.5) -> dict[str, np.ndarra
 
 def _motor_and_friction(top, tau: np.ndarray, qdr: np.ndarray, qddr: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """((cycles, joints) A, same): each cycle's law torque through the motor alone, τ/(k·k_M),
-    and the friction compensation's current — the controller's torque → current with it less
-    without it, along the reference's speed and acceleration (a tracking law's:
+    """(A per joint, same) of one cycle: its law torque ``tau`` through the motor alone,
+    τ/(k·k_M), and the friction compensation's current — the controller's torque → current
+    with it less without it, along the reference's speed and acceleration (a tracking law's:
     exo_rt.control.laws.friction_speed), unclamped; zero where the controller file turns the
     compensation off."""
     from exo_rt.control.config import transmission_rows
@@ -89,10 +88,9 @@ def _motor_and_friction(top, tau: np.ndarray, qdr: np.ndarray, qddr: np.ndarray
     cfg = top.controller
     rows = transmission_rows(top.robot, cfg)
     rows["current_limit"] = np.inf  # (the shares, not the clamp)
-    on, off = np.zeros_like(tau), np.zeros_like(tau)
-    for k in range(len(tau)):
-        torque_to_current(tau[k], qdr[k], qddr[k], rows, bool(cfg.friction_compensation), on[k])
-        torque_to_current(tau[k], qdr[k], qddr[k], rows, False, off[k])
+    on, off = np.zeros(len(tau)), np.zeros(len(tau))
+    torque_to_current(tau, qdr, qddr, rows, bool(cfg.friction_compensation), on)
+    torque_to_current(tau, qdr, qddr, rows, False, off)
     return off, on - off
 
 
@@ -124,7 +122,6 @@ def measure(run: Path) -> str:
     if steady is None or not steady.any():
         return "\n".join(lines)
     dyn = Dynamics(top.robot)
-    motor, friction = _motor_and_friction(top, tau, qdr, np.gradient(qdr, t, axis=0))
     law = top.controller.law
     kp = kd = None
     if law == "computed_torque":  # its gains per joint, 1/s² and 1/s
@@ -143,9 +140,10 @@ def measure(run: Path) -> str:
             line += (f" + {fb[j] / per_amp:6.1f} + "
                      f"{cur[k, j] - (ff[j] + fb[j]) / per_amp:6.1f}")
         lines.append(line)
+        motor, friction = _motor_and_friction(top, tau[k], qdr[k], qddr[k])
         lines.append(f"  {'':11s} command {cmd[k, j]:6.1f} A: the law's {tau[k, j]:7.1f} N·m "
-                     f"through the motor alone {motor[k, j]:6.1f} A, the friction "
-                     f"compensation {friction[k, j]:+6.1f} A (reference speed "
+                     f"through the motor alone {motor[j]:6.1f} A, the friction "
+                     f"compensation {friction[j]:+6.1f} A (reference speed "
                      f"{qdr[k, j]:+.2f} rad/s)")
     return "\n".join(lines)
 
