@@ -57,6 +57,17 @@ def untrack(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
+def prepare_attach() -> None:
+    """Start this process's resource tracker now (Python < 3.13: attaching a block registers
+    it there, starting the tracker — a process of its own — on the first attach), so that a
+    real-time loop that attaches a ring later (the simulation's, told the recording's truth
+    ring while it serves SYNCs) spends ≈ 0.15 ms on it, not ≈ 0.5 ms."""
+    try:
+        resource_tracker.ensure_running()
+    except (AttributeError, OSError):
+        pass
+
+
 def check_size_limit(size: int) -> None:
     """OSError (EFBIG) when the file-size limit (``ulimit -f``, which shared memory obeys too)
     is below ``size``: refused here, because Python's shared_memory, failing in its
