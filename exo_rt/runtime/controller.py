@@ -44,6 +44,7 @@ from exo_rt.runtime.run_record import RecordingStart, RunRecord
 from exo_rt.runtime.script import HeelStrikes
 from exo_rt.runtime.summary import Fault, Outcome, RunResult
 from exo_rt.session import session as sessions
+from exo_rt.sim.crutch import WearerGait, WearerRun  # (imported here, not in the loop: 2 ms)
 
 __all__ = ["Controller", "Injection", "RunResult", "Fault"]
 
@@ -118,6 +119,7 @@ class Controller:
         self.phase_state = np.array([0.0, self.cfg.reference.period, 0.0])
         self.s["state"] = BOOT
         self.heels = HeelStrikes(self.board, self.cfg.reference, self.s, self.phase_state)
+        self.gait: WearerGait | None = None  # the emulated wearer's feet (:meth:`_activate`)
         self.plan = InjectionPlan(self.injections, self.dt, self.top.safety.overrun_streak,
                                   self.robot.joint_names, self.run_cycle())
         self.io = CycleIO(CycleParts(c, self.drives, self.board, self.realtime, self.dt),
@@ -245,6 +247,11 @@ class Controller:
         self.q_prev[:] = self.q
         from exo_rt.session.script import check_run_start  # (the leg where the session's
         check_run_start(self.session, self.q)  # script starts, else one line: nothing moves)
+        # the emulated wearer's feet (and a leading wearer's torques), made before the loop
+        self.gait = WearerGait(WearerRun(
+            self.cycle, self.robot, self.top.exo, self.wearer.role, self.cfg.reference.phase,
+            self.board.clock, self.bus_set.board_command, self.bus_set.world)) \
+            if self.rig.board_emulated else None
         self.times.update(boot_to_ready=time.monotonic() - t_boot,
                           process_to_ready=time.monotonic() - STARTED)
         self.k0.clear()  # (the run's one dict: its helpers hold it)
@@ -343,12 +350,8 @@ class Controller:
         self._go(new, k + 1)
         if new == RUN:
             script.begin_run(self.law_state, self.session, self.heels, self.dt, k)
-            if self.rig.board_emulated:  # the emulated wearer's heel strikes follow it
-                from exo_rt.sim.crutch import WearerGait, WearerRun
-                self.session.add(WearerGait(WearerRun(
-                    self.cycle, self.robot, self.top.exo, self.wearer.role,
-                    self.cfg.reference.phase, self.heels.t_run, self.board.clock,
-                    self.bus_set.board_command, self.bus_set.world)), listens=True)
+            if self.gait is not None:  # the emulated wearer's heel strikes follow it
+                self.session.add(self.gait.begin(self.heels.t_run), listens=True)
 
     def run_cycle(self) -> int:  # the cycle RUN starts in: where --inject's T counts from
         return script.run_cycle()

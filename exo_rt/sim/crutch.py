@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from exo_rt.sim import lead  # (here, not at the session's first cycle: no import in the loop)
 from firmware_bridge import requests as rq
 
 EMPTY: tuple = ()
@@ -78,8 +79,8 @@ class WearerRun:
     ``cycle`` (:class:`exo_rt.cycle.step.Cycle`: its segment's stride period ``b_period``,
     s, and its vectors), the ``robot`` and its ``exo`` (a leading wearer's body), the wearer
     profile's ``role`` (``leading``: their own torques move the legs), the reference's
-    ``phase`` (``time``: the exoskeleton walks the leg; ``events``: the wearer paces it),
-    ``t_run`` (s on the board's clock: when RUN began), the board's ``clock`` (s), ``tell``
+    ``phase`` (``time``: the exoskeleton walks the leg; ``events``: the wearer paces it), the
+    board's ``clock`` (s), ``tell``
     (a line to the board emulator: the bus set's ``board_command``) and the simulated
     ``world`` in this process (None: none)."""
 
@@ -88,7 +89,6 @@ class WearerRun:
     exo: object
     role: str
     phase: str
-    t_run: float
     clock: Callable[[], float]
     tell: Callable[[str], None]
     world: object | None
@@ -105,6 +105,15 @@ class WearerGait:
 
     def __init__(self, run: WearerRun) -> None:
         self.run, self.started, self.walking = run, False, False
+        self.t_run = 0.0  # s on the board's clock: when RUN began (:meth:`begin`)
+        self._token: str | None = None  # real time: the cycle's ``v`` offered (``lead``)
+        self._leader = None  # lockstep: the leading wearer, put into the world at the start
+        self._prepare_lead()
+
+    def begin(self, t_run: float) -> WearerGait:
+        """RUN began at ``t_run`` (s on the board's clock): the gait starts at its first poll."""
+        self.t_run = t_run
+        return self
 
     def _tell(self, line: str) -> None:
         self.run.tell(line)
@@ -118,29 +127,37 @@ class WearerGait:
             self.started = True
             self._lead()
             events = self.run.phase == "events"
-            self._tell(f"walk {self.run.t_run!r}" if events else "stand")
+            self._tell(f"walk {self.t_run!r}" if events else "stand")
         return EMPTY
 
-    def _lead(self) -> None:
+    def _prepare_lead(self) -> None:
         """A wearer profile with ``role: leading`` on the world's floor: their own torques
         move the legs from the session's start (:class:`exo_rt.sim.walker.Leader`, towards
-        the walk the session plans). In this process (lockstep) the Leader reads the cycle's
-        ``v``; with the simulation in its own process (real time) the cycle's ``v`` is offered
-        to the bus set (the line ``lead TOKEN``), which shares its reference rows with the
-        Leader prepared there (:mod:`exo_rt.sim.lead`; a world without a floor ignores it)."""
+        the walk the session plans). Made here, before the control loop (a Leader's kernels
+        load in tens of ms): in this process (lockstep) a Leader reading the cycle's ``v``,
+        its kernels run once on a scratch state; with the simulation in its own process (real
+        time) the cycle's ``v`` offered to the bus set, which shares its reference rows with
+        the Leader prepared there (:mod:`exo_rt.sim.lead`; a world without a floor ignores
+        it)."""
         if self.run.role != "leading":
             return
         world = self.run.world
         if world is None:
-            from exo_rt.sim import lead
-
-            self._tell(f"lead {lead.offer(self.run.cycle.v)}")
+            self._token = lead.offer(self.run.cycle.v)
             return
         if world.truth is None:
             return
         from exo_rt.sim.walker import Leader
 
-        world.wearer = Leader(self.run.robot, self.run.exo, self.run.cycle.v, world.truth.feet)
+        self._leader = lead.warmed(Leader, world, self.run.robot, self.run.exo,
+                                   self.run.cycle.v)
+
+    def _lead(self) -> None:
+        """The session began: the leading wearer's torques act from now on."""
+        if self._token is not None:
+            self._tell(f"lead {self._token}")
+        elif self._leader is not None:
+            self.run.world.wearer = self._leader
 
     def notify(self, answer, k: int) -> None:
         if self.run.phase == "events":

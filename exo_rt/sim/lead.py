@@ -173,10 +173,17 @@ def prepare(world, robot, exo, spec: list[str]):
         return None, block
     from exo_rt.sim.walker import Leader
 
+    return warmed(Leader, world, robot, exo, block.rows), block
+
+
+def warmed(leader_class, world, robot, exo, v: np.ndarray):
+    """A ``leader_class`` (:class:`exo_rt.sim.walker.Leader`) of ``robot`` and ``exo`` reading
+    ``v`` with ``world``'s feet, its kernels run once first on a scratch Leader and state
+    (compiled or loaded now, not at the session's first period)."""
     feet = world.truth.feet
-    warm = Leader(robot, exo, np.zeros(block.shape), feet, capacity=1)  # (thrown away: its
+    warm = leader_class(robot, exo, np.zeros_like(v), feet, capacity=1)  # (thrown away: its
     warm.apply(world.plant.state.copy(), np.zeros_like(world.truth.force), 0.0)  # one row)
-    return Leader(robot, exo, block.rows, feet), block
+    return leader_class(robot, exo, v, feet)
 
 
 def report(leader, names) -> str:

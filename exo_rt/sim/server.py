@@ -78,8 +78,9 @@ class RealtimeServer:
             board.soles = world.truth.soles  # contacts press its sole sensors, not a timer
         if world.truth is not None:  # the recording's ``truth`` ring comes while it serves:
             prepare_attach()  # its attach then imports nothing and starts no resource tracker
-            # (≈ 0.5 ms less of the serving loop); what stays is mapping it — 3.4 MB faulted in
-            # at once under the process's mlockall, 2.0–2.7 ms measured (docs/world.md)
+            # (≈ 0.5 ms less of the serving loop), and the process's mlockall locks its pages
+            # as they are touched, not all at once (exo_rt.cli.drives; docs/world.md)
+        self.truth_attach_s = None  # s: what attaching the truth ring took (the report)
         self.commands = commands  # a readable descriptor of command lines, or None
         self._pending = b""
         self.period = world.dt
@@ -180,10 +181,12 @@ class RealtimeServer:
                 pass
         elif words[0] == "truth" and len(words) == 2:  # the recording's world-truth ring
             if self.world.truth is not None:
+                t0 = time.perf_counter()
                 try:
                     self.world.truth.record(RecordRing(name=words[1]))
                 except (OSError, ValueError):
                     pass  # (gone already: the run records no truth)
+                self.truth_attach_s = time.perf_counter() - t0
         elif words[0] == "lead" and len(words) == 1:  # the session began: they lead
             if self.leader is not None:
                 self.world.wearer = self.leader
@@ -387,4 +390,6 @@ class RealtimeServer:
                 f"frames cut, {self.superseded} TPDOs superseded, {self.ahead} SYNCs after "
                 f"the physics; answer "
                 f"{p(self.answer_us, self.n_answer)}, physics {p(self.physics_us, self.n_physics)}"
-                f", longest turn {1e3 * self.worst_gap:.1f} ms")
+                f", longest turn {1e3 * self.worst_gap:.1f} ms"
+                + ("" if self.truth_attach_s is None else
+                   f", truth ring attached in {1e3 * self.truth_attach_s:.2f} ms"))
