@@ -132,3 +132,22 @@ def test_a_live_run_waits_for_its_viewer_and_goes_at_wall_clock_pace(tmp_path):
     assert any("live: client connected, starting" in line for line in lines)
     t = [m["t"] for m in got["joints"]]
     assert t and t[0] < 0.1 and t[-1] > s["duration_s"] - 0.1  # READY to the end, watched
+
+
+def test_a_real_time_run_whose_simulation_answered_late_says_so():
+    """A real-time run on the simulated drives that ended on their silence (nothing injected)
+    gets one line on what happened — the drives' stand-in did not get its CPU time — and what
+    holds instead; a lockstep run, real buses, an injected fault or another cause get none."""
+    from exo_rt.cli.run import _late_simulation_hint
+
+    stale = {"faults": [{"cause": "stale_feedback"}], "timing": {"compute_us": {"p50": 82.4}}}
+    line = _late_simulation_hint(stale, True, True, False)
+    assert line.startswith("exo-rt: the simulated drives answered late")
+    assert "compute p50 82 µs" in line and "without --realtime" in line
+    assert "docs/world.md" in line
+    assert _late_simulation_hint(stale, False, True, False) is None  # lockstep
+    assert _late_simulation_hint(stale, True, False, False) is None  # real buses
+    assert _late_simulation_hint(stale, True, True, True) is None  # --inject
+    other = {"faults": [{"cause": "tracking_error"}]}
+    assert _late_simulation_hint(other, True, True, False) is None
+    assert _late_simulation_hint({"faults": []}, True, True, False) is None

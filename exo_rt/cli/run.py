@@ -170,6 +170,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s{into}: reacted in "
               f"{f['reaction_cycles']} cycles ({f['action']})"
               + (f" — {f['detail']}" if f.get("detail") else ""))
+    from exo_rt.sim.launch import SIM_SPECS
+
+    hint = _late_simulation_hint(s, ctl.realtime, bus in SIM_SPECS, bool(injections))
+    if hint:
+        print(hint, file=sys.stderr)
     rec = s.get("recording", {})
     if rec.get("recorded") is False:
         where = f" (not recorded: {rec.get('error')})"
@@ -220,6 +225,25 @@ def _final_line(s: dict, realtime: bool) -> str:
     elif not realtime:
         line += "; lockstep simulation (no real-time figures)"
     return line
+
+
+def _late_simulation_hint(s: dict, realtime: bool, simulated: bool, injected: bool
+                          ) -> str | None:
+    """One line where a real-time run on the simulated drives ended on their silence
+    (``stale_feedback``, nothing injected): the simulation, the drives' stand-in, answered
+    late — its process did not get the CPU time it needs (its own line, ``simulation: …``,
+    gives its answer and physics times and its longest turn) — and what holds instead. None
+    otherwise."""
+    if not (realtime and simulated and not injected):
+        return None
+    if not any(f.get("cause") == "stale_feedback" for f in s.get("faults") or []):
+        return None
+    t = (s.get("timing") or {}).get("compute_us") or {}
+    own = f" (the controller's own cycle: compute p50 {t['p50']:.0f} µs)" if t else ""
+    return ("exo-rt: the simulated drives answered late: their simulation did not get the CPU "
+            f"time it needs on this machine{own}. Real time with the simulation needs a core "
+            "for it beside the controller's; without --realtime the same run is lockstep and "
+            "exact (docs/world.md, \"What stalls the simulation here\"; docs/deploy.md).")
 
 
 def _live_wait(args: argparse.Namespace, bus) -> float:
