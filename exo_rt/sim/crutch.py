@@ -80,9 +80,9 @@ class WearerRun:
     s, and its vectors), the ``robot`` and its ``exo`` (a leading wearer's body), the wearer
     profile's ``role`` (``leading``: their own torques move the legs), the reference's
     ``phase`` (``time``: the exoskeleton walks the leg; ``events``: the wearer paces it), the
-    board's ``clock`` (s), ``tell``
-    (a line to the board emulator: the bus set's ``board_command``) and the simulated
-    ``world`` in this process (None: none)."""
+    board's ``clock`` (s), ``tell`` (a line to the board emulator: the bus set's
+    ``board_command``) and the simulated ``world`` in this process (None: none). When RUN
+    began is the gait's own (:meth:`WearerGait.begin`): this is made before the loop."""
 
     cycle: object
     robot: object
