@@ -273,3 +273,52 @@ def test_drives_off_in_mid_stance_of_a_walk(top_file, kd):
     drop, dq = drives_off(plant)
     assert drop <= 0.05
     assert np.all(dq[[1, 3]] <= np.radians(10.0))
+
+
+def test_mujocos_terms_kept_within_a_step_are_the_ones_computed_afresh(robot):
+    """A sub-step's first stage takes M and h from its contacts' mj_forward (and the stick–slip
+    decision's repeated stages from the stage before) rather than computing them again: the
+    accelerations are bit for bit those of a fresh computation, a velocity changed in between
+    (a rotor that stuck) is seen, and nothing is kept from one step to the next (between
+    steps MuJoCo's data is anyone's)."""
+    from numba import njit
+
+    from exo_rt.sim.plant import X_KIN
+    from exo_rt.sim.world_plant import _contacts as contacts_
+    from exo_rt.sim.world_plant import _world_accelerations as accelerations_
+
+    @njit  # (the kernels have no Python entry: called here from compiled code, as the step does)
+    def _contacts(model, data, tr, state, q, v, scratch):
+        contacts_(model, data, tr, state, q, v, scratch)
+
+    @njit
+    def _world_accelerations(model, data, tr, state, q, v, scratch, acc):
+        accelerations_(model, data, tr, state, q, v, scratch, acc)
+
+    plant = _plant(robot, STANDING)
+    rng = np.random.default_rng(7)
+    for k in range(300):  # a leg swinging under load, rotors sliding and sticking
+        plant.step(drives_pd(plant, STANDING + 0.2 * np.sin(k * 0.02)) + rng.normal(0, 3, 4))
+    model, data, tr, state, _cmd, _dt, _sub, scratch = plant.args
+    n = plant.q.size
+    kin = 2 * n + X_KIN
+    assert scratch[kin, 0] == 0.0  # cleared at the step's end
+    q, v = plant.q, plant.v
+    v[plant._rotors[0]] += 1e-3  # a rotor sliding: its velocity terms count
+    acc_kept, acc_fresh = np.zeros(n), np.zeros(n)
+    _contacts(model, data, tr, state, q, v, scratch)
+    assert scratch[kin, 0] == 1.0
+    _world_accelerations(model, data, tr, state, q, v, scratch, acc_kept)
+    m_kept, h_kept = scratch[:n].copy(), scratch[2 * n].copy()
+    scratch[kin, 0] = 0.0
+    _world_accelerations(model, data, tr, state, q, v, scratch, acc_fresh)
+    assert np.array_equal(acc_kept, acc_fresh) and np.array_equal(m_kept, scratch[:n])
+    assert np.array_equal(h_kept, scratch[2 * n])
+    h_before = h_kept
+    v[0] += 0.5  # the hip faster (a later stage's velocities): h is computed at it
+    _world_accelerations(model, data, tr, state, q, v, scratch, acc_kept)
+    h_kept = scratch[2 * n].copy()
+    scratch[kin, 0] = 0.0
+    _world_accelerations(model, data, tr, state, q, v, scratch, acc_fresh)
+    assert np.array_equal(acc_kept, acc_fresh) and np.array_equal(h_kept, scratch[2 * n])
+    assert not np.array_equal(h_kept, h_before)

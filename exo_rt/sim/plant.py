@@ -124,7 +124,9 @@ X_A1, X_A2, X_A3, X_A4 = 12, 13, 14, 15
 X_T, X_TW = 16, 17  # per transmission: transmitted torque T, twist at the sub-step's start
 X_I0, X_IT, X_IS = 18, 19, 20  # per transmission: current at the step's start, target, slope
 X_FN = 21  # [0]: where this process's compiled _accelerations starts (exo_rt.jit.address)
-X_ROWS = 22
+X_KIN = 22  # [0]: 1.0 while a plant whose accelerations read another engine's workspace (the
+# world's MuJoCo data) has that workspace's position terms at its own positions, within a step
+X_ROWS = 23
 
 
 def plant_arrays(mech: Mechanism, *, friction: bool = True, hysteresis: bool = True):

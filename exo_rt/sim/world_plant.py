@@ -17,7 +17,9 @@ How it is split.
   joints rigidly, would count the reflected inertia a second time here). Each integration stage
   MuJoCo computes the joint-space mass matrix M (``mj_fullM``) and the bias forces h
   (``qfrc_bias``: Coriolis, centrifugal, gravity) at the stage's (q, q̇), called from compiled
-  code through MuJoCo's C API.
+  code through MuJoCo's C API — where they change: a sub-step's first stage is at the (q, q̇)
+  its contacts' ``mj_forward`` computed them at, and takes them from there (bit for bit the
+  same; the floor's period 12 % cheaper: ``tools/bench_world_truth.py``).
 - **exo-rt: the drives.** The motor current loop, the flexspline's compliance and hysteresis,
   the wave generator's friction with exact stick–slip and the power-off brake are
   ``harmonic_drive``'s own functions (:mod:`exo_rt.sim.plant`), unchanged: its step
@@ -65,6 +67,7 @@ from exo_rt.sim.plant import (
     X_F,
     X_FN,
     X_H,
+    X_KIN,
     X_ROWS,
     X_T,
     HarmonicDrivePlant,
@@ -162,18 +165,34 @@ def _world_accelerations(model, data, transmissions, state, q, v, scratch, acc):
     m = scratch[:n]
     mff = scratch[n:x0]  # (MuJoCo's dense M first: its dofs' order)
     h = scratch[x0 + X_H]
+    # MuJoCo's terms are computed again only where they change: a sub-step's first stage is at
+    # the (q, q̇) its contacts' mj_forward computed them at (but for a rotor that stuck), and
+    # the stick–slip decision may evaluate that stage more than once — the same numbers
+    kept = scratch[x0 + X_KIN, 0] > 0.5  # MuJoCo's terms are those of its qpos and qvel
+    moved = False
+    sped = False
     for i in range(n):
-        data[int(model[W_QPOS, i])] = q[i]
-        data[int(model[W_QVEL, i])] = v[i]
+        k = int(model[W_QPOS, i])
+        if data[k] != q[i]:
+            data[k] = q[i]
+            moved = True
+        k = int(model[W_QVEL, i])
+        if data[k] != v[i]:
+            data[k] = v[i]
+            sped = True
     mptr = np.int64(model[W_PTR, _P_MODEL])
     dptr = np.int64(model[W_PTR, _P_DATA])
     # the rigid bodies only: no collision, no constraint (the contacts are the sub-step's)
-    c_call_at(np.int64(model[W_PTR, _P_KIN]), mptr, dptr)
-    c_call_at(np.int64(model[W_PTR, _P_COMPOS]), mptr, dptr)
-    c_call_at(np.int64(model[W_PTR, _P_MAKEM]), mptr, dptr)
-    c_call_at(np.int64(model[W_PTR, _P_COMVEL]), mptr, dptr)
-    c_call_at(np.int64(model[W_PTR, _P_RNE]), mptr, dptr, np.int32(0),
-              np.int64(data.ctypes.data) + np.int64(8 * int(model[W_BIAS, 0] - model[W_DOF, 0])))
+    if moved or not kept:  # the position terms: kinematics, inertias, M
+        c_call_at(np.int64(model[W_PTR, _P_KIN]), mptr, dptr)
+        c_call_at(np.int64(model[W_PTR, _P_COMPOS]), mptr, dptr)
+        c_call_at(np.int64(model[W_PTR, _P_MAKEM]), mptr, dptr)
+    if moved or sped or not kept:  # the velocity terms: h (qfrc_bias)
+        c_call_at(np.int64(model[W_PTR, _P_COMVEL]), mptr, dptr)
+        c_call_at(np.int64(model[W_PTR, _P_RNE]), mptr, dptr, np.int32(0),
+                  np.int64(data.ctypes.data)
+                  + np.int64(8 * int(model[W_BIAS, 0] - model[W_DOF, 0])))
+    scratch[x0 + X_KIN, 0] = 1.0
     c_call_at(np.int64(model[W_PTR, _P_FULLM]), mptr, dptr, np.int64(mff.ctypes.data))
     for i in range(n):
         di = int(model[W_DOF, i])
@@ -323,6 +342,7 @@ def _contacts(model, data, transmissions, state, q, v, scratch):
         data[int(model[W_APPLIED, i])] = f[i]
     c_call_at(np.int64(model[W_PTR, _P_FORWARD]), np.int64(model[W_PTR, _P_MODEL]),
               np.int64(model[W_PTR, _P_DATA]))
+    scratch[x0 + X_KIN, 0] = 1.0  # (its terms are those of q, q̇: the first stage's)
     for i in range(n):
         state[ST_CONTACT, i] = data[int(model[W_CONSTRAINT, i])]
 
@@ -356,12 +376,16 @@ def world_step(model, data, transmissions, state, cmd, dt, substeps, scratch):
     other = floor and model[W_ROOM, R_OTHER] >= 0.0
     if floor and model[W_ROOM, R_SEAT] >= 0.0:
         _carry_seat(model, data, q)
+    # between steps MuJoCo's data is anyone's (a reset, a read-out): its position terms are
+    # trusted only from what this step computed itself
+    scratch[x0 + X_KIN, 0] = 0.0
     for _ in range(substeps):
         if other:
             _other_leg_target(model, state, q, v, h)
         if floor:
             _contacts(model, data, transmissions, state, q, v, scratch)
         _substep(model, data, transmissions, state, cmd, q, v, h, scratch)
+    scratch[x0 + X_KIN, 0] = 0.0
 
 
 class _Keep(bytearray):
