@@ -19,7 +19,8 @@ How it is split.
   (``qfrc_bias``: Coriolis, centrifugal, gravity) at the stage's (q, q̇), called from compiled
   code through MuJoCo's C API — where they change: a sub-step's first stage is at the (q, q̇)
   its contacts' ``mj_forward`` computed them at, and takes them from there (bit for bit the
-  same; the floor's period 12 % cheaper: ``tools/bench_world_truth.py``).
+  same: one of a sub-step's five evaluations saved, the floor's period 8–12 % cheaper in
+  paired runs of ``tools/bench_world_truth.py``'s standing wearer).
 - **exo-rt: the drives.** The motor current loop, the flexspline's compliance and hysteresis,
   the wave generator's friction with exact stick–slip and the power-off brake are
   ``harmonic_drive``'s own functions (:mod:`exo_rt.sim.plant`), unchanged: its step
