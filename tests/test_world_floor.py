@@ -279,7 +279,7 @@ def test_mujocos_terms_kept_within_a_step_are_the_ones_computed_afresh(robot):
     """A sub-step's first stage takes M and h from its contacts' mj_forward (and the stick–slip
     decision's repeated stages from the stage before) rather than computing them again: the
     accelerations are bit for bit those of a fresh computation, a velocity changed in between
-    (a rotor that stuck) is seen, and nothing is kept from one step to the next (between
+    (a later stage's) is seen, and nothing is kept from one step to the next (between
     steps MuJoCo's data is anyone's)."""
     from numba import njit
 

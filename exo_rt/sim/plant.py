@@ -125,7 +125,7 @@ X_T, X_TW = 16, 17  # per transmission: transmitted torque T, twist at the sub-s
 X_I0, X_IT, X_IS = 18, 19, 20  # per transmission: current at the step's start, target, slope
 X_FN = 21  # [0]: where this process's compiled _accelerations starts (exo_rt.jit.address)
 X_KIN = 22  # [0]: 1.0 while a plant whose accelerations read another engine's workspace (the
-# world's MuJoCo data) has that workspace's position terms at its own positions, within a step
+# world's MuJoCo data) has that workspace's terms at its own qpos and qvel, within a step
 X_ROWS = 23
 
 
