@@ -460,6 +460,72 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
         assert sum(0x180 < a < 0x200 for a in port.sent) == 2, port.sent
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
+def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
+    """Answer first: a SYNC that comes 0.3 period after the physics' instant is answered at
+    once — the TPDOs leave while the physics is still where it was, each encoder read along its
+    rotor's speed to the SYNC's arrival — and then the physics is computed up to the arrival
+    under the commands of the SYNC before; only after it do the commands this SYNC latched act.
+    A SYNC over ANSWER_FIRST periods late waits for its physics, as before."""
+    import struct
+    import time as wall
+
+    from exo_rt.sim.plants import ST_Q, ST_V, T_ROTOR
+    from exo_rt.sim.server import ANSWER_FIRST, RealtimeServer
+
+    _robot, sim, (d,) = _open("exo_leg", "exo_leg", "first")
+    d.configure()
+    d.enable()
+    (channel,) = sim.endpoints
+    drives = [drive for drive, _ in sim.endpoints[channel].drives]
+    rotors = sim.plant.transmissions[:, T_ROTOR].astype(int)
+    T = sim.dt
+
+    class Port:  # the bus's socket: one SYNC, arrived `late` s after the physics' instant
+        def __init__(self):
+            self.frame, self.sent = None, []
+
+        def recv(self):
+            frame, self.frame = self.frame, None
+            return frame
+
+        def send(self, arbitration_id, data):  # what the physics had reached as it left
+            self.sent.append((arbitration_id, bytes(data), sim.t, sim.cmd.copy()))
+
+    port = Port()
+    server = RealtimeServer(sim, {channel: port})
+    steps = []  # the commands each physics step ran under
+    step = sim.plant.step
+    sim.plant.step = lambda cmd=None, duration=None: (steps.append(np.array(cmd)),
+                                                      step(cmd, duration))
+    for late, first in ((0.3 * T, True), ((ANSWER_FIRST + 0.3) * T, False)):
+        sim.plant.state[ST_V, rotors] = speed = np.array([200.0, -100.0])  # rad/s at the motors
+        before = sim.cmd.copy()
+        for k, drive in enumerate(drives):  # an RPDO's new target, latched for this SYNC
+            drive.target_permille = 300 * (k + 1) * (1 if first else -1)
+        q0, t_sim, port.sent[:] = sim.plant.state[ST_Q, rotors].copy(), sim.t, []
+        steps.clear()
+        server._t_phys = wall.monotonic() - late
+        port.frame = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
+        server._answer()
+        tpdos = [m for m in port.sent if 0x181 <= m[0] <= 0x1FF]
+        assert len(tpdos) == len(drives), port.sent
+        if first:  # sent from the physics where it was, under the old commands
+            assert all(m[2] == t_sim and np.array_equal(m[3], before) for m in tpdos)
+            counts = {m[0] - 0x180: struct.unpack_from("<i", m[1], 2)[0] for m in tpdos}
+            read = np.array([counts[drive.node] for drive in drives]) * 2 * math.pi / 65536
+            # (the arrival 0.3 T after the physics, within this turn's own few hundred µs)
+            assert read == pytest.approx(q0 + speed * late, abs=np.abs(speed).max() * 3e-4)
+            assert not steps  # no physics yet
+            server.settle()  # (the serving loop's, once the answers are out)
+        else:  # over ANSWER_FIRST late: the physics to the arrival first, then the answer
+            assert all(m[2] > t_sim for m in tpdos)
+        assert sim.t - t_sim == pytest.approx(late, abs=3e-4)  # the physics at the arrival
+        assert steps and all(np.array_equal(c_, before) for c_ in steps)  # old commands
+        assert not np.array_equal(sim.cmd, before)  # the SYNC's commands act from now on
+        assert np.sign(sim.cmd).tolist() == [1 if first else -1] * len(drives)
+
+
 def test_mit_mode_actuators_through_the_simulated_bus():
     from exo_rt.bus.protocols.mit import MitDrives
 

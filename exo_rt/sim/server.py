@@ -46,6 +46,9 @@ GUARD = 0.1  # periods: the physics computed ahead stops this far before the nex
 JITTER = 0.05  # periods: a SYNC this close to the physics' instant is answered from it
 LATE_CYCLES = 8  # the next SYNC is expected as late as the least late of this many before it
 EARLY = 0.1  # periods: a SYNC up to this much before the one due moves the grid earlier
+ANSWER_FIRST = 0.5  # periods: a SYNC that comes at most this long after the physics' instant
+# is answered at once — the encoders read along each rotor's speed — and the physics up to
+# its arrival is computed after the answers left (RealtimeServer._answer)
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
@@ -85,6 +88,8 @@ class RealtimeServer:
         self._pending = b""
         self.period = world.dt
         world.realtime = True  # a SYNC applies and answers; the physics keeps its own time
+        world.defer_apply = True  # … its commands committed once the physics reached it
+        self._settle: list[tuple[float, str]] = []  # (arrival, bus) of SYNCs answered first
         world.wall_heartbeats = True
         self.overruns = 0
         self.frames_in = 0
@@ -112,6 +117,17 @@ class RealtimeServer:
     def _answer(self) -> int:
         """Hand what has arrived to the drives and send their answers; the frames handled.
 
+        **Answer first.** A drive answers its SYNC within µs, from its encoder as it reads it
+        then. A SYNC that comes up to ANSWER_FIRST periods after the instant the physics has
+        reached (the rest of the period not computed ahead: a SYNC later than the last ones)
+        is answered at once, the encoders read along each rotor's speed to its arrival
+        (``SimWorld.sample_offset``), and the physics up to its arrival — under the commands
+        of the SYNC before, which are the drives' until this one — is computed after the
+        answers left (:meth:`settle`); then the commands it latched become the plant's
+        (``SimWorld.commit``). So the answer no longer waits for that physics (measured: it
+        was most of the answer's time, docs/world.md). A SYNC later than that (this process
+        held up) waits for its physics, as every SYNC did before.
+
         A turn that finds several SYNCs waiting (this process was held up past a period: a
         virtual machine's host, a busy CPU) applies each in order — the physics to each one's
         arrival, the commands latched before it — but sends the TPDOs of the newest only: a
@@ -122,6 +138,7 @@ class RealtimeServer:
         have seen of a frame lost on the wire. Counted (``superseded``)."""
         world = self.world
         handled = 0
+        period = self.period
         for channel, port in self.ports.items():
             rx = world.endpoints[channel].rx
             answers: list = []  # the TPDOs of this turn's last SYNC, not sent yet
@@ -137,7 +154,16 @@ class RealtimeServer:
                 if frame.arbitration_id == SYNC:  # the drives sample the leg at this instant
                     # (when it arrived, as the kernel stamped it — not when this loop got to it)
                     age = max(0.0, min(time.time() - frame.timestamp, MAX_CATCH_UP))
-                    self._sync_arrived(time.monotonic() - age)
+                    t = time.monotonic() - age
+                    first = t - self._t_phys <= ANSWER_FIRST * period
+                    if not first or any(c == channel for _, c in self._settle):
+                        self.settle()  # (an older SYNC of this turn: its physics and commands
+                        # first; another bus's wait for this one's physics only when it must)
+                        first = t - self._t_phys <= ANSWER_FIRST * period
+                    if first:
+                        world.sample_offset = t - self._t_phys
+                    else:
+                        self._sync_arrived(t)
                     for msg in answers:  # an older SYNC's answers: superseded by this one
                         rx.remove(msg)
                     self.superseded += len(answers)
@@ -145,6 +171,10 @@ class RealtimeServer:
                     world.receive(channel, frame)
                     answers = [msg for i, msg in enumerate(rx)
                                if i >= before and msg.arbitration_id in TPDO_IDS]
+                    if first:
+                        self._settle.append((t, channel))
+                    else:
+                        world.commit(channel)
                     continue
                 world.receive(channel, frame)
             while rx:
@@ -155,6 +185,16 @@ class RealtimeServer:
                 port.send(msg.arbitration_id, bytes(msg.data))
                 self.frames_out += 1
         return handled
+
+    def settle(self) -> None:
+        """The SYNCs answered first: the physics to each one's arrival, in order, and then the
+        commands it latched (:meth:`_answer`)."""
+        if not self._settle:
+            return
+        pending, self._settle = sorted(self._settle), []
+        for t, channel in pending:
+            self._sync_arrived(t)
+            self.world.commit(channel)
 
     def _read_commands(self) -> bool | None:
         try:
@@ -362,6 +402,9 @@ class RealtimeServer:
                 now = time.monotonic()
                 self.answer_us[self.n_answer & 0xFFFF] = (now - t0) * 1e6
                 self.n_answer += 1
+                if self._settle:  # the answers are out: the physics to their SYNCs
+                    self.settle()
+                    now = time.monotonic()
             else:
                 now = t0
             if now - self._t_phys >= FREE_RUN * period:  # no SYNC lately: run on

@@ -113,6 +113,12 @@ class SimWorld:
         # real time: s after the physics' instant that the drives read their encoders (their
         # SYNC's arrival; negative: before it), each rotor's angle taken along its speed
         self.sample_offset = 0.0
+        # real time, answer first (RealtimeServer): a SYNC's answers leave before the physics
+        # reaches its arrival; the commands it latched wait here (per transmission: current
+        # A, power stage on) until :meth:`commit` — the physics up to the SYNC runs under the
+        # commands of the SYNC before, as on the exoskeleton's bus
+        self.defer_apply = False
+        self._pending: dict[str, list[tuple[int, float, bool]]] = {}
         self._into_period = 0.0  # real time: s of the current period already simulated
         self._injected_at = -1  # the period whose scheduled injections were applied
         self.motor_power = True  # the board's relay: off, no drive gets current
@@ -235,7 +241,10 @@ class SimWorld:
         if msg.arbitration_id == c.SYNC:
             with self._lock:
                 if self.realtime:  # the physics thread keeps time; SYNC applies and answers
-                    self._apply(ep)
+                    if self.defer_apply:  # (the serving loop commits them: commit())
+                        self._pending[channel] = self._latched(ep)
+                    else:
+                        self._apply(ep)
                 # lockstep: the first SYNC of a period (or a bus's second one) ends the period
                 # before; every bus's drives answer their own SYNC from the state at this SYNC
                 elif ep.synced or not any(e.synced for e in self.endpoints.values()):
@@ -290,12 +299,32 @@ class SimWorld:
 
     def _apply(self, ep: _Endpoint) -> None:
         """The drives' latched commands become the plant's current commands."""
+        self._install(self._latched(ep))
+
+    def _latched(self, ep: _Endpoint) -> list[tuple[int, float, bool]]:
+        """What a SYNC makes of the bus's drives' latched commands: (transmission, current
+        A, power stage on) each — the drives' own state taken at the SYNC."""
+        out = []
         for drive, t in ep.drives:
-            self.cmd[t] = drive.on_sync()
+            cmd = drive.on_sync()
             until, limit = drive.saturation
             if self.cycle < until:
-                self.cmd[t] = max(-limit, min(limit, self.cmd[t]))
-            self._power(t, drive.power_on)
+                cmd = max(-limit, min(limit, cmd))
+            out.append((t, cmd, drive.power_on))
+        return out
+
+    def _install(self, latched: list[tuple[int, float, bool]]) -> None:
+        for t, cmd, on in latched:
+            self.cmd[t] = cmd
+            self._power(t, on)
+
+    def commit(self, channel: str) -> None:
+        """Real time, answer first: the commands ``channel``'s last SYNC latched become the
+        plant's (the physics has reached that SYNC's arrival)."""
+        with self._lock:
+            latched = self._pending.pop(channel, None)
+            if latched is not None:
+                self._install(latched)
 
     def _power(self, t: int, on: bool) -> None:
         """Transmission t's power stage on or off for the coming period."""
