@@ -527,15 +527,15 @@ def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
 
 
 def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
-    """The physics runs on by itself half a period to 1.5 periods behind the clock while no
-    SYNC comes (before the controller's first cycle, or after a pause): the first SYNC then,
-    1.2 periods after the physics' instant, is answered at once — the physics computed after
-    the answers left — where its answer would otherwise wait for 1.2 periods of physics. The
-    next SYNC as late waits for its physics (ANSWER_FIRST), and so does every bus's SYNC after
-    the physics ran on again only once it has."""
+    """With no SYNC the physics runs on by itself, FREE_RUN − 1 to FREE_RUN periods behind the
+    clock (before the controller's first cycle, or after a pause); the first SYNC then — here
+    1.2 periods after the physics' instant — is answered at once, the physics computed after
+    the answers left, where it waited for that physics before (the controller's cycle 0 went
+    without an answer in 4 of 6 real-time runs). One 1.2 periods after the physics that was
+    computed ahead (a SYNC later than those before it) too; 1.8 periods, the physics first."""
     import time as wall
 
-    from exo_rt.sim.server import ANSWER_FIRST, FREE_RUN, RealtimeServer
+    from exo_rt.sim.server import FREE_RUN, RealtimeServer
 
     _robot, sim, (d,) = _open("exo_leg", "exo_leg", "free")
     d.configure()
@@ -556,22 +556,20 @@ def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
 
     port = Port()
     server = RealtimeServer(sim, {channel: port})
-    late = 1.2 * T
-    assert ANSWER_FIRST * T < late < FREE_RUN * T
-    for k, first in enumerate((True, False, True)):
-        if k == 2:  # no SYNC for a few periods: the serving loop runs the physics on by itself
+    for k, (periods, first) in enumerate(((1.2, True), (1.2, True), (1.8, False))):
+        if k == 0:  # no SYNC for a few periods: the serving loop runs the physics on by itself
             until = wall.monotonic() + 5 * T
             server.serve(stop=lambda until=until: wall.monotonic() > until)
-        assert server._free is first
+            behind = wall.monotonic() - server._t_phys
+            assert (FREE_RUN - 1.0) * T <= behind <= FREE_RUN * T + 5e-4
         t_sim, port.sent[:] = sim.t, []
-        server._t_phys = wall.monotonic() - late
+        server._t_phys = wall.monotonic() - periods * T
         port.frame = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
         server._answer()
         tpdos = [m for m in port.sent if 0x181 <= m[0] <= 0x1FF]
         assert tpdos and all(bool(m[1] == t_sim) is first for m in tpdos), (k, port.sent)
-        assert not server._free  # a SYNC came: ANSWER_FIRST again until the next free run
         server.settle()
-        assert sim.t - t_sim == pytest.approx(late, abs=3e-4)  # the physics at the arrival
+        assert sim.t - t_sim == pytest.approx(periods * T, abs=3e-4)  # the physics at the arrival
 
 
 def test_mit_mode_actuators_through_the_simulated_bus():

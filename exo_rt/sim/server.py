@@ -46,10 +46,10 @@ GUARD = 0.1  # periods: the physics computed ahead stops this far before the nex
 JITTER = 0.05  # periods: a SYNC this close to the physics' instant is answered from it
 LATE_CYCLES = 8  # the next SYNC is expected as late as the least late of this many before it
 EARLY = 0.1  # periods: a SYNC up to this much before the one due moves the grid earlier
-ANSWER_FIRST = 0.5  # periods: a SYNC that comes at most this long after the physics' instant
+ANSWER_FIRST = 1.5  # periods: a SYNC that comes at most this long after the physics' instant
 # is answered at once — the encoders read along each rotor's speed — and the physics up to
-# its arrival is computed after the answers left (RealtimeServer._answer); FREE_RUN periods
-# for the first SYNC after the physics ran on by itself (it keeps FREE_RUN − 1 behind then)
+# its arrival is computed after the answers left (RealtimeServer._answer); FREE_RUN, so that
+# the first SYNC after the physics ran on by itself (FREE_RUN − 1 to FREE_RUN behind) is too
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
@@ -91,7 +91,6 @@ class RealtimeServer:
         world.realtime = True  # a SYNC applies and answers; the physics keeps its own time
         world.defer_apply = True  # … its commands committed once the physics reached it
         self._settle: list[tuple[float, str]] = []  # (arrival, bus) of SYNCs answered first
-        self._free = True  # no SYNC lately: the physics runs on by itself (see _answer)
         world.wall_heartbeats = True
         self.overruns = 0
         self.frames_in = 0
@@ -130,11 +129,12 @@ class RealtimeServer:
         floor: 0.12–0.15 ms of the answer's 0.35 at p50, docs/world.md). A SYNC later than
         that (this process held up) waits for its physics, as every SYNC did before.
 
-        The first SYNC after the physics ran on by itself — a controller's first cycle, or
-        its first after a pause — finds it FREE_RUN − 1 to FREE_RUN periods behind (it runs
-        that far behind the clock, so as not to pass a SYNC on its way): that one is answered
-        first up to FREE_RUN periods, else its answer would wait for up to 1.5 periods of
-        physics (0.3–0.8 ms on the floor), and the controller's first cycle go without it.
+        Up to 1.5 periods, not half of one: the first SYNC after the physics ran on by itself
+        (the controller's first cycles, its first after a pause) finds it 0.5–1.5 periods
+        behind, and its answer waited for that physics (0.3–0.8 ms on the floor) — the
+        controller's cycle 0 went without one in 4 of 6 runs; so did a SYNC a little later
+        than those before it. Read along the speed over 1.5 periods, an encoder misses at most
+        ½·α·(1.5 T)² of its rotor's acceleration α (docs/world.md: 0.006° at a joint).
 
         A turn that finds several SYNCs waiting (this process was held up past a period: a
         virtual machine's host, a busy CPU) applies each in order — the physics to each one's
@@ -147,7 +147,6 @@ class RealtimeServer:
         world = self.world
         handled = 0
         period = self.period
-        reach = (FREE_RUN if self._free else ANSWER_FIRST) * period  # (every bus's SYNC alike)
         for channel, port in self.ports.items():
             rx = world.endpoints[channel].rx
             answers: list = []  # the TPDOs of this turn's last SYNC, not sent yet
@@ -164,11 +163,11 @@ class RealtimeServer:
                     # (when it arrived, as the kernel stamped it — not when this loop got to it)
                     age = max(0.0, min(time.time() - frame.timestamp, MAX_CATCH_UP))
                     t = time.monotonic() - age
-                    first = t - self._t_phys <= reach
+                    first = t - self._t_phys <= ANSWER_FIRST * period
                     if not first or any(c == channel for _, c in self._settle):
                         self.settle()  # (an older SYNC of this turn: its physics and commands
                         # first; another bus's wait for this one's physics only when it must)
-                        first = t - self._t_phys <= reach
+                        first = t - self._t_phys <= ANSWER_FIRST * period
                     if first:
                         world.sample_offset = t - self._t_phys
                     else:
@@ -184,7 +183,6 @@ class RealtimeServer:
                         self._settle.append((t, channel))
                     else:
                         world.commit(channel)
-                    self._free = False
                     continue
                 world.receive(channel, frame)
             while rx:
@@ -353,7 +351,7 @@ class RealtimeServer:
         each SYNC's arrival (whatever the jitter of this process: the kernel stamps the
         arrival), the coming period computed ahead in a turn that finds no frame waiting
         (:meth:`_sync_arrived`); with no SYNC for 1.5 periods (a master that stopped or died)
-        it runs on by itself, half a period behind the clock.
+        it runs on by itself, half a period to 1.5 periods behind the clock.
 
         With ``poll_s`` the loop looks for frames every ``poll_s`` seconds instead of sleeping
         on the sockets: a process asleep on a socket must be woken by the sender's system
@@ -419,7 +417,6 @@ class RealtimeServer:
                 now = t0
             if now - self._t_phys >= FREE_RUN * period:  # no SYNC lately: run on
                 self._advance_to(now - (FREE_RUN - 1.0) * period)
-                self._free = True
             elif not handled and self._ahead_at is not None and now >= self._ahead_at:
                 self._compute_ahead()  # (in a turn that found no frame waiting: a SYNC that
                 # came meanwhile is answered first, from the physics at its arrival)
