@@ -461,6 +461,21 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
 
 
 @pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
+class _OneFramePort:
+    """A bus's socket for the serving loop's tests: ``frame`` is read once; what is sent is
+    kept with what the physics had reached as it left (id, data, time s, commands A)."""
+
+    def __init__(self, sim):
+        self.sim, self.frame, self.sent = sim, None, []
+
+    def recv(self):
+        frame, self.frame = self.frame, None
+        return frame
+
+    def send(self, arbitration_id, data):
+        self.sent.append((arbitration_id, bytes(data), self.sim.t, self.sim.cmd.copy()))
+
+
 def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
     """Answer first: a SYNC that comes 0.3 period after the physics' instant is answered at
     once — the TPDOs leave while the physics is still where it was, each encoder read along its
@@ -481,18 +496,7 @@ def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
     rotors = sim.plant.transmissions[:, T_ROTOR].astype(int)
     T = sim.dt
 
-    class Port:  # the bus's socket: one SYNC, arrived `late` s after the physics' instant
-        def __init__(self):
-            self.frame, self.sent = None, []
-
-        def recv(self):
-            frame, self.frame = self.frame, None
-            return frame
-
-        def send(self, arbitration_id, data):  # what the physics had reached as it left
-            self.sent.append((arbitration_id, bytes(data), sim.t, sim.cmd.copy()))
-
-    port = Port()
+    port = _OneFramePort(sim)  # its SYNC arrives `late` s after the physics' instant
     server = RealtimeServer(sim, {channel: port})
     steps = []  # the commands each physics step ran under
     step = sim.plant.step
@@ -543,18 +547,7 @@ def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
     (channel,) = sim.endpoints
     T = sim.dt
 
-    class Port:
-        def __init__(self):
-            self.frame, self.sent = None, []
-
-        def recv(self):
-            frame, self.frame = self.frame, None
-            return frame
-
-        def send(self, arbitration_id, data):
-            self.sent.append((arbitration_id, sim.t))
-
-    port = Port()
+    port = _OneFramePort(sim)
     server = RealtimeServer(sim, {channel: port})
     for k, (periods, first) in enumerate(((1.2, True), (1.2, True), (1.8, False))):
         if k == 0:  # no SYNC for a few periods: the serving loop runs the physics on by itself
@@ -567,7 +560,7 @@ def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
         port.frame = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
         server._answer()
         tpdos = [m for m in port.sent if 0x181 <= m[0] <= 0x1FF]
-        assert tpdos and all(bool(m[1] == t_sim) is first for m in tpdos), (k, port.sent)
+        assert tpdos and all(bool(m[2] == t_sim) is first for m in tpdos), (k, port.sent)
         server.settle()
         assert sim.t - t_sim == pytest.approx(periods * T, abs=3e-4)  # the physics at the arrival
 

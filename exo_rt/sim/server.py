@@ -46,10 +46,10 @@ GUARD = 0.1  # periods: the physics computed ahead stops this far before the nex
 JITTER = 0.05  # periods: a SYNC this close to the physics' instant is answered from it
 LATE_CYCLES = 8  # the next SYNC is expected as late as the least late of this many before it
 EARLY = 0.1  # periods: a SYNC up to this much before the one due moves the grid earlier
-ANSWER_FIRST = 1.5  # periods: a SYNC that comes at most this long after the physics' instant
-# is answered at once — the encoders read along each rotor's speed — and the physics up to
-# its arrival is computed after the answers left (RealtimeServer._answer); FREE_RUN, so that
-# the first SYNC after the physics ran on by itself (FREE_RUN − 1 to FREE_RUN behind) is too
+ANSWER_FIRST = FREE_RUN  # periods: a SYNC at most this long after the physics' instant is
+# answered at once — the encoders read along each rotor's speed — and the physics up to its
+# arrival is computed after the answers left (RealtimeServer._answer); FREE_RUN, so that the
+# first SYNC after the physics ran on by itself (FREE_RUN − 1 to FREE_RUN behind) is so too
 MAX_CATCH_UP = 0.05  # s of physics made up at once after this process was held up; beyond it
 # the simulated time falls behind instead (counted as overruns, in periods)
 SYNC = 0x080
