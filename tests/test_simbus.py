@@ -24,6 +24,7 @@ from exo_rt.bus.flags import (
     F_MISSING,
     F_SATURATED,
 )
+from exo_rt.bus.port import FramePort
 from exo_rt.errors import BusError, ConfigError
 from exo_rt.model import load_mechanism
 from exo_rt.sim import Plant
@@ -418,8 +419,9 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
 
     from exo_rt.sim.server import GUARD, RealtimeServer
 
-    class Port:  # a bus's socket: its SYNC, readable from the given turn on
+    class Port(FramePort):  # a bus's socket: its SYNC, readable from the given turn on
         def __init__(self, turn):
+            super().__init__(None)
             self.sync = can.Message(arbitration_id=c.SYNC, data=b"")
             self.from_turn, self.turn, self.sent = turn, 0, []
 
@@ -432,7 +434,7 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
             frame, self.sync = self.sync, None
             return frame
 
-        def send(self, arbitration_id, data):
+        def send(self, arbitration_id, data, extended=False):
             self.sent.append(arbitration_id)
             wall.sleep(1e-4)  # (a slow turn: past the moment the period would be computed)
 
@@ -461,18 +463,20 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
 
 
 @pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
-class _OneFramePort:
-    """A bus's socket for the serving loop's tests: ``frame`` is read once; what is sent is
-    kept with what the physics had reached as it left (id, data, time s, commands A)."""
+class _OneFramePort(FramePort):
+    """A bus's socket for the serving loop's tests: ``pending`` is read once; what is sent is
+    kept with what the physics had reached as it left (id, data, time s, commands A). The
+    tables the loop reads and sends are the per-frame path's (FramePort)."""
 
     def __init__(self, sim):
-        self.sim, self.frame, self.sent = sim, None, []
+        super().__init__(None)
+        self.sim, self.pending, self.sent = sim, None, []
 
     def recv(self):
-        frame, self.frame = self.frame, None
+        frame, self.pending = self.pending, None
         return frame
 
-    def send(self, arbitration_id, data):
+    def send(self, arbitration_id, data, extended=False):
         self.sent.append((arbitration_id, bytes(data), self.sim.t, self.sim.cmd.copy()))
 
 
@@ -510,7 +514,7 @@ def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
         q0, t_sim, port.sent[:] = sim.plant.state[ST_Q, rotors].copy(), sim.t, []
         steps.clear()
         server._t_phys = wall.monotonic() - late
-        port.frame = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
+        port.pending = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
         server._answer()
         tpdos = [m for m in port.sent if 0x181 <= m[0] <= 0x1FF]
         assert len(tpdos) == len(drives), port.sent
@@ -557,7 +561,7 @@ def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
             assert (FREE_RUN - 1.0) * T <= behind <= FREE_RUN * T + 5e-4
         t_sim, port.sent[:] = sim.t, []
         server._t_phys = wall.monotonic() - periods * T
-        port.frame = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
+        port.pending = can.Message(arbitration_id=c.SYNC, data=b"", timestamp=wall.time())
         server._answer()
         tpdos = [m for m in port.sent if 0x181 <= m[0] <= 0x1FF]
         assert tpdos and all(bool(m[2] == t_sim) is first for m in tpdos), (k, port.sent)

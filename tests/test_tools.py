@@ -1,6 +1,7 @@
 """The measuring tools the docs show for real time, run as a user runs them (short): what the
 machine gives a real-time thread with a fixed job (tools/bench_machine.py --work-us), and
-where the cycle's time goes (tools/bench_rt_parts.py, the one-call cycle's clock stamps); and
+where the cycle's time goes (tools/bench_rt_parts.py, the one-call cycle's clock stamps), the
+frame I/O's paths side by side (tools/bench_ports.py); and
 the pictures and figures of docs/assistance.md (tools/assistance_figures.py)."""
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ def test_bench_rt_parts_reads_the_one_call_cycles_clock_stamps():
     assert all(p50[p] > 0.0 for p in parts), p50
     assert sum(p50[p] for p in parts) < p50["whole"], p50
 
+
+
+@pytest.mark.exclusive  # opens udp_multicast buses (tests/cpu_share.py)
+def test_bench_ports_times_each_path_side_by_side():
+    """tools/bench_ports.py, short: every line it prints for udp_multicast — a frame sent and
+    received through python-can and the port, a cycle's I/O and a simulation turn's read frame
+    by frame and as tables — gives both paths' µs, positive, and their ratio as printed."""
+    text = _tool("tools/bench_ports.py", "--frames", "200", "--cycles", "60")
+    pairs = re.findall(r"(?:python-can|per frame)\s+([\d.]+) µs, (?:port|batches|a table)"
+                       r"\s+([\d.]+) µs \(([\d.]+)×\)", text)
+    assert len(pairs) == 4, text
+    for a, b, ratio in pairs:
+        assert float(a) > 0 and float(b) > 0, text
+        assert float(ratio) == pytest.approx(float(a) / float(b), abs=0.051), text
+    assert "a simulation turn's read (3 frames in)" in text, text
 
 def _numbers(pattern: str, text: str) -> list[float]:
     m = re.search(pattern, text)

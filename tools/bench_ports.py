@@ -9,7 +9,9 @@ frame that has arrived, through ``bus.send``/``bus.recv`` and through ``UdpMulti
 then one control cycle's I/O as the leg's bus has it — read the two drives' answers, send two
 RPDOs and the SYNC, recorded — frame by frame against the compiled batches (one
 ``recvmmsg``, one ``sendmmsg`` for the RPDOs and one for the SYNC), a millisecond's sleep
-before each cycle as in the loop (cold caches, as the real cycle finds them).
+before each cycle as in the loop (cold caches, as the real cycle finds them); and the
+real-time simulation's read of what one of its turns finds — a bus's SYNC and two RPDOs —
+frame by frame against a table (``RealtimeServer._arrived``: one ``recvmmsg``).
 socketcan: measured where a ``vcan0``/``can0`` interface is up (``ip link add dev vcan0 type
 vcan``); otherwise the ``struct can_frame`` codec alone.
 """
@@ -125,6 +127,41 @@ def cycle(n: int) -> None:
         bus.shutdown()
 
 
+def serving(n: int) -> None:
+    """The real-time simulation's read of one turn's frames (a bus's SYNC and two RPDOs, each
+    handed on in the port's reusable frame), frame by frame and as a table (µs, median)."""
+    from exo_rt.sim.server import RealtimeServer
+
+    group = "239.74.251.3"
+    a = can.Bus(interface="udp_multicast", channel=group)
+    b = can.Bus(interface="udp_multicast", channel=group)
+    sim, master = open_port(a), open_port(b)
+    sim.warm_up()
+    rows = sim.batch()
+
+    def commands() -> None:  # untimed: the controller's cycle sent, the loop slept
+        master.send(0x201, b"\x0f\x00\x10\x27")
+        master.send(0x202, b"\x0f\x00\x10\x27")
+        master.send(0x080, b"")
+        time.sleep(0.001)
+
+    def per_frame() -> None:
+        while sim.recv() is not None:
+            pass
+
+    def table() -> None:
+        for _frame in RealtimeServer._arrived(sim, rows):
+            pass
+
+    blocks = max(50, n // 10)
+    frame_us = timed_blocks(commands, per_frame, blocks, 1)
+    table_us = timed_blocks(commands, table, blocks, 1)
+    print(f"  a simulation turn's read (3 frames in): per frame {frame_us:6.1f} µs, a table "
+          f"{table_us:6.1f} µs ({frame_us / table_us:.1f}×)")
+    for bus in (a, b):
+        bus.shutdown()
+
+
 def socketcan(n: int) -> None:
     try:
         bus = can.Bus(interface="socketcan", channel="vcan0")
@@ -155,6 +192,7 @@ def main(argv=None) -> int:
     print("per-frame cost of the cycle's CAN I/O (median of 20 blocks):")
     udp(args.frames)
     cycle(args.cycles)
+    serving(args.cycles)
     socketcan(args.frames)
     return 0
 
