@@ -462,7 +462,6 @@ def test_realtime_serving_answers_every_bus_s_sync_before_computing_ahead():
         assert sum(0x180 < a < 0x200 for a in port.sent) == 2, port.sent
 
 
-@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 class _OneFramePort(FramePort):
     """A bus's socket for the serving loop's tests: ``pending`` is read once; what is sent is
     kept with what the physics had reached as it left (id, data, time s, commands A). The
@@ -480,6 +479,7 @@ class _OneFramePort(FramePort):
         self.sent.append((arbitration_id, bytes(data), self.sim.t, self.sim.cmd.copy()))
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
     """Answer first: a SYNC that comes 0.3 period after the physics' instant is answered at
     once — the TPDOs leave while the physics is still where it was, each encoder read along its
@@ -534,6 +534,7 @@ def test_realtime_serving_answers_a_sync_before_the_physics_reaches_it():
         assert np.sign(sim.cmd).tolist() == [1 if first else -1] * len(drives)
 
 
+@pytest.mark.exclusive  # timed on the wall clock (tests/cpu_share.py)
 def test_realtime_serving_answers_the_first_sync_after_a_free_run_first():
     """With no SYNC the physics runs on by itself, FREE_RUN − 1 to FREE_RUN periods behind the
     clock (before the controller's first cycle, or after a pause); the first SYNC then — here

@@ -58,7 +58,6 @@ def test_bench_rt_parts_reads_the_one_call_cycles_clock_stamps():
     assert sum(p50[p] for p in parts) < p50["whole"], p50
 
 
-
 @pytest.mark.exclusive  # opens udp_multicast buses (tests/cpu_share.py)
 def test_bench_ports_times_each_path_side_by_side():
     """tools/bench_ports.py, short: every line it prints for udp_multicast — a frame sent and
@@ -72,6 +71,7 @@ def test_bench_ports_times_each_path_side_by_side():
         assert float(a) > 0 and float(b) > 0, text
         assert float(ratio) == pytest.approx(float(a) / float(b), abs=0.051), text
     assert "a simulation turn's read (3 frames in)" in text, text
+
 
 def _numbers(pattern: str, text: str) -> list[float]:
     m = re.search(pattern, text)
