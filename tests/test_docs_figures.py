@@ -229,8 +229,8 @@ def _md_table(table: str) -> list[list[str]]:
 def test_the_sizing_tables_are_exo_rt_sizes(case, exo_rt_runs):
     """Each table is ``exo-rt size`` of the run its block makes (made once a session: the
     world's sessions are read by tests/test_world_session.py and tests/test_world_peaks.py
-    too, tests/run_cache.py): each verdict as printed, each figure within 1 % (another
-    machine's rounding, :data:`SIZING_REL`)."""
+    too, tests/run_cache.py): each verdict as printed, each figure within 1 %, a peak within
+    3 % (another machine's rounding: :data:`SIZING_REL`, :data:`SIZING_REL_PEAK`)."""
     runs, name, table = case
     assert len(runs) == 1, f"docs/sizing.md: runs/{name} comes from {len(runs)} exo-rt run lines"
     words = shlex.split(runs[0])[2:]  # (after "exo-rt run")
@@ -257,25 +257,29 @@ def test_the_sizing_tables_are_exo_rt_sizes(case, exo_rt_runs):
             key = next(k for k in columns if k.startswith(column))
             value = cited.split(" (")[0] if column == "verdict" else cited.split(" ")[0]
             # (a rating the robot file does not give: "—", which the docs leave out)
+            rel = SIZING_REL_PEAK if column.startswith("peak") else SIZING_REL
             assert got[key] == value or got[key].startswith(value + "/") or _near(
-                got[key], value), (
+                got[key], value, rel), (
                 f"docs/sizing.md runs/{name}: {row[0]} {column} {cited}, exo-rt size {got[key]}")
 
 
 # a world run's figure as another machine makes it: the contacts turn a difference in the last
 # bit (numba and MuJoCo compile for the host's instruction set, e.g. fused multiply-adds) into
-# one in the third digit over a session — measured 0.02–0.45 % between the machine that wrote
-# docs/sizing.md and an AMD EPYC, each machine repeating its own run bit for bit
+# one in the third digit over a session, each machine repeating its own run bit for bit.
+# Measured between the machine that wrote docs/sizing.md and an AMD EPYC: RMS figures and
+# windings 0.07–0.34 %; a peak, one cycle's extreme, up to 1.49 % (tqh20's left hip current,
+# 21.53 → 21.21 A) — so 1 % and, for the peaks, 3 %
 SIZING_REL = 0.01
+SIZING_REL_PEAK = 0.03
 
 
-def _near(got: str, cited: str) -> bool:
-    """``got`` and ``cited`` are numbers within :data:`SIZING_REL` of each other."""
+def _near(got: str, cited: str, rel: float) -> bool:
+    """``got`` and ``cited`` are numbers within ``rel`` of each other (relative)."""
     try:
         a, b = float(got), float(cited)
     except ValueError:
         return False
-    return abs(a - b) <= SIZING_REL * max(abs(a), abs(b))
+    return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
 @pytest.mark.slow
