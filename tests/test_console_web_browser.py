@@ -32,9 +32,10 @@ from tools.web_page import (
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_BROWSER = chromium_available()
-# s: how long before a tab closes its last heartbeat may have reached the run (the page beats
-# every 0.25 s, the web process relays at most every 0.1 s)
-HEARTBEAT_LAG_S = 0.35
+# s: how long before a tab closes its last heartbeat may have reached the run: the page beats
+# every 0.25 s, the web process relays at most every 0.1 s, and on a loaded CPU the page's timer
+# may fire a beat late (CI, 2 CPUs, three workers and the browser: 0.47 s seen)
+HEARTBEAT_LAG_S = 0.6
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(NO_BROWSER is not None, reason=str(NO_BROWSER))]
 SHOTS = ("console-web-pairing", "console-web-sitting", "console-web-standing-up",
@@ -327,8 +328,8 @@ def test_two_pages_one_controls_the_other_watches_then_takes_over(tmp_path, brow
     # silent > 1 s since A's last heartbeat relayed (A sends one every 0.25 s, relayed at
     # most every 0.1 s: the last up to 0.35 s before it was closed)
     assert float(stop["note"].split("silent ")[1].split(" ms")[0]) >= 1000.0, stop["note"]
-    # the STOP comes SILENCE_S after the last heartbeat that reached the run: at most 0.35 s
-    # (beat 0.25 s, relay 0.1 s) before the tab closed, less a cycle's slack of 0.05 s; and
+    # the STOP comes SILENCE_S after the last heartbeat that reached the run: at most
+    # HEARTBEAT_LAG_S (beat 0.25 s, relay 0.1 s, a timer a beat late) before the tab closed, less a cycle's slack of 0.05 s; and
     # no later than 0.6 s past SILENCE_S (the web process's and the run's polls, a loaded CPU)
     after_close = t_stop - closed_at
     assert SILENCE_S - HEARTBEAT_LAG_S - 0.05 <= after_close <= SILENCE_S + 0.6, (
@@ -345,35 +346,37 @@ def test_two_pages_one_controls_the_other_watches_then_takes_over(tmp_path, brow
 
 # ------------------------------------------------------------------ nothing bypasses the rules
 # tests/test_sessions.py's forbidden requests (issue 43's), each at a session time where the
-# machine must refuse it — here 0.5 s later than there (the page cannot ask at 0.0 s: the
-# first comes 0.2 s in, while still sitting), through the page's exo.ask (its buttons' call)
-BASE = [{"request": "go", "at": 0.5},  # GO from sitting: stands up (the selected motion)
-        {"request": "go_release", "at": 6.5},
-        {"request": "start", "motion": "walk", "at": 7.0},
-        {"request": "stop", "at": 9.5},
-        {"request": "end", "at": 13.5}]
+# machine must refuse it — here 1.5 s later than there (the page cannot ask at 0.0 s: the
+# first comes 0.2 s in, while still sitting, 1.3 s before GO), through the page's exo.ask (its
+# buttons' call)
+BASE = [{"request": "go", "at": 1.5},  # GO from sitting: stands up (the selected motion)
+        {"request": "go_release", "at": 7.5},
+        {"request": "start", "motion": "walk", "at": 8.0},
+        {"request": "stop", "at": 10.5},
+        {"request": "end", "at": 14.5}]
 FORBIDDEN = [  # (the request, at s, the reason expected: tests/test_sessions.py's)
     ({"kind": "start", "motion": "walk"}, 0.2, "not_from_here"),  # walk from sitting
-    ({"kind": "start", "motion": "walk"}, 1.5, "busy"),  # while standing up
-    ({"kind": "next"}, 2.0, "not_selectable"),
-    ({"kind": "stop"}, 2.5, "not_stoppable"),  # standing up may not be cut
-    ({"kind": "end"}, 3.0, "not_in_posture"),
-    ({"kind": "start", "motion": "walk"}, 6.0, "go_held"),  # GO held since standing
-    ({"kind": "start", "motion": "sit_down"}, 7.5, "busy"),  # sit during a stride
-    ({"kind": "speed", "value": 2.0}, 7.7, "speed_range"),
-    ({"kind": "step_length", "value": 5.0}, 7.9, "step_range"),
-    ({"kind": "level", "value": 1.5}, 8.1, "level_range"),
-    ({"kind": "start", "motion": "fly"}, 8.3, "unknown_motion"),
-    ({"kind": "confirm"}, 8.5, "nothing_to_confirm"),
-    ({"kind": "stop"}, 9.7, "already"),  # the closing step is due
-    ({"kind": "stop"}, 12.5, "not_walking"),
-    ({"kind": "start", "motion": "stand_up"}, 12.7, "not_from_here"),
+    ({"kind": "start", "motion": "walk"}, 2.5, "busy"),  # while standing up
+    ({"kind": "next"}, 3.0, "not_selectable"),
+    ({"kind": "stop"}, 3.5, "not_stoppable"),  # standing up may not be cut
+    ({"kind": "end"}, 4.0, "not_in_posture"),
+    ({"kind": "start", "motion": "walk"}, 7.0, "go_held"),  # GO held since standing
+    ({"kind": "start", "motion": "sit_down"}, 8.5, "busy"),  # sit during a stride
+    ({"kind": "speed", "value": 2.0}, 8.7, "speed_range"),
+    ({"kind": "step_length", "value": 5.0}, 8.9, "step_range"),
+    ({"kind": "level", "value": 1.5}, 9.1, "level_range"),
+    ({"kind": "start", "motion": "fly"}, 9.3, "unknown_motion"),
+    ({"kind": "confirm"}, 9.5, "nothing_to_confirm"),
+    ({"kind": "stop"}, 10.7, "already"),  # the closing step is due
+    ({"kind": "stop"}, 13.5, "not_walking"),
+    ({"kind": "start", "motion": "stand_up"}, 13.7, "not_from_here"),
 ]
 
 
 # the session runs at the wall clock's pace and each request must reach it within its state:
-# the first, 0.3 s before GO stands the wearer up (seen once with three workers on two CPUs:
-# asked late, it met the stand-up, `busy`) — once more, as an exclusive test is (conftest.py)
+# the first was once 0.3 s before GO stood the wearer up, and with three workers on two CPUs it
+# was asked late, met the stand-up and got `busy` (in CI, twice in a row): now 1.3 s before —
+# once more, as an exclusive test is (conftest.py)
 @pytest.mark.flaky(reruns=1)
 def test_forbidden_requests_through_the_page_are_refused_and_leave_the_reference_unchanged(
         tmp_path, browser):
@@ -398,11 +401,11 @@ def test_forbidden_requests_through_the_page_are_refused_and_leave_the_reference
         return shown
 
     beside = Beside(drive)
-    ctl, res, shown = beside.run(load_top(ROOT / "configs" / "exo_leg.yaml"), 14.0,
+    ctl, res, shown = beside.run(load_top(ROOT / "configs" / "exo_leg.yaml"), 15.0,
                                  tmp_path / "page", session=str(script), start_pose=sitting,
                                  board=None, history=True)
     assert res.summary["final_state"] == "SHUTDOWN"
-    ref, _ = run_session(tmp_path / "base", BASE, duration=14.0, start_pose=sitting,
+    ref, _ = run_session(tmp_path / "base", BASE, duration=15.0, start_pose=sitting,
                          board=None)
     refused = [e for e in requests(ctl) if e["answer"] == "rejected"]
     assert [e["source"] for e in refused] == ["web"] * len(FORBIDDEN)
