@@ -36,7 +36,10 @@ NO_BROWSER = chromium_available()
 # every 0.25 s, the web process relays at most every 0.1 s, and on a loaded CPU the page's timer
 # may fire a beat late (CI, 2 CPUs, three workers and the browser: 0.47 s seen)
 HEARTBEAT_LAG_S = 0.6
-pytestmark = [pytest.mark.slow,
+# exclusive: each test's figures are the wall clock's — the session's pace against the page's
+# requests, a heartbeat's silence, the page's latency — and in CI, with the other worker's
+# tests beside them on two CPUs, a request met the wrong state and a heartbeat came late
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive,
               pytest.mark.skipif(NO_BROWSER is not None, reason=str(NO_BROWSER))]
 SHOTS = ("console-web-pairing", "console-web-sitting", "console-web-standing-up",
          "console-web-walking", "console-web-stopping", "console-web-watcher",
