@@ -332,7 +332,8 @@ def test_two_pages_one_controls_the_other_watches_then_takes_over(tmp_path, brow
     # most every 0.1 s: the last up to 0.35 s before it was closed)
     assert float(stop["note"].split("silent ")[1].split(" ms")[0]) >= 1000.0, stop["note"]
     # the STOP comes SILENCE_S after the last heartbeat that reached the run: at most
-    # HEARTBEAT_LAG_S (beat 0.25 s, relay 0.1 s, a timer a beat late) before the tab closed, less a cycle's slack of 0.05 s; and
+    # HEARTBEAT_LAG_S (beat 0.25 s, relay 0.1 s, a timer a beat late) before the tab
+    # closed, less a cycle's slack of 0.05 s; and
     # no later than 0.6 s past SILENCE_S (the web process's and the run's polls, a loaded CPU)
     after_close = t_stop - closed_at
     assert SILENCE_S - HEARTBEAT_LAG_S - 0.05 <= after_close <= SILENCE_S + 0.6, (

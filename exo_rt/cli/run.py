@@ -4,6 +4,7 @@ drives — and the run's outcome in a few lines (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from exo_rt.cli.common import Command, check_pose
@@ -170,6 +171,8 @@ def handle(args: argparse.Namespace) -> int:
         print(f"  FAULT {f['cause']} on {f['joint']} at {f['t']:.3f} s{into}: reacted in "
               f"{f['reaction_cycles']} cycles ({f['action']})"
               + (f" — {f['detail']}" if f.get("detail") else ""))
+    if s.get("after_safe"):
+        print(_after_safe_line(s["after_safe"]))
     from exo_rt.sim.launch import SIM_SPECS
 
     hint = _late_simulation_hint(s, ctl.realtime, bus in SIM_SPECS, bool(injections))
@@ -187,6 +190,17 @@ def handle(args: argparse.Namespace) -> int:
         where += f" ({'; '.join(s['files_not_written'])})"
     print(f"run folder: {result.run_dir}{where}")
     return result.exit_code
+
+
+def _after_safe_line(a: dict) -> str:
+    """What SAFE did to the simulated wearer, one line: the pelvis's drop and the largest
+    flexion of each knee (else of each joint) over the window the world ran on."""
+    joints = a["joints"]
+    knees = {n: j for n, j in joints.items() if "knee" in n} or joints
+    flex = ", ".join(f"{n} {math.degrees(j['flexion_rad']):.2f}°" for n, j in knees.items())
+    return (f"  after SAFE: in {a['window_s']:.1f} s from the fault (the world run on, the drives "
+            f"as SAFE left them) the pelvis dropped {1e3 * a['pelvis_drop_m']:.1f} mm; "
+            f"flexed at most: {flex}")
 
 
 def _session_start(script, activities, given, bus):

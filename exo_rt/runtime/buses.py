@@ -155,7 +155,8 @@ class BusSet(Protocol):
     (``--inject`` acts on them), their ``clock`` (s), the simulated ``world`` and ``board``
     emulator in this process (None: none), the helper ``process``es, injections ``pending``
     (control cycle, command); ``tick`` advances what they simulate by a period, ``due(k)``
-    hands over cycle k's injections, ``board_command`` tells the emulated board."""
+    hands over cycle k's injections, ``board_command`` tells the emulated board,
+    ``after_safe`` runs a simulated world on after a SAFE end."""
 
     lockstep: bool
     injectable: bool
@@ -181,6 +182,12 @@ class BusSet(Protocol):
         """What a plant replay needs of how the buses started, for the run's recording
         (a lockstep simulation's: :meth:`exo_rt.sim.launch.SimulatedBuses.replay_start`);
         none: {}."""
+        return {}
+
+    def after_safe(self, since: float) -> dict:
+        """A run that ended SAFE, its fault's onset ``since`` s ago: what the simulated world
+        did to its wearer after it (a lockstep world on the floor run on:
+        :meth:`exo_rt.sim.launch.SimulatedBuses.after_safe`); nothing simulated: {}."""
         return {}
 
 

@@ -75,6 +75,7 @@ class Controller:
         self.session: sessions.Session | None = None
         self.events: list[dict] = []
         self.faults: list[Fault] = []
+        self.after_safe: dict = {}  # a SAFE end in a simulated world: what it did to the wearer
         self.setup_lines: list[str] = []
         self.recording = None
         self.record = RunRecord(None, self.events)
@@ -272,6 +273,10 @@ class Controller:
         if self.session is not None:
             self.session.close()
         self.io.close()
+        if self.state == SAFE and self.faults:  # what SAFE did to a simulated wearer: their
+            # world run on from the first fault's onset (nothing where nothing is simulated)
+            since = self.cycles * self.dt - self.faults[0].t
+            self.after_safe = self.bus_set.after_safe(since)
         self.rig.close()
         self.cycle.set_rows(self.cycle.no_rows)  # (the recording's shared memory goes)
         self.record.close(self.drives)
@@ -283,6 +288,8 @@ class Controller:
             self.sched.stats.summary() if self.sched is not None else {},
             self.derating.summary(), sess.ended_by() if sess is not None else None,
             self.setup_lines))
+        if self.after_safe:
+            out["after_safe"] = self.after_safe
         if self.record.out_dir is not None:
             out["recording"] = self.record.summary_part()
         run_dir = self.record.write(out)

@@ -443,6 +443,10 @@ class RecordedBuses:
         """A replay records no start of its own to replay."""
         return {}
 
+    def after_safe(self, since: float) -> dict:
+        """A replay has no world to run on."""
+        return {}
+
     def tick(self) -> None:
         """Nothing to advance: the recording holds the board's state."""
 

@@ -139,6 +139,18 @@ class SimulatedBuses:
         return {"sim_start": {"periods": int(w.cycle), "powered_at": dict(zip(
             w.transmission_joints, (int(p) for p in w.powered_at), strict=True))}}
 
+    def after_safe(self, since: float) -> dict:
+        """Lockstep, on the world's floor: the world run on by itself after a SAFE end, up to
+        :data:`~exo_rt.sim.after_safe.AFTER_SAFE_S` after the fault's onset (``since`` s ago)
+        — the drives as SAFE left them, the board ticked beside it — and what it did to the
+        wearer (:func:`exo_rt.sim.after_safe.run_on`). Real time (the simulation lingers in
+        its own process) or the test stand: {}."""
+        if self.world is None:
+            return {}
+        from exo_rt.sim.after_safe import run_on
+
+        return run_on(self.world, self.board, since)
+
     # ---------------------------------------------------------------- the board
     def board_path(self) -> str:
         """The emulated board's link (BoardLink opens it)."""

@@ -35,6 +35,7 @@ from exo_rt.model.mechanism import Mechanism
 from exo_rt.plugins import load_attr
 from exo_rt.schema.buses import FOREIGN_KINDS
 from exo_rt.sim import plants, world_truth
+from exo_rt.sim.after_safe import Trail
 from exo_rt.sim.plants import ST_I, ST_ON, ST_Q, ST_V, T_JOINT, T_ROTOR
 
 # the emulated drives the simulation registers for families of exo_rt.bus.protocols (name →
@@ -76,6 +77,9 @@ class SimWorld:
         # the world's own truth after every period (a world on the floor; else None): the
         # recording's pelvis, ground reactions and seat, the board's foot-sole sensors
         self.truth = world_truth.for_world(self)
+        # on the floor, the pelvis's height and the joints of the last periods: what a SAFE
+        # end does to the wearer is measured from the fault's onset (exo_rt.sim.after_safe)
+        self.trail = Trail(self.plant) if getattr(self.plant, "floor", False) else None
         # a leading wearer's muscles (exo_rt.sim.walker.Leader: a world on the floor, set when
         # the session begins), onto the plant's joints before each period; None: passive
         self.wearer = None
@@ -367,6 +371,8 @@ class SimWorld:
         self.faults = [f for f in self.faults if f[3] >= self.cycle]
         if self.truth is not None and self.cycle != cycle:  # (real time: once a period)
             self.truth.update(self)
+        if self.trail is not None and self.cycle != cycle:
+            self.trail.put(self.t, self.cycle)
 
     def _reply(self, ep: _Endpoint) -> None:
         """A bus's TPDOs (and heartbeats when due) after its SYNC, faults applied."""
