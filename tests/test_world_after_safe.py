@@ -62,15 +62,15 @@ def test_the_trail_measures_from_the_fault_s_onset():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("where", "at"), [("half-way up from the chair", 2.6),
-                                           ("mid-stance, the right foot alone", 7.85)])
+@pytest.mark.parametrize(("where", "at"), [("half-way up from the chair", 2.894),
+                                           ("mid-stance, the left foot alone", 6.966)])
 def test_an_estop_leaves_the_wearer_where_they_were(tmp_path, where, at):
-    """The default session (stand up 0–5.3 s, walk from 6.3 s): at RUN + 2.6 s the stand-up is
-    half done; at RUN + 7.85 s the right foot carries the wearer alone in mid-stance of the
-    first stride (its reaction 320 N, the left foot off the floor). In the 2 s from the E-stop
-    the pelvis drops ≤ 5 cm and no knee flexes by more than 10° (measured: no drop — the
-    harness's half of the weight and the brakes hold them; the knees extend 0.3–0.5°, half-way
-    up and in mid-stance; the swinging left hip flexes 4°, carried on by its swing)."""
+    """The default session (stand up 0.5–5.3 s, walk from 6.3 s), at the instants
+    tools/safe_under_load.py finds: RUN + 2.894 s, the middle of the stand-up; RUN + 6.966 s,
+    the middle of the walk's longest stretch on one foot (the left, as the right takes the
+    opening step). In the 2 s from the E-stop the pelvis drops ≤ 5 cm and no knee flexes by
+    more than 10° (measured: half-way up no drop — the harness's half of the weight and the
+    brakes hold them — the knees extend 0.38°; in mid-stance 6.3 mm, the stance knee 1.94°)."""
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--inject", f"estop@{at}",
                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
@@ -93,7 +93,7 @@ def test_a_knee_held_by_its_shorted_phases_alone_folds(tmp_path):
     """The figure can fail: the same E-stop in mid-stance with the knees declared
     ``short_circuit`` (their brakes removed: the drive's shorted phases, 137 N·m·s/rad at the
     joint, only slow a load that back-drives the gear) — the stance knee flexes past 10° and
-    the pelvis drops (measured: 13.6°, 25.5 mm; the plant-level stand-in of
+    the pelvis drops (measured: 14.5°, 33.1 mm; the plant-level stand-in of
     tests/test_world_floor.py: 13.1°, 22 mm)."""
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)
@@ -107,12 +107,12 @@ def test_a_knee_held_by_its_shorted_phases_alone_folds(tmp_path):
     module.write_text(head + tail)
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--config",
-                          str(configs / "exo_2leg_world.yaml"), "--inject", "estop@7.85",
+                          str(configs / "exo_2leg_world.yaml"), "--inject", "estop@6.966",
                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 1, res.stdout + res.stderr
     a = json.loads((out / "summary.json").read_text())["after_safe"]
-    assert math.degrees(a["joints"]["right_knee"]["flexion_rad"]) > 10.0, a
+    assert math.degrees(a["joints"]["left_knee"]["flexion_rad"]) > 10.0, a
     assert a["pelvis_drop_m"] > 0.01, a
 
 
