@@ -89,6 +89,21 @@ def test_an_estop_leaves_the_wearer_where_they_were(tmp_path, where, at):
 
 
 @pytest.mark.slow
+def test_the_tool_finds_the_instants_the_test_presses_at(exo_rt_runs):
+    """tools/safe_under_load.py's two instants, found in the default exoskeleton's run that
+    docs/sizing.md's w75 table reads too (made once a session: tests/run_cache.py): the
+    stand-up's middle and the middle of the walk's longest stretch on one foot — those the
+    E-stop test above presses at."""
+    from tools.safe_under_load import instants
+
+    out, res = exo_rt_runs.run("--config", "configs/exo_2leg_world.yaml", "--duration", "6")
+    assert res.returncode == 0, res.stderr[-2000:]
+    up, stance = instants(out)
+    assert up == pytest.approx(2.894, abs=2e-3)
+    assert stance == pytest.approx(6.966, abs=2e-3)
+
+
+@pytest.mark.slow
 def test_a_knee_held_by_its_shorted_phases_alone_folds(tmp_path):
     """The figure can fail: the same E-stop in mid-stance with the knees declared
     ``short_circuit`` (their brakes removed: the drive's shorted phases, 137 N·m·s/rad at the
