@@ -90,6 +90,7 @@ class RealtimeServer:
         self.period = world.dt
         world.realtime = True  # a SYNC applies and answers; the physics keeps its own time
         world.defer_apply = True  # … its commands committed once the physics reached it
+        world.trail = None  # (what SAFE did to the wearer is the lockstep world's to run on)
         self._settle: list[tuple[float, str]] = []  # (arrival, bus) of SYNCs answered first
         world.wall_heartbeats = True
         self.overruns = 0
