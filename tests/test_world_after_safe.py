@@ -80,7 +80,10 @@ def test_an_estop_leaves_the_wearer_where_they_were(tmp_path, where, at):
     assert s["final_state"] == "SAFE" and [f["cause"] for f in s["faults"]] == ["estop"]
     a = s["after_safe"]
     assert a["seconds"] == 2.0 and a["window_s"] == pytest.approx(2.0, abs=1e-6)
-    assert 1.9 < a["run_on_s"] < 2.0  # (the loop's last cycles after the press are the rest)
+    # run on: the 2 s less the loop's own cycles after the press (its end minus the onset)
+    after_press = s["cycles"] * 1e-3 - s["faults"][0]["t"]
+    assert 0.0 < after_press < 0.1, s["faults"]
+    assert a["run_on_s"] == pytest.approx(2.0 - after_press, abs=1.5e-3)
     assert 0.0 <= a["pelvis_drop_m"] <= 0.05, (where, a)
     knees = {n: j for n, j in a["joints"].items() if "knee" in n}
     assert len(knees) == 2
