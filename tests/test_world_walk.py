@@ -60,6 +60,12 @@ def test_walking_figures(walk):
                 offsets={"left_": 0.0, "right_": 0.5}, thigh=0.43, shank=0.42)
     assert f.strides >= 3
     assert all(0.58 <= v <= 0.70 for v in f.stance.values()), f.stance
+    # each foot lands at the gait's heel strike (measured 0.013 of its stride) and its contact
+    # first breaks in double support, 0.06 of a stride before the gait lifts it (measured
+    # 0.558, 0.562): no push-off, the leading leg has the weight (docs/world.md)
+    assert all(0.0 <= v <= 0.03 for v in f.touch.values()), f.touch
+    assert all(abs(v - 0.56) <= 0.015 for v in f.unload.values()), f.unload
+    assert all(f.stance[k] > f.unload[k] - f.touch[k] for k in f.stance), (f.stance, f.unload)
     assert all(v < 0.01 * f.carried for v in f.swing_force.values()), f.swing_force
     assert all(v < 0.01 for v in f.slip.values()), f.slip
     assert max(f.tracking_rms.values()) <= 1.0, f.tracking_rms

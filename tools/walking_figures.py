@@ -105,11 +105,12 @@ def main(argv=None) -> int:
                 offsets={"left_": 0.0, "right_": 0.5}, thigh=thigh, shank=shank)
     print(f"run {out}: {f.strides} steady strides, pelvis {f.speed:.3f} m/s, the floor "
           f"carries {f.carried:.1f} N")
-    print("| foot | stance | reaction in swing | slip while flat | peak / carried (raw, "
-          "25 ms) |")
-    print("|---|---|---|---|---|")
+    print(f"| foot | stance | touch-down, unloaded (the gait lifts it at {flat_foot.STANCE}) "
+          "| reaction in swing | slip while flat | peak / carried (raw, 25 ms) |")
+    print("|---|---|---|---|---|---|")
     for foot in f.stance:
-        print(f"| {foot} | {100 * f.stance[foot]:.1f} % | {f.swing_force[foot]:.1f} N | "
+        print(f"| {foot} | {100 * f.stance[foot]:.1f} % | {f.touch[foot]:.3f}, "
+              f"{f.unload[foot]:.3f} | {f.swing_force[foot]:.1f} N | "
               f"{1000 * f.slip[foot]:.1f} mm | {f.peak[foot]:.2f}, "
               f"{f.peak_smooth[foot]:.2f} |")
     print("tracking RMS: " + ", ".join(f"{j} {v:.2f}°" for j, v in f.tracking_rms.items()))

@@ -6,7 +6,12 @@ Figures over the walk's whole steady strides (from the first stride boundary aft
 opening step to the last before the closing step begins):
 
 - **stance fraction** per foot: the share of each stride its vertical reaction exceeds
-  :data:`CONTACT` of the carried weight;
+  :data:`CONTACT` of the carried weight — a force plate's stance, not the gait's: a foot the
+  gait keeps on the floor but no longer loads is not in it;
+- **touch-down and unloading** per foot: the leg's phase (strides, its offset taken off; the
+  median over its whole strides) at which its reaction first exceeds :data:`CONTACT` of the
+  carried weight, and at which it first falls below it again after mid-stance — when the
+  weight left the trailing foot, against the gait's lift-off;
 - **the reaction in swing**: the largest vertical reaction while the reference has the leg in
   swing, :data:`EDGE` of a stride clear of lift-off and touch-down;
 - **peaks**: each foot's largest vertical reaction over the carried weight — the summed
@@ -44,6 +49,8 @@ class WalkFigures:
     speed: float  # m/s: the pelvis's mean forward speed over them
     carried: float  # N: the summed vertical reaction's mean (weight less the support)
     stance: dict[str, float]  # foot → stance fraction of the stride
+    touch: dict[str, float]  # foot → leg phase of its touch-down (strides)
+    unload: dict[str, float]  # foot → leg phase at which the floor stops loading it (strides)
     swing_force: dict[str, float]  # foot → largest vertical reaction in swing (N)
     peak: dict[str, float]  # foot → largest vertical reaction / carried weight
     peak_smooth: dict[str, float]  # … of its SMOOTH moving average
@@ -92,6 +99,7 @@ def measure(run_dir: str | Path, *, stance: float, rocker: float,
     carried = float(fz.sum(axis=1).mean())
     prefixes = list(offsets)
     stance_of, swing_of, peak_of, smooth_of, slip_of = {}, {}, {}, {}, {}
+    touch_of, unload_of = {}, {}
     dt = float(np.median(np.diff(t)))
     window = np.ones(max(1, round(SMOOTH / dt))) / max(1, round(SMOOTH / dt))
     for k, foot in enumerate(feet):
@@ -108,16 +116,26 @@ def measure(run_dir: str | Path, *, stance: float, rocker: float,
         ankle_x = base[:, 0] + ankle_x_of(a, q_true[:, knee], thigh, shank)
         ankle_z = base[:, 1] - thigh * np.cos(a) - shank * np.cos(a - q_true[:, knee])
         step = np.floor(phase[idx] - offsets[prefix])
-        travel = []
+        travel, touches, unloads = [], [], []
         for s in np.unique(step):
+            whole = step == s
+            if (leg[whole].min() < EDGE and leg[whole].max() > stance + EDGE
+                    and touching[whole].any()):
+                on_leg, loaded = leg[whole], touching[whole]
+                touches.append(float(on_leg[np.argmax(loaded)]))
+                off = ~loaded & (on_leg > 0.5 * stance)
+                if off.any():
+                    unloads.append(float(on_leg[np.argmax(off)]))
             on = (step == s) & (leg >= rocker) & (leg < stance)
             if not on.any():
                 continue
             flat = on & (ankle_z < ankle_z[on].min() + FLAT)  # not on its heel or toe
             travel.append(float(np.ptp(ankle_x[flat])))
         slip_of[foot] = max(travel) if travel else 0.0
+        touch_of[foot] = float(np.median(touches)) if touches else math.nan
+        unload_of[foot] = float(np.median(unloads)) if unloads else math.nan
     err = np.degrees(rows["q_ref"][idx] - rows["q"][idx])
     rms = {j: float(np.sqrt(np.mean(err[:, i] ** 2))) for i, j in enumerate(names)}
     speed = float((base[-1, 0] - base[0, 0]) / (t[-1] - t[0]))
-    return WalkFigures(int(last - first), speed, carried, stance_of, swing_of, peak_of,
-                       smooth_of, slip_of, rms)
+    return WalkFigures(int(last - first), speed, carried, stance_of, touch_of, unload_of,
+                       swing_of, peak_of, smooth_of, slip_of, rms)
