@@ -180,6 +180,34 @@ def test_sizing_study_gives_docs_sizing_flat_foot_figures():
         assert got == pytest.approx([qd, qdd, rms, n_max, rotor], rel=0.01), (speed, got)
 
 
+def test_pelvis_peaks_gives_docs_world_figures():
+    """tools/pelvis_peaks.py (docs/world.md, "Not done yet"): at 0.8 m/s the flat-foot gait's
+    pelvis asks 1.49 of the carried weight (its mid-stance knee 0.25 rad, 50 N·m of stance
+    moment); 1.27 takes a 0.70 rad mid-stance knee, 137 N·m — each peak falling with the drop
+    it no longer makes. The moment checked against the knee's distance from the hip–ankle line
+    by forward kinematics; at 0.4 m/s the gait's 1.15 (tests/test_world_walk.py measures the
+    walk's peaks against the same closed form)."""
+    import numpy as np
+
+    text = _tool("tools/pelvis_peaks.py", timeout=60.0)
+    table = {float(m[0]): (float(m[1]), float(m[2]), float(m[3])) for m in re.findall(
+        r"\| ([\d.]+) rad(?: \(the gait's\))? \| ([\d.]+) cm \| ([\d.]+) \| (\d+) N·m \|",
+        text)}
+    assert set(table) == {0.25, 0.4, 0.5, 0.6, 0.7, 0.8}, text
+    assert table[0.25][1:] == (1.49, 50.0) and table[0.7][1:] == (1.27, 137.0), table
+    drops = [table[k][0] for k in sorted(table)]
+    peaks = [table[k][1] for k in sorted(table)]
+    assert drops == sorted(drops, reverse=True) and peaks == sorted(peaks, reverse=True)
+    # the moment by forward kinematics: the hip at the origin, the ankle straight below it
+    thigh, shank, kappa, w = 0.43, 0.42, 0.7, 95.7 * 9.81
+    r = np.sqrt(thigh ** 2 + shank ** 2 + 2 * thigh * shank * np.cos(kappa))
+    a = np.arccos((thigh ** 2 + r ** 2 - shank ** 2) / (2 * thigh * r))  # thigh off the line
+    knee = thigh * np.array([np.sin(a), -np.cos(a)])
+    assert w * abs(knee[0]) == pytest.approx(137.0, abs=0.5)
+    slow = _tool("tools/pelvis_peaks.py", "--speed", "0.4", "--mid", "0.25", timeout=60.0)
+    assert "| 0.25 rad (the gait's) | 7.2 cm | 1.15 | 50 N·m |" in slow, slow
+
+
 @pytest.mark.slow
 def test_bench_pace_runs_both_ways_and_tells_them_apart():
     """tools/bench_pace.py on lockstep runs (a check of the tool: real time is its

@@ -81,13 +81,15 @@ def heel_rocker(phase: np.ndarray) -> np.ndarray:
     return HEEL_ROCKER * (1.0 - _min_jerk(np.asarray(phase, float) / ROCKER))
 
 
-def pelvis_height(phase: np.ndarray, stride: float, thigh: float, shank: float) -> np.ndarray:
+def pelvis_height(phase: np.ndarray, stride: float, thigh: float, shank: float,
+                  knee_mid: float = KNEE_MID, knee_edge: float = KNEE_EDGE) -> np.ndarray:
     """m: the hip's height over the flat stance ankle at ``phase`` (strides) — H(φ) = a +
-    b·cos 4π(φ − s/2), the knee :data:`KNEE_MID` at mid-stance and :data:`KNEE_EDGE` with the
-    ankle S·s/2 from the hip (the module's docstring); ValueError for a stride too long."""
+    b·cos 4π(φ − s/2), the knee ``knee_mid`` (rad, :data:`KNEE_MID`) at mid-stance and
+    ``knee_edge`` (:data:`KNEE_EDGE`) with the ankle S·s/2 from the hip (the module's
+    docstring); ValueError for a stride too long."""
     s = STANCE
     half = stride * s / 2.0
-    r_mid, r_edge = _reach(thigh, shank, KNEE_MID), _reach(thigh, shank, KNEE_EDGE)
+    r_mid, r_edge = _reach(thigh, shank, knee_mid), _reach(thigh, shank, knee_edge)
     if half >= r_edge:
         raise ValueError(f"a stride of {stride:.2f} m is longer than a leg of "
                          f"{thigh + shank:.2f} m can walk with its feet flat: give a "
@@ -98,7 +100,8 @@ def pelvis_height(phase: np.ndarray, stride: float, thigh: float, shank: float) 
 
 
 def pelvis_peak_load(speed: float, height: float, thigh: float, shank: float,
-                     support: float = 0.0) -> float:
+                     support: float = 0.0, knee_mid: float = KNEE_MID,
+                     knee_edge: float = KNEE_EDGE) -> float:
     """The largest vertical ground reaction the gait's pelvis motion alone asks at ``speed``
     m/s (a wearer ``height`` m tall, :func:`walk`'s pace), over the weight the floor carries:
     1 + z̈/((1 − support)·g). z̈ = b·(4π/T)² is :func:`pelvis_height`'s upward acceleration at
@@ -106,9 +109,13 @@ def pelvis_peak_load(speed: float, height: float, thigh: float, shank: float,
     share of the weight a harness holds with a constant force, which the acceleration does not
     share: with half of it held, the floor's reaction swings twice as far about what it
     carries. The body's centre of mass moves less than the pelvis (the swinging leg), so a
-    walk measures somewhat less (docs/world.md, "Walking on the floor": the peaks)."""
+    walk measures somewhat less (docs/world.md, "Walking on the floor": the peaks).
+
+    ``knee_mid``, ``knee_edge`` (rad): the stance knee's flexion at mid-stance and in double
+    support (the gait's by default)."""
     w = walk(speed, height)
-    h = pelvis_height(np.arange(SAMPLES) / SAMPLES, w.stride_length, thigh, shank)
+    h = pelvis_height(np.arange(SAMPLES) / SAMPLES, w.stride_length, thigh, shank, knee_mid,
+                      knee_edge)
     b = 0.5 * (h.max() - h.min())
     return 1.0 + b * (4.0 * math.pi / w.period) ** 2 / ((1.0 - support) * 9.81)
 
