@@ -50,7 +50,7 @@ class WalkFigures:
     carried: float  # N: the summed vertical reaction's mean (weight less the support)
     stance: dict[str, float]  # foot → stance fraction of the stride
     touch: dict[str, float]  # foot → leg phase of its touch-down (strides)
-    unload: dict[str, float]  # foot → leg phase at which the floor stops loading it (strides)
+    unload: dict[str, float]  # foot → leg phase its contact first breaks after mid-stance
     swing_force: dict[str, float]  # foot → largest vertical reaction in swing (N)
     peak: dict[str, float]  # foot → largest vertical reaction / carried weight
     peak_smooth: dict[str, float]  # … of its SMOOTH moving average
