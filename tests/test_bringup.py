@@ -100,6 +100,7 @@ def _host(channel: str, bus_file: str, **kw):
     return Drives(can.Bus(interface="virtual", channel=channel), config, ROBOT, **kw), config
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 @pytest.mark.parametrize("bus_file", VENDORS)
 def test_bring_up_writes_the_mapping_into_a_factory_default_drive(bus_file):
     channel = f"bare-{bus_file}"

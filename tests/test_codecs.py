@@ -65,6 +65,7 @@ def test_mit_vectors_and_ranges():
     assert rid == 3 and err == 2 and abs(p + 2.0) < 1e-3 and abs(i + 7.0) < 1e-2
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 @settings(max_examples=3000, deadline=None)
 @given(data=st.binary(max_size=12))
 def test_decoders_never_raise(data):

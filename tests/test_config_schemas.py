@@ -46,6 +46,7 @@ def test_every_kind_has_shipped_files_and_the_json_schema_refuses_a_stranger():
     assert not v.is_valid({**good, "realtime": {"priority": 120}})  # out of range
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_loads_are_identical_to_the_hand_written_loaders():
     from tests.config_snapshot import before, capture
 

@@ -63,6 +63,7 @@ def _cli_rows(md: str) -> dict[str, str]:
     return rows
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_every_exo_rt_command_and_option_is_in_cli_md():
     top = _run(_exo_rt("--help")).stdout
     commands = re.findall(r"^    (\w[\w-]*)\s", top, re.M)

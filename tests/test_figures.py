@@ -131,6 +131,7 @@ def _names(collected) -> list[str]:
     return [Path(n).name for n, _, _ in collected]
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_bench_plots_of_every_procedure(tmp_path, collected):
     """step, chirp, stiffness, inertia and controller (friction: above) from synthetic
     reports on exo_leg: one PNG each, every figure clean."""

@@ -106,6 +106,7 @@ def test_loops_over_the_joints_are_not_unrolled_at_run_time(keep, unrolled):
     assert out.stdout.strip() == unrolled, out.stdout + out.stderr
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_a_plant_unpickled_in_another_process_points_at_its_own_accelerations(exo_leg,
                                                                                tmp_path):
     """The plant's scratch holds where its accelerations start — this process's address: a

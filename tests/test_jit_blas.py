@@ -57,6 +57,7 @@ def _probe(tmp_path: Path, **env) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_target_without_scipy_linalg_compiles_as_numba_would(tmp_path):
     pytest.importorskip("scipy")
     deferred = _probe(tmp_path)
@@ -95,6 +96,7 @@ def _numpy_attr(node: ast.AST) -> str | None:
     return None
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_no_jitted_function_calls_blas_or_lapack():
     """A jitted function (decorated by a numba decorator) that calls ``np.dot``, ``@``,
     ``np.linalg.*`` …: numba binds SciPy's BLAS at its first call, which would then import

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 KERNELS = '''
@@ -84,6 +86,7 @@ def _run(tmp_path: Path) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_warm_kernels_load_without_the_registries(tmp_path):
     (tmp_path / "mod").mkdir()
     (tmp_path / "mod" / "kernels.py").write_text(KERNELS)

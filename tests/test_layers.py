@@ -384,6 +384,7 @@ def test_layer_rule_on_a_small_package(tmp_path):
                         guarded=("pkg.sim",)) == ""
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_checks_catch_a_cycle_and_a_layer_breach_planted_in_a_copy(tmp_path):
     """The real tree, copied, with one import inside a function added to each check (the
     schema's also a package cycle, schema ↔ sim), and a string naming a module of a package
@@ -422,6 +423,7 @@ def graph():
     return imports(ROOT)
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_no_import_cycle(graph):
     stale = [f"  {v} → {w}: {why}" for (v, w), why in CYCLE_EDGES_TO_REMOVE.items()
              if w not in graph.get(v, {})
@@ -442,6 +444,7 @@ def packages(graph, strings):
     return package_graph(graph, strings)
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_no_package_cycle(packages):
     report = package_cycle_report(packages, modules(ROOT), ROOT)
     assert not report, "\n" + report

@@ -48,6 +48,7 @@ sys.exit(code or 0)
 """
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 @pytest.mark.parametrize("wearer", [None, "configs/wearers/leading.yaml"],
                          ids=["passive", "leading"])
 def test_the_control_loop_imports_nothing(tmp_path, wearer):

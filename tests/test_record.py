@@ -55,6 +55,7 @@ def test_controller_replay_reports_a_changed_gain(recorded, tmp_path):
     assert 0.0 < r["max_abs_command_diff_A"] <= 20.0 and r["cycles_with_differences"] > 1000
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_plant_replay_predicts_the_measurements(recorded):
     r = replay(recorded, "plant")
     for j in r["joints"].values():

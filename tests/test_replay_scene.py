@@ -134,6 +134,7 @@ def _raw(path: Path, topic: str) -> list[tuple[int, bytes]]:
                 for _s, _c, m in make_reader(f).iter_messages(topics=[topic])]
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_export_mcap_writes_the_runs_scene(replayed, tmp_path):
     """exo-rt export --mcap of the run without its run.mcap writes /robot_description, /tf and
     /scene equal to what the recording process wrote, byte for byte."""

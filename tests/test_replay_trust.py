@@ -265,6 +265,7 @@ def test_a_non_finite_difference_is_never_zero():
 
 
 # ----------------------------------------------------------------------------- unfinished runs
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_a_run_that_did_not_finish_is_reported_and_replayed(recorded, tmp_path, capsys):
     run, _ = recorded
     cut = _copy(run, tmp_path / "cut")

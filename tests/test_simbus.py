@@ -658,6 +658,7 @@ def test_enable_survives_lost_statuswords(hip_lost, knee_lost):
     d.bus.shutdown()
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_the_registry_keeps_the_newest_world_last_and_forgets_a_finished_runs(tmp_path,
                                                                                monkeypatch):
     """``SimWorld.open`` of a name already open replaces it and moves it last (a run's world

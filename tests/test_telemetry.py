@@ -329,6 +329,7 @@ def test_replay_reads_run_mcap_and_export_writes_it_for_old_runs(live_run, tmp_p
     assert np.array_equal(rec2.tobytes(), records.tobytes()) and config.exists()
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_assistance_is_written_only_for_records_that_have_its_columns(live_run, tmp_path):
     """An older run's record (no estimate, level or thermal columns): export writes no
     /assistance channel and read_mcap gives back its columns alone, bit for bit; a newer one's

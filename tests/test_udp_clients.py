@@ -75,6 +75,7 @@ class Drives:
         return err
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_a_plain_canopen_master_reads_and_syncs_the_realtime_drives():
     """canopen's Network on python-can's default udp_multicast bus: SDO upload of 1000h from
     each drive (the request must reach the drives, the answer come back), then NMT start and a

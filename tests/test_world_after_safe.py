@@ -134,6 +134,7 @@ def test_a_knee_held_by_its_shorted_phases_alone_folds(tmp_path):
     assert a["pelvis_drop_m"] > 0.01, a
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_the_test_stand_has_no_world_to_run_on(tmp_path):
     """SAFE on the test stand (the leg hanging from a fixed pelvis: no floor, no wearer to
     drop): no figures, no line."""

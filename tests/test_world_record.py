@@ -262,6 +262,7 @@ def _read(path: Path, topics) -> dict[str, list[dict]]:
     return out
 
 
+@pytest.mark.slow  # about 2 s or more on 2 cores (README)
 def test_the_plant_replay_draws_the_replayed_world(walk):
     """A world run's plant replay MCAP carries the replayed world's truth (issue 45: a run and
     its replay watched side by side): its /tf puts the pelvis where the run's does (the plant
