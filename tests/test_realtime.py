@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import socket
 import struct
@@ -252,20 +253,40 @@ def test_realtime_run_with_the_simulation_in_its_own_process_and_a_cpu_hog(tmp_p
     helper CPU. The run ends SHUTDOWN with no fault, the recording process is reported
     SCHED_OTHER (the simulation, standing in for the drives, SCHED_FIFO below the control
     thread), and the first 100 cycles after READY are each within the period — all but two a
-    VM's stalls may hit, at most one of them in the first 10. The run goes once more where a
-    stall of the machine hit it: two of those cycles over the period (seen in 2 of about 6
-    whole-suite runs, never alone; on a slow day, 7 and then 2 in CI), or a
-    SAFE after cycles overran by the dozen in its last second (seen once in CI: the drives'
-    SYNC watchdog tripped, drive_fault at 11.8 s, 36 overruns in that second against none in
-    the 9 s before) — a start-up transient or a fault of the code fails both."""
-    run = _run_with_a_hog(tmp_path / "first")
-    stalled = run.stalled_into_safe or np.sum(run.first >= run.period) > 1
-    if stalled:
+    VM's stalls may hit, at most one of them in the first 10. The run goes again, up to
+    :data:`STALL_RUNS` runs in all, where a stall of the machine hit it: two of those cycles
+    over the period (seen in 2 of about 6 whole-suite runs, never alone; on a slow day, 7 and
+    then 2 in CI), or a SAFE after cycles overran by the dozen in its last second (seen in CI:
+    the drives' SYNC watchdog tripped, drive_fault at 11.8 s, 36 overruns in that second
+    against none in the 9 s before; on 2026-12-02 two such runs in a row in both of pytest's
+    tries — drive_fault at 6.57 s, 55 overruns in the last second, the controller's own
+    compute p99 786 µs against 151 — and then 4 of 4 alone, clean) — a start-up transient or
+    a fault of the code fails every run. Each stalled run is named with the time the VM's host
+    took from its CPUs meanwhile (/proc/stat's steal)."""
+    for attempt in range(STALL_RUNS):
+        run = _run_with_a_hog(tmp_path / f"run{attempt}")
+        stalled = run.stalled_into_safe or np.sum(run.first >= run.period) > 1
+        if not stalled or attempt == STALL_RUNS - 1:
+            break
         warnings.warn(f"{np.sum(run.first >= run.period)} of the first 100 cycles over the "
-                      f"period, ended {run.summary['final_state']} (a VM's stall); the run "
-                      "goes once more", stacklevel=1)
-        run = _run_with_a_hog(tmp_path / "again")
+                      f"period, ended {run.summary['final_state']} (a VM's stall; the host "
+                      f"took {run.steal_ms:.0f} ms of the CPUs meanwhile): the run goes again",
+                      stacklevel=1)
     run.check()
+
+
+STALL_RUNS = 3  # runs of the test above at most, each after one a stall of the machine hit
+
+
+def _steal_ms() -> float:
+    """ms the VM's host has taken from this machine's CPUs since boot (/proc/stat's steal
+    column, summed over the CPUs; NaN where the kernel does not say)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return float(fields[8]) * 1e3 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return math.nan
 
 
 @dataclasses.dataclass
@@ -277,6 +298,7 @@ class _HogRun:
     summary: dict
     records: np.ndarray | None
     period: float  # µs
+    steal_ms: float  # ms the VM's host took from the CPUs during the run (NaN: not said)
 
     @property
     def first(self) -> np.ndarray:
@@ -296,7 +318,8 @@ class _HogRun:
     def check(self) -> None:
         s, res = self.summary, self.res
         assert res.returncode == 0 and s["final_state"] == "SHUTDOWN" and s["faults"] == [], \
-            res.stdout + res.stderr
+            f"(the host took {self.steal_ms:.0f} ms of the CPUs in the run)\n" + res.stdout \
+            + res.stderr
         helpers = {line.split(" process")[0]: line for line in s["setup"] if " process " in line}
         assert set(helpers) == {"simulation", "recording"}, s["setup"]
         assert "SCHED_OTHER" in helpers["recording"]  # a helper: never real-time
@@ -319,6 +342,7 @@ def _run_with_a_hog(out: Path) -> _HogRun:
 
     cpus = sorted(os.sched_getaffinity(0))
     hog = _hog(cpus[0]) if len(cpus) > 1 else None
+    steal = _steal_ms()
     try:
         res = subprocess.run([sys.executable, "-m", "exo_rt", "run", "--realtime", "--duration",
                               "10", "--config", str(VM_CONFIG), "--out", str(out)],
@@ -330,4 +354,4 @@ def _run_with_a_hog(out: Path) -> _HogRun:
     summary = json.loads((out / "summary.json").read_text())
     records, meta = (read_cycle_log(out / "cycles.exolog")
                      if (out / "cycles.exolog").exists() else (None, {"rate_hz": 1000.0}))
-    return _HogRun(out, res, summary, records, 1e6 / meta["rate_hz"])
+    return _HogRun(out, res, summary, records, 1e6 / meta["rate_hz"], _steal_ms() - steal)
